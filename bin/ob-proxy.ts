@@ -1,0 +1,70 @@
+#!/usr/bin/env node
+/**
+ * The entry point: wires argv, environment, stdio and signals to the CLI program, and injects
+ * the long-running commands (serve, simulate, demo) from daemon/ so cli/ and daemon/ stay apart.
+ */
+import { readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { type Config, resolveConfig } from '../src/config.js';
+import { ObProxyError } from '../src/errors.js';
+import { DaemonClient } from '../cli/daemon-client.js';
+import { type ProgramDeps, UsageError, runCli } from '../cli/program.js';
+import { demoHome, runDemo } from '../daemon/run-demo.js';
+import { runServe } from '../daemon/run-serve.js';
+import { buildSimulator, type FailMode } from '../daemon/simulate/simulator.js';
+
+const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+const env = process.env;
+
+function config(flags: Parameters<typeof resolveConfig>[0]): Config {
+  try {
+    return resolveConfig(flags, env, homedir());
+  } catch (err) {
+    if (err instanceof ObProxyError) throw new UsageError(err.message);
+    throw err;
+  }
+}
+
+function num(v: string | undefined, name: string): number | undefined {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!Number.isFinite(n) || n < 0) throw new UsageError(`--${name} must be a non-negative number, got "${v}".`);
+  return n;
+}
+
+const deps: ProgramDeps = {
+  version: pkg.version,
+  io: {
+    out: (s) => void process.stdout.write(s),
+    err: (s) => void process.stderr.write(s),
+    isTTY: process.stdout.isTTY === true,
+    env,
+  },
+  connect: (socketPath) => new DaemonClient(socketPath),
+  serve: (o) => runServe(config(o), { version: pkg.version }),
+  demo: async (o) => {
+    const home = await demoHome(o.home);
+    const cfg = config({ ...o, home, port: o.port ?? env.OB_PROXY_PORT ?? '8080', logLevel: env.OB_PROXY_LOG_LEVEL ?? 'warn' });
+    await runDemo(cfg, { version: pkg.version }, (s) => process.stdout.write(s));
+  },
+  simulate: async (o) => {
+    const sim = buildSimulator({
+      models: o.model,
+      firstTokenDelayMs: num(o.firstTokenMs, 'first-token-ms'),
+      tokensPerSecond: num(o.tokensPerSecond, 'tokens-per-second'),
+      chunks: num(o.chunks, 'chunks'),
+      fail: o.fail as FailMode | undefined,
+      failAfterChunks: num(o.failAfter, 'fail-after'),
+      errorStatus: num(o.errorStatus, 'error-status'),
+    });
+    const url = await sim.listen(num(o.port, 'port') ?? 0, o.host);
+    process.stdout.write(`${JSON.stringify({ msg: 'simulator listening', url, models: o.model })}\n`);
+    await new Promise<void>((resolve) => {
+      const stop = (): void => void sim.close().then(resolve, resolve);
+      process.once('SIGINT', stop);
+      process.once('SIGTERM', stop);
+    });
+  },
+};
+
+process.exitCode = await runCli(process.argv.slice(2), deps);

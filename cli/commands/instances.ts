@@ -1,0 +1,109 @@
+import { Command } from 'commander';
+import type { InstanceView } from '../../src/wire/views.js';
+import { type CliDeps, type CommonOptions, example, withClient, withCommon } from '../common.js';
+import { colours, printJson, secretBlock, stateColour, table } from '../output.js';
+
+function timeLeft(packEndsAt: string | null): string {
+  if (packEndsAt === null) return '-';
+  const ms = Date.parse(packEndsAt) - Date.now();
+  if (ms <= 0) return `${packEndsAt} (ended)`;
+  const h = Math.floor(ms / 3_600_000);
+  const m = Math.floor((ms % 3_600_000) / 60_000);
+  return `${packEndsAt} (${h > 0 ? `${h}h ` : ''}${m}m left)`;
+}
+
+function render(deps: CliDeps, opts: CommonOptions, value: InstanceView | InstanceView[], line?: (i: InstanceView) => string): void {
+  const { io } = deps;
+  if (opts.json === true) return printJson(io, value);
+  const c = colours(io);
+  if (Array.isArray(value)) {
+    if (value.length === 0) return io.out('No instances. Add one with `ob-proxy instances add <id> --model <model> --endpoint <url>`.\n');
+    io.out(table([
+      ['ID', 'MODEL', 'STATE', 'KEYS', 'ENDPOINT', 'PACK ENDS'].map((h) => c.bold(h)),
+      ...value.map((i) => [i.id, i.model, stateColour(c, i.state), String(i.activeKeys), i.endpoint ?? '-', timeLeft(i.packEndsAt)]),
+    ]));
+    return;
+  }
+  if (line !== undefined) return io.out(`${line(value)}\n`);
+  io.out(table([
+    ['id', value.id], ['model', value.model], ['state', stateColour(c, value.state)], ['endpoint', value.endpoint ?? '-'],
+    ['pack ends', timeLeft(value.packEndsAt)], ['active keys', String(value.activeKeys)], ['created', value.createdAt], ['updated', value.updatedAt],
+  ]));
+}
+
+export function makeInstancesCommand(deps: CliDeps): Command {
+  const cmd = new Command('instances').description('register model instances and move them through their states');
+
+  example(withCommon(cmd.command('add <id>'))
+    .description('register an instance (state pending)')
+    .requiredOption('--model <model>', 'model id the instance runs (gemma4:26b, qwen3.6:27b, or OB_PROXY_MODELS)')
+    .option('--endpoint <url>', "model server's base URL, e.g. http://10.0.0.5:11434")
+    .option('--pack-ends <iso8601>', 'when the paid uptime ends, e.g. 2026-12-01T18:00:00Z')
+    .action(async (id: string, o: CommonOptions & { model: string; endpoint?: string; packEnds?: string }) => {
+      const inst = await withClient(o, deps, (cl) => cl.addInstance({ id, model: o.model, endpoint: o.endpoint, packEndsAt: o.packEnds }));
+      render(deps, o, inst, (i) => `Added instance ${i.id} (${i.model}), state pending. Make it ready with \`ob-proxy instances ready ${i.id}${i.endpoint === null ? ' --endpoint <url>' : ''}\`.`);
+    }), 'ob-proxy instances add gpu-1 --model gemma4:26b --endpoint http://10.0.0.5:11434');
+
+  example(withCommon(cmd.command('ready <id>'))
+    .description('mark an instance ready; prints its default key once')
+    .option('--endpoint <url>', "model server's base URL (required if not given before)")
+    .option('--no-wait', 'return at once; reveal the default key later with `keys reveal` or the console')
+    .action(async (id: string, o: CommonOptions & { endpoint?: string; wait: boolean }) => {
+      const [view, status] = await withClient(o, deps, async (cl) => [await cl.ready(id, { endpoint: o.endpoint, wait: o.wait }), await cl.status()] as const);
+      if (o.json === true) return printJson(deps.io, view);
+      const c = colours(deps.io);
+      deps.io.out(`Instance ${view.id} is ready (${view.model} at ${view.endpoint}).\n`);
+      if (view.defaultKey?.secret != null) {
+        deps.io.out('\n' + secretBlock(c, `Default key "${view.defaultKey.name}" (id ${view.defaultKey.id}):`, view.defaultKey.secret, status.baseUrl));
+      } else if (!o.wait) {
+        deps.io.out('The default key is being created; reveal it once with `ob-proxy keys reveal <key-id>` (see `ob-proxy keys list`) or in the console.\n');
+      } else {
+        deps.io.out('Its keys are still active; no new default key was made.\n');
+      }
+    }), 'ob-proxy instances ready gpu-1 --endpoint http://10.0.0.5:11434', 'ob-proxy instances ready gpu-1 --no-wait --json');
+
+  const moves = [
+    ['pending', 'move a ready instance back to pending (keys stay active, answered 409 until ready)'],
+    ['stop', 'stop the instance and revoke all its keys for ever'],
+    ['fail', 'mark the instance failed and revoke all its keys for ever'],
+    ['terminate', 'terminate the instance and revoke all its keys for ever'],
+  ] as const;
+  for (const [action, description] of moves) {
+    example(withCommon(cmd.command(`${action} <id>`))
+      .description(description)
+      .action(async (id: string, o: CommonOptions) => {
+        const inst = await withClient(o, deps, (cl) => cl.move(id, action));
+        render(deps, o, inst, (i) => `Instance ${i.id} is now ${i.state}.${action === 'pending' ? ` Its ${i.activeKeys} key(s) stay active and answer 409 until it is ready.` : ' All its keys are revoked.'}`);
+      }), `ob-proxy instances ${action} gpu-1`);
+  }
+
+  example(withCommon(cmd.command('extend <id>'))
+    .description('extend the pack: same id, keys untouched')
+    .requiredOption('--pack-ends <iso8601>', 'the new end of the paid uptime')
+    .action(async (id: string, o: CommonOptions & { packEnds: string }) => {
+      const inst = await withClient(o, deps, (cl) => cl.extend(id, o.packEnds));
+      render(deps, o, inst, (i) => `Pack of ${i.id} now ends ${i.packEndsAt}; its ${i.activeKeys} key(s) keep working.`);
+    }), 'ob-proxy instances extend gpu-1 --pack-ends 2026-12-24T18:00:00Z');
+
+  example(withCommon(cmd.command('remove <id>'))
+    .description('forget the instance record (its keys then answer 404)')
+    .action(async (id: string, o: CommonOptions) => {
+      const inst = await withClient(o, deps, (cl) => cl.remove(id));
+      render(deps, o, inst, (i) => `Removed instance ${i.id}. Its keys are not revoked; they answer 404 deployment_not_found.`);
+    }), 'ob-proxy instances remove gpu-1');
+
+  example(withCommon(cmd.command('list'))
+    .description('list instances with state, model, endpoint, pack end, active keys')
+    .option('--state <state>', 'only this state: pending, ready, stopped, failed, terminated')
+    .action(async (o: CommonOptions & { state?: string }) => {
+      render(deps, o, await withClient(o, deps, (cl) => cl.listInstances(o.state)));
+    }), 'ob-proxy instances list --state ready');
+
+  example(withCommon(cmd.command('show <id>'))
+    .description('show one instance')
+    .action(async (id: string, o: CommonOptions) => {
+      render(deps, o, await withClient(o, deps, (cl) => cl.getInstance(id)));
+    }), 'ob-proxy instances show gpu-1 --json');
+
+  return cmd;
+}

@@ -1,0 +1,119 @@
+import { Client } from 'undici';
+import type { Instance } from '../src/domain/instance.js';
+import type { AuditEvent } from '../src/domain/key.js';
+import { ObProxyError, isErrorCode, obError } from '../src/errors.js';
+import type { InstanceView, KeyView, KeyWithSecret, ReadyView, RevocationView, StatusView } from '../src/wire/views.js';
+
+export type HaltAction = 'pending' | 'stop' | 'fail' | 'terminate';
+
+/**
+ * The one client of the management API, used by every CLI command and by the console.
+ * Connection failures become `daemon_unreachable` (exit 3); the daemon's refusals come back as
+ * the ObProxyError it sent.
+ */
+export class DaemonClient {
+  private readonly client: Client;
+
+  constructor(readonly socketPath: string) {
+    this.client = new Client('http://ob-proxy', { socketPath, keepAliveTimeout: 1_000, headersTimeout: 0, bodyTimeout: 0 });
+  }
+
+  private unreachable(err: unknown): ObProxyError {
+    return obError('daemon_unreachable', {
+      message: `Cannot reach the ob-proxy daemon at ${this.socketPath} (${(err as { code?: string }).code ?? (err as Error).message}). Start it with \`ob-proxy serve\`, or pass the right --home/--socket.`,
+      cause: err,
+    });
+  }
+
+  async call<T>(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<T> {
+    let res;
+    try {
+      res = await this.client.request({
+        method, path,
+        headers: body === undefined ? {} : { 'content-type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    } catch (err) {
+      throw this.unreachable(err);
+    }
+    const text = await res.body.text();
+    let parsed: unknown = null;
+    try {
+      parsed = text === '' ? null : JSON.parse(text);
+    } catch {
+      throw obError('internal_error', { message: `The daemon sent an unreadable answer (HTTP ${res.statusCode}).` });
+    }
+    if (res.statusCode >= 400) {
+      const e = (parsed as { error?: { code?: unknown; message?: unknown; param?: unknown } } | null)?.error;
+      const code = isErrorCode(e?.code) ? e.code : 'internal_error';
+      throw obError(code, {
+        status: res.statusCode,
+        message: typeof e?.message === 'string' ? e.message : `The daemon answered HTTP ${res.statusCode}.`,
+        param: typeof e?.param === 'string' ? e.param : null,
+      });
+    }
+    return parsed as T;
+  }
+
+  status(): Promise<StatusView> { return this.call('GET', '/v1/status'); }
+  listInstances(state?: string): Promise<InstanceView[]> {
+    return this.call('GET', `/v1/instances${state === undefined ? '' : `?state=${encodeURIComponent(state)}`}`);
+  }
+  getInstance(id: string): Promise<InstanceView> { return this.call('GET', `/v1/instances/${encodeURIComponent(id)}`); }
+  addInstance(input: { id: string; model: string; endpoint?: string | undefined; packEndsAt?: string | undefined }): Promise<InstanceView> {
+    return this.call('POST', '/v1/instances', input);
+  }
+  ready(id: string, options: { endpoint?: string | undefined; wait: boolean }): Promise<ReadyView> {
+    return this.call('POST', `/v1/instances/${encodeURIComponent(id)}/ready`, options);
+  }
+  move(id: string, action: HaltAction): Promise<InstanceView> {
+    return this.call('POST', `/v1/instances/${encodeURIComponent(id)}/${action}`, {});
+  }
+  extend(id: string, packEndsAt: string): Promise<InstanceView> {
+    return this.call('POST', `/v1/instances/${encodeURIComponent(id)}/extend`, { packEndsAt });
+  }
+  remove(id: string): Promise<InstanceView> { return this.call('DELETE', `/v1/instances/${encodeURIComponent(id)}`); }
+  listKeys(instance?: string): Promise<KeyView[]> {
+    return this.call('GET', `/v1/keys${instance === undefined ? '' : `?instance=${encodeURIComponent(instance)}`}`);
+  }
+  createKey(instance: string, name: string): Promise<KeyWithSecret> { return this.call('POST', '/v1/keys', { instance, name }); }
+  revokeKey(id: string): Promise<KeyView> { return this.call('POST', `/v1/keys/${encodeURIComponent(id)}/revoke`, {}); }
+  revealKey(id: string): Promise<KeyWithSecret> { return this.call('POST', `/v1/keys/${encodeURIComponent(id)}/reveal`, {}); }
+  revocations(instance?: string): Promise<RevocationView[]> {
+    return this.call('GET', `/v1/revocations${instance === undefined ? '' : `?instance=${encodeURIComponent(instance)}`}`);
+  }
+
+  /**
+   * Follows the daemon's event stream; `onEvent` gets every change. Resolves when the stream
+   * ends (daemon stopped) and rejects if it cannot connect. `signal` stops following.
+   */
+  async follow(onEvent: (e: AuditEvent) => void, signal: AbortSignal): Promise<void> {
+    let res;
+    try {
+      res = await this.client.request({ method: 'GET', path: '/v1/events', signal });
+    } catch (err) {
+      if (signal.aborted) return;
+      throw this.unreachable(err);
+    }
+    let buf = '';
+    try {
+      for await (const chunk of res.body) {
+        buf += (chunk as Buffer).toString('utf8');
+        let at: number;
+        while ((at = buf.indexOf('\n\n')) !== -1) {
+          const frame = buf.slice(0, at);
+          buf = buf.slice(at + 2);
+          if (frame.startsWith('data: ')) onEvent(JSON.parse(frame.slice(6)) as AuditEvent);
+        }
+      }
+    } catch (err) {
+      if (!signal.aborted) throw this.unreachable(err);
+    }
+  }
+
+  close(): Promise<void> {
+    return this.client.close();
+  }
+}
+
+export type { Instance };

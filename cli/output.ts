@@ -1,0 +1,53 @@
+import { Chalk, type ChalkInstance } from 'chalk';
+
+export interface Io {
+  out(text: string): void;
+  err(text: string): void;
+  isTTY: boolean;
+  env: Readonly<Record<string, string | undefined>>;
+}
+
+/** Colour only on a terminal, and never with NO_COLOR (CONTRACT §2). */
+export function colours(io: Io): ChalkInstance {
+  const off = !io.isTTY || (io.env.NO_COLOR !== undefined && io.env.NO_COLOR !== '');
+  return new Chalk({ level: off ? 0 : 1 });
+}
+
+export function printJson(io: Io, value: unknown): void {
+  io.out(`${JSON.stringify(value, null, 2)}\n`);
+}
+
+/** A plain aligned table; the last column is never padded. */
+export function table(rows: string[][]): string {
+  if (rows.length === 0) return '';
+  const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => visibleLength(r[c] ?? ''))));
+  return rows.map((r) => r.map((cell, c) => (c === r.length - 1 ? cell : cell + ' '.repeat(widths[c]! - visibleLength(cell)))).join('  ').trimEnd()).join('\n') + '\n';
+}
+
+// eslint-disable-next-line no-control-regex
+const ANSI = /\u001b\[[0-9;]*m/g;
+function visibleLength(s: string): number {
+  return s.replace(ANSI, '').length;
+}
+
+export function stateColour(c: ChalkInstance, state: string): string {
+  switch (state) {
+    case 'ready': return c.green(state);
+    case 'pending': return c.yellow(state);
+    case 'stopped': return c.gray(state);
+    default: return c.red(state);
+  }
+}
+
+/** The one display of a secret: boxed, with what to do next. */
+export function secretBlock(c: ChalkInstance, title: string, secret: string, baseUrl: string): string {
+  return [
+    c.bold(title),
+    '',
+    `  ${c.cyan(secret)}`,
+    '',
+    `  This secret is shown once and stored only as a hash. Save it now.`,
+    baseUrl === '' ? '' : `  Use it with any OpenAI SDK: baseURL ${baseUrl}/v1, apiKey <the secret>.`,
+    '',
+  ].filter((l, i, a) => !(l === '' && a[i - 1] === '')).join('\n') + '\n';
+}

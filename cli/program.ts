@@ -1,0 +1,107 @@
+import { Command, CommanderError, Option } from 'commander';
+import { ObProxyError } from '../src/errors.js';
+import { type CliDeps, type CommonOptions, example, socketPath, withCommon } from './common.js';
+import { makeInstancesCommand } from './commands/instances.js';
+import { makeKeysCommand, makeRevocationsCommand } from './commands/keys.js';
+
+export interface ServeOptions extends CommonOptions {
+  store?: string; host?: string; port?: string; upstreamTimeout?: string; grace?: string; bodyLimit?: string; logLevel?: string;
+}
+export interface SimulateOptions {
+  port: string; host: string; model: string[]; firstTokenMs?: string; tokensPerSecond?: string; chunks?: string;
+  fail?: string; failAfter?: string; errorStatus?: string;
+}
+export interface DemoOptions extends CommonOptions { port?: string; host?: string }
+
+/** Long-running commands, injected by the entry point so cli/ never imports daemon/. */
+export interface ProgramDeps extends CliDeps {
+  serve(opts: ServeOptions): Promise<void>;
+  simulate(opts: SimulateOptions): Promise<void>;
+  demo(opts: DemoOptions): Promise<void>;
+  console?(socketPath: string, opts: CommonOptions): Promise<void>;
+  version: string;
+}
+
+/** A mistake in how the command was called: exit 2. */
+export class UsageError extends Error {}
+
+export function makeProgram(deps: ProgramDeps): Command {
+  const program = new Command('ob-proxy')
+    .description('Key-bound OpenAI-compatible gateway for self-hosted chat models')
+    .version(deps.version)
+    .showSuggestionAfterError();
+
+  program.addCommand(example(withCommon(new Command('serve'))
+    .description('run the daemon in the foreground: proxy on TCP, management on the Unix socket')
+    .addOption(new Option('--host <host>', 'public listener address (default 127.0.0.1)').env('OB_PROXY_HOST'))
+    .addOption(new Option('--port <port>', 'public listener port (default 8080)').env('OB_PROXY_PORT'))
+    .addOption(new Option('--store <path>', 'store file (default <home>/db.json)').env('OB_PROXY_STORE'))
+    .addOption(new Option('--upstream-timeout <seconds>', 'wait for model server headers / between chunks (default 300)').env('OB_PROXY_UPSTREAM_TIMEOUT'))
+    .addOption(new Option('--grace <seconds>', 'on SIGTERM, time for in-flight requests to finish (default 30)').env('OB_PROXY_GRACE'))
+    .addOption(new Option('--body-limit <bytes>', 'largest request body (default 16 MiB)').env('OB_PROXY_BODY_LIMIT'))
+    .addOption(new Option('--log-level <level>', 'fatal, error, warn, info, debug (default info)').env('OB_PROXY_LOG_LEVEL'))
+    .action((o: ServeOptions) => deps.serve(o)), 'ob-proxy serve --port 8080', 'OB_PROXY_HOME=/var/lib/ob-proxy ob-proxy serve --host 0.0.0.0'));
+
+  program.addCommand(makeInstancesCommand(deps));
+  program.addCommand(makeKeysCommand(deps));
+  program.addCommand(makeRevocationsCommand(deps));
+
+  program.addCommand(example(withCommon(new Command('console'))
+    .description('the interactive terminal console')
+    .action(async (o: CommonOptions) => {
+      if (deps.console === undefined) throw new UsageError('The console is not available in this build.');
+      await deps.console(socketPath(o, deps), o);
+    }), 'ob-proxy console'));
+
+  program.addCommand(example(new Command('simulate')
+    .description('a simulated model server speaking the Ollama OpenAI-compatible API')
+    .requiredOption('--port <port>', 'port to listen on (0 picks one)')
+    .option('--host <host>', 'address to listen on', '127.0.0.1')
+    .requiredOption('--model <model...>', 'model id(s) served')
+    .option('--first-token-ms <ms>', 'delay before the first token')
+    .option('--tokens-per-second <n>', 'pace of streamed tokens (0 = as fast as possible)')
+    .option('--chunks <n>', 'tokens per reply')
+    .option('--fail <mode>', 'failure mode: http-error, html-500, invalid-json, hang, reset-before-headers, hang-mid-stream, drop-mid-stream, eof-mid-stream, garbage, slow-drip')
+    .option('--fail-after <n>', 'chunks sent before a mid-stream failure')
+    .option('--error-status <status>', 'HTTP status for --fail http-error')
+    .action((o: SimulateOptions) => deps.simulate(o)), 'ob-proxy simulate --port 11434 --model gemma4:26b'));
+
+  program.addCommand(example(withCommon(new Command('demo'))
+    .description('daemon + simulated instances for both models, ready, with a working key')
+    .option('--port <port>', 'public port (default 8080)')
+    .option('--host <host>', 'public address (default 127.0.0.1)')
+    .action((o: DemoOptions) => deps.demo(o)), 'npm run demo', 'ob-proxy demo --port 9090'));
+
+  applyRecursively(program, deps);
+  return program;
+}
+
+function applyRecursively(cmd: Command, deps: CliDeps): void {
+  cmd.exitOverride();
+  cmd.configureOutput({ writeOut: (s) => deps.io.out(s), writeErr: (s) => deps.io.err(s) });
+  for (const sub of cmd.commands) applyRecursively(sub, deps);
+}
+
+/** Parses argv and runs; returns the exit code (0 ok, 1 refused, 2 usage, 3 daemon unreachable). */
+export async function runCli(argv: string[], deps: ProgramDeps): Promise<number> {
+  const program = makeProgram(deps);
+  try {
+    await program.parseAsync(argv, { from: 'user' });
+    return 0;
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help') return 0;
+      if (err.code === 'commander.executeSubCommandAsync') return 0;
+      return 2;
+    }
+    const message = err instanceof Error ? err.message : String(err);
+    deps.io.err(`error: ${message.replace(/\s*\n\s*/g, ' ')}\n`);
+    if (err instanceof UsageError) return 2;
+    if (err instanceof ObProxyError) {
+      if (err.code === 'daemon_unreachable') return 3;
+      return 1;
+    }
+    if (deps.io.env.OB_PROXY_DEBUG !== undefined && err instanceof Error && err.stack !== undefined) deps.io.err(`${err.stack}\n`);
+    return 1;
+  }
+}

@@ -1,0 +1,138 @@
+import { chmod, mkdir, unlink } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import type { DestinationStream, Logger } from 'pino';
+import { type Clock, iso, systemClock } from '../src/clock.js';
+import type { Config } from '../src/config.js';
+import { type SecretSource, cryptoSecretSource } from '../src/domain/api-key.js';
+import { LifecycleService } from '../src/services/lifecycle.js';
+import { UsageTracker } from '../src/services/usage.js';
+import { LowdbStore } from '../src/store/lowdb-store.js';
+import type { Store } from '../src/store/store.js';
+import { UpstreamClient } from '../src/upstream/upstream-client.js';
+import type { DaemonContext } from './context.js';
+import { BadKeyLimiter } from './data-plane/bad-key-limiter.js';
+import { buildDataPlane } from './data-plane/build-data-plane.js';
+import { buildLogger } from './logger.js';
+import { buildManagementPlane } from './management/build-management-plane.js';
+import { prepareSocketPath } from './socket-file.js';
+
+export interface DaemonDeps {
+  version: string;
+  clock?: Clock;
+  secrets?: SecretSource;
+  store?: Store;
+  logStream?: DestinationStream;
+  logger?: Logger;
+}
+
+export interface Daemon {
+  ctx: DaemonContext;
+  dataPlane: FastifyInstance;
+  management: FastifyInstance;
+  /** Resolves when the daemon has fully stopped (after shutdown). */
+  shutdown(graceMs?: number): Promise<void>;
+}
+
+/** Opens the store, binds the socket and the public port, and starts the daemon's timers. */
+export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Daemon> {
+  const clock = deps.clock ?? systemClock;
+  const log = deps.logger ?? buildLogger(config.logLevel, deps.logStream);
+  await mkdir(config.home, { recursive: true, mode: 0o700 });
+  await mkdir(dirname(config.store), { recursive: true, mode: 0o700 });
+  await prepareSocketPath(config.socket);
+  const store = deps.store ?? new LowdbStore(config.store);
+  const lifecycle = await LifecycleService.open({ store, clock, secrets: deps.secrets ?? cryptoSecretSource, models: config.models });
+
+  let packTimer: NodeJS.Timeout | undefined;
+  const ctx: DaemonContext = {
+    config, clock, lifecycle,
+    usage: new UsageTracker(),
+    upstream: new UpstreamClient({ timeoutMs: config.upstreamTimeoutMs, connectTimeoutMs: config.connectTimeoutMs }),
+    badKeys: new BadKeyLimiter(config.badKeyLimit),
+    log,
+    draining: false,
+    baseUrl: '',
+    version: deps.version,
+    startedAt: iso(clock.now()),
+    packTimerChanged: () => schedulePackTimer(),
+  };
+
+  // Packs are ended by the daemon's own clock; the request path also checks, between ticks.
+  function schedulePackTimer(): void {
+    clearTimeout(packTimer);
+    const next = lifecycle.nextPackEnd();
+    if (next === null || ctx.draining) return;
+    const delay = Math.min(Math.max(0, next - clock.now()), 2 ** 31 - 1);
+    packTimer = setTimeout(() => {
+      lifecycle.endDuePacks().then((ended) => {
+        for (const i of ended) log.info({ instance: i.id }, 'pack ended: instance stopped, keys revoked');
+      }, (err: unknown) => log.error({ err }, 'ending packs failed')).finally(schedulePackTimer);
+    }, delay + 5);
+  }
+
+  const ended = await lifecycle.endDuePacks();
+  for (const i of ended) log.info({ instance: i.id }, 'pack ended while the daemon was down: keys revoked');
+  schedulePackTimer();
+
+  const flushUsage = async (): Promise<void> => {
+    const dirty = ctx.usage.takeDirty();
+    try {
+      await lifecycle.flushUsage(dirty);
+    } catch (err) {
+      ctx.usage.restore(dirty);
+      log.warn({ err: (err as Error).message }, 'usage flush failed; will retry');
+    }
+  };
+  const usageTimer = setInterval(() => void flushUsage(), config.usageFlushMs);
+
+  const management = buildManagementPlane(ctx);
+  const dataPlane = buildDataPlane(ctx);
+  await management.listen({ path: config.socket });
+  await chmod(config.socket, 0o600);
+  try {
+    await dataPlane.listen({ host: config.host, port: config.port });
+  } catch (err) {
+    await management.close();
+    await unlink(config.socket).catch(() => {});
+    throw err;
+  }
+  const addr = dataPlane.server.address();
+  const port = typeof addr === 'object' && addr !== null ? addr.port : config.port;
+  const host = config.host.includes(':') ? `[${config.host}]` : config.host;
+  ctx.baseUrl = `http://${host}:${port}`;
+  log.info({ baseUrl: ctx.baseUrl, socket: config.socket, store: store.location, version: deps.version }, 'ob-proxy serving');
+
+  let stopping: Promise<void> | null = null;
+  async function shutdown(graceMs = config.graceMs): Promise<void> {
+    stopping ??= (async () => {
+      ctx.draining = true;
+      clearTimeout(packTimer);
+      clearInterval(usageTimer);
+      log.info({ graceMs }, 'draining: no new requests, in-flight ones may finish');
+      const drained = dataPlane.close();
+      let timer: NodeJS.Timeout | undefined;
+      const expired = new Promise<'expired'>((resolve) => { timer = setTimeout(() => resolve('expired'), graceMs); });
+      const outcome = await Promise.race([drained.then(() => 'drained' as const), expired]);
+      clearTimeout(timer);
+      if (outcome === 'expired') {
+        log.warn('grace period over: closing remaining connections');
+        dataPlane.server.closeAllConnections();
+        await ctx.upstream.destroy();
+        await drained;
+      } else {
+        await ctx.upstream.close();
+      }
+      await flushUsage();
+      await lifecycle.close();
+      await store.close();
+      management.server.closeAllConnections();
+      await management.close();
+      await unlink(config.socket).catch(() => {});
+      log.info('stopped');
+    })();
+    return stopping;
+  }
+
+  return { ctx, dataPlane, management, shutdown };
+}

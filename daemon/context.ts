@@ -1,0 +1,26 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { Clock } from '../src/clock.js';
+import type { Config } from '../src/config.js';
+import type { LifecycleService } from '../src/services/lifecycle.js';
+import type { UsageTracker } from '../src/services/usage.js';
+import type { UpstreamClient } from '../src/upstream/upstream-client.js';
+import type { BadKeyLimiter } from './data-plane/bad-key-limiter.js';
+
+/** What both planes share; built once by buildDaemon. */
+export interface DaemonContext {
+  config: Config;
+  clock: Clock;
+  lifecycle: LifecycleService;
+  usage: UsageTracker;
+  upstream: UpstreamClient;
+  badKeys: BadKeyLimiter;
+  log: FastifyBaseLogger;
+  /** Set when SIGTERM arrives: new requests get 503, in-flight ones finish. */
+  draining: boolean;
+  /** The public base URL, known once the data plane listens. */
+  baseUrl: string;
+  version: string;
+  startedAt: string;
+  /** Wakes the pack-end timer after a change to instances. */
+  packTimerChanged(): void;
+}

@@ -1,0 +1,58 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Instance } from '../../src/domain/instance.js';
+import type { KeyRecord } from '../../src/domain/key.js';
+import { obError } from '../../src/errors.js';
+import type { DaemonContext } from '../context.js';
+import { replyError } from './send-error.js';
+
+export interface AuthContext {
+  key: KeyRecord;
+  instance: Instance;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    auth: AuthContext | null;
+  }
+}
+
+const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
+
+/**
+ * CONTRACT §3 checks 1 to 4, in an onRequest hook: before the body is read, from memory only.
+ * `requireReady` is false for GET /v1/models, which answers whatever the instance's state.
+ */
+export function makeAuthHook(ctx: DaemonContext, requireReady: boolean) {
+  return async function authHook(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+    if (ctx.draining) {
+      replyError(reply, obError('shutting_down'), { 'retry-after': '1', connection: 'close' });
+      return reply;
+    }
+    const header = request.headers.authorization;
+    const match = header === undefined ? null : BEARER.exec(header);
+    if (match === null || match[1] === undefined) {
+      replyError(reply, obError('missing_api_key', header === undefined ? undefined : {
+        message: 'The Authorization header must be "Bearer ob_sk_…" (SDKs: set apiKey).',
+      }));
+      return reply;
+    }
+    const now = ctx.clock.now();
+    const address = request.ip;
+    if (ctx.badKeys.blocked(address, now)) {
+      replyError(reply, obError('rate_limited'), { 'retry-after': String(ctx.badKeys.retryAfterSeconds(address, now)) });
+      return reply;
+    }
+    const result = ctx.lifecycle.registry.authenticate(match[1], now, requireReady);
+    if (!result.ok) {
+      if (result.code === 'invalid_api_key') ctx.badKeys.strike(address, now);
+      // A pack that ended between timer ticks: revoke now; this request is already refused.
+      if (result.packEnded === true) void ctx.lifecycle.endDuePacks().then(() => ctx.packTimerChanged(), () => {});
+      const extra = result.code === 'deployment_not_ready' && result.instance !== undefined
+        ? { message: `The deployment "${result.instance.id}" for this API key is ${result.instance.state === 'ready' ? 'without an endpoint' : result.instance.state}. Retry when it is ready.` }
+        : undefined;
+      replyError(reply, obError(result.code, extra));
+      return reply;
+    }
+    request.auth = { key: result.key, instance: result.instance };
+  };
+}

@@ -1,0 +1,80 @@
+import Fastify, { LogController, type FastifyError, type FastifyInstance } from 'fastify';
+import { obError } from '../../src/errors.js';
+import { requestId } from '../../src/ids.js';
+import type { DaemonContext } from '../context.js';
+import { makeAuthHook } from './auth-hook.js';
+import { makeChatHandler } from './chat-completions.js';
+import { replyError, toObError } from './send-error.js';
+
+/**
+ * The public listener: POST /v1/chat/completions, GET /v1/models, GET /healthz, and nothing
+ * else. Management lives on another Fastify instance bound to the Unix socket, so no route
+ * registered there can ever be reached from this port.
+ */
+export function buildDataPlane(ctx: DaemonContext): FastifyInstance {
+  const app = Fastify({
+    loggerInstance: ctx.log,
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit: ctx.config.bodyLimit,
+    genReqId: () => requestId(),
+    requestIdHeader: false,
+    // A client that trickles its request body is cut off; responses are not bounded by this.
+    requestTimeout: 120_000,
+    keepAliveTimeout: 65_000,
+    return503OnClosing: false,
+    routerOptions: { ignoreTrailingSlash: true },
+  });
+  app.decorateRequest('auth', null);
+
+  // Read every body as bytes: the handler parses once, reports invalid_json before a bad
+  // Content-Type (CONTRACT §3 order), and forwards the same bytes when nothing needs rewriting.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
+
+  app.addHook('onSend', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+  });
+
+  app.post('/v1/chat/completions', { onRequest: makeAuthHook(ctx, true) }, makeChatHandler(ctx));
+
+  app.get('/v1/models', { onRequest: makeAuthHook(ctx, false) }, async (request) => {
+    const inst = request.auth?.instance;
+    if (inst === undefined) throw obError('internal_error');
+    return {
+      object: 'list',
+      data: [{ id: inst.model, object: 'model', created: Math.floor(Date.parse(inst.createdAt) / 1000), owned_by: 'ob-proxy' }],
+    };
+  });
+
+  app.get('/healthz', async (_request, reply) => {
+    if (ctx.draining) return reply.code(503).send({ status: 'draining' });
+    return { status: 'ok' };
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    const hint = request.url.startsWith('/chat/completions') || request.url.startsWith('/models')
+      ? ' Your base URL is missing /v1: use {base_url}/v1.' : '';
+    replyError(reply, obError('route_not_found', { message: `No route ${request.method} ${request.url.split('?')[0]}. The proxy serves POST /v1/chat/completions and GET /v1/models.${hint}` }));
+  });
+
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    switch (error.code) {
+      case 'FST_ERR_CTP_BODY_TOO_LARGE':
+        return replyError(reply, obError('payload_too_large', { message: `The request body is larger than the proxy accepts (${ctx.config.bodyLimit} bytes). Shorten the conversation or ask the operator to raise --body-limit.` }), { connection: 'close' });
+      case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+        return replyError(reply, obError('invalid_request', { message: 'The Content-Length header does not match the body.' }));
+      case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+        return replyError(reply, obError('invalid_json', { message: 'The request body is empty. Send a JSON chat completion request.' }));
+      default:
+        break;
+    }
+    if (error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500) {
+      return replyError(reply, obError('invalid_request', { message: `The request is malformed: ${error.message}` }));
+    }
+    const e = toObError(error);
+    request.log.error({ err: error, reqId: request.id }, 'unhandled error');
+    return replyError(reply, e);
+  });
+
+  return app;
+}

@@ -1,0 +1,162 @@
+import { once } from 'node:events';
+import type { ServerResponse } from 'node:http';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Dispatcher } from 'undici';
+import { ObProxyError, obError } from '../../src/errors.js';
+import { completionId } from '../../src/ids.js';
+import { type ChatRequest, validateChatRequest } from '../../src/wire/chat-request.js';
+import { normalizeCompletion, usageOf } from '../../src/wire/chat-response.js';
+import { SseRelay } from '../../src/wire/sse-relay.js';
+import { translateUpstreamError, upstreamStatusError } from '../../src/upstream/upstream-errors.js';
+import type { DaemonContext } from '../context.js';
+import type { AuthContext } from './auth-hook.js';
+import { replyError, writeRawError } from './send-error.js';
+
+const JSON_TYPE = /^application\/json\s*(;|$)/i;
+
+function parseBody(request: FastifyRequest): Record<string, unknown> {
+  const raw = request.body;
+  if (!Buffer.isBuffer(raw) || raw.length === 0) {
+    throw obError('invalid_json', { message: 'The request body is empty. Send a JSON chat completion request.' });
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw.toString('utf8'));
+  } catch (err) {
+    throw obError('invalid_json', { message: `The request body is not valid JSON (${(err as Error).message}).` });
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    throw obError('invalid_json', { message: 'The request body must be a JSON object.' });
+  }
+  return parsed as Record<string, unknown>;
+}
+
+export function makeChatHandler(ctx: DaemonContext) {
+  return async function chatCompletions(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+    const auth = request.auth as AuthContext;
+    let chat: ChatRequest;
+    try {
+      const body = parseBody(request);
+      if (!JSON_TYPE.test(request.headers['content-type'] ?? '')) {
+        throw obError('invalid_request', { message: 'Content-Type must be application/json.' });
+      }
+      chat = validateChatRequest(body);
+      if (chat.model !== auth.instance.model) {
+        throw obError('model_mismatch', {
+          param: 'model',
+          message: `This API key is bound to a deployment of "${auth.instance.model}"; the request asked for "${chat.model}". Set model to "${auth.instance.model}".`,
+        });
+      }
+    } catch (err) {
+      if (!(err instanceof ObProxyError)) throw err;
+      replyError(reply, err);
+      return;
+    }
+    reply.hijack();
+    const started = performance.now();
+    await proxy(ctx, request, reply.raw, auth, chat);
+    ctx.log.info({ reqId: request.id, key: auth.key.id, instance: auth.instance.id, stream: chat.stream, status: reply.raw.statusCode, ms: Math.round((performance.now() - started) * 100) / 100 }, 'chat completion');
+  };
+}
+
+async function proxy(ctx: DaemonContext, request: FastifyRequest, res: ServerResponse, auth: AuthContext, chat: ChatRequest): Promise<void> {
+  const abort = new AbortController();
+  const onClose = (): void => {
+    if (!res.writableFinished) abort.abort();
+  };
+  res.on('close', onClose);
+  ctx.usage.record(auth.key, ctx.clock.now(), 0, 0);
+  const id = completionId();
+  let upstream: Dispatcher.ResponseData;
+  try {
+    upstream = await ctx.upstream.request({
+      endpoint: auth.instance.endpoint as string,
+      body: chat.rewritten === null ? (request.body as Buffer) : JSON.stringify(chat.rewritten),
+      stream: chat.stream,
+      requestId: request.id,
+      signal: abort.signal,
+    });
+  } catch (err) {
+    if (!abort.signal.aborted) writeRawError(res, translateUpstreamError(err), request.id);
+    return;
+  }
+  try {
+    if (upstream.statusCode !== 200) {
+      const text = await upstream.body.text();
+      writeRawError(res, upstreamStatusError(upstream.statusCode, header(upstream, 'content-type'), text), request.id);
+    } else if (chat.stream) {
+      await relayStream(ctx, res, upstream, auth, chat, id, request.id);
+    } else {
+      await relayPlain(ctx, res, upstream, auth, chat, id, request.id);
+    }
+  } catch (err) {
+    upstream.body.destroy();
+    if (abort.signal.aborted) return;
+    const e = translateUpstreamError(err);
+    if (!res.headersSent) writeRawError(res, e, request.id);
+    else endStreamWithError(res, e);
+  } finally {
+    res.off('close', onClose);
+  }
+}
+
+function header(up: Dispatcher.ResponseData, name: string): string | undefined {
+  const v = up.headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+async function relayPlain(ctx: DaemonContext, res: ServerResponse, up: Dispatcher.ResponseData, auth: AuthContext, chat: ChatRequest, id: string, reqId: string): Promise<void> {
+  const text = await up.body.text();
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    parsed = null;
+  }
+  const body = normalizeCompletion(parsed, id, chat.model, Math.floor(ctx.clock.now() / 1000));
+  if (body === null) {
+    writeRawError(res, obError('upstream_error', { message: 'The model server sent an answer that is not a chat completion. Check the instance\'s endpoint.' }), reqId);
+    return;
+  }
+  const usage = usageOf(body);
+  ctx.usage.addTokens(auth.key, usage.prompt, usage.completion);
+  const out = JSON.stringify(body);
+  res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(out), 'x-request-id': reqId });
+  res.end(out);
+}
+
+async function relayStream(ctx: DaemonContext, res: ServerResponse, up: Dispatcher.ResponseData, auth: AuthContext, chat: ChatRequest, id: string, reqId: string): Promise<void> {
+  res.writeHead(200, {
+    'content-type': 'text/event-stream; charset=utf-8',
+    'cache-control': 'no-cache',
+    'x-accel-buffering': 'no',
+    'x-request-id': reqId,
+  });
+  res.flushHeaders();
+  const relay = new SseRelay(id, chat.includeUsage);
+  try {
+    for await (const chunk of up.body) {
+      const out = relay.push(chunk as Buffer);
+      if (out !== '' && !res.write(out)) await once(res, 'drain');
+      if (relay.done) break;
+    }
+  } finally {
+    const usage = relay.usage;
+    ctx.usage.addTokens(auth.key, usage?.prompt_tokens ?? 0, usage?.completion_tokens ?? relay.contentChunks);
+  }
+  if (relay.done) {
+    res.end();
+    up.body.destroy();
+    return;
+  }
+  endStreamWithError(res, obError('upstream_unavailable', { message: 'The model server ended the stream before it was complete.' }));
+}
+
+/** After a 200 has been sent, the only way to say "failed": one error event, no [DONE]. */
+function endStreamWithError(res: ServerResponse, err: ObProxyError): void {
+  if (res.writableEnded) return;
+  const e = err.code === 'upstream_timeout'
+    ? obError('upstream_timeout', { message: 'The model server sent nothing for too long; the stream was ended.' })
+    : err;
+  res.end(`data: ${JSON.stringify(e.toBody())}\n\n`);
+}

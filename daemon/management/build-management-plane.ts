@@ -1,0 +1,36 @@
+import Fastify, { LogController, type FastifyError, type FastifyInstance } from 'fastify';
+import { ObProxyError, obError } from '../../src/errors.js';
+import type { DaemonContext } from '../context.js';
+import { replyError } from '../data-plane/send-error.js';
+import { registerEventRoutes } from './events.js';
+import { registerInstanceRoutes } from './instances.js';
+import { registerKeyRoutes } from './keys.js';
+
+/**
+ * The management API, served only on the Unix socket (mode 0600): whoever can open the socket
+ * is an operator. The CLI and the console are its only clients.
+ */
+export function buildManagementPlane(ctx: DaemonContext): FastifyInstance {
+  const app = Fastify({ loggerInstance: ctx.log, logController: new LogController({ disableRequestLogging: true }), bodyLimit: 1024 * 1024 });
+
+  app.get('/v1/status', async () => ({
+    version: ctx.version, pid: process.pid, baseUrl: ctx.baseUrl, store: ctx.config.store,
+    socket: ctx.config.socket, startedAt: ctx.startedAt, models: [...ctx.config.models],
+  }));
+  registerInstanceRoutes(app, ctx);
+  registerKeyRoutes(app, ctx);
+  registerEventRoutes(app, ctx);
+
+  app.setNotFoundHandler((request, reply) => {
+    replyError(reply, obError('invalid_argument', { status: 404, message: `No management route ${request.method} ${request.url}. Is the CLI newer than the daemon?` }));
+  });
+  app.setErrorHandler((error: FastifyError | ObProxyError, request, reply) => {
+    if (error instanceof ObProxyError) return replyError(reply, error);
+    if (error.statusCode !== undefined && error.statusCode < 500) {
+      return replyError(reply, obError('invalid_argument', { message: error.message }));
+    }
+    request.log.error({ err: error }, 'management error');
+    return replyError(reply, obError('internal_error'));
+  });
+  return app;
+}

@@ -1,0 +1,71 @@
+import type { FastifyInstance } from 'fastify';
+import { INSTANCE_STATES } from '../../src/domain/instance.js';
+import { obError } from '../../src/errors.js';
+import type { ReadyView } from '../../src/wire/views.js';
+import type { DaemonContext } from '../context.js';
+import { str, viewInstance } from './views.js';
+
+type Body = Record<string, unknown> | undefined;
+type Params = { id: string };
+
+export function registerInstanceRoutes(app: FastifyInstance, ctx: DaemonContext): void {
+  const lc = ctx.lifecycle;
+
+  app.get<{ Querystring: { state?: string } }>('/v1/instances', async (request) => {
+    const state = request.query.state;
+    if (state !== undefined && !(INSTANCE_STATES as readonly string[]).includes(state)) {
+      throw obError('invalid_argument', { param: 'state', message: `--state must be one of ${INSTANCE_STATES.join(', ')}.` });
+    }
+    return [...lc.registry.instances.values()]
+      .filter((i) => state === undefined || i.state === state)
+      .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id))
+      .map((i) => viewInstance(ctx, i));
+  });
+
+  app.get<{ Params: Params }>('/v1/instances/:id', async (request) => viewInstance(ctx, lc.getInstance(request.params.id)));
+
+  app.post<{ Body: Body }>('/v1/instances', async (request, reply) => {
+    const b = request.body ?? {};
+    const inst = await lc.addInstance({ id: b.id, model: b.model, endpoint: b.endpoint, packEndsAt: b.packEndsAt });
+    ctx.packTimerChanged();
+    return reply.code(201).send(viewInstance(ctx, inst));
+  });
+
+  app.post<{ Params: Params; Body: Body }>('/v1/instances/:id/ready', async (request) => {
+    const b = request.body ?? {};
+    const { instance, defaultKey } = await lc.ready(request.params.id, { endpoint: b.endpoint });
+    ctx.packTimerChanged();
+    const view: ReadyView = { ...viewInstance(ctx, instance), defaultKey: null };
+    if (b.wait === false) {
+      defaultKey.catch((err: unknown) => ctx.log.error({ err, instance: instance.id }, 'default key creation failed'));
+      return view;
+    }
+    const key = await defaultKey;
+    if (key !== null) {
+      view.defaultKey = { id: key.id, name: key.name, secret: lc.claimSecret(key.id) };
+    }
+    return { ...view, ...viewInstance(ctx, lc.getInstance(instance.id)), defaultKey: view.defaultKey };
+  });
+
+  app.post<{ Params: Params }>('/v1/instances/:id/pending', async (request) => viewInstance(ctx, await lc.pending(request.params.id)));
+
+  for (const action of ['stop', 'fail', 'terminate'] as const) {
+    app.post<{ Params: Params }>(`/v1/instances/:id/${action}`, async (request) => {
+      const inst = await lc.halt(request.params.id, action);
+      ctx.packTimerChanged();
+      return viewInstance(ctx, inst);
+    });
+  }
+
+  app.post<{ Params: Params; Body: Body }>('/v1/instances/:id/extend', async (request) => {
+    const inst = await lc.extend(request.params.id, str(request.body?.packEndsAt) ?? request.body?.packEndsAt);
+    ctx.packTimerChanged();
+    return viewInstance(ctx, inst);
+  });
+
+  app.delete<{ Params: Params }>('/v1/instances/:id', async (request) => {
+    const inst = await lc.remove(request.params.id);
+    ctx.packTimerChanged();
+    return { ...viewInstance(ctx, inst), removed: true };
+  });
+}

@@ -1,0 +1,50 @@
+import type { FastifyInstance } from 'fastify';
+import type { KeyWithSecret, RevocationView } from '../../src/wire/views.js';
+import { revocationView } from '../../src/wire/views.js';
+import type { DaemonContext } from '../context.js';
+import { viewKey } from './views.js';
+
+type Params = { id: string };
+
+export function registerKeyRoutes(app: FastifyInstance, ctx: DaemonContext): void {
+  const lc = ctx.lifecycle;
+
+  app.get<{ Querystring: { instance?: string } }>('/v1/keys', async (request) => {
+    const inst = request.query.instance;
+    return [...lc.registry.keys.values()]
+      .filter((k) => inst === undefined || k.instance === inst)
+      .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id))
+      .map((k) => viewKey(ctx, k));
+  });
+
+  app.post<{ Body: Record<string, unknown> | undefined }>('/v1/keys', async (request, reply) => {
+    const b = request.body ?? {};
+    const { key, secret } = await lc.createKey(String(b.instance ?? ''), b.name);
+    const out: KeyWithSecret = { ...viewKey(ctx, key), secret };
+    return reply.code(201).send(out);
+  });
+
+  app.post<{ Params: Params }>('/v1/keys/:id/revoke', async (request) => viewKey(ctx, await lc.revokeKey(request.params.id)));
+
+  app.post<{ Params: Params }>('/v1/keys/:id/reveal', async (request) => {
+    const { key, secret } = await lc.revealKey(request.params.id);
+    const out: KeyWithSecret = { ...viewKey(ctx, key), secret };
+    return out;
+  });
+
+  app.get<{ Querystring: { instance?: string } }>('/v1/revocations', async (request) => {
+    const inst = request.query.instance;
+    const out: RevocationView[] = [];
+    for (const e of lc.registry.events) {
+      const r = revocationView(e);
+      if (r !== null && (inst === undefined || r.instance === inst)) out.push(r);
+    }
+    return out;
+  });
+
+  app.get<{ Querystring: { instance?: string; limit?: string } }>('/v1/audit', async (request) => {
+    const inst = request.query.instance;
+    const limit = Math.min(Math.max(Number(request.query.limit ?? 500) || 500, 1), 10_000);
+    return lc.registry.events.filter((e) => inst === undefined || e.instance === inst).slice(-limit);
+  });
+}

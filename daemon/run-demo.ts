@@ -1,0 +1,105 @@
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Config } from '../src/config.js';
+import { DEFAULT_MODELS } from '../src/domain/model-id.js';
+import { isObProxyError } from '../src/errors.js';
+import { startDaemon, type DaemonDeps } from './build-daemon.js';
+import { buildSimulator, type Simulator } from './simulate/simulator.js';
+
+export interface DemoRun {
+  baseUrl: string;
+  keys: { instance: string; model: string; secret: string }[];
+  stop(): Promise<void>;
+}
+
+/** Daemon + one simulated instance per model id, made ready, each with a working key. */
+export async function startDemo(config: Config, deps: DaemonDeps): Promise<DemoRun> {
+  const sims: Simulator[] = [];
+  const daemon = await startDaemon(config, deps);
+  const lc = daemon.ctx.lifecycle;
+  const keys: DemoRun['keys'] = [];
+  try {
+    for (const model of DEFAULT_MODELS.filter((m) => config.models.includes(m))) {
+      const sim = buildSimulator({ models: [model], chunks: 12, tokensPerSecond: 40 });
+      sims.push(sim);
+      const endpoint = await sim.listen(0);
+      const id = `demo-${model.split(':')[0]!.replace(/[^A-Za-z0-9]/g, '')}`;
+      let secret: string;
+      const existing = lc.registry.instances.get(id);
+      if (existing?.state === 'ready') {
+        await lc.pending(id);
+      } else if (existing !== undefined && existing.state !== 'pending') {
+        await lc.remove(id);
+      }
+      if (lc.registry.instances.get(id) === undefined) await lc.addInstance({ id, model, endpoint });
+      const { defaultKey } = await lc.ready(id, { endpoint });
+      const key = await defaultKey;
+      const claimed = key === null ? null : lc.claimSecret(key.id);
+      secret = claimed ?? (await lc.createKey(id, `demo-${Date.now()}`)).secret;
+      keys.push({ instance: id, model, secret });
+    }
+  } catch (err) {
+    await daemon.shutdown(0);
+    await Promise.all(sims.map((s) => s.close()));
+    throw err;
+  }
+  return {
+    baseUrl: daemon.ctx.baseUrl,
+    keys,
+    async stop() {
+      await daemon.shutdown(2_000);
+      await Promise.all(sims.map((s) => s.close()));
+    },
+  };
+}
+
+export function demoText(run: DemoRun, config: Config): string {
+  const first = run.keys[0];
+  if (first === undefined) return 'No demo instances (OB_PROXY_MODELS names no known model).\n';
+  const body = JSON.stringify({ model: first.model, messages: [{ role: 'user', content: 'Say hello' }] });
+  return [
+    `ob-proxy demo is serving at ${run.baseUrl}  (home ${config.home})`,
+    '',
+    ...run.keys.map((k) => `  ${k.instance}  ${k.model.padEnd(12)}  key ${k.secret}`),
+    '',
+    'Keys are shown once; these are for this demo. Try:',
+    '',
+    `curl -s ${run.baseUrl}/v1/chat/completions -H "Authorization: Bearer ${first.secret}" -H "Content-Type: application/json" -d '${body}'`,
+    '',
+    'Or with the openai SDK (npm i openai), in an .mjs file:',
+    '',
+    `  import OpenAI from 'openai';`,
+    `  const client = new OpenAI({ baseURL: '${run.baseUrl}/v1', apiKey: '${first.secret}' });`,
+    `  const r = await client.chat.completions.create({ model: '${first.model}', messages: [{ role: 'user', content: 'Say hello' }] });`,
+    `  console.log(r.choices[0].message.content);`,
+    '',
+    `Manage it from another terminal: npx ob-proxy instances list --home ${config.home}   (or: npx ob-proxy console --home ${config.home})`,
+    'Press Ctrl-C to stop.',
+    '',
+  ].join('\n');
+}
+
+export async function runDemo(config: Config, deps: DaemonDeps, print: (s: string) => void): Promise<void> {
+  let run: DemoRun;
+  try {
+    run = await startDemo(config, deps);
+  } catch (err) {
+    if (isObProxyError(err)) throw err;
+    throw err;
+  }
+  print(demoText(run, config));
+  await new Promise<void>((resolve) => {
+    const stop = (): void => {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+      run.stop().then(resolve, resolve);
+    };
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+  });
+}
+
+export async function demoHome(given: string | undefined): Promise<string> {
+  return given ?? (await mkdtemp(join(tmpdir(), 'ob-demo-')));
+}

@@ -1,0 +1,24 @@
+import type { Config } from '../src/config.js';
+import { type Daemon, type DaemonDeps, startDaemon } from './build-daemon.js';
+
+/**
+ * `ob-proxy serve`: start, then on SIGTERM/SIGINT drain within the grace period and resolve.
+ * A second signal stops waiting for the grace period.
+ */
+export async function runServe(config: Config, deps: DaemonDeps): Promise<void> {
+  const daemon: Daemon = await startDaemon(config, deps);
+  await new Promise<void>((resolve) => {
+    let signals = 0;
+    const onSignal = (signal: NodeJS.Signals): void => {
+      signals++;
+      daemon.ctx.log.info({ signal }, 'signal received');
+      const grace = signals > 1 ? 0 : config.graceMs;
+      daemon.shutdown(grace).then(resolve, (err: unknown) => {
+        daemon.ctx.log.error({ err }, 'shutdown failed');
+        resolve();
+      });
+    };
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+  });
+}

@@ -1,0 +1,100 @@
+/**
+ * Types of the simulated Ollama server (`ob-proxy simulate`). Re-exported by `simulator.ts`.
+ */
+
+export type FailMode =
+  | 'none'
+  | 'http-error'
+  | 'html-500'
+  | 'invalid-json'
+  | 'hang'
+  | 'reset-before-headers'
+  | 'hang-mid-stream'
+  | 'drop-mid-stream'
+  | 'eof-mid-stream'
+  | 'garbage'
+  | 'slow-drip';
+
+export const FAIL_MODES: readonly FailMode[] = [
+  'none', 'http-error', 'html-500', 'invalid-json', 'hang', 'reset-before-headers',
+  'hang-mid-stream', 'drop-mid-stream', 'eof-mid-stream', 'garbage', 'slow-drip',
+];
+
+export interface SimulatorOptions {
+  /** Model ids served, e.g. `['gemma4:26b']`. */
+  models: string[];
+  /** Delay before headers (stream) / before the body (non-stream); default 0. */
+  firstTokenDelayMs?: number;
+  /** Pacing between stream chunks; 0 or undefined = as fast as possible. */
+  tokensPerSecond?: number;
+  /** Number of content tokens/chunks in a reply; default 8. */
+  chunks?: number;
+  /** Default 'none'. */
+  fail?: FailMode;
+  /** For the *-mid-stream modes; default 2. */
+  failAfterChunks?: number;
+  /** For 'http-error'; default 500. */
+  errorStatus?: number;
+  /** Ring buffer size of recorded requests; default 1000 (0 records nothing). */
+  recordLimit?: number;
+}
+
+export interface RecordedRequest {
+  seq: number;
+  method: string;
+  path: string;
+  headers: Record<string, string | string[] | undefined>;
+  /** Parsed JSON, or the raw string if not JSON (null until the body has been read). */
+  body: unknown;
+  startedAt: number;
+  endedAt: number | null;
+  /** The client closed the connection before the response was complete. */
+  aborted: boolean;
+  /** The full response was written (the HTTP response ended normally). */
+  completed: boolean;
+  /** Streaming only: number of content chunks (`data:` frames carrying tokens) written. */
+  chunksSent: number;
+}
+
+export interface SimulatorStats {
+  received: number;
+  inFlight: number;
+  aborted: number;
+  completed: number;
+}
+
+export interface Simulator {
+  /** Resolves to the base URL, e.g. "http://127.0.0.1:PORT". Default host 127.0.0.1. */
+  listen(port: number, host?: string): Promise<string>;
+  /** Closes the listener, destroys open sockets, clears all timers, rejects pending waitFor calls. */
+  close(): Promise<void>;
+  /** The ring buffer, oldest first (a copy). */
+  readonly requests: RecordedRequest[];
+  /** A snapshot of the counters. */
+  readonly stats: SimulatorStats;
+  /** Changes knobs at runtime; throws on an invalid value. In-flight requests keep their knobs. */
+  configure(patch: Partial<SimulatorOptions>): void;
+  /** Resolves with the first recorded request matching, now or later; rejects on timeout (default 5000 ms). */
+  waitFor(predicate: (r: RecordedRequest) => boolean, timeoutMs?: number): Promise<RecordedRequest>;
+}
+
+/** The per-request generation knobs, fully resolved. */
+export interface Knobs {
+  firstTokenDelayMs: number;
+  tokensPerSecond: number;
+  chunks: number;
+  fail: FailMode;
+  failAfterChunks: number;
+  errorStatus: number;
+}
+
+export const DEFAULT_KNOBS: Readonly<Knobs> = {
+  firstTokenDelayMs: 0,
+  tokensPerSecond: 0,
+  chunks: 8,
+  fail: 'none',
+  failAfterChunks: 2,
+  errorStatus: 500,
+};
+
+export const DEFAULT_RECORD_LIMIT = 1000;

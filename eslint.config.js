@@ -1,0 +1,33 @@
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+
+export default tseslint.config(
+  { ignores: ['dist/', 'node_modules/', 'bench/results/', 'coverage/'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  {
+    rules: {
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+      '@typescript-eslint/no-explicit-any': 'error',
+    },
+  },
+  {
+    // src/ is the pure core: no process globals, no servers, no UI.
+    files: ['src/**/*.ts'],
+    rules: {
+      'no-restricted-globals': ['error', { name: 'process', message: 'src/ is pure: pass config in.' }],
+      'no-restricted-imports': ['error', { patterns: [
+        { group: ['fastify', 'fastify/*', 'ink', 'react', 'commander', 'chalk'], message: 'src/ is the pure core.' },
+        { group: ['../daemon/*', '../cli/*', '../../daemon/*', '../../cli/*', '../bin/*'], message: 'src/ imports nothing outside src/.' },
+      ] }],
+    },
+  },
+  {
+    files: ['daemon/**/*.ts', 'daemon/**/*.tsx'],
+    rules: { 'no-restricted-imports': ['error', { patterns: [{ group: ['../cli/*', '../../cli/*', '../../../cli/*'], message: 'daemon/ and cli/ never import each other.' }] }] },
+  },
+  {
+    files: ['cli/**/*.ts', 'cli/**/*.tsx'],
+    rules: { 'no-restricted-imports': ['error', { patterns: [{ group: ['../daemon/*', '../../daemon/*', '../../../daemon/*'], message: 'daemon/ and cli/ never import each other.' }] }] },
+  },
+);

@@ -1,0 +1,76 @@
+import { join } from 'node:path';
+import { DEFAULT_MODELS, parseModelList } from './domain/model-id.js';
+import { obError } from './errors.js';
+
+/** Resolved once at startup; flag, then environment, then default (CONTRACT §1). */
+export interface Config {
+  home: string;
+  socket: string;
+  store: string;
+  host: string;
+  port: number;
+  upstreamTimeoutMs: number;
+  connectTimeoutMs: number;
+  graceMs: number;
+  bodyLimit: number;
+  models: string[];
+  logLevel: string;
+  usageFlushMs: number;
+  badKeyLimit: number;
+}
+
+export interface ConfigFlags {
+  home?: string;
+  socket?: string;
+  store?: string;
+  host?: string;
+  port?: string | number;
+  upstreamTimeout?: string | number;
+  grace?: string | number;
+  bodyLimit?: string | number;
+  logLevel?: string;
+}
+
+export type Env = Readonly<Record<string, string | undefined>>;
+
+function pick(flag: string | number | undefined, env: string | undefined): string | undefined {
+  if (flag !== undefined && flag !== '') return String(flag);
+  if (env !== undefined && env !== '') return env;
+  return undefined;
+}
+
+function number(name: string, raw: string | undefined, fallback: number, opts: { min: number; max: number; integer?: boolean }): number {
+  if (raw === undefined) return fallback;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n < opts.min || n > opts.max || (opts.integer === true && !Number.isInteger(n))) {
+    throw obError('invalid_argument', { param: name, message: `${name} must be a number from ${opts.min} to ${opts.max}, got "${raw}".` });
+  }
+  return n;
+}
+
+export function defaultHome(env: Env, homedir: string): string {
+  return env.OB_PROXY_HOME !== undefined && env.OB_PROXY_HOME !== '' ? env.OB_PROXY_HOME : join(homedir, '.ob-proxy');
+}
+
+export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string): Config {
+  const home = pick(flags.home, env.OB_PROXY_HOME) ?? join(homedir, '.ob-proxy');
+  const store = pick(flags.store, env.OB_PROXY_STORE) ?? join(home, 'db.json');
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(store)) {
+    throw obError('invalid_argument', { param: 'store', message: `Store "${store.split('@').pop()}" is not supported yet: use a lowdb file path (default <home>/db.json).` });
+  }
+  return {
+    home,
+    store,
+    socket: pick(flags.socket, env.OB_PROXY_SOCKET) ?? join(home, 'ob-proxy.sock'),
+    host: pick(flags.host, env.OB_PROXY_HOST) ?? '127.0.0.1',
+    port: number('port', pick(flags.port, env.OB_PROXY_PORT), 8080, { min: 0, max: 65535, integer: true }),
+    upstreamTimeoutMs: number('upstream-timeout', pick(flags.upstreamTimeout, env.OB_PROXY_UPSTREAM_TIMEOUT), 300, { min: 0.001, max: 86400 }) * 1000,
+    connectTimeoutMs: number('connect-timeout', env.OB_PROXY_CONNECT_TIMEOUT, 10, { min: 0.001, max: 3600 }) * 1000,
+    graceMs: number('grace', pick(flags.grace, env.OB_PROXY_GRACE), 30, { min: 0, max: 86400 }) * 1000,
+    bodyLimit: number('body-limit', pick(flags.bodyLimit, env.OB_PROXY_BODY_LIMIT), 16 * 1024 * 1024, { min: 1024, max: 1024 ** 3, integer: true }),
+    models: parseModelList(env.OB_PROXY_MODELS) ?? [...DEFAULT_MODELS],
+    logLevel: pick(flags.logLevel, env.OB_PROXY_LOG_LEVEL) ?? 'info',
+    usageFlushMs: number('usage-flush', env.OB_PROXY_USAGE_FLUSH_MS, 5000, { min: 10, max: 3_600_000 }),
+    badKeyLimit: number('bad-key-limit', env.OB_PROXY_BAD_KEY_LIMIT, 30, { min: 0, max: 1_000_000, integer: true }),
+  };
+}

@@ -1,0 +1,77 @@
+import { createHash } from 'node:crypto';
+import { crc32 } from 'node:zlib';
+import { customAlphabet } from 'nanoid';
+
+/**
+ * Secret format, after GitHub's tokens: `ob_sk_<id:12>_<random:32><crc:6>`, all base62.
+ * - the public id names the key record without revealing the secret;
+ * - 32 base62 characters from a CSPRNG carry 190 bits;
+ * - the CRC32 checksum lets the proxy refuse a mistyped key without a lookup, and lets secret
+ *   scanners match ob-proxy keys with few false positives.
+ * Only the SHA-256 of the whole secret is stored.
+ */
+export const KEY_PREFIX = 'ob_sk_';
+const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
+const ID_LEN = 12;
+const RANDOM_LEN = 32;
+const CRC_LEN = 6;
+export const SECRET_LENGTH = KEY_PREFIX.length + ID_LEN + 1 + RANDOM_LEN + CRC_LEN;
+const SECRET_RE = new RegExp(`^${KEY_PREFIX}[0-9A-Za-z]{${ID_LEN}}_[0-9A-Za-z]{${RANDOM_LEN + CRC_LEN}}$`);
+
+export interface SecretSource {
+  /** A public key id (base62). */
+  keyId(): string;
+  /** The random part of a secret (base62). */
+  random(): string;
+}
+
+export const cryptoSecretSource: SecretSource = {
+  keyId: customAlphabet(BASE62, ID_LEN),
+  random: customAlphabet(BASE62, RANDOM_LEN),
+};
+
+function base62(n: number, width: number): string {
+  let out = '';
+  let v = n >>> 0;
+  for (let i = 0; i < width; i++) {
+    out = BASE62[v % 62] + out;
+    v = Math.floor(v / 62);
+  }
+  return out;
+}
+
+function checksum(body: string): string {
+  return base62(crc32(body), CRC_LEN);
+}
+
+export interface MintedSecret {
+  keyId: string;
+  secret: string;
+  hash: string;
+  hint: string;
+}
+
+export function mintSecret(source: SecretSource): MintedSecret {
+  const keyId = source.keyId();
+  const body = `${KEY_PREFIX}${keyId}_${source.random()}`;
+  const secret = body + checksum(body);
+  return { keyId, secret, hash: hashSecret(secret), hint: hintOf(secret) };
+}
+
+/** Shape and checksum, no lookup: lets the proxy refuse garbage before touching the index. */
+export function isWellFormedSecret(secret: string): boolean {
+  if (secret.length !== SECRET_LENGTH || !SECRET_RE.test(secret)) return false;
+  const body = secret.slice(0, -CRC_LEN);
+  return checksum(body) === secret.slice(-CRC_LEN);
+}
+
+export function hashSecret(secret: string): string {
+  return createHash('sha256').update(secret).digest('hex');
+}
+
+export function hintOf(secret: string): string {
+  return `${KEY_PREFIX}…${secret.slice(-4)}`;
+}
+
+/** Pattern for scanners and for tests that prove no secret leaked. */
+export const SECRET_PATTERN = /ob_sk_[0-9A-Za-z]{12}_[0-9A-Za-z]{38}/;

@@ -1,0 +1,45 @@
+export const REVOKE_REASONS = ['instance_stopped', 'instance_failed', 'instance_terminated', 'pack_ended', 'manual'] as const;
+export type RevokeReason = (typeof REVOKE_REASONS)[number];
+
+export interface KeyUsage {
+  requests: number;
+  promptTokens: number;
+  completionTokens: number;
+}
+
+/** What the store keeps of a key: never the secret, only its SHA-256. */
+export interface KeyRecord {
+  id: string;
+  name: string;
+  instance: string;
+  hash: string;
+  hint: string;
+  isDefault: boolean;
+  status: 'active' | 'revoked';
+  createdAt: string;
+  lastUsedAt: string | null;
+  revokedAt: string | null;
+  revokeReason: RevokeReason | null;
+  usage: KeyUsage;
+}
+
+export type AuditEventType =
+  | 'instance.added' | 'instance.state' | 'instance.extended' | 'instance.removed' | 'instance.updated'
+  | 'key.created' | 'key.revealed' | 'key.revoked';
+
+/** The audit trail: every key event and instance change, in order. Never holds a secret. */
+export interface AuditEvent {
+  seq: number;
+  at: string;
+  type: AuditEventType;
+  instance: string;
+  keyId?: string;
+  keyName?: string;
+  state?: string;
+  reason?: RevokeReason;
+  packEndsAt?: string | null;
+}
+
+export function emptyUsage(): KeyUsage {
+  return { requests: 0, promptTokens: 0, completionTokens: 0 };
+}

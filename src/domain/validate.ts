@@ -1,0 +1,39 @@
+import { obError } from '../errors.js';
+
+// Ids and names come from operators and scripts; refuse what would break a terminal, a path or a log.
+const ID_RE = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/;
+// eslint-disable-next-line no-control-regex
+const CONTROL_RE = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u200b-\u200f\u202a-\u202e\u2066-\u2069]/;
+
+export function validateInstanceId(id: unknown): string {
+  if (typeof id !== 'string' || !ID_RE.test(id)) {
+    throw obError('invalid_argument', {
+      param: 'id',
+      message: 'Instance id must be 1-64 characters: letters, digits, and . _ : - (not first).',
+    });
+  }
+  return id;
+}
+
+export const KEY_NAME_MAX = 64;
+
+export function validateKeyName(name: unknown): string {
+  if (typeof name !== 'string') throw obError('invalid_argument', { param: 'name', message: 'Key name is required: give --name.' });
+  const trimmed = name.trim();
+  if (trimmed === '') throw obError('invalid_argument', { param: 'name', message: 'Key name must not be empty.' });
+  if ([...trimmed].length > KEY_NAME_MAX) throw obError('invalid_argument', { param: 'name', message: `Key name must be at most ${KEY_NAME_MAX} characters.` });
+  if (CONTROL_RE.test(trimmed)) throw obError('invalid_argument', { param: 'name', message: 'Key name must not contain control or invisible characters.' });
+  return trimmed;
+}
+
+/** Strict ISO 8601 with a time zone, so "tomorrow" or a bare date never means something surprising. */
+export function validateTimestamp(value: unknown, param: string): string {
+  const iso = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/;
+  if (typeof value !== 'string' || !iso.test(value) || Number.isNaN(Date.parse(value))) {
+    throw obError('invalid_argument', {
+      param,
+      message: `${param} must be an ISO 8601 time with a zone, e.g. 2026-12-01T18:00:00Z.`,
+    });
+  }
+  return new Date(value).toISOString();
+}

@@ -1,0 +1,189 @@
+/**
+ * The one error table. Every error ob-proxy answers itself (data plane, management API, CLI)
+ * has a stable code here; docs/errors.md lists exactly these codes (a test keeps them in sync).
+ * Foreign errors (undici, Fastify, fs) are translated into these at the edge that meets them.
+ */
+
+export type ErrorType =
+  | 'invalid_request_error'
+  | 'authentication_error'
+  | 'not_found_error'
+  | 'conflict_error'
+  | 'rate_limit_error'
+  | 'api_error'
+  | 'store_error';
+
+interface ErrorSpec {
+  readonly status: number;
+  readonly type: ErrorType;
+  /** The default sentence; call sites may give a more specific one. */
+  readonly message: string;
+}
+
+export const ERRORS = {
+  // Data plane, in the contract's check order.
+  missing_api_key: {
+    status: 400, type: 'invalid_request_error',
+    message: 'No API key: send the header "Authorization: Bearer ob_sk_…" (SDKs: set apiKey).',
+  },
+  invalid_api_key: {
+    status: 401, type: 'authentication_error',
+    message: 'The API key is not valid. Check that it was copied whole, or generate a new key in the console.',
+  },
+  revoked_api_key: {
+    status: 401, type: 'authentication_error',
+    message: 'This API key has been revoked and can never be used again. Generate a new key for a ready instance.',
+  },
+  deployment_not_found: {
+    status: 404, type: 'not_found_error',
+    message: 'No deployment exists for this API key any more. Generate a key for a running instance.',
+  },
+  deployment_not_ready: {
+    status: 409, type: 'conflict_error',
+    message: 'The deployment for this API key is not ready. Retry when the instance is ready.',
+  },
+  payload_too_large: {
+    status: 413, type: 'invalid_request_error',
+    message: 'The request body is larger than the proxy accepts. Shorten the conversation or ask the operator to raise --body-limit.',
+  },
+  invalid_json: {
+    status: 400, type: 'invalid_request_error',
+    message: 'The request body is not a valid JSON object. Send a JSON chat completion request.',
+  },
+  invalid_request: {
+    status: 400, type: 'invalid_request_error',
+    message: 'The request is malformed.',
+  },
+  model_mismatch: {
+    status: 400, type: 'invalid_request_error',
+    message: 'The model does not match the model of the deployment this API key is bound to.',
+  },
+  route_not_found: {
+    status: 404, type: 'not_found_error',
+    message: 'No such route. The proxy serves POST /v1/chat/completions and GET /v1/models; set your SDK base URL to {base_url}/v1.',
+  },
+  rate_limited: {
+    status: 429, type: 'rate_limit_error',
+    message: 'Too many requests with invalid API keys from this address. Wait and retry with a valid key.',
+  },
+  upstream_unavailable: {
+    status: 502, type: 'api_error',
+    message: 'The model server could not be reached or closed the connection. Retry; if it persists, check the instance.',
+  },
+  upstream_timeout: {
+    status: 504, type: 'api_error',
+    message: 'The model server did not answer in time. Retry; a model may still be loading.',
+  },
+  upstream_error: {
+    status: 502, type: 'api_error',
+    message: 'The model server answered with an error.',
+  },
+  shutting_down: {
+    status: 503, type: 'api_error',
+    message: 'The proxy is shutting down. Retry in a moment.',
+  },
+  internal_error: {
+    status: 500, type: 'api_error',
+    message: 'Internal error in the proxy. Retry; if it persists, report it with the x-request-id header.',
+  },
+
+  // Management API and CLI.
+  invalid_argument: {
+    status: 400, type: 'invalid_request_error',
+    message: 'An argument is not valid.',
+  },
+  unknown_model: {
+    status: 400, type: 'invalid_request_error',
+    message: 'Unknown model id.',
+  },
+  instance_not_found: {
+    status: 404, type: 'not_found_error',
+    message: 'No instance with this id. List instances with `ob-proxy instances list`.',
+  },
+  instance_exists: {
+    status: 409, type: 'conflict_error',
+    message: 'An instance with this id already exists.',
+  },
+  invalid_transition: {
+    status: 409, type: 'conflict_error',
+    message: 'The instance cannot make this state change.',
+  },
+  instance_not_ready: {
+    status: 409, type: 'conflict_error',
+    message: 'Keys can be created only for a ready instance.',
+  },
+  key_not_found: {
+    status: 404, type: 'not_found_error',
+    message: 'No key with this id. List keys with `ob-proxy keys list`.',
+  },
+  key_revoked: {
+    status: 409, type: 'conflict_error',
+    message: 'This key is already revoked.',
+  },
+  reveal_refused: {
+    status: 409, type: 'conflict_error',
+    message: 'This key\'s secret cannot be shown: secrets are shown once, and only an undisplayed default key can be revealed. Create a new key instead.',
+  },
+  store_write_failed: {
+    status: 503, type: 'store_error',
+    message: 'The store could not be written; nothing was changed. Check free disk space and permissions of the home folder.',
+  },
+  daemon_unreachable: {
+    status: 503, type: 'api_error',
+    message: 'The ob-proxy daemon is not running or its socket cannot be reached. Start it with `ob-proxy serve`.',
+  },
+} as const satisfies Record<string, ErrorSpec>;
+
+export type ErrorCode = keyof typeof ERRORS;
+
+export const ERROR_CODES = Object.keys(ERRORS) as ErrorCode[];
+
+export function isErrorCode(value: unknown): value is ErrorCode {
+  return typeof value === 'string' && Object.hasOwn(ERRORS, value);
+}
+
+export interface ObProxyErrorOptions {
+  message?: string;
+  param?: string | null;
+  /** Overrides the table's status: used only to pass an upstream's error status on. */
+  status?: number;
+  /** The error code as the client sees it, when it is not ours (an upstream's string code). */
+  wireCode?: string;
+  cause?: unknown;
+}
+
+export class ObProxyError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly type: ErrorType;
+  readonly param: string | null;
+  readonly wireCode: string;
+
+  constructor(code: ErrorCode, options: ObProxyErrorOptions = {}) {
+    const spec: ErrorSpec = ERRORS[code];
+    super(options.message ?? spec.message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'ObProxyError';
+    this.code = code;
+    this.status = options.status ?? spec.status;
+    this.type = spec.type;
+    this.param = options.param ?? null;
+    this.wireCode = options.wireCode ?? code;
+  }
+
+  /** The OpenAI error envelope, which every OpenAI SDK parses. */
+  toBody(): ErrorBody {
+    return { error: { message: this.message, type: this.type, code: this.wireCode, param: this.param } };
+  }
+}
+
+export interface ErrorBody {
+  error: { message: string; type: string; code: string; param: string | null };
+}
+
+export function obError(code: ErrorCode, options?: ObProxyErrorOptions): ObProxyError {
+  return new ObProxyError(code, options);
+}
+
+export function isObProxyError(value: unknown): value is ObProxyError {
+  return value instanceof ObProxyError;
+}

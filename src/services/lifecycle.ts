@@ -1,0 +1,376 @@
+import { type Clock, iso } from '../clock.js';
+import { mintSecret, type SecretSource } from '../domain/api-key.js';
+import {
+  type Instance, type InstanceAction, type InstanceState, REVOKING_ACTIONS, assertTransition, normalizeEndpoint,
+} from '../domain/instance.js';
+import { type AuditEvent, type KeyRecord, type RevokeReason, emptyUsage } from '../domain/key.js';
+import { validateInstanceId, validateKeyName, validateTimestamp } from '../domain/validate.js';
+import { ObProxyError, obError } from '../errors.js';
+import type { Mutation, Store } from '../store/store.js';
+import { Mutex } from './mutex.js';
+import { Registry, isLive } from './registry.js';
+
+export interface LifecycleDeps {
+  store: Store;
+  clock: Clock;
+  secrets: SecretSource;
+  models: readonly string[];
+}
+
+export interface CreatedKey {
+  key: KeyRecord;
+  secret: string;
+}
+
+export interface ReadyResult {
+  instance: Instance;
+  /** Resolves once the background default key exists (null when the instance kept an active one). */
+  defaultKey: Promise<KeyRecord | null>;
+}
+
+export type ChangeListener = (event: AuditEvent) => void;
+
+export const DEFAULT_KEY_NAME = 'default';
+
+/**
+ * Every change to instances and keys goes through here, one at a time (a mutex), and is durable
+ * before it is acknowledged. Creations are written first and then become usable; revocations
+ * take effect in memory first and are then written, so a failed write can lose a creation the
+ * caller never saw, but can never leave a revoked key usable in this process.
+ */
+export class LifecycleService {
+  readonly registry: Registry;
+  private readonly mutex = new Mutex();
+  private readonly listeners = new Set<ChangeListener>();
+  /** Default-key secrets not yet displayed: memory only, handed out once. */
+  private readonly undisplayed = new Map<string, string>();
+  /** Mutations applied in memory whose write failed; written with the next commit. */
+  private unwritten: Mutation[] = [];
+  private readonly inflightDefaults = new Map<string, Promise<KeyRecord | null>>();
+
+  constructor(private readonly deps: LifecycleDeps, registry: Registry) {
+    this.registry = registry;
+  }
+
+  static async open(deps: LifecycleDeps): Promise<LifecycleService> {
+    return new LifecycleService(deps, Registry.from(await deps.store.load()));
+  }
+
+  get models(): readonly string[] {
+    return this.deps.models;
+  }
+
+  onChange(listener: ChangeListener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  private now(): string {
+    return iso(this.deps.clock.now());
+  }
+
+  private event(partial: Omit<AuditEvent, 'seq' | 'at'>): AuditEvent {
+    return { seq: ++this.registry.lastSeq, at: this.now(), ...partial };
+  }
+
+  private emit(events: AuditEvent[]): void {
+    for (const e of events) {
+      this.registry.events.push(e);
+      for (const l of this.listeners) l(e);
+    }
+  }
+
+  /** Writes mutations, after any that failed to be written before. */
+  private async write(mutations: Mutation[]): Promise<void> {
+    const batch = [...this.unwritten, ...mutations];
+    await this.deps.store.commit(batch);
+    this.unwritten = [];
+  }
+
+  getInstance(id: string): Instance {
+    const inst = this.registry.instances.get(id);
+    if (inst === undefined) throw obError('instance_not_found', { message: `No instance "${id}". List instances with \`ob-proxy instances list\`.` });
+    return inst;
+  }
+
+  addInstance(input: { id: unknown; model: unknown; endpoint?: unknown; packEndsAt?: unknown }): Promise<Instance> {
+    return this.mutex.run(async () => {
+      const id = validateInstanceId(input.id);
+      if (typeof input.model !== 'string' || !this.deps.models.includes(input.model)) {
+        throw obError('unknown_model', {
+          param: 'model',
+          message: `Unknown model "${String(input.model)}": use one of ${this.deps.models.join(', ')} (the operator can set OB_PROXY_MODELS).`,
+        });
+      }
+      if (this.registry.instances.has(id)) throw obError('instance_exists', { message: `Instance "${id}" already exists; pick another id or remove it first.` });
+      const endpoint = input.endpoint == null ? null : normalizeEndpoint(String(input.endpoint));
+      const packEndsAt = input.packEndsAt == null ? null : this.futureTime(input.packEndsAt);
+      const now = this.now();
+      const instance: Instance = { id, model: input.model, endpoint, state: 'pending', packEndsAt, createdAt: now, updatedAt: now };
+      const ev = this.event({ type: 'instance.added', instance: id, state: 'pending', packEndsAt });
+      await this.write([{ op: 'putInstance', instance }, { op: 'appendEvent', event: ev }]);
+      this.registry.instances.set(id, instance);
+      this.emit([ev]);
+      return instance;
+    });
+  }
+
+  private futureTime(value: unknown): string {
+    const at = validateTimestamp(value, 'packEndsAt');
+    if (Date.parse(at) <= this.deps.clock.now()) {
+      throw obError('invalid_argument', { param: 'packEndsAt', message: `packEndsAt ${at} is not in the future.` });
+    }
+    return at;
+  }
+
+  /** Moves to ready; the default key is made in the background (SPEC §3). */
+  async ready(id: string, options: { endpoint?: unknown } = {}): Promise<ReadyResult> {
+    const instance = await this.mutex.run(async () => {
+      const inst = this.getInstance(id);
+      assertTransition(inst, 'ready');
+      const endpoint = options.endpoint == null ? inst.endpoint : normalizeEndpoint(String(options.endpoint));
+      if (endpoint === null) {
+        throw obError('invalid_argument', { param: 'endpoint', message: `Instance "${id}" has no endpoint: give --endpoint URL (the model server's base URL).` });
+      }
+      if (inst.packEndsAt !== null && Date.parse(inst.packEndsAt) <= this.deps.clock.now()) {
+        throw obError('invalid_transition', { message: `The pack of "${id}" has ended; extend it before making it ready.` });
+      }
+      return this.moveTo(inst, 'ready', { endpoint });
+    });
+    const defaultKey = this.scheduleDefaultKey(id);
+    return { instance, defaultKey };
+  }
+
+  private scheduleDefaultKey(id: string): Promise<KeyRecord | null> {
+    const existing = this.inflightDefaults.get(id);
+    if (existing !== undefined) return existing;
+    const p = new Promise<KeyRecord | null>((resolve, reject) => {
+      setImmediate(() => {
+        this.mutex.run(async () => {
+          const inst = this.registry.instances.get(id);
+          if (inst === undefined || inst.state !== 'ready') return null;
+          const hasDefault = this.registry.keysOf(id).some((k) => k.isDefault && k.status === 'active');
+          if (hasDefault) return null;
+          const created = await this.mintKey(inst, DEFAULT_KEY_NAME, true);
+          this.undisplayed.set(created.key.id, created.secret);
+          return created.key;
+        }).then(resolve, reject).finally(() => this.inflightDefaults.delete(id));
+      });
+    });
+    this.inflightDefaults.set(id, p);
+    return p;
+  }
+
+  /** Hands out an undisplayed default secret once; null if already shown. */
+  claimSecret(keyId: string): string | null {
+    const secret = this.undisplayed.get(keyId);
+    if (secret === undefined) return null;
+    this.undisplayed.delete(keyId);
+    return secret;
+  }
+
+  hasUndisplayedSecret(keyId: string): boolean {
+    return this.undisplayed.has(keyId);
+  }
+
+  revealKey(keyId: string): Promise<CreatedKey> {
+    return this.mutex.run(async () => {
+      const key = this.getKey(keyId);
+      if (key.status !== 'active' || !this.undisplayed.has(keyId)) {
+        throw obError('reveal_refused', {
+          message: `The secret of key ${keyId} cannot be shown: it was already displayed${key.status === 'revoked' ? ' and the key is revoked' : ''}, or the daemon restarted since it was made. Create a new key with \`ob-proxy keys create\`.`,
+        });
+      }
+      const ev = this.event({ type: 'key.revealed', instance: key.instance, keyId, keyName: key.name });
+      await this.write([{ op: 'appendEvent', event: ev }]);
+      const secret = this.claimSecret(keyId) as string;
+      this.emit([ev]);
+      return { key, secret };
+    });
+  }
+
+  pending(id: string): Promise<Instance> {
+    return this.mutex.run(async () => {
+      const inst = this.getInstance(id);
+      assertTransition(inst, 'pending');
+      return this.moveTo(inst, 'pending', {});
+    });
+  }
+
+  /** stop / fail / terminate: every key is revoked, durably, before this resolves. */
+  halt(id: string, action: 'stop' | 'fail' | 'terminate'): Promise<Instance> {
+    return this.mutex.run(async () => {
+      const inst = this.getInstance(id);
+      const next = assertTransition(inst, action);
+      return this.haltLocked(inst, next, REVOKING_ACTIONS[action]);
+    });
+  }
+
+  private async haltLocked(inst: Instance, next: InstanceState, reason: RevokeReason): Promise<Instance> {
+    const updated: Instance = { ...inst, state: next, updatedAt: this.now() };
+    const { mutations, events } = this.revokeAllInMemory(inst.id, reason);
+    const ev = this.event({ type: 'instance.state', instance: inst.id, state: next, reason });
+    this.registry.instances.set(inst.id, updated);
+    for (const k of this.registry.keysOf(inst.id)) this.undisplayed.delete(k.id);
+    await this.writeRevocations([...mutations, { op: 'putInstance', instance: updated }, { op: 'appendEvent', event: ev }]);
+    this.emit([...events, ev]);
+    return updated;
+  }
+
+  /** Revocations take effect at once in memory; the write follows. */
+  private revokeAllInMemory(instanceId: string, reason: RevokeReason): { mutations: Mutation[]; events: AuditEvent[] } {
+    const mutations: Mutation[] = [];
+    const events: AuditEvent[] = [];
+    const now = this.now();
+    for (const key of this.registry.keysOf(instanceId)) {
+      if (key.status !== 'active') continue;
+      key.status = 'revoked';
+      key.revokedAt = now;
+      key.revokeReason = reason;
+      const ev = this.event({ type: 'key.revoked', instance: instanceId, keyId: key.id, keyName: key.name, reason });
+      mutations.push({ op: 'putKey', key: { ...key } }, { op: 'appendEvent', event: ev });
+      events.push(ev);
+    }
+    return { mutations, events };
+  }
+
+  private async writeRevocations(mutations: Mutation[]): Promise<void> {
+    try {
+      await this.write(mutations);
+    } catch (err) {
+      this.unwritten.push(...mutations);
+      if (err instanceof ObProxyError) {
+        throw obError('store_write_failed', {
+          message: `Revoked in the running daemon, but the store could not be written (${err.message}) The revocation is retried with the next write; free disk space or fix permissions.`,
+        });
+      }
+      throw err;
+    }
+  }
+
+  private async moveTo(inst: Instance, next: InstanceState, patch: Partial<Instance>): Promise<Instance> {
+    const updated: Instance = { ...inst, ...patch, state: next, updatedAt: this.now() };
+    const ev = this.event({ type: 'instance.state', instance: inst.id, state: next });
+    await this.write([{ op: 'putInstance', instance: updated }, { op: 'appendEvent', event: ev }]);
+    this.registry.instances.set(inst.id, updated);
+    this.emit([ev]);
+    return updated;
+  }
+
+  extend(id: string, packEndsAt: unknown): Promise<Instance> {
+    return this.mutex.run(async () => {
+      const inst = this.getInstance(id);
+      if (!isLive(inst)) {
+        throw obError('invalid_transition', { message: `Instance "${id}" is ${inst.state}; only a pending or ready instance's pack can be extended.` });
+      }
+      const at = this.futureTime(packEndsAt);
+      if (inst.packEndsAt !== null && Date.parse(inst.packEndsAt) <= this.deps.clock.now()) {
+        throw obError('invalid_transition', { message: `The pack of "${id}" has already ended; its keys are revoked.` });
+      }
+      const updated: Instance = { ...inst, packEndsAt: at, updatedAt: this.now() };
+      const ev = this.event({ type: 'instance.extended', instance: id, packEndsAt: at });
+      await this.write([{ op: 'putInstance', instance: updated }, { op: 'appendEvent', event: ev }]);
+      this.registry.instances.set(id, updated);
+      this.emit([ev]);
+      return updated;
+    });
+  }
+
+  remove(id: string): Promise<Instance> {
+    return this.mutex.run(async () => {
+      const inst = this.getInstance(id);
+      const ev = this.event({ type: 'instance.removed', instance: id, state: inst.state });
+      await this.write([{ op: 'deleteInstance', id }, { op: 'appendEvent', event: ev }]);
+      this.registry.instances.delete(id);
+      this.emit([ev]);
+      return inst;
+    });
+  }
+
+  /** Ends every pack whose time has come: instance stopped, keys revoked with pack_ended. */
+  endDuePacks(): Promise<Instance[]> {
+    return this.mutex.run(async () => {
+      const ended: Instance[] = [];
+      const now = this.deps.clock.now();
+      for (const inst of [...this.registry.instances.values()]) {
+        if (inst.packEndsAt !== null && isLive(inst) && Date.parse(inst.packEndsAt) <= now) {
+          ended.push(await this.haltLocked(inst, 'stopped', 'pack_ended'));
+        }
+      }
+      return ended;
+    });
+  }
+
+  /** The earliest pack end still to come, for the daemon's timer. */
+  nextPackEnd(): number | null {
+    let next: number | null = null;
+    for (const inst of this.registry.instances.values()) {
+      if (inst.packEndsAt === null || !isLive(inst)) continue;
+      const t = Date.parse(inst.packEndsAt);
+      if (next === null || t < next) next = t;
+    }
+    return next;
+  }
+
+  createKey(instanceId: string, name: unknown): Promise<CreatedKey> {
+    return this.mutex.run(async () => {
+      const keyName = validateKeyName(name);
+      const inst = this.getInstance(instanceId);
+      if (inst.state !== 'ready') {
+        throw obError('instance_not_ready', { message: `Instance "${instanceId}" is ${inst.state}; keys can be created only for a ready instance.` });
+      }
+      return this.mintKey(inst, keyName, false);
+    });
+  }
+
+  private async mintKey(inst: Instance, name: string, isDefault: boolean): Promise<CreatedKey> {
+    let minted = mintSecret(this.deps.secrets);
+    while (this.registry.keys.has(minted.keyId)) minted = mintSecret(this.deps.secrets);
+    const key: KeyRecord = {
+      id: minted.keyId, name, instance: inst.id, hash: minted.hash, hint: minted.hint, isDefault,
+      status: 'active', createdAt: this.now(), lastUsedAt: null, revokedAt: null, revokeReason: null, usage: emptyUsage(),
+    };
+    const ev = this.event({ type: 'key.created', instance: inst.id, keyId: key.id, keyName: name });
+    await this.write([{ op: 'putKey', key }, { op: 'appendEvent', event: ev }]);
+    this.registry.putKey(key);
+    this.emit([ev]);
+    return { key, secret: minted.secret };
+  }
+
+  getKey(keyId: string): KeyRecord {
+    const key = this.registry.keys.get(keyId);
+    if (key === undefined) throw obError('key_not_found', { message: `No key "${keyId}". List keys with \`ob-proxy keys list\`.` });
+    return key;
+  }
+
+  revokeKey(keyId: string): Promise<KeyRecord> {
+    return this.mutex.run(async () => {
+      const key = this.getKey(keyId);
+      if (key.status === 'revoked') throw obError('key_revoked', { message: `Key ${keyId} was already revoked at ${key.revokedAt} (${key.revokeReason}).` });
+      key.status = 'revoked';
+      key.revokedAt = this.now();
+      key.revokeReason = 'manual';
+      this.undisplayed.delete(keyId);
+      const ev = this.event({ type: 'key.revoked', instance: key.instance, keyId, keyName: key.name, reason: 'manual' });
+      await this.writeRevocations([{ op: 'putKey', key: { ...key } }, { op: 'appendEvent', event: ev }]);
+      this.emit([ev]);
+      return key;
+    });
+  }
+
+  /** Persists usage counters gathered in memory by the data plane; never per request. */
+  flushUsage(dirty: Iterable<KeyRecord>): Promise<void> {
+    const mutations: Mutation[] = [];
+    for (const key of dirty) mutations.push({ op: 'putKey', key: { ...key, usage: { ...key.usage } } });
+    if (mutations.length === 0) return Promise.resolve();
+    return this.write(mutations);
+  }
+
+  async close(): Promise<void> {
+    await this.mutex.run(async () => {
+      if (this.unwritten.length > 0) await this.write([]).catch(() => {});
+    });
+  }
+}
+
+export type { InstanceAction };

@@ -1,0 +1,68 @@
+import { hashSecret, isWellFormedSecret } from '../domain/api-key.js';
+import type { Instance } from '../domain/instance.js';
+import type { AuditEvent, KeyRecord } from '../domain/key.js';
+import type { StoreData } from '../store/store.js';
+
+export type AuthResult =
+  | { ok: true; key: KeyRecord; instance: Instance }
+  | { ok: false; code: 'invalid_api_key' | 'revoked_api_key' | 'deployment_not_found' | 'deployment_not_ready'; key?: KeyRecord; instance?: Instance; packEnded?: boolean };
+
+/**
+ * The daemon's in-memory view of the store: the data plane authenticates and routes from these
+ * maps alone, with no I/O. Only LifecycleService mutates it.
+ */
+export class Registry {
+  readonly instances = new Map<string, Instance>();
+  readonly keys = new Map<string, KeyRecord>();
+  readonly byHash = new Map<string, KeyRecord>();
+  events: AuditEvent[] = [];
+  lastSeq = 0;
+
+  static from(data: StoreData): Registry {
+    const r = new Registry();
+    for (const i of data.instances) r.instances.set(i.id, i);
+    for (const k of data.keys) r.putKey(k);
+    r.events = data.events;
+    r.lastSeq = data.events.reduce((m, e) => Math.max(m, e.seq), 0);
+    return r;
+  }
+
+  putKey(key: KeyRecord): void {
+    this.keys.set(key.id, key);
+    this.byHash.set(key.hash, key);
+  }
+
+  /**
+   * CONTRACT §3 checks 2 to 4, in order. `nowMs` lets the request path see a pack that ended
+   * between timer ticks: such a key is already revoked for the client.
+   */
+  authenticate(secret: string, nowMs: number, requireReady: boolean): AuthResult {
+    if (!isWellFormedSecret(secret)) return { ok: false, code: 'invalid_api_key' };
+    const key = this.byHash.get(hashSecret(secret));
+    if (key === undefined) return { ok: false, code: 'invalid_api_key' };
+    if (key.status !== 'active') return { ok: false, code: 'revoked_api_key', key };
+    const instance = this.instances.get(key.instance);
+    if (instance === undefined) return { ok: false, code: 'deployment_not_found', key };
+    if (instance.packEndsAt !== null && Date.parse(instance.packEndsAt) <= nowMs && isLive(instance)) {
+      return { ok: false, code: 'revoked_api_key', key, instance, packEnded: true };
+    }
+    if (requireReady && (instance.state !== 'ready' || instance.endpoint === null)) {
+      return { ok: false, code: 'deployment_not_ready', key, instance };
+    }
+    return { ok: true, key, instance };
+  }
+
+  activeKeyCount(instanceId: string): number {
+    let n = 0;
+    for (const k of this.keys.values()) if (k.instance === instanceId && k.status === 'active') n++;
+    return n;
+  }
+
+  keysOf(instanceId: string): KeyRecord[] {
+    return [...this.keys.values()].filter((k) => k.instance === instanceId);
+  }
+}
+
+export function isLive(instance: Instance): boolean {
+  return instance.state === 'ready' || instance.state === 'pending';
+}

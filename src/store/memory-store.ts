@@ -1,0 +1,24 @@
+import { obError } from '../errors.js';
+import { Tables, emptyData, type Mutation, type Store, type StoreData } from './store.js';
+
+/** For unit tests: same semantics as the file store, and a switch to make writes fail. */
+export class MemoryStore implements Store {
+  readonly location = 'memory';
+  failWrites = false;
+  private tables: Tables;
+
+  constructor(data: StoreData = emptyData()) {
+    this.tables = Tables.from(structuredClone(data));
+  }
+
+  async load(): Promise<StoreData> {
+    return structuredClone(this.tables.toData());
+  }
+
+  async commit(mutations: readonly Mutation[]): Promise<void> {
+    if (this.failWrites) throw obError('store_write_failed');
+    for (const m of mutations) this.tables.apply(m);
+  }
+
+  async close(): Promise<void> {}
+}

@@ -1,0 +1,50 @@
+import { ObProxyError, obError } from '../errors.js';
+
+/** undici and socket failures, translated once into our codes (CONTRACT §3). */
+export function translateUpstreamError(err: unknown): ObProxyError {
+  if (err instanceof ObProxyError) return err;
+  const code = (err as { code?: string } | null)?.code ?? '';
+  if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
+    return obError('upstream_timeout', { cause: err });
+  }
+  if (code === 'UND_ERR_CONNECT_TIMEOUT') {
+    return obError('upstream_unavailable', { message: 'The model server did not accept a connection in time. Check that the instance is up.', cause: err });
+  }
+  if (code === 'ECONNREFUSED') {
+    return obError('upstream_unavailable', { message: 'The model server refused the connection. Check that the instance is up and its endpoint is right.', cause: err });
+  }
+  return obError('upstream_unavailable', { cause: err });
+}
+
+interface UpstreamErrorEnvelope {
+  error?: unknown;
+  detail?: unknown;
+}
+
+/**
+ * An error status from the model server, in our envelope: same status, its message, and its code
+ * when that is a string (vLLM sends integers, Ollama null).
+ */
+export function upstreamStatusError(status: number, contentType: string | undefined, bodyText: string): ObProxyError {
+  let message: string | undefined;
+  let wireCode = 'upstream_error';
+  if (contentType?.includes('json') === true) {
+    try {
+      const parsed = JSON.parse(bodyText) as UpstreamErrorEnvelope;
+      const e = parsed.error;
+      if (typeof e === 'string') message = e;
+      else if (typeof e === 'object' && e !== null) {
+        const m = (e as { message?: unknown }).message;
+        if (typeof m === 'string') message = m;
+        const c = (e as { code?: unknown }).code;
+        if (typeof c === 'string' && c !== '') wireCode = c;
+      } else if (typeof parsed.detail === 'string') message = parsed.detail;
+    } catch {
+      // not JSON after all: fall through to the generic sentence
+    }
+  }
+  const text = message ?? (bodyText.trim() === '' || contentType?.includes('html') === true
+    ? `The model server answered HTTP ${status} without an error message.`
+    : bodyText.trim().slice(0, 500));
+  return obError('upstream_error', { status, wireCode, message: `Model server error (HTTP ${status}): ${text}` });
+}

@@ -1,0 +1,123 @@
+import { obError } from '../errors.js';
+
+/**
+ * Validation of SPEC 2.4 / 8 for POST /v1/chat/completions, written by hand: it runs on every
+ * request, names the exact field path in `param`, and tells whether the body must be rewritten
+ * before it goes upstream (otherwise the client's bytes are forwarded untouched).
+ */
+export interface ChatRequest {
+  model: string;
+  stream: boolean;
+  /** The client asked for the usage chunk (stream_options.include_usage). */
+  includeUsage: boolean;
+  /** The body to send upstream, when it differs from the client's bytes; null to forward as is. */
+  rewritten: Record<string, unknown> | null;
+}
+
+const ROLES = new Set(['user', 'assistant', 'system']);
+
+type Json = Record<string, unknown>;
+
+function isObject(v: unknown): v is Json {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function invalid(param: string, message: string): never {
+  throw obError('invalid_request', { param, message });
+}
+
+function optionalNumber(body: Json, field: string, min: number, max: number): void {
+  const v = body[field];
+  if (v === undefined || v === null) return;
+  if (typeof v !== 'number' || !Number.isFinite(v)) invalid(field, `${field} must be a number from ${min} to ${max}.`);
+  if (v < min || v > max) invalid(field, `${field} must be from ${min} to ${max}; got ${v}.`);
+}
+
+function optionalTokenCap(body: Json, field: string): void {
+  const v = body[field];
+  if (v === undefined || v === null) return;
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1) invalid(field, `${field} must be a positive integer.`);
+}
+
+/** Returns the message's content as a string, joining text parts; null if it was already one. */
+function textOf(content: unknown, path: string): string | null {
+  if (typeof content === 'string') return null;
+  if (!Array.isArray(content)) invalid(`${path}.content`, `${path}.content must be a string or an array of text parts.`);
+  let text = '';
+  for (let j = 0; j < content.length; j++) {
+    const part: unknown = content[j];
+    const pp = `${path}.content[${j}]`;
+    if (!isObject(part)) invalid(pp, `${pp} must be an object like {"type":"text","text":"…"}.`);
+    if (part.type !== 'text') invalid(`${pp}.type`, `${pp}.type must be "text": only text content is supported.`);
+    if (typeof part.text !== 'string') invalid(`${pp}.text`, `${pp}.text must be a string.`);
+    text += part.text;
+  }
+  return text;
+}
+
+export function validateChatRequest(body: Json): ChatRequest {
+  let rewrite = false;
+  const model = body.model;
+  if (model === undefined || model === null) invalid('model', 'model is required: name the model of your deployment.');
+  if (typeof model !== 'string' || model === '') invalid('model', 'model must be a non-empty string.');
+
+  const messages = body.messages;
+  if (messages === undefined || messages === null) invalid('messages', 'messages is required: an array of {role, content} turns.');
+  if (!Array.isArray(messages)) invalid('messages', 'messages must be an array of {role, content} turns.');
+  if (messages.length === 0) invalid('messages', 'messages must contain at least one turn.');
+  let outMessages: unknown[] | null = null;
+  for (let i = 0; i < messages.length; i++) {
+    const m: unknown = messages[i];
+    const path = `messages[${i}]`;
+    if (!isObject(m)) invalid(path, `${path} must be an object with role and content.`);
+    let role = m.role;
+    if (role === undefined) invalid(`${path}.role`, `${path}.role is required: one of user, assistant, system.`);
+    if (role === 'developer') role = 'system';
+    if (typeof role !== 'string' || !ROLES.has(role)) invalid(`${path}.role`, `${path}.role must be one of user, assistant, system.`);
+    if (m.content === undefined || m.content === null) invalid(`${path}.content`, `${path}.content is required: the text of the turn.`);
+    const joined = textOf(m.content, path);
+    if (joined !== null || role !== m.role) {
+      outMessages ??= messages.slice();
+      outMessages[i] = { ...m, role, content: joined ?? m.content };
+    }
+  }
+  if (outMessages !== null) rewrite = true;
+
+  optionalNumber(body, 'temperature', 0, 2);
+  optionalNumber(body, 'top_p', 0, 1);
+  optionalTokenCap(body, 'max_tokens');
+  optionalTokenCap(body, 'max_completion_tokens');
+  // Ollama ignores max_completion_tokens (ollama/ollama#7125): carry the cap as max_tokens.
+  const mapCap = body.max_completion_tokens != null && body.max_tokens == null;
+  if (mapCap) rewrite = true;
+
+  const n = body.n;
+  if (n !== undefined && n !== null && n !== 1) invalid('n', 'n must be 1: the model server returns exactly one choice.');
+
+  const stream = body.stream;
+  if (stream !== undefined && stream !== null && typeof stream !== 'boolean') invalid('stream', 'stream must be true or false.');
+  const so = body.stream_options;
+  let includeUsage = false;
+  if (so !== undefined && so !== null) {
+    if (!isObject(so)) invalid('stream_options', 'stream_options must be an object.');
+    const iu = so.include_usage;
+    if (iu !== undefined && iu !== null && typeof iu !== 'boolean') invalid('stream_options.include_usage', 'stream_options.include_usage must be true or false.');
+    includeUsage = iu === true;
+  }
+  const streaming = stream === true;
+  // Usage is counted per key for every stream: ask the upstream for it and drop the chunk
+  // before it reaches a client that did not ask.
+  if (streaming && !includeUsage) rewrite = true;
+
+  let rewritten: Json | null = null;
+  if (rewrite) {
+    rewritten = { ...body };
+    if (outMessages !== null) rewritten.messages = outMessages;
+    if (mapCap) {
+      rewritten.max_tokens = body.max_completion_tokens;
+      delete rewritten.max_completion_tokens;
+    }
+    if (streaming && !includeUsage) rewritten.stream_options = { ...(isObject(so) ? so : {}), include_usage: true };
+  }
+  return { model, stream: streaming, includeUsage: streaming && includeUsage, rewritten };
+}

@@ -1,0 +1,260 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { buildSimulator, type Simulator, type SimulatorOptions } from '../../daemon/simulate/simulator.js';
+import { chat, collect, data, MODEL, rawRequest, userMessage } from './helpers.js';
+
+let sim: Simulator | null = null;
+
+async function start(opts: Partial<SimulatorOptions> = {}): Promise<string> {
+  sim = buildSimulator({ models: [MODEL], ...opts });
+  return sim.listen(0);
+}
+
+afterEach(async () => {
+  await sim?.close();
+  sim = null;
+});
+
+const chunk = (id: string, created: number, delta: object, finish: string | null): object => ({
+  id, object: 'chat.completion.chunk', created, model: MODEL, system_fingerprint: 'fp_ollama',
+  choices: [{ index: 0, delta, finish_reason: finish }],
+});
+
+describe('POST /v1/chat/completions, non-streaming', () => {
+  it('answers one Ollama-shaped chat.completion with numbered tokens and usage', async () => {
+    const base = await start({ chunks: 4 });
+    const res = await chat(base, { ...userMessage('say four words please'), temperature: 0.2, unknown_field: { x: 1 } });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('application/json');
+    const body = (await res.json()) as { id: string; created: number };
+    expect(body.id).toMatch(/^chatcmpl-\d{1,3}$/);
+    expect(Number(body.id.slice(9))).toBeLessThanOrEqual(998);
+    expect(Math.abs(body.created - Date.now() / 1000)).toBeLessThan(5);
+    expect(body).toStrictEqual({
+      id: body.id, object: 'chat.completion', created: body.created, model: MODEL, system_fingerprint: 'fp_ollama',
+      choices: [{ index: 0, message: { role: 'assistant', content: 't0 t1 t2 t3 ' }, finish_reason: 'stop' }],
+      usage: { prompt_tokens: 4, completion_tokens: 4, total_tokens: 8 },
+    });
+  });
+
+  it('when max_tokens < chunks then it stops at exactly max_tokens with finish_reason length', async () => {
+    const base = await start({ chunks: 10 });
+    const body = (await (await chat(base, { ...userMessage('hi'), max_tokens: 3 })).json()) as Record<string, unknown>;
+    expect(body.choices).toStrictEqual([{ index: 0, message: { role: 'assistant', content: 't0 t1 t2 ' }, finish_reason: 'length' }]);
+    expect(body.usage).toStrictEqual({ prompt_tokens: 1, completion_tokens: 3, total_tokens: 4 });
+  });
+
+  it('records the request headers and parsed body before answering', async () => {
+    const base = await start();
+    const payload = { ...userMessage('hello there'), stream: false };
+    await (await chat(base, payload, { headers: { 'content-type': 'application/json', 'x-trace': 'abc' } })).text();
+    const r = await sim!.waitFor((x) => x.completed);
+    expect(r).toMatchObject({ seq: 1, method: 'POST', path: '/v1/chat/completions', body: payload, aborted: false, completed: true });
+    expect(r.headers['x-trace']).toBe('abc');
+    expect(r.endedAt).toBeGreaterThanOrEqual(r.startedAt);
+    expect(sim!.stats).toStrictEqual({ received: 1, inFlight: 0, aborted: 0, completed: 1 });
+  });
+});
+
+describe('POST /v1/chat/completions, streaming', () => {
+  it('sends role on the first delta only, a finish chunk, then [DONE]; no usage key', async () => {
+    const base = await start({ chunks: 3 });
+    const res = await chat(base, { ...userMessage('go'), stream: true });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('text/event-stream');
+    const { frames, error } = await collect(res);
+    expect(error).toBeNull();
+    expect(frames.at(-1)).toBe('data: [DONE]');
+    const first = data(frames[0]!) as { id: string; created: number };
+    const { id, created } = first;
+    expect(frames.slice(0, -1).map(data)).toStrictEqual([
+      chunk(id, created, { role: 'assistant', content: 't0 ' }, null),
+      chunk(id, created, { content: 't1 ' }, null),
+      chunk(id, created, { content: 't2 ' }, null),
+      chunk(id, created, {}, 'stop'),
+    ]);
+  });
+
+  it('when stream_options.include_usage then one usage chunk with empty choices comes before [DONE]', async () => {
+    const base = await start({ chunks: 2 });
+    const res = await chat(base, { ...userMessage('one two three'), stream: true, stream_options: { include_usage: true }, max_tokens: 1 });
+    const { frames } = await collect(res);
+    const first = data(frames[0]!) as { id: string; created: number };
+    const { id, created } = first;
+    expect(frames.slice(0, -1).map(data)).toStrictEqual([
+      chunk(id, created, { role: 'assistant', content: 't0 ' }, null),
+      chunk(id, created, {}, 'length'),
+      { id, object: 'chat.completion.chunk', created, model: MODEL, system_fingerprint: 'fp_ollama', choices: [],
+        usage: { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 } },
+    ]);
+    expect(frames.at(-1)).toBe('data: [DONE]');
+  });
+
+  it('ignores include_usage when not streaming (still one JSON body)', async () => {
+    const base = await start({ chunks: 1 });
+    const res = await chat(base, { ...userMessage('x'), stream_options: { include_usage: true } });
+    expect(res.headers.get('content-type')).toBe('application/json');
+    expect(((await res.json()) as { object: string }).object).toBe('chat.completion');
+  });
+
+  it('delivers chunks incrementally when paced', async () => {
+    const base = await start({ chunks: 5, tokensPerSecond: 25 });
+    const res = await chat(base, { ...userMessage('go'), stream: true });
+    const reader = res.body!.getReader();
+    const { value } = await reader.read();
+    expect(new TextDecoder().decode(value)).toContain('"t0 "');
+    const [record] = sim!.requests;
+    expect(record!.completed).toBe(false);
+    expect(record!.chunksSent).toBeLessThan(5);
+    let rest = '';
+    for (let r = await reader.read(); !r.done; r = await reader.read()) rest += new TextDecoder().decode(r.value);
+    expect(rest).toContain('"t4 "');
+    expect(rest.endsWith('data: [DONE]\n\n')).toBe(true);
+  });
+});
+
+describe('validation, as Ollama', () => {
+  const cases: [string, string, number, string, string][] = [
+    ['missing model', JSON.stringify({ messages: [{ role: 'user', content: 'x' }] }), 400, 'model is required', 'invalid_request_error'],
+    ['empty model', JSON.stringify({ model: '', messages: [{ role: 'user', content: 'x' }] }), 400, 'model is required', 'invalid_request_error'],
+    ['unknown model', JSON.stringify({ model: 'nope:1b', messages: [{ role: 'user', content: 'x' }] }), 404, "model 'nope:1b' not found", 'not_found_error'],
+    ['empty messages', JSON.stringify({ model: MODEL, messages: [] }), 400, "[] is too short - 'messages'", 'invalid_request_error'],
+    ['missing messages', JSON.stringify({ model: MODEL }), 400, "[] is too short - 'messages'", 'invalid_request_error'],
+    ['bad JSON', '<html>', 400, "invalid character '<' looking for beginning of value", 'invalid_request_error'],
+    ['truncated JSON', '{"model":"x"', 400, 'unexpected EOF', 'invalid_request_error'],
+    ['empty body', '', 400, 'EOF', 'invalid_request_error'],
+    ['wrong type', JSON.stringify({ model: 7, messages: [] }), 400,
+      'json: cannot unmarshal number into Go struct field ChatCompletionRequest.model of type string', 'invalid_request_error'],
+  ];
+  it.each(cases)('%s → %i in the error envelope', async (_name, body, status, message, type) => {
+    const base = await start();
+    const res = await chat(base, body);
+    expect(res.status).toBe(status);
+    expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+    expect(await res.json()).toStrictEqual({ error: { message, type, param: null, code: null } });
+    const [record] = sim!.requests;
+    let recorded: unknown = body; // the raw string when it is not JSON
+    try {
+      recorded = JSON.parse(body);
+    } catch {
+      // keep the raw string
+    }
+    expect(record!.body).toStrictEqual(recorded);
+  });
+});
+
+describe('host check (allowedHostsMiddleware)', () => {
+  it('answers 403 with an empty body to a foreign Host, and serves local ones', async () => {
+    const base = await start();
+    const port = new URL(base).port;
+    const post = (host: string) => rawRequest(base, {
+      method: 'POST', path: '/v1/chat/completions', headers: { host, 'content-type': 'application/json' },
+      body: JSON.stringify(userMessage('x')),
+    });
+    const denied = await post('api.example.com');
+    expect(denied.status).toBe(403);
+    expect(denied.body.length).toBe(0);
+    expect(denied.headers['content-type']).toBeUndefined();
+    for (const host of ['8.8.8.8', `example.com:${port}`, '169.254.1.1']) expect((await post(host)).status).toBe(403);
+    for (const host of [`127.0.0.1:${port}`, 'localhost', `LOCALHOST:${port}`, 'gpu.local', 'a.b.internal', 'x.localhost:1',
+      '10.1.2.3', '192.168.0.7:11434', '[::1]:9', '0.0.0.0']) {
+      expect((await post(host)).status, host).toBe(200);
+    }
+    // it runs before routing, as a global middleware does
+    expect((await rawRequest(base, { path: '/nowhere', headers: { host: 'api.example.com' } })).status).toBe(403);
+    expect((await rawRequest(base, { path: '/_sim/stats', headers: { host: 'api.example.com' } })).status).toBe(200);
+  });
+});
+
+describe('other routes', () => {
+  it('lists models and retrieves one, or 404s', async () => {
+    const base = await start({ models: [MODEL, 'qwen3.6:27b'] });
+    const list = (await (await fetch(`${base}/v1/models`)).json()) as { data: { created: number }[] };
+    const created = list.data[0]!.created;
+    expect(list).toStrictEqual({ object: 'list', data: [
+      { id: MODEL, object: 'model', created, owned_by: 'library' },
+      { id: 'qwen3.6:27b', object: 'model', created, owned_by: 'library' },
+    ] });
+    expect(await (await fetch(`${base}/v1/models/${encodeURIComponent(MODEL)}`)).json())
+      .toStrictEqual({ id: MODEL, object: 'model', created, owned_by: 'library' });
+    const missing = await fetch(`${base}/v1/models/llama3:8b`);
+    expect(missing.status).toBe(404);
+    expect(await missing.json()).toStrictEqual({ error: { message: "model 'llama3:8b' not found", type: 'not_found_error', param: null, code: null } });
+  });
+
+  it('lists data: null when no models', async () => {
+    const base = await start({ models: [] });
+    expect(await (await fetch(`${base}/v1/models`)).json()).toStrictEqual({ object: 'list', data: null });
+  });
+
+  it('serves /, /api/version, and Gin 404s for anything else', async () => {
+    const base = await start();
+    const root = await fetch(`${base}/`);
+    expect(root.headers.get('content-type')).toMatch(/^text\/plain/);
+    expect(await root.text()).toBe('Ollama is running');
+    expect(await (await fetch(`${base}/api/version`)).json()).toStrictEqual({ version: '0.33.0-sim' });
+    for (const [method, path] of [['GET', '/chat/completions'], ['GET', '/v1/chat/completions'], ['POST', '/v1/models']]) {
+      const res = await fetch(`${base}${path}`, { method });
+      expect(res.status).toBe(404);
+      expect(res.headers.get('content-type')).toBe('text/plain');
+      expect(await res.text()).toBe('404 page not found');
+    }
+  });
+});
+
+describe('per-request directives', () => {
+  it('overrides knobs for that request only, from the last message', async () => {
+    const base = await start({ chunks: 2 });
+    const res = await chat(base, userMessage('please [[sim chunks=5 bogus=1 tokensPerSecond=oops]] thanks'));
+    expect(((await res.json()) as { choices: { message: { content: string } }[] }).choices[0]!.message.content).toBe('t0 t1 t2 t3 t4 ');
+    const plain = await chat(base, userMessage('no directive'));
+    expect(((await plain.json()) as { usage: { completion_tokens: number } }).usage.completion_tokens).toBe(2);
+    const earlier = await chat(base, { model: MODEL, messages: [
+      { role: 'user', content: '[[sim fail=http-error]]' }, { role: 'user', content: 'last' }] });
+    expect(earlier.status).toBe(200);
+    const failing = await chat(base, userMessage('[[sim fail=http-error errorStatus=503]]'));
+    expect(failing.status).toBe(503);
+    expect(await failing.json()).toStrictEqual({ error: {
+      message: 'server busy, please try again.  maximum pending requests exceeded', type: 'api_error', param: null, code: null } });
+  });
+});
+
+describe('control routes and recording', () => {
+  it('exposes requests, stats and config over HTTP', async () => {
+    const base = await start();
+    await (await chat(base, userMessage('a'))).text();
+    await sim!.waitFor((r) => r.completed);
+    const list = (await (await fetch(`${base}/_sim/requests`)).json()) as { seq: number; body: unknown }[];
+    expect(list.map((r) => r.seq)).toStrictEqual([1]);
+    expect(list[0]!.body).toStrictEqual(userMessage('a'));
+    expect(await (await fetch(`${base}/_sim/stats`)).json()).toStrictEqual({ received: 1, inFlight: 0, aborted: 0, completed: 1 });
+    expect(await (await fetch(`${base}/_sim/requests`, { method: 'DELETE' })).json()).toStrictEqual({ cleared: 1 });
+    expect(sim!.requests).toStrictEqual([]);
+
+    const cfg = await fetch(`${base}/_sim/config`, { method: 'POST', body: JSON.stringify({ chunks: 1, fail: 'html-500' }) });
+    expect(cfg.status).toBe(200);
+    expect(await cfg.json()).toMatchObject({ models: [MODEL], chunks: 1, fail: 'html-500' });
+    expect((await chat(base, userMessage('b'))).status).toBe(500);
+    const bad = await fetch(`${base}/_sim/config`, { method: 'POST', body: JSON.stringify({ fail: 'explode' }) });
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { error: { message: string } }).error.message).toContain('fail');
+    expect(() => sim!.configure({ chunks: -1 })).toThrow(/chunks/);
+    sim!.configure({ fail: 'none' });
+    expect((await chat(base, userMessage('c'))).status).toBe(200);
+    expect(sim!.requests.map((r) => r.seq)).toStrictEqual([2, 3]);
+  });
+
+  it('keeps only the last recordLimit requests, oldest first', async () => {
+    const base = await start({ recordLimit: 3 });
+    for (let i = 0; i < 5; i++) await (await fetch(`${base}/`)).text();
+    await sim!.waitFor((r) => r.seq === 5 && r.completed);
+    expect(sim!.requests.map((r) => r.seq)).toStrictEqual([3, 4, 5]);
+    sim!.configure({ recordLimit: 2 });
+    expect(sim!.requests.map((r) => r.seq)).toStrictEqual([4, 5]);
+    expect(sim!.stats.received).toBe(5);
+  });
+
+  it('waitFor rejects on timeout', async () => {
+    await start();
+    await expect(sim!.waitFor((r) => r.aborted, 50)).rejects.toThrow(/waitFor/);
+  });
+});

@@ -1,0 +1,14 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    include: ['test/**/*.test.ts', 'test/**/*.test.tsx'],
+    exclude: ['test/soak/**', 'node_modules/**', 'dist/**'],
+    allowOnly: false,
+    testTimeout: 30_000,
+    hookTimeout: 30_000,
+    pool: 'forks',
+    // Two cores: real daemons and simulators per file; too many files at once starve each other.
+    maxWorkers: 2,
+  },
+});
