@@ -48,7 +48,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
   const ctx: DaemonContext = {
     config, clock, lifecycle,
     usage: new UsageTracker(),
-    upstream: new UpstreamClient({ timeoutMs: config.upstreamTimeoutMs, connectTimeoutMs: config.connectTimeoutMs }),
+    upstream: new UpstreamClient({ timeoutMs: config.upstreamTimeoutMs, connectTimeoutMs: config.connectTimeoutMs, idleTimeoutMs: config.idleTimeoutMs }),
     badKeys: new BadKeyLimiter(config.badKeyLimit),
     log,
     draining: false,

@@ -11,6 +11,10 @@ export interface Config {
   port: number;
   upstreamTimeoutMs: number;
   connectTimeoutMs: number;
+  /** Longest silence between upstream body chunks (streaming or not); defaults to upstreamTimeoutMs. */
+  idleTimeoutMs: number;
+  /** A client must have sent its whole request within this time (slow senders are cut off). */
+  requestTimeoutMs: number;
   graceMs: number;
   bodyLimit: number;
   models: string[];
@@ -66,6 +70,9 @@ export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string): Co
     port: number('port', pick(flags.port, env.OB_PROXY_PORT), 8080, { min: 0, max: 65535, integer: true }),
     upstreamTimeoutMs: number('upstream-timeout', pick(flags.upstreamTimeout, env.OB_PROXY_UPSTREAM_TIMEOUT), 300, { min: 0.001, max: 86400 }) * 1000,
     connectTimeoutMs: number('connect-timeout', env.OB_PROXY_CONNECT_TIMEOUT, 10, { min: 0.001, max: 3600 }) * 1000,
+    // A loading model can be silent for minutes between chunks too: same default as time-to-headers.
+    idleTimeoutMs: number('idle-timeout', pick(env.OB_PROXY_IDLE_TIMEOUT, pick(flags.upstreamTimeout, env.OB_PROXY_UPSTREAM_TIMEOUT)), 300, { min: 0.001, max: 86400 }) * 1000,
+    requestTimeoutMs: number('request-timeout', env.OB_PROXY_REQUEST_TIMEOUT, 120, { min: 0.1, max: 3600 }) * 1000,
     graceMs: number('grace', pick(flags.grace, env.OB_PROXY_GRACE), 30, { min: 0, max: 86400 }) * 1000,
     bodyLimit: number('body-limit', pick(flags.bodyLimit, env.OB_PROXY_BODY_LIMIT), 16 * 1024 * 1024, { min: 1024, max: 1024 ** 3, integer: true }),
     models: parseModelList(env.OB_PROXY_MODELS) ?? [...DEFAULT_MODELS],

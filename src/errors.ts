@@ -62,6 +62,18 @@ export const ERRORS = {
     status: 404, type: 'not_found_error',
     message: 'No such route. The proxy serves POST /v1/chat/completions and GET /v1/models; set your SDK base URL to {base_url}/v1.',
   },
+  request_timeout: {
+    status: 408, type: 'invalid_request_error',
+    message: 'The request was not received in time. Send the whole request at once, then wait for the answer.',
+  },
+  headers_too_large: {
+    status: 431, type: 'invalid_request_error',
+    message: 'The request headers are too large. Send fewer or shorter headers.',
+  },
+  malformed_http: {
+    status: 400, type: 'invalid_request_error',
+    message: 'The request is not valid HTTP/1.1. Use an HTTP client or an OpenAI SDK.',
+  },
   rate_limited: {
     status: 429, type: 'rate_limit_error',
     message: 'Too many requests with invalid API keys from this address. Wait and retry with a valid key.',

@@ -38,13 +38,17 @@ export function makeAuthHook(ctx: DaemonContext, requireReady: boolean) {
     }
     const now = ctx.clock.now();
     const address = request.ip;
-    if (ctx.badKeys.blocked(address, now)) {
-      replyError(reply, obError('rate_limited'), { 'retry-after': String(ctx.badKeys.retryAfterSeconds(address, now)) });
-      return reply;
-    }
+    // Authenticate first: a valid key is never slowed by bad keys sent from the same address
+    // (a NAT or office shares one). The lookup is an in-memory hash, so it costs a guesser nothing.
     const result = ctx.lifecycle.registry.authenticate(match[1], now, requireReady);
     if (!result.ok) {
-      if (result.code === 'invalid_api_key') ctx.badKeys.strike(address, now);
+      if (result.code === 'invalid_api_key') {
+        if (ctx.badKeys.blocked(address, now)) {
+          replyError(reply, obError('rate_limited'), { 'retry-after': String(ctx.badKeys.retryAfterSeconds(address, now)) });
+          return reply;
+        }
+        ctx.badKeys.strike(address, now);
+      }
       // A pack that ended between timer ticks: revoke now; this request is already refused.
       if (result.packEnded === true) void ctx.lifecycle.endDuePacks().then(() => ctx.packTimerChanged(), () => {});
       const extra = result.code === 'deployment_not_ready' && result.instance !== undefined

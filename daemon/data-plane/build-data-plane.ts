@@ -4,6 +4,7 @@ import { requestId } from '../../src/ids.js';
 import type { DaemonContext } from '../context.js';
 import { makeAuthHook } from './auth-hook.js';
 import { makeChatHandler } from './chat-completions.js';
+import { clientErrorHandler } from './client-error.js';
 import { replyError, toObError } from './send-error.js';
 
 /**
@@ -18,8 +19,11 @@ export function buildDataPlane(ctx: DaemonContext): FastifyInstance {
     bodyLimit: ctx.config.bodyLimit,
     genReqId: () => requestId(),
     requestIdHeader: false,
-    // A client that trickles its request body is cut off; responses are not bounded by this.
-    requestTimeout: 120_000,
+    // A client that trickles its request body is cut off (408); responses are not bounded by this.
+    requestTimeout: ctx.config.requestTimeoutMs,
+    // Node checks request time-outs on this interval (default 30 s): check often enough to honour it.
+    http: { connectionsCheckingInterval: Math.min(30_000, Math.max(100, Math.floor(ctx.config.requestTimeoutMs / 4))) },
+    clientErrorHandler,
     keepAliveTimeout: 65_000,
     return503OnClosing: false,
     routerOptions: { ignoreTrailingSlash: true },

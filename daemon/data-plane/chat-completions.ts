@@ -138,7 +138,7 @@ async function relayStream(ctx: DaemonContext, res: ServerResponse, up: Dispatch
     for await (const chunk of up.body) {
       const out = relay.push(chunk as Buffer);
       if (out !== '' && !res.write(out)) await once(res, 'drain');
-      if (relay.done) break;
+      if (relay.done || relay.invalid) break;
     }
   } finally {
     const usage = relay.usage;
@@ -147,6 +147,11 @@ async function relayStream(ctx: DaemonContext, res: ServerResponse, up: Dispatch
   if (relay.done) {
     res.end();
     up.body.destroy();
+    return;
+  }
+  if (relay.invalid) {
+    up.body.destroy();
+    endStreamWithError(res, obError('upstream_error', { message: 'The model server sent an event that is not valid JSON; the stream was ended.' }));
     return;
   }
   endStreamWithError(res, obError('upstream_unavailable', { message: 'The model server ended the stream before it was complete.' }));

@@ -1,9 +1,11 @@
 import { Pool, type Dispatcher } from 'undici';
 
 export interface UpstreamOptions {
-  /** No response headers within this time: 504. Also the longest silence between body chunks. */
+  /** No response headers within this time: 504. */
   timeoutMs: number;
   connectTimeoutMs: number;
+  /** Longest silence between body chunks; defaults to timeoutMs. */
+  idleTimeoutMs?: number;
   /** Connections per endpoint. */
   connections?: number;
 }
@@ -37,7 +39,7 @@ export class UpstreamClient {
         keepAliveTimeout: 4_000,
         keepAliveMaxTimeout: 60_000,
         headersTimeout: this.options.timeoutMs,
-        bodyTimeout: this.options.timeoutMs,
+        bodyTimeout: this.options.idleTimeoutMs ?? this.options.timeoutMs,
         connect: { timeout: this.options.connectTimeoutMs },
       });
       this.pools.set(origin, pool);

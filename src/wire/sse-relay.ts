@@ -21,6 +21,8 @@ export class SseRelay {
   contentChunks = 0;
   /** The upstream sent an error event inside the stream. */
   sawError = false;
+  /** The upstream sent a data event that is not JSON: it is not forwarded, and the relay stops. */
+  invalid = false;
 
   constructor(private readonly id: string, private readonly forwardUsage: boolean) {}
 
@@ -34,7 +36,7 @@ export class SseRelay {
       const frame = this.buffer.slice(0, end.at);
       this.buffer = this.buffer.slice(end.at + end.len);
       out += this.frame(frame);
-      if (this.done) break;
+      if (this.done || this.invalid) break;
     }
     return out;
   }
@@ -60,23 +62,29 @@ export class SseRelay {
     }
     if (data.includes('"usage":{')) {
       const parsed = this.parse(data);
-      if (parsed !== null) {
-        const usage = parsed.usage as StreamUsage | undefined;
-        if (usage !== undefined) this.usage = usage;
-        const choices = parsed.choices;
-        if (Array.isArray(choices) && choices.length === 0) {
-          if (!this.forwardUsage) return '';
-          parsed.id = this.id;
-          return `data: ${JSON.stringify(parsed)}\n\n`;
-        }
-        if (!this.forwardUsage) delete parsed.usage;
+      if (parsed === null) return this.reject();
+      const usage = parsed.usage as StreamUsage | undefined;
+      if (usage !== undefined) this.usage = usage;
+      const choices = parsed.choices;
+      if (Array.isArray(choices) && choices.length === 0) {
+        if (!this.forwardUsage) return '';
         parsed.id = this.id;
-        this.contentChunks++;
         return `data: ${JSON.stringify(parsed)}\n\n`;
       }
+      if (!this.forwardUsage) delete parsed.usage;
+      parsed.id = this.id;
+      this.contentChunks++;
+      return `data: ${JSON.stringify(parsed)}\n\n`;
     }
+    // A broken event would make the client's SDK throw a parse error: check before forwarding.
+    if (!isJson(data)) return this.reject();
     this.contentChunks++;
     return `data: ${this.rewriteId(data)}\n\n`;
+  }
+
+  private reject(): string {
+    this.invalid = true;
+    return '';
   }
 
   private parse(data: string): Record<string, unknown> | null {
@@ -101,5 +109,14 @@ export class SseRelay {
     const end = data.indexOf('"', start);
     if (end === -1) return data;
     return data.slice(0, start) + this.id + data.slice(end);
+  }
+}
+
+function isJson(data: string): boolean {
+  try {
+    JSON.parse(data);
+    return true;
+  } catch {
+    return false;
   }
 }
