@@ -37,7 +37,7 @@ export class DaemonClient {
       throw this.unreachable(err);
     }
     const text = await res.body.text();
-    let parsed: unknown = null;
+    let parsed: unknown;
     try {
       parsed = text === '' ? null : JSON.parse(text);
     } catch {
@@ -86,15 +86,28 @@ export class DaemonClient {
   /**
    * Follows the daemon's event stream; `onEvent` gets every change. Resolves when the stream
    * ends (daemon stopped) and rejects if it cannot connect. `signal` stops following.
+   * `onOpen` runs once the daemon has subscribed this stream, so a caller that reads state then
+   * misses no change. The stream has its own connection: an undici Client is one connection,
+   * and a never-ending response on it would hold every other call of this client behind it.
    */
-  async follow(onEvent: (e: AuditEvent) => void, signal: AbortSignal): Promise<void> {
+  async follow(onEvent: (e: AuditEvent) => void, signal: AbortSignal, onOpen?: () => void): Promise<void> {
+    const stream = new Client('http://ob-proxy', { socketPath: this.socketPath, headersTimeout: 0, bodyTimeout: 0 });
+    try {
+      await this.followOn(stream, onEvent, signal, onOpen);
+    } finally {
+      await stream.destroy().catch(() => {});
+    }
+  }
+
+  private async followOn(stream: Client, onEvent: (e: AuditEvent) => void, signal: AbortSignal, onOpen?: () => void): Promise<void> {
     let res;
     try {
-      res = await this.client.request({ method: 'GET', path: '/v1/events', signal });
+      res = await stream.request({ method: 'GET', path: '/v1/events', signal });
     } catch (err) {
       if (signal.aborted) return;
       throw this.unreachable(err);
     }
+    onOpen?.();
     let buf = '';
     try {
       for await (const chunk of res.body) {

@@ -25,7 +25,6 @@ export async function startDemo(config: Config, deps: DaemonDeps): Promise<DemoR
       sims.push(sim);
       const endpoint = await sim.listen(0);
       const id = `demo-${model.split(':')[0]!.replace(/[^A-Za-z0-9]/g, '')}`;
-      let secret: string;
       const existing = lc.registry.instances.get(id);
       if (existing?.state === 'ready') {
         await lc.pending(id);
@@ -36,7 +35,7 @@ export async function startDemo(config: Config, deps: DaemonDeps): Promise<DemoR
       const { defaultKey } = await lc.ready(id, { endpoint });
       const key = await defaultKey;
       const claimed = key === null ? null : lc.claimSecret(key.id);
-      secret = claimed ?? (await lc.createKey(id, `demo-${Date.now()}`)).secret;
+      const secret = claimed ?? (await lc.createKey(id, `demo-${Date.now()}`)).secret;
       keys.push({ instance: id, model, secret });
     }
   } catch (err) {

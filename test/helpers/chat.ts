@@ -10,7 +10,7 @@ export async function postChat(baseUrl: string, key: string | null, body: unknow
     body: typeof body === 'string' ? body : JSON.stringify(body),
   });
   const text = await res.text();
-  let json: unknown = null;
+  let json: unknown;
   try {
     json = JSON.parse(text);
   } catch {

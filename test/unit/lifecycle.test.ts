@@ -1,0 +1,135 @@
+import { mkdtemp, readFile, readdir } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { cryptoSecretSource } from '../../src/domain/api-key.js';
+import { ObProxyError } from '../../src/errors.js';
+import { LifecycleService } from '../../src/services/lifecycle.js';
+import { LowdbStore } from '../../src/store/lowdb-store.js';
+import { MemoryStore } from '../../src/store/memory-store.js';
+import type { Store } from '../../src/store/store.js';
+
+const MODELS = ['gemma4:26b', 'qwen3.6:27b'];
+const T0 = Date.parse('2026-11-23T12:00:00Z');
+
+function fakeClock(start = T0): { now(): number; advance(ms: number): void } {
+  let t = start;
+  return { now: () => t, advance: (ms) => { t += ms; } };
+}
+
+async function setup(store: Store = new MemoryStore(), clock = fakeClock()) {
+  const lc = await LifecycleService.open({ store, clock, secrets: cryptoSecretSource, models: MODELS });
+  return { lc, store, clock };
+}
+
+async function readyInstance(lc: LifecycleService, id = 'gpu-1', packEndsAt?: string) {
+  await lc.addInstance({ id, model: 'gemma4:26b', endpoint: 'http://127.0.0.1:11434/v1', packEndsAt });
+  const { defaultKey } = await lc.ready(id);
+  const key = await defaultKey;
+  return { key: key!, secret: lc.claimSecret(key!.id)! };
+}
+
+describe('lifecycle service', () => {
+  it('makes a default key in the background when an instance becomes ready, its secret handed out once', async () => {
+    const { lc } = await setup();
+    const { key, secret } = await readyInstance(lc);
+    expect(key).toMatchObject({ name: 'default', isDefault: true, status: 'active', instance: 'gpu-1' });
+    expect(lc.claimSecret(key.id)).toBeNull();
+    expect(lc.registry.authenticate(secret, T0, true)).toMatchObject({ ok: true });
+    expect(lc.registry.instances.get('gpu-1')!.endpoint).toBe('http://127.0.0.1:11434');
+  });
+
+  it('ends a due pack on the injected clock: stopped, keys revoked with pack_ended; the request path sees it before the timer', async () => {
+    const { lc, clock } = await setup();
+    const { secret } = await readyInstance(lc, 'gpu-1', new Date(T0 + 60_000).toISOString());
+    expect(lc.nextPackEnd()).toBe(T0 + 60_000);
+    clock.advance(60_000);
+    expect(lc.registry.authenticate(secret, clock.now(), true)).toMatchObject({ ok: false, code: 'revoked_api_key', packEnded: true });
+    const ended = await lc.endDuePacks();
+    expect(ended.map((i) => i.state)).toEqual(['stopped']);
+    expect([...lc.registry.keys.values()].map((k) => k.revokeReason)).toEqual(['pack_ended']);
+    expect(lc.nextPackEnd()).toBeNull();
+  });
+
+  it('extending the pack keeps the id and the keys', async () => {
+    const { lc, clock } = await setup();
+    const { secret } = await readyInstance(lc, 'gpu-1', new Date(T0 + 60_000).toISOString());
+    await lc.extend('gpu-1', new Date(T0 + 3_600_000).toISOString());
+    clock.advance(120_000);
+    expect(await lc.endDuePacks()).toEqual([]);
+    expect(lc.registry.authenticate(secret, clock.now(), true)).toMatchObject({ ok: true });
+  });
+
+  it('a key whose creation could not be written is never usable and never reported', async () => {
+    const store = new MemoryStore();
+    const { lc } = await setup(store);
+    await readyInstance(lc);
+    store.failWrites = true;
+    await expect(lc.createKey('gpu-1', 'x')).rejects.toMatchObject({ code: 'store_write_failed' });
+    expect(lc.registry.keys.size).toBe(1);
+  });
+
+  it('a revocation whose write failed still takes effect at once, and is written with the next write', async () => {
+    const store = new MemoryStore();
+    const { lc } = await setup(store);
+    const { secret } = await readyInstance(lc);
+    store.failWrites = true;
+    await expect(lc.halt('gpu-1', 'stop')).rejects.toMatchObject({ code: 'store_write_failed', message: expect.stringContaining('Revoked in the running daemon') });
+    expect(lc.registry.authenticate(secret, T0, true)).toMatchObject({ ok: false, code: 'revoked_api_key' });
+    store.failWrites = false;
+    await lc.addInstance({ id: 'gpu-2', model: 'gemma4:26b' });
+    const persisted = await store.load();
+    expect(persisted.keys[0]!.status).toBe('revoked');
+    expect(persisted.instances.find((i) => i.id === 'gpu-1')!.state).toBe('stopped');
+  });
+
+  it('terminated is final; a stopped instance made ready gets a new default key while old keys stay revoked', async () => {
+    const { lc } = await setup();
+    const first = await readyInstance(lc);
+    await lc.halt('gpu-1', 'stop');
+    const { defaultKey } = await lc.ready('gpu-1');
+    const second = await defaultKey;
+    expect(second!.id).not.toBe(first.key.id);
+    expect(lc.registry.authenticate(first.secret, T0, true)).toMatchObject({ code: 'revoked_api_key' });
+    await lc.halt('gpu-1', 'terminate');
+    await expect(lc.ready('gpu-1')).rejects.toMatchObject({ code: 'invalid_transition' });
+  });
+
+  it('refuses bad input with invalid_argument and a sentence', async () => {
+    const { lc } = await setup();
+    for (const id of ['', ' ', '../x', 'a'.repeat(65), 'a\nb', 'ünï']) {
+      await expect(lc.addInstance({ id, model: 'gemma4:26b' })).rejects.toMatchObject({ code: 'invalid_argument', param: 'id' });
+    }
+    await readyInstance(lc);
+    for (const name of ['', '   ', 'x'.repeat(65), 'a\u0007b', 'a\u202eb']) {
+      await expect(lc.createKey('gpu-1', name)).rejects.toBeInstanceOf(ObProxyError);
+    }
+    await expect(lc.addInstance({ id: 'gpu-9', model: 'gemma4:26b', packEndsAt: '2020-01-01T00:00:00Z' })).rejects.toMatchObject({ code: 'invalid_argument' });
+  });
+});
+
+describe('lowdb store', () => {
+  it('persists through a reopen, with only hashes, written atomically', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'obs-'));
+    const path = join(dir, 'db.json');
+    const { lc } = await setup(new LowdbStore(path));
+    const { secret } = await readyInstance(lc);
+    await Promise.all(Array.from({ length: 20 }, (_, i) => lc.createKey('gpu-1', `k${i}`)));
+    const text = await readFile(path, 'utf8');
+    expect(text).not.toContain(secret);
+    expect(text).not.toMatch(/ob_sk_[0-9A-Za-z]{12}_/);
+    expect(await readdir(dir)).toEqual(['db.json']);
+    const reopened = await setup(new LowdbStore(path));
+    expect(reopened.lc.registry.keys.size).toBe(21);
+    expect(reopened.lc.registry.authenticate(secret, T0, true)).toMatchObject({ ok: true });
+  });
+
+  it('refuses to start on a corrupt file and leaves it untouched', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'obs-'));
+    const path = join(dir, 'db.json');
+    const { writeFile } = await import('node:fs/promises');
+    await writeFile(path, '{"version":1,"instan');
+    await expect(new LowdbStore(path).load()).rejects.toThrow(/cannot be read.*left untouched/);
+    expect(await readFile(path, 'utf8')).toBe('{"version":1,"instan');
+  });
+});
