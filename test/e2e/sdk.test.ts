@@ -1,4 +1,4 @@
-import OpenAI from 'openai';
+import OpenAI, { APIError } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { postChat } from '../helpers/chat.js';
 import { type ServeProcess, type SimProcess, cliJson, eventually, startServe, startSimulate, tmpHome } from '../helpers/processes.js';
@@ -134,11 +134,11 @@ describe('the official openai SDK against ob-proxy serve and ob-proxy simulate',
 });
 
 describe('each status of CONTRACT §3 surfaces as the SDK error class with our code', () => {
-  async function sdkError(fn: () => Promise<unknown>): Promise<OpenAI.APIError> {
+  async function sdkError(fn: () => Promise<unknown>): Promise<APIError> {
     try {
       await fn();
     } catch (err) {
-      if (err instanceof OpenAI.APIError) return err;
+      if (err instanceof APIError) return err;
       throw err;
     }
     throw new Error('expected an error');
