@@ -19,10 +19,16 @@ export function buildDataPlane(ctx: DaemonContext): FastifyInstance {
     bodyLimit: ctx.config.bodyLimit,
     genReqId: () => requestId(),
     requestIdHeader: false,
-    // A client that trickles its request body is cut off (408); responses are not bounded by this.
+    // A client that trickles its request is cut off (408); responses are not bounded by this.
+    // Node reads requestTimeout when the server is created, so it goes in `http`: Fastify's own
+    // requestTimeout option is set afterwards and never took effect. Node checks on an interval
+    // (default 30 s): check often enough to honour the limit.
     requestTimeout: ctx.config.requestTimeoutMs,
-    // Node checks request time-outs on this interval (default 30 s): check often enough to honour it.
-    http: { connectionsCheckingInterval: Math.min(30_000, Math.max(100, Math.floor(ctx.config.requestTimeoutMs / 4))) },
+    http: {
+      requestTimeout: ctx.config.requestTimeoutMs,
+      headersTimeout: Math.min(60_000, ctx.config.requestTimeoutMs),
+      connectionsCheckingInterval: Math.min(30_000, Math.max(100, Math.floor(ctx.config.requestTimeoutMs / 4))),
+    },
     clientErrorHandler,
     keepAliveTimeout: 65_000,
     return503OnClosing: false,

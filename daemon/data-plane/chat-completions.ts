@@ -1,4 +1,3 @@
-import { once } from 'node:events';
 import type { ServerResponse } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Dispatcher } from 'undici';
@@ -75,6 +74,7 @@ async function proxy(ctx: DaemonContext, request: FastifyRequest, res: ServerRes
       stream: chat.stream,
       requestId: request.id,
       signal: abort.signal,
+      token: ctx.upstreamTokens.get(auth.instance.id),
     });
   } catch (err) {
     if (!abort.signal.aborted) writeRawError(res, translateUpstreamError(err), request.id);
@@ -137,7 +137,7 @@ async function relayStream(ctx: DaemonContext, res: ServerResponse, up: Dispatch
   try {
     for await (const chunk of up.body) {
       const out = relay.push(chunk as Buffer);
-      if (out !== '' && !res.write(out)) await once(res, 'drain');
+      if (out !== '' && !res.write(out)) await drainedOrClosed(res);
       if (relay.done || relay.invalid) break;
     }
   } finally {
@@ -155,6 +155,23 @@ async function relayStream(ctx: DaemonContext, res: ServerResponse, up: Dispatch
     return;
   }
   endStreamWithError(res, obError('upstream_unavailable', { message: 'The model server ended the stream before it was complete.' }));
+}
+
+/**
+ * Waits until the client can take more. A client that goes away while we wait never drains:
+ * 'close' ends the wait too (the upstream is aborted by then, so the relay loop ends next).
+ */
+function drainedOrClosed(res: ServerResponse): Promise<void> {
+  if (res.destroyed) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = (): void => {
+      res.off('drain', done);
+      res.off('close', done);
+      resolve();
+    };
+    res.on('drain', done);
+    res.on('close', done);
+  });
 }
 
 /** After a 200 has been sent, the only way to say "failed": one error event, no [DONE]. */
