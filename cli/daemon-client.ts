@@ -60,10 +60,10 @@ export class DaemonClient {
     return this.call('GET', `/v1/instances${state === undefined ? '' : `?state=${encodeURIComponent(state)}`}`);
   }
   getInstance(id: string): Promise<InstanceView> { return this.call('GET', `/v1/instances/${encodeURIComponent(id)}`); }
-  addInstance(input: { id: string; model: string; endpoint?: string | undefined; packEndsAt?: string | undefined }): Promise<InstanceView> {
+  addInstance(input: { id: string; model: string; endpoint?: string | undefined; packEndsAt?: string | undefined; upstreamTokenFile?: string | undefined }): Promise<InstanceView> {
     return this.call('POST', '/v1/instances', input);
   }
-  ready(id: string, options: { endpoint?: string | undefined; wait: boolean }): Promise<ReadyView> {
+  ready(id: string, options: { endpoint?: string | undefined; upstreamTokenFile?: string | undefined; wait: boolean }): Promise<ReadyView> {
     return this.call('POST', `/v1/instances/${encodeURIComponent(id)}/ready`, options);
   }
   move(id: string, action: HaltAction): Promise<InstanceView> {

@@ -16,6 +16,7 @@ import { buildDataPlane } from './data-plane/build-data-plane.js';
 import { buildLogger } from './logger.js';
 import { buildManagementPlane } from './management/build-management-plane.js';
 import { prepareSocketPath } from './socket-file.js';
+import { UpstreamTokens } from './upstream-tokens.js';
 
 export interface DaemonDeps {
   version: string;
@@ -48,6 +49,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
   const ctx: DaemonContext = {
     config, clock, lifecycle,
     usage: new UsageTracker(),
+    upstreamTokens: new UpstreamTokens(),
     upstream: new UpstreamClient({ timeoutMs: config.upstreamTimeoutMs, connectTimeoutMs: config.connectTimeoutMs, idleTimeoutMs: config.idleTimeoutMs }),
     badKeys: new BadKeyLimiter(config.badKeyLimit),
     log,
@@ -71,6 +73,11 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     }, delay + 5);
   }
 
+  for (const inst of lifecycle.registry.instances.values()) {
+    // A missing token file must not keep the daemon down: the instance's requests will be
+    // refused by its model server, and the operator is told here.
+    await ctx.upstreamTokens.load(inst).catch((err: unknown) => log.error({ instance: inst.id, err: (err as Error).message }, 'upstream token not loaded'));
+  }
   const ended = await lifecycle.endDuePacks();
   for (const i of ended) log.info({ instance: i.id }, 'pack ended while the daemon was down: keys revoked');
   schedulePackTimer();

@@ -5,6 +5,7 @@ import type { LifecycleService } from '../src/services/lifecycle.js';
 import type { UsageTracker } from '../src/services/usage.js';
 import type { UpstreamClient } from '../src/upstream/upstream-client.js';
 import type { BadKeyLimiter } from './data-plane/bad-key-limiter.js';
+import type { UpstreamTokens } from './upstream-tokens.js';
 
 /** What both planes share; built once by buildDaemon. */
 export interface DaemonContext {
@@ -13,6 +14,8 @@ export interface DaemonContext {
   lifecycle: LifecycleService;
   usage: UsageTracker;
   upstream: UpstreamClient;
+  /** Model-server tokens per instance, in memory (never in the store). */
+  upstreamTokens: UpstreamTokens;
   badKeys: BadKeyLimiter;
   log: FastifyBaseLogger;
   /** Set when SIGTERM arrives: new requests get 503, in-flight ones finish. */

@@ -1,7 +1,13 @@
+import { resolve } from 'node:path';
 import { Command } from 'commander';
 import type { InstanceView } from '../../src/wire/views.js';
 import { type CliDeps, type CommonOptions, example, withClient, withCommon } from '../common.js';
 import { colours, printJson, secretBlock, stateColour, table } from '../output.js';
+
+/** The daemon may run elsewhere in the tree: send it an absolute path. */
+function absolute(path: string | undefined): string | undefined {
+  return path === undefined ? undefined : resolve(path);
+}
 
 function timeLeft(packEndsAt: string | null): string {
   if (packEndsAt === null) return '-';
@@ -39,17 +45,19 @@ export function makeInstancesCommand(deps: CliDeps): Command {
     .requiredOption('--model <model>', 'model id the instance runs (gemma4:26b, qwen3.6:27b, or OB_PROXY_MODELS)')
     .option('--endpoint <url>', "model server's base URL, e.g. http://10.0.0.5:11434")
     .option('--pack-ends <iso8601>', 'when the paid uptime ends, e.g. 2026-12-01T18:00:00Z')
-    .action(async (id: string, o: CommonOptions & { model: string; endpoint?: string; packEnds?: string }) => {
-      const inst = await withClient(o, deps, (cl) => cl.addInstance({ id, model: o.model, endpoint: o.endpoint, packEndsAt: o.packEnds }));
+    .option('--upstream-token-file <path>', "file holding the model server's bearer token (e.g. vLLM --api-key), read by the daemon")
+    .action(async (id: string, o: CommonOptions & { model: string; endpoint?: string; packEnds?: string; upstreamTokenFile?: string }) => {
+      const inst = await withClient(o, deps, (cl) => cl.addInstance({ id, model: o.model, endpoint: o.endpoint, packEndsAt: o.packEnds, upstreamTokenFile: absolute(o.upstreamTokenFile) }));
       render(deps, o, inst, (i) => `Added instance ${i.id} (${i.model}), state pending. Make it ready with \`ob-proxy instances ready ${i.id}${i.endpoint === null ? ' --endpoint <url>' : ''}\`.`);
     }), 'ob-proxy instances add gpu-1 --model gemma4:26b --endpoint http://10.0.0.5:11434');
 
   example(withCommon(cmd.command('ready <id>'))
     .description('mark an instance ready; prints its default key once')
     .option('--endpoint <url>', "model server's base URL (required if not given before)")
+    .option('--upstream-token-file <path>', "file holding the model server's bearer token, read by the daemon")
     .option('--no-wait', 'return at once; reveal the default key later with `keys reveal` or the console')
-    .action(async (id: string, o: CommonOptions & { endpoint?: string; wait: boolean }) => {
-      const [view, status] = await withClient(o, deps, async (cl) => [await cl.ready(id, { endpoint: o.endpoint, wait: o.wait }), await cl.status()] as const);
+    .action(async (id: string, o: CommonOptions & { endpoint?: string; upstreamTokenFile?: string; wait: boolean }) => {
+      const [view, status] = await withClient(o, deps, async (cl) => [await cl.ready(id, { endpoint: o.endpoint, upstreamTokenFile: absolute(o.upstreamTokenFile), wait: o.wait }), await cl.status()] as const);
       if (o.json === true) return printJson(deps.io, view);
       const c = colours(deps.io);
       deps.io.out(`Instance ${view.id} is ready (${view.model} at ${view.endpoint}).\n`);

@@ -3,6 +3,7 @@ import { INSTANCE_STATES } from '../../src/domain/instance.js';
 import { obError } from '../../src/errors.js';
 import type { ReadyView } from '../../src/wire/views.js';
 import type { DaemonContext } from '../context.js';
+import { readToken } from '../upstream-tokens.js';
 import { str, viewInstance } from './views.js';
 
 type Body = Record<string, unknown> | undefined;
@@ -26,14 +27,21 @@ export function registerInstanceRoutes(app: FastifyInstance, ctx: DaemonContext)
 
   app.post<{ Body: Body }>('/v1/instances', async (request, reply) => {
     const b = request.body ?? {};
-    const inst = await lc.addInstance({ id: b.id, model: b.model, endpoint: b.endpoint, packEndsAt: b.packEndsAt });
+    if (typeof b.upstreamTokenFile === 'string') await readToken(b.upstreamTokenFile);
+    const inst = await lc.addInstance({ id: b.id, model: b.model, endpoint: b.endpoint, packEndsAt: b.packEndsAt, upstreamTokenFile: b.upstreamTokenFile });
+    await ctx.upstreamTokens.load(inst);
     ctx.packTimerChanged();
     return reply.code(201).send(viewInstance(ctx, inst));
   });
 
   app.post<{ Params: Params; Body: Body }>('/v1/instances/:id/ready', async (request) => {
     const b = request.body ?? {};
-    const { instance, defaultKey } = await lc.ready(request.params.id, { endpoint: b.endpoint });
+    // The token is loaded before the instance is ready, so no request goes out without it.
+    const current = lc.getInstance(request.params.id);
+    const tokenFile = typeof b.upstreamTokenFile === 'string' ? b.upstreamTokenFile : current.upstreamTokenFile;
+    if (typeof tokenFile === 'string') await readToken(tokenFile);
+    const { instance, defaultKey } = await lc.ready(request.params.id, { endpoint: b.endpoint, upstreamTokenFile: b.upstreamTokenFile });
+    await ctx.upstreamTokens.load(instance);
     ctx.packTimerChanged();
     const view: ReadyView = { ...viewInstance(ctx, instance), defaultKey: null };
     if (b.wait === false) {
@@ -65,6 +73,7 @@ export function registerInstanceRoutes(app: FastifyInstance, ctx: DaemonContext)
 
   app.delete<{ Params: Params }>('/v1/instances/:id', async (request) => {
     const inst = await lc.remove(request.params.id);
+    ctx.upstreamTokens.forget(inst.id);
     ctx.packTimerChanged();
     return { ...viewInstance(ctx, inst), removed: true };
   });

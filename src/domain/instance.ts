@@ -10,6 +10,11 @@ export interface Instance {
   endpoint: string | null;
   state: InstanceState;
   packEndsAt: string | null;
+  /**
+   * A file holding the model server's bearer token (vLLM --api-key), read by the daemon into
+   * memory; the store keeps only the path. Absent or null: no token is sent.
+   */
+  upstreamTokenFile?: string | null;
   createdAt: string;
   updatedAt: string;
 }

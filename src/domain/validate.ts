@@ -26,6 +26,14 @@ export function validateKeyName(name: unknown): string {
   return trimmed;
 }
 
+/** An absolute path: the daemon resolves it, not the CLI's working directory. */
+export function validateTokenFile(value: unknown): string {
+  if (typeof value !== 'string' || !value.startsWith('/') || value.length > 1024 || CONTROL_RE.test(value)) {
+    throw obError('invalid_argument', { param: 'upstreamTokenFile', message: '--upstream-token-file must be an absolute path to a file holding the model server\'s token.' });
+  }
+  return value;
+}
+
 /** Strict ISO 8601 with a time zone, so "tomorrow" or a bare date never means something surprising. */
 export function validateTimestamp(value: unknown, param: string): string {
   const iso = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/;

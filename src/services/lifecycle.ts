@@ -4,7 +4,7 @@ import {
   type Instance, type InstanceAction, type InstanceState, REVOKING_ACTIONS, assertTransition, normalizeEndpoint,
 } from '../domain/instance.js';
 import { type AuditEvent, type KeyRecord, type RevokeReason, emptyUsage } from '../domain/key.js';
-import { validateInstanceId, validateKeyName, validateTimestamp } from '../domain/validate.js';
+import { validateInstanceId, validateKeyName, validateTimestamp, validateTokenFile } from '../domain/validate.js';
 import { ObProxyError, obError } from '../errors.js';
 import type { Mutation, Store } from '../store/store.js';
 import { Mutex } from './mutex.js';
@@ -93,7 +93,7 @@ export class LifecycleService {
     return inst;
   }
 
-  addInstance(input: { id: unknown; model: unknown; endpoint?: unknown; packEndsAt?: unknown }): Promise<Instance> {
+  addInstance(input: { id: unknown; model: unknown; endpoint?: unknown; packEndsAt?: unknown; upstreamTokenFile?: unknown }): Promise<Instance> {
     return this.mutex.run(async () => {
       const id = validateInstanceId(input.id);
       if (typeof input.model !== 'string' || !this.deps.models.includes(input.model)) {
@@ -106,7 +106,8 @@ export class LifecycleService {
       const endpoint = input.endpoint == null ? null : normalizeEndpoint(String(input.endpoint));
       const packEndsAt = input.packEndsAt == null ? null : this.futureTime(input.packEndsAt);
       const now = this.now();
-      const instance: Instance = { id, model: input.model, endpoint, state: 'pending', packEndsAt, createdAt: now, updatedAt: now };
+      const upstreamTokenFile = input.upstreamTokenFile == null ? null : validateTokenFile(input.upstreamTokenFile);
+      const instance: Instance = { id, model: input.model, endpoint, state: 'pending', packEndsAt, upstreamTokenFile, createdAt: now, updatedAt: now };
       const ev = this.event({ type: 'instance.added', instance: id, state: 'pending', packEndsAt });
       await this.write([{ op: 'putInstance', instance }, { op: 'appendEvent', event: ev }]);
       this.registry.instances.set(id, instance);
@@ -124,7 +125,7 @@ export class LifecycleService {
   }
 
   /** Moves to ready; the default key is made in the background (SPEC §3). */
-  async ready(id: string, options: { endpoint?: unknown } = {}): Promise<ReadyResult> {
+  async ready(id: string, options: { endpoint?: unknown; upstreamTokenFile?: unknown } = {}): Promise<ReadyResult> {
     const instance = await this.mutex.run(async () => {
       const inst = this.getInstance(id);
       assertTransition(inst, 'ready');
@@ -135,7 +136,8 @@ export class LifecycleService {
       if (inst.packEndsAt !== null && Date.parse(inst.packEndsAt) <= this.deps.clock.now()) {
         throw obError('invalid_transition', { message: `The pack of "${id}" has ended; extend it before making it ready.` });
       }
-      return this.moveTo(inst, 'ready', { endpoint });
+      const upstreamTokenFile = options.upstreamTokenFile == null ? (inst.upstreamTokenFile ?? null) : validateTokenFile(options.upstreamTokenFile);
+      return this.moveTo(inst, 'ready', { endpoint, upstreamTokenFile });
     });
     const defaultKey = this.scheduleDefaultKey(id);
     return { instance, defaultKey };

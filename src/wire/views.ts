@@ -8,6 +8,8 @@ export interface InstanceView {
   endpoint: string | null;
   state: Instance['state'];
   packEndsAt: string | null;
+  /** Where the daemon reads the model server's token from; null when none is sent. */
+  upstreamTokenFile?: string | null;
   activeKeys: number;
   createdAt: string;
   updatedAt: string;
@@ -58,7 +60,7 @@ export interface StatusView {
 export function instanceView(i: Instance, activeKeys: number): InstanceView {
   return {
     id: i.id, model: i.model, endpoint: i.endpoint, state: i.state, packEndsAt: i.packEndsAt,
-    activeKeys, createdAt: i.createdAt, updatedAt: i.updatedAt,
+    upstreamTokenFile: i.upstreamTokenFile ?? null, activeKeys, createdAt: i.createdAt, updatedAt: i.updatedAt,
   };
 }
 

@@ -132,3 +132,29 @@ describe('the management socket', () => {
     }
   });
 });
+
+describe('an upstream bearer token per instance', () => {
+  it('is read by the daemon from a file, sent to the model server, and kept out of the store', async () => {
+    const { writeFile, readFile } = await import('node:fs/promises');
+    const h = await tmpHome();
+    const tokenFile = join(h, 'vllm.token');
+    await writeFile(tokenFile, 'upstream-secret-123\n', { mode: 0o600 });
+    const s = await startServe(h);
+    try {
+      const missing = await runCli(['instances', 'add', 'v0', '--model', MODEL, '--endpoint', sim.url, '--upstream-token-file', join(h, 'nope')], { home: h });
+      expect([missing.code, missing.stderr]).toEqual([1, expect.stringMatching(/cannot read the upstream token file .*nope \(ENOENT\)/)]);
+      const added = await cliJson<Record<string, unknown>>(['instances', 'add', 'v1', '--model', MODEL, '--endpoint', sim.url, '--upstream-token-file', tokenFile], h);
+      expect(added.upstreamTokenFile).toBe(tokenFile);
+      const key = (await cliJson<ReadyJson>(['instances', 'ready', 'v1'], h)).defaultKey.secret;
+      const r = await postChat(s.baseUrl, key, hello(MODEL, { messages: [{ role: 'user', content: 'token-check' }] }));
+      expect(r.status).toBe(200);
+      const got = (await sim.requests()).filter((q) => JSON.stringify(q.body).includes('token-check')).at(-1)!;
+      expect(got.headers.authorization).toBe('Bearer upstream-secret-123');
+      await s.stop();
+      expect(await readFile(join(h, 'db.json'), 'utf8')).not.toContain('upstream-secret-123');
+      expect(s.lines.join('\n')).not.toContain('upstream-secret-123');
+    } finally {
+      await s.stop();
+    }
+  });
+});

@@ -47,7 +47,7 @@ describe('key lifecycle through the real CLI against the real daemon', () => {
 
     const added = await cli<Record<string, unknown>>(['instances', 'add', 'gpu-1', '--model', MODEL, '--endpoint', `${sim.url}/v1`, '--pack-ends', '2099-01-01T00:00:00Z']);
     expect(added).toEqual({
-      id: 'gpu-1', model: MODEL, endpoint: sim.url, state: 'pending', packEndsAt: '2099-01-01T00:00:00.000Z',
+      id: 'gpu-1', model: MODEL, endpoint: sim.url, state: 'pending', packEndsAt: '2099-01-01T00:00:00.000Z', upstreamTokenFile: null,
       activeKeys: 0, createdAt: expect.any(String), updatedAt: expect.any(String),
     });
 
@@ -132,10 +132,11 @@ describe('key lifecycle through the real CLI against the real daemon', () => {
     const home = await tmpHome();
     sim = await startSimulate([MODEL]);
     serve = await startServe(home);
-    const ends = new Date(Date.now() + 1500).toISOString();
-    await cliJson(['instances', 'add', 'gpu-1', '--model', MODEL, '--endpoint', sim.url, '--pack-ends', ends], home);
+    await cliJson(['instances', 'add', 'gpu-1', '--model', MODEL, '--endpoint', sim.url, '--pack-ends', '2099-01-01T00:00:00Z'], home);
     const k = (await cliJson<ReadyJson>(['instances', 'ready', 'gpu-1'], home)).defaultKey!.secret;
     await cliJson(['keys', 'create', '--instance', 'gpu-1', '--name', 'second'], home);
+    // Set up first, then bring the end close: a busy machine cannot make the pack end mid-setup.
+    await cliJson(['instances', 'extend', 'gpu-1', '--pack-ends', new Date(Date.now() + 2000).toISOString()], home);
     const revs = await eventually(async () => {
       const r = await cliJson<Revocation[]>(['revocations', '--instance', 'gpu-1'], home);
       return r.length === 2 ? r : undefined;

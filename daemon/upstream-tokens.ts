@@ -1,0 +1,47 @@
+import { readFile } from 'node:fs/promises';
+import type { Instance } from '../src/domain/instance.js';
+import { obError } from '../src/errors.js';
+
+/**
+ * Model-server bearer tokens, read from the files instances name and held in memory only, so the
+ * request path never touches the disk and the store never holds a token. A file is (re)read when
+ * its instance is added or made ready, and for every instance at start-up.
+ */
+export class UpstreamTokens {
+  private readonly tokens = new Map<string, string>();
+
+  get(instanceId: string): string | undefined {
+    return this.tokens.get(instanceId);
+  }
+
+  /** Reads the instance's token file; refuses with a clear message if it cannot. */
+  async load(instance: Pick<Instance, 'id' | 'upstreamTokenFile'>): Promise<void> {
+    const path = instance.upstreamTokenFile;
+    if (path === null || path === undefined) {
+      this.tokens.delete(instance.id);
+      return;
+    }
+    this.tokens.set(instance.id, await readToken(path));
+  }
+
+  forget(instanceId: string): void {
+    this.tokens.delete(instanceId);
+  }
+}
+
+export async function readToken(path: string): Promise<string> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (err) {
+    throw obError('invalid_argument', {
+      param: 'upstreamTokenFile',
+      message: `The daemon cannot read the upstream token file ${path} (${(err as NodeJS.ErrnoException).code ?? 'error'}). Make it readable by the daemon's user.`,
+    });
+  }
+  const token = text.trim();
+  if (token === '' || /[\s\u0000-\u001f]/.test(token)) {
+    throw obError('invalid_argument', { param: 'upstreamTokenFile', message: `The upstream token file ${path} must hold one token on one line.` });
+  }
+  return token;
+}
