@@ -83,6 +83,21 @@ describe('the official openai SDK against ob-proxy serve and ob-proxy simulate',
     });
   });
 
+  it('maps the developer role to system, joins text parts and carries max_completion_tokens as max_tokens', async () => {
+    await client.chat.completions.create({
+      model: MODEL, max_completion_tokens: 3,
+      messages: [
+        { role: 'developer', content: 'Be brief.' },
+        { role: 'user', content: [{ type: 'text', text: 'Hello ' }, { type: 'text', text: 'there' }] },
+      ],
+    });
+    const got = (await sim.requests()).at(-1)!;
+    expect(got.body).toEqual({
+      model: MODEL, max_tokens: 3,
+      messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hello there' }],
+    });
+  });
+
   it('lists the one model of the key\'s instance', async () => {
     const page = await client.models.list();
     expect(page.data).toEqual([{ id: MODEL, object: 'model', created: expect.any(Number), owned_by: 'ob-proxy' }]);
