@@ -65,12 +65,14 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     clearTimeout(packTimer);
     const next = lifecycle.nextPackEnd();
     if (next === null || ctx.draining) return;
-    const delay = Math.min(Math.max(0, next - clock.now()), 2 ** 31 - 1);
+    // setTimeout holds at most 2^31-1 ms (24.8 days) and fires at once for more: cap it, and a
+    // pack that ends later is simply re-armed when the capped timer fires.
+    const delay = Math.min(Math.max(0, next - clock.now()) + 5, 2 ** 31 - 1);
     packTimer = setTimeout(() => {
       lifecycle.endDuePacks().then((ended) => {
         for (const i of ended) log.info({ instance: i.id }, 'pack ended: instance stopped, keys revoked');
       }, (err: unknown) => log.error({ err }, 'ending packs failed')).finally(schedulePackTimer);
-    }, delay + 5);
+    }, delay);
   }
 
   for (const inst of lifecycle.registry.instances.values()) {

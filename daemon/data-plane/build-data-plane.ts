@@ -30,6 +30,10 @@ export function buildDataPlane(ctx: DaemonContext): FastifyInstance {
       connectionsCheckingInterval: Math.min(30_000, Math.max(100, Math.floor(ctx.config.requestTimeoutMs / 4))),
     },
     clientErrorHandler,
+    // Router refusals (broken percent-encoding and the like) in the OpenAI shape too.
+    frameworkErrors: (_error, _request, reply) => {
+      replyError(reply, obError('invalid_request', { message: 'The request URL is not valid.' }));
+    },
     keepAliveTimeout: 65_000,
     return503OnClosing: false,
     routerOptions: { ignoreTrailingSlash: true },

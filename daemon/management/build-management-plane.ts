@@ -11,7 +11,18 @@ import { registerKeyRoutes } from './keys.js';
  * is an operator. The CLI and the console are its only clients.
  */
 export function buildManagementPlane(ctx: DaemonContext): FastifyInstance {
-  const app = Fastify({ loggerInstance: ctx.log, logController: new LogController({ disableRequestLogging: true }), bodyLimit: 1024 * 1024 });
+  const app = Fastify({
+    loggerInstance: ctx.log, logController: new LogController({ disableRequestLogging: true }), bodyLimit: 1024 * 1024,
+    // Router refusals (an id too long for it, broken percent-encoding) in our envelope, with a
+    // sentence the CLI can print, instead of Fastify's own 414/400 bodies.
+    frameworkErrors: (error, _request, reply) => {
+      replyError(reply, obError('invalid_argument', {
+        message: error.code === 'FST_ERR_MAX_PARAM_LENGTH'
+          ? 'An id in the path is too long: instance ids are at most 64 characters.'
+          : 'The request path is not valid percent-encoding.',
+      }));
+    },
+  });
 
   app.get('/v1/status', async () => ({
     version: ctx.version, pid: process.pid, baseUrl: ctx.baseUrl, store: ctx.config.store,

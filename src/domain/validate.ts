@@ -34,10 +34,19 @@ export function validateTokenFile(value: unknown): string {
   return value;
 }
 
+/** Date.parse rolls 2030-02-30 over to March 2: check the day exists in its month, and the zone. */
+function isCalendarDate(value: string): boolean {
+  const [y, m, d] = value.slice(0, 10).split('-').map(Number) as [number, number, number];
+  const day = new Date(Date.UTC(y, m - 1, d));
+  const zone = /([+-])(\d{2}):(\d{2})$/.exec(value);
+  const zoneOk = zone === null || (Number(zone[2]) <= 23 && Number(zone[3]) <= 59);
+  return day.getUTCFullYear() === y && day.getUTCMonth() === m - 1 && day.getUTCDate() === d && zoneOk;
+}
+
 /** Strict ISO 8601 with a time zone, so "tomorrow" or a bare date never means something surprising. */
 export function validateTimestamp(value: unknown, param: string): string {
   const iso = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/;
-  if (typeof value !== 'string' || !iso.test(value) || Number.isNaN(Date.parse(value))) {
+  if (typeof value !== 'string' || !iso.test(value) || Number.isNaN(Date.parse(value)) || !isCalendarDate(value)) {
     throw obError('invalid_argument', {
       param,
       message: `${param} must be an ISO 8601 time with a zone, e.g. 2026-12-01T18:00:00Z.`,

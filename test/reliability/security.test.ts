@@ -70,7 +70,7 @@ describe('secrets stay secret', () => {
     const afterStop = await post(h.baseUrl, def, chatBody('hi'));
     expect(afterStop.json).toEqual(obError('revoked_api_key').toBody());
     // A refused reveal, and every read route.
-    const refused = await client.revealKey(ready.defaultKey?.id ?? '').catch((e: unknown) => e as Error);
+    const refused = await client.revealKey(ready.defaultKey?.id ?? '').then(() => new Error('revealed twice'), (e: unknown) => e as Error);
     const answers = JSON.stringify([
       refused.message, await client.listKeys(), await client.listInstances(), await client.revocations(),
       await client.call('GET', '/v1/audit'), await client.status(),
