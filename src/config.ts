@@ -21,6 +21,8 @@ export interface Config {
   logLevel: string;
   usageFlushMs: number;
   badKeyLimit: number;
+  /** Browser origins allowed by CORS; empty = CORS off, ['*'] = any origin. */
+  corsOrigins: string[];
 }
 
 export interface ConfigFlags {
@@ -79,5 +81,6 @@ export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string): Co
     logLevel: pick(flags.logLevel, env.OB_PROXY_LOG_LEVEL) ?? 'info',
     usageFlushMs: number('usage-flush', env.OB_PROXY_USAGE_FLUSH_MS, 5000, { min: 10, max: 3_600_000 }),
     badKeyLimit: number('bad-key-limit', env.OB_PROXY_BAD_KEY_LIMIT, 30, { min: 0, max: 1_000_000, integer: true }),
+    corsOrigins: (env.OB_PROXY_CORS_ORIGINS ?? '').split(',').map((o) => o.trim().replace(/\/$/, '')).filter((o) => o !== ''),
   };
 }

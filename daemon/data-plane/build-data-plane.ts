@@ -2,6 +2,7 @@ import Fastify, { LogController, type FastifyError, type FastifyInstance } from 
 import { obError } from '../../src/errors.js';
 import { requestId } from '../../src/ids.js';
 import type { DaemonContext } from '../context.js';
+import { registerCors } from './cors.js';
 import { makeAuthHook } from './auth-hook.js';
 import { makeChatHandler } from './chat-completions.js';
 import { clientErrorHandler } from './client-error.js';
@@ -39,6 +40,7 @@ export function buildDataPlane(ctx: DaemonContext): FastifyInstance {
     routerOptions: { ignoreTrailingSlash: true },
   });
   app.decorateRequest('auth', null);
+  registerCors(app, ctx.config.corsOrigins);
 
   // Read every body as bytes: the handler parses once, reports invalid_json before a bad
   // Content-Type (CONTRACT §3 order), and forwards the same bytes when nothing needs rewriting.
