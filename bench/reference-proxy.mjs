@@ -1,0 +1,71 @@
+/* global process, console, Buffer, AbortController */
+/**
+ * The reference: what a careful, minimal Node proxy reaches on this machine. node:http in front,
+ * one undici Pool behind, the small request body buffered and sent in one piece, the response
+ * streamed back as it arrives. No auth, no validation, no id rewrite, no logging: the floor an
+ * honest Node gateway is measured against.
+ *
+ * Usage: node bench/reference-proxy.mjs --upstream http://127.0.0.1:PORT
+ * prints {"url": "..."} once listening.
+ */
+import { createServer } from 'node:http';
+import { Pool } from 'undici';
+
+const upstream = process.argv[process.argv.indexOf('--upstream') + 1];
+const pool = new Pool(upstream, { connections: 256, pipelining: 1, keepAliveTimeout: 4_000 });
+
+// Hop-by-hop headers are the proxy's own business, never forwarded (RFC 9110 §7.6.1).
+const HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'proxy-connection', 'host', 'authorization', 'content-length']);
+
+function forwardHeaders(raw) {
+  const out = {};
+  for (const [k, v] of Object.entries(raw)) if (!HOP.has(k)) out[k] = v;
+  return out;
+}
+
+function fail(res, status, message) {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  const body = JSON.stringify({ error: { message, type: 'proxy_error', code: null, param: null } });
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }).end(body);
+}
+
+const server = createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
+  const parts = [];
+  let size = 0;
+  req.on('data', (c) => {
+    parts.push(c);
+    size += c.length;
+  });
+  req.on('end', () => {
+    const body = parts.length === 1 ? parts[0] : Buffer.concat(parts, size);
+    const abort = new AbortController();
+    res.on('close', () => {
+      if (!res.writableFinished) abort.abort();
+    });
+    pool.request({
+      method: req.method,
+      path: req.url,
+      headers: forwardHeaders(req.headers),
+      body: req.method === 'GET' || req.method === 'HEAD' ? null : body,
+      signal: abort.signal,
+    }).then(async (up) => {
+      res.writeHead(up.statusCode, forwardHeaders(up.headers));
+      // Each upstream chunk is written as it comes: no chunk waits for the next one.
+      for await (const chunk of up.body) {
+        if (!res.write(chunk)) await new Promise((r) => res.once('drain', r));
+      }
+      res.end();
+    }).catch((err) => {
+      if (abort.signal.aborted) return;
+      fail(res, err?.code === 'UND_ERR_HEADERS_TIMEOUT' ? 504 : 502, `upstream: ${err?.message ?? err}`);
+    });
+  });
+});
+server.maxRequestsPerSocket = 0;
+server.listen(0, '127.0.0.1', () => {
+  console.log(JSON.stringify({ url: `http://127.0.0.1:${server.address().port}` }));
+});
+process.on('SIGTERM', () => server.close(() => pool.close().then(() => process.exit(0))));

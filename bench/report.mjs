@@ -1,0 +1,102 @@
+/* global process */
+/**
+ * Renders one bench run as Markdown: the machine, one table per scenario with ratios to the
+ * direct and reference runs of the same run, the targets of issue 4 checked, streams held.
+ */
+import { execFileSync } from 'node:child_process';
+import { cpus, release, totalmem } from 'node:os';
+import { SCENARIOS } from './scenarios.mjs';
+
+const f = (v, d = 2) => (v === null || v === undefined || !Number.isFinite(v) ? '—' : v.toFixed(d));
+const signed = (v, d = 3) => (v === null || v === undefined || !Number.isFinite(v) ? '—' : `${v >= 0 ? '+' : ''}${v.toFixed(d)}`);
+const ratio = (x, y) => (x == null || y == null || y === 0 ? null : x / y);
+const diff = (x, y) => (x == null || y == null ? null : x - y);
+
+function version(cmd, args) {
+  try {
+    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim().split('\n')[0];
+  } catch (err) {
+    const s = `${err.stdout ?? ''}${err.stderr ?? ''}`.trim().split('\n')[0];
+    return s === '' ? 'not installed' : s;
+  }
+}
+
+export function machine() {
+  const c = cpus();
+  return [
+    `- CPU: ${c.length} × ${c[0]?.model ?? 'unknown'}; memory ${(totalmem() / 2 ** 30).toFixed(1)} GiB; Linux ${release()}`,
+    `- Node ${process.version}; ${version('wrk', ['--version'])}; ${version('nginx', ['-v'])}`,
+    '- Load generator, proxy and upstream share these cores (all on 127.0.0.1); the machine may be shared with other work.',
+  ].join('\n');
+}
+
+function scenarioTable(sc, byTarget) {
+  const d = byTarget.direct;
+  const ref = byTarget.reference;
+  const first = sc.tool === 'loadgen';
+  const head = ['target', 'req/s', 'p50 ms', 'p99 ms', ...(first ? ['first chunk p50 ms', 'first chunk p99 ms'] : []),
+    'proxy CPU µs/req', 'peak RSS MiB', '× direct req/s', '× reference req/s', 'added p50 ms', 'added p99 ms', ...(first ? ['added first chunk p50 ms'] : [])];
+  const rows = Object.entries(byTarget).map(([name, r]) => [
+    name, f(r.rps, 0), f(r.p50, 3), f(r.p99, 3), ...(first ? [f(r.firstP50, 3), f(r.firstP99, 3)] : []),
+    name === 'direct' ? '—' : f(r.cpuUsPerReq, 0), f(r.peakRssMiB, 1),
+    f(ratio(r.rps, d?.rps)), f(ratio(r.rps, ref?.rps)), name === 'direct' ? '—' : signed(diff(r.p50, d?.p50)),
+    name === 'direct' ? '—' : signed(diff(r.p99, d?.p99)), ...(first ? [name === 'direct' ? '—' : signed(diff(r.firstP50, d?.firstP50))] : []),
+  ]);
+  const errs = Object.entries(byTarget).filter(([, r]) => r.errors > 0).map(([n, r]) => `${n}: ${r.errors} failed`);
+  return [
+    `### ${sc.title}`, '',
+    `\`${sc.id}\`, measured with ${byTarget.direct?.tool ?? '?'}; medians of ${byTarget.direct?.reps ?? '?'} runs.${errs.length > 0 ? ` **Errors: ${errs.join(', ')}.**` : ''}`, '',
+    `| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`, ...rows.map((r) => `| ${r.join(' | ')} |`), '',
+  ].join('\n');
+}
+
+/** The targets of issue 4 for ob-proxy, each with the figure measured and whether it is met. */
+export function checkTargets(doc) {
+  const r = doc.results;
+  const ob = (id) => r[id]?.['ob-proxy'];
+  const ref = (id) => r[id]?.reference;
+  const dir = (id) => r[id]?.direct;
+  const peak64 = Math.max(ob('plain-c64')?.peakRssMiB ?? 0, ob('stream-c64')?.peakRssMiB ?? 0);
+  const paced = doc.paced['ob-proxy'];
+  const held = doc.held['ob-proxy'];
+  const rows = [
+    ['non-streaming req/s at 64 connections vs reference', '≥ 0.80×', ratio(ob('plain-c64')?.rps, ref('plain-c64')?.rps), (v) => v >= 0.8, (v) => `${f(v)}×`],
+    ['added p50 at 1 connection', '≤ 0.2 ms', diff(ob('plain-c1')?.p50, dir('plain-c1')?.p50), (v) => v <= 0.2, (v) => `${f(v, 3)} ms`],
+    ['added p99 at 1 connection', '≤ 1 ms', diff(ob('plain-c1')?.p99, dir('plain-c1')?.p99), (v) => v <= 1, (v) => `${f(v, 3)} ms`],
+    ['added time to first chunk (p50, 1 connection)', '≤ 0.5 ms', diff(ob('stream-c1')?.firstP50, dir('stream-c1')?.firstP50), (v) => v <= 0.5, (v) => `${f(v, 3)} ms`],
+    ['streaming req/s at 64 connections vs reference', '≥ 0.80×', ratio(ob('stream-c64')?.rps, ref('stream-c64')?.rps), (v) => v >= 0.8, (v) => `${f(v)}×`],
+    ['paced streams: chunks lost / merged into one read', '0 / 0', paced === undefined ? null : paced.badStreams + paced.errors + paced.non200 + paced.mergedReads,
+      (v) => v === 0 && paced.requests > 0, () => `${paced.badStreams + paced.errors + paced.non200} / ${paced.mergedReads} over ${paced.requests} streams`],
+    ['proxy CPU per request vs reference (non-streaming, 64 conns)', '≤ 1.5×', ratio(ob('plain-c64')?.cpuUsPerReq, ref('plain-c64')?.cpuUsPerReq), (v) => v <= 1.5, (v) => `${f(v)}× (${f(ob('plain-c64')?.cpuUsPerReq, 0)} vs ${f(ref('plain-c64')?.cpuUsPerReq, 0)} µs)`],
+    ['proxy CPU per request vs reference (streaming, 64 conns)', '≤ 1.5×', ratio(ob('stream-c64')?.cpuUsPerReq, ref('stream-c64')?.cpuUsPerReq), (v) => v <= 1.5, (v) => `${f(v)}× (${f(ob('stream-c64')?.cpuUsPerReq, 0)} vs ${f(ref('stream-c64')?.cpuUsPerReq, 0)} µs)`],
+    ['peak RSS at 64 connections', '≤ 150 MiB', peak64, (v) => v <= 150, (v) => `${f(v, 1)} MiB`],
+    [`RSS per held stream (${doc.opts.streams} open)`, '≤ 40 KB', held?.perStreamKB ?? null, (v) => v <= 40 && held.maxOpen === doc.opts.streams, (v) => `${f(v, 1)} KB (${held.maxOpen} open at once)`],
+  ];
+  return rows.map(([what, target, v, ok, show]) => ({ what, target, value: v, shown: v === null ? '—' : show(v), met: v !== null && ok(v) }));
+}
+
+export function renderReport(doc) {
+  const targets = checkTargets(doc);
+  const o = doc.opts;
+  const parts = [
+    '# ob-proxy benchmark results', '',
+    `Written by \`npm run bench\` (bench/run.mjs) on ${doc.finished}. Do not edit by hand: re-run.`, '',
+    '## Machine', '', machine(), '',
+    '## Method', '',
+    `Targets: ${doc.targets.join(', ')}; \`direct\` is the fixed-body upstream (bench/upstream.mjs) without a proxy, the limit; \`reference\` is bench/reference-proxy.mjs, a ~100-line node:http + undici Pool proxy with no auth or validation; ob-proxy runs as \`ob-proxy serve --log-level ${o.logLevel}\` with an instance made ready through the CLI.`,
+    `Each scenario: ${o.warmupS} s warm-up per target, then ${o.reps} repetitions of ${o.durationS} s, targets interleaved within each repetition; the tables show medians (peak RSS: the maximum). Load: ${o.wrk ? 'wrk -t1 (a separate process)' : 'bench/loadgen.mjs (wrk not installed)'} for throughput and latency; bench/loadgen.mjs (a separate Node process) for time to first chunk and stream checks.`,
+    'Proxy CPU is utime+stime of the proxy\'s processes from /proc over the run, divided by the requests completed. Added latency is the target\'s percentile minus the direct run\'s in the same repetition set.', '',
+    '## Targets of issue 4 (ob-proxy)', '',
+    '| target | goal | measured | met |', '|---|---|---|---|',
+    ...targets.map((t) => `| ${t.what} | ${t.target} | ${t.shown} | ${t.met ? 'yes' : '**no**'} |`), '',
+    '## Scenarios', '',
+    ...SCENARIOS.filter((sc) => doc.results[sc.id] !== undefined).map((sc) => scenarioTable(sc, doc.results[sc.id])),
+    '### Paced streams (16 chunks, 5 ms apart, 1 connection)', '',
+    '| target | streams | incomplete or out of order | reads holding 2+ chunks | first chunk p50 ms | total p50 ms |', '|---|---|---|---|---|---|',
+    ...Object.entries(doc.paced).map(([n, r]) => `| ${n} | ${r.requests} | ${r.badStreams + r.errors + r.non200} | ${r.mergedReads} | ${f(r.firstP50, 3)} | ${f(r.p50, 3)} |`), '',
+    `### ${o.streams} concurrent slow streams (${o.heldChunks} chunks, ${o.heldPaceMs} ms apart)`, '',
+    '| target | completed | failed | max open at once | RSS before MiB | peak RSS MiB | KB per stream |', '|---|---|---|---|---|---|---|',
+    ...Object.entries(doc.held).map(([n, r]) => `| ${n}${n === 'direct' ? ' (the upstream itself)' : ''} | ${r.requests} | ${r.errors + r.non200 + r.badStreams} | ${r.maxOpen} | ${f(r.baseMiB, 1)} | ${f(r.peakMiB, 1)} | ${f(r.perStreamKB, 1)} |`), '',
+  ];
+  return `${parts.join('\n')}\n`;
+}

@@ -1,0 +1,156 @@
+/* global process, setTimeout */
+/**
+ * `npm run bench`: one run, on this machine, of every scenario against every target (the
+ * upstream directly, ob-proxy, the reference proxy, nginx when installed), repeated and reduced
+ * to medians, written as Markdown to bench/RESULTS.md and as JSON to bench/results/latest.json.
+ *
+ * Flags: --reps N (5) --duration S (2) --warmup S (1) --streams N (2000) --out FILE
+ *        --json FILE --no-wrk --no-nginx --no-build --log-level L (warn) --smoke (seconds)
+ */
+import { execFile, execFileSync } from 'node:child_process';
+import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { cpuSeconds, rssKiB, sampleRss } from './procstat.mjs';
+import { renderReport } from './report.mjs';
+import { HELD, PACED, SCENARIOS, bodies } from './scenarios.mjs';
+import { hasNginx, startNginx, startObProxy, startReference, startUpstream } from './targets.mjs';
+import { hasWrk, runWrk } from './wrk.mjs';
+
+const ROOT = resolve(import.meta.dirname, '..');
+const { values: a } = parseArgs({
+  options: {
+    reps: { type: 'string' }, duration: { type: 'string' }, warmup: { type: 'string' }, streams: { type: 'string' },
+    out: { type: 'string' }, json: { type: 'string' }, 'no-wrk': { type: 'boolean' }, 'no-nginx': { type: 'boolean' },
+    'no-build': { type: 'boolean' }, 'log-level': { type: 'string' }, smoke: { type: 'boolean' },
+  },
+});
+const smoke = a.smoke === true;
+const opts = {
+  reps: Number(a.reps ?? (smoke ? 1 : 5)),
+  durationS: Number(a.duration ?? (smoke ? 0.5 : 2)),
+  warmupS: Number(a.warmup ?? (smoke ? 0.2 : 1)),
+  // Held streams: chunks × pace is how long each stays open.
+  heldChunks: smoke ? 4 : 20,
+  heldPaceMs: smoke ? 100 : 300,
+  streams: Number(a.streams ?? (smoke ? 50 : 2000)),
+  wrk: a['no-wrk'] !== true && hasWrk(),
+  nginx: a['no-nginx'] !== true && hasNginx(),
+  logLevel: a['log-level'] ?? 'warn',
+};
+const out = resolve(a.out ?? join(ROOT, 'bench/RESULTS.md'));
+const jsonOut = resolve(a.json ?? join(ROOT, 'bench/results/latest.json'));
+const log = (s) => process.stderr.write(`${s}\n`);
+
+if (a['no-build'] !== true) {
+  log('building dist/ …');
+  execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')], { stdio: 'inherit' });
+}
+
+const tmp = mkdtempSync(join(tmpdir(), 'obbench-'));
+const files = {};
+for (const [k, v] of Object.entries(bodies(opts))) {
+  files[k] = join(tmp, `${k}.json`);
+  writeFileSync(files[k], v);
+}
+
+function runLoadgen(target, sc, { durationMs, warmupMs = 0, once = false, concurrency }) {
+  const o = {
+    url: target.url, path: '/v1/chat/completions', headers: target.headers, bodyFile: files[sc.body],
+    concurrency, durationMs, warmupMs, once, expectChunks: sc.expectChunks,
+  };
+  return new Promise((done, fail) => {
+    execFile(process.execPath, [join(ROOT, 'bench/loadgen.mjs'), JSON.stringify(o)], { timeout: 120_000, maxBuffer: 1 << 20 }, (err, stdout, stderr) => {
+      if (err !== null) fail(new Error(`loadgen failed: ${stderr || err.message}`));
+      else done(JSON.parse(stdout));
+    });
+  });
+}
+
+/** One measured run: the load, and the target's CPU and peak RSS while it lasted. */
+async function measure(target, sc, durationS, warmup = false) {
+  const pids = target.pids();
+  const cpu0 = cpuSeconds(pids);
+  const rss = sampleRss(pids);
+  const r = sc.tool === 'wrk' && opts.wrk
+    ? await runWrk({ url: target.url, path: '/v1/chat/completions', bodyFile: files[sc.body], headers: target.headers, connections: sc.connections, durationS, scriptFile: join(tmp, `${target.name}-${sc.id}.lua`) })
+    : await runLoadgen(target, sc, { durationMs: durationS * 1000, warmupMs: warmup ? 0 : Math.min(200, durationS * 400), concurrency: sc.connections });
+  const cpu = cpuSeconds(pids) - cpu0;
+  const peakKiB = rss.stop();
+  return { ...r, tool: sc.tool === 'wrk' && opts.wrk ? 'wrk' : 'loadgen', cpuUsPerReq: r.requests > 0 ? (cpu * 1e6) / r.requests : null, peakRssMiB: peakKiB / 1024 };
+}
+
+function median(xs) {
+  const v = xs.filter((x) => typeof x === 'number' && Number.isFinite(x)).sort((p, q) => p - q);
+  if (v.length === 0) return null;
+  const m = Math.floor(v.length / 2);
+  return v.length % 2 === 1 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+function reduce(runs) {
+  const keys = ['rps', 'p50', 'p99', 'firstP50', 'firstP99', 'cpuUsPerReq'];
+  const r = Object.fromEntries(keys.map((k) => [k, median(runs.map((x) => x[k]))]));
+  r.peakRssMiB = Math.max(...runs.map((x) => x.peakRssMiB));
+  r.requests = runs.reduce((s, x) => s + x.requests, 0);
+  r.errors = runs.reduce((s, x) => s + x.errors + x.non200 + (x.badStreams ?? 0), 0);
+  r.tool = runs[0]?.tool;
+  r.reps = runs.length;
+  return r;
+}
+
+const started = new Date();
+const targets = [];
+try {
+  const upstream = await startUpstream();
+  targets.push(upstream);
+  targets.push(await startObProxy(upstream.url, { logLevel: opts.logLevel }));
+  targets.push(await startReference(upstream.url));
+  if (opts.nginx) targets.push(await startNginx(upstream.url));
+  log(`targets: ${targets.map((t) => `${t.name} ${t.url}`).join(', ')}; wrk ${opts.wrk ? 'yes' : 'no (loadgen instead)'}`);
+
+  // Warm-up: JIT, connection pools and sockets, untimed.
+  for (const t of targets) for (const sc of SCENARIOS) await measure(t, sc, opts.warmupS, true);
+
+  const runs = {};
+  for (let rep = 0; rep < opts.reps; rep++) {
+    for (const sc of SCENARIOS) {
+      // Targets interleaved within a repetition: drift in the machine's load hits them all alike.
+      for (const t of targets) {
+        const r = await measure(t, sc, opts.durationS);
+        ((runs[sc.id] ??= {})[t.name] ??= []).push(r);
+        log(`rep ${rep + 1}/${opts.reps} ${sc.id} ${t.name}: ${r.rps?.toFixed(0)} req/s p50 ${r.p50?.toFixed(3)} ms p99 ${r.p99?.toFixed(3)} ms${r.firstP50 != null ? ` first ${r.firstP50.toFixed(3)} ms` : ''} errors ${r.errors + r.non200 + (r.badStreams ?? 0)}`);
+      }
+    }
+  }
+  const results = {};
+  for (const [id, byTarget] of Object.entries(runs)) {
+    results[id] = Object.fromEntries(Object.entries(byTarget).map(([n, rs]) => [n, reduce(rs)]));
+  }
+
+  // Paced streams: every chunk delivered, in order, each in its own read (none merged or held back).
+  const paced = {};
+  for (const t of targets) paced[t.name] = await runLoadgen(t, PACED, { durationMs: smoke ? 500 : 2000, concurrency: 1 });
+
+  // Held streams: RSS growth while N slow streams are open at once, per stream.
+  const held = {};
+  for (const t of targets) {
+    await new Promise((r) => setTimeout(r, 500));
+    const pids = t.pids();
+    const base = rssKiB(pids);
+    const rss = sampleRss(pids, 100);
+    const r = await runLoadgen(t, { ...HELD, expectChunks: opts.heldChunks }, { once: true, concurrency: opts.streams });
+    const peak = rss.stop();
+    held[t.name] = { ...r, baseMiB: base / 1024, peakMiB: peak / 1024, perStreamKB: ((peak - base) * 1024) / 1000 / opts.streams };
+    log(`held ${opts.streams} streams ${t.name}: ${r.requests} done, max open ${r.maxOpen}, ${held[t.name].perStreamKB.toFixed(1)} KB each, errors ${r.errors + r.non200 + r.badStreams}`);
+  }
+
+  const doc = { started: started.toISOString(), finished: new Date().toISOString(), opts, targets: targets.map((t) => t.name), results, paced, held };
+  mkdirSync(dirname(jsonOut), { recursive: true });
+  writeFileSync(jsonOut, `${JSON.stringify(doc, null, 2)}\n`);
+  writeFileSync(out, renderReport(doc));
+  log(`wrote ${out} and ${jsonOut}`);
+} finally {
+  for (const t of targets.reverse()) await t.stop();
+  rmSync(tmp, { recursive: true, force: true });
+}

@@ -1,0 +1,180 @@
+/* global process, setTimeout, clearTimeout, URL */
+/**
+ * The processes under test, each started for real on 127.0.0.1: the fixed-body upstream, the
+ * reference proxy, ob-proxy (`serve` from dist/, an instance made ready through the CLI) and
+ * nginx when installed. Each target is { name, url, headers, pids(), stop() }.
+ */
+import { execFile, execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, mkdirSync, rmSync, writeFileSync, readFileSync } from 'node:fs';
+import { createServer, connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { childPids } from './procstat.mjs';
+
+const ROOT = resolve(import.meta.dirname, '..');
+export const OB_BIN = join(ROOT, 'dist/bin/ob-proxy.js');
+const NODE = process.execPath;
+
+function spawnWithUrl(cmd, args, what) {
+  const proc = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1' } });
+  let out = '';
+  let err = '';
+  proc.stderr.setEncoding('utf8').on('data', (s) => { err += s; });
+  return new Promise((done, fail) => {
+    const timer = setTimeout(() => fail(new Error(`${what} did not start: ${err}`)), 15_000);
+    proc.stdout.setEncoding('utf8').on('data', (s) => {
+      out += s;
+      const line = out.split('\n').find((l) => l.includes('"url"'));
+      if (line !== undefined && timer !== null) {
+        clearTimeout(timer);
+        done({ proc, url: JSON.parse(line).url });
+      }
+    });
+    proc.once('exit', (code) => fail(new Error(`${what} exited ${code}: ${err}`)));
+  });
+}
+
+function stopper(proc) {
+  return () => new Promise((done) => {
+    if (proc.exitCode !== null || proc.signalCode !== null) return done();
+    proc.once('exit', () => done());
+    proc.kill('SIGTERM');
+    setTimeout(() => proc.kill('SIGKILL'), 5_000).unref();
+  });
+}
+
+export function freePort() {
+  return new Promise((done, fail) => {
+    const s = createServer();
+    s.once('error', fail);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => done(port));
+    });
+  });
+}
+
+async function waitForPort(port, what) {
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    const ok = await new Promise((done) => {
+      const sock = connect(port, '127.0.0.1');
+      sock.once('connect', () => { sock.destroy(); done(true); });
+      sock.once('error', () => done(false));
+    });
+    if (ok) return;
+    if (Date.now() > deadline) throw new Error(`${what} is not listening on ${port}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+export async function startUpstream() {
+  const { proc, url } = await spawnWithUrl(NODE, [join(ROOT, 'bench/upstream.mjs')], 'upstream');
+  return { name: 'direct', url, headers: {}, pids: () => [proc.pid], stop: stopper(proc) };
+}
+
+export async function startReference(upstreamUrl, { nodeArgs = [] } = {}) {
+  const { proc, url } = await spawnWithUrl(NODE, [...nodeArgs, join(ROOT, 'bench/reference-proxy.mjs'), '--upstream', upstreamUrl], 'reference proxy');
+  return { name: 'reference', url, headers: {}, pids: () => [proc.pid], stop: stopper(proc) };
+}
+
+
+function cli(args) {
+  return new Promise((done, fail) => {
+    execFile(NODE, [OB_BIN, ...args, '--json'], { env: { ...process.env, NO_COLOR: '1' }, timeout: 20_000 }, (err, stdout, stderr) => {
+      if (err !== null) fail(new Error(`ob-proxy ${args[0]} ${args[1]} failed: ${stderr}`));
+      else done(JSON.parse(stdout));
+    });
+  });
+}
+
+/** `ob-proxy serve` on a fresh home, with an instance pointing at the upstream made ready. */
+export async function startObProxy(upstreamUrl, { logLevel = 'warn', name = 'ob-proxy', nodeArgs = [] } = {}) {
+  const home = mkdtempSync(join(tmpdir(), 'obb-'));
+  const port = await freePort();
+  const proc = spawn(NODE, [...nodeArgs, OB_BIN, 'serve', '--home', home, '--port', String(port), '--log-level', logLevel],
+    // Logs go to a file, as under systemd or a container runtime: the bench must not pay for a pipe it never reads.
+    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, NO_COLOR: '1' } });
+  await waitForPort(port, 'ob-proxy serve');
+  await cli(['instances', 'add', 'bench', '--model', 'gemma4:26b', '--endpoint', upstreamUrl, '--home', home]);
+  const ready = await cli(['instances', 'ready', 'bench', '--home', home]);
+  const stop = stopper(proc);
+  return {
+    name, url: `http://127.0.0.1:${port}`,
+    headers: { Authorization: `Bearer ${ready.defaultKey.secret}` },
+    pids: () => [proc.pid],
+    stop: async () => {
+      await stop();
+      rmSync(home, { recursive: true, force: true });
+    },
+  };
+}
+
+export function hasNginx() {
+  try {
+    execFileSync('nginx', ['-v'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** nginx as a plain reverse proxy: one worker (Node is one thread), keep-alive upstream, no buffering of responses. */
+export async function startNginx(upstreamUrl) {
+  const prefix = mkdtempSync(join(tmpdir(), 'obn-'));
+  for (const d of ['body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) mkdirSync(join(prefix, d));
+  const port = await freePort();
+  const up = new URL(upstreamUrl);
+  const conf = `
+worker_processes 1;
+worker_rlimit_nofile 20000;
+daemon off;
+pid ${prefix}/nginx.pid;
+error_log ${prefix}/error.log warn;
+${process.getuid?.() === 0 ? 'user root;' : ''}
+events { worker_connections 10000; }
+http {
+  access_log off;
+  client_body_temp_path ${prefix}/body;
+  proxy_temp_path ${prefix}/proxy;
+  fastcgi_temp_path ${prefix}/fastcgi;
+  uwsgi_temp_path ${prefix}/uwsgi;
+  scgi_temp_path ${prefix}/scgi;
+  client_max_body_size 16m;
+  client_body_buffer_size 1m;
+  keepalive_requests 1000000;
+  upstream model { server ${up.hostname}:${up.port}; keepalive 256; keepalive_requests 1000000; }
+  server {
+    listen 127.0.0.1:${port};
+    location / {
+      proxy_pass http://model;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffering off;
+      proxy_read_timeout 300s;
+    }
+  }
+}
+`;
+  writeFileSync(join(prefix, 'nginx.conf'), conf);
+  const proc = spawn('nginx', ['-p', prefix, '-c', join(prefix, 'nginx.conf'), '-e', join(prefix, 'error.log')], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let err = '';
+  proc.stderr.setEncoding('utf8').on('data', (s) => { err += s; });
+  try {
+    await waitForPort(port, 'nginx');
+  } catch (e) {
+    proc.kill('SIGKILL');
+    let log = '';
+    try { log = readFileSync(join(prefix, 'error.log'), 'utf8'); } catch { /* none */ }
+    throw new Error(`${e.message}: ${err}${log}`, { cause: e });
+  }
+  const stop = stopper(proc);
+  return {
+    name: 'nginx', url: `http://127.0.0.1:${port}`, headers: {},
+    pids: () => [proc.pid, ...childPids(proc.pid)],
+    stop: async () => {
+      await stop();
+      rmSync(prefix, { recursive: true, force: true });
+    },
+  };
+}

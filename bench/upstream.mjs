@@ -1,0 +1,84 @@
+/* global process, console, setTimeout, Buffer */
+/**
+ * The benchmark's upstream: a fixed-body stand-in for Ollama's OpenAI-compatible API, as cheap
+ * as Node can make it, so that what the bench measures is the proxy and not the model server.
+ * Bodies are built once. The request body is read (a proxy must deliver it) but not parsed:
+ * `"stream":true` picks SSE, `"include_usage":true` adds the usage chunk, and a `[[chunks=N
+ * pace=MS]]` directive near the end of the body sets the stream's length and pacing.
+ *
+ * Usage: node bench/upstream.mjs [--chunks 64]   prints {"url": "..."} once listening.
+ */
+import { createServer } from 'node:http';
+
+const argChunks = process.argv.indexOf('--chunks');
+const DEFAULT_CHUNKS = argChunks === -1 ? 64 : Number(process.argv[argChunks + 1]);
+const MODEL = 'gemma4:26b';
+const CREATED = Math.floor(Date.now() / 1000);
+
+const PLAIN = Buffer.from(JSON.stringify({
+  id: 'chatcmpl-bench', object: 'chat.completion', created: CREATED, model: MODEL, system_fingerprint: 'fp_ollama',
+  choices: [{ index: 0, message: { role: 'assistant', content: 'The quick brown fox jumps over the lazy dog. '.repeat(4) }, finish_reason: 'stop' }],
+  usage: { prompt_tokens: 24, completion_tokens: 40, total_tokens: 64 },
+}));
+const HEAD = `data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":${CREATED},"model":"${MODEL}","system_fingerprint":"fp_ollama","choices":`;
+/** Content frame i carries the token `t<i> `, so a client can check order and completeness. */
+const frame = (i) => `${HEAD}[{"index":0,"delta":{"role":"assistant","content":"t${i} "},"finish_reason":null}]}\n\n`;
+const FRAMES = Array.from({ length: 4096 }, (_, i) => frame(i));
+const STOP = `${HEAD}[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n`;
+const usageFrame = (n) => `data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":${CREATED},"model":"${MODEL}","choices":[],"usage":{"prompt_tokens":24,"completion_tokens":${n},"total_tokens":${24 + n}}}\n\n`;
+const DONE = 'data: [DONE]\n\n';
+const SSE_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' };
+const JSON_HEADERS = { 'content-type': 'application/json', 'content-length': String(PLAIN.length) };
+
+function directive(body) {
+  const at = body.lastIndexOf('[[chunks=');
+  if (at === -1) return { chunks: DEFAULT_CHUNKS, pace: 0 };
+  const m = /^\[\[chunks=(\d+)(?: pace=(\d+))?\]\]/.exec(body.slice(at, at + 40));
+  return m === null ? { chunks: DEFAULT_CHUNKS, pace: 0 } : { chunks: Math.min(Number(m[1]), FRAMES.length), pace: Number(m[2] ?? 0) };
+}
+
+function stream(res, body) {
+  const { chunks, pace } = directive(body);
+  const usage = body.includes('"include_usage":true');
+  res.writeHead(200, SSE_HEADERS);
+  const finish = () => {
+    res.write(STOP);
+    if (usage) res.write(usageFrame(chunks));
+    res.end(DONE);
+  };
+  if (pace === 0) {
+    // As fast as possible, one write per token as a model server does.
+    for (let i = 0; i < chunks; i++) res.write(FRAMES[i]);
+    finish();
+    return;
+  }
+  let i = 0;
+  const tick = () => {
+    if (res.destroyed) return;
+    if (i === chunks) return finish();
+    res.write(FRAMES[i++]);
+    setTimeout(tick, pace);
+  };
+  tick();
+}
+
+const server = createServer({ keepAliveTimeout: 60_000 }, (req, res) => {
+  const parts = [];
+  req.on('data', (c) => parts.push(c));
+  req.on('end', () => {
+    if (req.method !== 'POST') {
+      res.writeHead(404).end();
+      return;
+    }
+    const body = parts.length === 1 ? parts[0].toString('latin1') : Buffer.concat(parts).toString('latin1');
+    if (body.includes('"stream":true')) stream(res, body);
+    else res.writeHead(200, JSON_HEADERS).end(PLAIN);
+  });
+});
+server.maxRequestsPerSocket = 0;
+server.headersTimeout = 0;
+server.requestTimeout = 0;
+server.listen(0, '127.0.0.1', () => {
+  console.log(JSON.stringify({ url: `http://127.0.0.1:${server.address().port}` }));
+});
+process.on('SIGTERM', () => process.exit(0));
