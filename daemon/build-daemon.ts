@@ -120,10 +120,15 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
       clearInterval(usageTimer);
       log.info({ graceMs }, 'draining: no new requests, in-flight ones may finish');
       const drained = dataPlane.close();
+      // A keep-alive connection whose last response ends during the drain would hold close()
+      // open until its keep-alive time-out (65 s), so the grace period always ran out: close
+      // connections as soon as they are idle.
+      const idleSweep = setInterval(() => dataPlane.server.closeIdleConnections(), 50);
       let timer: NodeJS.Timeout | undefined;
       const expired = new Promise<'expired'>((resolve) => { timer = setTimeout(() => resolve('expired'), graceMs); });
       const outcome = await Promise.race([drained.then(() => 'drained' as const), expired]);
       clearTimeout(timer);
+      clearInterval(idleSweep);
       if (outcome === 'expired') {
         log.warn('grace period over: closing remaining connections');
         dataPlane.server.closeAllConnections();
