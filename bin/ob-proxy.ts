@@ -42,6 +42,11 @@ const deps: ProgramDeps = {
   },
   connect: (socketPath) => new DaemonClient(socketPath),
   serve: (o) => runServe(config(o), { version: pkg.version }),
+  // Loaded only when asked for, so the other commands never load Ink and React.
+  console: async (socketPath, o) => {
+    const { runConsole } = await import('../cli/console/run-console.js');
+    await runConsole(socketPath, { json: o.json === true });
+  },
   demo: async (o) => {
     const home = await demoHome(o.home);
     const cfg = config({ ...o, home, port: o.port ?? env.OB_PROXY_PORT ?? '8080', logLevel: env.OB_PROXY_LOG_LEVEL ?? 'warn' });

@@ -72,6 +72,7 @@ export class FakeStdin extends EventEmitter {
   /** What a terminal sends for one key press or paste. */
   send(data: string): void {
     this.queue.push(data);
+    this.emit('data', data);
     this.emit('readable');
   }
 }
@@ -87,6 +88,11 @@ export const KEYS = {
   right: '\u001b[C',
   left: '\u001b[D',
   backspace: '\u007f',
+  delete: '\u001b[3~',
+  home: '\u001b[H',
+  end: '\u001b[F',
+  pageUp: '\u001b[5~',
+  pageDown: '\u001b[6~',
   ctrlC: '\u0003',
 } as const;
 export type KeyName = keyof typeof KEYS;
@@ -116,16 +122,26 @@ export interface RenderedInk {
   /** Polls until the last frame matches; throws with that frame when it does not in time. */
   waitForFrame(match: FrameMatch, timeoutMs?: number): Promise<string>;
   resize(columns: number, rows: number): Promise<void>;
+  /** Settles when the app exits (useApp().exit()) or is unmounted. */
+  exited: Promise<void>;
   unmount(): Promise<void>;
 }
 
-export function renderInk(tree: ReactElement, size: { columns: number; rows: number } = { columns: 80, rows: 24 }): RenderedInk {
+export interface RenderInkOptions {
+  columns?: number;
+  rows?: number;
+  /** Puts a stream between the fake terminal and Ink, as the app does with its real stdin. */
+  input?: (terminal: FakeStdin) => unknown;
+}
+
+export function renderInk(tree: ReactElement, options: RenderInkOptions = {}): RenderedInk {
+  const size = { columns: options.columns ?? 80, rows: options.rows ?? 24 };
   const stdout = new FakeStdout(size.columns, size.rows);
   const stdin = new FakeStdin();
   const stderr = new FakeStdout(size.columns, size.rows);
   const instance = render(tree, {
     stdout: stdout as unknown as NodeJS.WriteStream,
-    stdin: stdin as unknown as NodeJS.ReadStream,
+    stdin: (options.input === undefined ? stdin : options.input(stdin)) as NodeJS.ReadStream,
     stderr: stderr as unknown as NodeJS.WriteStream,
     debug: true,
     interactive: true,
@@ -154,9 +170,14 @@ export function renderInk(tree: ReactElement, size: { columns: number; rows: num
     }
   }
 
+  const exited = instance.waitUntilExit().then(() => {}, () => {});
+
   return {
-    stdout, stdin, frames, lastFrame, waitForFrame,
+    stdout, stdin, frames, lastFrame, waitForFrame, exited,
     async press(key) {
+      // A frame is written at commit, but React subscribes new input handlers in passive effects
+      // just after it: let those run first, as any human reaction time does.
+      await settle();
       stdin.send(key in KEYS ? KEYS[key as KeyName] : key);
       // A lone ESC is held by Ink's parser (20 ms) in case a sequence follows.
       if (key === 'escape') await new Promise((r) => setTimeout(r, 30));
@@ -164,6 +185,7 @@ export function renderInk(tree: ReactElement, size: { columns: number; rows: num
     },
     async type(text) {
       for (const ch of text) {
+        await settle();
         stdin.send(ch);
         await settle();
       }
@@ -174,7 +196,7 @@ export function renderInk(tree: ReactElement, size: { columns: number; rows: num
     },
     async unmount() {
       instance.unmount();
-      await instance.waitUntilExit().catch(() => {});
+      await exited;
     },
   };
 }

@@ -1,0 +1,34 @@
+/**
+ * Revoking is for ever, so it is asked first, naming the key.
+ *
+ *   Revoke key "ci-bot" (ob_sk_…a1B2) of gpu-1?
+ *   Every request with it is refused (401) at once, for ever. This cannot be undone.
+ *     y revoke   n / Esc keep it
+ */
+import { Box, Text, useInput } from 'ink';
+import type { KeyView } from '../../../src/wire/views.js';
+import { useTone } from '../theme.js';
+
+export interface ConfirmRevokeProps {
+  target: KeyView;
+  busy: boolean;
+  onYes(): void;
+  onNo(): void;
+}
+
+export function ConfirmRevoke({ target, busy, onYes, onNo }: ConfirmRevokeProps) {
+  const tone = useTone();
+  useInput((input, key) => {
+    if (busy) return;
+    if (input === 'y' || input === 'Y') onYes();
+    else if (input === 'n' || input === 'N' || input === 'q' || key.escape) onNo();
+  });
+  return (
+    <Box flexDirection="column" borderStyle="single" borderColor={tone('bad')} paddingX={1}>
+      <Text bold>Revoke key "{target.name}" ({target.hint}) of {target.instance}?</Text>
+      <Text wrap="wrap">Every request with it is refused (401) at once, for ever. This cannot be undone.</Text>
+      <Text> </Text>
+      {busy ? <Text>Revoking…</Text> : <Text><Text bold color={tone('bad')}>y</Text> revoke   <Text bold>n / Esc</Text> keep it</Text>}
+    </Box>
+  );
+}

@@ -1,0 +1,301 @@
+/**
+ * The console: three panes (Instances, Keys, Revocations) and, over them, one modal at a time
+ * (help, new key, revoke confirmation, secret box). Pane keys are handled here; each modal
+ * handles its own keys, so text typed into a name never moves a pane.
+ *
+ * Secrets: only the secret box holds one, in `modal`; confirming it drops the modal, and with it
+ * the only reference the console had. Default keys that become ready while the console is open
+ * are revealed (once) when no modal is open, so a key press meant for something else never
+ * lands on a secret box that just appeared.
+ *
+ *   ob-proxy console · http://127.0.0.1:8080 · ● live                    ? help
+ *   [1 Instances (2)] 2 Keys: gpu-1 (1)  3 Revocations (0)
+ *     ID     MODEL        STATE    ENDPOINT         PACK END (UTC)     KEYS
+ *   › gpu-1  gemma4:26b   ready    http://10.0.0.5… none                  1
+ *   …
+ *   04:01:22 gpu-2 is now stopped: its keys were revoked.
+ *   ↑↓ move  Enter keys  n new key  Tab pane  ? help  q quit
+ */
+import { Box, useApp, useInput, useStdout, useWindowSize } from 'ink';
+import { useCallback, useEffect, useRef, useState } from 'react';
+import type { AuditEvent } from '../../src/domain/key.js';
+import type { KeyView } from '../../src/wire/views.js';
+import { osc52 } from './clipboard.js';
+import type { ConsoleClient } from './console-client.js';
+import { ConfirmRevoke } from './components/confirm-revoke.js';
+import { Disconnected } from './components/disconnected.js';
+import { Header, PANES, type Pane, Tabs } from './components/header.js';
+import { HelpOverlay } from './components/help-overlay.js';
+import { SecretBox, type ShownSecret } from './components/secret-box.js';
+import { type Notice, StatusLine } from './components/status-line.js';
+import { reasonText, shortUtc } from './format.js';
+import { GenerateKey } from './screens/generate-key.js';
+import { InstancesScreen } from './screens/instances-screen.js';
+import { KeysScreen, orderKeys } from './screens/keys-screen.js';
+import { RevocationsScreen, newestFirst } from './screens/revocations-screen.js';
+import { ColourContext, type Tone } from './theme.js';
+import { useDaemon } from './use-daemon.js';
+import { useNow } from './use-now.js';
+
+export interface ConsoleAppProps {
+  client: ConsoleClient;
+  /** False with NO_COLOR or off a terminal. */
+  colour?: boolean;
+  clock?: () => number;
+  retryMs?: number;
+  pollMs?: number;
+  tickMs?: number;
+}
+
+type Modal =
+  | { kind: 'help' }
+  | { kind: 'generate'; preselect: string | null }
+  | { kind: 'revoke'; target: KeyView; busy: boolean }
+  | { kind: 'secret'; shown: ShownSecret };
+
+interface RevealCandidate {
+  keyId: string;
+  instance: string;
+}
+
+const HINTS: Record<Pane | Modal['kind'] | 'down', string> = {
+  instances: '↑↓ move  Enter keys  n new key  Tab pane  ? help  q quit',
+  keys: '↑↓ move  ←→ instance  x revoke  r reveal  n new key  Tab pane  ? help  q back',
+  revocations: '↑↓ move  n new key  Tab pane  ? help  q back',
+  help: 'Esc close',
+  generate: '↑↓ choose an instance  Enter next  Esc back  Ctrl+U clear the name',
+  revoke: 'y revoke  n / Esc keep it',
+  secret: 'c copy  Enter saved: forget it  (Ctrl+C quits; the secret is lost)',
+  down: 'q quit  ? help',
+};
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+function clampIndex(i: number, length: number): number {
+  return Math.max(0, Math.min(i, length - 1));
+}
+
+export function ConsoleApp({ client, colour = true, clock = Date.now, retryMs = 1_000, pollMs = 5_000, tickMs = 15_000 }: ConsoleAppProps) {
+  const { exit } = useApp();
+  const { stdout } = useStdout();
+  const { columns, rows } = useWindowSize();
+  const now = useNow(clock, tickMs);
+
+  const [pane, setPane] = useState<Pane>('instances');
+  const [instanceId, setInstanceId] = useState<string | null>(null);
+  const [keyId, setKeyId] = useState<string | null>(null);
+  const [revIndex, setRevIndex] = useState(0);
+  const [modal, setModal] = useState<Modal | null>(null);
+  const [notice, setNotice] = useState<Notice | null>(null);
+  const [reveals, setReveals] = useState<RevealCandidate[]>([]);
+  const revealing = useRef(false);
+  const toldUnrevealed = useRef(false);
+
+  const say = useCallback((text: string, tone: Tone = 'accent') => {
+    setNotice({ at: new Date(clock()).toISOString(), text, tone });
+  }, [clock]);
+
+  const onEvent = useCallback((e: AuditEvent) => {
+    switch (e.type) {
+      case 'key.created':
+        if (e.keyName === 'default' && e.keyId !== undefined) {
+          setReveals((q) => [...q, { keyId: e.keyId as string, instance: e.instance }]);
+          say(`${e.instance} is ready and has a new default key.`, 'good');
+        } else {
+          say(`Key "${e.keyName ?? ''}" created for ${e.instance}.`);
+        }
+        return;
+      case 'key.revoked':
+        return say(`Key "${e.keyName ?? ''}" of ${e.instance} revoked: ${reasonText(e.reason ?? null)}.`, 'warn');
+      case 'instance.state':
+        return say(`${e.instance} is now ${e.state ?? '?'}${e.reason === undefined ? '' : ': its keys were revoked'}.`, e.state === 'ready' ? 'good' : 'warn');
+      case 'instance.added':
+        return say(`Instance ${e.instance} added (pending).`);
+      case 'instance.removed':
+        return say(`Instance ${e.instance} removed.`, 'warn');
+      case 'instance.extended':
+        return say(`Pack of ${e.instance} extended${e.packEndsAt == null ? '' : ` to ${shortUtc(e.packEndsAt)} UTC`}.`);
+      default:
+        return;
+    }
+  }, [say]);
+
+  const { data, refresh } = useDaemon(client, { retryMs, pollMs, onEvent });
+  const live = data.connection.state === 'live';
+
+  // Selections are kept by id, so live changes to the lists never move them to another row.
+  const instances = data.instances;
+  const instanceIndex = clampIndex(Math.max(0, instances.findIndex((i) => i.id === instanceId)), instances.length);
+  const instance = instances[instanceIndex];
+  const keys = orderKeys(data.keys.filter((k) => k.instance === instance?.id));
+  const keyIndex = clampIndex(Math.max(0, keys.findIndex((k) => k.id === keyId)), keys.length);
+  const currentKey = keys[keyIndex];
+  const revocations = newestFirst(data.revocations);
+  const revSelected = clampIndex(revIndex, revocations.length);
+  const unrevealed = new Set(data.keys.filter((k) => k.revealable && k.status === 'active').map((k) => k.instance));
+
+  const reveal = useCallback((target: RevealCandidate, title: string) => {
+    revealing.current = true;
+    client.revealKey(target.keyId).then((k) => {
+      setModal({ kind: 'secret', shown: { title, secret: k.secret, keyId: k.id, keyName: k.name, instance: k.instance } });
+    }, (err: unknown) => {
+      say(`The default key of ${target.instance} could not be shown: ${errorText(err)}`, 'warn');
+    }).finally(() => {
+      revealing.current = false;
+    });
+  }, [client, say]);
+
+  // Default keys that became ready while open: shown once, when nothing else is on screen.
+  useEffect(() => {
+    if (modal !== null || !live || revealing.current || reveals.length === 0) return;
+    const [next, ...rest] = reveals as [RevealCandidate, ...RevealCandidate[]];
+    const k = data.keys.find((x) => x.id === next.keyId);
+    if (k === undefined) {
+      // Not read yet: wait for the refetch, unless its instance is gone.
+      if (!instances.some((i) => i.id === next.instance)) setReveals(rest);
+      return;
+    }
+    setReveals(rest);
+    // Not revealable: `instances ready` (without --no-wait) or another console showed it.
+    if (k.revealable && k.status === 'active') reveal(next, `${next.instance} is ready: its default key`);
+  }, [modal, live, reveals, data.keys, instances, reveal]);
+
+  // Once, on the first read: default keys nobody has seen yet.
+  useEffect(() => {
+    if (!data.loaded || toldUnrevealed.current) return;
+    toldUnrevealed.current = true;
+    const waiting = data.keys.filter((k) => k.revealable && k.status === 'active');
+    if (waiting.length > 0) {
+      say(`${waiting.map((k) => k.instance).join(', ')}: default key never shown; select it in Keys and press r.`, 'warn');
+    }
+  }, [data.loaded, data.keys, say]);
+
+  const generate = useCallback(async (target: string, name: string) => {
+    const k = await client.createKey(target, name);
+    setModal({ kind: 'secret', shown: { title: `New key "${k.name}" for ${k.instance}`, secret: k.secret, keyId: k.id, keyName: k.name, instance: k.instance } });
+  }, [client]);
+
+  const secretSaved = useCallback((shown: ShownSecret) => {
+    setModal(null);
+    setPane('keys');
+    setInstanceId(shown.instance);
+    setKeyId(shown.keyId);
+    say(`"${shown.keyName}" is active; the console has forgotten its secret.`, 'good');
+    void refresh();
+  }, [refresh, say]);
+
+  const revoke = useCallback((target: KeyView) => {
+    setModal({ kind: 'revoke', target, busy: true });
+    client.revokeKey(target.id).then(() => {
+      say(`Revoked "${target.name}" of ${target.instance}: it answers 401 from now on.`, 'warn');
+    }, (err: unknown) => {
+      say(`Could not revoke "${target.name}": ${errorText(err)}`, 'bad');
+    }).finally(() => {
+      setModal(null);
+      void refresh();
+    });
+  }, [client, refresh, say]);
+
+  const bodyHeight = Math.max(4, rows - 5);
+  const page = Math.max(1, bodyHeight - 5);
+
+  const move = (to: 'up' | 'down' | 'pageUp' | 'pageDown' | 'first' | 'last'): void => {
+    const step = (index: number, length: number): number => {
+      switch (to) {
+        case 'first': return 0;
+        case 'last': return Math.max(0, length - 1);
+        case 'up': return clampIndex(index - 1, length);
+        case 'down': return clampIndex(index + 1, length);
+        case 'pageUp': return clampIndex(index - page, length);
+        case 'pageDown': return clampIndex(index + page, length);
+      }
+    };
+    if (pane === 'instances') setInstanceId(instances[step(instanceIndex, instances.length)]?.id ?? null);
+    else if (pane === 'keys') setKeyId(keys[step(keyIndex, keys.length)]?.id ?? null);
+    else setRevIndex(step(revSelected, revocations.length));
+  };
+
+  useInput((input, key) => {
+    if (input === '?') return setModal({ kind: 'help' });
+    if (key.escape || input === 'q') {
+      if (pane === 'instances' || !live) return exit();
+      return setPane('instances');
+    }
+    if (key.tab) {
+      const at = PANES.indexOf(pane);
+      return setPane(PANES[(at + (key.shift ? PANES.length - 1 : 1)) % PANES.length] as Pane);
+    }
+    if (input === '1' || input === '2' || input === '3') return setPane(PANES[Number(input) - 1] as Pane);
+    if (!live) return say('The daemon is not reachable; the console reconnects on its own.', 'bad');
+    if (key.upArrow || input === 'k') return move('up');
+    if (key.downArrow || input === 'j') return move('down');
+    if (key.pageUp) return move('pageUp');
+    if (key.pageDown) return move('pageDown');
+    if (key.home) return move('first');
+    if (key.end) return move('last');
+    if (input === 'n') return setModal({ kind: 'generate', preselect: instance?.id ?? null });
+    if (pane === 'instances' && key.return && instance !== undefined) {
+      setKeyId(null);
+      return setPane('keys');
+    }
+    if (pane === 'keys') {
+      if (key.leftArrow || key.rightArrow) {
+        const next = instances[clampIndex(instanceIndex + (key.leftArrow ? -1 : 1), instances.length)];
+        setKeyId(null);
+        return setInstanceId(next?.id ?? null);
+      }
+      if (input === 'x' || key.delete) {
+        if (currentKey === undefined) return say('No key selected.', 'warn');
+        if (currentKey.status !== 'active') return say(`"${currentKey.name}" is already revoked.`, 'warn');
+        return setModal({ kind: 'revoke', target: currentKey, busy: false });
+      }
+      if (input === 'r') {
+        if (currentKey?.revealable === true) return reveal({ keyId: currentKey.id, instance: currentKey.instance }, `Default key of ${currentKey.instance}`);
+        return say('Shown once: only an unshown default key can be revealed (n: new key).', 'warn');
+      }
+    }
+  }, { isActive: modal === null });
+
+  const hints = modal !== null ? HINTS[modal.kind] : !live ? HINTS.down : HINTS[pane];
+  const labels: Record<Pane, string> = {
+    instances: `Instances (${instances.length})`,
+    keys: instance === undefined ? 'Keys' : `Keys: ${instance.id} (${instance.activeKeys})`,
+    revocations: `Revocations (${revocations.length})`,
+  };
+
+  let body;
+  if (modal?.kind === 'secret') {
+    const shown = modal.shown;
+    body = <SecretBox shown={shown} baseUrl={data.status?.baseUrl ?? null} width={columns}
+      onCopy={(secret) => stdout.write(osc52(secret))} onSaved={() => secretSaved(shown)} />;
+  } else if (modal?.kind === 'help') {
+    body = <HelpOverlay height={bodyHeight} onClose={() => setModal(null)} />;
+  } else if (!live) {
+    body = <Disconnected connection={data.connection} socketPath={client.socketPath} />;
+  } else if (modal?.kind === 'generate') {
+    body = <GenerateKey instances={instances} keys={data.keys} preselect={modal.preselect} width={columns}
+      onGenerate={generate} onCancel={() => setModal(null)} />;
+  } else if (modal?.kind === 'revoke') {
+    const target = modal.target;
+    body = <ConfirmRevoke target={target} busy={modal.busy} onYes={() => revoke(target)} onNo={() => setModal(null)} />;
+  } else if (pane === 'instances') {
+    body = <InstancesScreen instances={instances} selected={instanceIndex} width={columns} height={bodyHeight} now={now} unrevealed={unrevealed} />;
+  } else if (pane === 'keys') {
+    body = <KeysScreen instance={instance} keys={keys} selected={keyIndex} width={columns} height={bodyHeight} now={now} />;
+  } else {
+    body = <RevocationsScreen revocations={revocations} selected={revSelected} width={columns} height={bodyHeight} />;
+  }
+
+  return (
+    <ColourContext.Provider value={colour}>
+      <Box flexDirection="column" width={columns} height={Math.max(6, rows - 1)}>
+        <Header baseUrl={data.status?.baseUrl ?? null} connection={data.connection} width={columns} />
+        <Tabs pane={pane} labels={labels} />
+        <Box flexDirection="column" height={bodyHeight} overflow="hidden">{body}</Box>
+        <StatusLine notice={notice} hints={hints} />
+      </Box>
+    </ColourContext.Provider>
+  );
+}

@@ -1,0 +1,93 @@
+/**
+ * Pure text formatting for the console: times, reasons, why an instance cannot take keys.
+ * Absolute times are UTC, like every timestamp the CLI and the JSON output print.
+ */
+import type { InstanceView } from '../../src/wire/views.js';
+import type { RevokeReason } from '../../src/domain/key.js';
+
+const MINUTE = 60_000;
+const HOUR = 60 * MINUTE;
+const DAY = 24 * HOUR;
+
+/** "3d 4h", "3h 12m", "12m", "<1m" */
+export function duration(ms: number): string {
+  if (ms < MINUTE) return '<1m';
+  if (ms < HOUR) return `${Math.floor(ms / MINUTE)}m`;
+  if (ms < DAY) return `${Math.floor(ms / HOUR)}h ${Math.floor((ms % HOUR) / MINUTE)}m`;
+  return `${Math.floor(ms / DAY)}d ${Math.floor((ms % DAY) / HOUR)}h`;
+}
+
+/** "12-01 18:00" in UTC. */
+export function shortUtc(iso: string): string {
+  return iso.slice(5, 16).replace('T', ' ');
+}
+
+/** "11-23 04:00:12" in UTC. */
+export function secondsUtc(iso: string): string {
+  return iso.slice(5, 19).replace('T', ' ');
+}
+
+/** The pack end with the time left: "12-01 18:00 3h 12m", "12-01 18:00 ended", or "none". */
+export function packEnd(packEndsAt: string | null, now: number): string {
+  if (packEndsAt === null) return 'none';
+  const left = Date.parse(packEndsAt) - now;
+  return `${shortUtc(packEndsAt)} ${left <= 0 ? 'ended' : duration(left)}`;
+}
+
+/** "just now", "5m ago", "3h ago", "2d ago"; "never" for null. */
+export function ago(iso: string | null, now: number): string {
+  if (iso === null) return 'never';
+  const ms = now - Date.parse(iso);
+  if (ms < MINUTE) return 'just now';
+  if (ms < HOUR) return `${Math.floor(ms / MINUTE)}m ago`;
+  if (ms < DAY) return `${Math.floor(ms / HOUR)}h ago`;
+  return `${Math.floor(ms / DAY)}d ago`;
+}
+
+const REASONS: Record<RevokeReason, string> = {
+  instance_stopped: 'instance stopped',
+  instance_failed: 'instance failed',
+  instance_terminated: 'instance terminated',
+  pack_ended: 'pack ended',
+  manual: 'revoked by operator',
+};
+
+export function reasonText(reason: RevokeReason | null): string {
+  return reason === null ? '' : REASONS[reason];
+}
+
+/** Why keys cannot be created for this instance now; null when they can. */
+export function whyNotReady(i: Pick<InstanceView, 'id' | 'state'>): string | null {
+  switch (i.state) {
+    case 'ready': return null;
+    case 'pending': return `${i.id} is pending, not ready yet: make it ready with \`ob-proxy instances ready ${i.id}\`.`;
+    case 'stopped': return `${i.id} is stopped and its keys were revoked: make it ready again to create keys.`;
+    case 'failed': return `${i.id} failed and its keys were revoked: make it ready again to create keys.`;
+    case 'terminated': return `${i.id} is terminated for good: it can never have keys again.`;
+  }
+}
+
+/** The same, in a few words, for lists. */
+export function whyNotShort(state: InstanceView['state']): string | null {
+  switch (state) {
+    case 'ready': return null;
+    case 'pending': return 'not ready yet';
+    case 'stopped': return 'stopped, keys revoked';
+    case 'failed': return 'failed, keys revoked';
+    case 'terminated': return 'terminated for good';
+  }
+}
+
+/** Cuts to `width` display cells with an ellipsis; pads to exactly `width`. */
+export function fit(text: string, width: number): string {
+  if (width <= 0) return '';
+  const chars = [...text];
+  if (chars.length > width) return width === 1 ? '…' : `${chars.slice(0, width - 1).join('')}…`;
+  return text + ' '.repeat(width - chars.length);
+}
+
+export function compactCount(n: number): string {
+  if (n < 10_000) return String(n);
+  if (n < 1_000_000) return `${Math.round(n / 1000)}k`;
+  return `${(n / 1_000_000).toFixed(1)}M`;
+}

@@ -1,0 +1,71 @@
+/**
+ * Keys of one instance: name, hint, status, default or not, created, last used, requests and
+ * tokens (prompt/completion). Never a secret: the daemon does not keep them.
+ *
+ *   Keys of gpu-1 (gemma4:26b, ready) · ← → other instance
+ *   NAME        HINT         STATUS    DEF CREATED  LAST USED REQS  TOKENS
+ * › ci-bot      ob_sk_…a1B2  active    no  5m ago   just now     3  42/311
+ *   default     ob_sk_…Zz09  active    yes 2h ago   never        0  0/0
+ *
+ *   ci-bot · id 3fA9kQ2mXz1B · created 2026-11-23T04:00:12.000Z
+ *   x revokes it (asks first).
+ */
+import { Box, Text } from 'ink';
+import type { InstanceView, KeyView } from '../../../src/wire/views.js';
+import { type Column, Table, flexWidths } from '../components/table.js';
+import { ago, compactCount, reasonText, secondsUtc } from '../format.js';
+import { stateTone, useTone } from '../theme.js';
+
+export interface KeysScreenProps {
+  instance: InstanceView | undefined;
+  keys: KeyView[];
+  selected: number;
+  width: number;
+  height: number;
+  now: number;
+}
+
+/** Active keys first, then revoked ones; each in creation order. */
+export function orderKeys(keys: KeyView[]): KeyView[] {
+  return [...keys.filter((k) => k.status === 'active'), ...keys.filter((k) => k.status !== 'active')];
+}
+
+export function KeysScreen({ instance, keys, selected, width, height, now }: KeysScreenProps) {
+  const tone = useTone();
+  if (instance === undefined) {
+    return <Text color={tone('muted')}>No instance chosen: pick one on the Instances pane (1) and press Enter.</Text>;
+  }
+  const [nameW] = flexWidths(width, [12, 8, 3, 8, 9, 5, 11], [1], 8) as [number];
+  const columns: Column[] = [
+    { title: 'NAME', width: nameW }, { title: 'HINT', width: 12 }, { title: 'STATUS', width: 8 }, { title: 'DEF', width: 3 },
+    { title: 'CREATED', width: 8 }, { title: 'LAST USED', width: 9 }, { title: 'REQS', width: 5 }, { title: 'TOKENS', width: 11 },
+  ];
+  const rows = keys.map((k) => [
+    { text: k.name, bold: true }, { text: k.hint },
+    { text: k.status, tone: k.status === 'active' ? ('good' as const) : ('bad' as const) },
+    { text: k.isDefault ? 'yes' : 'no' }, { text: ago(k.createdAt, now) }, { text: ago(k.lastUsedAt, now) },
+    { text: compactCount(k.usage.requests).padStart(5) },
+    { text: `${compactCount(k.usage.promptTokens)}/${compactCount(k.usage.completionTokens)}` },
+  ]);
+  const current = keys[selected];
+  return (
+    <Box flexDirection="column">
+      <Text wrap="truncate">
+        Keys of <Text bold>{instance.id}</Text> ({instance.model}, <Text color={tone(stateTone(instance.state))}>{instance.state}</Text>)
+        <Text color={tone('muted')}> · ← → other instance</Text>
+      </Text>
+      <Table columns={columns} rows={rows} selected={selected} height={height - 4}
+        empty={instance.state === 'ready' ? 'No keys yet: n generates one.' : 'No keys.'} />
+      {current === undefined ? null : (
+        <Box flexDirection="column" marginTop={1}>
+          <Text wrap="truncate">{`  ${current.name} · id ${current.id} · created ${secondsUtc(current.createdAt)} UTC`}</Text>
+          {current.status === 'revoked'
+            ? <Text wrap="truncate" color={tone('bad')}>{`  Revoked ${current.revokedAt === null ? '' : secondsUtc(current.revokedAt) + ' UTC'}: ${reasonText(current.revokeReason)}.`}</Text>
+            : current.revealable
+              ? <Text wrap="truncate" color={tone('warn')}>  Its secret was never shown: r reveals it, once. x revokes it (asks first).</Text>
+              : <Text wrap="truncate" color={tone('muted')}>  x revokes it (asks first).</Text>}
+        </Box>
+      )}
+    </Box>
+  );
+}

@@ -1,0 +1,235 @@
+/**
+ * An in-memory daemon behind the ConsoleClient methods, for screen tests: same views, same
+ * refusals (codes and the daemon's own name validation), same events, and a switch to take it
+ * "down" (calls fail with daemon_unreachable, event streams end) and bring it back.
+ * The real daemon is exercised by console-tmux.test.ts.
+ */
+import type { AuditEvent, RevokeReason } from '../../src/domain/key.js';
+import { validateKeyName } from '../../src/domain/validate.js';
+import { obError } from '../../src/errors.js';
+import type { InstanceView, KeyView, KeyWithSecret, RevocationView, StatusView } from '../../src/wire/views.js';
+import type { ConsoleClient } from '../../cli/console/console-client.js';
+
+const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
+
+/** Seeded (mulberry32), so ids and hints are the same on every run and frames can be compared whole. */
+function base62Source(seed: number): (n: number) => string {
+  let a = seed >>> 0;
+  const next = (): number => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  return (n) => Array.from({ length: n }, () => BASE62[Math.floor(next() * 62)]).join('');
+}
+
+interface Follower {
+  onEvent(e: AuditEvent): void;
+  end(): void;
+}
+
+const HALT_REASON: Record<string, RevokeReason> = { stopped: 'instance_stopped', failed: 'instance_failed', terminated: 'instance_terminated' };
+
+export class FakeDaemon implements ConsoleClient {
+  readonly socketPath = '/tmp/obt-fake/ob-proxy.sock';
+  baseUrl = 'http://127.0.0.1:8080';
+  instances: InstanceView[] = [];
+  keys: KeyView[] = [];
+  events: AuditEvent[] = [];
+  /** Every call the console made, in order: [method, ...args]. */
+  calls: unknown[][] = [];
+  /** Secrets the daemon still holds for undisplayed default keys. */
+  private readonly undisplayed = new Map<string, string>();
+  private readonly followers = new Set<Follower>();
+  private isDown = false;
+  private seq = 0;
+  private readonly base62 = base62Source(42);
+  /** Every secret handed to the console (created or revealed), so tests can look for it in frames. */
+  readonly issued: string[] = [];
+  /** A fixed "now" for created/updated times. */
+  constructor(private readonly now: () => number = () => Date.parse('2026-11-23T12:00:00Z')) {}
+
+  private iso(): string {
+    return new Date(this.now()).toISOString();
+  }
+
+  private readonly failures = new Map<string, Error>();
+
+  /** The next call of `method` fails with `err` (a refusal the console must show). */
+  failNext(method: keyof ConsoleClient, err: Error): void {
+    this.failures.set(method, err);
+  }
+
+  private guard(method: string, ...args: unknown[]): void {
+    this.calls.push([method, ...args]);
+    const failure = this.failures.get(method);
+    if (failure !== undefined) {
+      this.failures.delete(method);
+      throw failure;
+    }
+    if (this.isDown) {
+      throw obError('daemon_unreachable', {
+        message: `Cannot reach the ob-proxy daemon at ${this.socketPath} (ECONNREFUSED). Start it with \`ob-proxy serve\`, or pass the right --home/--socket.`,
+      });
+    }
+  }
+
+  private emit(partial: Omit<AuditEvent, 'seq' | 'at'>): void {
+    const e: AuditEvent = { seq: ++this.seq, at: this.iso(), ...partial };
+    this.events.push(e);
+    for (const f of this.followers) f.onEvent(e);
+  }
+
+  private refresh(id: string): void {
+    const inst = this.instances.find((i) => i.id === id);
+    if (inst !== undefined) inst.activeKeys = this.keys.filter((k) => k.instance === id && k.status === 'active').length;
+  }
+
+  // ---- test controls ------------------------------------------------------------------------
+
+  addInstance(id: string, model: string, state: InstanceView['state'], extra: Partial<InstanceView> = {}): InstanceView {
+    const inst: InstanceView = {
+      id, model, state, endpoint: `http://10.0.0.5:11434`, packEndsAt: null, activeKeys: 0,
+      createdAt: this.iso(), updatedAt: this.iso(), ...extra,
+    };
+    this.instances.push(inst);
+    this.emit({ type: 'instance.added', instance: id, state });
+    return inst;
+  }
+
+  /** A key as if created earlier; returns its secret. */
+  addKey(instance: string, name: string, extra: Partial<KeyView> = {}): KeyWithSecret {
+    const id = this.base62(12);
+    const secret = `ob_sk_${id}_${this.base62(38)}`;
+    const key: KeyView = {
+      id, name, instance, status: 'active', hint: `ob_sk_…${secret.slice(-4)}`, isDefault: false,
+      createdAt: this.iso(), lastUsedAt: null, revokedAt: null, revokeReason: null,
+      usage: { requests: 0, promptTokens: 0, completionTokens: 0 }, revealable: false, ...extra,
+    };
+    this.keys.push(key);
+    this.refresh(instance);
+    return { ...key, secret };
+  }
+
+  /** The instance becomes ready and gets a default key; `claimed` = a waiting `instances ready` took the secret. */
+  makeReady(id: string, { claimed }: { claimed: boolean }): KeyWithSecret {
+    const inst = this.instances.find((i) => i.id === id)!;
+    inst.state = 'ready';
+    this.emit({ type: 'instance.state', instance: id, state: 'ready' });
+    const created = this.addKey(id, 'default', { isDefault: true, revealable: !claimed });
+    if (!claimed) this.undisplayed.set(created.id, created.secret);
+    this.emit({ type: 'key.created', instance: id, keyId: created.id, keyName: 'default' });
+    return created;
+  }
+
+  /** stop / fail / terminate: every key revoked, as the daemon does. */
+  halt(id: string, state: 'stopped' | 'failed' | 'terminated'): void {
+    const inst = this.instances.find((i) => i.id === id)!;
+    const reason = HALT_REASON[state]!;
+    for (const k of this.keys) {
+      if (k.instance !== id || k.status !== 'active') continue;
+      this.revokeInPlace(k, reason);
+    }
+    inst.state = state;
+    this.refresh(id);
+    this.emit({ type: 'instance.state', instance: id, state, reason });
+  }
+
+  private revokeInPlace(k: KeyView, reason: RevokeReason): void {
+    k.status = 'revoked';
+    k.revokedAt = this.iso();
+    k.revokeReason = reason;
+    k.revealable = false;
+    this.undisplayed.delete(k.id);
+    this.emit({ type: 'key.revoked', instance: k.instance, keyId: k.id, keyName: k.name, reason });
+  }
+
+  down(): void {
+    this.isDown = true;
+    for (const f of [...this.followers]) f.end();
+  }
+
+  up(): void {
+    this.isDown = false;
+  }
+
+  get followerCount(): number {
+    return this.followers.size;
+  }
+
+  // ---- ConsoleClient --------------------------------------------------------------------------
+
+  async status(): Promise<StatusView> {
+    this.guard('status');
+    return { version: '0.1.0', pid: 1, baseUrl: this.baseUrl, store: '/tmp/db.json', socket: this.socketPath, startedAt: this.iso(), models: ['gemma4:26b', 'qwen3.6:27b'] };
+  }
+
+  async listInstances(): Promise<InstanceView[]> {
+    this.guard('listInstances');
+    return structuredClone(this.instances);
+  }
+
+  async listKeys(instance?: string): Promise<KeyView[]> {
+    this.guard('listKeys');
+    return structuredClone(this.keys.filter((k) => instance === undefined || k.instance === instance));
+  }
+
+  async revocations(): Promise<RevocationView[]> {
+    this.guard('revocations');
+    return this.events.flatMap((e) => (e.type === 'key.revoked'
+      ? [{ keyId: e.keyId!, name: e.keyName!, instance: e.instance, revokedAt: e.at, reason: e.reason! }]
+      : []));
+  }
+
+  async createKey(instance: string, name: string): Promise<KeyWithSecret> {
+    this.guard('createKey', instance, name);
+    const valid = validateKeyName(name);
+    const inst = this.instances.find((i) => i.id === instance);
+    if (inst === undefined) throw obError('instance_not_found', { message: `No instance "${instance}".` });
+    if (inst.state !== 'ready') throw obError('instance_not_ready', { message: `Instance ${instance} is ${inst.state}: keys can be created only for a ready instance.` });
+    const created = this.addKey(instance, valid);
+    this.emit({ type: 'key.created', instance, keyId: created.id, keyName: valid });
+    this.issued.push(created.secret);
+    return created;
+  }
+
+  async revokeKey(id: string): Promise<KeyView> {
+    this.guard('revokeKey', id);
+    const k = this.keys.find((x) => x.id === id);
+    if (k === undefined) throw obError('key_not_found');
+    if (k.status === 'revoked') throw obError('key_revoked');
+    this.revokeInPlace(k, 'manual');
+    this.refresh(k.instance);
+    return structuredClone(k);
+  }
+
+  async revealKey(id: string): Promise<KeyWithSecret> {
+    this.guard('revealKey', id);
+    const k = this.keys.find((x) => x.id === id);
+    const secret = this.undisplayed.get(id);
+    if (k === undefined || secret === undefined) throw obError('reveal_refused');
+    this.undisplayed.delete(id);
+    k.revealable = false;
+    this.emit({ type: 'key.revealed', instance: k.instance, keyId: id, keyName: k.name });
+    this.issued.push(secret);
+    return { ...structuredClone(k), secret };
+  }
+
+  async follow(onEvent: (e: AuditEvent) => void, signal: AbortSignal, onOpen?: () => void): Promise<void> {
+    this.guard('follow');
+    await new Promise<void>((resolve) => {
+      const f: Follower = {
+        onEvent,
+        end: () => {
+          this.followers.delete(f);
+          resolve();
+        },
+      };
+      this.followers.add(f);
+      signal.addEventListener('abort', () => f.end(), { once: true });
+      onOpen?.();
+    });
+  }
+}
