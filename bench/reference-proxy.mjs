@@ -12,7 +12,8 @@ import { createServer } from 'node:http';
 import { Pool } from 'undici';
 
 const upstream = process.argv[process.argv.indexOf('--upstream') + 1];
-const pool = new Pool(upstream, { connections: 256, pipelining: 1, keepAliveTimeout: 4_000 });
+// Unlimited connections, as ob-proxy: each one serves one client request.
+const pool = new Pool(upstream, { connections: null, pipelining: 1, keepAliveTimeout: 4_000 });
 
 // Hop-by-hop headers are the proxy's own business, never forwarded (RFC 9110 §7.6.1).
 const HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'proxy-connection', 'host', 'authorization', 'content-length']);

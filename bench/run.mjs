@@ -6,6 +6,7 @@
  *
  * Flags: --reps N (5) --duration S (2) --warmup S (1) --streams N (2000) --out FILE
  *        --json FILE --no-wrk --no-nginx --no-build --log-level L (warn) --smoke (seconds)
+ *        --only id,id (scenarios; for profiling work, not for RESULTS.md) --no-held
  */
 import { execFile, execFileSync } from 'node:child_process';
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -24,6 +25,7 @@ const { values: a } = parseArgs({
     reps: { type: 'string' }, duration: { type: 'string' }, warmup: { type: 'string' }, streams: { type: 'string' },
     out: { type: 'string' }, json: { type: 'string' }, 'no-wrk': { type: 'boolean' }, 'no-nginx': { type: 'boolean' },
     'no-build': { type: 'boolean' }, 'log-level': { type: 'string' }, smoke: { type: 'boolean' },
+    only: { type: 'string' }, 'no-held': { type: 'boolean' },
   },
 });
 const smoke = a.smoke === true;
@@ -39,6 +41,8 @@ const opts = {
   nginx: a['no-nginx'] !== true && hasNginx(),
   logLevel: a['log-level'] ?? 'warn',
 };
+const only = a.only === undefined ? null : new Set(a.only.split(','));
+const scenarios = SCENARIOS.filter((sc) => only === null || only.has(sc.id));
 const out = resolve(a.out ?? join(ROOT, 'bench/RESULTS.md'));
 const jsonOut = resolve(a.json ?? join(ROOT, 'bench/results/latest.json'));
 const log = (s) => process.stderr.write(`${s}\n`);
@@ -110,11 +114,11 @@ try {
   log(`targets: ${targets.map((t) => `${t.name} ${t.url}`).join(', ')}; wrk ${opts.wrk ? 'yes' : 'no (loadgen instead)'}`);
 
   // Warm-up: JIT, connection pools and sockets, untimed.
-  for (const t of targets) for (const sc of SCENARIOS) await measure(t, sc, opts.warmupS, true);
+  for (const t of targets) for (const sc of scenarios) await measure(t, sc, opts.warmupS, true);
 
   const runs = {};
   for (let rep = 0; rep < opts.reps; rep++) {
-    for (const sc of SCENARIOS) {
+    for (const sc of scenarios) {
       // Targets interleaved within a repetition: drift in the machine's load hits them all alike.
       for (const t of targets) {
         const r = await measure(t, sc, opts.durationS);
@@ -134,7 +138,7 @@ try {
 
   // Held streams: RSS growth while N slow streams are open at once, per stream.
   const held = {};
-  for (const t of targets) {
+  for (const t of a['no-held'] === true ? [] : targets) {
     await new Promise((r) => setTimeout(r, 500));
     const pids = t.pids();
     const base = rssKiB(pids);

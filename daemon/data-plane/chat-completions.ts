@@ -135,18 +135,13 @@ async function relayStream(ctx: DaemonContext, res: ServerResponse, up: Dispatch
   res.flushHeaders();
   const relay = new SseRelay(id, chat.includeUsage);
   try {
-    for await (const chunk of up.body) {
-      const out = relay.push(chunk as Buffer);
-      if (out !== '' && !res.write(out)) await drainedOrClosed(res);
-      if (relay.done || relay.invalid) break;
-    }
+    await pump(up.body, res, relay);
   } finally {
     const usage = relay.usage;
     ctx.usage.addTokens(auth.key, usage?.prompt_tokens ?? 0, usage?.completion_tokens ?? relay.contentChunks);
   }
   if (relay.done) {
-    res.end();
-    up.body.destroy();
+    if (!res.writableEnded) res.end();
     return;
   }
   if (relay.invalid) {
@@ -155,6 +150,53 @@ async function relayStream(ctx: DaemonContext, res: ServerResponse, up: Dispatch
     return;
   }
   endStreamWithError(res, obError('upstream_unavailable', { message: 'The model server ended the stream before it was complete.' }));
+}
+
+/**
+ * Relays the upstream body through the SSE relay with 'data' events (an async iterator costs a
+ * promise per read) and pause/resume for back-pressure. The client's response ends at [DONE];
+ * the few bytes after it (the chunked terminator) are still read, so the upstream connection
+ * goes back to the pool instead of being destroyed and reconnected for the next request.
+ * Resolves at the upstream's end or at an invalid event; rejects on an upstream error (and on
+ * the abort that follows a client disconnect).
+ */
+function pump(body: Dispatcher.ResponseData['body'], res: ServerResponse, relay: SseRelay): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let settled = false;
+    const finish = (err?: unknown): void => {
+      if (settled) return;
+      settled = true;
+      body.off('data', onData);
+      body.off('end', onEnd);
+      body.off('error', finish);
+      body.off('close', onClose);
+      if (err === undefined) resolve();
+      else reject(err instanceof Error ? err : new Error(String(err)));
+    };
+    const onData = (chunk: Buffer): void => {
+      if (relay.done) return;
+      const out = relay.pushBytes(chunk);
+      if (relay.invalid) {
+        finish();
+        return;
+      }
+      if (relay.done) {
+        res.end(out ?? undefined);
+        return;
+      }
+      if (out !== null && !res.write(out)) {
+        body.pause();
+        void drainedOrClosed(res).then(() => body.resume());
+      }
+    };
+    const onEnd = (): void => finish();
+    // A body destroyed without an error event (never expected from undici): do not hang.
+    const onClose = (): void => finish(relay.done ? undefined : new Error('the upstream body closed before its end'));
+    body.on('data', onData);
+    body.on('end', onEnd);
+    body.on('error', finish);
+    body.on('close', onClose);
+  });
 }
 
 /**

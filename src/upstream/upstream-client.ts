@@ -6,8 +6,12 @@ export interface UpstreamOptions {
   connectTimeoutMs: number;
   /** Longest silence between body chunks; defaults to timeoutMs. */
   idleTimeoutMs?: number;
-  /** Connections per endpoint. */
-  connections?: number;
+  /**
+   * Connections per endpoint; default unlimited. Every connection serves one client request
+   * (its own client socket bounds the count), and a cap would queue streams in the proxy,
+   * out of the model server's sight and past the 2,000 concurrent streams we hold.
+   */
+  connections?: number | null;
 }
 
 export interface UpstreamRequest {
@@ -26,6 +30,8 @@ export interface UpstreamRequest {
  */
 export class UpstreamClient {
   private readonly pools = new Map<string, Pool>();
+  /** Parsed endpoints: no URL parse on the request path. */
+  private readonly targets = new Map<string, { origin: string; path: string }>();
 
   constructor(private readonly options: UpstreamOptions) {}
 
@@ -33,7 +39,7 @@ export class UpstreamClient {
     let pool = this.pools.get(origin);
     if (pool === undefined) {
       pool = new Pool(origin, {
-        connections: this.options.connections ?? 256,
+        connections: this.options.connections ?? null,
         pipelining: 1,
         // Shorter than vLLM's 5 s keep-alive, so a socket the server is closing is not reused.
         keepAliveTimeout: 4_000,
@@ -48,7 +54,13 @@ export class UpstreamClient {
   }
 
   request(req: UpstreamRequest): Promise<Dispatcher.ResponseData> {
-    const url = new URL(req.endpoint);
+    let target = this.targets.get(req.endpoint);
+    if (target === undefined) {
+      const url = new URL(req.endpoint);
+      target = { origin: url.origin, path: `${url.pathname.replace(/\/$/, '')}/v1/chat/completions` };
+      if (this.targets.size > 1_000) this.targets.clear();
+      this.targets.set(req.endpoint, target);
+    }
     const headers: Record<string, string> = {
       'content-type': 'application/json',
       accept: req.stream ? 'text/event-stream' : 'application/json',
@@ -56,9 +68,9 @@ export class UpstreamClient {
       'x-request-id': req.requestId,
     };
     if (req.token !== undefined) headers.authorization = `Bearer ${req.token}`;
-    return this.pool(url.origin).request({
+    return this.pool(target.origin).request({
       method: 'POST',
-      path: `${url.pathname.replace(/\/$/, '')}/v1/chat/completions`,
+      path: target.path,
       headers,
       body: req.body,
       signal: req.signal,

@@ -1,0 +1,127 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { JsonFrameCheck, stringLiteralEnd } from '../../src/wire/frame-check.js';
+
+function parses(s: string): boolean {
+  try {
+    JSON.parse(s);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const HEAD = '{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":';
+const TAIL = '},"finish_reason":null}]}';
+
+// Raw text between the quotes: printable characters, escapes good and bad, control characters, quotes.
+const rawContent = fc.array(fc.oneof(
+  fc.string({ maxLength: 4 }),
+  fc.constantFrom('\\n', '\\"', '\\\\', '\\u00e9', '\\uZZZZ', '\\x', '\\', '"', '\n', '\t', '\u0001', 'é', '😀', '}', ']'),
+), { maxLength: 6 }).map((parts) => parts.join(''));
+
+describe('JsonFrameCheck: agrees with JSON.parse on every frame, template hit or not', () => {
+  it('on chunks that differ only in the content string', () => {
+    fc.assert(fc.property(fc.array(rawContent, { minLength: 1, maxLength: 12 }), (contents) => {
+      const check = new JsonFrameCheck();
+      for (const c of contents) {
+        const frame = `${HEAD}"${c}"${TAIL}`;
+        expect(check.isValid(frame)).toBe(parses(frame));
+      }
+    }), { numRuns: 500 });
+  });
+
+  it('on frames whose text around the content also changes, or is cut off', () => {
+    const frame = fc.tuple(fc.constantFrom(HEAD, '{"id":"x","choices":[{"delta":{"content":', '{"content":', '{"a":"\\"content\\":"'), rawContent,
+      fc.constantFrom(TAIL, '}}]}', '}', '}}', '', ',"x":1}'), fc.nat({ max: 300 }))
+      .map(([h, c, t, cut]) => `${h}"${c}"${t}`.slice(0, cut === 0 ? undefined : cut));
+    fc.assert(fc.property(fc.array(frame, { minLength: 1, maxLength: 12 }), (frames) => {
+      const check = new JsonFrameCheck();
+      for (const f of frames) expect(check.isValid(f)).toBe(parses(f));
+    }), { numRuns: 500 });
+  });
+});
+
+describe('stringLiteralEnd', () => {
+  it('finds the end of well-formed literals and refuses broken ones', () => {
+    expect(stringLiteralEnd('"ab"', 0)).toBe(4);
+    expect(stringLiteralEnd('x"a\\"b"y', 1)).toBe(7);
+    expect(stringLiteralEnd('"\\u00e9"', 0)).toBe(8);
+    expect(stringLiteralEnd('"\\u00g9"', 0)).toBe(-1);
+    expect(stringLiteralEnd('"\\q"', 0)).toBe(-1);
+    expect(stringLiteralEnd('"a\nb"', 0)).toBe(-1);
+    expect(stringLiteralEnd('"abc', 0)).toBe(-1);
+    expect(stringLiteralEnd('abc"', 0)).toBe(-1);
+  });
+});
+
+describe('SseRelay framing (one pass over newlines)', () => {
+  const frames = (eol: string): string => [
+    `data: {"id":"a","choices":[{"index":0,"delta":{"content":"h\u00e9llo"}}]}${eol}${eol}`,
+    `: keep-alive comment${eol}${eol}`,
+    `data: {"id":"a","choices":[{"index":0,"delta":{"content":"w\\nrld 😀"}}]}${eol}${eol}`,
+    `data: {"id":"a","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}${eol}${eol}`,
+    `data: [DONE]${eol}${eol}`,
+  ].join('');
+
+  it('gives the same output however the bytes are split, LF or CRLF', async () => {
+    const { SseRelay } = await import('../../src/wire/sse-relay.js');
+    for (const eol of ['\n', '\r\n']) {
+      const bytes = Buffer.from(frames(eol));
+      const whole = new SseRelay('chatcmpl-x', true);
+      const expected = whole.push(bytes);
+      expect(whole.done).toBe(true);
+      expect(expected.match(/^data: /gm)).toHaveLength(4);
+      fc.assert(fc.property(fc.uniqueArray(fc.integer({ min: 1, max: bytes.length - 1 }), { maxLength: 20 }), (cuts) => {
+        const relay = new SseRelay('chatcmpl-x', true);
+        let out = '';
+        let from = 0;
+        for (const at of [...cuts].sort((x, y) => x - y)) {
+          out += relay.push(bytes.subarray(from, at));
+          from = at;
+        }
+        out += relay.push(bytes.subarray(from));
+        expect(out).toBe(expected);
+        expect(relay.done).toBe(true);
+        expect(relay.usage).toEqual({ prompt_tokens: 3, completion_tokens: 2 });
+      }), { numRuns: 300 });
+    }
+  });
+});
+
+describe('SseRelay template path (frames forwarded as bytes)', () => {
+  const head = (role: boolean): string => `data: {"id":"chatcmpl-up","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{${role ? '"role":"assistant",' : ''}"content":`;
+  const tail = '},"finish_reason":null}]}\n\n';
+
+  it('forwards exactly what the string path would, stops at the first invalid frame, however split', async () => {
+    const { SseRelay } = await import('../../src/wire/sse-relay.js');
+    const frame = fc.tuple(fc.boolean(), rawContent).map(([role, c]) => ({ text: `${head(role)}"${c}"${tail}`, data: `${head(role).slice(6)}"${c}"${tail.slice(0, -2)}` }));
+    fc.assert(fc.property(fc.array(frame, { minLength: 1, maxLength: 10 }), fc.array(fc.nat(), { maxLength: 8 }), (frames, cutSeeds) => {
+      // The model: each frame checked with JSON.parse, its id replaced, until the first invalid one.
+      let expected = '';
+      let valid = 0;
+      let invalid = false;
+      for (const f of frames) {
+        if (!parses(f.data)) {
+          invalid = true;
+          break;
+        }
+        valid++;
+        expected += `data: ${f.data.replace('"id":"chatcmpl-up"', '"id":"chatcmpl-x"')}\n\n`;
+      }
+      const bytes = Buffer.from(frames.map((f) => f.text).join(''));
+      const cuts = [...new Set(cutSeeds.map((n) => 1 + (n % Math.max(1, bytes.length - 1))))].sort((x, y) => x - y);
+      const relay = new SseRelay('chatcmpl-x', false);
+      let out = '';
+      let from = 0;
+      for (const at of [...cuts, bytes.length]) {
+        if (relay.invalid) break;
+        out += relay.push(bytes.subarray(from, at));
+        from = at;
+      }
+      expect(out).toBe(expected);
+      expect(relay.invalid).toBe(invalid);
+      expect(relay.contentChunks).toBe(valid);
+    }), { numRuns: 1000 });
+  });
+});
