@@ -132,7 +132,11 @@ async function relayStream(ctx: DaemonContext, res: ServerResponse, up: Dispatch
     'x-accel-buffering': 'no',
     'x-request-id': reqId,
   });
-  res.flushHeaders();
+  // The headers leave with the first chunk when it is already here (one write, not two); when
+  // the model is slow to its first token, they leave on the next turn of the event loop.
+  setImmediate(() => {
+    if (!res.headersSent && !res.destroyed) res.flushHeaders();
+  });
   const relay = new SseRelay(id, chat.includeUsage);
   try {
     await pump(up.body, res, relay);
@@ -153,46 +157,57 @@ async function relayStream(ctx: DaemonContext, res: ServerResponse, up: Dispatch
 }
 
 /**
- * Relays the upstream body through the SSE relay with 'data' events (an async iterator costs a
- * promise per read) and pause/resume for back-pressure. The client's response ends at [DONE];
- * the few bytes after it (the chunked terminator) are still read, so the upstream connection
- * goes back to the pool instead of being destroyed and reconnected for the next request.
- * Resolves at the upstream's end or at an invalid event; rejects on an upstream error (and on
- * the abort that follows a client disconnect).
+ * Relays the upstream body through the SSE relay. On each 'readable' it takes everything
+ * buffered at once (read() joins it): a model server's tokens that came in one socket read go
+ * out in one write, as they arrived, instead of one write per token (per-token writes were
+ * the largest cost left in the streaming profile). Back-pressure: stop reading until 'drain'.
+ * The client's response ends at [DONE]; the bytes after it (the chunked terminator) are still
+ * read, so the upstream connection goes back to the pool instead of being destroyed and
+ * reconnected for the next request. Resolves at the upstream's end or at an invalid event;
+ * rejects on an upstream error (and on the abort that follows a client disconnect).
  */
 function pump(body: Dispatcher.ResponseData['body'], res: ServerResponse, relay: SseRelay): Promise<void> {
   return new Promise((resolve, reject) => {
     let settled = false;
+    let waiting = false;
     const finish = (err?: unknown): void => {
       if (settled) return;
       settled = true;
-      body.off('data', onData);
+      body.off('readable', onReadable);
       body.off('end', onEnd);
       body.off('error', finish);
       body.off('close', onClose);
       if (err === undefined) resolve();
       else reject(err instanceof Error ? err : new Error(String(err)));
     };
-    const onData = (chunk: Buffer): void => {
-      if (relay.done) return;
-      const out = relay.pushBytes(chunk);
-      if (relay.invalid) {
-        finish();
-        return;
-      }
-      if (relay.done) {
-        res.end(out ?? undefined);
-        return;
-      }
-      if (out !== null && !res.write(out)) {
-        body.pause();
-        void drainedOrClosed(res).then(() => body.resume());
+    const onReadable = (): void => {
+      if (waiting || settled) return;
+      let chunk: Buffer | null;
+      while ((chunk = body.read() as Buffer | null) !== null) {
+        if (relay.done) continue;
+        const out = relay.pushBytes(chunk);
+        if (relay.invalid) {
+          finish();
+          return;
+        }
+        if (relay.done) {
+          res.end(out ?? undefined);
+          continue;
+        }
+        if (out !== null && !res.write(out)) {
+          waiting = true;
+          void drainedOrClosed(res).then(() => {
+            waiting = false;
+            onReadable();
+          });
+          return;
+        }
       }
     };
     const onEnd = (): void => finish();
     // A body destroyed without an error event (never expected from undici): do not hang.
     const onClose = (): void => finish(relay.done ? undefined : new Error('the upstream body closed before its end'));
-    body.on('data', onData);
+    body.on('readable', onReadable);
     body.on('end', onEnd);
     body.on('error', finish);
     body.on('close', onClose);
