@@ -104,7 +104,7 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
   return result;
 }
 
-export interface HeldResult { streams: number; allOpenAtOnce: boolean; completed: number; errors: number; ms: number }
+export interface HeldResult { streams: number; allOpenAtOnce: boolean; completed: number; errors: number; firstErrors: string[]; ms: number }
 
 /**
  * Opens `streams` streams at once and holds them open together (the simulator's pace makes each
@@ -117,6 +117,11 @@ export async function holdStreams(baseUrl: string, keys: string[], streams: numb
   let peak = 0;
   let completed = 0;
   let errors = 0;
+  const firstErrors: string[] = [];
+  const fail = (what: string): void => {
+    errors++;
+    if (firstErrors.length < 3) firstErrors.push(what);
+  };
   const started = performance.now();
   await Promise.all(Array.from({ length: streams }, async (_, i) => {
     try {
@@ -137,11 +142,11 @@ export async function holdStreams(baseUrl: string, keys: string[], streams: numb
       if (counted) open--;
       const tokens = [...text.matchAll(/"content":"(t\d+ )"/g)].map((m) => m[1]);
       if (r.statusCode === 200 && text.endsWith('data: [DONE]\n\n') && tokens.join('') === expectedTokens(chunks).join('')) completed++;
-      else errors++;
-    } catch {
-      errors++;
+      else fail(`HTTP ${r.statusCode}, ${tokens.length} tokens, ends: ${text.slice(-160)}`);
+    } catch (err) {
+      fail(`client error: ${(err as Error).message}`);
     }
   }));
   await pool.close();
-  return { streams, allOpenAtOnce: peak === streams, peak, completed, errors, ms: Math.round(performance.now() - started) };
+  return { streams, allOpenAtOnce: peak === streams, peak, completed, errors, firstErrors, ms: Math.round(performance.now() - started) };
 }

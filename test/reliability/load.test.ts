@@ -48,6 +48,7 @@ it('800 streams held open at once, all ending whole', async () => {
   // 30 tokens at 6 a second: each stream lasts ~5 s, longer than opening all of them takes.
   const r = await holdStreams(h.baseUrl, keys, 800, 6, 30);
   console.log(JSON.stringify({ suite: 'load-held', ...r }));
+  expect(r.firstErrors).toEqual([]);
   expect({ completed: r.completed, errors: r.errors }).toEqual({ completed: 800, errors: 0 });
   expect(r.peak).toBe(800);
 }, 120_000);
