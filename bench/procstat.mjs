@@ -66,3 +66,19 @@ export function childPids(pid) {
     return [];
   }
 }
+
+/** Read and write system calls the processes have made so far (/proc/<pid>/io). */
+export function syscalls(pids) {
+  let reads = 0;
+  let writes = 0;
+  for (const pid of pids) {
+    try {
+      const io = readFileSync(`/proc/${pid}/io`, 'utf8');
+      reads += Number(/syscr:\s+(\d+)/.exec(io)?.[1] ?? 0);
+      writes += Number(/syscw:\s+(\d+)/.exec(io)?.[1] ?? 0);
+    } catch {
+      // exited, or /proc/<pid>/io not readable
+    }
+  }
+  return { reads, writes };
+}

@@ -35,10 +35,10 @@ function scenarioTable(sc, byTarget) {
   const ref = byTarget.reference;
   const first = sc.tool === 'loadgen';
   const head = ['target', 'req/s', 'p50 ms', 'p99 ms', ...(first ? ['first chunk p50 ms', 'first chunk p99 ms'] : []),
-    'proxy CPU µs/req', 'peak RSS MiB', '× direct req/s', '× reference req/s', 'added p50 ms', 'added p99 ms', ...(first ? ['added first chunk p50 ms'] : [])];
+    'proxy CPU µs/req', 'proxy syscalls/req (read+write)', 'peak RSS MiB', '× direct req/s', '× reference req/s', 'added p50 ms', 'added p99 ms', ...(first ? ['added first chunk p50 ms'] : [])];
   const rows = Object.entries(byTarget).map(([name, r]) => [
     name, f(r.rps, 0), f(r.p50, 3), f(r.p99, 3), ...(first ? [f(r.firstP50, 3), f(r.firstP99, 3)] : []),
-    name === 'direct' ? '—' : f(r.cpuUsPerReq, 0), f(r.peakRssMiB, 1),
+    name === 'direct' ? '—' : f(r.cpuUsPerReq, 0), name === 'direct' ? '—' : `${f(r.readsPerReq, 1)}+${f(r.writesPerReq, 1)}`, f(r.peakRssMiB, 1),
     f(ratio(r.rps, d?.rps)), f(ratio(r.rps, ref?.rps)), name === 'direct' ? '—' : signed(diff(r.p50, d?.p50)),
     name === 'direct' ? '—' : signed(diff(r.p99, d?.p99)), ...(first ? [name === 'direct' ? '—' : signed(diff(r.firstP50, d?.firstP50))] : []),
   ]);

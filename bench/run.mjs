@@ -13,7 +13,7 @@ import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { cpuSeconds, rssKiB, sampleRss } from './procstat.mjs';
+import { cpuSeconds, rssKiB, sampleRss, syscalls } from './procstat.mjs';
 import { renderReport } from './report.mjs';
 import { HELD, PACED, SCENARIOS, bodies } from './scenarios.mjs';
 import { hasNginx, startNginx, startObProxy, startReference, startUpstream } from './targets.mjs';
@@ -76,13 +76,19 @@ function runLoadgen(target, sc, { durationMs, warmupMs = 0, once = false, concur
 async function measure(target, sc, durationS, warmup = false) {
   const pids = target.pids();
   const cpu0 = cpuSeconds(pids);
+  const sys0 = syscalls(pids);
   const rss = sampleRss(pids);
   const r = sc.tool === 'wrk' && opts.wrk
     ? await runWrk({ url: target.url, path: '/v1/chat/completions', bodyFile: files[sc.body], headers: target.headers, connections: sc.connections, durationS, scriptFile: join(tmp, `${target.name}-${sc.id}.lua`) })
     : await runLoadgen(target, sc, { durationMs: durationS * 1000, warmupMs: warmup ? 0 : Math.min(200, durationS * 400), concurrency: sc.connections });
   const cpu = cpuSeconds(pids) - cpu0;
+  const sys1 = syscalls(pids);
   const peakKiB = rss.stop();
-  return { ...r, tool: sc.tool === 'wrk' && opts.wrk ? 'wrk' : 'loadgen', cpuUsPerReq: r.requests > 0 ? (cpu * 1e6) / r.requests : null, peakRssMiB: peakKiB / 1024 };
+  const per = (n) => (r.requests > 0 ? n / r.requests : null);
+  return {
+    ...r, tool: sc.tool === 'wrk' && opts.wrk ? 'wrk' : 'loadgen', cpuUsPerReq: per(cpu * 1e6), peakRssMiB: peakKiB / 1024,
+    readsPerReq: per(sys1.reads - sys0.reads), writesPerReq: per(sys1.writes - sys0.writes),
+  };
 }
 
 function median(xs) {
@@ -93,7 +99,7 @@ function median(xs) {
 }
 
 function reduce(runs) {
-  const keys = ['rps', 'p50', 'p99', 'firstP50', 'firstP99', 'cpuUsPerReq'];
+  const keys = ['rps', 'p50', 'p99', 'firstP50', 'firstP99', 'cpuUsPerReq', 'readsPerReq', 'writesPerReq'];
   const r = Object.fromEntries(keys.map((k) => [k, median(runs.map((x) => x[k]))]));
   r.peakRssMiB = Math.max(...runs.map((x) => x.peakRssMiB));
   r.requests = runs.reduce((s, x) => s + x.requests, 0);

@@ -5,6 +5,7 @@ import { ObProxyError, obError } from '../../src/errors.js';
 import { completionId } from '../../src/ids.js';
 import { type ChatRequest, validateChatRequest } from '../../src/wire/chat-request.js';
 import { normalizeCompletion, usageOf } from '../../src/wire/chat-response.js';
+import { spliceCompletionId } from '../../src/wire/completion-splice.js';
 import { SseRelay } from '../../src/wire/sse-relay.js';
 import { translateUpstreamError, upstreamStatusError } from '../../src/upstream/upstream-errors.js';
 import type { DaemonContext } from '../context.js';
@@ -113,14 +114,16 @@ async function relayPlain(ctx: DaemonContext, res: ServerResponse, up: Dispatche
   } catch {
     parsed = null;
   }
-  const body = normalizeCompletion(parsed, id, chat.model, Math.floor(ctx.clock.now() / 1000));
+  // Parsed once, for the shape check and usage; the bytes are re-serialised only when the shape needs fixing.
+  let out = spliceCompletionId(text, parsed, id);
+  const body = out !== null ? (parsed as Record<string, unknown>) : normalizeCompletion(parsed, id, chat.model, Math.floor(ctx.clock.now() / 1000));
   if (body === null) {
     writeRawError(res, obError('upstream_error', { message: 'The model server sent an answer that is not a chat completion. Check the instance\'s endpoint.' }), reqId);
     return;
   }
   const usage = usageOf(body);
   ctx.usage.addTokens(auth.key, usage.prompt, usage.completion);
-  const out = JSON.stringify(body);
+  out ??= JSON.stringify(body);
   res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(out), 'x-request-id': reqId });
   res.end(out);
 }

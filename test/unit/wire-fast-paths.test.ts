@@ -1,3 +1,8 @@
+/**
+ * The fast paths of the wire layer (bytes relayed without parsing, ids spliced into text) give
+ * exactly what the slow paths give: checked against JSON.parse and normalizeCompletion on
+ * generated input, split at every boundary.
+ */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { JsonFrameCheck, stringLiteralEnd } from '../../src/wire/frame-check.js';
@@ -123,5 +128,37 @@ describe('SseRelay template path (frames forwarded as bytes)', () => {
       expect(relay.invalid).toBe(invalid);
       expect(relay.contentChunks).toBe(valid);
     }), { numRuns: 1000 });
+  });
+});
+
+describe('spliceCompletionId: the same JSON as normalizeCompletion, or null', () => {
+  it('agrees with normalizeCompletion on answers of every shape', async () => {
+    const { spliceCompletionId } = await import('../../src/wire/completion-splice.js');
+    const { normalizeCompletion } = await import('../../src/wire/chat-response.js');
+    const choice = fc.record({
+      index: fc.oneof(fc.nat(3), fc.constant('0')),
+      message: fc.oneof(fc.record({ role: fc.oneof(fc.constant('assistant'), fc.constant(7)), content: fc.oneof(fc.string(), fc.constant(null)) }, { requiredKeys: [] }), fc.constant(null), fc.constant([])),
+      finish_reason: fc.oneof(fc.constant('stop'), fc.constant(null)),
+      tool: fc.record({ id: fc.string() }),
+    }, { requiredKeys: ['message'] });
+    const answer = fc.record({
+      id: fc.oneof(fc.constant('chatcmpl-1'), fc.constant('a"b'), fc.constant(5)),
+      object: fc.oneof(fc.constant('chat.completion'), fc.constant('other')),
+      created: fc.oneof(fc.constant(1_763_870_000), fc.constant(1.5), fc.constant('x')),
+      model: fc.oneof(fc.constant('gemma4:26b'), fc.constant(''), fc.constant(null)),
+      choices: fc.oneof(fc.array(choice, { maxLength: 3 }), fc.constant({})),
+      usage: fc.record({ prompt_tokens: fc.nat(), completion_tokens: fc.nat() }),
+    }, { requiredKeys: [] });
+    fc.assert(fc.property(answer, fc.boolean(), (a, dupId) => {
+      const text = dupId ? `${JSON.stringify(a).slice(0, -1)},"id":"again"}` : JSON.stringify(a);
+      const parsed = JSON.parse(text) as unknown;
+      const spliced = spliceCompletionId(text, parsed, 'chatcmpl-ours');
+      if (spliced !== null) {
+        expect(JSON.parse(spliced)).toEqual(normalizeCompletion(parsed, 'chatcmpl-ours', 'gemma4:26b', 42));
+      }
+    }), { numRuns: 2000 });
+    // The common answer takes the fast path.
+    const ollama = '{"id":"chatcmpl-7","object":"chat.completion","created":1763870000,"model":"gemma4:26b","system_fingerprint":"fp_ollama","choices":[{"index":0,"message":{"role":"assistant","content":"Hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}';
+    expect(spliceCompletionId(ollama, JSON.parse(ollama), 'chatcmpl-ours')).toBe(ollama.replace('chatcmpl-7', 'chatcmpl-ours'));
   });
 });

@@ -1,0 +1,26 @@
+/**
+ * The fast path of SPEC 2.5 normalisation for a non-streaming answer: when the model server's
+ * answer already has the guaranteed shape, the client gets the server's own text with our id
+ * spliced in, instead of the parsed object spread and stringified again. Returns null whenever
+ * normalizeCompletion would change anything but the id (then it must run): the answer is the
+ * same JSON either way.
+ */
+export function spliceCompletionId(text: string, parsed: unknown, id: string): string | null {
+  if (!isRecord(parsed) || !text.startsWith('{"id":"')) return null;
+  const end = text.indexOf('"', 7);
+  // The id as written must be the id as parsed (no escapes), and appear once: a second "id"
+  // key (or one in a nested object, such as a tool call's) sends us to the slow path.
+  if (end === -1 || parsed.id !== text.slice(7, end) || text.includes('"id"', end)) return null;
+  if (parsed.object !== 'chat.completion' || !Number.isSafeInteger(parsed.created)) return null;
+  if (typeof parsed.model !== 'string' || parsed.model === '' || !Array.isArray(parsed.choices)) return null;
+  for (const c of parsed.choices as unknown[]) {
+    if (!isRecord(c) || typeof c.index !== 'number' || c.finish_reason === undefined) return null;
+    const m = c.message;
+    if (!isRecord(m) || typeof m.role !== 'string' || typeof m.content !== 'string') return null;
+  }
+  return `{"id":"${id}${text.slice(end)}`;
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
