@@ -124,6 +124,8 @@ export function ConsoleApp({ client, colour = true, clock = Date.now, retryMs = 
 
   const { data, refresh } = useDaemon(client, { retryMs, pollMs, onEvent });
   const live = data.connection.state === 'live';
+  // Empty while the daemon is still binding its public port.
+  const baseUrl = data.status === null || data.status.baseUrl === '' ? null : data.status.baseUrl;
 
   // Selections are kept by id, so live changes to the lists never move them to another row.
   const instances = data.instances;
@@ -268,7 +270,7 @@ export function ConsoleApp({ client, colour = true, clock = Date.now, retryMs = 
   let body;
   if (modal?.kind === 'secret') {
     const shown = modal.shown;
-    body = <SecretBox shown={shown} baseUrl={data.status?.baseUrl ?? null} width={columns}
+    body = <SecretBox shown={shown} baseUrl={baseUrl} width={columns}
       onCopy={(secret) => stdout.write(osc52(secret))} onSaved={() => secretSaved(shown)} />;
   } else if (modal?.kind === 'help') {
     body = <HelpOverlay height={bodyHeight} onClose={() => setModal(null)} />;
@@ -291,7 +293,7 @@ export function ConsoleApp({ client, colour = true, clock = Date.now, retryMs = 
   return (
     <ColourContext.Provider value={colour}>
       <Box flexDirection="column" width={columns} height={Math.max(6, rows - 1)}>
-        <Header baseUrl={data.status?.baseUrl ?? null} connection={data.connection} width={columns} />
+        <Header baseUrl={baseUrl} connection={data.connection} width={columns} />
         <Tabs pane={pane} labels={labels} />
         <Box flexDirection="column" height={bodyHeight} overflow="hidden">{body}</Box>
         <StatusLine notice={notice} hints={hints} />

@@ -43,10 +43,14 @@ export class KeystrokeInput extends EventEmitter {
     this.isTTY = source.isTTY === true;
     source.setEncoding('utf8');
     source.on('data', this.onData);
+    // Ink detaches its reader between screens; keys that wait meanwhile go out when it is back.
+    this.on('newListener', (event: string) => {
+      if (event === 'readable') setImmediate(() => this.pump());
+    });
   }
 
   private pump(): void {
-    if (this.scheduled || this.queue.length === 0) return;
+    if (this.scheduled || this.queue.length === 0 || this.listenerCount('readable') === 0) return;
     this.scheduled = true;
     setImmediate(() => {
       this.scheduled = false;

@@ -62,15 +62,17 @@ export function useDaemon(client: ConsoleClient, options: UseDaemonOptions): { d
     let dirty = false;
     let live = false;
     // JSON of what was last shown: an unchanged read does not re-render.
-    const last = { instances: '', keys: '', revocations: '' };
+    const last = { status: '', instances: '', keys: '', revocations: '' };
 
+    // Status is read every time too: a daemon still starting answers on its socket before its
+    // public port is bound, with an empty baseUrl.
     const read = async (): Promise<void> => {
-      const [instances, keys, revocations] = await Promise.all([client.listInstances(), client.listKeys(), client.revocations()]);
+      const [status, instances, keys, revocations] = await Promise.all([client.status(), client.listInstances(), client.listKeys(), client.revocations()]);
       if (ac.signal.aborted) return;
-      const next = { instances: JSON.stringify(instances), keys: JSON.stringify(keys), revocations: JSON.stringify(revocations) };
-      if (next.instances === last.instances && next.keys === last.keys && next.revocations === last.revocations) return;
+      const next = { status: JSON.stringify(status), instances: JSON.stringify(instances), keys: JSON.stringify(keys), revocations: JSON.stringify(revocations) };
+      if (next.status === last.status && next.instances === last.instances && next.keys === last.keys && next.revocations === last.revocations) return;
       Object.assign(last, next);
-      setData((d) => ({ ...d, instances, keys, revocations, loaded: true }));
+      setData((d) => ({ ...d, status, instances, keys, revocations, loaded: true }));
     };
 
     const refresh = async (): Promise<void> => {

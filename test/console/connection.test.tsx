@@ -61,4 +61,16 @@ describe('console: daemon connection', () => {
     await ui.exited;
     expect(fake.followerCount).toBe(0);
   });
+
+  it('when the daemon answers before its public port is bound then the base URL is shown once it is known', async () => {
+    const fake = new FakeDaemon();
+    twoInstances(fake);
+    fake.baseUrl = '';
+    const ui = renderConsole(fake);
+    const early = await ui.waitForFrame('● live');
+    expect(early.split('\n')[0]).toMatch(/^ob-proxy console · ● live +\? help$/);
+    fake.baseUrl = 'http://127.0.0.1:9999';
+    fake.halt('gpu-1', 'stopped'); // any event reads everything again
+    await ui.waitForFrame('ob-proxy console · http://127.0.0.1:9999 · ● live');
+  });
 });

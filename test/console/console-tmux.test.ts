@@ -5,6 +5,7 @@
  * CI installs tmux (.ci/run); nothing here is skipped.
  */
 import { execFile } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import OpenAI, { APIError } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -27,10 +28,16 @@ function tmux(...args: string[]): Promise<string> {
   });
 }
 
-/** Starts `ob-proxy console` in a detached 100×30 tmux session; the pane stays after it exits. */
-async function startConsole(session: string, consoleHome: string): Promise<void> {
-  const command = `'${NODE}' '${BIN}' console --home '${consoleHome}'`;
+/**
+ * Starts `ob-proxy console` in a detached 100×30 tmux session. The pane's shell writes the
+ * console's exit status to `<home>/<session>.exit`: on a loaded machine tmux may take long to
+ * reap an exited pane, so its own "pane dead" flag is not a reliable signal.
+ */
+async function startConsole(session: string, consoleHome: string): Promise<string> {
+  const exitFile = join(consoleHome, `${session}.exit`);
+  const command = `'${NODE}' '${BIN}' console --home '${consoleHome}'; echo $? > '${exitFile}'`;
   await tmux('new-session', '-d', '-s', session, '-x', '100', '-y', '30', command, ';', 'set-option', '-t', session, 'remain-on-exit', 'on');
+  return exitFile;
 }
 
 function screen(session: string): Promise<string> {
@@ -75,7 +82,7 @@ afterAll(async () => {
 
 describe('ob-proxy console in a real terminal (tmux)', () => {
   it('generates a key that works through the proxy, hides it after Enter, revokes it (401 at once) and follows a stop made with the CLI', async () => {
-    await startConsole('main', home);
+    const exitFile = await startConsole('main', home);
     const first = await waitForScreen('main', '● live', 'the console to connect');
     expect(first).toMatch(/› gpu-1 +gemma4:26b +ready +http:\/\/127\.0\.0\.1:\d+ +none +1\n/);
 
@@ -129,7 +136,8 @@ describe('ob-proxy console in a real terminal (tmux)', () => {
     await keys('main', 'q');
     await waitForScreen('main', '[1 Instances (1)]', 'the Instances pane');
     await keys('main', 'q');
-    await eventually(async () => (await tmux('display-message', '-p', '-t', 'main', '#{pane_dead} #{pane_dead_status}')).trim() === '1 0', 'the console to exit 0');
+    const status = await eventually(() => readFile(exitFile, 'utf8').then((s) => s.endsWith('\n') && s.trim()), 'the console to exit', 15_000);
+    expect(status).toBe('0');
   });
 
   it('says the daemon is not running, without a stack, and connects when it starts', async () => {
@@ -141,8 +149,7 @@ describe('ob-proxy console in a real terminal (tmux)', () => {
     expect(down).not.toMatch(/^\s+at /m);
     const late = await startServe(other);
     try {
-      const up = await waitForScreen('down', '● live', 'the reconnection');
-      expect(up).toContain(`ob-proxy console · ${late.baseUrl}`);
+      const up = await waitForScreen('down', `ob-proxy console · ${late.baseUrl} · ● live`, 'the reconnection');
       expect(up).toContain('No instances yet.');
     } finally {
       await keys('down', 'q').catch(() => {});

@@ -68,4 +68,23 @@ describe('keystrokes that reach the terminal together', () => {
     ui.stdin.send('jk\r\u001b[B\t');
     expect(await ui.waitForFrame('tab')).toBe('size 80x24\nkeys: "j" "k" enter down tab');
   });
+
+  it('when keys arrive while nobody reads then they wait, and go out one per turn once a reader is back', async () => {
+    const { KeystrokeInput } = await import('../../cli/console/keystroke-input.js');
+    const { FakeStdin } = await import('../helpers/ink.js');
+    const { eventually } = await import('../helpers/processes.js');
+    const terminal = new FakeStdin();
+    const input = new KeystrokeInput(terminal);
+    terminal.send('ab');
+    const turns: string[][] = [];
+    input.on('readable', () => {
+      const turn: string[] = [];
+      let k: string | null;
+      while ((k = input.read()) !== null) turn.push(k);
+      turns.push(turn);
+    });
+    await eventually(() => turns.length === 2, 'both keys');
+    expect(turns).toEqual([['a'], ['b']]);
+    input.close();
+  });
 });
