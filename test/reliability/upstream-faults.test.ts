@@ -16,6 +16,19 @@ let sim: Simulator;
 let key: string;
 let refusedKey: string;
 let baseline: Record<string, number>;
+let listenersAtStart: Record<string, number>;
+
+/** Listeners on the long-lived emitters a request touches: a leak here grows with every request. */
+function listeners(): Record<string, number> {
+  const out: Record<string, number> = {};
+  const count = (name: string, e: NodeJS.EventEmitter): void => {
+    for (const ev of e.eventNames()) out[`${name}:${String(ev)}`] = e.listenerCount(ev);
+  };
+  count('process', process);
+  count('data-plane', h.daemon.dataPlane.server);
+  count('management', h.daemon.management.server);
+  return out;
+}
 
 async function closedPort(): Promise<number> {
   const srv = createServer();
@@ -33,9 +46,12 @@ beforeAll(async () => {
   sim = s.sim;
   key = await readyInstance(h, 'faults', s.url);
   refusedKey = await readyInstance(h, 'refused', `http://127.0.0.1:${await closedPort()}`);
+  listenersAtStart = listeners();
 });
 
 afterAll(async () => {
+  // Every fault below ran: no listener was left behind on the server or the process.
+  expect(listeners()).toEqual(listenersAtStart);
   await h.stop();
   await sim.close();
   // Everything the daemon and simulator opened (sockets, servers, timers) is gone again.
