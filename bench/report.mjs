@@ -3,7 +3,7 @@
  * Renders one bench run as Markdown: the machine, one table per scenario with ratios to the
  * direct and reference runs of the same run, the targets of issue 4 checked, streams held.
  */
-import { execFileSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { cpus, release, totalmem } from 'node:os';
 import { SCENARIOS } from './scenarios.mjs';
 
@@ -13,20 +13,20 @@ const ratio = (x, y) => (x == null || y == null || y === 0 ? null : x / y);
 const diff = (x, y) => (x == null || y == null ? null : x - y);
 
 function version(cmd, args) {
-  try {
-    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim().split('\n')[0];
-  } catch (err) {
-    const s = `${err.stdout ?? ''}${err.stderr ?? ''}`.trim().split('\n')[0];
-    return s === '' ? 'not installed' : s;
-  }
+  // nginx -v and wrk --version print on stderr, and wrk exits 1.
+  const r = spawnSync(cmd, args, { encoding: 'utf8' });
+  if (r.error !== undefined) return `${cmd} not installed`;
+  const line = `${r.stdout ?? ''}${r.stderr ?? ''}`.trim().split('\n')[0] ?? '';
+  return line.replace(/ Copyright.*$/, '');
 }
 
-export function machine() {
+export function machine(load) {
   const c = cpus();
   return [
     `- CPU: ${c.length} × ${c[0]?.model ?? 'unknown'}; memory ${(totalmem() / 2 ** 30).toFixed(1)} GiB; Linux ${release()}`,
     `- Node ${process.version}; ${version('wrk', ['--version'])}; ${version('nginx', ['-v'])}`,
     '- Load generator, proxy and upstream share these cores (all on 127.0.0.1); the machine may be shared with other work.',
+    ...(load === undefined ? [] : [`- Load average (1 min) at the start and end of the run: ${load.start.toFixed(2)} and ${load.end.toFixed(2)} (above 0 means other work competed for the cores; p99 figures suffer first)`]),
   ].join('\n');
 }
 
@@ -81,9 +81,9 @@ export function renderReport(doc) {
   const parts = [
     '# ob-proxy benchmark results', '',
     `Written by \`npm run bench\` (bench/run.mjs) on ${doc.finished}. Do not edit by hand: re-run.`, '',
-    '## Machine', '', machine(), '',
+    '## Machine', '', machine(doc.load), '',
     '## Method', '',
-    `Targets: ${doc.targets.join(', ')}; \`direct\` is the fixed-body upstream (bench/upstream.mjs) without a proxy, the limit; \`reference\` is bench/reference-proxy.mjs, a ~100-line node:http + undici Pool proxy with no auth or validation; ob-proxy runs as \`ob-proxy serve --log-level ${o.logLevel}\` with an instance made ready through the CLI.`,
+    `Targets: ${doc.targets.join(', ')}; \`direct\` is the fixed-body upstream (bench/upstream.mjs) without a proxy, the limit; \`reference\` is bench/reference-proxy.mjs, a ~100-line node:http + undici Pool proxy with no auth or validation; ob-proxy runs as \`node ${o.nodeFlags.join(' ')} dist/bin/ob-proxy.js serve --log-level ${o.logLevel}\` with an instance made ready through the CLI; the reference runs with the same Node flags (${o.nodeFlags.length === 0 ? 'none' : o.nodeFlags.join(' ')}).`,
     `Each scenario: ${o.warmupS} s warm-up per target, then ${o.reps} repetitions of ${o.durationS} s, targets interleaved within each repetition; the tables show medians (peak RSS: the maximum). Load: ${o.wrk ? 'wrk -t1 (a separate process)' : 'bench/loadgen.mjs (wrk not installed)'} for throughput and latency; bench/loadgen.mjs (a separate Node process) for time to first chunk and stream checks.`,
     'Proxy CPU is utime+stime of the proxy\'s processes from /proc over the run, divided by the requests completed. Added latency is the target\'s percentile minus the direct run\'s in the same repetition set.', '',
     '## Targets of issue 4 (ob-proxy)', '',

@@ -7,10 +7,12 @@
  * Flags: --reps N (5) --duration S (2) --warmup S (1) --streams N (2000) --out FILE
  *        --json FILE --no-wrk --no-nginx --no-build --log-level L (warn) --smoke (seconds)
  *        --only id,id (scenarios; for profiling work, not for RESULTS.md) --no-held
+ *        --node-flags "…" (V8 flags for both Node proxies; default the production advice of
+ *        docs/performance.md, --max-semi-space-size=4; "" for Node's defaults)
  */
 import { execFile, execFileSync } from 'node:child_process';
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { cpuSeconds, rssKiB, sampleRss, syscalls } from './procstat.mjs';
@@ -25,7 +27,7 @@ const { values: a } = parseArgs({
     reps: { type: 'string' }, duration: { type: 'string' }, warmup: { type: 'string' }, streams: { type: 'string' },
     out: { type: 'string' }, json: { type: 'string' }, 'no-wrk': { type: 'boolean' }, 'no-nginx': { type: 'boolean' },
     'no-build': { type: 'boolean' }, 'log-level': { type: 'string' }, smoke: { type: 'boolean' },
-    only: { type: 'string' }, 'no-held': { type: 'boolean' },
+    only: { type: 'string' }, 'no-held': { type: 'boolean' }, 'node-flags': { type: 'string' },
   },
 });
 const smoke = a.smoke === true;
@@ -40,6 +42,8 @@ const opts = {
   wrk: a['no-wrk'] !== true && hasWrk(),
   nginx: a['no-nginx'] !== true && hasNginx(),
   logLevel: a['log-level'] ?? 'warn',
+  // Same runtime flags for ob-proxy and the reference, so their ratios compare code, not settings.
+  nodeFlags: (a['node-flags'] ?? '--max-semi-space-size=4').split(' ').filter(Boolean),
 };
 const only = a.only === undefined ? null : new Set(a.only.split(','));
 const scenarios = SCENARIOS.filter((sc) => only === null || only.has(sc.id));
@@ -110,12 +114,13 @@ function reduce(runs) {
 }
 
 const started = new Date();
+const loadStart = loadavg()[0];
 const targets = [];
 try {
   const upstream = await startUpstream();
   targets.push(upstream);
-  targets.push(await startObProxy(upstream.url, { logLevel: opts.logLevel }));
-  targets.push(await startReference(upstream.url));
+  targets.push(await startObProxy(upstream.url, { logLevel: opts.logLevel, nodeArgs: opts.nodeFlags }));
+  targets.push(await startReference(upstream.url, { nodeArgs: opts.nodeFlags }));
   if (opts.nginx) targets.push(await startNginx(upstream.url));
   log(`targets: ${targets.map((t) => `${t.name} ${t.url}`).join(', ')}; wrk ${opts.wrk ? 'yes' : 'no (loadgen instead)'}`);
 
@@ -155,7 +160,7 @@ try {
     log(`held ${opts.streams} streams ${t.name}: ${r.requests} done, max open ${r.maxOpen}, ${held[t.name].perStreamKB.toFixed(1)} KB each, errors ${r.errors + r.non200 + r.badStreams}`);
   }
 
-  const doc = { started: started.toISOString(), finished: new Date().toISOString(), opts, targets: targets.map((t) => t.name), results, paced, held };
+  const doc = { started: started.toISOString(), finished: new Date().toISOString(), load: { start: loadStart, end: loadavg()[0] }, opts, targets: targets.map((t) => t.name), results, paced, held };
   mkdirSync(dirname(jsonOut), { recursive: true });
   writeFileSync(jsonOut, `${JSON.stringify(doc, null, 2)}\n`);
   writeFileSync(out, renderReport(doc));
