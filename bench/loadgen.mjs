@@ -20,6 +20,12 @@ const headers = { ...o.headers, 'content-type': 'application/json', 'content-len
 const latencies = [];
 const firsts = [];
 let errors = 0;
+/** The first few failures, for the report: a count alone does not say what broke. */
+const errorSamples = [];
+const failed = (err) => {
+  if (measuring) errors++;
+  if (errorSamples.length < 3) errorSamples.push(`${err.code ?? ''} ${err.message}`.trim());
+};
 let non200 = 0;
 let badStreams = 0;
 let mergedReads = 0;
@@ -65,14 +71,14 @@ function once() {
         }
         resolve();
       });
-      res.on('error', () => {
+      res.on('error', (err) => {
         open--;
-        if (measuring) errors++;
+        failed(err);
         resolve();
       });
     });
-    req.on('error', () => {
-      if (measuring) errors++;
+    req.on('error', (err) => {
+      failed(err);
       resolve();
     });
     req.end(body);
@@ -113,7 +119,7 @@ const elapsed = o.measuredMs ?? performance.now() - started;
 latencies.sort((a, b) => a - b);
 firsts.sort((a, b) => a - b);
 console.log(JSON.stringify({
-  requests: latencies.length, errors, non200, badStreams, mergedReads, maxOpen,
+  requests: latencies.length, errors, errorSamples, non200, badStreams, mergedReads, maxOpen,
   rps: (latencies.length / elapsed) * 1000,
   p50: pct(latencies, 50), p99: pct(latencies, 99),
   firstP50: pct(firsts, 50), firstP99: pct(firsts, 99),

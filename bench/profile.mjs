@@ -47,8 +47,9 @@ for (const n of prof.nodes) {
   const where = cf.url === '' ? '(native)' : cf.url.replace(/^file:\/\//, '').replace(`${ROOT}/`, '').replace(/.*node_modules\//, 'node_modules/');
   const fn = `${cf.functionName || '(anonymous)'} ${where}:${cf.lineNumber + 1}`;
   byFn.set(fn, (byFn.get(fn) ?? 0) + us);
-  const key = where.startsWith('node_modules/') ? where.split('/').slice(0, 2).join('/') : where.startsWith('node:') ? where : where;
-  byFile.set(key, (byFile.get(key) ?? 0) + us);
+  const key = where.startsWith('node_modules/') ? where.split('/').slice(0, 2).join('/') : where;
+  // Idle is not work: kept out of the per-file shares, which are shares of busy time.
+  if (cf.functionName !== '(idle)') byFile.set(key, (byFile.get(key) ?? 0) + us);
 }
 const idle = (byFn.get('(idle) (native):0') ?? 0);
 const busy = total - idle;

@@ -96,7 +96,7 @@ export function renderReport(doc) {
     ...Object.entries(doc.paced).map(([n, r]) => `| ${n} | ${r.requests} | ${r.badStreams + r.errors + r.non200} | ${r.mergedReads} | ${f(r.firstP50, 3)} | ${f(r.p50, 3)} |`), '',
     `### ${o.streams} concurrent slow streams (${o.heldChunks} chunks, ${o.heldPaceMs} ms apart)`, '',
     '| target | completed | failed | max open at once | RSS before MiB | peak RSS MiB | KB per stream |', '|---|---|---|---|---|---|---|',
-    ...Object.entries(doc.held).map(([n, r]) => `| ${n}${n === 'direct' ? ' (the upstream itself)' : ''} | ${r.requests} | ${r.errors + r.non200 + r.badStreams} | ${r.maxOpen} | ${f(r.baseMiB, 1)} | ${f(r.peakMiB, 1)} | ${f(r.perStreamKB, 1)} |`), '',
+    ...Object.entries(doc.held).map(([n, r]) => `| ${n}${n === 'direct' ? ' (the upstream itself)' : ''} | ${r.requests} | ${r.errors + r.non200 + r.badStreams}${r.errorSamples?.length > 0 ? ` (${r.errorSamples.join('; ')})` : ''} | ${r.maxOpen} | ${f(r.baseMiB, 1)} | ${f(r.peakMiB, 1)} | ${f(r.perStreamKB, 1)} |`), '',
   ];
   return `${parts.join('\n')}\n`;
 }
