@@ -97,19 +97,28 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
 
   const management = buildManagementPlane(ctx);
   const dataPlane = buildDataPlane(ctx);
-  await management.listen({ path: config.socket });
-  await chmod(config.socket, 0o600);
+  // The public port first: whoever reaches the socket can then always learn the base URL.
   try {
     await dataPlane.listen({ host: config.host, port: config.port });
   } catch (err) {
-    await management.close();
-    await unlink(config.socket).catch(() => {});
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EADDRINUSE' || code === 'EACCES' || code === 'EADDRNOTAVAIL') {
+      throw new Error(`Cannot listen on ${config.host}:${config.port} (${code}): ${code === 'EADDRINUSE' ? 'something else holds that port' : 'the address or port is not available'}. Choose another with --port / --host (npm run demo -- --port 9090).`, { cause: err });
+    }
     throw err;
   }
   const addr = dataPlane.server.address();
   const port = typeof addr === 'object' && addr !== null ? addr.port : config.port;
   const host = config.host.includes(':') ? `[${config.host}]` : config.host;
   ctx.baseUrl = `http://${host}:${port}`;
+  try {
+    await management.listen({ path: config.socket });
+    await chmod(config.socket, 0o600);
+  } catch (err) {
+    await dataPlane.close();
+    await unlink(config.socket).catch(() => {});
+    throw err;
+  }
   log.info({ baseUrl: ctx.baseUrl, socket: config.socket, store: store.location, version: deps.version }, 'ob-proxy serving');
 
   let stopping: Promise<void> | null = null;
