@@ -12,6 +12,7 @@ import type { DaemonContext } from '../context.js';
 import type { AuthContext } from './auth-hook.js';
 import { replyError, writeRawError } from './send-error.js';
 
+const INFO_LEVELS = new Set(['trace', 'debug', 'info']);
 const JSON_TYPE = /^application\/json\s*(;|$)/i;
 
 function parseBody(request: FastifyRequest): Record<string, unknown> {
@@ -55,7 +56,10 @@ export function makeChatHandler(ctx: DaemonContext) {
     reply.hijack();
     const started = performance.now();
     await proxy(ctx, request, reply.raw, auth, chat);
-    ctx.log.info({ reqId: request.id, key: auth.key.id, instance: auth.instance.id, stream: chat.stream, status: reply.raw.statusCode, ms: Math.round((performance.now() - started) * 100) / 100 }, 'chat completion');
+    // The access line; its object is not even built when info is off (--log-level warn).
+    if (INFO_LEVELS.has(ctx.log.level)) {
+      ctx.log.info({ reqId: request.id, key: auth.key.id, instance: auth.instance.id, stream: chat.stream, status: reply.raw.statusCode, ms: Math.round((performance.now() - started) * 100) / 100 }, 'chat completion');
+    }
   };
 }
 

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { INSTANCE_STATES } from '../../src/domain/instance.js';
-import { obError } from '../../src/errors.js';
+import { ObProxyError, obError } from '../../src/errors.js';
 import type { ReadyView } from '../../src/wire/views.js';
 import type { DaemonContext } from '../context.js';
 import { readToken } from '../upstream-tokens.js';
@@ -43,16 +43,28 @@ export function registerInstanceRoutes(app: FastifyInstance, ctx: DaemonContext)
     const { instance, defaultKey } = await lc.ready(request.params.id, { endpoint: b.endpoint, upstreamTokenFile: b.upstreamTokenFile });
     await ctx.upstreamTokens.load(instance);
     ctx.packTimerChanged();
-    const view: ReadyView = { ...viewInstance(ctx, instance), defaultKey: null };
     if (b.wait === false) {
-      defaultKey.catch((err: unknown) => ctx.log.error({ err, instance: instance.id }, 'default key creation failed'));
+      defaultKey.catch((err: unknown) => ctx.log.error({ err: (err as Error).message, instance: instance.id }, 'default key creation failed'));
+      const view: ReadyView = { ...viewInstance(ctx, instance), defaultKey: null };
       return view;
     }
-    const key = await defaultKey;
-    if (key !== null) {
-      view.defaultKey = { id: key.id, name: key.name, secret: lc.claimSecret(key.id) };
+    let key;
+    try {
+      key = await defaultKey;
+    } catch (err) {
+      // The move to ready was written; only the key was not. Say so, and how to get one.
+      if (err instanceof ObProxyError && err.code === 'store_write_failed') {
+        throw obError('store_write_failed', {
+          message: `Instance ${instance.id} is ready, but its default key could not be written (${err.message}) Once the store is writable, create one with \`ob-proxy keys create --instance ${instance.id} --name default\`.`,
+        });
+      }
+      throw err;
     }
-    return { ...view, ...viewInstance(ctx, lc.getInstance(instance.id)), defaultKey: view.defaultKey };
+    const view: ReadyView = {
+      ...viewInstance(ctx, lc.getInstance(instance.id)),
+      defaultKey: key === null ? null : { id: key.id, name: key.name, secret: lc.claimSecret(key.id) },
+    };
+    return view;
   });
 
   app.post<{ Params: Params }>('/v1/instances/:id/pending', async (request) => viewInstance(ctx, await lc.pending(request.params.id)));

@@ -7,9 +7,17 @@ import type { KeyRecord } from '../domain/key.js';
  */
 export class UsageTracker {
   private dirty = new Set<KeyRecord>();
+  // Formatting a date costs more than the rest of the bookkeeping; requests in the same
+  // millisecond share one string.
+  private lastMs = Number.NaN;
+  private lastIso = '';
 
   record(key: KeyRecord, nowMs: number, promptTokens: number, completionTokens: number): void {
-    key.lastUsedAt = iso(nowMs);
+    if (nowMs !== this.lastMs) {
+      this.lastMs = nowMs;
+      this.lastIso = iso(nowMs);
+    }
+    key.lastUsedAt = this.lastIso;
     key.usage.requests += 1;
     key.usage.promptTokens += promptTokens;
     key.usage.completionTokens += completionTokens;
