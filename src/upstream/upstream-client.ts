@@ -19,7 +19,6 @@ export interface UpstreamRequest {
   body: string | Buffer;
   stream: boolean;
   requestId: string;
-  signal: AbortSignal;
   /** Bearer token for the model server, when the instance has one; never the client's key. */
   token?: string | undefined;
 }
@@ -53,7 +52,12 @@ export class UpstreamClient {
     return pool;
   }
 
-  request(req: UpstreamRequest): Promise<Dispatcher.ResponseData> {
+  /**
+   * Sends the request and hands the answer to `handler` as it arrives. The handler API, not
+   * `request()`: no AbortController, promise or body stream per request (the controller it
+   * receives aborts, pauses and resumes), which the profile showed as undici's extra cost.
+   */
+  dispatch(req: UpstreamRequest, handler: Dispatcher.DispatchHandler): void {
     let target = this.targets.get(req.endpoint);
     if (target === undefined) {
       const url = new URL(req.endpoint);
@@ -68,13 +72,7 @@ export class UpstreamClient {
       'x-request-id': req.requestId,
     };
     if (req.token !== undefined) headers.authorization = `Bearer ${req.token}`;
-    return this.pool(target.origin).request({
-      method: 'POST',
-      path: target.path,
-      headers,
-      body: req.body,
-      signal: req.signal,
-    });
+    this.pool(target.origin).dispatch({ method: 'POST', path: target.path, headers, body: req.body }, handler);
   }
 
   async close(): Promise<void> {

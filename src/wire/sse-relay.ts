@@ -54,8 +54,19 @@ export class SseRelay {
    * every chunk as a string cost as much CPU as the whole reference proxy spends per stream.
    */
   pushBytes(chunk: Buffer): Buffer | null {
-    const buf = this.pending === null ? chunk : Buffer.concat([this.pending, chunk]);
     const out: Buffer[] = [];
+    const outLen = this.pushInto(chunk, out);
+    if (outLen === 0) return null;
+    return out.length === 1 ? (out[0] as Buffer) : Buffer.concat(out, outLen);
+  }
+
+  /**
+   * As pushBytes, but appends the output's pieces to `out` (slices of the input and of the
+   * learned template) and returns their total length: a caller that gathers several reads
+   * copies the bytes once, when it writes them.
+   */
+  pushInto(chunk: Buffer, out: Buffer[]): number {
+    const buf = this.pending === null ? chunk : Buffer.concat([this.pending, chunk]);
     let outLen = 0;
     let start = 0;
     let from = this.scanned;
@@ -98,8 +109,7 @@ export class SseRelay {
       this.pending = start === 0 && buf !== chunk ? buf : Buffer.from(buf.subarray(start));
       this.scanned = Math.max(0, from - start);
     }
-    if (outLen === 0) return null;
-    return out.length === 1 ? (out[0] as Buffer) : Buffer.concat(out, outLen);
+    return outLen;
   }
 
   /** Appends the frame's output to `out`; returns its length. */

@@ -1,0 +1,282 @@
+import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
+import type { Dispatcher } from 'undici';
+import { type ObProxyError, obError } from '../../src/errors.js';
+import { normalizeCompletion, usageOf } from '../../src/wire/chat-response.js';
+import { spliceCompletionId } from '../../src/wire/completion-splice.js';
+import { SseRelay } from '../../src/wire/sse-relay.js';
+import { translateUpstreamError, upstreamStatusError } from '../../src/upstream/upstream-errors.js';
+import { writeRawError } from './send-error.js';
+
+type Controller = Dispatcher.DispatchController;
+
+export interface RelayContext {
+  res: ServerResponse;
+  /** Our completion id (Ollama's collide). */
+  id: string;
+  model: string;
+  reqId: string;
+  nowSec(): number;
+  /** Called once, when the exchange is over, with the tokens to count. */
+  countTokens(prompt: number, completion: number): void;
+}
+
+function contentType(headers: IncomingHttpHeaders): string | undefined {
+  const v = headers['content-type'];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+/**
+ * What both relays share: the client's disconnect aborts the upstream request (also when it
+ * comes before undici has started it), an error status is collected and passed on in our shape,
+ * and `done` settles exactly once, when the exchange is over.
+ */
+abstract class Relay implements Dispatcher.DispatchHandler {
+  protected controller: Controller | null = null;
+  protected clientGone = false;
+  protected status = 0;
+  private errorType: string | undefined;
+  private errorBody: Buffer[] | null = null;
+  private settled = false;
+  private resolve!: () => void;
+  readonly done = new Promise<void>((r) => { this.resolve = r; });
+
+  constructor(protected readonly c: RelayContext) {
+    c.res.on('close', this.onClientClose);
+  }
+
+  private readonly onClientClose = (): void => {
+    if (this.c.res.writableFinished) return;
+    this.clientGone = true;
+    this.controller?.abort(new Error('the client went away'));
+  };
+
+  onRequestStart(controller: Controller): void {
+    this.controller = controller;
+    if (this.clientGone) controller.abort(new Error('the client went away'));
+  }
+
+  onResponseStart(_controller: Controller, statusCode: number, headers: IncomingHttpHeaders): void {
+    this.status = statusCode;
+    if (statusCode !== 200) {
+      this.errorType = contentType(headers);
+      this.errorBody = [];
+      return;
+    }
+    this.start();
+  }
+
+  onResponseData(_controller: Controller, chunk: Buffer): void {
+    if (this.errorBody !== null) this.errorBody.push(chunk);
+    else this.data(chunk);
+  }
+
+  onResponseEnd(): void {
+    if (this.errorBody !== null) {
+      writeRawError(this.c.res, upstreamStatusError(this.status, this.errorType, Buffer.concat(this.errorBody).toString('utf8')), this.c.reqId);
+      this.finish(0, 0);
+      return;
+    }
+    this.end();
+  }
+
+  onResponseError(_controller: Controller, err: Error): void {
+    if (this.settled) return;
+    if (this.clientGone) this.gone();
+    else this.failed(translateUpstreamError(err));
+  }
+
+  protected finish(prompt: number, completion: number): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.c.res.off('close', this.onClientClose);
+    this.c.countTokens(prompt, completion);
+    this.resolve();
+  }
+
+  protected abstract start(): void;
+  protected abstract data(chunk: Buffer): void;
+  protected abstract end(): void;
+  /** The client left; count what was produced. */
+  protected abstract gone(): void;
+  protected abstract failed(err: ObProxyError): void;
+}
+
+/** A non-streaming answer: collected, given our id and the SPEC 2.5 shape, sent in one write. */
+export class PlainRelay extends Relay {
+  private chunks: Buffer[] = [];
+
+  protected start(): void {}
+
+  protected data(chunk: Buffer): void {
+    this.chunks.push(chunk);
+  }
+
+  protected end(): void {
+    const text = Buffer.concat(this.chunks).toString('utf8');
+    this.chunks = [];
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      parsed = null;
+    }
+    // Parsed once, for the shape check and usage; re-serialised only when the shape needs fixing.
+    let out = spliceCompletionId(text, parsed, this.c.id);
+    const body = out !== null ? (parsed as Record<string, unknown>) : normalizeCompletion(parsed, this.c.id, this.c.model, this.c.nowSec());
+    if (body === null) {
+      writeRawError(this.c.res, obError('upstream_error', { message: 'The model server sent an answer that is not a chat completion. Check the instance\'s endpoint.' }), this.c.reqId);
+      this.finish(0, 0);
+      return;
+    }
+    const usage = usageOf(body);
+    out ??= JSON.stringify(body);
+    this.c.res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(out), 'x-request-id': this.c.reqId });
+    this.c.res.end(out);
+    this.finish(usage.prompt, usage.completion);
+  }
+
+  protected gone(): void {
+    this.finish(0, 0);
+  }
+
+  protected failed(err: ObProxyError): void {
+    writeRawError(this.c.res, err, this.c.reqId);
+    this.finish(0, 0);
+  }
+}
+
+/**
+ * A stream: each upstream read goes through the SSE relay and out in one write, as it came.
+ * Back-pressure pauses the upstream until the client drains. The client's response ends at
+ * [DONE]; the rest of the upstream body is still read so its connection returns to the pool.
+ */
+export class StreamRelay extends Relay {
+  private readonly relay: SseRelay;
+  private waiting = false;
+  private pending: Buffer[] = [];
+  private pendingLen = 0;
+  private scheduled = false;
+
+  constructor(c: RelayContext, forwardUsage: boolean) {
+    super(c);
+    this.relay = new SseRelay(c.id, forwardUsage);
+  }
+
+  protected start(): void {
+    const res = this.c.res;
+    res.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache',
+      'x-accel-buffering': 'no',
+      'x-request-id': this.c.reqId,
+    });
+    // The headers leave with the first chunk when it is already here (one write, not two); when
+    // the model is slow to its first token, they leave on the next turn of the event loop.
+    setImmediate(() => {
+      if (!res.headersSent && !res.destroyed) res.flushHeaders();
+    });
+  }
+
+  protected data(chunk: Buffer): void {
+    const relay = this.relay;
+    if (relay.done || relay.invalid) return;
+    const n = relay.pushInto(chunk, this.pending);
+    if (n > 0) {
+      this.pendingLen += n;
+      this.schedule();
+    }
+    if (relay.invalid) {
+      this.flush();
+      this.endWithError(obError('upstream_error', { message: 'The model server sent an event that is not valid JSON; the stream was ended.' }));
+      this.controller?.abort(new Error('invalid event from the model server'));
+      this.count();
+      return;
+    }
+    if (relay.done) this.flush();
+  }
+
+  /**
+   * undici hands over every HTTP chunk of one socket read synchronously, and a model server
+   * sends one chunk per token: gather their pieces and write them once (one copy), on a
+   * microtask, before the next read. The order is kept and nothing waits past this turn.
+   */
+  private schedule(): void {
+    if (!this.scheduled) {
+      this.scheduled = true;
+      queueMicrotask(this.flushQueued);
+    }
+  }
+
+  private readonly flushQueued = (): void => {
+    this.scheduled = false;
+    this.flush();
+  };
+
+  private flush(): void {
+    const res = this.c.res;
+    const parts = this.pending;
+    if (parts.length === 0) return;
+    this.pending = [];
+    const out = parts.length === 1 ? (parts[0] as Buffer) : Buffer.concat(parts, this.pendingLen);
+    this.pendingLen = 0;
+    if (this.relay.done) {
+      if (!res.writableEnded) res.end(out);
+      return;
+    }
+    if (res.writableEnded) return;
+    if (!res.write(out)) this.pauseUntilDrained();
+  }
+
+  private pauseUntilDrained(): void {
+    if (this.waiting) return;
+    const res = this.c.res;
+    this.waiting = true;
+    this.controller?.pause();
+    const resume = (): void => {
+      res.off('drain', resume);
+      res.off('close', resume);
+      this.waiting = false;
+      // After a disconnect the request is aborted: nothing to resume.
+      if (!this.clientGone) this.controller?.resume();
+    };
+    res.on('drain', resume);
+    res.on('close', resume);
+  }
+
+  protected end(): void {
+    this.flush();
+    if (!this.relay.done) this.endWithError(obError('upstream_unavailable', { message: 'The model server ended the stream before it was complete.' }));
+    else if (!this.c.res.writableEnded) this.c.res.end();
+    this.count();
+  }
+
+  protected gone(): void {
+    this.count();
+  }
+
+  protected failed(err: ObProxyError): void {
+    this.flush();
+    if (this.relay.invalid) {
+      this.count();
+      return;
+    }
+    if (!this.c.res.headersSent) writeRawError(this.c.res, err, this.c.reqId);
+    else if (!this.relay.done) this.endWithError(err);
+    this.count();
+  }
+
+  private count(): void {
+    const u = this.relay.usage;
+    this.finish(u?.prompt_tokens ?? 0, u?.completion_tokens ?? this.relay.contentChunks);
+  }
+
+  /** After a 200 has been sent, the only way to say "failed": one error event, no [DONE]. */
+  private endWithError(err: ObProxyError): void {
+    const res = this.c.res;
+    if (res.writableEnded) return;
+    const e = err.code === 'upstream_timeout'
+      ? obError('upstream_timeout', { message: 'The model server sent nothing for too long; the stream was ended.' })
+      : err;
+    res.end(`data: ${JSON.stringify(e.toBody())}\n\n`);
+  }
+}
