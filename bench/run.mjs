@@ -6,7 +6,7 @@
  *
  * Flags: --reps N (5) --duration S (2) --warmup S (1) --streams N (2000) --out FILE
  *        --json FILE --no-wrk --no-nginx --no-build --log-level L (warn) --smoke (seconds)
- *        --only id,id (scenarios; for profiling work, not for RESULTS.md) --no-held
+ *        --only id,id (scenarios; for profiling work: written to bench/results/partial.md) --no-held
  *        --node-flags "…" (V8 flags for both Node proxies; default the production advice of
  *        docs/performance.md, --max-semi-space-size=4; "" for Node's defaults)
  */
@@ -47,7 +47,9 @@ const opts = {
 };
 const only = a.only === undefined ? null : new Set(a.only.split(','));
 const scenarios = SCENARIOS.filter((sc) => only === null || only.has(sc.id));
-const out = resolve(a.out ?? join(ROOT, 'bench/RESULTS.md'));
+// A partial run (--only, --no-held) never overwrites the committed full table.
+const partial = only !== null || a['no-held'] === true;
+const out = resolve(a.out ?? join(ROOT, partial ? 'bench/results/partial.md' : 'bench/RESULTS.md'));
 const jsonOut = resolve(a.json ?? join(ROOT, 'bench/results/latest.json'));
 const log = (s) => process.stderr.write(`${s}\n`);
 

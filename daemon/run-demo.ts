@@ -3,7 +3,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Config } from '../src/config.js';
 import { DEFAULT_MODELS } from '../src/domain/model-id.js';
-import { isObProxyError } from '../src/errors.js';
 import { startDaemon, type DaemonDeps } from './build-daemon.js';
 import { buildSimulator, type Simulator } from './simulate/simulator.js';
 
@@ -80,13 +79,7 @@ export function demoText(run: DemoRun, config: Config): string {
 }
 
 export async function runDemo(config: Config, deps: DaemonDeps, print: (s: string) => void): Promise<void> {
-  let run: DemoRun;
-  try {
-    run = await startDemo(config, deps);
-  } catch (err) {
-    if (isObProxyError(err)) throw err;
-    throw err;
-  }
+  const run = await startDemo(config, deps);
   print(demoText(run, config));
   await new Promise<void>((resolve) => {
     const stop = (): void => {

@@ -41,29 +41,20 @@ export class SseRelay {
 
   constructor(private readonly id: string, private readonly forwardUsage: boolean) {}
 
-  /** Returns the text to write to the client now (possibly empty). */
+  /** The text to write to the client now (possibly empty); for tests and tools. */
   push(chunk: Buffer): string {
-    return this.pushBytes(chunk)?.toString('utf8') ?? '';
-  }
-
-  /**
-   * Returns the bytes to write to the client now, or null. Frames are found on the bytes (a
-   * newline byte never occurs inside a multi-byte UTF-8 character, so nothing is decoded to
-   * split them), and a frame that matches the learned template is forwarded as three slices
-   * without being decoded, parsed or encoded: in profiles, decoding, checking and re-encoding
-   * every chunk as a string cost as much CPU as the whole reference proxy spends per stream.
-   */
-  pushBytes(chunk: Buffer): Buffer | null {
     const out: Buffer[] = [];
-    const outLen = this.pushInto(chunk, out);
-    if (outLen === 0) return null;
-    return out.length === 1 ? (out[0] as Buffer) : Buffer.concat(out, outLen);
+    return this.pushInto(chunk, out) === 0 ? '' : Buffer.concat(out).toString('utf8');
   }
 
   /**
-   * As pushBytes, but appends the output's pieces to `out` (slices of the input and of the
-   * learned template) and returns their total length: a caller that gathers several reads
-   * copies the bytes once, when it writes them.
+   * Feeds one upstream read; appends the output's pieces to `out` (slices of the input and of
+   * the learned template) and returns their total length, so a caller gathering several reads
+   * copies the bytes once, when it writes them. Frames are found on the bytes (a newline byte
+   * never occurs inside a multi-byte UTF-8 character, so nothing is decoded to split them), and
+   * a frame that matches the learned template is forwarded as three slices without being
+   * decoded, parsed or encoded: in profiles, decoding, checking and re-encoding every chunk as a
+   * string cost as much CPU as the whole reference proxy spends per stream.
    */
   pushInto(chunk: Buffer, out: Buffer[]): number {
     const buf = this.pending === null ? chunk : Buffer.concat([this.pending, chunk]);
