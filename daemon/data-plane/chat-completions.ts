@@ -2,7 +2,7 @@ import type { ServerResponse } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ObProxyError, obError } from '../../src/errors.js';
 import { completionId } from '../../src/ids.js';
-import { type ChatRequest, validateChatRequest } from '../../src/wire/chat-request.js';
+import { type ChatRequest, upstreamBody, validateChatRequest } from '../../src/wire/chat-request.js';
 import type { DaemonContext } from '../context.js';
 import type { AuthContext } from './auth-hook.js';
 import { replyError } from './send-error.js';
@@ -72,7 +72,7 @@ function proxy(ctx: DaemonContext, request: FastifyRequest, res: ServerResponse,
   const relay = chat.stream ? new StreamRelay(rc, chat.includeUsage) : new PlainRelay(rc);
   ctx.upstream.dispatch({
     endpoint: auth.instance.endpoint as string,
-    body: chat.rewritten === null ? (request.body as Buffer) : JSON.stringify(chat.rewritten),
+    body: upstreamBody(request.body as Buffer, chat),
     stream: chat.stream,
     requestId: request.id,
     token: ctx.upstreamTokens.get(auth.instance.id),

@@ -12,6 +12,11 @@ export interface ChatRequest {
   includeUsage: boolean;
   /** The body to send upstream, when it differs from the client's bytes; null to forward as is. */
   rewritten: Record<string, unknown> | null;
+  /**
+   * The client's bytes go upstream with `"stream_options":{"include_usage":true}` spliced in:
+   * a stream is otherwise untouched and the client sent no stream_options (see upstreamBody).
+   */
+  addUsage: boolean;
 }
 
 const ROLES = new Set(['user', 'assistant', 'system']);
@@ -106,8 +111,9 @@ export function validateChatRequest(body: Json): ChatRequest {
   }
   const streaming = stream === true;
   // Usage is counted per key for every stream: ask the upstream for it and drop the chunk
-  // before it reaches a client that did not ask.
-  if (streaming && !includeUsage) rewrite = true;
+  // before it reaches a client that did not ask. Options the client sent are merged by a rewrite.
+  const askUsage = streaming && !includeUsage;
+  if (askUsage && so !== undefined) rewrite = true;
 
   let rewritten: Json | null = null;
   if (rewrite) {
@@ -117,7 +123,23 @@ export function validateChatRequest(body: Json): ChatRequest {
       rewritten.max_tokens = body.max_completion_tokens;
       delete rewritten.max_completion_tokens;
     }
-    if (streaming && !includeUsage) rewritten.stream_options = { ...(isObject(so) ? so : {}), include_usage: true };
+    if (askUsage) rewritten.stream_options = { ...(isObject(so) ? so : {}), include_usage: true };
   }
-  return { model, stream: streaming, includeUsage: streaming && includeUsage, rewritten };
+  return { model, stream: streaming, includeUsage: streaming && includeUsage, rewritten, addUsage: askUsage && !rewrite };
+}
+
+const USAGE_OPTION = Buffer.from('"stream_options":{"include_usage":true},');
+
+/**
+ * The bytes to send upstream for a validated request whose raw body is `raw`. Most streams
+ * need only the usage option: it is spliced in after the opening brace (the body has no
+ * stream_options key, so no duplicate is made), instead of serialising the parsed body again,
+ * which costs as much as parsing it did.
+ */
+export function upstreamBody(raw: Buffer, chat: ChatRequest): Buffer | string {
+  if (chat.rewritten !== null) return JSON.stringify(chat.rewritten);
+  if (!chat.addUsage) return raw;
+  // The body parsed as a JSON object, so its first byte other than JSON whitespace is the brace.
+  const at = raw.indexOf(0x7b);
+  return Buffer.concat([raw.subarray(0, at + 1), USAGE_OPTION, raw.subarray(at + 1)]);
 }

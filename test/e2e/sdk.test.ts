@@ -65,6 +65,12 @@ describe('the official openai SDK against ob-proxy serve and ob-proxy simulate',
     expect(chunks[0]!.choices[0]!.delta.role).toBe('assistant');
     expect(chunks.at(-1)!.choices[0]!.finish_reason).toBe('stop');
     expect(chunks.every((c) => c.usage === undefined || c.usage === null)).toBe(true);
+    // Usage is asked of the model server for every stream (for the key's counters), not shown.
+    const got = (await sim.requests()).at(-1)!;
+    expect(got.body).toEqual({
+      model: MODEL, stream: true, stream_options: { include_usage: true },
+      messages: [{ role: 'user', content: 'count [[sim chunks=5 tokensPerSecond=8]]' }],
+    });
   });
 
   it('sends exactly one trailing usage chunk when stream_options.include_usage asks', async () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ObProxyError } from '../../src/errors.js';
-import { validateChatRequest } from '../../src/wire/chat-request.js';
+import { upstreamBody, validateChatRequest } from '../../src/wire/chat-request.js';
 
 const base = { model: 'gemma4:26b', messages: [{ role: 'user', content: 'hi' }] };
 
@@ -16,7 +16,7 @@ function refusal(body: Record<string, unknown>): { code: string; param: string |
 
 describe('chat request validation (SPEC 2.4 and 8)', () => {
   it('accepts a valid body and forwards the bytes untouched', () => {
-    expect(validateChatRequest({ ...base, temperature: 0, top_p: 1, max_tokens: 5 })).toEqual({ model: 'gemma4:26b', stream: false, includeUsage: false, rewritten: null });
+    expect(validateChatRequest({ ...base, temperature: 0, top_p: 1, max_tokens: 5 })).toEqual({ model: 'gemma4:26b', stream: false, includeUsage: false, rewritten: null, addUsage: false });
   });
 
   it.each([
@@ -61,11 +61,24 @@ describe('chat request validation (SPEC 2.4 and 8)', () => {
   });
 
   it('asks the upstream for usage on every stream and remembers whether the client asked', () => {
-    expect(validateChatRequest({ ...base, stream: true })).toEqual({
-      model: 'gemma4:26b', stream: true, includeUsage: false, rewritten: { ...base, stream: true, stream_options: { include_usage: true } },
+    // No stream_options: the client's bytes are kept, the option spliced in.
+    const plain = validateChatRequest({ ...base, stream: true });
+    expect(plain).toEqual({ model: 'gemma4:26b', stream: true, includeUsage: false, rewritten: null, addUsage: true });
+    const raw = Buffer.from(` \n\t{"model":"gemma4:26b","stream":true,"messages":[{"role":"user","content":"{x}"}]}`);
+    const sent = upstreamBody(raw, plain);
+    expect(JSON.parse(sent.toString())).toEqual({ model: 'gemma4:26b', stream: true, messages: [{ role: 'user', content: '{x}' }], stream_options: { include_usage: true } });
+    // stream_options present (null, or without include_usage): merged by a rewrite, never duplicated.
+    expect(validateChatRequest({ ...base, stream: true, stream_options: null })).toEqual({
+      model: 'gemma4:26b', stream: true, includeUsage: false, rewritten: { ...base, stream: true, stream_options: { include_usage: true } }, addUsage: false,
     });
-    expect(validateChatRequest({ ...base, stream: true, stream_options: { include_usage: true } })).toEqual({
-      model: 'gemma4:26b', stream: true, includeUsage: true, rewritten: null,
-    });
+    const merged = validateChatRequest({ ...base, stream: true, stream_options: { include_usage: false, extra: 1 } });
+    expect(JSON.parse(upstreamBody(Buffer.from('{}'), merged).toString())).toEqual({ ...base, stream: true, stream_options: { include_usage: true, extra: 1 } });
+    // Another rewrite (developer role) carries the option in the rewritten body.
+    const dev = validateChatRequest({ model: 'm', stream: true, messages: [{ role: 'developer', content: 'x' }] });
+    expect(dev.addUsage).toBe(false);
+    expect(dev.rewritten).toEqual({ model: 'm', stream: true, messages: [{ role: 'system', content: 'x' }], stream_options: { include_usage: true } });
+    const asked = validateChatRequest({ ...base, stream: true, stream_options: { include_usage: true } });
+    expect(asked).toEqual({ model: 'gemma4:26b', stream: true, includeUsage: true, rewritten: null, addUsage: false });
+    expect(upstreamBody(raw, asked)).toBe(raw);
   });
 });
