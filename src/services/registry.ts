@@ -43,13 +43,25 @@ export class Registry {
     if (key.status !== 'active') return { ok: false, code: 'revoked_api_key', key };
     const instance = this.instances.get(key.instance);
     if (instance === undefined) return { ok: false, code: 'deployment_not_found', key };
-    if (instance.packEndsAt !== null && Date.parse(instance.packEndsAt) <= nowMs && isLive(instance)) {
+    if (instance.packEndsAt !== null && this.packEndMs(instance, instance.packEndsAt) <= nowMs && isLive(instance)) {
       return { ok: false, code: 'revoked_api_key', key, instance, packEnded: true };
     }
     if (requireReady && (instance.state !== 'ready' || instance.endpoint === null)) {
       return { ok: false, code: 'deployment_not_ready', key, instance };
     }
     return { ok: true, key, instance };
+  }
+
+  /** Pack ends as milliseconds, parsed once per instance and date rather than per request. */
+  private readonly packEnds = new Map<string, { at: string; ms: number }>();
+
+  private packEndMs(instance: Instance, at: string): number {
+    let e = this.packEnds.get(instance.id);
+    if (e === undefined || e.at !== at) {
+      e = { at, ms: Date.parse(at) };
+      this.packEnds.set(instance.id, e);
+    }
+    return e.ms;
   }
 
   activeKeyCount(instanceId: string): number {
