@@ -1,4 +1,4 @@
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import type { Instance } from '../../src/domain/instance.js';
 import type { KeyRecord } from '../../src/domain/key.js';
 import { obError } from '../../src/errors.js';
@@ -21,12 +21,14 @@ const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
 /**
  * CONTRACT §3 checks 1 to 4, in an onRequest hook: before the body is read, from memory only.
  * `requireReady` is false for GET /v1/models, which answers whatever the instance's state.
+ * Callback style, not async: nothing here waits, and a promise per request is measurable.
+ * A refusal is sent from the hook and `done` is not called, which ends the request there.
  */
 export function makeAuthHook(ctx: DaemonContext, requireReady: boolean) {
-  return async function authHook(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+  return function authHook(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
     if (ctx.draining) {
       replyError(reply, obError('shutting_down'), { 'retry-after': '1', connection: 'close' });
-      return reply;
+      return;
     }
     const header = request.headers.authorization;
     const match = header === undefined ? null : BEARER.exec(header);
@@ -34,7 +36,7 @@ export function makeAuthHook(ctx: DaemonContext, requireReady: boolean) {
       replyError(reply, obError('missing_api_key', header === undefined ? undefined : {
         message: 'The Authorization header must be "Bearer ob_sk_…" (SDKs: set apiKey).',
       }));
-      return reply;
+      return;
     }
     const now = ctx.clock.now();
     const address = request.ip;
@@ -45,7 +47,7 @@ export function makeAuthHook(ctx: DaemonContext, requireReady: boolean) {
       if (result.code === 'invalid_api_key') {
         if (ctx.badKeys.blocked(address, now)) {
           replyError(reply, obError('rate_limited'), { 'retry-after': String(ctx.badKeys.retryAfterSeconds(address, now)) });
-          return reply;
+          return;
         }
         ctx.badKeys.strike(address, now);
       }
@@ -55,8 +57,9 @@ export function makeAuthHook(ctx: DaemonContext, requireReady: boolean) {
         ? { message: `The deployment "${result.instance.id}" for this API key is ${result.instance.state === 'ready' ? 'without an endpoint' : result.instance.state}. Retry when it is ready.` }
         : undefined;
       replyError(reply, obError(result.code, extra));
-      return reply;
+      return;
     }
     request.auth = { key: result.key, instance: result.instance };
+    done();
   };
 }

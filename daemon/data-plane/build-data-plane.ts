@@ -17,6 +17,9 @@ export function buildDataPlane(ctx: DaemonContext): FastifyInstance {
   const app = Fastify({
     loggerInstance: ctx.log,
     logController: new LogController({ disableRequestLogging: true }),
+    // No child logger per request (a pino child cost 2% of the proxy's CPU): every line the
+    // data plane writes names its request id itself.
+    childLoggerFactory: (logger) => logger,
     bodyLimit: ctx.config.bodyLimit,
     genReqId: () => requestId(),
     requestIdHeader: false,

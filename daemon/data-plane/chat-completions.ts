@@ -29,7 +29,8 @@ function parseBody(request: FastifyRequest): Record<string, unknown> {
 }
 
 export function makeChatHandler(ctx: DaemonContext) {
-  return async function chatCompletions(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+  // Not async: the reply is hijacked, so Fastify need not wait on a promise for each request.
+  return function chatCompletions(request: FastifyRequest, reply: FastifyReply): void {
     const auth = request.auth as AuthContext;
     let chat: ChatRequest;
     try {
@@ -51,10 +52,12 @@ export function makeChatHandler(ctx: DaemonContext) {
     }
     reply.hijack();
     const started = performance.now();
-    await proxy(ctx, request, reply.raw, auth, chat);
+    const done = proxy(ctx, request, reply.raw, auth, chat);
     // The access line; its object is not even built when info is off (--log-level warn).
     if (INFO_LEVELS.has(ctx.log.level)) {
-      ctx.log.info({ reqId: request.id, key: auth.key.id, instance: auth.instance.id, stream: chat.stream, status: reply.raw.statusCode, ms: Math.round((performance.now() - started) * 100) / 100 }, 'chat completion');
+      void done.then(() => {
+        ctx.log.info({ reqId: request.id, key: auth.key.id, instance: auth.instance.id, stream: chat.stream, status: reply.raw.statusCode, ms: Math.round((performance.now() - started) * 100) / 100 }, 'chat completion');
+      });
     }
   };
 }
