@@ -3,6 +3,7 @@ import type { Dispatcher } from 'undici';
 import { type ObProxyError, obError } from '../../src/errors.js';
 import { normalizeCompletion, usageOf } from '../../src/wire/chat-response.js';
 import { spliceCompletionId } from '../../src/wire/completion-splice.js';
+import { OutputBatch } from '../../src/wire/output-batch.js';
 import { SseRelay } from '../../src/wire/sse-relay.js';
 import { translateUpstreamError, upstreamStatusError } from '../../src/upstream/upstream-errors.js';
 import { writeRawError } from './send-error.js';
@@ -153,8 +154,7 @@ export class PlainRelay extends Relay {
 export class StreamRelay extends Relay {
   private readonly relay: SseRelay;
   private waiting = false;
-  private pending: Buffer[] = [];
-  private pendingLen = 0;
+  private readonly pending = new OutputBatch();
   private scheduled = false;
 
   constructor(c: RelayContext, forwardUsage: boolean) {
@@ -180,11 +180,8 @@ export class StreamRelay extends Relay {
   protected data(chunk: Buffer): void {
     const relay = this.relay;
     if (relay.done || relay.invalid) return;
-    const n = relay.pushInto(chunk, this.pending);
-    if (n > 0) {
-      this.pendingLen += n;
-      this.schedule();
-    }
+    relay.pushInto(chunk, this.pending);
+    if (this.pending.length > 0) this.schedule();
     if (relay.invalid) {
       this.flush();
       this.endWithError(obError('upstream_error', { message: 'The model server sent an event that is not valid JSON; the stream was ended.' }));
@@ -214,11 +211,8 @@ export class StreamRelay extends Relay {
 
   private flush(): void {
     const res = this.c.res;
-    const parts = this.pending;
-    if (parts.length === 0) return;
-    this.pending = [];
-    const out = parts.length === 1 ? (parts[0] as Buffer) : Buffer.concat(parts, this.pendingLen);
-    this.pendingLen = 0;
+    if (this.pending.length === 0) return;
+    const out = this.pending.take();
     if (this.relay.done) {
       if (!res.writableEnded) res.end(out);
       return;

@@ -1,4 +1,5 @@
 import { JsonFrameCheck, stringLiteralEnd } from './frame-check.js';
+import { OutputBatch } from './output-batch.js';
 
 export interface StreamUsage {
   prompt_tokens: number;
@@ -42,23 +43,22 @@ export class SseRelay {
 
   /** The text to write to the client now (possibly empty); for tests and tools. */
   push(chunk: Buffer): string {
-    const out: Buffer[] = [];
-    return this.pushInto(chunk, out) === 0 ? '' : Buffer.concat(out).toString('utf8');
+    const out = new OutputBatch();
+    this.pushInto(chunk, out);
+    return out.length === 0 ? '' : out.take().toString('utf8');
   }
 
   /**
-   * Feeds one upstream read; appends the output's pieces to `out` (slices of the input and of
-   * the learned template) and returns their total length, so a caller gathering several reads
-   * copies the bytes once, when it writes them. Frames are found on the bytes (a newline byte
-   * never occurs inside a multi-byte UTF-8 character, so nothing is decoded to split them), and
-   * a frame that matches the learned template is forwarded as two slices (our prefix, then its
-   * own bytes from the content string on) without being decoded, parsed or encoded: in
-   * profiles, decoding, checking and re-encoding every chunk as a string cost as much CPU as the
-   * whole reference proxy spends per stream.
+   * Feeds one upstream read and adds what the client must receive to `out`, so a caller
+   * gathering several reads copies the bytes once, when it writes them. Frames are found on the
+   * bytes (a newline byte never occurs inside a multi-byte UTF-8 character, so nothing is
+   * decoded to split them), and a frame that matches the learned template is forwarded as our
+   * prefix and then its own bytes from the content string on, without being decoded, parsed or
+   * encoded: in profiles, decoding, checking and re-encoding every chunk as a string cost as
+   * much CPU as the whole reference proxy spends per stream.
    */
-  pushInto(chunk: Buffer, out: Buffer[]): number {
+  pushInto(chunk: Buffer, out: OutputBatch): void {
     const buf = this.pending === null ? chunk : Buffer.concat([this.pending, chunk]);
-    let outLen = 0;
     let start = 0;
     let from = this.scanned;
     // One pass over the newlines: a read holding many frames is not searched again per frame.
@@ -68,9 +68,8 @@ export class SseRelay {
         if (next !== -1) {
           const t = this.template;
           this.contentChunks++;
-          // Content, suffix and blank line are the same bytes in and out: one slice after the prefix.
-          out.push(t.outPrefix, buf.subarray(start + t.inPrefix.length, next));
-          outLen += t.outPrefix.length + next - start - t.inPrefix.length;
+          // Content, suffix and blank line are the same bytes in and out: one range after the prefix.
+          out.add(t.outPrefix, buf, start + t.inPrefix.length, next);
           start = next;
           from = next;
           continue;
@@ -100,7 +99,7 @@ export class SseRelay {
         from = nl + 1;
         continue;
       }
-      outLen += this.frameBytes(buf, start, at, out);
+      this.frameBytes(buf, start, at, out);
       start = next;
       from = next;
       if (this.done || this.invalid) break;
@@ -113,7 +112,6 @@ export class SseRelay {
       this.pending = start === 0 && buf !== chunk ? buf : Buffer.from(buf.subarray(start));
       this.scanned = Math.max(0, from - start);
     }
-    return outLen;
   }
 
   /**
@@ -138,13 +136,12 @@ export class SseRelay {
     return buf[e] === LF && buf[e + 1] === LF ? e + 2 : -1;
   }
 
-  /** Appends the frame's output to `out`; returns its length. */
-  private frameBytes(buf: Buffer, s: number, e: number, out: Buffer[]): number {
+  /** Adds the frame's output to `out`. */
+  private frameBytes(buf: Buffer, s: number, e: number, out: OutputBatch): void {
     const text = this.frame(buf.toString('utf8', s, e));
-    if (text === '') return 0;
+    if (text === '') return;
     const b = Buffer.from(text, 'utf8');
-    out.push(b);
-    return b.length;
+    out.add(null, b, 0, b.length);
   }
 
   /**
