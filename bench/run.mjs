@@ -9,6 +9,8 @@
  *        --only id,id (scenarios; for profiling work: written to bench/results/partial.md) --no-held
  *        --node-flags "…" (V8 flags for both Node proxies; default the production advice of
  *        docs/performance.md, --max-semi-space-size=4; "" for Node's defaults)
+ *        --baseline DIR (another checkout, built: measured as the extra target "baseline", in the
+ *        same interleaved repetitions, so a change is judged against its parent in one run)
  */
 import { execFile, execFileSync } from 'node:child_process';
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -28,6 +30,7 @@ const { values: a } = parseArgs({
     out: { type: 'string' }, json: { type: 'string' }, 'no-wrk': { type: 'boolean' }, 'no-nginx': { type: 'boolean' },
     'no-build': { type: 'boolean' }, 'log-level': { type: 'string' }, smoke: { type: 'boolean' },
     only: { type: 'string' }, 'no-held': { type: 'boolean' }, 'node-flags': { type: 'string' },
+    baseline: { type: 'string' },
   },
 });
 const smoke = a.smoke === true;
@@ -48,7 +51,7 @@ const opts = {
 const only = a.only === undefined ? null : new Set(a.only.split(','));
 const scenarios = SCENARIOS.filter((sc) => only === null || only.has(sc.id));
 // A partial run (--only, --no-held) never overwrites the committed full table.
-const partial = only !== null || a['no-held'] === true;
+const partial = only !== null || a['no-held'] === true || a.baseline !== undefined;
 const out = resolve(a.out ?? join(ROOT, partial ? 'bench/results/partial.md' : 'bench/RESULTS.md'));
 const jsonOut = resolve(a.json ?? join(ROOT, 'bench/results/latest.json'));
 const log = (s) => process.stderr.write(`${s}\n`);
@@ -122,6 +125,10 @@ try {
   const upstream = await startUpstream();
   targets.push(upstream);
   targets.push(await startObProxy(upstream.url, { logLevel: opts.logLevel, nodeArgs: opts.nodeFlags }));
+  if (a.baseline !== undefined) {
+    const bin = join(resolve(a.baseline), 'dist/bin/ob-proxy.js');
+    targets.push(await startObProxy(upstream.url, { logLevel: opts.logLevel, nodeArgs: opts.nodeFlags, name: 'baseline', bin }));
+  }
   targets.push(await startReference(upstream.url, { nodeArgs: opts.nodeFlags }));
   if (opts.nginx) targets.push(await startNginx(upstream.url));
   log(`targets: ${targets.map((t) => `${t.name} ${t.url}`).join(', ')}; wrk ${opts.wrk ? 'yes' : 'no (loadgen instead)'}`);
