@@ -6,8 +6,10 @@ import { customAlphabet } from 'nanoid';
  * Secret format, after GitHub's tokens: `ob_sk_<id:12>_<random:32><crc:6>`, all base62.
  * - the public id names the key record without revealing the secret;
  * - 32 base62 characters from a CSPRNG carry 190 bits;
- * - the CRC32 checksum lets the proxy refuse a mistyped key without a lookup, and lets secret
- *   scanners match ob-proxy keys with few false positives.
+ * - the CRC32 checksum lets tools tell a mistyped key from a revoked one, and lets secret
+ *   scanners match ob-proxy keys with few false positives. The proxy itself checks only the
+ *   length and prefix before its lookup: the CRC cost as much as the SHA-256, and a mistyped key
+ *   misses the index all the same.
  * Only the SHA-256 of the whole secret is stored.
  */
 export const KEY_PREFIX = 'ob_sk_';
@@ -58,7 +60,12 @@ export function mintSecret(source: SecretSource): MintedSecret {
   return { keyId, secret, hash: hashSecret(secret), hint: hintOf(secret) };
 }
 
-/** Shape and checksum, no lookup: lets the proxy refuse garbage before touching the index. */
+/** The length and prefix of a secret: enough to refuse garbage before hashing it. */
+export function hasSecretShape(secret: string): boolean {
+  return secret.length === SECRET_LENGTH && secret.startsWith(KEY_PREFIX);
+}
+
+/** Shape and checksum, no lookup: a mistyped key, told apart from a wrong one. */
 export function isWellFormedSecret(secret: string): boolean {
   if (secret.length !== SECRET_LENGTH || !SECRET_RE.test(secret)) return false;
   const body = secret.slice(0, -CRC_LEN);

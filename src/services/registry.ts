@@ -1,4 +1,4 @@
-import { hashSecret, isWellFormedSecret } from '../domain/api-key.js';
+import { hasSecretShape, hashSecret } from '../domain/api-key.js';
 import type { Instance } from '../domain/instance.js';
 import type { AuditEvent, KeyRecord } from '../domain/key.js';
 import type { StoreData } from '../store/store.js';
@@ -37,7 +37,7 @@ export class Registry {
    * between timer ticks: such a key is already revoked for the client.
    */
   authenticate(secret: string, nowMs: number, requireReady: boolean): AuthResult {
-    if (!isWellFormedSecret(secret)) return { ok: false, code: 'invalid_api_key' };
+    if (!hasSecretShape(secret)) return { ok: false, code: 'invalid_api_key' };
     const key = this.byHash.get(hashSecret(secret));
     if (key === undefined) return { ok: false, code: 'invalid_api_key' };
     if (key.status !== 'active') return { ok: false, code: 'revoked_api_key', key };
