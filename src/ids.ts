@@ -1,12 +1,32 @@
-import { customAlphabet } from 'nanoid';
+import { randomFillSync } from 'node:crypto';
 
-const alnum = customAlphabet('0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz', 24);
+const ALNUM = Buffer.from('0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz');
+const ID_LEN = 24;
+const POOL_IDS = 256;
+const pool = Buffer.allocUnsafe(ID_LEN * POOL_IDS);
+let next = POOL_IDS;
+
+/**
+ * 24 random base62 characters (about 143 bits), two per request on the proxy's path. Random
+ * bytes are drawn 256 ids at a time and mapped in place (byte % 62: a slight bias, harmless in
+ * an identifier that is not a secret); nanoid's unbiased alphabet drew bytes per id and cost
+ * 2.6 µs per request id in profiles.
+ */
+function randomId(): string {
+  if (next === POOL_IDS) {
+    randomFillSync(pool);
+    for (let i = 0; i < pool.length; i++) pool[i] = ALNUM[(pool[i] as number) % 62] as number;
+    next = 0;
+  }
+  const at = next++ * ID_LEN;
+  return pool.toString('latin1', at, at + ID_LEN);
+}
 
 /** Our own completion id: Ollama's `chatcmpl-<0..998>` collides (protocol.md §1.3). */
 export function completionId(): string {
-  return `chatcmpl-${alnum()}`;
+  return `chatcmpl-${randomId()}`;
 }
 
 export function requestId(): string {
-  return `req_${alnum()}`;
+  return `req_${randomId()}`;
 }
