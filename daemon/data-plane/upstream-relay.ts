@@ -113,8 +113,9 @@ export class PlainRelay extends Relay {
   }
 
   protected end(): void {
-    const text = Buffer.concat(this.chunks).toString('utf8');
+    const raw = this.chunks.length === 1 ? (this.chunks[0] as Buffer) : Buffer.concat(this.chunks);
     this.chunks = [];
+    const text = raw.toString('utf8');
     let parsed: unknown;
     try {
       parsed = JSON.parse(text);
@@ -122,7 +123,7 @@ export class PlainRelay extends Relay {
       parsed = null;
     }
     // Parsed once, for the shape check and usage; re-serialised only when the shape needs fixing.
-    let out = spliceCompletionId(text, parsed, this.c.id);
+    let out: Buffer | string | null = spliceCompletionId(raw, text, parsed, this.c.id);
     const body = out !== null ? (parsed as Record<string, unknown>) : normalizeCompletion(parsed, this.c.id, this.c.model, this.c.nowSec());
     if (body === null) {
       writeRawError(this.c.res, obError('upstream_error', { message: 'The model server sent an answer that is not a chat completion. Check the instance\'s endpoint.' }), this.c.reqId);

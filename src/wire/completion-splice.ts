@@ -1,11 +1,14 @@
+import { isUtf8 } from 'node:buffer';
+
 /**
  * The fast path of SPEC 2.5 normalisation for a non-streaming answer: when the model server's
- * answer already has the guaranteed shape, the client gets the server's own text with our id
- * spliced in, instead of the parsed object spread and stringified again. Returns null whenever
- * normalizeCompletion would change anything but the id (then it must run): the answer is the
- * same JSON either way.
+ * answer already has the guaranteed shape, the client gets the server's own bytes with our id
+ * spliced in, instead of the parsed object spread and stringified again (and encoded again).
+ * `text` is `raw` decoded, `parsed` is `text` parsed. Returns null whenever normalizeCompletion
+ * would change anything but the id (then it must run): the answer is the same JSON either way.
+ * Bytes that are not valid UTF-8 go the slow way too, which re-encodes what decoding repaired.
  */
-export function spliceCompletionId(text: string, parsed: unknown, id: string): string | null {
+export function spliceCompletionId(raw: Buffer, text: string, parsed: unknown, id: string): Buffer | null {
   if (!isRecord(parsed) || !text.startsWith('{"id":"')) return null;
   const end = text.indexOf('"', 7);
   // The id as written must be the id as parsed (no escapes), and appear once: a second "id"
@@ -18,7 +21,10 @@ export function spliceCompletionId(text: string, parsed: unknown, id: string): s
     const m = c.message;
     if (!isRecord(m) || typeof m.role !== 'string' || typeof m.content !== 'string') return null;
   }
-  return `{"id":"${id}${text.slice(end)}`;
+  // An ASCII id ends at the same offset in the bytes as in the text.
+  for (let i = 7; i < end; i++) if (text.charCodeAt(i) > 0x7f) return null;
+  if (!isUtf8(raw)) return null;
+  return Buffer.concat([Buffer.from(`{"id":"${id}`), raw.subarray(end)]);
 }
 
 function isRecord(v: unknown): v is Record<string, unknown> {

@@ -228,7 +228,11 @@ export class SseRelay {
   }
 }
 
-/** As stringLiteralEnd, on UTF-8 bytes `buf[start, end)`: bytes from 0x80 up are characters. */
+/**
+ * As stringLiteralEnd, on the bytes `buf[start, end)`; a literal that is not valid UTF-8 is
+ * refused too, so such a frame takes the slow path, whose decoding repairs it (a client's
+ * strict UTF-8 decoder would otherwise fail on the whole event).
+ */
 function byteLiteralEnd(buf: Buffer, start: number, end: number): number {
   if (buf[start] !== 34) return -1;
   for (let i = start + 1; i < end; i++) {
@@ -242,9 +246,39 @@ function byteLiteralEnd(buf: Buffer, start: number, end: number): number {
       } else if (x !== 34 && x !== 92 && x !== 47 && x !== 98 && x !== 102 && x !== 110 && x !== 114 && x !== 116) {
         return -1;
       }
+    } else if (c >= 0x80) {
+      const n = utf8SequenceEnd(buf, i, end);
+      if (n === -1) return -1;
+      i = n - 1;
     }
   }
   return -1;
+}
+
+/** The end of the well-formed UTF-8 sequence (RFC 3629) that starts at `i`, or -1. */
+function utf8SequenceEnd(buf: Buffer, i: number, end: number): number {
+  const c = buf[i] as number;
+  let n: number;
+  let lo = 0x80;
+  let hi = 0xbf;
+  if (c >= 0xc2 && c <= 0xdf) n = 1;
+  else if (c >= 0xe0 && c <= 0xef) {
+    n = 2;
+    if (c === 0xe0) lo = 0xa0;
+    else if (c === 0xed) hi = 0x9f;
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    n = 3;
+    if (c === 0xf0) lo = 0x90;
+    else if (c === 0xf4) hi = 0x8f;
+  } else return -1;
+  if (i + n >= end) return -1;
+  const first = buf[i + 1] as number;
+  if (first < lo || first > hi) return -1;
+  for (let k = 2; k <= n; k++) {
+    const b = buf[i + k] as number;
+    if (b < 0x80 || b > 0xbf) return -1;
+  }
+  return i + n + 1;
 }
 
 function isHexByte(c: number | undefined): boolean {

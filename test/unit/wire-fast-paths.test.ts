@@ -131,6 +131,30 @@ describe('SseRelay template path (frames forwarded as bytes)', () => {
   });
 });
 
+describe('SseRelay template path: bytes that are not UTF-8', () => {
+  it('sends the bytes the string path would (repaired), never the raw invalid ones', async () => {
+    const { SseRelay } = await import('../../src/wire/sse-relay.js');
+    const { OutputBatch } = await import('../../src/wire/output-batch.js');
+    const head = 'data: {"id":"chatcmpl-up","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":';
+    const tail = '},"finish_reason":null}]}\n\n';
+    // Content bytes: ASCII letters, valid sequences, and the classic invalid ones (lone
+    // continuation, truncated, overlong, surrogate, above U+10FFFF).
+    const piece = fc.constantFrom([0x61], [0xc3, 0xa9], [0xe2, 0x82, 0xac], [0xf0, 0x9f, 0x98, 0x80], [0x80], [0xc3], [0xe2, 0x82],
+      [0xc0, 0xaf], [0xe0, 0x80, 0xaf], [0xed, 0xa0, 0x80], [0xf4, 0x90, 0x80, 0x80], [0xff]);
+    const content = fc.array(piece, { maxLength: 6 }).map((ps) => Buffer.from(ps.flat()));
+    fc.assert(fc.property(fc.array(content, { minLength: 1, maxLength: 6 }), (contents) => {
+      const frames = contents.map((c) => Buffer.concat([Buffer.from(`${head}"`), c, Buffer.from(`"${tail}`)]));
+      // The model: each frame decoded (repairing bad bytes), id replaced, encoded again.
+      const expected = Buffer.from(frames.map((f) => f.toString('utf8').replace('"id":"chatcmpl-up"', '"id":"chatcmpl-x"')).join(''));
+      const relay = new SseRelay('chatcmpl-x', false);
+      const out = new OutputBatch();
+      for (const f of frames) relay.pushInto(f, out);
+      expect(out.take().equals(expected)).toBe(true);
+      expect(relay.contentChunks).toBe(frames.length);
+    }), { numRuns: 1000 });
+  });
+});
+
 describe('spliceCompletionId: the same JSON as normalizeCompletion, or null', () => {
   it('agrees with normalizeCompletion on answers of every shape', async () => {
     const { spliceCompletionId } = await import('../../src/wire/completion-splice.js');
@@ -152,13 +176,18 @@ describe('spliceCompletionId: the same JSON as normalizeCompletion, or null', ()
     fc.assert(fc.property(answer, fc.boolean(), (a, dupId) => {
       const text = dupId ? `${JSON.stringify(a).slice(0, -1)},"id":"again"}` : JSON.stringify(a);
       const parsed = JSON.parse(text) as unknown;
-      const spliced = spliceCompletionId(text, parsed, 'chatcmpl-ours');
+      const spliced = spliceCompletionId(Buffer.from(text), text, parsed, 'chatcmpl-ours');
       if (spliced !== null) {
-        expect(JSON.parse(spliced)).toEqual(normalizeCompletion(parsed, 'chatcmpl-ours', 'gemma4:26b', 42));
+        expect(JSON.parse(spliced.toString())).toEqual(normalizeCompletion(parsed, 'chatcmpl-ours', 'gemma4:26b', 42));
       }
     }), { numRuns: 2000 });
     // The common answer takes the fast path.
     const ollama = '{"id":"chatcmpl-7","object":"chat.completion","created":1763870000,"model":"gemma4:26b","system_fingerprint":"fp_ollama","choices":[{"index":0,"message":{"role":"assistant","content":"Hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}';
-    expect(spliceCompletionId(ollama, JSON.parse(ollama), 'chatcmpl-ours')).toBe(ollama.replace('chatcmpl-7', 'chatcmpl-ours'));
+    const accented = ollama.replace('"Hi"', '"Ça va 😀"');
+    expect(spliceCompletionId(Buffer.from(accented), accented, JSON.parse(accented), 'chatcmpl-ours')?.toString()).toBe(accented.replace('chatcmpl-7', 'chatcmpl-ours'));
+    // Bytes that are not UTF-8 take the slow path, whose re-encoding repairs them.
+    const broken = Buffer.concat([Buffer.from(ollama.slice(0, ollama.indexOf('Hi'))), Buffer.from([0xff, 0xc3]), Buffer.from(ollama.slice(ollama.indexOf('Hi') + 2))]);
+    const brokenText = broken.toString('utf8');
+    expect(spliceCompletionId(broken, brokenText, JSON.parse(brokenText), 'chatcmpl-ours')).toBeNull();
   });
 });
