@@ -11,6 +11,8 @@ const f = (v, d = 2) => (v === null || v === undefined || !Number.isFinite(v) ? 
 const signed = (v, d = 3) => (v === null || v === undefined || !Number.isFinite(v) ? '—' : `${v >= 0 ? '+' : ''}${v.toFixed(d)}`);
 const ratio = (x, y) => (x == null || y == null || y === 0 ? null : x / y);
 const diff = (x, y) => (x == null || y == null ? null : x - y);
+/** The median of per-repetition pairs (bench/run.mjs), or, for older JSON, the figure from medians. */
+const pairedOr = (r, key, fallback) => r?.paired?.[key] ?? fallback;
 
 function version(cmd, args) {
   // nginx -v and wrk --version print on stderr, and wrk exits 1.
@@ -39,13 +41,13 @@ function scenarioTable(sc, byTarget) {
   const rows = Object.entries(byTarget).map(([name, r]) => [
     name, f(r.rps, 0), f(r.p50, 3), f(r.p99, 3), ...(first ? [f(r.firstP50, 3), f(r.firstP99, 3)] : []),
     name === 'direct' ? '—' : f(r.cpuUsPerReq, 0), name === 'direct' ? '—' : `${f(r.readsPerReq, 1)}+${f(r.writesPerReq, 1)}`, f(r.peakRssMiB, 1),
-    f(ratio(r.rps, d?.rps)), f(ratio(r.rps, ref?.rps)), name === 'direct' ? '—' : signed(diff(r.p50, d?.p50)),
-    name === 'direct' ? '—' : signed(diff(r.p99, d?.p99)), ...(first ? [name === 'direct' ? '—' : signed(diff(r.firstP50, d?.firstP50))] : []),
+    f(pairedOr(r, 'rpsVsDirect', ratio(r.rps, d?.rps))), f(pairedOr(r, 'rpsVsRef', ratio(r.rps, ref?.rps))), name === 'direct' ? '—' : signed(pairedOr(r, 'addedP50', diff(r.p50, d?.p50))),
+    name === 'direct' ? '—' : signed(pairedOr(r, 'addedP99', diff(r.p99, d?.p99))), ...(first ? [name === 'direct' ? '—' : signed(pairedOr(r, 'addedFirstP50', diff(r.firstP50, d?.firstP50)))] : []),
   ]);
   const errs = Object.entries(byTarget).filter(([, r]) => r.errors > 0).map(([n, r]) => `${n}: ${r.errors} failed`);
   return [
     `### ${sc.title}`, '',
-    `\`${sc.id}\`, measured with ${byTarget.direct?.tool ?? '?'}; medians of ${byTarget.direct?.reps ?? '?'} runs.${errs.length > 0 ? ` **Errors: ${errs.join(', ')}.**` : ''}`, '',
+    `\`${sc.id}\`, measured with ${byTarget.direct?.tool ?? '?'}; medians of ${byTarget.direct?.reps ?? '?'} runs (ratios and added latencies: medians of the per-run pairs).${errs.length > 0 ? ` **Errors: ${errs.join(', ')}.**` : ''}`, '',
     `| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`, ...rows.map((r) => `| ${r.join(' | ')} |`), '',
   ].join('\n');
 }
@@ -60,15 +62,15 @@ export function checkTargets(doc) {
   const paced = doc.paced['ob-proxy'];
   const held = doc.held['ob-proxy'];
   const rows = [
-    ['non-streaming req/s at 64 connections vs reference', '≥ 0.80×', ratio(ob('plain-c64')?.rps, ref('plain-c64')?.rps), (v) => v >= 0.8, (v) => `${f(v)}×`],
-    ['added p50 at 1 connection', '≤ 0.2 ms', diff(ob('plain-c1')?.p50, dir('plain-c1')?.p50), (v) => v <= 0.2, (v) => `${f(v, 3)} ms`],
-    ['added p99 at 1 connection', '≤ 1 ms', diff(ob('plain-c1')?.p99, dir('plain-c1')?.p99), (v) => v <= 1, (v) => `${f(v, 3)} ms`],
-    ['added time to first chunk (p50, 1 connection)', '≤ 0.5 ms', diff(ob('stream-c1')?.firstP50, dir('stream-c1')?.firstP50), (v) => v <= 0.5, (v) => `${f(v, 3)} ms`],
-    ['streaming req/s at 64 connections vs reference', '≥ 0.80×', ratio(ob('stream-c64')?.rps, ref('stream-c64')?.rps), (v) => v >= 0.8, (v) => `${f(v)}×`],
+    ['non-streaming req/s at 64 connections vs reference', '≥ 0.80×', pairedOr(ob('plain-c64'), 'rpsVsRef', ratio(ob('plain-c64')?.rps, ref('plain-c64')?.rps)), (v) => v >= 0.8, (v) => `${f(v)}×`],
+    ['added p50 at 1 connection', '≤ 0.2 ms', pairedOr(ob('plain-c1'), 'addedP50', diff(ob('plain-c1')?.p50, dir('plain-c1')?.p50)), (v) => v <= 0.2, (v) => `${f(v, 3)} ms`],
+    ['added p99 at 1 connection', '≤ 1 ms', pairedOr(ob('plain-c1'), 'addedP99', diff(ob('plain-c1')?.p99, dir('plain-c1')?.p99)), (v) => v <= 1, (v) => `${f(v, 3)} ms`],
+    ['added time to first chunk (p50, 1 connection)', '≤ 0.5 ms', pairedOr(ob('stream-c1'), 'addedFirstP50', diff(ob('stream-c1')?.firstP50, dir('stream-c1')?.firstP50)), (v) => v <= 0.5, (v) => `${f(v, 3)} ms`],
+    ['streaming req/s at 64 connections vs reference', '≥ 0.80×', pairedOr(ob('stream-c64'), 'rpsVsRef', ratio(ob('stream-c64')?.rps, ref('stream-c64')?.rps)), (v) => v >= 0.8, (v) => `${f(v)}×`],
     ['paced streams: chunks lost / merged into one read', '0 / 0', paced === undefined ? null : paced.badStreams + paced.errors + paced.non200 + paced.mergedReads,
       (v) => v === 0 && paced.requests > 0, () => `${paced.badStreams + paced.errors + paced.non200} / ${paced.mergedReads} over ${paced.requests} streams`],
-    ['proxy CPU per request vs reference (non-streaming, 64 conns)', '≤ 1.5×', ratio(ob('plain-c64')?.cpuUsPerReq, ref('plain-c64')?.cpuUsPerReq), (v) => v <= 1.5, (v) => `${f(v)}× (${f(ob('plain-c64')?.cpuUsPerReq, 0)} vs ${f(ref('plain-c64')?.cpuUsPerReq, 0)} µs)`],
-    ['proxy CPU per request vs reference (streaming, 64 conns)', '≤ 1.5×', ratio(ob('stream-c64')?.cpuUsPerReq, ref('stream-c64')?.cpuUsPerReq), (v) => v <= 1.5, (v) => `${f(v)}× (${f(ob('stream-c64')?.cpuUsPerReq, 0)} vs ${f(ref('stream-c64')?.cpuUsPerReq, 0)} µs)`],
+    ['proxy CPU per request vs reference (non-streaming, 64 conns)', '≤ 1.5×', pairedOr(ob('plain-c64'), 'cpuVsRef', ratio(ob('plain-c64')?.cpuUsPerReq, ref('plain-c64')?.cpuUsPerReq)), (v) => v <= 1.5, (v) => `${f(v)}× (${f(ob('plain-c64')?.cpuUsPerReq, 0)} vs ${f(ref('plain-c64')?.cpuUsPerReq, 0)} µs)`],
+    ['proxy CPU per request vs reference (streaming, 64 conns)', '≤ 1.5×', pairedOr(ob('stream-c64'), 'cpuVsRef', ratio(ob('stream-c64')?.cpuUsPerReq, ref('stream-c64')?.cpuUsPerReq)), (v) => v <= 1.5, (v) => `${f(v)}× (${f(ob('stream-c64')?.cpuUsPerReq, 0)} vs ${f(ref('stream-c64')?.cpuUsPerReq, 0)} µs)`],
     ['peak RSS at 64 connections', '≤ 150 MiB', peak64, (v) => v <= 150, (v) => `${f(v, 1)} MiB`],
     [`RSS per held stream (${doc.opts.streams} open)`, '≤ 40 KB', held?.perStreamKB ?? null, (v) => v <= 40 && held.maxOpen === doc.opts.streams, (v) => `${f(v, 1)} KB (${held.maxOpen} open at once)`],
   ];
@@ -85,7 +87,7 @@ export function renderReport(doc) {
     '## Method', '',
     `Targets: ${doc.targets.join(', ')}; \`direct\` is the fixed-body upstream (bench/upstream.mjs) without a proxy, the limit; \`reference\` is bench/reference-proxy.mjs, a ~100-line node:http + undici Pool proxy with no auth or validation; ob-proxy runs as \`node ${o.nodeFlags.join(' ')} dist/bin/ob-proxy.js serve --log-level ${o.logLevel}\` with an instance made ready through the CLI; the reference runs with the same Node flags (${o.nodeFlags.length === 0 ? 'none' : o.nodeFlags.join(' ')}).`,
     `Each scenario: ${o.warmupS} s warm-up per target, then ${o.reps} repetitions of ${o.durationS} s, targets interleaved within each repetition; the tables show medians (peak RSS: the maximum). Load: ${o.wrk ? 'wrk -t1 (a separate process)' : 'bench/loadgen.mjs (wrk not installed)'} for throughput and latency; bench/loadgen.mjs (a separate Node process) for time to first chunk and stream checks.`,
-    'Proxy CPU is utime+stime of the proxy\'s processes from /proc over the run, divided by the requests completed. Added latency is the target\'s percentile minus the direct run\'s in the same repetition set.', '',
+    'Proxy CPU is utime+stime of the proxy\'s processes from /proc over the run, divided by the requests completed. Ratios and added latencies are medians of per-repetition pairs: each repetition\'s figure against the reference\'s (or direct\'s) from the same repetition, measured seconds apart, so a drift in the machine\'s speed over the run cancels out instead of landing in the ratio.', '',
     '## Targets of issue 4 (ob-proxy)', '',
     '| target | goal | measured | met |', '|---|---|---|---|',
     ...targets.map((t) => `| ${t.what} | ${t.target} | ${t.shown} | ${t.met ? 'yes' : '**no**'} |`), '',

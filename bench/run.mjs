@@ -118,6 +118,26 @@ function reduce(runs) {
   return r;
 }
 
+const num = (x) => typeof x === 'number' && Number.isFinite(x);
+const div = (x, y) => (num(x) && num(y) && y !== 0 ? x / y : null);
+const sub = (x, y) => (num(x) && num(y) ? x - y : null);
+
+/**
+ * Ratios and added latencies as medians of per-repetition pairs: each repetition's figure
+ * against the reference's or direct's from the same repetition, seconds apart. This machine's
+ * speed drifts over a run (seen: a twofold change in ten minutes), which a ratio of medians
+ * taken at different moments would carry into the result; a paired ratio cancels it.
+ */
+function paired(rs, byTarget) {
+  const ref = byTarget.reference;
+  const dir = byTarget.direct;
+  const pair = (other, key, op) => (other === undefined ? null : median(rs.map((x, i) => op(x[key], other[i]?.[key]))));
+  return {
+    rpsVsRef: pair(ref, 'rps', div), cpuVsRef: pair(ref, 'cpuUsPerReq', div), rpsVsDirect: pair(dir, 'rps', div),
+    addedP50: pair(dir, 'p50', sub), addedP99: pair(dir, 'p99', sub), addedFirstP50: pair(dir, 'firstP50', sub),
+  };
+}
+
 const started = new Date();
 const loadStart = loadavg()[0];
 const targets = [];
@@ -149,7 +169,7 @@ try {
   }
   const results = {};
   for (const [id, byTarget] of Object.entries(runs)) {
-    results[id] = Object.fromEntries(Object.entries(byTarget).map(([n, rs]) => [n, reduce(rs)]));
+    results[id] = Object.fromEntries(Object.entries(byTarget).map(([n, rs]) => [n, { ...reduce(rs), paired: paired(rs, byTarget) }]));
   }
 
   // Paced streams: every chunk delivered, in order, each in its own read (none merged or held back).
