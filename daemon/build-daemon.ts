@@ -10,6 +10,7 @@ import { UsageTracker } from '../src/services/usage.js';
 import { LowdbStore } from '../src/store/lowdb-store.js';
 import type { Store } from '../src/store/store.js';
 import { UpstreamClient } from '../src/upstream/upstream-client.js';
+import { FrameShapesByServer } from '../src/wire/frame-shapes.js';
 import type { DaemonContext } from './context.js';
 import { BadKeyLimiter } from './data-plane/bad-key-limiter.js';
 import { buildDataPlane } from './data-plane/build-data-plane.js';
@@ -52,6 +53,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     upstreamTokens: new UpstreamTokens(),
     upstream: new UpstreamClient({ timeoutMs: config.upstreamTimeoutMs, connectTimeoutMs: config.connectTimeoutMs, idleTimeoutMs: config.idleTimeoutMs }),
     badKeys: new BadKeyLimiter(config.badKeyLimit),
+    frameShapes: new FrameShapesByServer(),
     log,
     draining: false,
     baseUrl: '',

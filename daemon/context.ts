@@ -4,6 +4,7 @@ import type { Config } from '../src/config.js';
 import type { LifecycleService } from '../src/services/lifecycle.js';
 import type { UsageTracker } from '../src/services/usage.js';
 import type { UpstreamClient } from '../src/upstream/upstream-client.js';
+import type { FrameShapesByServer } from '../src/wire/frame-shapes.js';
 import type { BadKeyLimiter } from './data-plane/bad-key-limiter.js';
 import type { UpstreamTokens } from './upstream-tokens.js';
 
@@ -17,6 +18,8 @@ export interface DaemonContext {
   /** Model-server tokens per instance, in memory (never in the store). */
   upstreamTokens: UpstreamTokens;
   badKeys: BadKeyLimiter;
+  /** Stream event layouts learned per instance, shared by its streams (src/wire/frame-shapes.ts). */
+  frameShapes: FrameShapesByServer;
   log: FastifyBaseLogger;
   /** Set when SIGTERM arrives: new requests get 503, in-flight ones finish. */
   draining: boolean;

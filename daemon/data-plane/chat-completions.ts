@@ -72,7 +72,7 @@ function proxy(ctx: DaemonContext, request: FastifyRequest, res: ServerResponse,
     nowSec: () => Math.floor(ctx.clock.now() / 1000),
     countTokens: (prompt, completion) => ctx.usage.addTokens(auth.key, prompt, completion),
   };
-  const relay = chat.stream ? new StreamRelay(rc, chat.includeUsage) : new PlainRelay(rc);
+  const relay = chat.stream ? new StreamRelay(rc, chat.includeUsage, ctx.frameShapes.for(auth.instance.id)) : new PlainRelay(rc);
   ctx.upstream.dispatch({
     endpoint: auth.instance.endpoint as string,
     body: upstreamBody(request.body as Buffer, chat),

@@ -3,6 +3,7 @@ import type { Dispatcher } from 'undici';
 import { type ObProxyError, obError } from '../../src/errors.js';
 import { normalizeCompletion, usageOf } from '../../src/wire/chat-response.js';
 import { spliceCompletionId } from '../../src/wire/completion-splice.js';
+import type { FrameShapes } from '../../src/wire/frame-shapes.js';
 import { OutputBatch } from '../../src/wire/output-batch.js';
 import { SseRelay } from '../../src/wire/sse-relay.js';
 import { translateUpstreamError, upstreamStatusError } from '../../src/upstream/upstream-errors.js';
@@ -158,9 +159,9 @@ export class StreamRelay extends Relay {
   private readonly pending = new OutputBatch();
   private scheduled = false;
 
-  constructor(c: RelayContext, forwardUsage: boolean) {
+  constructor(c: RelayContext, forwardUsage: boolean, shapes: FrameShapes) {
     super(c);
-    this.relay = new SseRelay(c.id, forwardUsage);
+    this.relay = new SseRelay(c.id, forwardUsage, shapes);
   }
 
   protected start(): void {

@@ -1,4 +1,5 @@
-import { JsonFrameCheck, stringLiteralEnd } from './frame-check.js';
+import { JsonFrameCheck } from './frame-check.js';
+import { FrameShapes, byteLiteralEnd } from './frame-shapes.js';
 import { OutputBatch } from './output-batch.js';
 
 export interface StreamUsage {
@@ -7,7 +8,7 @@ export interface StreamUsage {
   total_tokens?: number;
 }
 
-/** A learned content frame: its bytes around the content string, in and out. */
+/** This stream's own content event: its bytes around the content string, in and out. */
 interface Template {
   inPrefix: Buffer;
   inSuffix: Buffer;
@@ -16,6 +17,7 @@ interface Template {
 
 const LF = 10;
 const CR = 13;
+const DONE = Buffer.from('data: [DONE]\n\n');
 
 /**
  * Turns the model server's SSE bytes into what the client receives, frame by frame, as they
@@ -30,16 +32,27 @@ export class SseRelay {
   private pending: Buffer | null = null;
   /** How far `pending` has been searched for a frame end without finding one. */
   private scanned = 0;
+  /** Our id after a layout's first run, for the layout last matched (`headOf`). */
+  private head: Buffer = Buffer.alloc(0);
+  private headOf: Buffer | null = null;
+  /** The slow path just forwarded a data event with only its id changed: its layout can be learned. */
+  private learnable = false;
   private template: Template | null = null;
   done = false;
   usage: StreamUsage | null = null;
   contentChunks = 0;
+  /** Events that took the slow path (decoded, checked, encoded again); for tests and profiles. */
+  slowEvents = 0;
   /** The upstream sent an error event inside the stream. */
   sawError = false;
   /** The upstream sent a data event that is not JSON: it is not forwarded, and the relay stops. */
   invalid = false;
 
-  constructor(private readonly id: string, private readonly forwardUsage: boolean) {}
+  /**
+   * `shapes` are the event layouts of this stream's model server, shared by its streams; a
+   * relay of its own by default (tests, tools).
+   */
+  constructor(private readonly id: string, private readonly forwardUsage: boolean, private readonly shapes = new FrameShapes()) {}
 
   /** The text to write to the client now (possibly empty); for tests and tools. */
   push(chunk: Buffer): string {
@@ -52,10 +65,10 @@ export class SseRelay {
    * Feeds one upstream read and adds what the client must receive to `out`, so a caller
    * gathering several reads copies the bytes once, when it writes them. Frames are found on the
    * bytes (a newline byte never occurs inside a multi-byte UTF-8 character, so nothing is
-   * decoded to split them), and a frame that matches the learned template is forwarded as our
-   * prefix and then its own bytes from the content string on, without being decoded, parsed or
-   * encoded: in profiles, decoding, checking and re-encoding every chunk as a string cost as
-   * much CPU as the whole reference proxy spends per stream.
+   * decoded to split them), and a frame of a known layout (FrameShapes) is forwarded as our head
+   * and then its own bytes from the end of its id on, without being decoded, parsed or encoded:
+   * in profiles, decoding, checking and re-encoding every chunk as a string cost as much CPU as
+   * the whole reference proxy spends per stream.
    */
   pushInto(chunk: Buffer, out: OutputBatch): void {
     const buf = this.pending === null ? chunk : Buffer.concat([this.pending, chunk]);
@@ -63,13 +76,29 @@ export class SseRelay {
     let from = this.scanned;
     // One pass over the newlines: a read holding many frames is not searched again per frame.
     for (;;) {
-      if (this.template !== null && from === start) {
-        const next = this.templateFrame(buf, start);
+      if (from === start) {
+        // This stream's own content event first (one compare), then the server's layouts.
+        let next = this.template === null ? -1 : this.templateFrame(buf, start);
         if (next !== -1) {
-          const t = this.template;
+          const t = this.template as Template;
           this.contentChunks++;
-          // Content, suffix and blank line are the same bytes in and out: one range after the prefix.
           out.add(t.outPrefix, buf, start + t.inPrefix.length, next);
+          start = next;
+          from = next;
+          continue;
+        }
+        const shapes = this.shapes;
+        next = shapes.match(buf, start);
+        if (next !== -1) {
+          this.contentChunks++;
+          // Everything after the id is the same bytes in and out: our head, then one range.
+          const head = this.headFor(shapes.head);
+          out.add(head, buf, shapes.idEnd, next);
+          if (shapes.litStart !== -1) this.template = {
+            inPrefix: Buffer.from(buf.subarray(start, shapes.litStart)),
+            inSuffix: Buffer.from(buf.subarray(shapes.litEnd, next - 2)),
+            outPrefix: Buffer.concat([head, buf.subarray(shapes.idEnd, shapes.litStart)]),
+          };
           start = next;
           from = next;
           continue;
@@ -115,11 +144,9 @@ export class SseRelay {
   }
 
   /**
-   * When the frame at `s` is the learned template with another well-formed content string,
-   * followed by a blank line, returns the index just past that line; otherwise -1. Found from
-   * the frame's start, without searching for its end: the prefix and suffix hold no blank line
-   * (they were learned from one frame) and a string literal holds no control character, so
-   * the first blank line is where this frame ends.
+   * When the event at `s` is this stream's content event with another well-formed content
+   * string, followed by a blank line, returns the index just past that line; otherwise -1.
+   * (Its prefix and suffix came from one event, so that blank line is where the event ends.)
    */
   private templateFrame(buf: Buffer, s: number): number {
     const t = this.template as Template;
@@ -136,31 +163,29 @@ export class SseRelay {
     return buf[e] === LF && buf[e + 1] === LF ? e + 2 : -1;
   }
 
-  /** Adds the frame's output to `out`. */
+  /** A layout's first run (`data: {"id":"`) followed by our id, made once per stream and layout. */
+  private headFor(first: Buffer): Buffer {
+    if (this.headOf !== first) {
+      this.head = Buffer.concat([first, Buffer.from(this.id)]);
+      this.headOf = first;
+    }
+    return this.head;
+  }
+
+  /** Adds the frame's output to `out`: the slow path, for events of a layout not yet known. */
   private frameBytes(buf: Buffer, s: number, e: number, out: OutputBatch): void {
+    if (e - s === 12 && buf.compare(DONE, 0, 12, s, e) === 0) {
+      this.done = true;
+      out.add(null, DONE, 0, DONE.length);
+      return;
+    }
+    this.learnable = false;
+    this.slowEvents++;
     const text = this.frame(buf.toString('utf8', s, e));
+    if (this.learnable) this.shapes.learn(buf, s, e);
     if (text === '') return;
     const b = Buffer.from(text, 'utf8');
     out.add(null, b, 0, b.length);
-  }
-
-  /**
-   * After a plain content frame was checked and rewritten on the slow path: remember its bytes
-   * before and after the content string literal, when the rewrite touched only the part before.
-   */
-  private learn(frame: string, rewritten: string): void {
-    const key = frame.lastIndexOf('"content":"');
-    if (key === -1) return;
-    const litStart = key + 10;
-    const litEnd = stringLiteralEnd(frame, litStart);
-    if (litEnd === -1) return;
-    const tail = `${frame.slice(litStart)}\n\n`;
-    if (!rewritten.endsWith(tail)) return;
-    this.template = {
-      inPrefix: Buffer.from(frame.slice(0, litStart)),
-      inSuffix: Buffer.from(frame.slice(litEnd)),
-      outPrefix: Buffer.from(rewritten.slice(0, rewritten.length - tail.length)),
-    };
   }
 
   private frame(frame: string): string {
@@ -193,9 +218,8 @@ export class SseRelay {
     // A broken event would make the client's SDK throw a parse error: check before forwarding.
     if (!this.check.isValid(data)) return this.reject();
     this.contentChunks++;
-    const rewritten = `data: ${this.rewriteId(data)}\n\n`;
-    this.learn(frame, rewritten);
-    return rewritten;
+    this.learnable = true;
+    return `data: ${this.rewriteId(data)}\n\n`;
   }
 
   private reject(): string {
@@ -212,75 +236,18 @@ export class SseRelay {
     }
   }
 
-  /** Replaces the first `"id":"…"` (the chunk's own id comes first in every server we face). */
+  /**
+   * Replaces the event's id: spliced when it is the first key and has no escapes (every server
+   * we face), otherwise through a parse.
+   */
   private rewriteId(data: string): string {
-    const at = data.indexOf('"id":"');
-    if (at === -1 || at > 16) {
-      const parsed = this.parse(data);
-      if (parsed === null) return data;
-      parsed.id = this.id;
-      return JSON.stringify(parsed);
+    if (data.startsWith('{"id":"')) {
+      const end = data.indexOf('"', 7);
+      if (end !== -1 && data.lastIndexOf('\\', end) < 7) return `{"id":"${this.id}${data.slice(end)}`;
     }
-    const start = at + 6;
-    const end = data.indexOf('"', start);
-    if (end === -1) return data;
-    return data.slice(0, start) + this.id + data.slice(end);
+    const parsed = this.parse(data);
+    if (parsed === null) return data;
+    parsed.id = this.id;
+    return JSON.stringify(parsed);
   }
-}
-
-/**
- * As stringLiteralEnd, on the bytes `buf[start, end)`; a literal that is not valid UTF-8 is
- * refused too, so such a frame takes the slow path, whose decoding repairs it (a client's
- * strict UTF-8 decoder would otherwise fail on the whole event).
- */
-function byteLiteralEnd(buf: Buffer, start: number, end: number): number {
-  if (buf[start] !== 34) return -1;
-  for (let i = start + 1; i < end; i++) {
-    const c = buf[i] as number;
-    if (c === 34) return i + 1;
-    if (c < 0x20) return -1;
-    if (c === 92) {
-      const x = buf[++i];
-      if (x === 117) {
-        for (let k = 0; k < 4; k++) if (!isHexByte(buf[++i])) return -1;
-      } else if (x !== 34 && x !== 92 && x !== 47 && x !== 98 && x !== 102 && x !== 110 && x !== 114 && x !== 116) {
-        return -1;
-      }
-    } else if (c >= 0x80) {
-      const n = utf8SequenceEnd(buf, i, end);
-      if (n === -1) return -1;
-      i = n - 1;
-    }
-  }
-  return -1;
-}
-
-/** The end of the well-formed UTF-8 sequence (RFC 3629) that starts at `i`, or -1. */
-function utf8SequenceEnd(buf: Buffer, i: number, end: number): number {
-  const c = buf[i] as number;
-  let n: number;
-  let lo = 0x80;
-  let hi = 0xbf;
-  if (c >= 0xc2 && c <= 0xdf) n = 1;
-  else if (c >= 0xe0 && c <= 0xef) {
-    n = 2;
-    if (c === 0xe0) lo = 0xa0;
-    else if (c === 0xed) hi = 0x9f;
-  } else if (c >= 0xf0 && c <= 0xf4) {
-    n = 3;
-    if (c === 0xf0) lo = 0x90;
-    else if (c === 0xf4) hi = 0x8f;
-  } else return -1;
-  if (i + n >= end) return -1;
-  const first = buf[i + 1] as number;
-  if (first < lo || first > hi) return -1;
-  for (let k = 2; k <= n; k++) {
-    const b = buf[i + k] as number;
-    if (b < 0x80 || b > 0xbf) return -1;
-  }
-  return i + n + 1;
-}
-
-function isHexByte(c: number | undefined): boolean {
-  return c !== undefined && ((c >= 48 && c <= 57) || (c >= 65 && c <= 70) || (c >= 97 && c <= 102));
 }

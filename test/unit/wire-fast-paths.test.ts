@@ -191,3 +191,88 @@ describe('spliceCompletionId: the same JSON as normalizeCompletion, or null', ()
     expect(spliceCompletionId(broken, brokenText, JSON.parse(brokenText), 'chatcmpl-ours')).toBeNull();
   });
 });
+
+describe('FrameShapes: event layouts shared by the streams of one model server', () => {
+  // Events as model servers write them: the id varies per stream, created per second, the
+  // delta and finish reason per event; some ids need escapes, some numbers are not plain.
+  const idText = fc.oneof(fc.constant('chatcmpl-1'), fc.nat(998).map((n) => `chatcmpl-${n}`), fc.constant('a\\"b'), fc.constant('\u00e9'), fc.constant(''));
+  const created = fc.oneof(fc.nat(2_000_000_000).map(String), fc.constantFrom('0', '01', '1.5', '-3', '12345678901234567'));
+  const contentBytes = fc.oneof(
+    rawContent.map((c) => Buffer.from(c)),
+    fc.array(fc.constantFrom([0x61], [0xc3, 0xa9], [0x80], [0xed, 0xa0, 0x80], [0xf0, 0x9f, 0x98, 0x80]), { maxLength: 4 }).map((ps) => Buffer.from(ps.flat())),
+  );
+  const delta = fc.tuple(fc.constantFrom('{"role":"assistant","content":"', '{"content":"', '{}', '{"role":"assistant","content":""}'), contentBytes)
+    .map(([d, c]) => (d.endsWith('"') ? Buffer.concat([Buffer.from(d), c, Buffer.from('"}')]) : Buffer.from(d)));
+  const event = fc.tuple(idText, created, delta, fc.constantFrom('null', '"stop"'))
+    .map(([id, cr, d, fin]) => Buffer.concat([
+      Buffer.from(`data: {"id":"${id}","object":"chat.completion.chunk","created":${cr},"model":"m","choices":[{"index":0,"delta":`),
+      d, Buffer.from(`,"finish_reason":${fin}}]}\n\n`),
+    ]));
+
+  /** The string path, written out: decode, check with JSON.parse, replace the id, encode. */
+  function model(events: Buffer[], ours: string): { out: Buffer; invalid: boolean; chunks: number } {
+    let out = '';
+    let chunks = 0;
+    for (const ev of events) {
+      const data = ev.toString('utf8').slice(6, -2);
+      if (!parses(data)) return { out: Buffer.from(out), invalid: true, chunks };
+      const end = data.indexOf('"', 7);
+      const simple = data.startsWith('{"id":"') && end !== -1 && data.lastIndexOf('\\', end) < 7;
+      const rewritten = simple
+        ? `{"id":"${ours}${data.slice(end)}`
+        : JSON.stringify({ ...(JSON.parse(data) as Record<string, unknown>), id: ours });
+      out += `data: ${rewritten}\n\n`;
+      chunks++;
+    }
+    return { out: Buffer.from(out), invalid: false, chunks };
+  }
+
+  it('gives every stream exactly what the string path gives, whatever the earlier streams taught', async () => {
+    const { SseRelay } = await import('../../src/wire/sse-relay.js');
+    const { OutputBatch } = await import('../../src/wire/output-batch.js');
+    const { FrameShapes } = await import('../../src/wire/frame-shapes.js');
+    const streams = fc.array(fc.tuple(fc.array(event, { minLength: 1, maxLength: 8 }), fc.array(fc.nat(), { maxLength: 4 })), { minLength: 1, maxLength: 6 });
+    fc.assert(fc.property(streams, (ss) => {
+      const shapes = new FrameShapes();
+      ss.forEach(([events, cutSeeds], n) => {
+        const ours = `chatcmpl-ours${n}`;
+        const expected = model(events, ours);
+        const bytes = Buffer.concat(events);
+        const cuts = [...new Set(cutSeeds.map((c) => 1 + (c % Math.max(1, bytes.length - 1))))].sort((x, y) => x - y);
+        const relay = new SseRelay(ours, false, shapes);
+        const out = new OutputBatch();
+        let from = 0;
+        for (const at of [...cuts, bytes.length]) {
+          if (relay.invalid) break;
+          relay.pushInto(bytes.subarray(from, at), out);
+          from = at;
+        }
+        expect(out.take().toString('latin1')).toBe(expected.out.toString('latin1'));
+        expect(relay.invalid).toBe(expected.invalid);
+        expect(relay.contentChunks).toBe(expected.chunks);
+      });
+    }), { numRuns: 1500 });
+  });
+
+  it('lets a stream take the fast path from its first event, once an earlier stream taught the layouts', async () => {
+    const { SseRelay } = await import('../../src/wire/sse-relay.js');
+    const { FrameShapes } = await import('../../src/wire/frame-shapes.js');
+    const stream = (id: number, created: number): Buffer => Buffer.from([
+      ...['t0 ', 't1 ', 't2 '].map((t) => `data: {"id":"chatcmpl-${id}","object":"chat.completion.chunk","created":${created},"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"${t}"},"finish_reason":null}]}\n\n`),
+      `data: {"id":"chatcmpl-${id}","object":"chat.completion.chunk","created":${created},"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":"stop"}]}\n\n`,
+      `data: {"id":"chatcmpl-${id}","object":"chat.completion.chunk","created":${created},"model":"m","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":3,"total_tokens":6}}\n\n`,
+      'data: [DONE]\n\n',
+    ].join(''));
+    const shapes = new FrameShapes();
+    const first = new SseRelay('chatcmpl-a', false, shapes);
+    first.push(stream(7, 1_763_870_000));
+    // The first event and the finish event are learned; the usage event is always parsed.
+    expect(first.slowEvents).toBe(3);
+    const second = new SseRelay('chatcmpl-b', false, shapes);
+    const text = second.push(stream(512, 1_763_870_042));
+    expect(second.slowEvents).toBe(1);
+    expect(second.done).toBe(true);
+    expect(second.usage).toEqual({ prompt_tokens: 3, completion_tokens: 3, total_tokens: 6 });
+    expect(text).toBe(stream(512, 1_763_870_042).toString().replaceAll('chatcmpl-512', 'chatcmpl-b').replace(/data: \{[^\n]*"usage"[^\n]*\n\n/, ''));
+  });
+});
