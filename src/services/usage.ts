@@ -7,17 +7,19 @@ import type { KeyRecord } from '../domain/key.js';
  */
 export class UsageTracker {
   private dirty = new Set<KeyRecord>();
-  // Formatting a date costs more than the rest of the bookkeeping; requests in the same
-  // millisecond share one string.
-  private lastMs = Number.NaN;
-  private lastIso = '';
+  // Formatting a date cost more than the rest of the bookkeeping: the text up to the second is
+  // made once per second, and each request adds its milliseconds.
+  private lastSecond = Number.NaN;
+  private secondText = '';
 
   record(key: KeyRecord, nowMs: number, promptTokens: number, completionTokens: number): void {
-    if (nowMs !== this.lastMs) {
-      this.lastMs = nowMs;
-      this.lastIso = iso(nowMs);
+    const second = Math.floor(nowMs / 1000);
+    if (second !== this.lastSecond) {
+      this.lastSecond = second;
+      this.secondText = iso(second * 1000).slice(0, -4);
     }
-    key.lastUsedAt = this.lastIso;
+    const ms = nowMs - second * 1000;
+    key.lastUsedAt = `${this.secondText}${ms < 10 ? '00' : ms < 100 ? '0' : ''}${ms}Z`;
     key.usage.requests += 1;
     key.usage.promptTokens += promptTokens;
     key.usage.completionTokens += completionTokens;

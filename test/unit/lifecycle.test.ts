@@ -133,3 +133,17 @@ describe('lowdb store', () => {
     expect(await readFile(path, 'utf8')).toBe('{"version":1,"instan');
   });
 });
+
+describe('UsageTracker', () => {
+  it('records lastUsedAt as the ISO time of the request, to the millisecond', async () => {
+    const { UsageTracker } = await import('../../src/services/usage.js');
+    const usage = new UsageTracker();
+    const key = { lastUsedAt: null, usage: { requests: 0, promptTokens: 0, completionTokens: 0 } } as unknown as Parameters<typeof usage.record>[0];
+    for (const ms of [Date.UTC(2026, 10, 23, 5, 57, 33, 7), Date.UTC(2026, 10, 23, 5, 57, 33, 42), Date.UTC(2026, 10, 23, 5, 57, 33, 999), Date.UTC(2026, 10, 23, 5, 57, 34, 0), Date.UTC(2027, 0, 1, 0, 0, 0, 120)]) {
+      usage.record(key, ms, 1, 2);
+      expect(key.lastUsedAt).toBe(new Date(ms).toISOString());
+    }
+    expect(key.usage).toEqual({ requests: 5, promptTokens: 5, completionTokens: 10 });
+    expect(usage.takeDirty()).toEqual([key]);
+  });
+});
