@@ -85,6 +85,8 @@ export class SseRelay {
           out.add(t.outPrefix, buf, start + t.inPrefix.length, next);
           start = next;
           from = next;
+          // A model server sends one event per HTTP chunk: usually nothing is left to search.
+          if (next === buf.length) break;
           continue;
         }
         const shapes = this.shapes;
@@ -101,6 +103,7 @@ export class SseRelay {
           };
           start = next;
           from = next;
+          if (next === buf.length) break;
           continue;
         }
       }
