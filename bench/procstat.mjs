@@ -13,6 +13,20 @@ try {
   // getconf missing: Linux's USER_HZ is 100 everywhere we run.
 }
 
+/**
+ * CPU seconds the hypervisor has taken from this machine so far (the "steal" column of
+ * /proc/stat, all CPUs), or null when it is not reported. On a shared VM it is the best single
+ * sign that a run's absolute figures are not comparable with another run's.
+ */
+export function stolenSeconds() {
+  try {
+    const cpu = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/);
+    return cpu[8] === undefined ? null : Number(cpu[8]) / ticksPerSecond;
+  } catch {
+    return null;
+  }
+}
+
 /** CPU seconds (user + system) the processes have used so far. */
 export function cpuSeconds(pids) {
   let ticks = 0;

@@ -29,6 +29,7 @@ export function machine(load) {
     `- Node ${process.version}; ${version('wrk', ['--version'])}; ${version('nginx', ['-v'])}`,
     '- Load generator, proxy and upstream share these cores (all on 127.0.0.1); the machine may be shared with other work.',
     ...(load === undefined ? [] : [`- Load average (1 min) at the start and end of the run: ${load.start.toFixed(2)} and ${load.end.toFixed(2)} (above 0 means other work competed for the cores; p99 figures suffer first)`]),
+    ...(load?.stolenShare == null ? [] : [`- CPU time taken by the hypervisor during the run (steal): ${(100 * load.stolenShare).toFixed(1)} % of both cores' time. Above a few percent, absolute figures are not comparable with other runs'; the paired ratios still are.`]),
   ].join('\n');
 }
 

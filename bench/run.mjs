@@ -7,17 +7,17 @@
  * Flags: --reps N (5) --duration S (2) --warmup S (1) --streams N (2000) --out FILE
  *        --json FILE --no-wrk --no-nginx --no-build --log-level L (warn) --smoke (seconds)
  *        --only id,id (scenarios; for profiling work: written to bench/results/partial.md) --no-held
- *        --node-flags "…" (V8 flags for both Node proxies; default the production advice of
+ *        --node-flags=… (V8 flags for both Node proxies; default the production advice of
  *        docs/performance.md, --max-semi-space-size=4; "" for Node's defaults)
  *        --baseline DIR (another checkout, built: measured as the extra target "baseline", in the
  *        same interleaved repetitions, so a change is judged against its parent in one run)
  */
 import { execFile, execFileSync } from 'node:child_process';
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
-import { loadavg, tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { cpuSeconds, rssKiB, sampleRss, syscalls } from './procstat.mjs';
+import { cpuSeconds, rssKiB, sampleRss, stolenSeconds, syscalls } from './procstat.mjs';
 import { renderReport } from './report.mjs';
 import { HELD, PACED, SCENARIOS, bodies } from './scenarios.mjs';
 import { hasNginx, startNginx, startObProxy, startReference, startUpstream } from './targets.mjs';
@@ -138,8 +138,16 @@ function paired(rs, byTarget) {
   };
 }
 
+/** The share of all CPUs' time over the run that the hypervisor took (steal), or null. */
+function stealShare() {
+  const end = stolenSeconds();
+  if (stolenStart === null || end === null) return null;
+  return (end - stolenStart) / (((Date.now() - started.getTime()) / 1000) * cpus().length);
+}
+
 const started = new Date();
 const loadStart = loadavg()[0];
+const stolenStart = stolenSeconds();
 const targets = [];
 try {
   const upstream = await startUpstream();
@@ -189,7 +197,7 @@ try {
     log(`held ${opts.streams} streams ${t.name}: ${r.requests} done, max open ${r.maxOpen}, ${held[t.name].perStreamKB.toFixed(1)} KB each, errors ${r.errors + r.non200 + r.badStreams}`);
   }
 
-  const doc = { started: started.toISOString(), finished: new Date().toISOString(), load: { start: loadStart, end: loadavg()[0] }, opts, targets: targets.map((t) => t.name), results, paced, held };
+  const doc = { started: started.toISOString(), finished: new Date().toISOString(), load: { start: loadStart, end: loadavg()[0], stolenShare: stealShare() }, opts, targets: targets.map((t) => t.name), results, paced, held };
   mkdirSync(dirname(jsonOut), { recursive: true });
   writeFileSync(jsonOut, `${JSON.stringify(doc, null, 2)}\n`);
   writeFileSync(out, renderReport(doc));
