@@ -185,7 +185,8 @@ export class SseRelay {
     this.learnable = false;
     this.slowEvents++;
     const text = this.frame(buf.toString('utf8', s, e));
-    if (this.learnable) this.shapes.learn(buf, s, e);
+    // Layouts end in a blank line of two LFs; an event ended by CRLFs would never match its own.
+    if (this.learnable && buf[e] === LF && buf[e + 1] === LF) this.shapes.learn(buf, s, e);
     if (text === '') return;
     const b = Buffer.from(text, 'utf8');
     out.add(null, b, 0, b.length);

@@ -276,3 +276,24 @@ describe('FrameShapes: event layouts shared by the streams of one model server',
     expect(text).toBe(stream(512, 1_763_870_042).toString().replaceAll('chatcmpl-512', 'chatcmpl-b').replace(/data: \{[^\n]*"usage"[^\n]*\n\n/, ''));
   });
 });
+
+describe('FrameShapes: what is not learned', () => {
+  it('learns nothing from events ended by CRLF, nested ids or ids with escapes', async () => {
+    const { SseRelay } = await import('../../src/wire/sse-relay.js');
+    const { FrameShapes } = await import('../../src/wire/frame-shapes.js');
+    const shapes = new FrameShapes();
+    const relay = new SseRelay('chatcmpl-x', false, shapes);
+    const out = relay.push(Buffer.from([
+      'data: {"id":"a","choices":[{"index":0,"delta":{"content":"crlf"}}]}\r\n\r\n',
+      'data: {"x":{"id":"nested"},"choices":[{"index":0,"delta":{"content":"n"}}]}\n\n',
+      'data: {"id":"a\\"b","choices":[{"index":0,"delta":{"content":"e"}}]}\n\n',
+    ].join('')));
+    expect(shapes.size).toBe(0);
+    expect(relay.slowEvents).toBe(3);
+    expect(out).toBe([
+      'data: {"id":"chatcmpl-x","choices":[{"index":0,"delta":{"content":"crlf"}}]}\n\n',
+      'data: {"x":{"id":"nested"},"choices":[{"index":0,"delta":{"content":"n"}}],"id":"chatcmpl-x"}\n\n',
+      'data: {"id":"chatcmpl-x","choices":[{"index":0,"delta":{"content":"e"}}]}\n\n',
+    ].join(''));
+  });
+});
