@@ -34,6 +34,10 @@ export const ERRORS = {
     status: 401, type: 'authentication_error',
     message: 'This API key has been revoked and can never be used again. Generate a new key for a ready instance.',
   },
+  pack_ended: {
+    status: 401, type: 'authentication_error',
+    message: 'The pack of this API key\'s deployment ended while the request was in flight; its keys are revoked. Extend the pack before it ends, or generate a key for a ready instance.',
+  },
   deployment_not_found: {
     status: 404, type: 'not_found_error',
     message: 'No deployment exists for this API key any more. Generate a key for a running instance.',

@@ -48,6 +48,7 @@ const REASONS: Record<RevokeReason, string> = {
   instance_stopped: 'instance stopped',
   instance_failed: 'instance failed',
   instance_terminated: 'instance terminated',
+  instance_removed: 'instance removed',
   pack_ended: 'pack ended',
   manual: 'revoked by operator',
 };

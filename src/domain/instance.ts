@@ -5,6 +5,11 @@ export type InstanceState = (typeof INSTANCE_STATES)[number];
 
 export interface Instance {
   id: string;
+  /**
+   * Internal, never reused: a new one each time an instance is added, so an id removed and added
+   * again is another deployment, and the keys of the old one answer 404 for ever.
+   */
+  deployment: string;
   model: string;
   /** The model server's base URL (Ollama's root); null until given. */
   endpoint: string | null;

@@ -1,4 +1,4 @@
-export const REVOKE_REASONS = ['instance_stopped', 'instance_failed', 'instance_terminated', 'pack_ended', 'manual'] as const;
+export const REVOKE_REASONS = ['instance_stopped', 'instance_failed', 'instance_terminated', 'instance_removed', 'pack_ended', 'manual'] as const;
 export type RevokeReason = (typeof REVOKE_REASONS)[number];
 
 export interface KeyUsage {
@@ -12,6 +12,11 @@ export interface KeyRecord {
   id: string;
   name: string;
   instance: string;
+  /**
+   * The deployment the key was made for (Instance.deployment): an instance id can be removed and
+   * added again for another rental, and a key never outlives the deployment it was made for.
+   */
+  deployment: string;
   hash: string;
   hint: string;
   isDefault: boolean;

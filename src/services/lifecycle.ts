@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { type Clock, iso } from '../clock.js';
 import { mintSecret, type SecretSource } from '../domain/api-key.js';
 import {
@@ -7,6 +8,7 @@ import { type AuditEvent, type KeyRecord, type RevokeReason, emptyUsage } from '
 import { validateInstanceId, validateKeyName, validateTimestamp, validateTokenFile } from '../domain/validate.js';
 import { ObProxyError, obError } from '../errors.js';
 import type { Mutation, Store } from '../store/store.js';
+import { upgradeStoreData } from '../store/upgrade.js';
 import { Mutex } from './mutex.js';
 import { Registry, isLive } from './registry.js';
 
@@ -15,6 +17,8 @@ export interface LifecycleDeps {
   clock: Clock;
   secrets: SecretSource;
   models: readonly string[];
+  /** Internal deployment ids (never reused); random UUIDs unless a test injects its own. */
+  deploymentId?: () => string;
 }
 
 export interface CreatedKey {
@@ -53,7 +57,10 @@ export class LifecycleService {
   }
 
   static async open(deps: LifecycleDeps): Promise<LifecycleService> {
-    return new LifecycleService(deps, Registry.from(await deps.store.load()));
+    const upgraded = upgradeStoreData(await deps.store.load(), { newId: deps.deploymentId ?? randomUUID, now: iso(deps.clock.now()) });
+    // Written before the daemon serves: an old store's keys of removed deployments stay revoked.
+    if (upgraded.mutations.length > 0) await deps.store.commit(upgraded.mutations);
+    return new LifecycleService(deps, Registry.from(upgraded.data));
   }
 
   get models(): readonly string[] {
@@ -107,7 +114,8 @@ export class LifecycleService {
       const packEndsAt = input.packEndsAt == null ? null : this.futureTime(input.packEndsAt);
       const now = this.now();
       const upstreamTokenFile = input.upstreamTokenFile == null ? null : validateTokenFile(input.upstreamTokenFile);
-      const instance: Instance = { id, model: input.model, endpoint, state: 'pending', packEndsAt, upstreamTokenFile, createdAt: now, updatedAt: now };
+      const deployment = (this.deps.deploymentId ?? randomUUID)();
+      const instance: Instance = { id, deployment, model: input.model, endpoint, state: 'pending', packEndsAt, upstreamTokenFile, createdAt: now, updatedAt: now };
       const ev = this.event({ type: 'instance.added', instance: id, state: 'pending', packEndsAt });
       await this.write([{ op: 'putInstance', instance }, { op: 'appendEvent', event: ev }]);
       this.registry.instances.set(id, instance);
@@ -151,7 +159,7 @@ export class LifecycleService {
         this.mutex.run(async () => {
           const inst = this.registry.instances.get(id);
           if (inst === undefined || inst.state !== 'ready') return null;
-          const hasDefault = this.registry.keysOf(id).some((k) => k.isDefault && k.status === 'active');
+          const hasDefault = this.registry.keysOfDeployment(inst).some((k) => k.isDefault && k.status === 'active');
           if (hasDefault) return null;
           const created = await this.mintKey(inst, DEFAULT_KEY_NAME, true);
           this.undisplayed.set(created.key.id, created.secret);
@@ -278,13 +286,19 @@ export class LifecycleService {
     });
   }
 
+  /**
+   * Revokes every key of the instance, then forgets it. Its keys answer 404 for ever: an instance
+   * added later with the same id is another deployment (a new internal id), with new keys.
+   */
   remove(id: string): Promise<Instance> {
     return this.mutex.run(async () => {
       const inst = this.getInstance(id);
+      const { mutations, events } = this.revokeAllInMemory(id, 'instance_removed');
       const ev = this.event({ type: 'instance.removed', instance: id, state: inst.state });
-      await this.write([{ op: 'deleteInstance', id }, { op: 'appendEvent', event: ev }]);
       this.registry.instances.delete(id);
-      this.emit([ev]);
+      for (const k of this.registry.keysOf(id)) this.undisplayed.delete(k.id);
+      await this.writeRevocations([...mutations, { op: 'deleteInstance', id }, { op: 'appendEvent', event: ev }]);
+      this.emit([...events, ev]);
       return inst;
     });
   }
@@ -329,7 +343,7 @@ export class LifecycleService {
     let minted = mintSecret(this.deps.secrets);
     while (this.registry.keys.has(minted.keyId)) minted = mintSecret(this.deps.secrets);
     const key: KeyRecord = {
-      id: minted.keyId, name, instance: inst.id, hash: minted.hash, hint: minted.hint, isDefault,
+      id: minted.keyId, name, instance: inst.id, deployment: inst.deployment, hash: minted.hash, hint: minted.hint, isDefault,
       status: 'active', createdAt: this.now(), lastUsedAt: null, revokedAt: null, revokeReason: null, usage: emptyUsage(),
     };
     const ev = this.event({ type: 'key.created', instance: inst.id, keyId: key.id, keyName: name });

@@ -33,16 +33,25 @@ export class Registry {
   }
 
   /**
-   * CONTRACT §3 checks 2 to 4, in order. `nowMs` lets the request path see a pack that ended
+   * CONTRACT §3 checks 2 to 5, in order. `nowMs` lets the request path see a pack that ended
    * between timer ticks: such a key is already revoked for the client.
    */
   authenticate(secret: string, nowMs: number, requireReady: boolean): AuthResult {
     if (!hasSecretShape(secret)) return { ok: false, code: 'invalid_api_key' };
     const key = this.byHash.get(hashSecret(secret));
     if (key === undefined) return { ok: false, code: 'invalid_api_key' };
-    if (key.status !== 'active') return { ok: false, code: 'revoked_api_key', key };
+    return this.check(key, nowMs, requireReady);
+  }
+
+  /**
+   * Checks 3 to 5 for a known key, again just before a request goes upstream: the key and its
+   * deployment may have changed while the body was arriving.
+   */
+  check(key: KeyRecord, nowMs: number, requireReady: boolean): AuthResult {
     const instance = this.instances.get(key.instance);
-    if (instance === undefined) return { ok: false, code: 'deployment_not_found', key };
+    // The id may have been removed and added again: that is another deployment, not this key's.
+    if (instance === undefined || instance.deployment !== key.deployment) return { ok: false, code: 'deployment_not_found', key };
+    if (key.status !== 'active') return { ok: false, code: 'revoked_api_key', key, instance };
     if (instance.packEndsAt !== null && this.packEndMs(instance, instance.packEndsAt) <= nowMs && isLive(instance)) {
       return { ok: false, code: 'revoked_api_key', key, instance, packEnded: true };
     }
@@ -66,12 +75,20 @@ export class Registry {
 
   activeKeyCount(instanceId: string): number {
     let n = 0;
-    for (const k of this.keys.values()) if (k.instance === instanceId && k.status === 'active') n++;
+    const inst = this.instances.get(instanceId);
+    if (inst === undefined) return 0;
+    for (const k of this.keys.values()) if (k.instance === instanceId && k.deployment === inst.deployment && k.status === 'active') n++;
     return n;
   }
 
+  /** Every key ever made under this instance id, of any deployment. */
   keysOf(instanceId: string): KeyRecord[] {
     return [...this.keys.values()].filter((k) => k.instance === instanceId);
+  }
+
+  /** The keys of the instance's current deployment. */
+  keysOfDeployment(instance: Instance): KeyRecord[] {
+    return [...this.keys.values()].filter((k) => k.instance === instance.id && k.deployment === instance.deployment);
   }
 }
 

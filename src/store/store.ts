@@ -1,7 +1,7 @@
 import type { Instance } from '../domain/instance.js';
 import type { AuditEvent, KeyRecord } from '../domain/key.js';
 
-export const STORE_VERSION = 1;
+export const STORE_VERSION = 2;
 
 export interface StoreData {
   version: number;
