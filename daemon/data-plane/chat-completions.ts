@@ -2,7 +2,7 @@ import type { ServerResponse } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ObProxyError, obError } from '../../src/errors.js';
 import { completionId } from '../../src/ids.js';
-import { type ChatRequest, upstreamBody, validateChatRequest } from '../../src/wire/chat-request.js';
+import { type ChatRequest, parseChatBody, upstreamBody, validateChatRequest } from '../../src/wire/chat-request.js';
 import type { DaemonContext } from '../context.js';
 import type { AuthContext } from './auth-hook.js';
 import { replyError } from './send-error.js';
@@ -10,33 +10,26 @@ import { PlainRelay, type RelayContext, StreamRelay } from './upstream-relay.js'
 
 const INFO_LEVELS = new Set(['trace', 'debug', 'info']);
 const JSON_TYPE = /^application\/json\s*(;|$)/i;
-
-function parseBody(request: FastifyRequest): Record<string, unknown> {
-  const raw = request.body;
-  if (!Buffer.isBuffer(raw) || raw.length === 0) {
-    throw obError('invalid_json', { message: 'The request body is empty. Send a JSON chat completion request.' });
-  }
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(raw.toString('utf8'));
-  } catch (err) {
-    throw obError('invalid_json', { message: `The request body is not valid JSON (${(err as Error).message}).` });
-  }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-    throw obError('invalid_json', { message: 'The request body must be a JSON object.' });
-  }
-  return parsed as Record<string, unknown>;
-}
+// JSON is UTF-8 (RFC 8259); a body declared in another charset would be read as something else.
+const CHARSET = /;\s*charset\s*=\s*"?([^";\s]*)/i;
+const UTF8 = /^utf-?8$/i;
 
 export function makeChatHandler(ctx: DaemonContext) {
   // Not async: the reply is hijacked, so Fastify need not wait on a promise for each request.
   return function chatCompletions(request: FastifyRequest, reply: FastifyReply): void {
     const auth = request.auth as AuthContext;
     let chat: ChatRequest;
+    let upstream: Buffer | string;
     try {
-      const body = parseBody(request);
-      if (!JSON_TYPE.test(request.headers['content-type'] ?? '')) {
+      const raw = request.body;
+      const body = parseChatBody(Buffer.isBuffer(raw) ? raw : Buffer.alloc(0));
+      const type = request.headers['content-type'] ?? '';
+      if (!JSON_TYPE.test(type)) {
         throw obError('invalid_request', { message: 'Content-Type must be application/json.' });
+      }
+      const charset = CHARSET.exec(type);
+      if (charset !== null && !UTF8.test(charset[1] ?? '')) {
+        throw obError('invalid_request', { message: 'The body must be UTF-8: send Content-Type: application/json (charset=utf-8, if any).' });
       }
       chat = validateChatRequest(body);
       if (chat.model !== auth.instance.model) {
@@ -45,6 +38,8 @@ export function makeChatHandler(ctx: DaemonContext) {
           message: `This API key is bound to a deployment of "${auth.instance.model}"; the request asked for "${chat.model}". Set model to "${auth.instance.model}".`,
         });
       }
+      // Built before the reply is hijacked: past that point Fastify can no longer answer a throw.
+      upstream = upstreamBody(raw as Buffer, chat);
     } catch (err) {
       if (!(err instanceof ObProxyError)) throw err;
       replyError(reply, err);
@@ -52,7 +47,7 @@ export function makeChatHandler(ctx: DaemonContext) {
     }
     reply.hijack();
     const started = performance.now();
-    const done = proxy(ctx, request, reply.raw, auth, chat);
+    const done = proxy(ctx, request, reply.raw, auth, chat, upstream);
     // The access line; its object is not even built when info is off (--log-level warn).
     if (INFO_LEVELS.has(ctx.log.level)) {
       void done.then(() => {
@@ -62,7 +57,7 @@ export function makeChatHandler(ctx: DaemonContext) {
   };
 }
 
-function proxy(ctx: DaemonContext, request: FastifyRequest, res: ServerResponse, auth: AuthContext, chat: ChatRequest): Promise<void> {
+function proxy(ctx: DaemonContext, request: FastifyRequest, res: ServerResponse, auth: AuthContext, chat: ChatRequest, body: Buffer | string): Promise<void> {
   ctx.usage.record(auth.key, ctx.clock.now(), 0, 0);
   const rc: RelayContext = {
     res,
@@ -75,7 +70,7 @@ function proxy(ctx: DaemonContext, request: FastifyRequest, res: ServerResponse,
   const relay = chat.stream ? new StreamRelay(rc, chat.includeUsage, ctx.frameShapes.for(auth.instance.id)) : new PlainRelay(rc);
   ctx.upstream.dispatch({
     endpoint: auth.instance.endpoint as string,
-    body: upstreamBody(request.body as Buffer, chat),
+    body,
     stream: chat.stream,
     requestId: request.id,
     token: ctx.upstreamTokens.get(auth.instance.id),

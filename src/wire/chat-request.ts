@@ -1,4 +1,5 @@
 import { obError } from '../errors.js';
+import { checkFieldNames, fieldSet, parseJsonBody } from './json-body.js';
 
 /**
  * Validation of SPEC 2.4 / 8 for POST /v1/chat/completions, written by hand: it runs on every
@@ -20,6 +21,77 @@ export interface ChatRequest {
 }
 
 const ROLES = new Set(['user', 'assistant', 'system']);
+
+// The fields OpenAI's chat API, Ollama and vLLM decode at each position of a request. A key that
+// differs from one of these only by case is refused (see checkFieldNames).
+const TOP = fieldSet([
+  'model', 'messages', 'stream', 'stream_options', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p',
+  'n', 'seed', 'stop', 'frequency_penalty', 'presence_penalty', 'logit_bias', 'logprobs', 'top_logprobs',
+  'response_format', 'tools', 'tool_choice', 'parallel_tool_calls', 'functions', 'function_call', 'user',
+  'reasoning_effort', 'reasoning', 'metadata', 'store', 'service_tier', 'modalities', 'audio', 'prediction',
+  'verbosity', 'web_search_options', 'prompt_cache_key', 'safety_identifier', '_debug_render_only',
+  'top_k', 'min_p', 'repetition_penalty', 'include_reasoning', 'chat_template_kwargs',
+]);
+const MESSAGE = fieldSet(['role', 'content', 'name', 'tool_calls', 'tool_call_id', 'refusal', 'reasoning', 'reasoning_content', 'audio', 'function_call']);
+const PART = fieldSet(['type', 'text', 'image_url', 'input_audio', 'file', 'refusal']);
+const IMAGE_URL = fieldSet(['url', 'detail']);
+const TOOL_CALL = fieldSet(['id', 'type', 'index', 'function']);
+const FUNCTION = fieldSet(['name', 'arguments', 'description', 'parameters', 'strict']);
+const TOOL = fieldSet(['type', 'function']);
+const RESPONSE_FORMAT = fieldSet(['type', 'json_schema']);
+const JSON_SCHEMA = fieldSet(['name', 'description', 'schema', 'strict']);
+const STREAM_OPTIONS = fieldSet(['include_usage', 'include_obfuscation']);
+
+/**
+ * Refuses keys that a case-insensitive decoder would read as another field, at every position
+ * where the model server decodes into fixed fields. Schemas and metadata are the client's own.
+ */
+function checkNames(body: Json): void {
+  checkFieldNames(body, TOP.fields, TOP.folded, '');
+  const messages = body.messages;
+  if (Array.isArray(messages)) {
+    for (let i = 0; i < messages.length; i++) {
+      const m: unknown = messages[i];
+      if (!isObject(m)) continue;
+      const path = `messages[${i}]`;
+      checkFieldNames(m, MESSAGE.fields, MESSAGE.folded, path);
+      if (Array.isArray(m.content)) {
+        for (let j = 0; j < m.content.length; j++) {
+          const part: unknown = m.content[j];
+          if (!isObject(part)) continue;
+          checkFieldNames(part, PART.fields, PART.folded, `${path}.content[${j}]`);
+          if (isObject(part.image_url)) checkFieldNames(part.image_url, IMAGE_URL.fields, IMAGE_URL.folded, `${path}.content[${j}].image_url`);
+        }
+      }
+      if (Array.isArray(m.tool_calls)) {
+        for (let j = 0; j < m.tool_calls.length; j++) {
+          const call: unknown = m.tool_calls[j];
+          if (!isObject(call)) continue;
+          checkFieldNames(call, TOOL_CALL.fields, TOOL_CALL.folded, `${path}.tool_calls[${j}]`);
+          if (isObject(call.function)) checkFieldNames(call.function, FUNCTION.fields, FUNCTION.folded, `${path}.tool_calls[${j}].function`);
+        }
+      }
+    }
+  }
+  if (Array.isArray(body.tools)) {
+    for (let j = 0; j < body.tools.length; j++) {
+      const tool: unknown = body.tools[j];
+      if (!isObject(tool)) continue;
+      checkFieldNames(tool, TOOL.fields, TOOL.folded, `tools[${j}]`);
+      if (isObject(tool.function)) checkFieldNames(tool.function, FUNCTION.fields, FUNCTION.folded, `tools[${j}].function`);
+    }
+  }
+  const rf = body.response_format;
+  if (isObject(rf)) {
+    checkFieldNames(rf, RESPONSE_FORMAT.fields, RESPONSE_FORMAT.folded, 'response_format');
+    if (isObject(rf.json_schema)) checkFieldNames(rf.json_schema, JSON_SCHEMA.fields, JSON_SCHEMA.folded, 'response_format.json_schema');
+  }
+  if (isObject(body.tool_choice)) {
+    checkFieldNames(body.tool_choice, TOOL.fields, TOOL.folded, 'tool_choice');
+    if (isObject(body.tool_choice.function)) checkFieldNames(body.tool_choice.function, FUNCTION.fields, FUNCTION.folded, 'tool_choice.function');
+  }
+  if (isObject(body.stream_options)) checkFieldNames(body.stream_options, STREAM_OPTIONS.fields, STREAM_OPTIONS.folded, 'stream_options');
+}
 
 type Json = Record<string, unknown>;
 
@@ -58,6 +130,17 @@ function textOf(content: unknown, path: string): string | null {
     text += part.text;
   }
   return text;
+}
+
+/**
+ * The body as every decoder will read it, or 400 invalid_json: JSON, UTF-8, no repeated key, no
+ * key that a case-insensitive decoder would take for a field, bounded depth. What
+ * validateChatRequest then checks is what the model server reads.
+ */
+export function parseChatBody(raw: Buffer): Json {
+  const { body } = parseJsonBody(raw);
+  checkNames(body);
+  return body;
 }
 
 export function validateChatRequest(body: Json): ChatRequest {
