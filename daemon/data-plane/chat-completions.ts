@@ -5,7 +5,7 @@ import { completionId } from '../../src/ids.js';
 import { type ChatRequest, parseChatBody, upstreamBody, validateChatRequest } from '../../src/wire/chat-request.js';
 import type { DaemonContext } from '../context.js';
 import type { AuthContext } from './auth-hook.js';
-import { replyError } from './send-error.js';
+import { replyError, writeRawError } from './send-error.js';
 import { PlainRelay, type RelayContext, StreamRelay } from './upstream-relay.js';
 
 const INFO_LEVELS = new Set(['trace', 'debug', 'info']);
@@ -47,7 +47,15 @@ export function makeChatHandler(ctx: DaemonContext) {
     }
     reply.hijack();
     const started = performance.now();
-    const done = proxy(ctx, request, reply.raw, auth, chat, upstream);
+    let done: Promise<void>;
+    try {
+      done = proxy(ctx, request, reply.raw, auth, chat, upstream);
+    } catch (err) {
+      // Nothing answers a hijacked reply but us: a throw here would hold the socket until the client left.
+      ctx.log.error({ err, reqId: request.id }, 'unhandled error after hijack');
+      writeRawError(reply.raw, obError('internal_error'), request.id);
+      return;
+    }
     // The access line; its object is not even built when info is off (--log-level warn).
     if (INFO_LEVELS.has(ctx.log.level)) {
       void done.then(() => {
