@@ -1,4 +1,4 @@
-/* global process */
+/* global process, Buffer */
 /**
  * What refusing repeated and case-variant keys costs per request body, against the two other
  * choices issue 10 names, measured in one process with interleaved repetitions:
