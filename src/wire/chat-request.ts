@@ -1,10 +1,13 @@
-import { obError } from '../errors.js';
+import { checkFields } from './chat-fields.js';
+import { checkMessages } from './chat-messages.js';
 import { checkFieldNames, fieldSet, parseJsonBody } from './json-body.js';
+import { type Json, invalid, isObject, optionalNumber } from './request-checks.js';
 
 /**
- * Validation of SPEC 2.4 / 8 for POST /v1/chat/completions, written by hand: it runs on every
- * request, names the exact field path in `param`, and tells whether the body must be rewritten
- * before it goes upstream (otherwise the client's bytes are forwarded untouched).
+ * Validation of POST /v1/chat/completions: SPEC 2.4 / 8 and the rest of OpenAI's chat API as the
+ * SDKs and agent frameworks send it (CONTRACT §3), written by hand: it runs on every request,
+ * names the exact field path in `param`, and tells whether the body must be rewritten before it
+ * goes upstream (otherwise the client's bytes are forwarded untouched).
  */
 export interface ChatRequest {
   model: string;
@@ -19,8 +22,6 @@ export interface ChatRequest {
    */
   addUsage: boolean;
 }
-
-const ROLES = new Set(['user', 'assistant', 'system']);
 
 // The fields OpenAI's chat API, Ollama and vLLM decode at each position of a request. A key that
 // differs from one of these only by case is refused (see checkFieldNames).
@@ -93,44 +94,12 @@ function checkNames(body: Json): void {
   if (isObject(body.stream_options)) checkFieldNames(body.stream_options, STREAM_OPTIONS.fields, STREAM_OPTIONS.folded, 'stream_options');
 }
 
-type Json = Record<string, unknown>;
-
-function isObject(v: unknown): v is Json {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
-function invalid(param: string, message: string): never {
-  throw obError('invalid_request', { param, message });
-}
-
-function optionalNumber(body: Json, field: string, min: number, max: number): void {
-  const v = body[field];
-  if (v === undefined || v === null) return;
-  if (typeof v !== 'number' || !Number.isFinite(v)) invalid(field, `${field} must be a number from ${min} to ${max}.`);
-  if (v < min || v > max) invalid(field, `${field} must be from ${min} to ${max}; got ${v}.`);
-}
-
 function optionalTokenCap(body: Json, field: string): void {
   const v = body[field];
   if (v === undefined || v === null) return;
   if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1) invalid(field, `${field} must be a positive integer.`);
 }
 
-/** Returns the message's content as a string, joining text parts; null if it was already one. */
-function textOf(content: unknown, path: string): string | null {
-  if (typeof content === 'string') return null;
-  if (!Array.isArray(content)) invalid(`${path}.content`, `${path}.content must be a string or an array of text parts.`);
-  let text = '';
-  for (let j = 0; j < content.length; j++) {
-    const part: unknown = content[j];
-    const pp = `${path}.content[${j}]`;
-    if (!isObject(part)) invalid(pp, `${pp} must be an object like {"type":"text","text":"…"}.`);
-    if (part.type !== 'text') invalid(`${pp}.type`, `${pp}.type must be "text": only text content is supported.`);
-    if (typeof part.text !== 'string') invalid(`${pp}.text`, `${pp}.text must be a string.`);
-    text += part.text;
-  }
-  return text;
-}
 
 /**
  * The body as every decoder will read it, or 400 invalid_json: JSON, UTF-8, no repeated key, no
@@ -149,35 +118,18 @@ export function validateChatRequest(body: Json): ChatRequest {
   if (model === undefined || model === null) invalid('model', 'model is required: name the model of your deployment.');
   if (typeof model !== 'string' || model === '') invalid('model', 'model must be a non-empty string.');
 
-  const messages = body.messages;
-  if (messages === undefined || messages === null) invalid('messages', 'messages is required: an array of {role, content} turns.');
-  if (!Array.isArray(messages)) invalid('messages', 'messages must be an array of {role, content} turns.');
-  if (messages.length === 0) invalid('messages', 'messages must contain at least one turn.');
-  let outMessages: unknown[] | null = null;
-  for (let i = 0; i < messages.length; i++) {
-    const m: unknown = messages[i];
-    const path = `messages[${i}]`;
-    if (!isObject(m)) invalid(path, `${path} must be an object with role and content.`);
-    let role = m.role;
-    if (role === undefined) invalid(`${path}.role`, `${path}.role is required: one of user, assistant, system.`);
-    if (role === 'developer') role = 'system';
-    if (typeof role !== 'string' || !ROLES.has(role)) invalid(`${path}.role`, `${path}.role must be one of user, assistant, system.`);
-    if (m.content === undefined || m.content === null) invalid(`${path}.content`, `${path}.content is required: the text of the turn.`);
-    const joined = textOf(m.content, path);
-    if (joined !== null || role !== m.role) {
-      outMessages ??= messages.slice();
-      outMessages[i] = { ...m, role, content: joined ?? m.content };
-    }
-  }
+  const outMessages = checkMessages(body.messages);
   if (outMessages !== null) rewrite = true;
 
-  optionalNumber(body, 'temperature', 0, 2);
-  optionalNumber(body, 'top_p', 0, 1);
+  optionalNumber(body.temperature, 'temperature', 0, 2);
+  optionalNumber(body.top_p, 'top_p', 0, 1);
   optionalTokenCap(body, 'max_tokens');
   optionalTokenCap(body, 'max_completion_tokens');
   // Ollama ignores max_completion_tokens (ollama/ollama#7125): carry the cap as max_tokens.
   const mapCap = body.max_completion_tokens != null && body.max_tokens == null;
   if (mapCap) rewrite = true;
+
+  checkFields(body);
 
   const n = body.n;
   if (n !== undefined && n !== null && n !== 1) invalid('n', 'n must be 1: the model server returns exactly one choice.');

@@ -89,7 +89,7 @@ describe('the official openai SDK against ob-proxy serve and ob-proxy simulate',
     });
   });
 
-  it('maps the developer role to system, joins text parts and carries max_completion_tokens as max_tokens', async () => {
+  it('maps the developer role to system, forwards content parts as sent and carries max_completion_tokens as max_tokens', async () => {
     await client.chat.completions.create({
       model: MODEL, max_completion_tokens: 3,
       messages: [
@@ -100,7 +100,7 @@ describe('the official openai SDK against ob-proxy serve and ob-proxy simulate',
     const got = (await sim.requests()).at(-1)!;
     expect(got.body).toEqual({
       model: MODEL, max_tokens: 3,
-      messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hello there' }],
+      messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: [{ type: 'text', text: 'Hello ' }, { type: 'text', text: 'there' }] }],
     });
   });
 
@@ -183,8 +183,10 @@ describe('each status of CONTRACT §3 surfaces as the SDK error class with our c
     const e = await sdkError(() => client.chat.completions.create({ ...hello, temperature: 3 }));
     expect(e).toBeInstanceOf(OpenAI.BadRequestError);
     expect([e.status, e.code, e.param]).toEqual([400, 'invalid_request', 'temperature']);
-    const e2 = await sdkError(() => client.chat.completions.create({ model: MODEL, messages: [{ role: 'tool' as 'user', content: 'x' }] }));
+    const e2 = await sdkError(() => client.chat.completions.create({ model: MODEL, messages: [{ role: 'critic' as 'user', content: 'x' }] }));
     expect([e2.code, e2.param]).toEqual(['invalid_request', 'messages[0].role']);
+    const e3 = await sdkError(() => client.chat.completions.create({ model: MODEL, messages: [{ role: 'tool', content: 'x' } as unknown as OpenAI.ChatCompletionMessageParam] }));
+    expect([e3.code, e3.param, e3.message]).toEqual(['invalid_request', 'messages[0].tool_call_id', '400 messages[0].tool_call_id is required: the id of the tool call this turn answers.']);
   });
 
   it('400 invalid_json for a body that is not JSON', async () => {

@@ -28,10 +28,41 @@ describe('chat request validation (SPEC 2.4 and 8)', () => {
     [{ ...base, messages: [] }, 'messages'],
     [{ ...base, messages: ['hi'] }, 'messages[0]'],
     [{ ...base, messages: [{ content: 'x' }] }, 'messages[0].role'],
-    [{ ...base, messages: [{ role: 'tool', content: 'x' }] }, 'messages[0].role'],
+    [{ ...base, messages: [{ role: 'critic', content: 'x' }] }, 'messages[0].role'],
+    [{ ...base, messages: [{ role: 'tool', content: 'x' }] }, 'messages[0].tool_call_id'],
+    [{ ...base, messages: [{ role: 'user', content: null }] }, 'messages[0].content'],
+    [{ ...base, messages: [{ role: 'assistant', content: null }] }, 'messages[0].content'],
+    [{ ...base, messages: [{ role: 'user', content: 'x', tool_calls: [] }] }, 'messages[0].tool_calls'],
+    [{ ...base, messages: [{ role: 'assistant', content: null, tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: {} } }] }] }, 'messages[0].tool_calls[0].function.arguments'],
+    [{ ...base, messages: [{ role: 'assistant', content: null, tool_calls: [{ type: 'function', function: { name: 'f', arguments: '{}' } }] }] }, 'messages[0].tool_calls[0].id'],
+    [{ ...base, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'data:,', detail: 'max' } }] }] }, 'messages[0].content[0].image_url.detail'],
+    [{ ...base, messages: [{ role: 'user', content: [{ type: 'image_url' }] }] }, 'messages[0].content[0].image_url'],
+    [{ ...base, messages: [{ role: 'system', content: [{ type: 'image_url', image_url: 'data:,' }] }] }, 'messages[0].content[0].type'],
+    [{ ...base, messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: { format: 'wav' } }] }] }, 'messages[0].content[0].input_audio.data'],
+    [{ ...base, frequency_penalty: 2.5 }, 'frequency_penalty'],
+    [{ ...base, presence_penalty: -3 }, 'presence_penalty'],
+    [{ ...base, top_logprobs: 21 }, 'top_logprobs'],
+    [{ ...base, logprobs: 'yes' }, 'logprobs'],
+    [{ ...base, stop: ['a', 'b', 'c', 'd', 'e'] }, 'stop'],
+    [{ ...base, stop: 5 }, 'stop'],
+    [{ ...base, seed: 1.5 }, 'seed'],
+    [{ ...base, logit_bias: { 50256: -101 } }, 'logit_bias.50256'],
+    [{ ...base, user: 7 }, 'user'],
+    [{ ...base, reasoning_effort: 3 }, 'reasoning_effort'],
+    [{ ...base, metadata: { run: 1 } }, 'metadata.run'],
+    [{ ...base, parallel_tool_calls: 'no' }, 'parallel_tool_calls'],
+    [{ ...base, tools: {} }, 'tools'],
+    [{ ...base, tools: [{ type: 'function', function: { description: 'x' } }] }, 'tools[0].function.name'],
+    [{ ...base, tools: [{ type: 'function', function: { name: 'has space' } }] }, 'tools[0].function.name'],
+    [{ ...base, tools: [{ type: 'retrieval' }] }, 'tools[0].type'],
+    [{ ...base, tools: [{ type: 'function', function: { name: 'f', parameters: 'x' } }] }, 'tools[0].function.parameters'],
+    [{ ...base, tool_choice: 'always' }, 'tool_choice'],
+    [{ ...base, tool_choice: { type: 'function', function: {} } }, 'tool_choice.function.name'],
+    [{ ...base, response_format: { type: 'xml' } }, 'response_format.type'],
+    [{ ...base, response_format: { type: 'json_schema', json_schema: { name: 'x' } } }, 'response_format.json_schema.schema'],
     [{ ...base, messages: [{ role: 'user', content: 'a' }, { role: 'user' }] }, 'messages[1].content'],
     [{ ...base, messages: [{ role: 'user', content: 5 }] }, 'messages[0].content'],
-    [{ ...base, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] }, 'messages[0].content[0].type'],
+    [{ ...base, messages: [{ role: 'user', content: [{ type: 'video', video: {} }] }] }, 'messages[0].content[0].type'],
     [{ ...base, temperature: 2.01 }, 'temperature'],
     [{ ...base, temperature: -0.1 }, 'temperature'],
     [{ ...base, temperature: '1' }, 'temperature'],
@@ -49,11 +80,31 @@ describe('chat request validation (SPEC 2.4 and 8)', () => {
     expect(r.message.length).toBeGreaterThan(10);
   });
 
-  it('maps developer to system and joins text parts, rewriting only then', () => {
-    const r = validateChatRequest({
-      model: 'm', messages: [{ role: 'developer', content: 'be brief' }, { role: 'user', content: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }] }],
-    });
-    expect(r.rewritten).toEqual({ model: 'm', messages: [{ role: 'system', content: 'be brief' }, { role: 'user', content: 'ab' }] });
+  it('maps developer to system, rewriting only then; content parts go as sent', () => {
+    const parts = [{ type: 'text', text: 'a' }, { type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA', detail: 'low' } }];
+    const r = validateChatRequest({ model: 'm', messages: [{ role: 'developer', content: 'be brief' }, { role: 'user', content: parts }] });
+    expect(r.rewritten).toEqual({ model: 'm', messages: [{ role: 'system', content: 'be brief' }, { role: 'user', content: parts }] });
+    expect(validateChatRequest({ model: 'm', messages: [{ role: 'user', content: parts }] }).rewritten).toBeNull();
+  });
+
+  it('accepts an agent loop as the SDKs write it back, and every documented field, forwarding the bytes untouched', () => {
+    const body = {
+      model: 'm',
+      messages: [
+        { role: 'system', content: [{ type: 'text', text: 'You call tools.' }] },
+        { role: 'user', content: [{ type: 'text', text: 'Weather?' }, { type: 'image_url', image_url: 'data:image/png;base64,AAAA' }, { type: 'input_audio', input_audio: { data: 'UklG', format: 'wav' } }] },
+        { role: 'assistant', content: null, reasoning: 'I should call it.', tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } }] },
+        { role: 'tool', tool_call_id: 'call_1', name: 'get_weather', content: '{"temp":3}' },
+        { role: 'assistant', content: null, refusal: 'I cannot.' },
+        { role: 'assistant', content: [{ type: 'text', text: 'It is 3 °C.' }, { type: 'refusal', refusal: 'no' }] },
+      ],
+      tools: [{ type: 'function', function: { name: 'get_weather', description: 'd', parameters: { type: 'object', properties: { city: { type: 'string' } } }, strict: true } }],
+      tool_choice: { type: 'function', function: { name: 'get_weather' } }, parallel_tool_calls: false,
+      response_format: { type: 'json_schema', json_schema: { name: 'w', schema: { type: 'object' }, strict: true } },
+      stop: ['\n\n'], seed: 7, frequency_penalty: -2, presence_penalty: 2, logit_bias: { 50256: -100 }, logprobs: true, top_logprobs: 20,
+      user: 'u1', reasoning_effort: 'none', metadata: { run: 'a' }, some_new_field: { anything: [1] },
+    };
+    expect(validateChatRequest(body)).toEqual({ model: 'm', stream: false, includeUsage: false, rewritten: null, addUsage: false });
   });
 
   it('carries max_completion_tokens as max_tokens (Ollama ignores the former)', () => {
