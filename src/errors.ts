@@ -62,6 +62,10 @@ export const ERRORS = {
     status: 400, type: 'invalid_request_error',
     message: 'The model does not match the model of the deployment this API key is bound to.',
   },
+  model_not_found: {
+    status: 404, type: 'not_found_error',
+    message: 'No such model for this API key. GET /v1/models lists the one model it serves.',
+  },
   route_not_found: {
     status: 404, type: 'not_found_error',
     message: 'No such route. The proxy serves POST /v1/chat/completions and GET /v1/models; set your SDK base URL to {base_url}/v1.',

@@ -1,4 +1,5 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
+import type { Instance } from '../../src/domain/instance.js';
 import { obError } from '../../src/errors.js';
 import { requestId } from '../../src/ids.js';
 import type { DaemonContext } from '../context.js';
@@ -62,13 +63,23 @@ export function buildDataPlane(ctx: DaemonContext): FastifyInstance {
 
   app.post('/v1/chat/completions', { onRequest: makeAuthHook(ctx, true) }, makeChatHandler(ctx));
 
+  // The key's one model, whatever the instance's state (OpenAI's list and model shapes).
+  const modelOf = (inst: Instance) => ({ id: inst.model, object: 'model', created: Math.floor(Date.parse(inst.createdAt) / 1000), owned_by: 'ob-proxy' });
   app.get('/v1/models', { onRequest: makeAuthHook(ctx, false) }, async (request) => {
     const inst = request.auth?.instance;
     if (inst === undefined) throw obError('internal_error');
-    return {
-      object: 'list',
-      data: [{ id: inst.model, object: 'model', created: Math.floor(Date.parse(inst.createdAt) / 1000), owned_by: 'ob-proxy' }],
-    };
+    return { object: 'list', data: [modelOf(inst)] };
+  });
+  app.get<{ Params: { model: string } }>('/v1/models/:model', { onRequest: makeAuthHook(ctx, false) }, async (request, reply) => {
+    const inst = request.auth?.instance;
+    if (inst === undefined) throw obError('internal_error');
+    if (request.params.model !== inst.model) {
+      return replyError(reply, obError('model_not_found', {
+        param: 'model',
+        message: `This API key serves only "${inst.model}"; there is no model "${request.params.model}" for it.`,
+      }));
+    }
+    return modelOf(inst);
   });
 
   app.get('/healthz', async (_request, reply) => {
@@ -79,7 +90,7 @@ export function buildDataPlane(ctx: DaemonContext): FastifyInstance {
   app.setNotFoundHandler((request, reply) => {
     const hint = request.url.startsWith('/chat/completions') || request.url.startsWith('/models')
       ? ' Your base URL is missing /v1: use {base_url}/v1.' : '';
-    replyError(reply, obError('route_not_found', { message: `No route ${request.method} ${request.url.split('?')[0]}. The proxy serves POST /v1/chat/completions and GET /v1/models.${hint}` }));
+    replyError(reply, obError('route_not_found', { message: `No route ${request.method} ${request.url.split('?')[0]}. The proxy serves POST /v1/chat/completions, GET /v1/models and GET /v1/models/{model}.${hint}` }));
   });
 
   app.setErrorHandler((error: FastifyError, request, reply) => {
