@@ -26,6 +26,16 @@ afterAll(async () => {
   await sim?.stop();
 });
 
+async function sdkError(fn: () => Promise<unknown>): Promise<APIError> {
+  try {
+    await fn();
+  } catch (err) {
+    if (err instanceof APIError) return err;
+    throw err;
+  }
+  throw new Error('expected an error');
+}
+
 describe('the official openai SDK against ob-proxy serve and ob-proxy simulate', () => {
   it('creates a plain chat completion with the SPEC 2.5 shape and our own id', async () => {
     const r = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Hello' }], temperature: 0.2 });
@@ -104,9 +114,16 @@ describe('the official openai SDK against ob-proxy serve and ob-proxy simulate',
     });
   });
 
-  it('lists the one model of the key\'s instance', async () => {
+  it('lists the one model of the key\'s instance, and retrieves it by id (any other id is 404 model_not_found)', async () => {
     const page = await client.models.list();
-    expect(page.data).toEqual([{ id: MODEL, object: 'model', created: expect.any(Number), owned_by: 'ob-proxy' }]);
+    const model = { id: MODEL, object: 'model', created: expect.any(Number), owned_by: 'ob-proxy' };
+    expect(page.data).toEqual([model]);
+    expect(await client.models.retrieve(MODEL)).toEqual(model);
+    const e = await sdkError(() => client.models.retrieve('llama3:70b'));
+    expect(e).toBeInstanceOf(OpenAI.NotFoundError);
+    expect([e.status, e.code, e.param, e.message]).toEqual([404, 'model_not_found', 'model', '404 This API key serves only "gemma4:26b"; there is no model "llama3:70b" for it.']);
+    const bad = await sdkError(() => new OpenAI({ baseURL: `${serve.baseUrl}/v1`, apiKey: 'ob_sk_nope', maxRetries: 0 }).models.retrieve(MODEL));
+    expect([bad.status, bad.code]).toEqual([401, 'invalid_api_key']);
   });
 
   it('never forwards the client\'s Authorization or Host to the model server', async () => {
@@ -155,15 +172,6 @@ describe('the official openai SDK against ob-proxy serve and ob-proxy simulate',
 });
 
 describe('each status of CONTRACT §3 surfaces as the SDK error class with our code', () => {
-  async function sdkError(fn: () => Promise<unknown>): Promise<APIError> {
-    try {
-      await fn();
-    } catch (err) {
-      if (err instanceof APIError) return err;
-      throw err;
-    }
-    throw new Error('expected an error');
-  }
   const hello = { model: MODEL, messages: [{ role: 'user' as const, content: 'Hello' }] };
 
   it('400 missing_api_key with the whole OpenAI error body', async () => {
