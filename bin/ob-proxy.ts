@@ -11,7 +11,7 @@ import { DaemonClient } from '../cli/daemon-client.js';
 import { type ProgramDeps, UsageError, runCli } from '../cli/program.js';
 import { demoHome, runDemo } from '../daemon/run-demo.js';
 import { runServe } from '../daemon/run-serve.js';
-import { buildSimulator, type FailMode } from '../daemon/simulate/simulator.js';
+import { buildSimulator, type FailMode, type Flavor } from '../daemon/simulate/simulator.js';
 
 const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
 const env = process.env;
@@ -61,6 +61,8 @@ const deps: ProgramDeps = {
       fail: o.fail as FailMode | undefined,
       failAfterChunks: num(o.failAfter, 'fail-after'),
       errorStatus: num(o.errorStatus, 'error-status'),
+      reasoning: o.reasoning === true,
+      ...(o.flavor === undefined ? {} : { flavor: o.flavor as Flavor }),
     });
     const url = await sim.listen(num(o.port, 'port') ?? 0, o.host);
     process.stdout.write(`${JSON.stringify({ msg: 'simulator listening', url, models: o.model })}\n`);

@@ -9,7 +9,7 @@ export interface ServeOptions extends CommonOptions {
 }
 export interface SimulateOptions {
   port: string; host: string; model: string[]; firstTokenMs?: string; tokensPerSecond?: string; chunks?: string;
-  fail?: string; failAfter?: string; errorStatus?: string;
+  fail?: string; failAfter?: string; errorStatus?: string; reasoning?: boolean; flavor?: string;
 }
 export interface DemoOptions extends CommonOptions { port?: string; host?: string }
 
@@ -64,6 +64,8 @@ export function makeProgram(deps: ProgramDeps): Command {
     .option('--fail <mode>', 'failure mode: http-error, html-500, invalid-json, hang, reset-before-headers, hang-mid-stream, drop-mid-stream, eof-mid-stream, garbage, slow-drip')
     .option('--fail-after <n>', 'chunks sent before a mid-stream failure')
     .option('--error-status <status>', 'HTTP status for --fail http-error')
+    .option('--reasoning', 'the model thinks: reasoning output before the answer (as qwen3.6)')
+    .option('--flavor <flavor>', 'wire shape: ollama (>= 0.32.6, default), ollama-old, vllm')
     .action((o: SimulateOptions) => deps.simulate(o)), 'ob-proxy simulate --port 11434 --model gemma4:26b'));
 
   program.addCommand(example(withCommon(new Command('demo'))

@@ -5,6 +5,7 @@
  */
 import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import { type AgentReply, type Flavor, agentCompletion, agentFrames, completionTokens, planReply, refuseInput } from './sim-agent.js';
 import { resolveKnobs } from './sim-directives.js';
 import {
   completionBody, completionId, contentOf, countPromptTokens, DONE_FRAME, errorBody, GARBAGE, HTML_500,
@@ -29,12 +30,14 @@ export type ParsedBody = { ok: true; value: unknown } | { ok: false; message: st
 export interface ChatEnv {
   hasModel(model: string): boolean;
   knobs(): Readonly<Knobs>;
+  agent(): { reasoning: boolean; flavor: Flavor };
   /** A record changed (chunksSent): re-checks waitFor predicates. */
   changed(record: RecordedRequest): void;
 }
 
 interface ChatRequest {
   model: string;
+  body: Record<string, unknown>;
   messages: unknown[];
   stream: boolean;
   includeUsage: boolean;
@@ -106,9 +109,15 @@ function validate(parsed: ParsedBody, env: ChatEnv): ChatRequest | { status: num
   }
   if (messages === null || messages.length === 0) return { status: 400, message: "[] is too short - 'messages'", ct: GIN_JSON_CT };
   if (model === null || model === '') return { status: 400, message: 'model is required', ct: JSON_CT };
+  const refused = refuseInput(messages);
+  if (refused !== null) return { status: 400, message: refused, ct: JSON_CT };
   if (!env.hasModel(model)) return { status: 404, message: `model '${model}' not found`, ct: JSON_CT };
+  if (!env.agent().reasoning && typeof b.reasoning_effort === 'string' && b.reasoning_effort !== 'none') {
+    return { status: 400, message: `"${model}" does not support thinking`, ct: JSON_CT };
+  }
   return {
     model,
+    body: b,
     messages,
     stream: stream === true,
     includeUsage: stream === true && typeof streamOptions === 'object' && streamOptions?.include_usage === true,
@@ -145,9 +154,12 @@ export function handleChat(job: Job, parsed: ParsedBody, env: ChatEnv): void {
         job.res.end();
       });
       return;
-    default:
-      if (v.stream) later(job, k.firstTokenDelayMs, () => stream(job, v, k, env));
+    default: {
+      const plan = k.fail === 'none' ? planReply({ body: v.body, ...env.agent() }) : null;
+      if (plan !== null) agentReply(job, v, k, plan, env);
+      else if (v.stream) later(job, k.firstTokenDelayMs, () => stream(job, v, k, env));
       else nonStream(job, v, k);
+    }
   }
 }
 
@@ -263,4 +275,40 @@ function drip(job: Job, bytes: Buffer, pieces: number, interval: number): void {
     }
   };
   step();
+}
+
+/** Tool calls, tool-result answers, reasoning and JSON replies, paced like any other. */
+function agentReply(job: Job, req: ChatRequest, k: Readonly<Knobs>, plan: AgentReply, env: ChatEnv): void {
+  const meta = { id: completionId(), created: nowSeconds(), model: req.model, flavor: env.agent().flavor };
+  const prompt = countPromptTokens(req.messages);
+  if (!req.stream) {
+    later(job, k.firstTokenDelayMs, () => sendJson(job.res, 200, agentCompletion(plan, meta, prompt)));
+    return;
+  }
+  later(job, k.firstTokenDelayMs, () => {
+    const { res, record } = job;
+    const frames = agentFrames(plan, meta);
+    if (req.includeUsage) {
+      const completion = completionTokens(plan);
+      const head = { id: meta.id, object: 'chat.completion.chunk', created: meta.created, model: meta.model, ...(meta.flavor === 'vllm' ? {} : { system_fingerprint: 'fp_ollama' }) };
+      frames.push(`data: ${JSON.stringify({ ...head, choices: [], usage: { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion } })}\n\n`);
+    }
+    frames.push(DONE_FRAME);
+    res.writeHead(200, SSE_HEADERS);
+    const interval = intervalMs(k);
+    let i = 0;
+    const step = (): void => {
+      while (!job.done && i < frames.length) {
+        res.write(frames[i++]);
+        record.chunksSent = i;
+        env.changed(record);
+        if (interval > 0 && i < frames.length) {
+          later(job, interval, step);
+          return;
+        }
+      }
+      if (!job.done) res.end();
+    };
+    step();
+  });
 }

@@ -2,6 +2,7 @@
  * Knob validation, shared by `configure()`, `POST /_sim/config` and the per-request directive
  * `[[sim fail=drop-mid-stream failAfterChunks=3 chunks=20 …]]` in the last message's content.
  */
+import { FLAVORS, type Flavor } from './sim-agent.js';
 import { FAIL_MODES, type FailMode, type Knobs, type SimulatorOptions } from './sim-types.js';
 
 type KnobKey = keyof Knobs;
@@ -54,6 +55,12 @@ export function normalizePatch(patch: unknown): Partial<SimulatorOptions> {
         throw new SimConfigError('recordLimit must be an integer >= 0');
       }
       out.recordLimit = value;
+    } else if (key === 'reasoning') {
+      if (typeof value !== 'boolean') throw new SimConfigError('reasoning must be true or false');
+      out.reasoning = value;
+    } else if (key === 'flavor') {
+      if (!(FLAVORS as readonly unknown[]).includes(value)) throw new SimConfigError(`flavor must be one of ${FLAVORS.join(', ')}`);
+      out.flavor = value as Flavor;
     } else if (isKnobKey(key)) {
       const v = checkKnob(key, value);
       if (v === undefined) throw new SimConfigError(`invalid value for ${key}: ${JSON.stringify(value)}`);

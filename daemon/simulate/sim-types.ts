@@ -1,6 +1,7 @@
 /**
  * Types of the simulated Ollama server (`ob-proxy simulate`). Re-exported by `simulator.ts`.
  */
+import type { Flavor } from './sim-agent.js';
 
 export type FailMode =
   | 'none'
@@ -37,6 +38,10 @@ export interface SimulatorOptions {
   errorStatus?: number;
   /** Ring buffer size of recorded requests; default 1000 (0 records nothing). */
   recordLimit?: number;
+  /** The model thinks (reasoning output, as qwen3.6 does) unless asked `reasoning_effort: "none"`. */
+  reasoning?: boolean;
+  /** Wire shape: Ollama ≥ 0.32.6 (default), older Ollama, or vLLM. */
+  flavor?: Flavor;
 }
 
 export interface RecordedRequest {

@@ -22,6 +22,7 @@ import {
 } from './sim-types.js';
 
 export type { FailMode, RecordedRequest, Simulator, SimulatorOptions, SimulatorStats } from './sim-types.js';
+export type { Flavor } from './sim-agent.js';
 export { FAIL_MODES } from './sim-types.js';
 export { SimConfigError } from './sim-directives.js';
 
@@ -55,6 +56,7 @@ export function buildSimulator(options: SimulatorOptions): Simulator {
   let models = new Set(initial.models ?? []);
   let knobs: Readonly<Knobs> = { ...DEFAULT_KNOBS, ...knobsOf(initial) };
   let recordLimit = initial.recordLimit ?? DEFAULT_RECORD_LIMIT;
+  let agent = { reasoning: initial.reasoning ?? false, flavor: initial.flavor ?? 'ollama' as const };
   const recorder = new Recorder(recordLimit);
   const jobs = new Set<Job>();
   const hostAllowed = makeHostCheck();
@@ -62,7 +64,7 @@ export function buildSimulator(options: SimulatorOptions): Simulator {
   let hostCheck = true;
   let closing = false;
 
-  const env: ChatEnv = { hasModel: (m) => models.has(m), knobs: () => knobs, changed: (r) => recorder.changed(r) };
+  const env: ChatEnv = { hasModel: (m) => models.has(m), knobs: () => knobs, agent: () => agent, changed: (r) => recorder.changed(r) };
 
   const configure = (patch: Partial<SimulatorOptions>): void => {
     const p = normalizePatch(patch);
@@ -72,9 +74,10 @@ export function buildSimulator(options: SimulatorOptions): Simulator {
       recorder.resize(recordLimit);
     }
     knobs = { ...knobs, ...knobsOf(p) };
+    agent = { reasoning: p.reasoning ?? agent.reasoning, flavor: p.flavor ?? agent.flavor };
   };
 
-  const currentOptions = (): SimulatorOptions => ({ models: [...models], ...knobs, recordLimit });
+  const currentOptions = (): SimulatorOptions => ({ models: [...models], ...knobs, recordLimit, ...agent });
 
   const modelObject = (id: string): string =>
     `{"id":${JSON.stringify(id)},"object":"model","created":${bornAt},"owned_by":"library"}`;

@@ -1,7 +1,8 @@
 /**
  * Guarantees the SPEC 2.5 shape on a model server's non-streaming answer: our own id, the
  * `chat.completion` object, integer `created`, the model, and choices with index, assistant
- * role, string content and finish_reason. Other fields the server sent are kept.
+ * role, content and finish_reason. Content is a string, or null where the server sent null (a
+ * turn that only calls tools, as OpenAI sends it too). Other fields the server sent are kept.
  * Returns null when the answer is not a chat completion at all.
  */
 export function normalizeCompletion(raw: unknown, id: string, model: string, nowSec: number): Record<string, unknown> | null {
@@ -14,7 +15,7 @@ export function normalizeCompletion(raw: unknown, id: string, model: string, now
     return {
       ...choice,
       index: typeof choice.index === 'number' ? choice.index : i,
-      message: { ...message, role: typeof message.role === 'string' ? message.role : 'assistant', content: typeof message.content === 'string' ? message.content : '' },
+      message: { ...message, role: typeof message.role === 'string' ? message.role : 'assistant', content: typeof message.content === 'string' || message.content === null ? message.content : '' },
       finish_reason: choice.finish_reason ?? null,
     };
   });
