@@ -46,9 +46,14 @@ function jsonEscape(ch: string): string {
 }
 
 /**
- * JSON.stringify, with the characters it leaves raw (DEL, C1, bidi, zero-width, separators) as
- * \u escapes too: the same values to any parser, and nothing a terminal acts on when printed.
+ * JSON text with the characters JSON.stringify leaves raw (DEL, C1, bidi, zero-width,
+ * separators) as \u escapes too: the same values to any parser, and nothing a terminal acts on
+ * when printed.
  */
+export function printableJsonText(json: string): string {
+  return json.replace(UNSAFE_IN_JSON, jsonEscape);
+}
+
 export function printableJson(value: unknown, indent?: number): string {
-  return JSON.stringify(value, null, indent).replace(UNSAFE_IN_JSON, jsonEscape);
+  return printableJsonText(JSON.stringify(value, null, indent));
 }

@@ -3,8 +3,8 @@
  * (a hand edit, an older version) were printed raw by `keys list` and the console: an ESC
  * sequence in a key name cleared the screen, an OSC one set the window title, a bidi override
  * made a name read backwards. The store below is hostile in every field a person reads; every
- * human output of the CLI and every console frame must show those characters as escapes, and
- * --json must keep the exact values.
+ * human output of the CLI, every console frame and the daemon's log must show those characters as
+ * escapes, and --json must keep the exact values.
  */
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -19,7 +19,7 @@ import { type ServeProcess, cliJson, runCli, startServe, tmpHome } from '../help
 
 const TITLE = '\u001b]0;pwned\u0007';
 const CLEAR = '\u001b[2J\u001b[H';
-const INSTANCE = `gpu${TITLE}-1`;
+const INSTANCE = `gpu${TITLE}-1\u202e`;
 const DEAD = `old\u009b2J\u202e-2`;
 const NAMES = [
   `${CLEAR}ci-bot`, `csi\u009b31m`, `invoice\u202egpj.exe`, `zero\u200bwidth\u2060`, `line\u2028sep`,
@@ -44,7 +44,9 @@ const KEY_IDS = NAMES.map((_, i) => `key${String(i).padStart(9, '0')}`);
 const STORE = {
   version: 2,
   instances: [
-    { id: INSTANCE, deployment: 'dep-1', model: 'gemma4:26b', endpoint: `http://127.0.0.1:9/${CLEAR}\u202e`, state: 'ready', packEndsAt: null, createdAt: AT, updatedAt: AT },
+    { id: INSTANCE, deployment: 'dep-1', model: 'gemma4:26b', endpoint: `http://127.0.0.1:9/${CLEAR}\u202e`, state: 'ready', packEndsAt: null, createdAt: AT, updatedAt: AT,
+      // Missing, so the daemon logs the instance's id at start.
+      upstreamTokenFile: '/nonexistent/ob-proxy-token' },
     { id: DEAD, deployment: 'dep-2', model: 'gemma4:26b', endpoint: null, state: 'terminated', packEndsAt: null, createdAt: AT, updatedAt: AT },
   ],
   keys: [
@@ -131,6 +133,14 @@ describe('the CLI prints names from the store escaped', () => {
     const instances = await cliJson<{ id: string }[]>(['instances', 'list'], home);
     expect(instances.map((i) => i.id)).toEqual([INSTANCE, DEAD]);
   });
+});
+
+it("the daemon's log lines (JSON) escape what they quote from the store", () => {
+  const line = serve.lines.find((l) => l.includes('upstream token not loaded'));
+  expect(line).toBeDefined();
+  expect(RAW.test(line!)).toBe(false);
+  expect((JSON.parse(line!) as { instance: string }).instance).toBe(INSTANCE);
+  for (const l of serve.lines) expect(RAW.test(l), l).toBe(false);
 });
 
 describe('the console draws names from the store escaped', () => {
