@@ -30,4 +30,13 @@ export default tseslint.config(
     files: ['cli/**/*.ts', 'cli/**/*.tsx'],
     rules: { 'no-restricted-imports': ['error', { patterns: [{ group: ['../daemon/*', '../../daemon/*', '../../../daemon/*'], message: 'daemon/ and cli/ never import each other.' }] }] },
   },
+  {
+    // Names and messages may hold control characters: the console draws text only through its own Text.
+    files: ['cli/console/**/*.ts', 'cli/console/**/*.tsx'],
+    ignores: ['cli/console/components/text.tsx'],
+    rules: { 'no-restricted-imports': ['error', {
+      paths: [{ name: 'ink', importNames: ['Text'], message: 'Use Text from cli/console/components/text.tsx: it escapes control characters.' }],
+      patterns: [{ group: ['../daemon/*', '../../daemon/*', '../../../daemon/*'], message: 'daemon/ and cli/ never import each other.' }],
+    }] },
+  },
 );

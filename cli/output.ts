@@ -1,4 +1,5 @@
 import { Chalk, type ChalkInstance } from 'chalk';
+import { printable, printableJson } from '../src/printable.js';
 
 export interface Io {
   out(text: string): void;
@@ -14,7 +15,26 @@ export function colours(io: Io): ChalkInstance {
 }
 
 export function printJson(io: Io, value: unknown): void {
-  io.out(`${JSON.stringify(value, null, 2)}\n`);
+  io.out(`${printableJson(value, 2)}\n`);
+}
+
+/**
+ * A daemon's answer made safe to print: every string in it escaped (src/printable.ts). Applied to
+ * whole views before they are formatted, because the formatting adds colours a terminal must
+ * act on. Never for --json, which keeps the exact values.
+ */
+export function shown<T>(value: T): T {
+  if (typeof value === 'string') return printable(value) as T;
+  if (Array.isArray(value)) return value.map((v: unknown) => shown(v)) as T;
+  if (typeof value === 'object' && value !== null) {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, shown(v as unknown)])) as T;
+  }
+  return value;
+}
+
+/** A message from the daemon or a library, as one printable line. */
+export function errorLine(message: string): string {
+  return `error: ${printable(message.replace(/\s*\n\s*/g, ' '))}\n`;
 }
 
 /** A plain aligned table; the last column is never padded. */

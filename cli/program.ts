@@ -1,8 +1,10 @@
 import { Command, CommanderError, Option } from 'commander';
 import { ObProxyError } from '../src/errors.js';
+import { printable } from '../src/printable.js';
 import { type CliDeps, type CommonOptions, example, socketPath, withCommon } from './common.js';
 import { makeInstancesCommand } from './commands/instances.js';
 import { makeKeysCommand, makeRevocationsCommand } from './commands/keys.js';
+import { errorLine } from './output.js';
 
 export interface ServeOptions extends CommonOptions {
   store?: string; host?: string; port?: string; upstreamTimeout?: string; grace?: string; bodyLimit?: string; logLevel?: string;
@@ -80,7 +82,8 @@ export function makeProgram(deps: ProgramDeps): Command {
 
 function applyRecursively(cmd: Command, deps: CliDeps): void {
   cmd.exitOverride();
-  cmd.configureOutput({ writeOut: (s) => deps.io.out(s), writeErr: (s) => deps.io.err(s) });
+  // Commander's errors quote the arguments given, which may come from a script's variables.
+  cmd.configureOutput({ writeOut: (s) => deps.io.out(s), writeErr: (s) => deps.io.err(s.split('\n').map(printable).join('\n')) });
   for (const sub of cmd.commands) applyRecursively(sub, deps);
 }
 
@@ -96,14 +99,14 @@ export async function runCli(argv: string[], deps: ProgramDeps): Promise<number>
       if (err.code === 'commander.executeSubCommandAsync') return 0;
       return 2;
     }
-    const message = err instanceof Error ? err.message : String(err);
-    deps.io.err(`error: ${message.replace(/\s*\n\s*/g, ' ')}\n`);
+    // The daemon's refusals quote the names and ids they refuse.
+    deps.io.err(errorLine(err instanceof Error ? err.message : String(err)));
     if (err instanceof UsageError) return 2;
     if (err instanceof ObProxyError) {
       if (err.code === 'daemon_unreachable') return 3;
       return 1;
     }
-    if (deps.io.env.OB_PROXY_DEBUG !== undefined && err instanceof Error && err.stack !== undefined) deps.io.err(`${err.stack}\n`);
+    if (deps.io.env.OB_PROXY_DEBUG !== undefined && err instanceof Error && err.stack !== undefined) deps.io.err(`${err.stack.split('\n').map(printable).join('\n')}\n`);
     return 1;
   }
 }

@@ -82,6 +82,10 @@ export const ERRORS = {
     status: 400, type: 'invalid_request_error',
     message: 'The request is not valid HTTP/1.1. Use an HTTP client or an OpenAI SDK.',
   },
+  expectation_failed: {
+    status: 417, type: 'invalid_request_error',
+    message: 'The proxy supports only "Expect: 100-continue". Send the request without this Expect header.',
+  },
   rate_limited: {
     status: 429, type: 'rate_limit_error',
     message: 'Too many requests with invalid API keys from this address. Wait and retry with a valid key.',

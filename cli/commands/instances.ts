@@ -2,7 +2,7 @@ import { resolve } from 'node:path';
 import { Command } from 'commander';
 import type { InstanceView } from '../../src/wire/views.js';
 import { type CliDeps, type CommonOptions, example, withClient, withCommon } from '../common.js';
-import { colours, printJson, secretBlock, stateColour, table } from '../output.js';
+import { colours, printJson, secretBlock, shown, stateColour, table } from '../output.js';
 
 /** The daemon may run elsewhere in the tree: send it an absolute path. */
 function absolute(path: string | undefined): string | undefined {
@@ -18,9 +18,10 @@ function timeLeft(packEndsAt: string | null): string {
   return `${packEndsAt} (${h > 0 ? `${h}h ` : ''}${m}m left)`;
 }
 
-function render(deps: CliDeps, opts: CommonOptions, value: InstanceView | InstanceView[], line?: (i: InstanceView) => string): void {
+function render(deps: CliDeps, opts: CommonOptions, answer: InstanceView | InstanceView[], line?: (i: InstanceView) => string): void {
   const { io } = deps;
-  if (opts.json === true) return printJson(io, value);
+  if (opts.json === true) return printJson(io, answer);
+  const value = shown(answer);
   const c = colours(io);
   if (Array.isArray(value)) {
     if (value.length === 0) return io.out('No instances. Add one with `ob-proxy instances add <id> --model <model> --endpoint <url>`.\n');
@@ -57,12 +58,13 @@ export function makeInstancesCommand(deps: CliDeps): Command {
     .option('--upstream-token-file <path>', "file holding the model server's bearer token, read by the daemon")
     .option('--no-wait', 'return at once; reveal the default key later with `keys reveal` or the console')
     .action(async (id: string, o: CommonOptions & { endpoint?: string; upstreamTokenFile?: string; wait: boolean }) => {
-      const [view, status] = await withClient(o, deps, async (cl) => [await cl.ready(id, { endpoint: o.endpoint, upstreamTokenFile: absolute(o.upstreamTokenFile), wait: o.wait }), await cl.status()] as const);
-      if (o.json === true) return printJson(deps.io, view);
+      const [answer, status] = await withClient(o, deps, async (cl) => [await cl.ready(id, { endpoint: o.endpoint, upstreamTokenFile: absolute(o.upstreamTokenFile), wait: o.wait }), await cl.status()] as const);
+      if (o.json === true) return printJson(deps.io, answer);
+      const view = shown(answer);
       const c = colours(deps.io);
       deps.io.out(`Instance ${view.id} is ready (${view.model} at ${view.endpoint}).\n`);
       if (view.defaultKey?.secret != null) {
-        deps.io.out('\n' + secretBlock(c, `Default key "${view.defaultKey.name}" (id ${view.defaultKey.id}):`, view.defaultKey.secret, status.baseUrl));
+        deps.io.out('\n' + secretBlock(c, `Default key "${view.defaultKey.name}" (id ${view.defaultKey.id}):`, view.defaultKey.secret, shown(status.baseUrl)));
       } else if (!o.wait) {
         deps.io.out('The default key is being created; reveal it once with `ob-proxy keys reveal <key-id>` (see `ob-proxy keys list`) or in the console.\n');
       } else {

@@ -1,7 +1,7 @@
 import { Command } from 'commander';
 import type { KeyView, RevocationView } from '../../src/wire/views.js';
 import { type CliDeps, type CommonOptions, example, withClient, withCommon } from '../common.js';
-import { colours, printJson, secretBlock, table } from '../output.js';
+import { colours, printJson, secretBlock, shown, table } from '../output.js';
 
 function keyRows(deps: CliDeps, keys: KeyView[]): string {
   const c = colours(deps.io);
@@ -22,9 +22,10 @@ export function makeKeysCommand(deps: CliDeps): Command {
     .requiredOption('--instance <id>', 'the ready instance the key is bound to')
     .requiredOption('--name <name>', 'a name for the key (who or what uses it)')
     .action(async (o: CommonOptions & { instance: string; name: string }) => {
-      const [key, status] = await withClient(o, deps, async (cl) => [await cl.createKey(o.instance, o.name), await cl.status()] as const);
-      if (o.json === true) return printJson(deps.io, key);
-      deps.io.out(secretBlock(colours(deps.io), `Key "${key.name}" (id ${key.id}) for instance ${key.instance}:`, key.secret, status.baseUrl));
+      const [answer, status] = await withClient(o, deps, async (cl) => [await cl.createKey(o.instance, o.name), await cl.status()] as const);
+      if (o.json === true) return printJson(deps.io, answer);
+      const key = shown(answer);
+      deps.io.out(secretBlock(colours(deps.io), `Key "${key.name}" (id ${key.id}) for instance ${key.instance}:`, key.secret, shown(status.baseUrl)));
     }), 'ob-proxy keys create --instance gpu-1 --name ci-bot');
 
   example(withCommon(cmd.command('list'))
@@ -33,23 +34,25 @@ export function makeKeysCommand(deps: CliDeps): Command {
     .action(async (o: CommonOptions & { instance?: string }) => {
       const keys = await withClient(o, deps, (cl) => cl.listKeys(o.instance));
       if (o.json === true) return printJson(deps.io, keys);
-      deps.io.out(keys.length === 0 ? 'No keys.\n' : keyRows(deps, keys));
+      deps.io.out(keys.length === 0 ? 'No keys.\n' : keyRows(deps, shown(keys)));
     }), 'ob-proxy keys list --instance gpu-1');
 
   example(withCommon(cmd.command('revoke <key-id>'))
     .description('revoke one key, for ever')
     .action(async (id: string, o: CommonOptions) => {
-      const key = await withClient(o, deps, (cl) => cl.revokeKey(id));
-      if (o.json === true) return printJson(deps.io, key);
+      const answer = await withClient(o, deps, (cl) => cl.revokeKey(id));
+      if (o.json === true) return printJson(deps.io, answer);
+      const key = shown(answer);
       deps.io.out(`Revoked key ${key.id} ("${key.name}") of instance ${key.instance}. It answers 401 from now on.\n`);
     }), 'ob-proxy keys revoke 3fA9kQ2mXz1B');
 
   example(withCommon(cmd.command('reveal <key-id>'))
     .description("print a default key's secret that was never displayed (after `ready --no-wait`)")
     .action(async (id: string, o: CommonOptions) => {
-      const [key, status] = await withClient(o, deps, async (cl) => [await cl.revealKey(id), await cl.status()] as const);
-      if (o.json === true) return printJson(deps.io, key);
-      deps.io.out(secretBlock(colours(deps.io), `Key "${key.name}" (id ${key.id}) for instance ${key.instance}:`, key.secret, status.baseUrl));
+      const [answer, status] = await withClient(o, deps, async (cl) => [await cl.revealKey(id), await cl.status()] as const);
+      if (o.json === true) return printJson(deps.io, answer);
+      const key = shown(answer);
+      deps.io.out(secretBlock(colours(deps.io), `Key "${key.name}" (id ${key.id}) for instance ${key.instance}:`, key.secret, shown(status.baseUrl)));
     }), 'ob-proxy keys reveal 3fA9kQ2mXz1B');
 
   return cmd;
@@ -66,7 +69,7 @@ export function makeRevocationsCommand(deps: CliDeps): Command {
       const c = colours(deps.io);
       deps.io.out(table([
         ['REVOKED AT', 'KEY', 'NAME', 'INSTANCE', 'REASON'].map((h) => c.bold(h)),
-        ...list.map((r) => [r.revokedAt, r.keyId, r.name, r.instance, r.reason]),
+        ...shown(list).map((r) => [r.revokedAt, r.keyId, r.name, r.instance, r.reason]),
       ]));
     }), 'ob-proxy revocations --instance gpu-1');
 }

@@ -4,6 +4,7 @@
  */
 import type { InstanceView } from '../../src/wire/views.js';
 import type { RevokeReason } from '../../src/domain/key.js';
+import { printable } from '../../src/printable.js';
 
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
@@ -79,12 +80,16 @@ export function whyNotShort(state: InstanceView['state']): string | null {
   }
 }
 
-/** Cuts to `width` display cells with an ellipsis; pads to exactly `width`. */
+/**
+ * Cuts to `width` display cells with an ellipsis; pads to exactly `width`. Escapes first
+ * (src/printable.ts), so the width counts the escapes that will be drawn.
+ */
 export function fit(text: string, width: number): string {
   if (width <= 0) return '';
-  const chars = [...text];
+  const safe = printable(text);
+  const chars = [...safe];
   if (chars.length > width) return width === 1 ? '…' : `${chars.slice(0, width - 1).join('')}…`;
-  return text + ' '.repeat(width - chars.length);
+  return safe + ' '.repeat(width - chars.length);
 }
 
 export function compactCount(n: number): string {

@@ -7,6 +7,7 @@ import { registerCors } from './cors.js';
 import { makeAuthHook } from './auth-hook.js';
 import { makeChatHandler } from './chat-completions.js';
 import { clientErrorHandler } from './client-error.js';
+import { answerNodeRefusals } from './node-refusals.js';
 import { replyError, toObError } from './send-error.js';
 
 /**
@@ -35,6 +36,8 @@ export function buildDataPlane(ctx: DaemonContext): FastifyInstance {
       requestTimeout: ctx.config.requestTimeoutMs,
       headersTimeout: Math.min(60_000, ctx.config.requestTimeoutMs),
       connectionsCheckingInterval: Math.min(30_000, Math.max(100, Math.floor(ctx.config.requestTimeoutMs / 4))),
+      // Node answers a missing Host with a bare 400; answerNodeRefusals answers it in our shape.
+      requireHostHeader: false,
     },
     clientErrorHandler,
     // Router refusals (broken percent-encoding and the like) in the OpenAI shape too.
@@ -46,6 +49,7 @@ export function buildDataPlane(ctx: DaemonContext): FastifyInstance {
     routerOptions: { ignoreTrailingSlash: true },
   });
   app.decorateRequest('auth', null);
+  answerNodeRefusals(app);
   registerCors(app, ctx.config.corsOrigins);
 
   // Read every body as bytes: the handler parses once, reports invalid_json before a bad

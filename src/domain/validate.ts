@@ -1,9 +1,9 @@
 import { obError } from '../errors.js';
+import { isPrintable } from '../printable.js';
 
 // Ids and names come from operators and scripts; refuse what would break a terminal, a path or a log.
+// Names refuse exactly what the CLI and console would have to show escaped.
 const ID_RE = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/;
-// eslint-disable-next-line no-control-regex
-const CONTROL_RE = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u200b-\u200f\u202a-\u202e\u2066-\u2069]/;
 
 export function validateInstanceId(id: unknown): string {
   if (typeof id !== 'string' || !ID_RE.test(id)) {
@@ -22,13 +22,13 @@ export function validateKeyName(name: unknown): string {
   const trimmed = name.trim();
   if (trimmed === '') throw obError('invalid_argument', { param: 'name', message: 'Key name must not be empty.' });
   if ([...trimmed].length > KEY_NAME_MAX) throw obError('invalid_argument', { param: 'name', message: `Key name must be at most ${KEY_NAME_MAX} characters.` });
-  if (CONTROL_RE.test(trimmed)) throw obError('invalid_argument', { param: 'name', message: 'Key name must not contain control or invisible characters.' });
+  if (!isPrintable(trimmed)) throw obError('invalid_argument', { param: 'name', message: 'Key name must not contain control or invisible characters.' });
   return trimmed;
 }
 
 /** An absolute path: the daemon resolves it, not the CLI's working directory. */
 export function validateTokenFile(value: unknown): string {
-  if (typeof value !== 'string' || !value.startsWith('/') || value.length > 1024 || CONTROL_RE.test(value)) {
+  if (typeof value !== 'string' || !value.startsWith('/') || value.length > 1024 || !isPrintable(value)) {
     throw obError('invalid_argument', { param: 'upstreamTokenFile', message: '--upstream-token-file must be an absolute path to a file holding the model server\'s token.' });
   }
   return value;

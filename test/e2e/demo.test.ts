@@ -12,18 +12,34 @@ afterEach(async () => {
 });
 
 describe('ob-proxy demo', () => {
-  it('prints a curl line that works when pasted, and stops cleanly on Ctrl-C', async () => {
+  it('prints an export line and a curl line that work when pasted, and stops cleanly on Ctrl-C', async () => {
     const home = await tmpHome();
     proc = spawn(NODE, [BIN, 'demo', '--port', '0', '--home', home], { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     proc.stdout!.setEncoding('utf8').on('data', (s: string) => { out += s; });
-    const curl = await eventually(() => out.split('\n').find((l) => l.startsWith('curl ')), 'the curl line', 15_000);
+    await eventually(() => out.includes('Press Ctrl-C to stop.'), 'the whole demo text', 15_000);
+    const lines = out.split('\n');
+    const exported = lines.find((l) => l.startsWith('export OB_KEY='));
+    const curl = lines.find((l) => l.startsWith('printf ') && l.includes('| curl '));
+    expect(exported).toMatch(/^export OB_KEY=ob_sk_[0-9A-Za-z_]+$/);
     expect(out).toMatch(/demo-gemma4 +gemma4:26b +key ob_sk_/);
     expect(out).toMatch(/demo-qwen36 +qwen3\.6:27b +key ob_sk_/);
     expect(out).toContain("new OpenAI({ baseURL: 'http://127.0.0.1:");
+    expect(out).toContain('apiKey: process.env.OB_KEY');
 
+    // Issue 10: the secret was inside the curl command line (argv, shell history). Only the key
+    // list and the export line hold a secret; the examples read $OB_KEY.
+    const withSecret = lines.filter((l) => l.includes('ob_sk_') && !l.includes('ob_sk_…'));
+    expect(withSecret.filter((l) => !/^ {2}demo-\S+ +\S+ +key ob_sk_/.test(l))).toEqual([exported]);
+    // Not even expanded into curl's arguments: the header reaches curl on stdin.
+    expect(curl).toContain('"$OB_KEY" | curl ');
+    expect(curl!.split('| curl ')[1]).not.toContain('OB_KEY');
+
+    // Pasted as printed: the export line, then the curl line, in a shell without OB_KEY.
+    const env = { ...process.env };
+    delete env.OB_KEY;
     const stdout = await new Promise<string>((resolve, reject) => {
-      execFile('bash', ['-c', curl], { timeout: 10_000 }, (err, so) => (err === null ? resolve(so) : reject(err)));
+      execFile('bash', ['-c', `${exported!}\n${curl!}`], { env, timeout: 10_000 }, (err, so) => (err === null ? resolve(so) : reject(err)));
     });
     expect(JSON.parse(stdout)).toEqual({
       id: expect.stringMatching(/^chatcmpl-/), object: 'chat.completion', created: expect.any(Number), model: 'gemma4:26b',

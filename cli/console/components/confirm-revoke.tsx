@@ -5,7 +5,8 @@
  *   Every request with it is refused (401) at once, for ever. This cannot be undone.
  *     y revoke   n / Esc keep it
  */
-import { Box, Text, useInput } from 'ink';
+import { Box, useInput } from 'ink';
+import { Text } from './text.js';
 import type { KeyView } from '../../../src/wire/views.js';
 import { useTone } from '../theme.js';
 

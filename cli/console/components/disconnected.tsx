@@ -2,7 +2,8 @@
  * Shown instead of the panes while the daemon cannot be reached: what is wrong, what to do,
  * and that the console keeps trying.
  */
-import { Box, Text } from 'ink';
+import { Box } from 'ink';
+import { Text } from './text.js';
 import type { Connection } from '../use-daemon.js';
 import { useTone } from '../theme.js';
 

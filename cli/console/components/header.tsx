@@ -4,7 +4,8 @@
  *   ob-proxy console · http://127.0.0.1:8080 · ● live                    ? help
  *   [1 Instances 2]  2 Keys: gpu-1 (1)  3 Revocations (0)
  */
-import { Box, Text } from 'ink';
+import { Box } from 'ink';
+import { Text } from './text.js';
 import type { Connection } from '../use-daemon.js';
 import { useTone } from '../theme.js';
 

@@ -1,7 +1,8 @@
 /**
  * `?`: every key binding, from the one keymap (cli/console/keymap.ts).
  */
-import { Box, Text, useInput } from 'ink';
+import { Box, useInput } from 'ink';
+import { Text } from './text.js';
 import { KEYMAP } from '../keymap.js';
 import { fit } from '../format.js';
 import { useTone } from '../theme.js';

@@ -13,7 +13,8 @@
  *   ╰──────────────────────────────────────────────────────────────╯
  *    c copy to clipboard   Enter I have saved it
  */
-import { Box, Text, useInput } from 'ink';
+import { Box, useInput } from 'ink';
+import { Text } from './text.js';
 import { useState } from 'react';
 import { useTone } from '../theme.js';
 

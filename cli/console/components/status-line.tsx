@@ -4,7 +4,7 @@
  *   04:01:22 gpu-1 is now stopped: its keys were revoked.
  *   ↑↓ move  Enter keys  n new key  Tab pane  ? help  q quit
  */
-import { Text } from 'ink';
+import { Text } from './text.js';
 import { type Tone, useTone } from '../theme.js';
 
 export interface Notice {

@@ -7,7 +7,8 @@
  * › ci-bot     ob_sk_…a1B2  active
  *   default    ob_sk_…Zz09  revoked
  */
-import { Box, Text } from 'ink';
+import { Box } from 'ink';
+import { Text } from './text.js';
 import { fit } from '../format.js';
 import { type Tone, useTone } from '../theme.js';
 

@@ -10,7 +10,8 @@
  *   New key for gpu-1 (gemma4:26b) · 1 instance › 2 name › 3 secret
  *   Name: ci-bot█                                                    6/64
  */
-import { Box, Text, useInput } from 'ink';
+import { Box, useInput } from 'ink';
+import { Text } from '../components/text.js';
 import { useState } from 'react';
 import { KEY_NAME_MAX, validateKeyName } from '../../../src/domain/validate.js';
 import type { InstanceView, KeyView } from '../../../src/wire/views.js';

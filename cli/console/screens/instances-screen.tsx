@@ -10,7 +10,8 @@
  *   gpu-1 · gemma4:26b · http://10.0.0.5:11434
  *   Ready: Enter shows its keys, n generates a new one.
  */
-import { Box, Text } from 'ink';
+import { Box } from 'ink';
+import { Text } from '../components/text.js';
 import type { InstanceView } from '../../../src/wire/views.js';
 import { type Column, Table, flexWidths } from '../components/table.js';
 import { packEnd, whyNotReady } from '../format.js';

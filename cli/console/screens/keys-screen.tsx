@@ -10,7 +10,8 @@
  *   ci-bot · id 3fA9kQ2mXz1B · created 2026-11-23T04:00:12.000Z
  *   x revokes it (asks first).
  */
-import { Box, Text } from 'ink';
+import { Box } from 'ink';
+import { Text } from '../components/text.js';
 import type { InstanceView, KeyView } from '../../../src/wire/views.js';
 import { type Column, Table, flexWidths } from '../components/table.js';
 import { ago, compactCount, reasonText, secondsUtc } from '../format.js';

@@ -6,7 +6,8 @@
  * › 11-23 04:10:02 ci-bot (3fA9kQ2mXz1B)     gpu-1            instance stopped
  *   11-23 04:02:40 old-key (Zk3m1qP0aa2B)    gpu-1            revoked by operator
  */
-import { Box, Text } from 'ink';
+import { Box } from 'ink';
+import { Text } from '../components/text.js';
 import type { RevocationView } from '../../../src/wire/views.js';
 import { type Column, Table, flexWidths } from '../components/table.js';
 import { reasonText, secondsUtc } from '../format.js';
