@@ -61,6 +61,8 @@ const deps: ProgramDeps = {
       fail: o.fail as FailMode | undefined,
       failAfterChunks: num(o.failAfter, 'fail-after'),
       errorStatus: num(o.errorStatus, 'error-status'),
+      status: num(o.status, 'status'),
+      bodyBytes: num(o.bodyBytes, 'body-bytes'),
     });
     const url = await sim.listen(num(o.port, 'port') ?? 0, o.host);
     process.stdout.write(`${JSON.stringify({ msg: 'simulator listening', url, models: o.model })}\n`);

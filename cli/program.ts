@@ -9,7 +9,7 @@ export interface ServeOptions extends CommonOptions {
 }
 export interface SimulateOptions {
   port: string; host: string; model: string[]; firstTokenMs?: string; tokensPerSecond?: string; chunks?: string;
-  fail?: string; failAfter?: string; errorStatus?: string;
+  fail?: string; failAfter?: string; errorStatus?: string; status?: string; bodyBytes?: string;
 }
 export interface DemoOptions extends CommonOptions { port?: string; host?: string }
 
@@ -61,7 +61,9 @@ export function makeProgram(deps: ProgramDeps): Command {
     .option('--first-token-ms <ms>', 'delay before the first token')
     .option('--tokens-per-second <n>', 'pace of streamed tokens (0 = as fast as possible)')
     .option('--chunks <n>', 'tokens per reply')
-    .option('--fail <mode>', 'failure mode: http-error, html-500, invalid-json, hang, reset-before-headers, hang-mid-stream, drop-mid-stream, eof-mid-stream, garbage, slow-drip')
+    .option('--fail <mode>', 'failure mode: http-error, html-500, invalid-json, hang, reset-before-headers, hang-mid-stream, drop-mid-stream, eof-mid-stream, garbage, slow-drip; hostile: endless-line, endless-body, huge-body, huge-error, bad-status, hang-after-done, error-event, broken-error-event, named-error-event, sse-fields, named-event, html-frames')
+    .option('--status <status>', 'HTTP status for --fail bad-status (default 201)')
+    .option('--body-bytes <n>', 'body size for --fail huge-body / huge-error (default 200 MiB)')
     .option('--fail-after <n>', 'chunks sent before a mid-stream failure')
     .option('--error-status <status>', 'HTTP status for --fail http-error')
     .action((o: SimulateOptions) => deps.simulate(o)), 'ob-proxy simulate --port 11434 --model gemma4:26b'));

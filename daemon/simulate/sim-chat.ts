@@ -6,6 +6,7 @@
 import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { resolveKnobs } from './sim-directives.js';
+import { HOSTILE_MODES, hostile } from './sim-hostile.js';
 import {
   completionBody, completionId, contentOf, countPromptTokens, DONE_FRAME, errorBody, GARBAGE, HTML_500,
   nowSeconds, runnerErrorMessage, StreamFrames, tokenText,
@@ -33,7 +34,7 @@ export interface ChatEnv {
   changed(record: RecordedRequest): void;
 }
 
-interface ChatRequest {
+export interface SimChatRequest {
   model: string;
   messages: unknown[];
   stream: boolean;
@@ -87,7 +88,7 @@ function typeError(v: unknown, field: string, goTypeName: string): string {
 }
 
 /** Ollama's checks, in its order: JSON, types, messages (middleware), then model (handler). */
-function validate(parsed: ParsedBody, env: ChatEnv): ChatRequest | { status: number; message: string; ct: string } {
+function validate(parsed: ParsedBody, env: ChatEnv): SimChatRequest | { status: number; message: string; ct: string } {
   if (!parsed.ok) return { status: 400, message: parsed.message, ct: GIN_JSON_CT };
   const body = parsed.value ?? {};
   if (typeof body !== 'object' || Array.isArray(body)) {
@@ -125,6 +126,10 @@ export function handleChat(job: Job, parsed: ParsedBody, env: ChatEnv): void {
   }
   const k = resolveKnobs(env.knobs(), v.messages);
   if (k.fail === 'hang' || (k.fail === 'hang-mid-stream' && !v.stream)) return; // never answer
+  if (HOSTILE_MODES.has(k.fail)) {
+    later(job, k.firstTokenDelayMs, () => hostile(job, v, k, () => env.changed(job.record)));
+    return;
+  }
   switch (k.fail) {
     case 'reset-before-headers':
       later(job, k.firstTokenDelayMs, () => {
@@ -160,7 +165,7 @@ function isMidStream(k: Readonly<Knobs>): boolean {
   return k.fail === 'hang-mid-stream' || k.fail === 'drop-mid-stream' || k.fail === 'eof-mid-stream';
 }
 
-function stream(job: Job, req: ChatRequest, k: Readonly<Knobs>, env: ChatEnv): void {
+function stream(job: Job, req: SimChatRequest, k: Readonly<Knobs>, env: ChatEnv): void {
   const { res, record } = job;
   const frames = new StreamFrames(completionId(), nowSeconds(), req.model);
   res.writeHead(200, SSE_HEADERS);
@@ -211,7 +216,7 @@ function stream(job: Job, req: ChatRequest, k: Readonly<Knobs>, env: ChatEnv): v
   step();
 }
 
-function nonStream(job: Job, req: ChatRequest, k: Readonly<Knobs>): void {
+function nonStream(job: Job, req: SimChatRequest, k: Readonly<Knobs>): void {
   const { res } = job;
   const full = req.maxTokens !== null ? Math.min(req.maxTokens, k.chunks) : k.chunks;
   const truncated = k.fail === 'eof-mid-stream'; // Ollama's silent abort: partial content, finish_reason null
