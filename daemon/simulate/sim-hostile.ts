@@ -145,9 +145,11 @@ export function hostile(job: Job, req: SimChatRequest, k: Readonly<Knobs>, chang
       return;
     }
     case 'bad-status':
-      // A well-formed answer under another status (Node sends no body with 204 and 304).
+      // A well-formed answer under another status, its body left open so that only the proxy's
+      // abort ends the request (204 and 304 have no body: Node ends them).
       res.writeHead(k.status, req.stream ? SSE : JSON_CT);
-      res.end(req.stream ? streamBody(frames, req, k) : plainBody(req, k));
+      if (k.status === 204 || k.status === 304) res.end();
+      else res.write(req.stream ? streamBody(frames, req, k) : plainBody(req, k));
       return;
     case 'hang-after-done':
       // The whole answer, then the body is never ended.
