@@ -63,6 +63,8 @@ const deps: ProgramDeps = {
       errorStatus: num(o.errorStatus, 'error-status'),
       reasoning: o.reasoning === true,
       ...(o.flavor === undefined ? {} : { flavor: o.flavor as Flavor }),
+      status: num(o.status, 'status'),
+      bodyBytes: num(o.bodyBytes, 'body-bytes'),
     });
     const url = await sim.listen(num(o.port, 'port') ?? 0, o.host);
     process.stdout.write(`${JSON.stringify({ msg: 'simulator listening', url, models: o.model })}\n`);

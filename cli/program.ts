@@ -8,10 +8,11 @@ import { errorLine } from './output.js';
 
 export interface ServeOptions extends CommonOptions {
   store?: string; host?: string; port?: string; upstreamTimeout?: string; grace?: string; bodyLimit?: string; logLevel?: string;
+  maxFrameBytes?: string; maxAnswerBytes?: string; maxErrorBytes?: string; responseDeadline?: string;
 }
 export interface SimulateOptions {
   port: string; host: string; model: string[]; firstTokenMs?: string; tokensPerSecond?: string; chunks?: string;
-  fail?: string; failAfter?: string; errorStatus?: string; reasoning?: boolean; flavor?: string;
+  fail?: string; failAfter?: string; errorStatus?: string; status?: string; bodyBytes?: string; reasoning?: boolean; flavor?: string;
 }
 export interface DemoOptions extends CommonOptions { port?: string; host?: string }
 
@@ -41,6 +42,10 @@ export function makeProgram(deps: ProgramDeps): Command {
     .addOption(new Option('--upstream-timeout <seconds>', 'wait for model server headers / between chunks (default 300)').env('OB_PROXY_UPSTREAM_TIMEOUT'))
     .addOption(new Option('--grace <seconds>', 'on SIGTERM, time for in-flight requests to finish (default 30)').env('OB_PROXY_GRACE'))
     .addOption(new Option('--body-limit <bytes>', 'largest request body (default 16 MiB)').env('OB_PROXY_BODY_LIMIT'))
+    .addOption(new Option('--max-frame-bytes <bytes>', 'largest SSE event from a model server (default 1 MiB)').env('OB_PROXY_MAX_FRAME_BYTES'))
+    .addOption(new Option('--max-answer-bytes <bytes>', 'largest non-streaming answer from a model server (default 32 MiB)').env('OB_PROXY_MAX_ANSWER_BYTES'))
+    .addOption(new Option('--max-error-bytes <bytes>', 'largest error body from a model server (default 64 KiB)').env('OB_PROXY_MAX_ERROR_BYTES'))
+    .addOption(new Option('--response-deadline <seconds>', 'longest a model server\'s whole answer may take (default 1800)').env('OB_PROXY_RESPONSE_DEADLINE'))
     .addOption(new Option('--log-level <level>', 'fatal, error, warn, info, debug (default info)').env('OB_PROXY_LOG_LEVEL'))
     .action((o: ServeOptions) => deps.serve(o)), 'ob-proxy serve --port 8080', 'OB_PROXY_HOME=/var/lib/ob-proxy ob-proxy serve --host 0.0.0.0'));
 
@@ -63,7 +68,9 @@ export function makeProgram(deps: ProgramDeps): Command {
     .option('--first-token-ms <ms>', 'delay before the first token')
     .option('--tokens-per-second <n>', 'pace of streamed tokens (0 = as fast as possible)')
     .option('--chunks <n>', 'tokens per reply')
-    .option('--fail <mode>', 'failure mode: http-error, html-500, invalid-json, hang, reset-before-headers, hang-mid-stream, drop-mid-stream, eof-mid-stream, garbage, slow-drip')
+    .option('--fail <mode>', 'failure mode: http-error, html-500, invalid-json, hang, reset-before-headers, hang-mid-stream, drop-mid-stream, eof-mid-stream, garbage, slow-drip; hostile: endless-line, endless-body, huge-body, huge-error, bad-status, hang-after-done, error-event, broken-error-event, named-error-event, sse-fields, named-event, html-frames')
+    .option('--status <status>', 'HTTP status for --fail bad-status (default 201)')
+    .option('--body-bytes <n>', 'body size for --fail huge-body / huge-error (default 200 MiB)')
     .option('--fail-after <n>', 'chunks sent before a mid-stream failure')
     .option('--error-status <status>', 'HTTP status for --fail http-error')
     .option('--reasoning', 'the model thinks: reasoning output before the answer (as qwen3.6)')

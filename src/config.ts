@@ -1,9 +1,10 @@
 import { join } from 'node:path';
 import { DEFAULT_MODELS, parseModelList } from './domain/model-id.js';
 import { obError } from './errors.js';
+import { type AnswerLimits, DEFAULT_ANSWER_LIMITS } from './upstream/answer-limits.js';
 
 /** Resolved once at startup; flag, then environment, then default (CONTRACT §1). */
-export interface Config {
+export interface Config extends AnswerLimits {
   home: string;
   socket: string;
   store: string;
@@ -35,6 +36,11 @@ export interface ConfigFlags {
   grace?: string | number;
   bodyLimit?: string | number;
   logLevel?: string;
+  maxFrameBytes?: string | number;
+  maxAnswerBytes?: string | number;
+  maxErrorBytes?: string | number;
+  /** Seconds. */
+  responseDeadline?: string | number;
 }
 
 export type Env = Readonly<Record<string, string | undefined>>;
@@ -77,6 +83,10 @@ export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string): Co
     requestTimeoutMs: number('request-timeout', env.OB_PROXY_REQUEST_TIMEOUT, 120, { min: 0.1, max: 3600 }) * 1000,
     graceMs: number('grace', pick(flags.grace, env.OB_PROXY_GRACE), 30, { min: 0, max: 86400 }) * 1000,
     bodyLimit: number('body-limit', pick(flags.bodyLimit, env.OB_PROXY_BODY_LIMIT), 16 * 1024 * 1024, { min: 1024, max: 1024 ** 3, integer: true }),
+    maxFrameBytes: number('max-frame-bytes', pick(flags.maxFrameBytes, env.OB_PROXY_MAX_FRAME_BYTES), DEFAULT_ANSWER_LIMITS.maxFrameBytes, { min: 1024, max: 1024 ** 3, integer: true }),
+    maxAnswerBytes: number('max-answer-bytes', pick(flags.maxAnswerBytes, env.OB_PROXY_MAX_ANSWER_BYTES), DEFAULT_ANSWER_LIMITS.maxAnswerBytes, { min: 1024, max: 1024 ** 3, integer: true }),
+    maxErrorBytes: number('max-error-bytes', pick(flags.maxErrorBytes, env.OB_PROXY_MAX_ERROR_BYTES), DEFAULT_ANSWER_LIMITS.maxErrorBytes, { min: 1024, max: 1024 ** 3, integer: true }),
+    responseDeadlineMs: number('response-deadline', pick(flags.responseDeadline, env.OB_PROXY_RESPONSE_DEADLINE), DEFAULT_ANSWER_LIMITS.responseDeadlineMs / 1000, { min: 1, max: 7 * 86400 }) * 1000,
     models: parseModelList(env.OB_PROXY_MODELS) ?? [...DEFAULT_MODELS],
     logLevel: pick(flags.logLevel, env.OB_PROXY_LOG_LEVEL) ?? 'info',
     usageFlushMs: number('usage-flush', env.OB_PROXY_USAGE_FLUSH_MS, 5000, { min: 10, max: 3_600_000 }),

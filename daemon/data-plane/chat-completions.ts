@@ -74,6 +74,7 @@ function proxy(ctx: DaemonContext, request: FastifyRequest, res: ServerResponse,
     reqId: request.id,
     nowSec: () => Math.floor(ctx.clock.now() / 1000),
     countTokens: (prompt, completion) => ctx.usage.addTokens(auth.key, prompt, completion),
+    limits: ctx.config,
   };
   const relay = chat.stream ? new StreamRelay(rc, chat.includeUsage, ctx.frameShapes.for(auth.instance.id)) : new PlainRelay(rc);
   ctx.upstream.dispatch({

@@ -6,6 +6,7 @@ import { spliceCompletionId } from '../../src/wire/completion-splice.js';
 import type { FrameShapes } from '../../src/wire/frame-shapes.js';
 import { OutputBatch } from '../../src/wire/output-batch.js';
 import { SseRelay } from '../../src/wire/sse-relay.js';
+import { type AnswerLimits, DRAIN_BYTES, DRAIN_MS, limitErrors } from '../../src/upstream/answer-limits.js';
 import { translateUpstreamError, upstreamStatusError } from '../../src/upstream/upstream-errors.js';
 import { writeRawError } from './send-error.js';
 
@@ -20,6 +21,8 @@ export interface RelayContext {
   nowSec(): number;
   /** Called once, when the exchange is over, with the tokens to count. */
   countTokens(prompt: number, completion: number): void;
+  /** Bounds on the answer (the daemon's config). */
+  limits: AnswerLimits;
 }
 
 function contentType(headers: IncomingHttpHeaders): string | undefined {
@@ -27,10 +30,20 @@ function contentType(headers: IncomingHttpHeaders): string | undefined {
   return Array.isArray(v) ? v[0] : v;
 }
 
+/** The announced body length, or -1 (chunked, or not a number). */
+function contentLength(headers: IncomingHttpHeaders): number {
+  const v = headers['content-length'];
+  const n = typeof v === 'string' && v !== '' ? Number(v) : -1;
+  return Number.isSafeInteger(n) ? n : -1;
+}
+
 /**
  * What both relays share: the client's disconnect aborts the upstream request (also when it
  * comes before undici has started it), an error status is collected and passed on in our shape,
- * and `done` settles exactly once, when the exchange is over.
+ * and `done` settles exactly once, when the exchange is over. The answer is bounded (CONTRACT
+ * §3): a status other than 200 or an error, an error body past its cap, or an answer past its
+ * deadline is refused with 502 upstream_error (one error event once a stream has begun) and the
+ * upstream request aborted.
  */
 abstract class Relay implements Dispatcher.DispatchHandler {
   protected controller: Controller | null = null;
@@ -38,12 +51,37 @@ abstract class Relay implements Dispatcher.DispatchHandler {
   protected status = 0;
   private errorType: string | undefined;
   private errorBody: Buffer[] | null = null;
+  private errorBytes = 0;
   private settled = false;
+  /** The response deadline; after [DONE], the drain's. */
+  private timer: NodeJS.Timeout | null;
   private resolve!: () => void;
   readonly done = new Promise<void>((r) => { this.resolve = r; });
 
   constructor(protected readonly c: RelayContext) {
     c.res.on('close', this.onClientClose);
+    this.timer = setTimeout(this.onDeadline, c.limits.responseDeadlineMs);
+  }
+
+  private readonly onDeadline = (): void => {
+    this.timer = null;
+    this.refuse(limitErrors.tooSlow(this.c.limits.responseDeadlineMs), 'the response deadline passed');
+  };
+
+  /** Over a limit: answers the client (or ends its stream) with `err`, then aborts the upstream. */
+  protected refuse(err: ObProxyError, why: string): void {
+    if (this.settled) return;
+    this.failed(err);
+    this.controller?.abort(new Error(why));
+  }
+
+  /** From now on the upstream gets `ms` more (the drain after [DONE]), not the whole deadline. */
+  protected shortenDeadline(ms: number): void {
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.controller?.abort(new Error('the model server went on after [DONE]'));
+    }, ms);
   }
 
   private readonly onClientClose = (): void => {
@@ -55,24 +93,45 @@ abstract class Relay implements Dispatcher.DispatchHandler {
   onRequestStart(controller: Controller): void {
     this.controller = controller;
     if (this.clientGone) controller.abort(new Error('the client went away'));
+    else if (this.settled) controller.abort(new Error('the exchange is over'));
   }
 
   onResponseStart(_controller: Controller, statusCode: number, headers: IncomingHttpHeaders): void {
     this.status = statusCode;
-    if (statusCode !== 200) {
-      this.errorType = contentType(headers);
-      this.errorBody = [];
+    if (statusCode === 200) {
+      this.start(headers);
       return;
     }
-    this.start();
+    // 204, 304, 201 with a completion, a redirect: nothing a client could use, nor an error to pass on.
+    if (statusCode < 400 || statusCode > 599) {
+      this.refuse(limitErrors.badStatus(statusCode), `HTTP ${statusCode} from the model server`);
+      return;
+    }
+    if (contentLength(headers) > this.c.limits.maxErrorBytes) {
+      this.refuse(limitErrors.errorBodyTooLarge(statusCode, this.c.limits.maxErrorBytes), 'error body over the cap');
+      return;
+    }
+    this.errorType = contentType(headers);
+    this.errorBody = [];
   }
 
   onResponseData(_controller: Controller, chunk: Buffer): void {
-    if (this.errorBody !== null) this.errorBody.push(chunk);
-    else this.data(chunk);
+    if (this.errorBody === null) {
+      this.data(chunk);
+      return;
+    }
+    if (this.settled) return;
+    this.errorBytes += chunk.length;
+    if (this.errorBytes > this.c.limits.maxErrorBytes) {
+      this.errorBody = [];
+      this.refuse(limitErrors.errorBodyTooLarge(this.status, this.c.limits.maxErrorBytes), 'error body over the cap');
+      return;
+    }
+    this.errorBody.push(chunk);
   }
 
   onResponseEnd(): void {
+    if (this.settled) return;
     if (this.errorBody !== null) {
       writeRawError(this.c.res, upstreamStatusError(this.status, this.errorType, Buffer.concat(this.errorBody).toString('utf8')), this.c.reqId);
       this.finish(0, 0);
@@ -90,12 +149,14 @@ abstract class Relay implements Dispatcher.DispatchHandler {
   protected finish(prompt: number, completion: number): void {
     if (this.settled) return;
     this.settled = true;
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
     this.c.res.off('close', this.onClientClose);
     this.c.countTokens(prompt, completion);
     this.resolve();
   }
 
-  protected abstract start(): void;
+  protected abstract start(headers: IncomingHttpHeaders): void;
   protected abstract data(chunk: Buffer): void;
   protected abstract end(): void;
   /** The client left; count what was produced. */
@@ -106,14 +167,27 @@ abstract class Relay implements Dispatcher.DispatchHandler {
 /** A non-streaming answer: collected, given our id and the SPEC 2.5 shape, sent in one write. */
 export class PlainRelay extends Relay {
   private chunks: Buffer[] = [];
+  private bytes = 0;
 
-  protected start(): void {}
+  protected start(headers: IncomingHttpHeaders): void {
+    if (contentLength(headers) > this.c.limits.maxAnswerBytes) this.tooLarge();
+  }
 
   protected data(chunk: Buffer): void {
-    this.chunks.push(chunk);
+    if (this.bytes < 0) return;
+    this.bytes += chunk.length;
+    if (this.bytes > this.c.limits.maxAnswerBytes) this.tooLarge();
+    else this.chunks.push(chunk);
+  }
+
+  private tooLarge(): void {
+    this.bytes = -1;
+    this.chunks = [];
+    this.refuse(limitErrors.answerTooLarge(this.c.limits.maxAnswerBytes), 'answer over the cap');
   }
 
   protected end(): void {
+    if (this.bytes < 0) return;
     const raw = this.chunks.length === 1 ? (this.chunks[0] as Buffer) : Buffer.concat(this.chunks);
     this.chunks = [];
     const text = raw.toString('utf8');
@@ -151,20 +225,26 @@ export class PlainRelay extends Relay {
 /**
  * A stream: each upstream read goes through the SSE relay and out in one write, as it came.
  * Back-pressure pauses the upstream until the client drains. The client's response ends at
- * [DONE]; the rest of the upstream body is still read so its connection returns to the pool.
+ * [DONE] or at the upstream's error event; after [DONE] the rest of the upstream body is read
+ * briefly (DRAIN_BYTES, DRAIN_MS) so its connection returns to the pool, then aborted.
  */
 export class StreamRelay extends Relay {
   private readonly relay: SseRelay;
   private waiting = false;
   private readonly pending = new OutputBatch();
   private scheduled = false;
+  /** The 200 and its headers are written: failures are told with an error event from now on. */
+  private begun = false;
+  /** Bytes read after [DONE]. */
+  private drained = 0;
 
   constructor(c: RelayContext, forwardUsage: boolean, shapes: FrameShapes) {
     super(c);
-    this.relay = new SseRelay(c.id, forwardUsage, shapes);
+    this.relay = new SseRelay(c.id, forwardUsage, shapes, c.limits.maxFrameBytes);
   }
 
   protected start(): void {
+    this.begun = true;
     const res = this.c.res;
     res.writeHead(200, {
       'content-type': 'text/event-stream; charset=utf-8',
@@ -181,17 +261,31 @@ export class StreamRelay extends Relay {
 
   protected data(chunk: Buffer): void {
     const relay = this.relay;
-    if (relay.done || relay.invalid) return;
-    relay.pushInto(chunk, this.pending);
-    if (this.pending.length > 0) this.schedule();
-    if (relay.invalid) {
-      this.flush();
-      this.endWithError(obError('upstream_error', { message: 'The model server sent an event that is not valid JSON; the stream was ended.' }));
-      this.controller?.abort(new Error('invalid event from the model server'));
-      this.count();
+    if (relay.stopped) {
+      if (relay.done && (this.drained += chunk.length) > DRAIN_BYTES) this.controller?.abort(new Error('the model server went on after [DONE]'));
       return;
     }
-    if (relay.done) this.flush();
+    relay.pushInto(chunk, this.pending);
+    if (this.pending.length > 0) this.schedule();
+    if (!relay.stopped) return;
+    this.flush();
+    if (relay.invalid) {
+      this.endWithError(this.refusal());
+      this.controller?.abort(new Error('an event from the model server was refused'));
+      this.count();
+    } else if (relay.sawError) {
+      // Its error event was the client's last: nothing more to read.
+      this.controller?.abort(new Error('the model server sent an error event'));
+      this.count();
+    } else {
+      this.shortenDeadline(DRAIN_MS);
+    }
+  }
+
+  private refusal(): ObProxyError {
+    const reason = this.relay.invalidReason;
+    if (reason === 'frame_too_large') return limitErrors.frameTooLarge(this.c.limits.maxFrameBytes);
+    return reason === 'not_sse' ? limitErrors.notSse() : limitErrors.notJson();
   }
 
   /**
@@ -215,7 +309,7 @@ export class StreamRelay extends Relay {
     const res = this.c.res;
     if (this.pending.length === 0) return;
     const out = this.pending.take();
-    if (this.relay.done) {
+    if (this.relay.done || this.relay.sawError) {
       if (!res.writableEnded) res.end(out);
       return;
     }
@@ -241,7 +335,7 @@ export class StreamRelay extends Relay {
 
   protected end(): void {
     this.flush();
-    if (!this.relay.done) this.endWithError(obError('upstream_unavailable', { message: 'The model server ended the stream before it was complete.' }));
+    if (!this.relay.done && !this.relay.sawError) this.endWithError(obError('upstream_unavailable', { message: 'The model server ended the stream before it was complete.' }));
     else if (!this.c.res.writableEnded) this.c.res.end();
     this.count();
   }
@@ -252,11 +346,11 @@ export class StreamRelay extends Relay {
 
   protected failed(err: ObProxyError): void {
     this.flush();
-    if (this.relay.invalid) {
+    if (this.relay.invalid || this.relay.sawError) {
       this.count();
       return;
     }
-    if (!this.c.res.headersSent) writeRawError(this.c.res, err, this.c.reqId);
+    if (!this.begun) writeRawError(this.c.res, err, this.c.reqId);
     else if (!this.relay.done) this.endWithError(err);
     this.count();
   }

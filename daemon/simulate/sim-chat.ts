@@ -7,6 +7,7 @@ import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { type AgentReply, type Flavor, agentCompletion, agentFrames, completionTokens, planReply, refuseInput } from './sim-agent.js';
 import { resolveKnobs } from './sim-directives.js';
+import { HOSTILE_MODES, hostile } from './sim-hostile.js';
 import {
   completionBody, completionId, contentOf, countPromptTokens, DONE_FRAME, errorBody, GARBAGE, HTML_500,
   nowSeconds, runnerErrorMessage, StreamFrames, tokenText,
@@ -35,7 +36,7 @@ export interface ChatEnv {
   changed(record: RecordedRequest): void;
 }
 
-interface ChatRequest {
+export interface SimChatRequest {
   model: string;
   body: Record<string, unknown>;
   messages: unknown[];
@@ -90,7 +91,7 @@ function typeError(v: unknown, field: string, goTypeName: string): string {
 }
 
 /** Ollama's checks, in its order: JSON, types, messages (middleware), then model (handler). */
-function validate(parsed: ParsedBody, env: ChatEnv): ChatRequest | { status: number; message: string; ct: string } {
+function validate(parsed: ParsedBody, env: ChatEnv): SimChatRequest | { status: number; message: string; ct: string } {
   if (!parsed.ok) return { status: 400, message: parsed.message, ct: GIN_JSON_CT };
   const body = parsed.value ?? {};
   if (typeof body !== 'object' || Array.isArray(body)) {
@@ -134,6 +135,10 @@ export function handleChat(job: Job, parsed: ParsedBody, env: ChatEnv): void {
   }
   const k = resolveKnobs(env.knobs(), v.messages);
   if (k.fail === 'hang' || (k.fail === 'hang-mid-stream' && !v.stream)) return; // never answer
+  if (HOSTILE_MODES.has(k.fail)) {
+    later(job, k.firstTokenDelayMs, () => hostile(job, v, k, () => env.changed(job.record)));
+    return;
+  }
   switch (k.fail) {
     case 'reset-before-headers':
       later(job, k.firstTokenDelayMs, () => {
@@ -172,7 +177,7 @@ function isMidStream(k: Readonly<Knobs>): boolean {
   return k.fail === 'hang-mid-stream' || k.fail === 'drop-mid-stream' || k.fail === 'eof-mid-stream';
 }
 
-function stream(job: Job, req: ChatRequest, k: Readonly<Knobs>, env: ChatEnv): void {
+function stream(job: Job, req: SimChatRequest, k: Readonly<Knobs>, env: ChatEnv): void {
   const { res, record } = job;
   const frames = new StreamFrames(completionId(), nowSeconds(), req.model);
   res.writeHead(200, SSE_HEADERS);
@@ -223,7 +228,7 @@ function stream(job: Job, req: ChatRequest, k: Readonly<Knobs>, env: ChatEnv): v
   step();
 }
 
-function nonStream(job: Job, req: ChatRequest, k: Readonly<Knobs>): void {
+function nonStream(job: Job, req: SimChatRequest, k: Readonly<Knobs>): void {
   const { res } = job;
   const full = req.maxTokens !== null ? Math.min(req.maxTokens, k.chunks) : k.chunks;
   const truncated = k.fail === 'eof-mid-stream'; // Ollama's silent abort: partial content, finish_reason null
@@ -278,7 +283,7 @@ function drip(job: Job, bytes: Buffer, pieces: number, interval: number): void {
 }
 
 /** Tool calls, tool-result answers, reasoning and JSON replies, paced like any other. */
-function agentReply(job: Job, req: ChatRequest, k: Readonly<Knobs>, plan: AgentReply, env: ChatEnv): void {
+function agentReply(job: Job, req: SimChatRequest, k: Readonly<Knobs>, plan: AgentReply, env: ChatEnv): void {
   const meta = { id: completionId(), created: nowSeconds(), model: req.model, flavor: env.agent().flavor };
   const prompt = countPromptTokens(req.messages);
   if (!req.stream) {

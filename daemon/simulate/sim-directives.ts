@@ -13,6 +13,9 @@ const NUMERIC: Record<Exclude<KnobKey, 'fail'>, (n: number) => boolean> = {
   chunks: (n) => Number.isInteger(n) && n >= 0,
   failAfterChunks: (n) => Number.isInteger(n) && n >= 0,
   errorStatus: (n) => Number.isInteger(n) && n >= 400 && n <= 599,
+  // Node sends no 1xx as a final status: 200 to 599 are what a server can answer with.
+  status: (n) => Number.isInteger(n) && n >= 200 && n <= 599,
+  bodyBytes: (n) => Number.isInteger(n) && n >= 0,
 };
 
 function isFailMode(v: unknown): v is FailMode {

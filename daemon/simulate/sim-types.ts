@@ -14,11 +14,26 @@ export type FailMode =
   | 'drop-mid-stream'
   | 'eof-mid-stream'
   | 'garbage'
-  | 'slow-drip';
+  | 'slow-drip'
+  // Hostile model servers (sim-hostile.ts): answers a proxy must bound or refuse.
+  | 'endless-line'
+  | 'endless-body'
+  | 'huge-body'
+  | 'huge-error'
+  | 'bad-status'
+  | 'hang-after-done'
+  | 'error-event'
+  | 'broken-error-event'
+  | 'named-error-event'
+  | 'sse-fields'
+  | 'named-event'
+  | 'html-frames';
 
 export const FAIL_MODES: readonly FailMode[] = [
   'none', 'http-error', 'html-500', 'invalid-json', 'hang', 'reset-before-headers',
   'hang-mid-stream', 'drop-mid-stream', 'eof-mid-stream', 'garbage', 'slow-drip',
+  'endless-line', 'endless-body', 'huge-body', 'huge-error', 'bad-status', 'hang-after-done',
+  'error-event', 'broken-error-event', 'named-error-event', 'sse-fields', 'named-event', 'html-frames',
 ];
 
 export interface SimulatorOptions {
@@ -34,8 +49,12 @@ export interface SimulatorOptions {
   fail?: FailMode;
   /** For the *-mid-stream modes; default 2. */
   failAfterChunks?: number;
-  /** For 'http-error'; default 500. */
+  /** For 'http-error' and 'huge-error'; default 500. */
   errorStatus?: number;
+  /** For 'bad-status': the status of an otherwise well-formed answer; default 201. */
+  status?: number;
+  /** For 'huge-body' and 'huge-error': the body's size in bytes; default 200 MiB. */
+  bodyBytes?: number;
   /** Ring buffer size of recorded requests; default 1000 (0 records nothing). */
   recordLimit?: number;
   /** The model thinks (reasoning output, as qwen3.6 does) unless asked `reasoning_effort: "none"`. */
@@ -91,6 +110,8 @@ export interface Knobs {
   fail: FailMode;
   failAfterChunks: number;
   errorStatus: number;
+  status: number;
+  bodyBytes: number;
 }
 
 export const DEFAULT_KNOBS: Readonly<Knobs> = {
@@ -100,6 +121,8 @@ export const DEFAULT_KNOBS: Readonly<Knobs> = {
   fail: 'none',
   failAfterChunks: 2,
   errorStatus: 500,
+  status: 201,
+  bodyBytes: 200 * 1024 * 1024,
 };
 
 export const DEFAULT_RECORD_LIMIT = 1000;

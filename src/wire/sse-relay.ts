@@ -1,3 +1,4 @@
+import { obError } from '../errors.js';
 import { JsonFrameCheck } from './frame-check.js';
 import { FrameShapes, byteLiteralEnd } from './frame-shapes.js';
 import { OutputBatch } from './output-batch.js';
@@ -26,12 +27,17 @@ const DONE = Buffer.from('data: [DONE]\n\n');
  * Bytes are split on frame boundaries only, so a multi-byte character or a frame cut across
  * TCP reads is never corrupted.
  */
+export type InvalidReason = 'not_json' | 'not_sse' | 'frame_too_large';
+
 export class SseRelay {
   private readonly check = new JsonFrameCheck();
-  /** Bytes of an incomplete frame, kept for the next read. */
-  private pending: Buffer | null = null;
-  /** How far `pending` has been searched for a frame end without finding one. */
-  private scanned = 0;
+  /**
+   * Copies of the bytes of an unfinished frame, kept as pieces and joined once, when the frame
+   * ends: joining them again on every read made a line that never ends cost quadratic time.
+   */
+  private pieces: Buffer[] = [];
+  /** Bytes held in `pieces`: never `maxFrameBytes` or more (the frame is refused first). */
+  pendingBytes = 0;
   /** Our id after a layout's first run, for the layout last matched (`headOf`). */
   private head: Buffer = Buffer.alloc(0);
   private headOf: Buffer | null = null;
@@ -43,16 +49,28 @@ export class SseRelay {
   contentChunks = 0;
   /** Events that took the slow path (decoded, checked, encoded again); for tests and profiles. */
   slowEvents = 0;
-  /** The upstream sent an error event inside the stream. */
+  /** The upstream sent an error event: it was forwarded, and the relay stops (one error event). */
   sawError = false;
-  /** The upstream sent a data event that is not JSON: it is not forwarded, and the relay stops. */
+  /** The upstream sent something that is not forwarded (see `invalidReason`), and the relay stopped. */
   invalid = false;
+  invalidReason: InvalidReason | null = null;
 
   /**
    * `shapes` are the event layouts of this stream's model server, shared by its streams; a
-   * relay of its own by default (tests, tools).
+   * relay of its own by default (tests, tools). A frame of more than `maxFrameBytes` bytes (its
+   * blank line included), finished or not, is refused.
    */
-  constructor(private readonly id: string, private readonly forwardUsage: boolean, private readonly shapes = new FrameShapes()) {}
+  constructor(private readonly id: string, private readonly forwardUsage: boolean, private readonly shapes = new FrameShapes(), private readonly maxFrameBytes = 1024 * 1024) {}
+
+  /** The relay forwards nothing more: `[DONE]`, an error event, or something refused. */
+  get stopped(): boolean {
+    return this.done || this.invalid || this.sawError;
+  }
+
+  /** Pieces of the unfinished frame held; for tests. */
+  get pendingPieces(): number {
+    return this.pieces.length;
+  }
 
   /** The text to write to the client now (possibly empty); for tests and tools. */
   push(chunk: Buffer): string {
@@ -71,79 +89,127 @@ export class SseRelay {
    * the whole reference proxy spends per stream.
    */
   pushInto(chunk: Buffer, out: OutputBatch): void {
-    const buf = this.pending === null ? chunk : Buffer.concat([this.pending, chunk]);
+    if (this.stopped) return;
     let start = 0;
-    let from = this.scanned;
-    // One pass over the newlines: a read holding many frames is not searched again per frame.
-    for (;;) {
-      if (from === start) {
-        // This stream's own content event first (one compare), then the server's layouts.
-        let next = this.template === null ? -1 : this.templateFrame(buf, start);
-        if (next !== -1) {
-          const t = this.template as Template;
-          this.contentChunks++;
-          out.add(t.outPrefix, buf, start + t.inPrefix.length, next);
-          start = next;
-          from = next;
-          // A model server sends one event per HTTP chunk: usually nothing is left to search.
-          if (next === buf.length) break;
-          continue;
-        }
-        const shapes = this.shapes;
-        next = shapes.match(buf, start);
-        if (next !== -1) {
-          this.contentChunks++;
-          // Everything after the id is the same bytes in and out: our head, then one range.
-          const head = this.headFor(shapes.head);
-          out.add(head, buf, shapes.idEnd, next);
-          if (shapes.litStart !== -1) this.template = {
-            inPrefix: Buffer.from(buf.subarray(start, shapes.litStart)),
-            inSuffix: Buffer.from(buf.subarray(shapes.litEnd, next - 2)),
-            outPrefix: Buffer.concat([head, buf.subarray(shapes.idEnd, shapes.litStart)]),
-          };
-          start = next;
-          from = next;
-          if (next === buf.length) break;
-          continue;
-        }
+    if (this.pendingBytes > 0) {
+      // Only this read is searched for the frame's end: the held bytes were searched already.
+      const end = this.heldFrameEnd(chunk);
+      if (end === -1) {
+        this.hold(chunk, 0);
+        return;
       }
-      const nl = buf.indexOf(LF, from);
-      if (nl === -1 || nl + 1 >= buf.length) {
-        from = nl === -1 ? buf.length : nl;
-        break;
+      const size = this.pendingBytes + end;
+      this.pieces.push(chunk.subarray(0, end));
+      const frame = Buffer.concat(this.pieces, size);
+      this.pieces = [];
+      this.pendingBytes = 0;
+      if (size > this.maxFrameBytes) {
+        this.refuse('frame_too_large');
+        return;
       }
-      let at = -1;
-      let next = 0;
-      if (buf[nl + 1] === LF) {
-        at = nl;
-        next = nl + 2;
-      } else if (nl > 0 && buf[nl - 1] === CR && buf[nl + 1] === CR) {
-        if (nl + 2 >= buf.length) {
-          from = nl;
-          break;
-        }
-        if (buf[nl + 2] === LF) {
-          at = nl - 1;
-          next = nl + 3;
-        }
-      }
-      if (at === -1) {
-        from = nl + 1;
+      this.scan(frame, 0, out);
+      if (this.stopped) return;
+      start = end;
+    }
+    start = this.scan(chunk, start, out);
+    if (start < chunk.length && !this.stopped) this.hold(chunk, start);
+  }
+
+  /**
+   * Forwards the frames of `buf` from `start` on; returns where the unfinished rest begins.
+   * One pass over the newlines: a read holding many frames is not searched again per frame.
+   */
+  private scan(buf: Buffer, start: number, out: OutputBatch): number {
+    const max = this.maxFrameBytes;
+    const n = buf.length;
+    while (start < n) {
+      // This stream's own content event first (one compare), then the server's layouts.
+      let next = this.template === null ? -1 : this.templateFrame(buf, start);
+      if (next !== -1) {
+        if (next - start > max) return this.refuse('frame_too_large');
+        const t = this.template as Template;
+        this.contentChunks++;
+        out.add(t.outPrefix, buf, start + t.inPrefix.length, next);
+        start = next;
         continue;
       }
-      this.frameBytes(buf, start, at, out);
+      const shapes = this.shapes;
+      next = shapes.match(buf, start);
+      if (next !== -1) {
+        if (next - start > max) return this.refuse('frame_too_large');
+        this.contentChunks++;
+        // Everything after the id is the same bytes in and out: our head, then one range.
+        const head = this.headFor(shapes.head);
+        out.add(head, buf, shapes.idEnd, next);
+        if (shapes.litStart !== -1) this.template = {
+          inPrefix: Buffer.from(buf.subarray(start, shapes.litStart)),
+          inSuffix: Buffer.from(buf.subarray(shapes.litEnd, next - 2)),
+          outPrefix: Buffer.concat([head, buf.subarray(shapes.idEnd, shapes.litStart)]),
+        };
+        start = next;
+        continue;
+      }
+      next = frameEnd(buf, start);
+      if (next === -1) return start;
+      if (next - start > max) return this.refuse('frame_too_large');
+      // The frame's text ends before its blank line: two LFs, or two CRLFs.
+      this.frameBytes(buf, start, buf[next - 2] === CR ? next - 4 : next - 2, out);
       start = next;
-      from = next;
-      if (this.done || this.invalid) break;
+      if (this.stopped) return n;
     }
-    if (start >= buf.length || this.done || this.invalid) {
-      this.pending = null;
-      this.scanned = 0;
-    } else {
-      // A copy, so a partial frame does not pin the whole read buffer it came in.
-      this.pending = start === 0 && buf !== chunk ? buf : Buffer.from(buf.subarray(start));
-      this.scanned = Math.max(0, from - start);
+    return start;
+  }
+
+  /** Keeps `buf[from…]`, an unfinished frame, as a copy (a piece must not pin its whole read). */
+  private hold(buf: Buffer, from: number): void {
+    const size = this.pendingBytes + buf.length - from;
+    // Its blank line is still to come, so the frame will be larger than what is held.
+    if (size >= this.maxFrameBytes) {
+      this.refuse('frame_too_large');
+      return;
     }
+    this.pieces.push(Buffer.from(buf.subarray(from)));
+    this.pendingBytes = size;
+  }
+
+  /**
+   * Where the held frame ends in `c`, the next read: just past its blank line, or -1. A blank
+   * line may straddle the two (`\n|\n`, `\r|\n\r\n`, `\r\n|\r\n`, `\r\n\r|\n`): the newlines in
+   * the held bytes' last two and `c`'s first are judged with the held bytes' last three, as
+   * `frameEnd` would judge them in one buffer; `c`'s later newlines lie wholly in `c`.
+   */
+  private heldFrameEnd(c: Buffer): number {
+    for (let nl = -2; nl <= 0; nl++) {
+      if (this.byteAt(c, nl) !== LF) continue;
+      const after = this.byteAt(c, nl + 1);
+      if (after === -1) return -1;
+      if (after === LF) return nl + 2;
+      if (after === CR && this.byteAt(c, nl - 1) === CR) {
+        const third = this.byteAt(c, nl + 2);
+        if (third === -1) return -1;
+        if (third === LF) return nl + 3;
+      }
+    }
+    return c.length > 1 ? frameEnd(c, 1) : -1;
+  }
+
+  /** Byte `i` of the held bytes followed by `c` (negative: from the held bytes' end); -1 past either end. */
+  private byteAt(c: Buffer, i: number): number {
+    if (i >= 0) return i < c.length ? (c[i] as number) : -1;
+    for (let k = this.pieces.length - 1; k >= 0; k--) {
+      const piece = this.pieces[k] as Buffer;
+      if (-i <= piece.length) return piece[piece.length + i] as number;
+      i += piece.length;
+    }
+    return -1;
+  }
+
+  private refuse(reason: InvalidReason): number {
+    this.invalid = true;
+    this.invalidReason ??= reason;
+    this.pieces = [];
+    this.pendingBytes = 0;
+    return Number.MAX_SAFE_INTEGER;
   }
 
   /**
@@ -185,27 +251,55 @@ export class SseRelay {
     this.learnable = false;
     this.slowEvents++;
     const text = this.frame(buf.toString('utf8', s, e));
-    // Layouts end in a blank line of two LFs; an event ended by CRLFs would never match its own.
-    if (this.learnable && buf[e] === LF && buf[e + 1] === LF) this.shapes.learn(buf, s, e);
+    // Layouts end in a blank line of two LFs; an event ended by CRLFs would never match its own,
+    // and one ended by CR LF LF would be forwarded with its CR, which the slow path drops.
+    if (this.learnable && buf[e] === LF && buf[e + 1] === LF && buf[e - 1] !== CR) this.shapes.learn(buf, s, e);
     if (text === '') return;
     const b = Buffer.from(text, 'utf8');
     out.add(null, b, 0, b.length);
   }
 
+  /**
+   * The slow path's policy: only `data:` events reach the client, one line each, as in OpenAI's
+   * wire format. Comments and the `id:` and `retry:` fields are dropped, `event: message` is an
+   * ordinary event and `event: error` an error event; any other event name or line is not
+   * OpenAI's stream (an HTML page, bytes that are not SSE), so the relay stops there.
+   */
   private frame(frame: string): string {
-    if (!frame.startsWith('data:')) return frame.trim() === '' ? '' : `${frame}\n\n`;
-    const data = frame.slice(frame.charCodeAt(5) === 32 ? 6 : 5);
+    if (frame.startsWith('data:') && !frame.includes('\n')) {
+      const data = frame.slice(frame.charCodeAt(5) === 32 ? 6 : 5);
+      return this.data(data.endsWith('\r') ? data.slice(0, -1) : data, true);
+    }
+    const fields = sseFields(frame);
+    if (fields === null) return this.reject('not_sse');
+    if (fields.data === null) return '';
+    if (fields.event === 'error') return this.namedError(fields.data);
+    if (fields.event !== '' && fields.event !== 'message') return this.reject('not_sse');
+    let data = fields.data;
+    if (data.includes('\n')) {
+      // Data lines joined: sent on one line again, or the client would get a broken event.
+      const parsed = this.parse(data);
+      if (parsed === null) return this.reject('not_json');
+      data = JSON.stringify(parsed);
+    }
+    return this.data(data, false);
+  }
+
+  /** A data event's payload; `single`: the frame was that one line, so its layout may be learned. */
+  private data(data: string, single: boolean): string {
     if (data === '[DONE]') {
       this.done = true;
       return 'data: [DONE]\n\n';
     }
     if (data.startsWith('{"error"') || data.startsWith('{ "error"')) {
+      // Passed on as the server sent it, but like any event only when it is JSON.
+      if (this.parse(data) === null) return this.reject('not_json');
       this.sawError = true;
       return `data: ${data}\n\n`;
     }
     if (data.includes('"usage":{')) {
       const parsed = this.parse(data);
-      if (parsed === null) return this.reject();
+      if (parsed === null) return this.reject('not_json');
       const usage = parsed.usage as StreamUsage | undefined;
       if (usage !== undefined) this.usage = usage;
       const choices = parsed.choices;
@@ -220,14 +314,33 @@ export class SseRelay {
       return `data: ${JSON.stringify(parsed)}\n\n`;
     }
     // A broken event would make the client's SDK throw a parse error: check before forwarding.
-    if (!this.check.isValid(data)) return this.reject();
+    if (!this.check.isValid(data)) return this.reject('not_json');
+    // A chunk is an object; a bare string or number is not OpenAI's stream.
+    if (data.charCodeAt(0) !== 123 && data.trimStart().charCodeAt(0) !== 123) return this.reject('not_sse');
     this.contentChunks++;
-    this.learnable = true;
+    this.learnable = single;
     return `data: ${this.rewriteId(data)}\n\n`;
   }
 
-  private reject(): string {
-    this.invalid = true;
+  /**
+   * `event: error`: one error event, the server's when its data holds an `error`, otherwise ours
+   * with the server's message and string code (as for an error status, upstream-errors.ts).
+   */
+  private namedError(data: string): string {
+    const parsed = this.parse(data);
+    if (parsed === null) return this.reject('not_json');
+    this.sawError = true;
+    if (parsed.error !== undefined) return `data: ${JSON.stringify(parsed)}\n\n`;
+    const { message, code } = parsed;
+    const err = obError('upstream_error', {
+      message: `Model server error: ${typeof message === 'string' && message !== '' ? message : 'an error event without a message'}`,
+      wireCode: typeof code === 'string' && code !== '' ? code : 'upstream_error',
+    });
+    return `data: ${JSON.stringify(err.toBody())}\n\n`;
+  }
+
+  private reject(reason: InvalidReason): string {
+    this.refuse(reason);
     return '';
   }
 
@@ -254,4 +367,41 @@ export class SseRelay {
     parsed.id = this.id;
     return JSON.stringify(parsed);
   }
+}
+
+/**
+ * From `from`, the index just past the first blank line (two LFs or two CRLFs), or -1 when
+ * there is none yet: the newlines are judged in order, each by the bytes around it.
+ */
+function frameEnd(buf: Buffer, from: number): number {
+  const n = buf.length;
+  for (;;) {
+    const nl = buf.indexOf(LF, from);
+    if (nl === -1 || nl + 1 >= n) return -1;
+    if (buf[nl + 1] === LF) return nl + 2;
+    if (nl > 0 && buf[nl - 1] === CR && buf[nl + 1] === CR) {
+      if (nl + 2 >= n) return -1;
+      if (buf[nl + 2] === LF) return nl + 3;
+    }
+    from = nl + 1;
+  }
+}
+
+/** The fields of a frame that is not a single `data:` line, or null when a line is not SSE. */
+function sseFields(frame: string): { data: string | null; event: string } | null {
+  let data: string | null = null;
+  let event = '';
+  for (const raw of frame.split('\n')) {
+    const line = raw.endsWith('\r') ? raw.slice(0, -1) : raw;
+    // Blank, or a comment (a heartbeat).
+    if (line === '' || line.charCodeAt(0) === 58) continue;
+    const colon = line.indexOf(':');
+    const name = colon === -1 ? line : line.slice(0, colon);
+    let value = colon === -1 ? '' : line.slice(colon + 1);
+    if (value.charCodeAt(0) === 32) value = value.slice(1);
+    if (name === 'data') data = data === null ? value : `${data}\n${value}`;
+    else if (name === 'event') event = value;
+    else if (name !== 'id' && name !== 'retry') return null;
+  }
+  return { data, event };
 }

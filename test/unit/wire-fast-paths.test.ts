@@ -297,3 +297,72 @@ describe('FrameShapes: what is not learned', () => {
     ].join(''));
   });
 });
+
+describe('SseRelay: frames near the cap, CRLF frames, comments and fields, however split', () => {
+  const CAP = 256;
+  type Frame = { bytes: string; out: string; stops: 'done' | null };
+  const eolOf = fc.constantFrom('\n', '\r\n');
+  const event = (content: string): string => `{"id":"up","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"${content}"}}]}`;
+  const ours = (content: string): string => `data: ${event(content).replace('"id":"up"', '"id":"chatcmpl-x"')}\n\n`;
+  // Content lengths around the cap: the event's other bytes are about 100.
+  const content = fc.nat({ max: 200 }).map((n) => 'abcdefghij'.repeat(21).slice(0, n));
+  const frame: fc.Arbitrary<Frame> = fc.oneof(
+    fc.tuple(content, eolOf).map(([c, eol]) => ({ bytes: `data: ${event(c)}${eol}${eol}`, out: ours(c), stops: null })),
+    fc.tuple(content, eolOf).map(([c, eol]) => ({ bytes: `id: 7${eol}event: message${eol}data: ${event(c)}${eol}${eol}`, out: ours(c), stops: null })),
+    fc.tuple(content, eolOf).map(([c, eol]) => ({ bytes: `: tick${eol}data: ${event(c)}${eol}retry: 5${eol}${eol}`, out: ours(c), stops: null })),
+    fc.tuple(fc.constantFrom(': keep-alive', 'retry: 3000', 'id: 9', ':'), eolOf).map(([f, eol]) => ({ bytes: `${f}${eol}${eol}`, out: '', stops: null })),
+    eolOf.map((eol) => ({ bytes: `data: [DONE]${eol}${eol}`, out: 'data: [DONE]\n\n', stops: 'done' as const })),
+  );
+
+  /** The model: frames in order; one over the cap (its blank line counted) stops the relay, forwarding nothing of it. */
+  function model(frames: Frame[]): { out: string; reason: string | null; done: boolean } {
+    let out = '';
+    for (const f of frames) {
+      if (Buffer.byteLength(f.bytes) > CAP) return { out, reason: 'frame_too_large', done: false };
+      out += f.out;
+      if (f.stops === 'done') return { out, reason: null, done: true };
+    }
+    return { out, reason: null, done: false };
+  }
+
+  it('gives what the frames say, refuses the first over the cap, and never holds the cap', async () => {
+    const { SseRelay } = await import('../../src/wire/sse-relay.js');
+    const { OutputBatch } = await import('../../src/wire/output-batch.js');
+    const { FrameShapes } = await import('../../src/wire/frame-shapes.js');
+    const shapes = new FrameShapes();
+    fc.assert(fc.property(fc.array(frame, { minLength: 1, maxLength: 10 }), fc.array(fc.nat(), { maxLength: 12 }), (frames, cutSeeds) => {
+      const expected = model(frames);
+      const bytes = Buffer.from(frames.map((f) => f.bytes).join(''));
+      const cuts = [...new Set(cutSeeds.map((c) => 1 + (c % Math.max(1, bytes.length - 1))))].sort((x, y) => x - y);
+      // Layouts learned by earlier runs are shared, as between the streams of one server.
+      const relay = new SseRelay('chatcmpl-x', false, shapes, CAP);
+      const out = new OutputBatch();
+      let from = 0;
+      for (const at of [...cuts, bytes.length]) {
+        relay.pushInto(bytes.subarray(from, at), out);
+        from = at;
+        expect(relay.pendingBytes).toBeLessThan(CAP);
+      }
+      expect(out.take().toString()).toBe(expected.out);
+      expect({ reason: relay.invalidReason, done: relay.done }).toEqual({ reason: expected.reason, done: expected.done });
+    }), { numRuns: 1500 });
+  });
+
+  it('accepts a frame of exactly the cap and refuses one byte more, cut anywhere', async () => {
+    const { SseRelay } = await import('../../src/wire/sse-relay.js');
+    for (const eol of ['\n', '\r\n']) {
+      const overhead = Buffer.byteLength(`data: ${event('')}${eol}${eol}`);
+      for (const extra of [0, 1]) {
+        const bytes = Buffer.from(`data: ${event('x'.repeat(CAP - overhead + extra))}${eol}${eol}`);
+        for (let cut = 0; cut <= bytes.length; cut++) {
+          for (const second of [cut, Math.min(bytes.length, cut + 1), Math.min(bytes.length, cut + 3)]) {
+            const relay = new SseRelay('chatcmpl-x', false, undefined, CAP);
+            const out = relay.push(bytes.subarray(0, cut)) + relay.push(bytes.subarray(cut, second)) + relay.push(bytes.subarray(second));
+            expect({ eol, extra, cut, second, refused: relay.invalidReason }).toEqual({ eol, extra, cut, second, refused: extra === 0 ? null : 'frame_too_large' });
+            expect(out).toBe(extra === 0 ? ours('x'.repeat(CAP - overhead)) : '');
+          }
+        }
+      }
+    }
+  });
+});

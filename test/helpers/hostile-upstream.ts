@@ -1,0 +1,86 @@
+/**
+ * A daemon with two instances: one on a hostile simulated model server, one on a healthy one.
+ * Each regression about a hostile model server runs its fault while a paced stream to the
+ * healthy instance goes on, and checks that stream ended whole: one bad server must not take
+ * the gateway down.
+ */
+import { expect } from 'vitest';
+import type { Config } from '../../src/config.js';
+import type { RecordedRequest, Simulator } from '../../daemon/simulate/simulator.js';
+import {
+  type Harness, type Reply, chatBody, eventually, expectedTokens, freshAgent, post, readyInstance, sseFrames, startHarness,
+  startSim, streamTokens,
+} from '../reliability/harness.js';
+
+export interface HostilePair {
+  h: Harness;
+  hostile: Simulator;
+  healthy: Simulator;
+  hostileKey: string;
+  healthyKey: string;
+  stop(): Promise<void>;
+}
+
+export async function startHostilePair(patch: Partial<Config> = {}): Promise<HostilePair> {
+  // Short time-outs, so a defect shows as a wrong answer within seconds rather than a hang.
+  const h = await startHarness({ upstreamTimeoutMs: 5_000, idleTimeoutMs: 5_000, ...patch });
+  const bad = await startSim({ chunks: 4 });
+  const good = await startSim({ chunks: 10 });
+  const hostileKey = await readyInstance(h, 'hostile', bad.url);
+  const healthyKey = await readyInstance(h, 'healthy', good.url);
+  return {
+    h, hostile: bad.sim, healthy: good.sim, hostileKey, healthyKey,
+    stop: async () => {
+      await h.stop();
+      await bad.sim.close();
+      await good.sim.close();
+    },
+  };
+}
+
+/** One request to the hostile instance, on its own connection. */
+export async function ask(p: HostilePair, directive: string, stream: boolean): Promise<Reply> {
+  const agent = freshAgent();
+  try {
+    return await post(p.h.baseUrl, p.hostileKey, chatBody(`go ${directive}`, { stream }), {}, agent);
+  } finally {
+    await agent.close();
+  }
+}
+
+/** Runs `fault` while a paced stream to the healthy instance goes on; that stream must end whole. */
+export async function alongside<T>(p: HostilePair, fault: () => Promise<T>): Promise<T> {
+  const agent = freshAgent();
+  const healthy = post(p.h.baseUrl, p.healthyKey, chatBody('neighbour [[sim tokensPerSecond=40]]', { stream: true }), {}, agent);
+  try {
+    const result = await fault();
+    const ok = await healthy;
+    expect(ok.status).toBe(200);
+    expect(streamTokens(sseFrames(ok.text))).toEqual(expectedTokens(10));
+    expect(ok.text.endsWith('data: [DONE]\n\n')).toBe(true);
+    return result;
+  } finally {
+    await agent.close();
+  }
+}
+
+/** The hostile server's last chat request, once it has ended. */
+export async function lastChatEnded(sim: Simulator): Promise<RecordedRequest> {
+  let last: RecordedRequest | undefined;
+  await eventually(() => {
+    last = sim.requests.filter((r) => r.path === '/v1/chat/completions').at(-1);
+    return last?.endedAt != null;
+  }, 'the upstream request ended', 10_000);
+  return last as RecordedRequest;
+}
+
+/** The request was cut by the proxy: the model server saw the connection close mid-answer. */
+export async function expectUpstreamAborted(sim: Simulator): Promise<void> {
+  const r = await lastChatEnded(sim);
+  expect({ aborted: r.aborted, completed: r.completed }).toEqual({ aborted: true, completed: false });
+}
+
+/** The error events (`data: {"error"…}`) and whether `[DONE]` came. */
+export function errorEvents(text: string): unknown[] {
+  return sseFrames(text).filter((f) => f.startsWith('data: {"error"')).map((f) => JSON.parse(f.slice(6)) as unknown);
+}
