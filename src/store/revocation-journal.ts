@@ -1,0 +1,237 @@
+import { constants } from 'node:fs';
+import { type FileHandle, open } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { REVOKE_REASONS, type RevokeReason } from '../domain/key.js';
+
+/** One line of the journal: which key, bound to what, and why. A hash, never a secret. */
+export interface JournalRecord {
+  keyId: string;
+  keyHash: string;
+  instance: string;
+  /** Absent only for keys of version-1 stores revoked before their upgrade. */
+  deployment: string | null;
+  reason: RevokeReason;
+  at: string;
+}
+
+export interface JournalOptions {
+  /** Zeros kept written ahead of the last record (bytes). */
+  reserve?: number;
+}
+
+/** About 200 records: a whole instance's keys, revoked on a disk that has just filled up. */
+export const DEFAULT_RESERVE = 64 * 1024;
+
+const TIME_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$/;
+
+export class JournalError extends Error {
+  override name = 'JournalError';
+}
+
+/**
+ * Append-only, fsynced record of every revocation, next to the store file and outside it, so a
+ * revocation outlives what db.json alone cannot: a shutdown with the store unwritable, and an
+ * older db.json restored from a backup. Replayed over db.json at every start (revoked wins).
+ *
+ * Space is reserved ahead: the file holds zeros past its last record, written (not a sparse
+ * hole) so the blocks are allocated, and a record overwrites zeros in place. On tmpfs, ext4 and
+ * XFS that needs no new space, so a revocation is still recorded when the disk is full. (A
+ * copy-on-write file system such as btrfs or ZFS allocates even to overwrite: there the reserve
+ * does not help.) The reserve is topped up after each append, when the disk allows.
+ */
+export class RevocationJournal {
+  private readonly revoked = new Map<string, JournalRecord>();
+  private readonly hashes = new Set<string>();
+  /** Where the next record goes: just past the last non-zero byte. */
+  private end = 0;
+  /** The file's size: the reserve is [end, size). */
+  private size = 0;
+  /** The last record was cut off (power lost mid-write): the next one starts on a new line. */
+  private needsNewline = false;
+  private appending: Promise<void> = Promise.resolve();
+
+  private constructor(
+    readonly path: string,
+    private readonly fh: FileHandle,
+    private readonly reserve: number,
+    readonly notices: string[],
+  ) {}
+
+  /**
+   * Opens (creating) the journal without following a symbolic link, reads every record, and
+   * reserves space. A line that is not a record is refused (a hand edit), unless it holds zero
+   * bytes: that is a write cut off by a power loss, never acknowledged, and is skipped.
+   */
+  static async open(path: string, options: JournalOptions = {}): Promise<RevocationJournal> {
+    let fh: FileHandle;
+    let created = false;
+    try {
+      fh = await open(path, constants.O_RDWR | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+      created = true;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw openError(path, err);
+      try {
+        fh = await open(path, constants.O_RDWR | constants.O_NOFOLLOW);
+      } catch (again) {
+        throw openError(path, again);
+      }
+    }
+    const journal = new RevocationJournal(path, fh, options.reserve ?? DEFAULT_RESERVE, []);
+    try {
+      const st = await fh.stat();
+      if (!st.isFile()) throw new JournalError(`The revocation journal ${path} is not a regular file. Move it away (keep it if it holds revocations) and start again.`);
+      await journal.read();
+      if (created) await syncDir(path);
+      await journal.topUp().catch((err: unknown) => {
+        journal.notices.push(`Could not reserve space in the revocation journal ${path} (${code(err)}); revocations are still recorded while the disk has room.`);
+      });
+    } catch (err) {
+      await fh.close().catch(() => {});
+      throw err;
+    }
+    return journal;
+  }
+
+  private async read(): Promise<void> {
+    const bytes = await this.fh.readFile();
+    this.size = bytes.length;
+    let last = bytes.length - 1;
+    while (last >= 0 && bytes[last] === 0) last--;
+    this.end = last + 1;
+    this.needsNewline = this.end > 0 && bytes[this.end - 1] !== 0x0a;
+    const lines = bytes.subarray(0, this.end).toString('utf8').split('\n');
+    lines.forEach((line, i) => {
+      if (line.trim() === '') return;
+      const record = parseRecord(line);
+      if (typeof record === 'string') {
+        // Every record is written with its newline, and appends wait for each other's sync: only
+        // the last line can be unfinished, and zeros inside a line are pages a power loss never
+        // wrote. Anything else malformed was written by hand.
+        if (line.includes('\0') || i === lines.length - 1) {
+          this.notices.push(`The revocation journal ${this.path} line ${i + 1} was cut off by a power loss before it was acknowledged; skipped.`);
+          return;
+        }
+        throw new JournalError(`The revocation journal ${this.path} line ${i + 1} is not a revocation record (${record}). It was left untouched: fix or delete that line by hand and start again.`);
+      }
+      if (!this.revoked.has(record.keyId)) this.revoked.set(record.keyId, record);
+      this.hashes.add(record.keyHash);
+    });
+  }
+
+  /** Every recorded revocation, one per key (the first recorded). */
+  records(): JournalRecord[] {
+    return [...this.revoked.values()];
+  }
+
+  has(keyId: string): boolean {
+    return this.revoked.has(keyId);
+  }
+
+  hasHash(hash: string): boolean {
+    return this.hashes.has(hash);
+  }
+
+  /**
+   * Writes records and syncs them before resolving: once this resolves they survive a crash and
+   * a power loss. Appends run one after another, so only the last can ever be cut off.
+   */
+  append(records: readonly JournalRecord[]): Promise<void> {
+    if (records.every((r) => this.revoked.has(r.keyId))) return this.appending;
+    const run = this.appending.then(() => this.write([...records]));
+    this.appending = run.catch(() => {});
+    return run;
+  }
+
+  private async write(all: JournalRecord[]): Promise<void> {
+    const records = all.filter((r) => !this.revoked.has(r.keyId));
+    if (records.length === 0) return;
+    const text = (this.needsNewline ? '\n' : '') + records.map((r) => `${JSON.stringify(r)}\n`).join('');
+    const buf = Buffer.from(text, 'utf8');
+    let done = 0;
+    try {
+      while (done < buf.length) {
+        const { bytesWritten } = await this.fh.write(buf, done, buf.length - done, this.end + done);
+        done += bytesWritten;
+      }
+    } catch (err) {
+      // A record cut off by a full disk must not stay behind as a line that reads as a hand
+      // edit: zero what was written (in place, so no new space is needed).
+      if (done > 0) await this.fh.write(Buffer.alloc(done), 0, done, this.end).catch(() => {});
+      throw err;
+    }
+    const grew = this.end + buf.length > this.size;
+    // Within the reserve only data changes: datasync skips the inode's times. Past it, the size
+    // changes too, and that must be durable for the record to be read back.
+    if (grew) await this.fh.sync();
+    else await this.fh.datasync();
+    this.end += buf.length;
+    this.size = Math.max(this.size, this.end);
+    this.needsNewline = false;
+    for (const r of records) {
+      this.revoked.set(r.keyId, r);
+      this.hashes.add(r.keyHash);
+    }
+    await this.topUp().catch(() => {});
+  }
+
+  /** Keeps at least half the reserve written ahead; best effort, a full disk only shrinks it. */
+  private async topUp(): Promise<void> {
+    if (this.size - this.end >= this.reserve / 2) return;
+    const target = this.end + this.reserve;
+    const zeros = Buffer.alloc(target - this.size);
+    let done = 0;
+    try {
+      while (done < zeros.length) {
+        const { bytesWritten } = await this.fh.write(zeros, done, zeros.length - done, this.size + done);
+        done += bytesWritten;
+      }
+    } finally {
+      this.size += done;
+      if (done > 0) await this.fh.sync();
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.appending;
+    await this.fh.close();
+  }
+}
+
+function parseRecord(line: string): JournalRecord | string {
+  let v: unknown;
+  try {
+    v = JSON.parse(line);
+  } catch {
+    return 'not JSON';
+  }
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return 'not an object';
+  const o = v as Record<string, unknown>;
+  if (typeof o.keyId !== 'string' || o.keyId === '') return 'no "keyId"';
+  if (typeof o.keyHash !== 'string' || !/^[0-9a-f]{64}$/.test(o.keyHash)) return 'no "keyHash"';
+  if (typeof o.instance !== 'string') return 'no "instance"';
+  if (o.deployment !== null && typeof o.deployment !== 'string') return 'no "deployment"';
+  if (typeof o.reason !== 'string' || !(REVOKE_REASONS as readonly string[]).includes(o.reason)) return 'no valid "reason"';
+  if (typeof o.at !== 'string' || !TIME_RE.test(o.at)) return 'no valid "at"';
+  return { keyId: o.keyId, keyHash: o.keyHash, instance: o.instance, deployment: o.deployment as string | null, reason: o.reason as RevokeReason, at: o.at };
+}
+
+function code(err: unknown): string {
+  return (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+}
+
+function openError(path: string, err: unknown): Error {
+  const c = code(err);
+  if (c === 'ELOOP') {
+    return new JournalError(`The revocation journal ${path} is a symbolic link; ob-proxy does not follow links for its own files. Replace it with the file it points to and start again.`);
+  }
+  return new JournalError(`The revocation journal ${path} cannot be opened (${c}). Check the permissions of the home folder.`);
+}
+
+async function syncDir(path: string): Promise<void> {
+  const dir = await open(dirname(path), 'r');
+  try {
+    await dir.sync();
+  } finally {
+    await dir.close();
+  }
+}
