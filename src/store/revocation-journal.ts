@@ -40,8 +40,11 @@ export class JournalError extends Error {
  * does not help.) The reserve is topped up after each append, when the disk allows.
  */
 export class RevocationJournal {
-  private readonly revoked = new Map<string, JournalRecord>();
-  private readonly hashes = new Set<string>();
+  /** Every revocation known to be in the file. */
+  private revoked = new Map<string, JournalRecord>();
+  private hashes = new Set<string>();
+  /** The file as last seen: a change by anyone else (an edit, a restore) means reading it again. */
+  private seen: { ino: number; size: number } | null = null;
   /** Where the next record goes: just past the last non-zero byte. */
   private end = 0;
   /** The file's size: the reserve is [end, size). */
@@ -49,74 +52,89 @@ export class RevocationJournal {
   /** The last record was cut off (power lost mid-write): the next one starts on a new line. */
   private needsNewline = false;
   private appending: Promise<void> = Promise.resolve();
+  readonly notices: string[] = [];
 
-  private constructor(
-    readonly path: string,
-    private readonly fh: FileHandle,
-    private readonly reserve: number,
-    readonly notices: string[],
-  ) {}
+  private constructor(readonly path: string, private readonly reserve: number) {}
 
   /**
-   * Opens (creating) the journal without following a symbolic link, reads every record, and
-   * reserves space. A line that is not a record is refused (a hand edit), unless it holds zero
-   * bytes: that is a write cut off by a power loss, never acknowledged, and is skipped.
+   * Creates the journal if needed, reads every record and reserves space. A line that is not a
+   * record is refused (a hand edit), unless it is a write a power loss cut off (see read()).
+   * The file is opened for each operation and closed again, never held: it can be moved,
+   * restored or its file system remounted like any file the daemon is not using.
    */
   static async open(path: string, options: JournalOptions = {}): Promise<RevocationJournal> {
-    let fh: FileHandle;
-    let created = false;
+    const journal = new RevocationJournal(path, options.reserve ?? DEFAULT_RESERVE);
     try {
-      fh = await open(path, constants.O_RDWR | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
-      created = true;
+      const fh = await open(path, constants.O_RDWR | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+      await fh.close();
+      await syncDir(path);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw openError(path, err);
-      try {
-        fh = await open(path, constants.O_RDWR | constants.O_NOFOLLOW);
-      } catch (again) {
-        throw openError(path, again);
-      }
     }
-    const journal = new RevocationJournal(path, fh, options.reserve ?? DEFAULT_RESERVE, []);
-    try {
-      const st = await fh.stat();
-      if (!st.isFile()) throw new JournalError(`The revocation journal ${path} is not a regular file. Move it away (keep it if it holds revocations) and start again.`);
-      await journal.read();
-      if (created) await syncDir(path);
-      await journal.topUp().catch((err: unknown) => {
+    await journal.withFile(async (fh) => {
+      await journal.topUp(fh).catch((err: unknown) => {
         journal.notices.push(`Could not reserve space in the revocation journal ${path} (${code(err)}); revocations are still recorded while the disk has room.`);
       });
-    } catch (err) {
-      await fh.close().catch(() => {});
-      throw err;
-    }
+    });
     return journal;
   }
 
-  private async read(): Promise<void> {
-    const bytes = await this.fh.readFile();
+  /** Opens the file without following a link, reading it first if it is not as last seen. */
+  private async withFile<T>(fn: (fh: FileHandle) => Promise<T>): Promise<T> {
+    let fh: FileHandle;
+    try {
+      fh = await open(this.path, constants.O_RDWR | constants.O_NOFOLLOW);
+    } catch (err) {
+      throw openError(this.path, err);
+    }
+    try {
+      const st = await fh.stat();
+      if (!st.isFile()) throw new JournalError(`The revocation journal ${this.path} is not a regular file. Move it away (keep it if it holds revocations) and start again.`);
+      if (this.seen === null || this.seen.ino !== st.ino || this.seen.size !== st.size) await this.read(fh);
+      const out = await fn(fh);
+      this.seen = { ino: st.ino, size: this.size };
+      return out;
+    } finally {
+      await fh.close();
+    }
+  }
+
+  /**
+   * Every record is written with its newline, and appends wait for each other's sync: only the
+   * last line can be unfinished, and zeros inside a line are pages a power loss never wrote.
+   * Both are skipped (never acknowledged). Anything else malformed was written by hand.
+   */
+  private async read(fh: FileHandle): Promise<void> {
+    const bytes = await fh.readFile();
     this.size = bytes.length;
     let last = bytes.length - 1;
     while (last >= 0 && bytes[last] === 0) last--;
     this.end = last + 1;
     this.needsNewline = this.end > 0 && bytes[this.end - 1] !== 0x0a;
+    const revoked = new Map<string, JournalRecord>();
+    const hashes = new Set<string>();
     const lines = bytes.subarray(0, this.end).toString('utf8').split('\n');
     lines.forEach((line, i) => {
       if (line.trim() === '') return;
       const record = parseRecord(line);
       if (typeof record === 'string') {
-        // Every record is written with its newline, and appends wait for each other's sync: only
-        // the last line can be unfinished, and zeros inside a line are pages a power loss never
-        // wrote. Anything else malformed was written by hand.
         if (line.includes('\0') || i === lines.length - 1) {
-          this.notices.push(`The revocation journal ${this.path} line ${i + 1} was cut off by a power loss before it was acknowledged; skipped.`);
+          this.notices.push(`The revocation journal ${this.path} line ${i + 1} was cut off (a power loss during a write never acknowledged); skipped.`);
           return;
         }
         throw new JournalError(`The revocation journal ${this.path} line ${i + 1} is not a revocation record (${record}). It was left untouched: fix or delete that line by hand and start again.`);
       }
-      if (!this.revoked.has(record.keyId)) this.revoked.set(record.keyId, record);
-      this.hashes.add(record.keyHash);
+      if (!revoked.has(record.keyId)) revoked.set(record.keyId, record);
+      hashes.add(record.keyHash);
     });
+    // Revocations this process recorded but the file no longer holds (replaced or cut short by
+    // hand) are written again with the next append.
+    this.lost = [...this.revoked.values()].filter((r) => !revoked.has(r.keyId));
+    this.revoked = revoked;
+    this.hashes = hashes;
   }
+
+  private lost: JournalRecord[] = [];
 
   /** Every recorded revocation, one per key (the first recorded). */
   records(): JournalRecord[] {
@@ -137,63 +155,62 @@ export class RevocationJournal {
    */
   append(records: readonly JournalRecord[]): Promise<void> {
     if (records.every((r) => this.revoked.has(r.keyId))) return this.appending;
-    const run = this.appending.then(() => this.write([...records]));
+    const run = this.appending.then(() => this.withFile((fh) => this.write(fh, [...this.lost, ...records])));
     this.appending = run.catch(() => {});
     return run;
   }
 
-  private async write(all: JournalRecord[]): Promise<void> {
-    const records = all.filter((r) => !this.revoked.has(r.keyId));
+  private async write(fh: FileHandle, all: JournalRecord[]): Promise<void> {
+    const records = [...new Map(all.filter((r) => !this.revoked.has(r.keyId)).map((r) => [r.keyId, r])).values()];
     if (records.length === 0) return;
     const text = (this.needsNewline ? '\n' : '') + records.map((r) => `${JSON.stringify(r)}\n`).join('');
     const buf = Buffer.from(text, 'utf8');
     let done = 0;
     try {
       while (done < buf.length) {
-        const { bytesWritten } = await this.fh.write(buf, done, buf.length - done, this.end + done);
+        const { bytesWritten } = await fh.write(buf, done, buf.length - done, this.end + done);
         done += bytesWritten;
       }
+      // Within the reserve only data changes: datasync skips the inode's times. Past it, the
+      // size changes too, and that must be durable for the record to be read back.
+      if (this.end + buf.length > this.size) await fh.sync();
+      else await fh.datasync();
     } catch (err) {
       // A record cut off by a full disk must not stay behind as a line that reads as a hand
       // edit: zero what was written (in place, so no new space is needed).
-      if (done > 0) await this.fh.write(Buffer.alloc(done), 0, done, this.end).catch(() => {});
+      if (done > 0) await fh.write(Buffer.alloc(done), 0, done, this.end).then(() => fh.datasync()).catch(() => {});
       throw err;
     }
-    const grew = this.end + buf.length > this.size;
-    // Within the reserve only data changes: datasync skips the inode's times. Past it, the size
-    // changes too, and that must be durable for the record to be read back.
-    if (grew) await this.fh.sync();
-    else await this.fh.datasync();
     this.end += buf.length;
     this.size = Math.max(this.size, this.end);
     this.needsNewline = false;
+    this.lost = [];
     for (const r of records) {
       this.revoked.set(r.keyId, r);
       this.hashes.add(r.keyHash);
     }
-    await this.topUp().catch(() => {});
+    await this.topUp(fh).catch(() => {});
   }
 
   /** Keeps at least half the reserve written ahead; best effort, a full disk only shrinks it. */
-  private async topUp(): Promise<void> {
+  private async topUp(fh: FileHandle): Promise<void> {
     if (this.size - this.end >= this.reserve / 2) return;
-    const target = this.end + this.reserve;
-    const zeros = Buffer.alloc(target - this.size);
+    const zeros = Buffer.alloc(this.end + this.reserve - this.size);
     let done = 0;
     try {
       while (done < zeros.length) {
-        const { bytesWritten } = await this.fh.write(zeros, done, zeros.length - done, this.size + done);
+        const { bytesWritten } = await fh.write(zeros, done, zeros.length - done, this.size + done);
         done += bytesWritten;
       }
     } finally {
       this.size += done;
-      if (done > 0) await this.fh.sync();
+      if (done > 0) await fh.sync();
     }
   }
 
+  /** Waits for appends under way; nothing is held open between them. */
   async close(): Promise<void> {
     await this.appending;
-    await this.fh.close();
   }
 }
 
