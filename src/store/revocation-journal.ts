@@ -43,14 +43,12 @@ export class RevocationJournal {
   /** Every revocation known to be in the file. */
   private revoked = new Map<string, JournalRecord>();
   private hashes = new Set<string>();
-  /** The file as last seen: a change by anyone else (an edit, a restore) means reading it again. */
-  private seen: { ino: number; size: number } | null = null;
-  /** Where the next record goes: just past the last non-zero byte. */
+  /** Where the next record goes: just past the last complete record. */
   private end = 0;
+  /** Bytes of a cut-off last record past `end`, overwritten (with zeros if need be) by the next. */
+  private torn = 0;
   /** The file's size: the reserve is [end, size). */
   private size = 0;
-  /** The last record was cut off (power lost mid-write): the next one starts on a new line. */
-  private needsNewline = false;
   private appending: Promise<void> = Promise.resolve();
   readonly notices: string[] = [];
 
@@ -79,7 +77,11 @@ export class RevocationJournal {
     return journal;
   }
 
-  /** Opens the file without following a link, reading it first if it is not as last seen. */
+  /**
+   * Opens the file without following a link and reads it whole before anything else: someone may
+   * have edited, replaced or restored it since, and revocations are rare enough that reading a
+   * file of one line per revoked key each time costs nothing that matters.
+   */
   private async withFile<T>(fn: (fh: FileHandle) => Promise<T>): Promise<T> {
     let fh: FileHandle;
     try {
@@ -90,10 +92,8 @@ export class RevocationJournal {
     try {
       const st = await fh.stat();
       if (!st.isFile()) throw new JournalError(`The revocation journal ${this.path} is not a regular file. Move it away (keep it if it holds revocations) and start again.`);
-      if (this.seen === null || this.seen.ino !== st.ino || this.seen.size !== st.size) await this.read(fh);
-      const out = await fn(fh);
-      this.seen = { ino: st.ino, size: this.size };
-      return out;
+      await this.read(fh);
+      return await fn(fh);
     } finally {
       await fh.close();
     }
@@ -105,15 +105,19 @@ export class RevocationJournal {
    * Both are skipped (never acknowledged). Anything else malformed was written by hand.
    */
   private async read(fh: FileHandle): Promise<void> {
+    this.notices.length = 0;
     const bytes = await fh.readFile();
     this.size = bytes.length;
     let last = bytes.length - 1;
     while (last >= 0 && bytes[last] === 0) last--;
-    this.end = last + 1;
-    this.needsNewline = this.end > 0 && bytes[this.end - 1] !== 0x0a;
+    const contentEnd = last + 1;
+    // An unfinished last line is overwritten by the next record rather than kept behind it,
+    // where it would read as a line edited by hand.
+    this.end = contentEnd === 0 || bytes[contentEnd - 1] === 0x0a ? contentEnd : bytes.lastIndexOf(0x0a, contentEnd - 1) + 1;
+    this.torn = contentEnd - this.end;
     const revoked = new Map<string, JournalRecord>();
     const hashes = new Set<string>();
-    const lines = bytes.subarray(0, this.end).toString('utf8').split('\n');
+    const lines = bytes.subarray(0, contentEnd).toString('utf8').split('\n');
     lines.forEach((line, i) => {
       if (line.trim() === '') return;
       const record = parseRecord(line);
@@ -163,8 +167,8 @@ export class RevocationJournal {
   private async write(fh: FileHandle, all: JournalRecord[]): Promise<void> {
     const records = [...new Map(all.filter((r) => !this.revoked.has(r.keyId)).map((r) => [r.keyId, r])).values()];
     if (records.length === 0) return;
-    const text = (this.needsNewline ? '\n' : '') + records.map((r) => `${JSON.stringify(r)}\n`).join('');
-    const buf = Buffer.from(text, 'utf8');
+    const text = Buffer.from(records.map((r) => `${JSON.stringify(r)}\n`).join(''), 'utf8');
+    const buf = text.length >= this.torn ? text : Buffer.concat([text, Buffer.alloc(this.torn - text.length)]);
     let done = 0;
     try {
       while (done < buf.length) {
@@ -181,9 +185,9 @@ export class RevocationJournal {
       if (done > 0) await fh.write(Buffer.alloc(done), 0, done, this.end).then(() => fh.datasync()).catch(() => {});
       throw err;
     }
-    this.end += buf.length;
-    this.size = Math.max(this.size, this.end);
-    this.needsNewline = false;
+    this.size = Math.max(this.size, this.end + buf.length);
+    this.end += text.length;
+    this.torn = 0;
     this.lost = [];
     for (const r of records) {
       this.revoked.set(r.keyId, r);
