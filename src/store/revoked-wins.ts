@@ -42,12 +42,22 @@ export function revokedWins(input: StoreData, journal: readonly JournalRecord[])
     notices.push(`Key ${key.id} (instance ${key.instance}) was active in the store, but ${found.source} records its revocation (${found.reason}, ${found.at}): it stays revoked.`);
     if (!audited.has(key.id)) {
       data.events.push({ seq: ++seq, at: found.at, type: 'key.revoked', instance: key.instance, keyId: key.id, keyName: key.name, reason: found.reason });
+      audited.set(key.id, data.events[data.events.length - 1]!);
     }
   }
 
   const unjournaled: JournalRecord[] = [];
   for (const key of data.keys) {
-    if (key.status === 'revoked' && !byId.has(key.id)) unjournaled.push(journalRecordOf(key));
+    if (key.status !== 'revoked') continue;
+    if (!byId.has(key.id)) unjournaled.push(journalRecordOf(key));
+    // The other direction: `ob-proxy revocations` reads the audit trail, so a revoked key whose
+    // event was deleted would vanish from it.
+    if (!audited.has(key.id)) {
+      const at = key.revokedAt ?? key.createdAt;
+      data.events.push({ seq: ++seq, at, type: 'key.revoked', instance: key.instance, keyId: key.id, keyName: key.name, reason: key.revokeReason ?? 'manual' });
+      audited.set(key.id, data.events[data.events.length - 1]!);
+      notices.push(`Key ${key.id} (instance ${key.instance}) is revoked but its key.revoked event was missing from the audit trail: added again.`);
+    }
   }
   return { data, notices, unjournaled };
 }

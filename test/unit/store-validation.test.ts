@@ -106,6 +106,12 @@ describe('revoked wins', () => {
     expect(revokedWins(data({ revokedAt: AT, revokeReason: 'pack_ended' }), []).data.keys[0]).toMatchObject({ status: 'revoked', revokeReason: 'pack_ended' });
   });
 
+  it('gives a revoked key whose key.revoked event was deleted its event back, so `revocations` lists it', () => {
+    const r = revokedWins(data({ status: 'revoked', revokedAt: AT, revokeReason: 'manual' }), []);
+    expect(r.data.events.at(-1)).toMatchObject({ seq: 2, type: 'key.revoked', keyId: key.id, reason: 'manual', at: AT });
+    expect(r.notices[0]).toMatch(/key\.revoked event was missing from the audit trail: added again/);
+  });
+
   it('leaves active keys with no record of revocation alone, and lists revoked keys the journal lacks', () => {
     expect(revokedWins(data(), []).data.keys[0]!.status).toBe('active');
     const r = revokedWins(data({ status: 'revoked', revokedAt: AT, revokeReason: 'manual' }), []);
