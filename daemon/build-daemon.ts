@@ -1,4 +1,4 @@
-import { chmod, mkdir, unlink } from 'node:fs/promises';
+import { chmod, mkdir } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { DestinationStream, Logger } from 'pino';
@@ -6,6 +6,7 @@ import { type Clock, iso, systemClock } from '../src/clock.js';
 import type { Config } from '../src/config.js';
 import { type SecretSource, cryptoSecretSource } from '../src/domain/api-key.js';
 import { LifecycleService } from '../src/services/lifecycle.js';
+import type { UnwrittenAtShutdownError } from '../src/services/unwritten.js';
 import { UsageTracker } from '../src/services/usage.js';
 import { LowdbStore } from '../src/store/lowdb-store.js';
 import type { Store } from '../src/store/store.js';
@@ -16,7 +17,9 @@ import { BadKeyLimiter } from './data-plane/bad-key-limiter.js';
 import { buildDataPlane } from './data-plane/build-data-plane.js';
 import { buildLogger } from './logger.js';
 import { buildManagementPlane } from './management/build-management-plane.js';
-import { prepareSocketPath } from './socket-file.js';
+import { ensurePrivateHome, octal } from './private-home.js';
+import { prepareSocketPath, removeSocket } from './socket-file.js';
+import { type StoreLock, lockStore } from './store-lock.js';
 import { UpstreamTokens } from './upstream-tokens.js';
 
 export interface DaemonDeps {
@@ -40,11 +43,46 @@ export interface Daemon {
 export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Daemon> {
   const clock = deps.clock ?? systemClock;
   const log = deps.logger ?? buildLogger(config.logLevel, deps.logStream);
-  await mkdir(config.home, { recursive: true, mode: 0o700 });
+  const loosened = await ensurePrivateHome(config.home);
+  if (loosened !== null) log.warn({ home: config.home, was: octal(loosened), now: '0700' }, `the home folder was mode ${octal(loosened)}, readable by other users: made it 0700`);
   await mkdir(dirname(config.store), { recursive: true, mode: 0o700 });
-  await prepareSocketPath(config.socket);
-  const store = deps.store ?? new LowdbStore(config.store);
-  const lifecycle = await LifecycleService.open({ store, clock, secrets: deps.secrets ?? cryptoSecretSource, models: config.models });
+  // Before anything is bound or read: a second daemon on this store must change nothing.
+  const lock = deps.store === undefined ? await lockStore(config.store) : null;
+  let store: Store | undefined;
+  let lifecycle: LifecycleService;
+  try {
+    await prepareSocketPath(config.socket, ownFiles(config.store));
+    store = deps.store ?? new LowdbStore(config.store, { onNotice: (message) => log.warn({ store: config.store }, message) });
+    lifecycle = await LifecycleService.open({ store, clock, secrets: deps.secrets ?? cryptoSecretSource, models: config.models });
+  } catch (err) {
+    await store?.close().catch(() => {});
+    await lock?.release();
+    throw err;
+  }
+  try {
+    return await startServing(config, deps, { clock, log, store, lifecycle, lock });
+  } catch (err) {
+    await store.close().catch(() => {});
+    await lock?.release();
+    throw err;
+  }
+}
+
+/** The store's file and its companions, which no other path option may name. */
+function ownFiles(store: string): string[] {
+  return [store, `${store}.tmp`, `${store}.revocations`, `${store}.pid`, `${store}.lock`];
+}
+
+interface Opened {
+  clock: Clock;
+  log: Logger;
+  store: Store;
+  lifecycle: LifecycleService;
+  lock: StoreLock | null;
+}
+
+async function startServing(config: Config, deps: DaemonDeps, opened: Opened): Promise<Daemon> {
+  const { clock, log, store, lifecycle, lock } = opened;
 
   let packTimer: NodeJS.Timeout | undefined;
   const ctx: DaemonContext = {
@@ -82,8 +120,11 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     // refused by its model server, and the operator is told here.
     await ctx.upstreamTokens.load(inst).catch((err: unknown) => log.error({ instance: inst.id, err: (err as Error).message }, 'upstream token not loaded'));
   }
-  const ended = await lifecycle.endDuePacks();
-  for (const i of ended) log.info({ instance: i.id }, 'pack ended while the daemon was down: keys revoked');
+  // A store that cannot be written now does not keep the daemon down: the packs are ended in
+  // memory (and in the revocation journal) all the same, and the write is retried.
+  await lifecycle.endDuePacks().then((ended) => {
+    for (const i of ended) log.info({ instance: i.id }, 'pack ended while the daemon was down: keys revoked');
+  }, (err: unknown) => log.error({ err: (err as Error).message }, 'ending packs that ran out while the daemon was down: not written yet'));
   schedulePackTimer();
 
   const flushUsage = async (): Promise<void> => {
@@ -99,10 +140,19 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
 
   const management = buildManagementPlane(ctx);
   const dataPlane = buildDataPlane(ctx);
+  const abandon = async (): Promise<void> => {
+    clearTimeout(packTimer);
+    clearInterval(usageTimer);
+    await dataPlane.close();
+    await removeSocket(config.socket);
+    await store.close().catch(() => {});
+    await lock?.release();
+  };
   // The public port first: whoever reaches the socket can then always learn the base URL.
   try {
     await dataPlane.listen({ host: config.host, port: config.port });
   } catch (err) {
+    await abandon();
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'EADDRINUSE' || code === 'EACCES' || code === 'EADDRNOTAVAIL') {
       throw new Error(`Cannot listen on ${config.host}:${config.port} (${code}): ${code === 'EADDRINUSE' ? 'something else holds that port' : 'the address or port is not available'}. Choose another with --port / --host (npm run demo -- --port 9090).`, { cause: err });
@@ -117,8 +167,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     await management.listen({ path: config.socket });
     await chmod(config.socket, 0o600);
   } catch (err) {
-    await dataPlane.close();
-    await unlink(config.socket).catch(() => {});
+    await abandon();
     throw err;
   }
   log.info({ baseUrl: ctx.baseUrl, socket: config.socket, store: store.location, version: deps.version }, 'ob-proxy serving');
@@ -148,12 +197,30 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
       } else {
         await ctx.upstream.close();
       }
-      await flushUsage();
-      await lifecycle.close();
-      await store.close();
+      // What cannot be written now is lost with the process: said in the log and, through the
+      // rejection, on stderr with a non-zero exit, never dropped silently.
+      let failure: Error | null = null;
+      const dirty = ctx.usage.takeDirty();
+      let usageLost: unknown = null;
+      await lifecycle.flushUsage(dirty).catch((err: unknown) => { usageLost = err; });
+      try {
+        await lifecycle.close();
+      } catch (err) {
+        failure = err as Error;
+      }
+      if (usageLost !== null) {
+        const note = `Usage counters of ${dirty.length} key(s) since the last flush were not written.`;
+        failure = failure === null ? new Error(`The store could not be written at shutdown (${(usageLost as Error).message}) ${note}`) : Object.assign(failure, { message: `${failure.message} ${note}` });
+      }
+      await store.close().catch((err: unknown) => { failure ??= err as Error; });
       management.server.closeAllConnections();
       await management.close();
-      await unlink(config.socket).catch(() => {});
+      await removeSocket(config.socket);
+      await lock?.release();
+      if (failure !== null) {
+        log.error({ unwritten: (failure as Partial<UnwrittenAtShutdownError>).unwritten }, failure.message);
+        throw failure;
+      }
       log.info('stopped');
     })();
     return stopping;

@@ -7,16 +7,15 @@ import { type Daemon, type DaemonDeps, startDaemon } from './build-daemon.js';
  */
 export async function runServe(config: Config, deps: DaemonDeps): Promise<void> {
   const daemon: Daemon = await startDaemon(config, deps);
-  await new Promise<void>((resolve) => {
+  // A shutdown that could not write everything rejects: the CLI prints what was lost on stderr
+  // and exits non-zero, so a supervisor or an operator sees it.
+  await new Promise<void>((resolve, reject) => {
     let signals = 0;
     const onSignal = (signal: NodeJS.Signals): void => {
       signals++;
       daemon.ctx.log.info({ signal }, 'signal received');
       const grace = signals > 1 ? 0 : config.graceMs;
-      daemon.shutdown(grace).then(resolve, (err: unknown) => {
-        daemon.ctx.log.error({ err }, 'shutdown failed');
-        resolve();
-      });
+      daemon.shutdown(grace).then(resolve, reject);
     };
     process.on('SIGTERM', onSignal);
     process.on('SIGINT', onSignal);

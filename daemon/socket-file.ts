@@ -1,6 +1,6 @@
-import { mkdir, stat, unlink } from 'node:fs/promises';
+import { lstat, mkdir, stat, unlink } from 'node:fs/promises';
 import { connect } from 'node:net';
-import { dirname } from 'node:path';
+import { dirname, resolve } from 'node:path';
 
 function probe(path: string): Promise<boolean> {
   return new Promise((resolve) => {
@@ -10,11 +10,25 @@ function probe(path: string): Promise<boolean> {
   });
 }
 
+function kind(st: Awaited<ReturnType<typeof lstat>>): string {
+  if (st.isSymbolicLink()) return 'a symbolic link';
+  if (st.isDirectory()) return 'a folder';
+  if (st.isFile()) return 'a regular file';
+  return 'not a socket';
+}
+
 /**
  * Makes the socket path usable: a private directory (others must not be able to swap the
- * socket), no live daemon already there, and a stale socket from a crash removed.
+ * socket), no live daemon already there, and a stale socket from a crash removed. Only a socket
+ * is ever removed: `--socket <home>/db.json` used to delete the store and start empty.
+ * `ownFiles` are the daemon's other files (the store and its companions), refused as a socket
+ * path even before they exist.
  */
-export async function prepareSocketPath(path: string): Promise<void> {
+export async function prepareSocketPath(path: string, ownFiles: readonly string[] = []): Promise<void> {
+  const clash = ownFiles.find((f) => resolve(f) === resolve(path));
+  if (clash !== undefined) {
+    throw new Error(`The socket path ${path} is one of ob-proxy's own files (${clash}). Give --socket a path of its own, e.g. <home>/ob-proxy.sock.`);
+  }
   const dir = dirname(path);
   await mkdir(dir, { recursive: true, mode: 0o700 });
   const st = await stat(dir);
@@ -24,13 +38,19 @@ export async function prepareSocketPath(path: string): Promise<void> {
   if ((st.mode & 0o002) !== 0) {
     throw new Error(`The socket directory ${dir} is writable by everyone. Put the socket in a private directory with --socket or --home.`);
   }
-  try {
-    await stat(path);
-  } catch {
-    return;
+  const existing = await lstat(path).catch(() => null);
+  if (existing === null) return;
+  if (!existing.isSocket()) {
+    throw new Error(`The socket path ${path} exists and is ${kind(existing)}, not a socket; ob-proxy removes only a stale socket there. Give --socket a new path, or move that file away yourself.`);
   }
   if (await probe(path)) {
     throw new Error(`Another ob-proxy daemon is already serving on ${path}. Stop it first, or give this one its own --home or --socket.`);
   }
   await unlink(path);
+}
+
+/** Removes the daemon's socket at shutdown, but only if a socket is still what is there. */
+export async function removeSocket(path: string): Promise<void> {
+  const st = await lstat(path).catch(() => null);
+  if (st?.isSocket() === true) await unlink(path).catch(() => {});
 }

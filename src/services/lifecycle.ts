@@ -11,6 +11,7 @@ import type { Mutation, Store } from '../store/store.js';
 import { upgradeStoreData } from '../store/upgrade.js';
 import { Mutex } from './mutex.js';
 import { Registry, isLive } from './registry.js';
+import { UnwrittenAtShutdownError, revokedKeyIds, summariseUnwritten } from './unwritten.js';
 
 export interface LifecycleDeps {
   store: Store;
@@ -250,8 +251,12 @@ export class LifecycleService {
     } catch (err) {
       this.unwritten.push(...mutations);
       if (err instanceof ObProxyError) {
+        const revoked = revokedKeyIds(mutations);
+        const durable = revoked.length > 0 && revoked.every((id) => this.deps.store.isRevocationDurable?.(id) === true);
         throw obError('store_write_failed', {
-          message: `Revoked in the running daemon, but the store could not be written (${err.message}) The revocation is retried with the next write; free disk space or fix permissions.`,
+          message: durable
+            ? `Revoked in the running daemon and recorded in the revocation journal, so it holds after a restart; but the store could not be written (${err.message}) The rest of the change is retried with the next write; free disk space or fix permissions.`
+            : `Revoked in the running daemon, but the store could not be written (${err.message}) The revocation is retried with the next write; free disk space or fix permissions.`,
         });
       }
       throw err;
@@ -382,9 +387,15 @@ export class LifecycleService {
     return this.write(mutations);
   }
 
+  /** Writes what earlier writes could not; if that fails too, says exactly what is lost. */
   async close(): Promise<void> {
     await this.mutex.run(async () => {
-      if (this.unwritten.length > 0) await this.write([]).catch(() => {});
+      if (this.unwritten.length === 0) return;
+      try {
+        await this.write([]);
+      } catch (err) {
+        throw new UnwrittenAtShutdownError(summariseUnwritten(this.unwritten, (id) => this.deps.store.isRevocationDurable?.(id) === true), err);
+      }
     });
   }
 }

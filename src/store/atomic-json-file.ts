@@ -1,33 +1,83 @@
-import { open, readFile, rename, unlink } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { type FileHandle, lstat, open, readlink, rename, unlink } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { Adapter } from 'lowdb';
+
+/** The store file or its temp file is something ob-proxy will not read through or write over. */
+export class UnsafeStorePathError extends Error {
+  readonly code = 'EUNSAFEPATH';
+  override name = 'UnsafeStorePathError';
+}
+
+const CREATE_TMP = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
 
 /**
  * lowdb adapter whose writes survive kill -9 and power loss: write a temp file, fsync it, rename
  * it over the target, fsync the directory. A reader sees the old file or the new one, never a torn
  * one. (lowdb's own JSONFile renames but does not fsync.)
+ *
+ * Neither file is reached through a symbolic link. A link at the temp path used to be followed
+ * and its target overwritten with the store; a link at the store path was replaced by a plain
+ * file on the first write, silently parting from its target. Both are refused instead: the store
+ * is the real file at the path given.
  */
 export class AtomicJsonFile<T> implements Adapter<T> {
-  private readonly tmp: string;
+  readonly tmp: string;
 
   constructor(readonly path: string) {
     this.tmp = `${path}.tmp`;
   }
 
   async read(): Promise<T | null> {
-    let text: string;
+    await this.refuseUnsafeTmp();
+    let fh: FileHandle;
     try {
-      text = await readFile(this.path, 'utf8');
+      fh = await open(this.path, constants.O_RDONLY | constants.O_NOFOLLOW);
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT') return null;
+      if (code === 'ELOOP') throw await this.linkError();
       throw err;
     }
-    return JSON.parse(text) as T;
+    try {
+      if (!(await fh.stat()).isFile()) throw new UnsafeStorePathError(`${this.path} is not a regular file. Point --store at the store file.`);
+      return JSON.parse(await fh.readFile('utf8')) as T;
+    } finally {
+      await fh.close();
+    }
+  }
+
+  private async linkError(): Promise<UnsafeStorePathError> {
+    const target = await readlink(this.path).catch(() => '?');
+    return new UnsafeStorePathError(
+      `${this.path} is a symbolic link (to ${target}). ob-proxy replaces the store file on every write, which would turn the link into a plain file and leave ${target} behind: point --store (or OB_PROXY_STORE) at ${target} itself, or replace the link with that file.`,
+    );
+  }
+
+  /** A leftover temp file from a crash is ours to remove; anything else there is refused. */
+  private async refuseUnsafeTmp(): Promise<void> {
+    const st = await lstat(this.tmp).catch(() => null);
+    if (st === null || st.isFile()) return;
+    throw new UnsafeStorePathError(
+      `${this.tmp} exists and is ${st.isSymbolicLink() ? 'a symbolic link' : 'not a regular file'}; ob-proxy writes its temp file there and never follows or replaces such a thing. Remove it (rm ${this.tmp}) and try again.`,
+    );
+  }
+
+  private async openTmp(): Promise<FileHandle> {
+    try {
+      return await open(this.tmp, CREATE_TMP, 0o600);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
+    // Left by a write cut off by a crash (or by a failed unlink): a regular file only.
+    await this.refuseUnsafeTmp();
+    await unlink(this.tmp).catch(() => {});
+    return open(this.tmp, CREATE_TMP, 0o600);
   }
 
   async write(data: T): Promise<void> {
     const text = JSON.stringify(data, null, 1);
-    const fh = await open(this.tmp, 'w', 0o600);
+    const fh = await this.openTmp();
     try {
       await fh.writeFile(text, 'utf8');
       await fh.sync();
@@ -37,6 +87,12 @@ export class AtomicJsonFile<T> implements Adapter<T> {
       throw err;
     }
     await fh.close();
+    // A link put at the store path while the daemon runs would be replaced by the rename.
+    const st = await lstat(this.path).catch(() => null);
+    if (st !== null && !st.isFile()) {
+      await unlink(this.tmp).catch(() => {});
+      throw st.isSymbolicLink() ? await this.linkError() : new UnsafeStorePathError(`${this.path} is not a regular file; nothing was written.`);
+    }
     await rename(this.tmp, this.path);
     const dir = await open(dirname(this.path), 'r');
     try {

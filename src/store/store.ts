@@ -27,6 +27,11 @@ export interface Store {
   close(): Promise<void>;
   /** Where the data lives, for logs and `status` (never credentials). */
   readonly location: string;
+  /**
+   * Whether a key's revocation is durable even though a commit carrying it failed (a store with
+   * a revocation journal). Absent: only a successful commit makes it durable.
+   */
+  isRevocationDurable?(keyId: string): boolean;
 }
 
 export function emptyData(): StoreData {

@@ -108,7 +108,12 @@ describe('the management socket', () => {
       p.on('exit', (c) => resolve({ code: c, out }));
     });
     expect(second.code).toBe(1);
-    expect(second.out).toContain('Another ob-proxy daemon is already serving');
+    // The same home: the store's lock refuses it before the socket is even looked at.
+    expect(second.out).toMatch(/Another ob-proxy daemon \(pid \d+\) is already using the store/);
+    // Another store, the same socket: the live socket refuses it.
+    const sameSocket = await runCli(['serve', '--port', '0', '--store', join(await tmpHome(), 'db.json'), '--socket', sock]);
+    expect(sameSocket.code).toBe(1);
+    expect(sameSocket.stderr).toContain('Another ob-proxy daemon is already serving');
 
     const other = await tmpHome();
     const crashed = await startServe(other);

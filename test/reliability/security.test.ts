@@ -77,11 +77,16 @@ describe('secrets stay secret', () => {
     ]);
     await h.daemon.ctx.lifecycle.flushUsage(h.daemon.ctx.usage.takeDirty());
     const store = await readFile(h.config.store, 'utf8');
+    // The revocation journal holds both revoked keys, by id and hash: never a secret.
+    const journal = (await readFile(`${h.config.store}.revocations`, 'utf8')).replace(/\0+$/, '');
+    expect(journal.trim().split('\n')).toHaveLength(2);
 
     expect(events.length).toBeGreaterThan(5);
     expect(h.rawLogs.length).toBeGreaterThan(3);
     expect(leaks(h.rawLogs.join('\n'))).toEqual([]);
     expect(leaks(store)).toEqual([]);
+    expect(leaks(journal)).toEqual([]);
+    expect(journal).not.toMatch(SECRET_PATTERN);
     expect(leaks(events.join('\n'))).toEqual([]);
     expect(leaks(answers)).toEqual([]);
     // Keys are kept, and found, by their SHA-256 only.

@@ -4,11 +4,12 @@
  * as the disk can take it, and everything is there after a restart.
  *
  * The disk is real where we can make one: as root with `mount`, a 1 MiB tmpfs, filled up, or
- * remounted read-only. Elsewhere: the store's temp file points at /dev/full (ENOSPC on write),
- * and a non-root user gets a chmod 0500 home. The suite prints which it used.
+ * remounted read-only. A non-root user gets a chmod 0500 home for both (EACCES). Root without
+ * mount has no way to make a write fail (the store's files are never reached through a link,
+ * so the old /dev/full link at db.json.tmp is refused as such): the suite is skipped, and says so.
  */
 import { execFileSync } from 'node:child_process';
-import { chmod, mkdir, rm, symlink, unlink, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DaemonClient } from '../../cli/daemon-client.js';
@@ -34,12 +35,11 @@ function tryMount(dir: string): boolean {
   }
 }
 
-async function makeDisk(): Promise<Disk> {
+async function makeDisk(): Promise<Disk | null> {
   const base = await tmpHome();
   const home = join(base, 'home');
   await mkdir(home, { mode: 0o700 });
   const filler = join(home, 'filler');
-  const tmp = join(home, 'db.json.tmp');
   // OBR_NO_MOUNT=1 exercises the fallback on a machine where mounting works.
   if (process.getuid?.() === 0 && process.env.OBR_NO_MOUNT !== '1' && tryMount(home)) {
     return {
@@ -51,29 +51,27 @@ async function makeDisk(): Promise<Disk> {
       close: async () => { execFileSync('umount', ['-l', home]); },
     };
   }
-  const devFull = async (): Promise<void> => {
-    await unlink(tmp).catch(() => undefined);
-    await symlink('/dev/full', tmp);
-  };
-  const nonRoot = process.getuid?.() !== 0;
+  if (process.getuid?.() === 0) return null;
   return {
-    kind: nonRoot ? 'temp file on /dev/full; chmod 0500 home' : 'temp file on /dev/full (both; no mount here)', home,
-    full: devFull,
-    free: () => unlink(tmp).catch(() => undefined),
-    readOnly: nonRoot ? () => chmod(home, 0o500) : devFull,
-    writable: nonRoot ? () => chmod(home, 0o700) : () => unlink(tmp).catch(() => undefined),
+    kind: 'chmod 0500 home (not root)', home,
+    full: () => chmod(home, 0o500),
+    free: () => chmod(home, 0o700),
+    readOnly: () => chmod(home, 0o500),
+    writable: () => chmod(home, 0o700),
     close: async () => undefined,
   };
 }
 
-let disk: Disk;
+const made = await makeDisk();
+if (made === null) console.log(JSON.stringify({ suite: 'store-faults', skipped: 'root without mount: no way to make a write fail' }));
+const disk = made as Disk;
 let sim: Simulator;
 let simUrl: string;
 let h: Harness;
 let client: DaemonClient;
 
 beforeAll(async () => {
-  disk = await makeDisk();
+  if (made === null) return;
   const s = await startSim();
   sim = s.sim;
   simUrl = s.url;
@@ -82,6 +80,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  if (made === null) return;
   console.log(JSON.stringify({ suite: 'store-faults', disk: disk.kind }));
   await client.close();
   await h.stop().catch(() => undefined);
@@ -97,7 +96,7 @@ async function refusal(p: Promise<unknown>): Promise<{ code: string; message: st
 
 const kept: Record<string, string> = {};
 
-describe('a full disk', () => {
+describe.skipIf(made === null)('a full disk', () => {
   it('refuses a key creation clearly and changes nothing', async () => {
     await client.addInstance({ id: 'disk', model: MODEL, endpoint: simUrl });
     kept.default = (await client.ready('disk', { wait: true })).defaultKey?.secret ?? '';
@@ -112,11 +111,11 @@ describe('a full disk', () => {
     expect(await client.listKeys()).toEqual(before);
   });
 
-  it('a revocation still takes effect at once, says it is not yet written, and is written once there is room', async () => {
+  it('a revocation still takes effect at once, is recorded in the journal\'s reserved space, and reaches db.json once there is room', async () => {
     await disk.full();
     const err = await refusal(client.revokeKey(kept.bId as string));
     expect(err.code).toBe('store_write_failed');
-    expect(err.message).toMatch(/^Revoked in the running daemon, but the store could not be written .* The revocation is retried with the next write; free disk space or fix permissions\.$/);
+    expect(err.message).toMatch(/^Revoked in the running daemon and recorded in the revocation journal, so it holds after a restart; but the store could not be written .* The rest of the change is retried with the next write; free disk space or fix permissions\.$/);
     expect((await post(h.baseUrl, kept.b as string, chatBody('x'))).status).toBe(401);
     expect((await post(h.baseUrl, kept.default as string, chatBody('x'))).status).toBe(200);
     await disk.free();
@@ -125,13 +124,12 @@ describe('a full disk', () => {
   });
 });
 
-describe('a read-only home', () => {
+describe.skipIf(made === null)('a read-only home', () => {
   it('refuses writes clearly, keeps serving, and writes again once writable', async () => {
     await disk.readOnly();
     const err = await refusal(client.createKey('disk', 'ro'));
     expect(err.code).toBe('store_write_failed');
     expect(err.message).toMatch(/could not be written \((EROFS|EACCES|ENOSPC)\)/);
-    await disk.readOnly(); // again: the /dev/full fallback fails one write at a time
     const stopErr = await refusal(client.move('disk', 'stop'));
     expect(stopErr.message).toMatch(/^Revoked in the running daemon/);
     // Revoked in memory at once: the stop holds for the data plane before it is on disk.

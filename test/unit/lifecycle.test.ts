@@ -118,7 +118,8 @@ describe('lowdb store', () => {
     const text = await readFile(path, 'utf8');
     expect(text).not.toContain(secret);
     expect(text).not.toMatch(/ob_sk_[0-9A-Za-z]{12}_/);
-    expect(await readdir(dir)).toEqual(['db.json']);
+    // No temp file left behind; the revocation journal lives beside the store.
+    expect(await readdir(dir)).toEqual(['db.json', 'db.json.revocations']);
     const reopened = await setup(new LowdbStore(path));
     expect(reopened.lc.registry.keys.size).toBe(21);
     expect(reopened.lc.registry.authenticate(secret, T0, true)).toMatchObject({ ok: true });
