@@ -6,6 +6,7 @@
  * human output of the CLI, every console frame and the daemon's log must show those characters as
  * escapes, and --json must keep the exact values.
  */
+import { createHash } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createElement } from 'react';
@@ -19,8 +20,10 @@ import { type ServeProcess, cliJson, runCli, startServe, tmpHome } from '../help
 
 const TITLE = '\u001b]0;pwned\u0007';
 const CLEAR = '\u001b[2J\u001b[H';
-const INSTANCE = `gpu${TITLE}-1\u202e`;
-const DEAD = `old\u009b2J\u202e-2`;
+// Instance ids are checked when the store is loaded (store-records-not-validated): a hostile id
+// stops the daemon with an escaped message, so the ids here are valid and the rest is hostile.
+const INSTANCE = 'gpu-1';
+const DEAD = 'old-2';
 const NAMES = [
   `${CLEAR}ci-bot`, `csi\u009b31m`, `invoice\u202egpj.exe`, `zero\u200bwidth\u2060`, `line\u2028sep`,
   `del\u007fete`, `multi\nline\r\tname`, `isolate\u2066x\u2069`, `bom\ufeff`,
@@ -32,7 +35,7 @@ const usage = { requests: 0, promptTokens: 0, completionTokens: 0 };
 
 function key(id: string, name: string, instance: string, deployment: string, revoked = false) {
   return {
-    id, name, instance, deployment, hash: id.padEnd(64, '0').slice(0, 64), hint: `ob_sk_…${CLEAR}AAAA`, isDefault: false,
+    id, name, instance, deployment, hash: createHash('sha256').update(id).digest('hex'), hint: `ob_sk_…${CLEAR}AAAA`, isDefault: false,
     status: revoked ? 'revoked' : 'active', createdAt: AT, lastUsedAt: null,
     revokedAt: revoked ? AT : null, revokeReason: revoked ? 'manual' : null, usage,
   };
@@ -93,35 +96,31 @@ describe('the CLI prints names from the store escaped', () => {
     expect(r.stdout).toContain('csi\\x9b31m');
     expect(r.stdout).toContain('invoice\\u202egpj.exe');
     expect(r.stdout).toContain('multi\\nline\\r\\tname');
-    expect(r.stdout).toContain('gpu\\x1b]0;pwned\\x07-1');
     expect(r.stdout).toContain('ob_sk_…\\x1b[2J\\x1b[HAAAA');
   });
 
-  it('instances list and show: ids and endpoints escaped', async () => {
+  it('instances list and show: endpoints escaped', async () => {
     const list = await human(['instances', 'list']);
     expect(list.code).toBe(0);
-    expect(list.stdout).toContain('gpu\\x1b]0;pwned\\x07-1');
-    expect(list.stdout).toContain('old\\x9b2J\\u202e-2');
     expect(list.stdout).toContain('http://127.0.0.1:9/\\x1b[2J\\x1b[H\\u202e');
     const show = await human(['instances', 'show', INSTANCE]);
     expect(show.code).toBe(0);
-    expect(show.stdout).toContain('gpu\\x1b]0;pwned\\x07-1');
+    expect(show.stdout).toContain('http://127.0.0.1:9/\\x1b[2J\\x1b[H\\u202e');
   });
 
-  it('revocations: name and instance escaped', async () => {
+  it('revocations: name escaped', async () => {
     const r = await human(['revocations']);
     expect(r.code).toBe(0);
     expect(r.stdout).toContain('gone\\x1b]0;pwned\\x07');
-    expect(r.stdout).toContain('old\\x9b2J\\u202e-2');
   });
 
   it("sentences and the daemon's refusals on stderr are escaped", async () => {
-    const refused = await human(['keys', 'create', '--instance', DEAD, '--name', 'x']);
+    const refused = await human(['instances', 'show', `nope${TITLE}\u009b2J\u202e`]);
     expect(refused.code).toBe(1);
-    expect(refused.stderr).toContain('old\\x9b2J\\u202e-2');
+    expect(refused.stderr).toContain('nope\\x1b]0;pwned\\x07\\x9b2J\\u202e');
     const revoked = await human(['keys', 'revoke', KEY_IDS[1]!]);
     expect(revoked.code).toBe(0);
-    expect(revoked.stdout).toContain('("csi\\x9b31m") of instance gpu\\x1b]0;pwned\\x07-1');
+    expect(revoked.stdout).toContain('("csi\\x9b31m") of instance gpu-1');
   });
 
   it('--json keeps the exact values, with C1 and bidi characters as \\u escapes', async () => {
@@ -149,7 +148,6 @@ describe('the console draws names from the store escaped', () => {
     const ui = renderInk(createElement(ConsoleApp, { client, colour: true, retryMs: 20, pollMs: 3_600_000, tickMs: 3_600_000 }),
       { columns: 120, rows: 30, input: (terminal) => new KeystrokeInput(terminal) });
     try {
-      await ui.waitForFrame('gpu\\x1b]0;pwned\\x07-1');
       await ui.waitForFrame('http://127.0.0.1:9/\\x1b[2J\\x1b[H\\u202e');
       await ui.press('enter');
       await ui.waitForFrame('invoice\\u202egpj.exe');
