@@ -27,13 +27,15 @@ export function buildDataPlane(ctx: DaemonContext): FastifyInstance {
     requestIdHeader: false,
     // A client that trickles its request is cut off (408); responses are not bounded by this.
     // Node reads requestTimeout when the server is created, so it goes in `http`: Fastify's own
-    // requestTimeout option is set afterwards and never took effect. Node checks on an interval
-    // (default 30 s): check often enough to honour the limit.
+    // requestTimeout option is set afterwards and never took effect. Node enforces both limits
+    // only when its interval check runs (default every 30 s, so a 60 s limit held a socket up to
+    // 90 s): run it every second at most. It walks only connections with a request still
+    // arriving, in C++, so a second is cheap.
     requestTimeout: ctx.config.requestTimeoutMs,
     http: {
       requestTimeout: ctx.config.requestTimeoutMs,
       headersTimeout: Math.min(60_000, ctx.config.requestTimeoutMs),
-      connectionsCheckingInterval: Math.min(30_000, Math.max(100, Math.floor(ctx.config.requestTimeoutMs / 4))),
+      connectionsCheckingInterval: Math.min(1_000, Math.max(100, Math.floor(ctx.config.requestTimeoutMs / 4))),
     },
     clientErrorHandler,
     // Router refusals (broken percent-encoding and the like) in the OpenAI shape too.
