@@ -3,7 +3,7 @@ import { obError } from '../../src/errors.js';
 import { requestId } from '../../src/ids.js';
 import type { DaemonContext } from '../context.js';
 import { registerCors } from './cors.js';
-import { makeAuthHook } from './auth-hook.js';
+import { makeAuthHook, makeRecheckHook, recheck, refuse } from './auth-hook.js';
 import { makeChatHandler } from './chat-completions.js';
 import { clientErrorHandler } from './client-error.js';
 import { replyError, toObError } from './send-error.js';
@@ -62,7 +62,7 @@ export function buildDataPlane(ctx: DaemonContext): FastifyInstance {
     reply.header('x-request-id', request.id);
   });
 
-  app.post('/v1/chat/completions', { onRequest: makeAuthHook(ctx, true) }, makeChatHandler(ctx));
+  app.post('/v1/chat/completions', { onRequest: makeAuthHook(ctx, true), preHandler: makeRecheckHook(ctx) }, makeChatHandler(ctx));
 
   app.get('/v1/models', { onRequest: makeAuthHook(ctx, false) }, async (request) => {
     const inst = request.auth?.instance;
@@ -85,6 +85,12 @@ export function buildDataPlane(ctx: DaemonContext): FastifyInstance {
   });
 
   app.setErrorHandler((error: FastifyError, request, reply) => {
+    // A body refused (too large, bad length) after its key was revoked: checks 2 to 5 come
+    // first. Closed like a 413: the rest of that body is not worth reading.
+    if (error.code?.startsWith('FST_ERR_CTP_') === true) {
+      const refusal = recheck(ctx, request);
+      if (refusal !== null) return refuse(ctx, reply, refusal, { connection: 'close' });
+    }
     switch (error.code) {
       case 'FST_ERR_CTP_BODY_TOO_LARGE':
         return replyError(reply, obError('payload_too_large', { message: `The request body is larger than the proxy accepts (${ctx.config.bodyLimit} bytes). Shorten the conversation or ask the operator to raise --body-limit.` }), { connection: 'close' });
