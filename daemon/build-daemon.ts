@@ -14,6 +14,7 @@ import { FrameShapesByServer } from '../src/wire/frame-shapes.js';
 import type { DaemonContext } from './context.js';
 import { BadKeyLimiter } from './data-plane/bad-key-limiter.js';
 import { buildDataPlane } from './data-plane/build-data-plane.js';
+import { InflightRequests, watchRevocations } from './data-plane/inflight.js';
 import { buildLogger } from './logger.js';
 import { buildManagementPlane } from './management/build-management-plane.js';
 import { prepareSocketPath } from './socket-file.js';
@@ -53,6 +54,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     upstreamTokens: new UpstreamTokens(),
     upstream: new UpstreamClient({ timeoutMs: config.upstreamTimeoutMs, connectTimeoutMs: config.connectTimeoutMs, idleTimeoutMs: config.idleTimeoutMs }),
     badKeys: new BadKeyLimiter(config.badKeyLimit),
+    inflight: new InflightRequests(),
     frameShapes: new FrameShapesByServer(),
     log,
     draining: false,
@@ -97,12 +99,16 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
   };
   const usageTimer = setInterval(() => void flushUsage(), config.usageFlushMs);
 
+  // Also during the drain: a key revoked then still ends its streams.
+  const stopWatching = watchRevocations(ctx);
+
   const management = buildManagementPlane(ctx);
   const dataPlane = buildDataPlane(ctx);
   // The public port first: whoever reaches the socket can then always learn the base URL.
   try {
     await dataPlane.listen({ host: config.host, port: config.port });
   } catch (err) {
+    stopWatching();
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'EADDRINUSE' || code === 'EACCES' || code === 'EADDRNOTAVAIL') {
       throw new Error(`Cannot listen on ${config.host}:${config.port} (${code}): ${code === 'EADDRINUSE' ? 'something else holds that port' : 'the address or port is not available'}. Choose another with --port / --host (npm run demo -- --port 9090).`, { cause: err });
@@ -117,6 +123,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     await management.listen({ path: config.socket });
     await chmod(config.socket, 0o600);
   } catch (err) {
+    stopWatching();
     await dataPlane.close();
     await unlink(config.socket).catch(() => {});
     throw err;
@@ -148,6 +155,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
       } else {
         await ctx.upstream.close();
       }
+      stopWatching();
       await flushUsage();
       await lifecycle.close();
       await store.close();

@@ -64,15 +64,22 @@ export function makeChatHandler(ctx: DaemonContext) {
 
 function proxy(ctx: DaemonContext, request: FastifyRequest, res: ServerResponse, auth: AuthContext, chat: ChatRequest): Promise<void> {
   ctx.usage.record(auth.key, ctx.clock.now(), 0, 0);
+  const inflight = ctx.inflight;
   const rc: RelayContext = {
     res,
     id: completionId(),
     model: chat.model,
     reqId: request.id,
     nowSec: () => Math.floor(ctx.clock.now() / 1000),
-    countTokens: (prompt, completion) => ctx.usage.addTokens(auth.key, prompt, completion),
+    // Called once, when the exchange is over: it leaves the in-flight set then.
+    countTokens: (prompt, completion) => {
+      inflight.delete(auth.key, relay);
+      ctx.usage.addTokens(auth.key, prompt, completion);
+    },
   };
   const relay = chat.stream ? new StreamRelay(rc, chat.includeUsage, ctx.frameShapes.for(auth.instance.id)) : new PlainRelay(rc);
+  // In the turn the key was re-checked (makeRecheckHook): from here a revocation ends it.
+  inflight.add(auth.key, relay);
   ctx.upstream.dispatch({
     endpoint: auth.instance.endpoint as string,
     body: upstreamBody(request.body as Buffer, chat),

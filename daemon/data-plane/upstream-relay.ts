@@ -55,6 +55,20 @@ abstract class Relay implements Dispatcher.DispatchHandler {
   onRequestStart(controller: Controller): void {
     this.controller = controller;
     if (this.clientGone) controller.abort(new Error('the client went away'));
+    else if (this.settled) controller.abort(new Error('ended before it was sent'));
+  }
+
+  /**
+   * Ends the exchange now, for a revocation or a pack end (CONTRACT §3): an answer not begun is
+   * `err` in our shape, a stream begun gets it as one error event and no [DONE]. Then the
+   * upstream request is aborted (its connection closed, the model server's slot freed); undici's
+   * error callback that follows finds the exchange settled and does nothing.
+   */
+  terminate(err: ObProxyError): void {
+    if (this.settled) return;
+    if (this.clientGone) this.gone();
+    else this.failed(err);
+    this.controller?.abort(err);
   }
 
   onResponseStart(_controller: Controller, statusCode: number, headers: IncomingHttpHeaders): void {
