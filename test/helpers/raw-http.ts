@@ -25,7 +25,23 @@ function parseResponse(text: string): RawResponse {
     const at = l.indexOf(':');
     headers[l.slice(0, at).toLowerCase()] = l.slice(at + 1).trim();
   }
-  return { status, headers, body: rest.slice(end + 4) };
+  const raw = rest.slice(end + 4);
+  return { status, headers, body: headers['transfer-encoding'] === 'chunked' ? dechunk(raw) : raw };
+}
+
+/** The payload of a chunked body (as far as it came: a stream may be cut). */
+function dechunk(raw: string): string {
+  let out = '';
+  let at = 0;
+  for (;;) {
+    const eol = raw.indexOf('\r\n', at);
+    if (eol < 0) return out;
+    const size = parseInt(raw.slice(at, eol), 16);
+    if (!(size > 0)) return out;
+    // Sizes count bytes; these bodies are ASCII apart from the simulator's text, which is too.
+    out += raw.slice(eol + 2, eol + 2 + size);
+    at = eol + 2 + size + 2;
+  }
 }
 
 export interface HeldRequest {
