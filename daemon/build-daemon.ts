@@ -15,6 +15,7 @@ import { FrameShapesByServer } from '../src/wire/frame-shapes.js';
 import type { DaemonContext } from './context.js';
 import { BadKeyLimiter } from './data-plane/bad-key-limiter.js';
 import { buildDataPlane } from './data-plane/build-data-plane.js';
+import { InflightRequests, watchRevocations } from './data-plane/inflight.js';
 import { buildLogger } from './logger.js';
 import { buildManagementPlane } from './management/build-management-plane.js';
 import { ensurePrivateHome, octal } from './private-home.js';
@@ -91,6 +92,7 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
     upstreamTokens: new UpstreamTokens(),
     upstream: new UpstreamClient({ timeoutMs: config.upstreamTimeoutMs, connectTimeoutMs: config.connectTimeoutMs, idleTimeoutMs: config.idleTimeoutMs }),
     badKeys: new BadKeyLimiter(config.badKeyLimit),
+    inflight: new InflightRequests(),
     frameShapes: new FrameShapesByServer(),
     log,
     draining: false,
@@ -138,6 +140,9 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
   };
   const usageTimer = setInterval(() => void flushUsage(), config.usageFlushMs);
 
+  // Also during the drain: a key revoked then still ends its streams.
+  const stopWatching = watchRevocations(ctx);
+
   const management = buildManagementPlane(ctx);
   const dataPlane = buildDataPlane(ctx);
   const abandon = async (): Promise<void> => {
@@ -152,6 +157,7 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
   try {
     await dataPlane.listen({ host: config.host, port: config.port });
   } catch (err) {
+    stopWatching();
     await abandon();
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'EADDRINUSE' || code === 'EACCES' || code === 'EADDRNOTAVAIL') {
@@ -167,6 +173,7 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
     await management.listen({ path: config.socket });
     await chmod(config.socket, 0o600);
   } catch (err) {
+    stopWatching();
     await abandon();
     throw err;
   }
@@ -197,6 +204,7 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
       } else {
         await ctx.upstream.close();
       }
+      stopWatching();
       // What cannot be written now is lost with the process: said in the log and, through the
       // rejection, on stderr with a non-zero exit, never dropped silently.
       let failure: Error | null = null;

@@ -6,6 +6,7 @@ import type { UsageTracker } from '../src/services/usage.js';
 import type { UpstreamClient } from '../src/upstream/upstream-client.js';
 import type { FrameShapesByServer } from '../src/wire/frame-shapes.js';
 import type { BadKeyLimiter } from './data-plane/bad-key-limiter.js';
+import type { InflightRequests } from './data-plane/inflight.js';
 import type { UpstreamTokens } from './upstream-tokens.js';
 
 /** What both planes share; built once by buildDaemon. */
@@ -18,6 +19,8 @@ export interface DaemonContext {
   /** Model-server tokens per instance, in memory (never in the store). */
   upstreamTokens: UpstreamTokens;
   badKeys: BadKeyLimiter;
+  /** Requests sent upstream and not yet over, per key: a revocation ends them. */
+  inflight: InflightRequests;
   /** Stream event layouts learned per instance, shared by its streams (src/wire/frame-shapes.ts). */
   frameShapes: FrameShapesByServer;
   log: FastifyBaseLogger;

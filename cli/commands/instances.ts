@@ -96,10 +96,10 @@ export function makeInstancesCommand(deps: CliDeps): Command {
     }), 'ob-proxy instances extend gpu-1 --pack-ends 2026-12-24T18:00:00Z');
 
   example(withCommon(cmd.command('remove <id>'))
-    .description('forget the instance record (its keys then answer 404)')
+    .description('revoke all its keys and forget the instance (its keys then answer 404)')
     .action(async (id: string, o: CommonOptions) => {
       const inst = await withClient(o, deps, (cl) => cl.remove(id));
-      render(deps, o, inst, (i) => `Removed instance ${i.id}. Its keys are not revoked; they answer 404 deployment_not_found.`);
+      render(deps, o, inst, (i) => `Removed instance ${i.id}. All its keys are revoked; they answer 404 deployment_not_found.`);
     }), 'ob-proxy instances remove gpu-1');
 
   example(withCommon(cmd.command('list'))

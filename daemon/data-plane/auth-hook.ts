@@ -2,6 +2,7 @@ import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fast
 import type { Instance } from '../../src/domain/instance.js';
 import type { KeyRecord } from '../../src/domain/key.js';
 import { obError } from '../../src/errors.js';
+import type { AuthResult } from '../../src/services/registry.js';
 import type { DaemonContext } from '../context.js';
 import { replyError } from './send-error.js';
 
@@ -51,15 +52,54 @@ export function makeAuthHook(ctx: DaemonContext, requireReady: boolean) {
         }
         ctx.badKeys.strike(address, now);
       }
-      // A pack that ended between timer ticks: revoke now; this request is already refused.
-      if (result.packEnded === true) void ctx.lifecycle.endDuePacks().then(() => ctx.packTimerChanged(), () => {});
-      const extra = result.code === 'deployment_not_ready' && result.instance !== undefined
-        ? { message: `The deployment "${result.instance.id}" for this API key is ${result.instance.state === 'ready' ? 'without an endpoint' : result.instance.state}. Retry when it is ready.` }
-        : undefined;
-      replyError(reply, obError(result.code, extra));
+      refuse(ctx, reply, result);
       return;
     }
     request.auth = { key: result.key, instance: result.instance };
     done();
   };
+}
+
+export type Refusal = Extract<AuthResult, { ok: false }>;
+
+/** Answers a failed check 2 to 5 (also for a body refused after its key was revoked). */
+export function refuse(ctx: DaemonContext, reply: FastifyReply, result: Refusal, headers?: Record<string, string>): void {
+  // A pack that ended between timer ticks: revoke now; this request is already refused.
+  if (result.packEnded === true) endDuePacksSoon(ctx);
+  const extra = result.code === 'deployment_not_ready' && result.instance !== undefined
+    ? { message: `The deployment "${result.instance.id}" for this API key is ${result.instance.state === 'ready' ? 'without an endpoint' : result.instance.state}. Retry when it is ready.` }
+    : undefined;
+  replyError(reply, obError(result.code, extra), headers);
+}
+
+export function endDuePacksSoon(ctx: DaemonContext): void {
+  void ctx.lifecycle.endDuePacks().then(() => ctx.packTimerChanged(), () => {});
+}
+
+/**
+ * CONTRACT §3 checks 3 to 5 again once the body has arrived, which may be minutes after the
+ * headers: the key may have been revoked, or its deployment stopped, removed or past its pack
+ * end, meanwhile. The handler runs in the same turn (callback hooks), and the request is
+ * registered in flight there, so no revocation falls between this check and the upstream send
+ * unseen. Sets `request.auth` to the instance as it is now: its endpoint may have changed.
+ */
+export function makeRecheckHook(ctx: DaemonContext) {
+  return function recheckHook(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
+    const refusal = recheck(ctx, request);
+    if (refusal !== null) {
+      refuse(ctx, reply, refusal);
+      return;
+    }
+    done();
+  };
+}
+
+/** The refusal for an authenticated request whose key or deployment changed since its headers. */
+export function recheck(ctx: DaemonContext, request: FastifyRequest): Refusal | null {
+  const auth = request.auth;
+  if (auth === null) return null;
+  const result = ctx.lifecycle.registry.check(auth.key, ctx.clock.now(), true);
+  if (!result.ok) return result;
+  if (result.instance !== auth.instance) request.auth = { key: auth.key, instance: result.instance };
+  return null;
 }

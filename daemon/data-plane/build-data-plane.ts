@@ -4,7 +4,7 @@ import { obError } from '../../src/errors.js';
 import { requestId } from '../../src/ids.js';
 import type { DaemonContext } from '../context.js';
 import { registerCors } from './cors.js';
-import { makeAuthHook } from './auth-hook.js';
+import { makeAuthHook, makeRecheckHook, recheck, refuse } from './auth-hook.js';
 import { makeChatHandler } from './chat-completions.js';
 import { clientErrorHandler } from './client-error.js';
 import { answerNodeRefusals } from './node-refusals.js';
@@ -29,13 +29,15 @@ export function buildDataPlane(ctx: DaemonContext): FastifyInstance {
     requestIdHeader: false,
     // A client that trickles its request is cut off (408); responses are not bounded by this.
     // Node reads requestTimeout when the server is created, so it goes in `http`: Fastify's own
-    // requestTimeout option is set afterwards and never took effect. Node checks on an interval
-    // (default 30 s): check often enough to honour the limit.
+    // requestTimeout option is set afterwards and never took effect. Node enforces both limits
+    // only when its interval check runs (default every 30 s, so a 60 s limit held a socket up to
+    // 90 s): run it every second at most. It walks only connections with a request still
+    // arriving, in C++, so a second is cheap.
     requestTimeout: ctx.config.requestTimeoutMs,
     http: {
       requestTimeout: ctx.config.requestTimeoutMs,
       headersTimeout: Math.min(60_000, ctx.config.requestTimeoutMs),
-      connectionsCheckingInterval: Math.min(30_000, Math.max(100, Math.floor(ctx.config.requestTimeoutMs / 4))),
+      connectionsCheckingInterval: Math.min(1_000, Math.max(100, Math.floor(ctx.config.requestTimeoutMs / 4))),
       // Node answers a missing Host with a bare 400; answerNodeRefusals answers it in our shape.
       requireHostHeader: false,
     },
@@ -65,7 +67,7 @@ export function buildDataPlane(ctx: DaemonContext): FastifyInstance {
     reply.header('x-request-id', request.id);
   });
 
-  app.post('/v1/chat/completions', { onRequest: makeAuthHook(ctx, true) }, makeChatHandler(ctx));
+  app.post('/v1/chat/completions', { onRequest: makeAuthHook(ctx, true), preHandler: makeRecheckHook(ctx) }, makeChatHandler(ctx));
 
   // The key's one model, whatever the instance's state (OpenAI's list and model shapes).
   const modelOf = (inst: Instance) => ({ id: inst.model, object: 'model', created: Math.floor(Date.parse(inst.createdAt) / 1000), owned_by: 'ob-proxy' });
@@ -98,6 +100,12 @@ export function buildDataPlane(ctx: DaemonContext): FastifyInstance {
   });
 
   app.setErrorHandler((error: FastifyError, request, reply) => {
+    // A body refused (too large, bad length) after its key was revoked: checks 2 to 5 come
+    // first. Closed like a 413: the rest of that body is not worth reading.
+    if (error.code?.startsWith('FST_ERR_CTP_') === true) {
+      const refusal = recheck(ctx, request);
+      if (refusal !== null) return refuse(ctx, reply, refusal, { connection: 'close' });
+    }
     switch (error.code) {
       case 'FST_ERR_CTP_BODY_TOO_LARGE':
         return replyError(reply, obError('payload_too_large', { message: `The request body is larger than the proxy accepts (${ctx.config.bodyLimit} bytes). Shorten the conversation or ask the operator to raise --body-limit.` }), { connection: 'close' });

@@ -67,22 +67,35 @@ export function makeChatHandler(ctx: DaemonContext) {
 
 function proxy(ctx: DaemonContext, request: FastifyRequest, res: ServerResponse, auth: AuthContext, chat: ChatRequest, body: Buffer | string): Promise<void> {
   ctx.usage.record(auth.key, ctx.clock.now(), 0, 0);
+  const inflight = ctx.inflight;
   const rc: RelayContext = {
     res,
     id: completionId(),
     model: chat.model,
     reqId: request.id,
     nowSec: () => Math.floor(ctx.clock.now() / 1000),
-    countTokens: (prompt, completion) => ctx.usage.addTokens(auth.key, prompt, completion),
+    // Called once, when the exchange is over: it leaves the in-flight set then.
+    countTokens: (prompt, completion) => {
+      inflight.delete(auth.key, relay);
+      ctx.usage.addTokens(auth.key, prompt, completion);
+    },
     limits: ctx.config,
   };
-  const relay = chat.stream ? new StreamRelay(rc, chat.includeUsage, ctx.frameShapes.for(auth.instance.id)) : new PlainRelay(rc);
-  ctx.upstream.dispatch({
-    endpoint: auth.instance.endpoint as string,
-    body,
-    stream: chat.stream,
-    requestId: request.id,
-    token: ctx.upstreamTokens.get(auth.instance.id),
-  }, relay);
+  const relay = chat.stream ? new StreamRelay(rc, chat.includeUsage, ctx.frameShapes.for(auth.instance.deployment)) : new PlainRelay(rc);
+  // In the turn the key was re-checked (makeRecheckHook): from here a revocation ends it.
+  inflight.add(auth.key, relay);
+  try {
+    ctx.upstream.dispatch({
+      endpoint: auth.instance.endpoint as string,
+      body,
+      stream: chat.stream,
+      requestId: request.id,
+      token: ctx.upstreamTokens.get(auth.instance.id),
+    }, relay);
+  } catch (err) {
+    // Answered, and out of the in-flight set, rather than a socket held until the client leaves.
+    ctx.log.error({ err, reqId: request.id }, 'upstream request not sent');
+    relay.terminate(obError('internal_error'));
+  }
   return relay.done;
 }

@@ -96,6 +96,19 @@ abstract class Relay implements Dispatcher.DispatchHandler {
     else if (this.settled) controller.abort(new Error('the exchange is over'));
   }
 
+  /**
+   * Ends the exchange now, for a revocation or a pack end (CONTRACT §3): an answer not begun is
+   * `err` in our shape, a stream begun gets it as one error event and no [DONE]. Then the
+   * upstream request is aborted (its connection closed, the model server's slot freed); undici's
+   * error callback that follows finds the exchange settled and does nothing.
+   */
+  terminate(err: ObProxyError): void {
+    if (this.settled) return;
+    if (this.clientGone) this.gone();
+    else this.failed(err);
+    this.controller?.abort(err);
+  }
+
   onResponseStart(_controller: Controller, statusCode: number, headers: IncomingHttpHeaders): void {
     this.status = statusCode;
     if (statusCode === 200) {
