@@ -223,8 +223,7 @@ export class LifecycleService {
     const ev = this.event({ type: 'instance.state', instance: inst.id, state: next, reason });
     this.registry.instances.set(inst.id, updated);
     for (const k of this.registry.keysOf(inst.id)) this.undisplayed.delete(k.id);
-    await this.writeRevocations([...mutations, { op: 'putInstance', instance: updated }, { op: 'appendEvent', event: ev }]);
-    this.emit([...events, ev]);
+    await this.writeRevocations([...mutations, { op: 'putInstance', instance: updated }, { op: 'appendEvent', event: ev }], [...events, ev]);
     return updated;
   }
 
@@ -245,11 +244,18 @@ export class LifecycleService {
     return { mutations, events };
   }
 
-  private async writeRevocations(mutations: Mutation[]): Promise<void> {
+  /**
+   * Writes revocations already in effect in memory, and tells listeners of them whether or not the
+   * write succeeds: in-flight work of those keys must end, and the console and audit trail must
+   * show them (a failed write is retried with the next one).
+   */
+  private async writeRevocations(mutations: Mutation[], events: AuditEvent[]): Promise<void> {
     try {
       await this.write(mutations);
+      this.emit(events);
     } catch (err) {
       this.unwritten.push(...mutations);
+      this.emit(events);
       if (err instanceof ObProxyError) {
         const revoked = revokedKeyIds(mutations);
         const durable = revoked.length > 0 && revoked.every((id) => this.deps.store.isRevocationDurable?.(id) === true);
@@ -302,8 +308,7 @@ export class LifecycleService {
       const ev = this.event({ type: 'instance.removed', instance: id, state: inst.state });
       this.registry.instances.delete(id);
       for (const k of this.registry.keysOf(id)) this.undisplayed.delete(k.id);
-      await this.writeRevocations([...mutations, { op: 'deleteInstance', id }, { op: 'appendEvent', event: ev }]);
-      this.emit([...events, ev]);
+      await this.writeRevocations([...mutations, { op: 'deleteInstance', id }, { op: 'appendEvent', event: ev }], [...events, ev]);
       return inst;
     });
   }
@@ -373,8 +378,7 @@ export class LifecycleService {
       key.revokeReason = 'manual';
       this.undisplayed.delete(keyId);
       const ev = this.event({ type: 'key.revoked', instance: key.instance, keyId, keyName: key.name, reason: 'manual' });
-      await this.writeRevocations([{ op: 'putKey', key: { ...key } }, { op: 'appendEvent', event: ev }]);
-      this.emit([ev]);
+      await this.writeRevocations([{ op: 'putKey', key: { ...key } }, { op: 'appendEvent', event: ev }], [ev]);
       return key;
     });
   }

@@ -1,6 +1,7 @@
 /**
- * In-flight work also ends when no `key.revoked` event comes (docs/security.md): a revocation
- * that took effect in memory while its write failed, and a pack whose end the pack timer has not
+ * In-flight work ends however a revocation comes (docs/security.md): a revocation that took effect
+ * in memory while its write failed (its `key.revoked` event is still emitted, and the audit trail
+ * shows it), and a pack whose end the pack timer has not
  * reached (a late timer: here the daemon's clock jumps past the end, the timer armed for an hour).
  * The daemon's per-250 ms sweep re-checks keys with work in flight. In-process, for the store
  * switch and the clock; sockets, Fastify, undici and the simulator are real.
@@ -61,6 +62,7 @@ it('a revocation whose write failed still ends the key\'s stream', async () => {
     store.failWrites = false;
   }
   const refused = Date.now();
+  expect(daemon.ctx.lifecycle.registry.events.filter((e) => e.keyId === keyId).map((e) => [e.type, e.reason])).toEqual([['key.created', undefined], ['key.revoked', 'manual']]);
   await s.ended;
   expectEndedWith(s, 'revoked_api_key', refused);
   await eventually(() => sim.requests.find((r) => JSON.stringify(r.body).includes('tag-unwritten'))?.aborted, 'upstream aborted');
