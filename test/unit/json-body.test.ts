@@ -121,6 +121,12 @@ describe('parseChatBody: what the proxy checks is what a Go decoder reads', () =
     expect(refused).toBeGreaterThan(20);
   });
 
+  it('refuses two unknown keys of a fixed-field object that differ only by case (Ollama may know the field)', () => {
+    const body = '{"model":"m","messages":[{"role":"user","content":"x"}],"think":false,"THINK":true}';
+    expect(() => parseChatBody(Buffer.from(body))).toThrow('"THINK" differs from another key of the same object only by case');
+    expect(parseChatBody(Buffer.from('{"model":"m","messages":[],"think":false,"metadata":{"A":"1","a":"2"}}'))).toMatchObject({ think: false });
+  });
+
   it('counts members outside strings only: colons, quotes and escapes inside strings change nothing', () => {
     const text = '{"a":"x:y\\"z:","b\\\\":{"c":[":",{"d":"\\\\"}]}}';
     expect(parseJsonBody(Buffer.from(text)).body).toEqual(JSON.parse(text));
