@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { Agent, request as undiciRequest } from 'undici';
+import { afterAll, beforeAll } from 'vitest';
 import { type Config, resolveConfig } from '../../src/config.js';
 import type { Store } from '../../src/store/store.js';
 import { type Daemon, startDaemon } from '../../daemon/build-daemon.js';
@@ -71,6 +72,35 @@ export async function readyInstance(h: Harness, id: string, endpoint: string, mo
   const secret = lc.claimSecret(key.id);
   if (secret === null) throw new Error('default secret already claimed');
   return secret;
+}
+
+export interface ReadySetup {
+  h: Harness;
+  sim: Simulator;
+  /** The simulator's base URL. */
+  url: string;
+  /** The default key's secret of the ready instance. */
+  key: string;
+}
+
+/**
+ * For a suite: a daemon and a simulator, started in beforeAll with one ready instance pointing at
+ * the simulator, and both stopped in afterAll. The fields are set once beforeAll has run.
+ */
+export function setupReadyInstance(opts: { id?: string; sim?: Partial<SimulatorOptions>; config?: Partial<Config> } = {}): ReadySetup {
+  const s = {} as ReadySetup;
+  beforeAll(async () => {
+    s.h = await startHarness(opts.config);
+    const started = await startSim(opts.sim);
+    s.sim = started.sim;
+    s.url = started.url;
+    s.key = await readyInstance(s.h, opts.id ?? 'gpu-1', started.url);
+  });
+  afterAll(async () => {
+    await s.h?.stop();
+    await s.sim?.close();
+  });
+  return s;
 }
 
 export function chatBody(content: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
