@@ -41,7 +41,8 @@ const deps: ProgramDeps = {
     env,
   },
   connect: (socketPath) => new DaemonClient(socketPath),
-  serve: (o) => runServe(config(o), { version: pkg.version }),
+  // People read a terminal, machines read pipes and journald.
+  serve: (o) => runServe(config({ ...o, logFormat: o.logFormat ?? env.OB_PROXY_LOG_FORMAT ?? (process.stdout.isTTY ? 'pretty' : 'json') }), { version: pkg.version }),
   // Loaded only when asked for, so the other commands never load Ink and React.
   console: async (socketPath, o) => {
     const { runConsole } = await import('../cli/console/run-console.js');

@@ -8,6 +8,7 @@ import { errorLine } from './output.js';
 
 export interface ServeOptions extends CommonOptions {
   store?: string; host?: string; port?: string; upstreamTimeout?: string; grace?: string; bodyLimit?: string; logLevel?: string;
+  logFormat?: string; metricsHost?: string; metricsPort?: string;
   maxFrameBytes?: string; maxAnswerBytes?: string; maxErrorBytes?: string; responseDeadline?: string;
 }
 export interface SimulateOptions {
@@ -47,6 +48,9 @@ export function makeProgram(deps: ProgramDeps): Command {
     .addOption(new Option('--max-error-bytes <bytes>', 'largest error body from a model server (default 64 KiB)').env('OB_PROXY_MAX_ERROR_BYTES'))
     .addOption(new Option('--response-deadline <seconds>', 'longest a model server\'s whole answer may take (default 1800)').env('OB_PROXY_RESPONSE_DEADLINE'))
     .addOption(new Option('--log-level <level>', 'fatal, error, warn, info, debug (default info)').env('OB_PROXY_LOG_LEVEL'))
+    .addOption(new Option('--log-format <format>', 'json (for machines) or pretty (for people); default pretty on a terminal, json otherwise').env('OB_PROXY_LOG_FORMAT'))
+    .addOption(new Option('--metrics-port <port>', 'serve Prometheus metrics on this port (off unless set; never the public port)').env('OB_PROXY_METRICS_PORT'))
+    .addOption(new Option('--metrics-host <host>', 'address of the metrics listener (default 127.0.0.1)').env('OB_PROXY_METRICS_HOST'))
     .action((o: ServeOptions) => deps.serve(o)), 'ob-proxy serve --port 8080', 'OB_PROXY_HOME=/var/lib/ob-proxy ob-proxy serve --host 0.0.0.0'));
 
   program.addCommand(makeInstancesCommand(deps));

@@ -22,6 +22,9 @@ import { ensurePrivateHome, octal } from './private-home.js';
 import { prepareSocketPath, removeSocket } from './socket-file.js';
 import { type StoreLock, lockStore } from './store-lock.js';
 import { UpstreamTokens } from './upstream-tokens.js';
+import { Metrics } from './metrics/metrics.js';
+import { listenMetrics } from './metrics/metrics-server.js';
+import { timedStore } from './metrics/timed-store.js';
 
 export interface DaemonDeps {
   version: string;
@@ -43,17 +46,19 @@ export interface Daemon {
 /** Opens the store, binds the socket and the public port, and starts the daemon's timers. */
 export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Daemon> {
   const clock = deps.clock ?? systemClock;
-  const log = deps.logger ?? buildLogger(config.logLevel, deps.logStream);
+  const log = deps.logger ?? buildLogger(config.logLevel, deps.logStream, config.logFormat ?? 'json');
   const loosened = await ensurePrivateHome(config.home);
   if (loosened !== null) log.warn({ home: config.home, was: octal(loosened), now: '0700' }, `the home folder was mode ${octal(loosened)}, readable by other users: made it 0700`);
   await mkdir(dirname(config.store), { recursive: true, mode: 0o700 });
   // Before anything is bound or read: a second daemon on this store must change nothing.
   const lock = deps.store === undefined ? await lockStore(config.store) : null;
   let store: Store | undefined;
-  let lifecycle: LifecycleService;
+  let lifecycle: LifecycleService | undefined;
+  const metrics = config.metricsPort === null ? null : new Metrics({ keyLabel: config.metricsKeyLabel, keys: () => lifecycle?.registry });
   try {
     await prepareSocketPath(config.socket, ownFiles(config.store));
     store = deps.store ?? new LowdbStore(config.store, { onNotice: (message) => log.warn({ store: config.store }, message) });
+    if (metrics !== null) store = timedStore(store, (s) => metrics.storeWrite(s));
     lifecycle = await LifecycleService.open({ store, clock, secrets: deps.secrets ?? cryptoSecretSource, models: config.models });
   } catch (err) {
     await store?.close().catch(() => {});
@@ -61,7 +66,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     throw err;
   }
   try {
-    return await startServing(config, deps, { clock, log, store, lifecycle, lock });
+    return await startServing(config, deps, { clock, log, store, lifecycle, lock, metrics });
   } catch (err) {
     await store.close().catch(() => {});
     await lock?.release();
@@ -80,10 +85,11 @@ interface Opened {
   store: Store;
   lifecycle: LifecycleService;
   lock: StoreLock | null;
+  metrics: Metrics | null;
 }
 
 async function startServing(config: Config, deps: DaemonDeps, opened: Opened): Promise<Daemon> {
-  const { clock, log, store, lifecycle, lock } = opened;
+  const { clock, log, store, lifecycle, lock, metrics } = opened;
 
   let packTimer: NodeJS.Timeout | undefined;
   const ctx: DaemonContext = {
@@ -99,8 +105,15 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
     baseUrl: '',
     version: deps.version,
     startedAt: iso(clock.now()),
+    metrics,
+    metricsUrl: null,
     packTimerChanged: () => schedulePackTimer(),
   };
+  if (metrics !== null) {
+    lifecycle.onChange((e) => {
+      if (e.type === 'key.revoked') metrics.revoked(e.reason ?? 'manual');
+    });
+  }
 
   // Packs are ended by the daemon's own clock; the request path also checks, between ticks.
   function schedulePackTimer(): void {
@@ -145,9 +158,11 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
 
   const management = buildManagementPlane(ctx);
   const dataPlane = buildDataPlane(ctx);
+  let metricsListener: { url: string; close(): Promise<void> } | null = null;
   const abandon = async (): Promise<void> => {
     clearTimeout(packTimer);
     clearInterval(usageTimer);
+    await metricsListener?.close();
     await dataPlane.close();
     await removeSocket(config.socket);
     await store.close().catch(() => {});
@@ -170,6 +185,12 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
   const host = config.host.includes(':') ? `[${config.host}]` : config.host;
   ctx.baseUrl = `http://${host}:${port}`;
   try {
+    if (metrics !== null) {
+      metricsListener = await listenMetrics(metrics, config.metricsHost, config.metricsPort ?? 0).catch((err: unknown) => {
+        const code = (err as NodeJS.ErrnoException).code ?? 'error';
+        throw new Error(`Cannot serve metrics on ${config.metricsHost}:${String(config.metricsPort)} (${code}). Choose another with --metrics-port / --metrics-host.`, { cause: err });
+      });
+    }
     await management.listen({ path: config.socket });
     await chmod(config.socket, 0o600);
   } catch (err) {
@@ -177,7 +198,8 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
     await abandon();
     throw err;
   }
-  log.info({ baseUrl: ctx.baseUrl, socket: config.socket, store: store.location, version: deps.version }, 'ob-proxy serving');
+  ctx.metricsUrl = metricsListener?.url ?? null;
+  log.info({ baseUrl: ctx.baseUrl, socket: config.socket, store: store.location, version: deps.version, metrics: ctx.metricsUrl }, 'ob-proxy serving');
 
   let stopping: Promise<void> | null = null;
   async function shutdown(graceMs = config.graceMs): Promise<void> {
@@ -221,6 +243,7 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
         failure = failure === null ? new Error(`The store could not be written at shutdown (${(usageLost as Error).message}) ${note}`) : Object.assign(failure, { message: `${failure.message} ${note}` });
       }
       await store.close().catch((err: unknown) => { failure ??= err as Error; });
+      await metricsListener?.close();
       management.server.closeAllConnections();
       await management.close();
       await removeSocket(config.socket);

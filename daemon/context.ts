@@ -7,6 +7,7 @@ import type { UpstreamClient } from '../src/upstream/upstream-client.js';
 import type { FrameShapesByServer } from '../src/wire/frame-shapes.js';
 import type { BadKeyLimiter } from './data-plane/bad-key-limiter.js';
 import type { InflightRequests } from './data-plane/inflight.js';
+import type { Metrics } from './metrics/metrics.js';
 import type { UpstreamTokens } from './upstream-tokens.js';
 
 /** What both planes share; built once by buildDaemon. */
@@ -30,6 +31,10 @@ export interface DaemonContext {
   baseUrl: string;
   version: string;
   startedAt: string;
+  /** Prometheus series, when --metrics-port is set; null otherwise (nothing recorded). */
+  metrics: Metrics | null;
+  /** Where the metrics are scraped, once listening. */
+  metricsUrl: string | null;
   /** Wakes the pack-end timer after a change to instances. */
   packTimerChanged(): void;
 }

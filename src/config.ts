@@ -24,6 +24,13 @@ export interface Config extends AnswerLimits {
   badKeyLimit: number;
   /** Browser origins allowed by CORS; empty = CORS off, ['*'] = any origin. */
   corsOrigins: string[];
+  /** Prometheus metrics listener: off (null) unless a port is given; never the public port. */
+  metricsPort: number | null;
+  metricsHost: string;
+  /** Label request and token series with the key id (off for very many keys). */
+  metricsKeyLabel: boolean;
+  /** JSON lines for machines, pino-pretty for people; null: pretty on a terminal, JSON otherwise. */
+  logFormat: 'json' | 'pretty' | null;
 }
 
 export interface ConfigFlags {
@@ -41,6 +48,9 @@ export interface ConfigFlags {
   maxErrorBytes?: string | number;
   /** Seconds. */
   responseDeadline?: string | number;
+  metricsHost?: string;
+  metricsPort?: string | number;
+  logFormat?: string;
 }
 
 export type Env = Readonly<Record<string, string | undefined>>;
@@ -92,5 +102,26 @@ export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string): Co
     usageFlushMs: number('usage-flush', env.OB_PROXY_USAGE_FLUSH_MS, 5000, { min: 10, max: 3_600_000 }),
     badKeyLimit: number('bad-key-limit', env.OB_PROXY_BAD_KEY_LIMIT, 30, { min: 0, max: 1_000_000, integer: true }),
     corsOrigins: (env.OB_PROXY_CORS_ORIGINS ?? '').split(',').map((o) => o.trim().replace(/\/$/, '')).filter((o) => o !== ''),
+    ...metricsConfig(flags, env),
+    logFormat: logFormat(pick(flags.logFormat, env.OB_PROXY_LOG_FORMAT)),
   };
+}
+
+function metricsConfig(flags: ConfigFlags, env: Env): Pick<Config, 'metricsPort' | 'metricsHost' | 'metricsKeyLabel'> {
+  const port = pick(flags.metricsPort, env.OB_PROXY_METRICS_PORT);
+  const keyLabel = env.OB_PROXY_METRICS_KEY_LABEL ?? 'on';
+  if (!['on', 'off'].includes(keyLabel)) {
+    throw obError('invalid_argument', { param: 'metrics-key-label', message: `OB_PROXY_METRICS_KEY_LABEL must be on or off, got "${keyLabel}".` });
+  }
+  return {
+    metricsPort: port === undefined ? null : number('metrics-port', port, 0, { min: 0, max: 65535, integer: true }),
+    metricsHost: pick(flags.metricsHost, env.OB_PROXY_METRICS_HOST) ?? '127.0.0.1',
+    metricsKeyLabel: keyLabel === 'on',
+  };
+}
+
+function logFormat(raw: string | undefined): Config['logFormat'] {
+  if (raw === undefined) return null;
+  if (raw !== 'json' && raw !== 'pretty') throw obError('invalid_argument', { param: 'log-format', message: `--log-format must be json or pretty, got "${raw}".` });
+  return raw;
 }

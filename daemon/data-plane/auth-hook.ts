@@ -34,6 +34,7 @@ export function makeAuthHook(ctx: DaemonContext, requireReady: boolean) {
     const header = request.headers.authorization;
     const match = header === undefined ? null : BEARER.exec(header);
     if (match === null || match[1] === undefined) {
+      ctx.metrics?.keyRefused('missing_api_key');
       replyError(reply, obError('missing_api_key', header === undefined ? undefined : {
         message: 'The Authorization header must be "Bearer ob_sk_…" (SDKs: set apiKey).',
       }));
@@ -47,6 +48,7 @@ export function makeAuthHook(ctx: DaemonContext, requireReady: boolean) {
     if (!result.ok) {
       if (result.code === 'invalid_api_key') {
         if (ctx.badKeys.blocked(address, now)) {
+          ctx.metrics?.keyRefused('rate_limited');
           replyError(reply, obError('rate_limited'), { 'retry-after': String(ctx.badKeys.retryAfterSeconds(address, now)) });
           return;
         }
@@ -66,6 +68,7 @@ export type Refusal = Extract<AuthResult, { ok: false }>;
 export function refuse(ctx: DaemonContext, reply: FastifyReply, result: Refusal, headers?: Record<string, string>): void {
   // A pack that ended between timer ticks: revoke now; this request is already refused.
   if (result.packEnded === true) endDuePacksSoon(ctx);
+  ctx.metrics?.keyRefused(result.code);
   const extra = result.code === 'deployment_not_ready' && result.instance !== undefined
     ? { message: `The deployment "${result.instance.id}" for this API key is ${result.instance.state === 'ready' ? 'without an endpoint' : result.instance.state}. Retry when it is ready.` }
     : undefined;

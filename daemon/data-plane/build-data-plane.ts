@@ -67,6 +67,19 @@ export function buildDataPlane(ctx: DaemonContext): FastifyInstance {
     reply.header('x-request-id', request.id);
   });
 
+  const metrics = ctx.metrics;
+  if (metrics !== null) {
+    // Every answer to a chat completion, whoever gave it: the auth hook, validation, the relay.
+    app.addHook('onResponse', (request, reply, done) => {
+      if (request.routeOptions.url === '/v1/chat/completions') {
+        const auth = request.auth;
+        metrics.request(auth?.instance.id ?? '', auth?.key.id ?? '', reply.statusCode);
+        metrics.finished(auth?.instance.id ?? '', reply.elapsedTime / 1000);
+      }
+      done();
+    });
+  }
+
   app.post('/v1/chat/completions', { onRequest: makeAuthHook(ctx, true), preHandler: makeRecheckHook(ctx) }, makeChatHandler(ctx));
 
   // The key's one model, whatever the instance's state (OpenAI's list and model shapes).

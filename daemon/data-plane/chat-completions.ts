@@ -4,6 +4,7 @@ import { ObProxyError, obError } from '../../src/errors.js';
 import { completionId } from '../../src/ids.js';
 import { type ChatRequest, parseChatBody, upstreamBody, validateChatRequest } from '../../src/wire/chat-request.js';
 import type { DaemonContext } from '../context.js';
+import { RequestObserver } from '../metrics/request-observer.js';
 import type { AuthContext } from './auth-hook.js';
 import { replyError, writeRawError } from './send-error.js';
 import { PlainRelay, type RelayContext, StreamRelay } from './upstream-relay.js';
@@ -45,6 +46,7 @@ export function makeChatHandler(ctx: DaemonContext) {
       replyError(reply, err);
       return;
     }
+    ctx.metrics?.addedTime(reply.elapsedTime / 1000);
     reply.hijack();
     const started = performance.now();
     let done: Promise<void>;
@@ -78,9 +80,12 @@ function proxy(ctx: DaemonContext, request: FastifyRequest, res: ServerResponse,
     countTokens: (prompt, completion) => {
       inflight.delete(auth.key, relay);
       ctx.usage.addTokens(auth.key, prompt, completion);
+      observer?.over(prompt, completion);
     },
     limits: ctx.config,
   };
+  const observer = ctx.metrics === null ? undefined : new RequestObserver(ctx.metrics, auth.instance.id, auth.key.id, chat.stream);
+  if (observer !== undefined) rc.observer = observer;
   const relay = chat.stream ? new StreamRelay(rc, chat.includeUsage, ctx.frameShapes.for(auth.instance.deployment)) : new PlainRelay(rc);
   // In the turn the key was re-checked (makeRecheckHook): from here a revocation ends it.
   inflight.add(auth.key, relay);

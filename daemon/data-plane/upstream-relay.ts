@@ -23,6 +23,15 @@ export interface RelayContext {
   countTokens(prompt: number, completion: number): void;
   /** Bounds on the answer (the daemon's config). */
   limits: AnswerLimits;
+  /** Told of the model server's response and failures (metrics); absent when nobody listens. */
+  observer?: RelayObserver;
+}
+
+export interface RelayObserver {
+  /** The model server's response headers arrived. */
+  responseStarted(status: number): void;
+  /** The exchange failed because of the model server (an `upstream_*` code). */
+  upstreamFailed(code: string): void;
 }
 
 function contentType(headers: IncomingHttpHeaders): string | undefined {
@@ -71,6 +80,7 @@ abstract class Relay implements Dispatcher.DispatchHandler {
   /** Over a limit: answers the client (or ends its stream) with `err`, then aborts the upstream. */
   protected refuse(err: ObProxyError, why: string): void {
     if (this.settled) return;
+    this.c.observer?.upstreamFailed(err.code);
     this.failed(err);
     this.controller?.abort(new Error(why));
   }
@@ -111,6 +121,7 @@ abstract class Relay implements Dispatcher.DispatchHandler {
 
   onResponseStart(_controller: Controller, statusCode: number, headers: IncomingHttpHeaders): void {
     this.status = statusCode;
+    this.c.observer?.responseStarted(statusCode);
     if (statusCode === 200) {
       this.start(headers);
       return;
@@ -146,6 +157,7 @@ abstract class Relay implements Dispatcher.DispatchHandler {
   onResponseEnd(): void {
     if (this.settled) return;
     if (this.errorBody !== null) {
+      this.c.observer?.upstreamFailed('upstream_error');
       writeRawError(this.c.res, upstreamStatusError(this.status, this.errorType, Buffer.concat(this.errorBody).toString('utf8')), this.c.reqId);
       this.finish(0, 0);
       return;
@@ -155,8 +167,13 @@ abstract class Relay implements Dispatcher.DispatchHandler {
 
   onResponseError(_controller: Controller, err: Error): void {
     if (this.settled) return;
-    if (this.clientGone) this.gone();
-    else this.failed(translateUpstreamError(err));
+    if (this.clientGone) {
+      this.gone();
+      return;
+    }
+    const e = translateUpstreamError(err);
+    this.c.observer?.upstreamFailed(e.code);
+    this.failed(e);
   }
 
   protected finish(prompt: number, completion: number): void {
@@ -283,10 +300,12 @@ export class StreamRelay extends Relay {
     if (!relay.stopped) return;
     this.flush();
     if (relay.invalid) {
+      this.c.observer?.upstreamFailed('upstream_error');
       this.endWithError(this.refusal());
       this.controller?.abort(new Error('an event from the model server was refused'));
       this.count();
     } else if (relay.sawError) {
+      this.c.observer?.upstreamFailed('upstream_error');
       // Its error event was the client's last: nothing more to read.
       this.controller?.abort(new Error('the model server sent an error event'));
       this.count();
@@ -348,7 +367,10 @@ export class StreamRelay extends Relay {
 
   protected end(): void {
     this.flush();
-    if (!this.relay.done && !this.relay.sawError) this.endWithError(obError('upstream_unavailable', { message: 'The model server ended the stream before it was complete.' }));
+    if (!this.relay.done && !this.relay.sawError) {
+      this.c.observer?.upstreamFailed('upstream_unavailable');
+      this.endWithError(obError('upstream_unavailable', { message: 'The model server ended the stream before it was complete.' }));
+    }
     else if (!this.c.res.writableEnded) this.c.res.end();
     this.count();
   }

@@ -1,0 +1,41 @@
+import { type Server, createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Metrics } from './metrics.js';
+
+/**
+ * `GET /metrics` in Prometheus' text format, on a listener of its own: never on the public port,
+ * where anyone with the address could read every instance's traffic.
+ */
+export async function listenMetrics(metrics: Metrics, host: string, port: number): Promise<{ url: string; close(): Promise<void> }> {
+  const server: Server = createServer((req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    if (req.method !== 'GET' || path !== '/metrics') {
+      res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' });
+      res.end('Not found: scrape GET /metrics.\n');
+      return;
+    }
+    metrics.registry.metrics().then((text) => {
+      res.writeHead(200, { 'content-type': metrics.registry.contentType });
+      res.end(text);
+    }, (err: unknown) => {
+      res.writeHead(500, { 'content-type': 'text/plain; charset=utf-8' });
+      res.end(`metrics failed: ${(err as Error).message}\n`);
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const addr = server.address() as AddressInfo;
+  const h = host.includes(':') ? `[${host}]` : host;
+  return {
+    url: `http://${h}:${addr.port}/metrics`,
+    close: () => new Promise<void>((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    }),
+  };
+}
