@@ -109,11 +109,12 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
     metricsUrl: null,
     packTimerChanged: () => schedulePackTimer(),
   };
-  if (metrics !== null) {
-    lifecycle.onChange((e) => {
-      if (e.type === 'key.revoked') metrics.revoked(e.reason ?? 'manual');
-    });
-  }
+  // The audit trail in the log too, event by event: key creations and revocations (by hand, by a
+  // stop, by a pack end with no command), instance changes. Never a secret: events hold none.
+  lifecycle.onChange((e) => {
+    log.info({ audit: e.type, instance: e.instance, ...(e.keyId === undefined ? {} : { key: e.keyId, keyName: e.keyName }), ...(e.state === undefined ? {} : { state: e.state }), ...(e.reason === undefined ? {} : { reason: e.reason }), seq: e.seq }, 'audit');
+    if (metrics !== null && e.type === 'key.revoked') metrics.revoked(e.reason ?? 'manual');
+  });
 
   // Packs are ended by the daemon's own clock; the request path also checks, between ticks.
   function schedulePackTimer(): void {

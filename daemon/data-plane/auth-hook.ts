@@ -72,7 +72,7 @@ export function refuse(ctx: DaemonContext, reply: FastifyReply, result: Refusal,
   const extra = result.code === 'deployment_not_ready' && result.instance !== undefined
     ? { message: `The deployment "${result.instance.id}" for this API key is ${result.instance.state === 'ready' ? 'without an endpoint' : result.instance.state}. Retry when it is ready.` }
     : undefined;
-  replyError(reply, obError(result.code, extra), headers);
+  replyError(reply, obError(result.code, extra), headers, result.key?.id);
 }
 
 export function endDuePacksSoon(ctx: DaemonContext): void {

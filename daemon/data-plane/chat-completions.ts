@@ -80,12 +80,12 @@ function proxy(ctx: DaemonContext, request: FastifyRequest, res: ServerResponse,
     countTokens: (prompt, completion) => {
       inflight.delete(auth.key, relay);
       ctx.usage.addTokens(auth.key, prompt, completion);
-      observer?.over(prompt, completion);
+      observer.over(prompt, completion);
     },
     limits: ctx.config,
   };
-  const observer = ctx.metrics === null ? undefined : new RequestObserver(ctx.metrics, auth.instance.id, auth.key.id, chat.stream);
-  if (observer !== undefined) rc.observer = observer;
+  const observer = new RequestObserver(ctx.metrics, ctx.log, request.id, auth.instance.id, auth.key.id, chat.stream);
+  rc.observer = observer;
   const relay = chat.stream ? new StreamRelay(rc, chat.includeUsage, ctx.frameShapes.for(auth.instance.deployment)) : new PlainRelay(rc);
   // In the turn the key was re-checked (makeRecheckHook): from here a revocation ends it.
   inflight.add(auth.key, relay);

@@ -7,7 +7,14 @@ export function toObError(err: unknown): ObProxyError {
   return err instanceof ObProxyError ? err : obError('internal_error', { cause: err });
 }
 
-export function replyError(reply: FastifyReply, err: ObProxyError, headers: Record<string, string> = {}): FastifyReply {
+/**
+ * Answers `err` in the OpenAI envelope, and says so in the log: which route (its pattern, never
+ * the raw URL, where a client may have put a secret), the code, and the key's id when known.
+ */
+export function replyError(reply: FastifyReply, err: ObProxyError, headers: Record<string, string> = {}, keyId?: string): FastifyReply {
+  const request = reply.request;
+  const key = keyId ?? (request as { auth?: { key: { id: string } } | null }).auth?.key.id;
+  reply.log.info({ reqId: request.id, route: `${request.method} ${request.routeOptions.url ?? '(no route)'}`, status: err.status, code: err.wireCode, ...(key === undefined ? {} : { key }) }, 'refused');
   return reply.code(err.status).headers(headers).type('application/json').send(err.toBody());
 }
 

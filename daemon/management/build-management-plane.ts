@@ -24,6 +24,19 @@ export function buildManagementPlane(ctx: DaemonContext): FastifyInstance {
     },
   });
 
+  // Every change an operator makes, and its result, is a line in the log (refusals are logged by
+  // replyError): what, on which instance or key, with which outcome.
+  app.addHook('onResponse', (request, reply, done) => {
+    if (request.method !== 'GET' && reply.statusCode < 400) {
+      const params = request.params as Record<string, string> | undefined;
+      const body = request.body as Record<string, unknown> | undefined;
+      const instance = typeof body?.instance === 'string' ? body.instance : undefined;
+      const id = typeof body?.id === 'string' ? body.id : undefined;
+      request.log.info({ action: `${request.method} ${request.routeOptions.url ?? ''}`, ...(id === undefined ? {} : { id }), ...params, ...(instance === undefined ? {} : { instance }), status: reply.statusCode }, 'management action');
+    }
+    done();
+  });
+
   app.get('/v1/status', async () => ({
     version: ctx.version, pid: process.pid, baseUrl: ctx.baseUrl, store: ctx.config.store,
     socket: ctx.config.socket, startedAt: ctx.startedAt, models: [...ctx.config.models],

@@ -1,0 +1,91 @@
+/**
+ * Logs an operator can work from (issue 13): every management action and every audit event is a
+ * line, every refused request a line with its code (and key id where known), a model server's
+ * failure a warning; never a secret.
+ */
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { DaemonClient } from '../../cli/daemon-client.js';
+import type { Simulator } from '../../daemon/simulate/simulator.js';
+import { SECRET_PATTERN } from '../../src/domain/api-key.js';
+import { type Harness, MODEL, chatBody, post, startHarness, startSim } from '../reliability/harness.js';
+
+let h: Harness;
+let sim: Simulator;
+let client: DaemonClient;
+const secrets: string[] = [];
+let keyId = '';
+let defaultId = '';
+
+beforeAll(async () => {
+  h = await startHarness();
+  const s = await startSim();
+  sim = s.sim;
+  client = new DaemonClient(h.config.socket);
+  await client.addInstance({ id: 'gpu-1', model: MODEL, endpoint: s.url });
+  const ready = await client.ready('gpu-1', { wait: true });
+  defaultId = ready.defaultKey!.id;
+  secrets.push(ready.defaultKey!.secret!);
+  const k = await client.createKey('gpu-1', 'notebook');
+  keyId = k.id;
+  secrets.push(k.secret);
+  await expect(client.createKey('nope', 'x')).rejects.toThrow();
+  expect((await post(h.baseUrl, null, chatBody('x'))).status).toBe(400);
+  expect((await post(h.baseUrl, `${secrets[1]!.slice(0, -4)}AAAA`, chatBody('x'))).status).toBe(401);
+  expect((await post(h.baseUrl, secrets[1]!, chatBody('x [[sim fail=http-error errorStatus=500]]'))).status).toBe(500);
+  expect((await post(h.baseUrl, secrets[1]!, chatBody('x', { temperature: 9 }))).status).toBe(400);
+  await client.revokeKey(keyId);
+  expect((await post(h.baseUrl, secrets[1]!, chatBody('x'))).status).toBe(401);
+  await client.move('gpu-1', 'stop');
+});
+afterAll(async () => {
+  await client.close();
+  await h.stop();
+  await sim.close();
+});
+
+const pick = (l: Record<string, unknown>, ...fields: string[]): Record<string, unknown> => Object.fromEntries(fields.filter((f) => f in l).map((f) => [f, l[f]]));
+
+it('each management action and its result is a line', () => {
+  const actions = h.logs.filter((l) => l.msg === 'management action').map((l) => pick(l, 'action', 'id', 'instance', 'status'));
+  expect(actions).toEqual([
+    { action: 'POST /v1/instances', id: 'gpu-1', status: 201 },
+    { action: 'POST /v1/instances/:id/ready', id: 'gpu-1', status: 200 },
+    { action: 'POST /v1/keys', instance: 'gpu-1', status: 201 },
+    { action: 'POST /v1/keys/:id/revoke', id: keyId, status: 200 },
+    { action: 'POST /v1/instances/:id/stop', id: 'gpu-1', status: 200 },
+  ]);
+  const refused = h.logs.filter((l) => l.msg === 'refused' && String(l.route).includes('/v1/keys')).map((l) => pick(l, 'route', 'status', 'code'));
+  expect(refused).toEqual([{ route: 'POST /v1/keys', status: 404, code: 'instance_not_found' }]);
+});
+
+it('each audit event is a line: keys made and revoked by hand or by the stop', () => {
+  const audit = h.logs.filter((l) => l.msg === 'audit').map((l) => [l.audit, l.key ?? null, l.reason ?? l.state ?? null]);
+  expect(audit).toEqual([
+    ['instance.added', null, 'pending'],
+    ['instance.state', null, 'ready'],
+    ['key.created', defaultId, null],
+    ['key.created', keyId, null],
+    ['key.revoked', keyId, 'manual'],
+    ['key.revoked', defaultId, 'instance_stopped'],
+    ['instance.state', null, 'instance_stopped'],
+  ]);
+});
+
+it('each refused request is a line with its code and the key id where known; a model server failure is a warning', () => {
+  const refused = h.logs.filter((l) => l.msg === 'refused' && l.route === 'POST /v1/chat/completions').map((l) => pick(l, 'status', 'code', 'key'));
+  expect(refused).toEqual([
+    { status: 400, code: 'missing_api_key' },
+    { status: 401, code: 'invalid_api_key' },
+    { status: 400, code: 'invalid_request', key: keyId },
+    { status: 401, code: 'revoked_api_key', key: keyId },
+  ]);
+  const warned = h.logs.filter((l) => l.msg === 'model server failed').map((l) => pick(l, 'level', 'instance', 'key', 'code'));
+  expect(warned).toEqual([{ level: 40, instance: 'gpu-1', key: keyId, code: 'upstream_error' }]);
+});
+
+it('no line holds a secret', () => {
+  for (const line of h.rawLogs) {
+    expect(line).not.toMatch(SECRET_PATTERN);
+    for (const s of secrets) expect(line).not.toContain(s.slice(-20));
+  }
+});
