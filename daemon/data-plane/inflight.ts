@@ -83,8 +83,8 @@ export const SWEEP_MS = 250;
  * Ends in-flight work when its key is revoked (CONTRACT §3): at once on each `key.revoked`
  * event, which the lifecycle emits before the CLI's call returns; and, as a backstop, a sweep
  * that re-checks every key with work in flight against the registry. The sweep catches a pack
- * whose time has come before the pack timer fires (a late or busy event loop), and a revocation
- * that took effect in memory while its write failed (no event is emitted then). Returns stop.
+ * whose time has come before the pack timer fires (a late or busy event loop), and any change to
+ * a key or its deployment that reaches the registry without an event. Returns stop.
  */
 export function watchRevocations(ctx: DaemonContext): () => void {
   const unsubscribe = ctx.lifecycle.onChange((e) => {
