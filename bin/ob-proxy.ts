@@ -32,12 +32,25 @@ function num(v: string | undefined, name: string): number | undefined {
   return n;
 }
 
+async function ask(question: string): Promise<string> {
+  const { createInterface } = await import('node:readline/promises');
+  // The question on stderr: stdout stays the command's answer (one JSON document with --json).
+  const rl = createInterface({ input: process.stdin, output: process.stderr });
+  try {
+    return await rl.question(question);
+  } finally {
+    rl.close();
+  }
+}
+
 const deps: ProgramDeps = {
   version: pkg.version,
   io: {
     out: (s) => void process.stdout.write(s),
     err: (s) => void process.stderr.write(s),
     isTTY: process.stdout.isTTY === true,
+    // Someone to ask only when both the keyboard and the question's stream are a terminal.
+    ...(process.stdin.isTTY === true && process.stderr.isTTY === true ? { ask } : {}),
     env,
   },
   connect: (socketPath) => new DaemonClient(socketPath),
