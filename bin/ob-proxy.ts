@@ -4,6 +4,7 @@
  * the long-running commands (serve, simulate, demo) from daemon/ so cli/ and daemon/ stay apart.
  */
 import { readFileSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { type Config, resolveConfig } from '../src/config.js';
 import { ObProxyError } from '../src/errors.js';
@@ -61,9 +62,15 @@ const deps: ProgramDeps = {
     await runConsole(socketPath, { json: o.json === true });
   },
   demo: async (o) => {
+    const temporary = o.home === undefined;
     const home = await demoHome(o.home);
-    const cfg = config({ ...o, home, port: o.port ?? env.OB_PROXY_PORT ?? '8080', logLevel: env.OB_PROXY_LOG_LEVEL ?? 'warn' });
-    await runDemo(cfg, { version: pkg.version }, (s) => process.stdout.write(s));
+    try {
+      const cfg = config({ ...o, home, port: o.port ?? env.OB_PROXY_PORT ?? '8080', logLevel: env.OB_PROXY_LOG_LEVEL ?? 'warn' });
+      await runDemo(cfg, { version: pkg.version }, (s) => process.stdout.write(s));
+    } finally {
+      // A home made for this demo holds only its keys, useless once it stops (or failed to start).
+      if (temporary) await rm(home, { recursive: true, force: true });
+    }
   },
   simulate: async (o) => {
     const sim = buildSimulator({
@@ -89,4 +96,9 @@ const deps: ProgramDeps = {
   },
 };
 
-process.exitCode = await runCli(process.argv.slice(2), deps);
+const code = await runCli(process.argv.slice(2), deps);
+process.exitCode = code;
+// The command is over. Anything still holding the event loop (a timer started before a listen()
+// that failed, a socket) would keep a failed `serve` "running" under a supervisor with nothing
+// listening: leave anyway, once the loop has had a second to flush what it writes.
+setTimeout(() => process.exit(code), 1_000).unref();
