@@ -2,17 +2,16 @@
 /**
  * The entry point: wires argv, environment, stdio and signals to the CLI program, and injects
  * the long-running commands (serve, simulate, demo) from daemon/ so cli/ and daemon/ stay apart.
+ * Each command imports what it needs when it runs: `--help` or `instances list` never load
+ * Fastify, pino, the store, the simulator, Ink or React (issue 14; test/e2e/cli-imports.test.ts).
  */
 import { readFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { type Config, resolveConfig } from '../src/config.js';
 import { ObProxyError } from '../src/errors.js';
-import { DaemonClient } from '../cli/daemon-client.js';
 import { type ProgramDeps, UsageError, runCli } from '../cli/program.js';
-import { demoHome, runDemo } from '../daemon/run-demo.js';
-import { runServe } from '../daemon/run-serve.js';
-import { buildSimulator, type FailMode, type Flavor } from '../daemon/simulate/simulator.js';
+import type { FailMode, Flavor } from '../daemon/simulate/simulator.js';
 
 const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
 const env = process.env;
@@ -54,14 +53,18 @@ const deps: ProgramDeps = {
     ...(process.stdin.isTTY === true && process.stderr.isTTY === true ? { ask } : {}),
     env,
   },
-  connect: (socketPath) => new DaemonClient(socketPath),
-  serve: (o) => runServe(config(o), { version: pkg.version }),
-  // Loaded only when asked for, so the other commands never load Ink and React.
+  connect: async (socketPath) => new (await import('../cli/daemon-client.js')).DaemonClient(socketPath),
+  serve: async (o) => {
+    const cfg = config(o);
+    const { runServe } = await import('../daemon/run-serve.js');
+    await runServe(cfg, { version: pkg.version });
+  },
   console: async (socketPath, o) => {
     const { runConsole } = await import('../cli/console/run-console.js');
     await runConsole(socketPath, { json: o.json === true });
   },
   demo: async (o) => {
+    const { demoHome, runDemo } = await import('../daemon/run-demo.js');
     const temporary = o.home === undefined;
     const home = await demoHome(o.home);
     try {
@@ -73,6 +76,7 @@ const deps: ProgramDeps = {
     }
   },
   simulate: async (o) => {
+    const { buildSimulator } = await import('../daemon/simulate/simulator.js');
     const sim = buildSimulator({
       models: o.model,
       firstTokenDelayMs: num(o.firstTokenMs, 'first-token-ms'),
