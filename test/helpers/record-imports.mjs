@@ -1,3 +1,4 @@
+/* global process */
 /**
  * Loaded with `node --import` by tests of the CLI's start-up: records every module the process
  * resolves (ESM and CommonJS alike, through module.registerHooks) and, at exit, writes their URLs
