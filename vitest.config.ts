@@ -3,7 +3,7 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts', 'test/**/*.test.tsx'],
-    exclude: ['test/soak/**', 'node_modules/**', 'dist/**'],
+    exclude: ['test/soak/**', 'test/package/**', 'node_modules/**', 'dist/**'],
     allowOnly: false,
     testTimeout: 30_000,
     hookTimeout: 30_000,

@@ -78,6 +78,17 @@ export function checkTargets(doc) {
   return rows.map(([what, target, v, ok, show]) => ({ what, target, value: v, shown: v === null ? '—' : show(v), met: v !== null && ok(v) }));
 }
 
+/** CLI start-up (bench/cli.mjs); issue 14's goal is at most 100 ms wall for these commands. */
+function cliSection(cli) {
+  if (cli == null) return [];
+  return [
+    '## CLI start-up (issue 14)', '',
+    `Wall time from spawn to exit, ${cli.runs} interleaved rounds, median (Node ${cli.node}, started as \`node dist/bin/ob-proxy.js\`); the list commands ask the running ob-proxy target. Goal: at most 100 ms.`, '',
+    '| command | median ms | over `node -e 0` ms | min ms | max ms | goal met |', '|---|---|---|---|---|---|',
+    ...cli.commands.map((c) => `| \`${c.command}\` | ${f(c.medianMs, 1)} | ${c.command === 'node -e 0' ? '—' : f(c.overNodeMs, 1)} | ${f(c.minMs, 1)} | ${f(c.maxMs, 1)} | ${c.command === 'node -e 0' ? '—' : c.medianMs <= 100 ? 'yes' : '**no**'} |`), '',
+  ];
+}
+
 export function renderReport(doc) {
   const targets = checkTargets(doc);
   const o = doc.opts;
@@ -100,6 +111,7 @@ export function renderReport(doc) {
     `### ${o.streams} concurrent slow streams (${o.heldChunks} chunks, ${o.heldPaceMs} ms apart)`, '',
     '| target | completed | failed | max open at once | RSS before MiB | peak RSS MiB | KB per stream |', '|---|---|---|---|---|---|---|',
     ...Object.entries(doc.held).map(([n, r]) => `| ${n}${n === 'direct' ? ' (the upstream itself)' : ''} | ${r.requests} | ${r.errors + r.non200 + r.badStreams}${r.errorSamples?.length > 0 ? ` (${r.errorSamples.join('; ')})` : ''} | ${r.maxOpen} | ${f(r.baseMiB, 1)} | ${f(r.peakMiB, 1)} | ${f(r.perStreamKB, 1)} |`), '',
+    ...cliSection(doc.cli),
   ];
   return `${parts.join('\n')}\n`;
 }

@@ -11,6 +11,7 @@
  *        docs/performance.md, --max-semi-space-size=4; "" for Node's defaults)
  *        --baseline DIR (another checkout, built: measured as the extra target "baseline", in the
  *        same interleaved repetitions, so a change is judged against its parent in one run)
+ *        --cli-runs N (40; the CLI start-up scenario, bench/cli.mjs) --no-cli
  */
 import { execFile, execFileSync } from 'node:child_process';
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -18,9 +19,10 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { cpuSeconds, rssKiB, sampleRss, stolenSeconds, syscalls } from './procstat.mjs';
+import { measureCli } from './cli.mjs';
 import { renderReport } from './report.mjs';
 import { HELD, PACED, SCENARIOS, bodies } from './scenarios.mjs';
-import { hasNginx, startNginx, startObProxy, startReference, startUpstream } from './targets.mjs';
+import { OB_BIN, hasNginx, startNginx, startObProxy, startReference, startUpstream } from './targets.mjs';
 import { hasWrk, runWrk } from './wrk.mjs';
 
 const ROOT = resolve(import.meta.dirname, '..');
@@ -30,7 +32,7 @@ const { values: a } = parseArgs({
     out: { type: 'string' }, json: { type: 'string' }, 'no-wrk': { type: 'boolean' }, 'no-nginx': { type: 'boolean' },
     'no-build': { type: 'boolean' }, 'log-level': { type: 'string' }, smoke: { type: 'boolean' },
     only: { type: 'string' }, 'no-held': { type: 'boolean' }, 'node-flags': { type: 'string' },
-    baseline: { type: 'string' },
+    baseline: { type: 'string' }, 'cli-runs': { type: 'string' }, 'no-cli': { type: 'boolean' },
   },
 });
 const smoke = a.smoke === true;
@@ -47,9 +49,11 @@ const opts = {
   logLevel: a['log-level'] ?? 'warn',
   // Same runtime flags for ob-proxy and the reference, so their ratios compare code, not settings.
   nodeFlags: (a['node-flags'] ?? '--max-semi-space-size=4').split(' ').filter(Boolean),
+  cliRuns: a['no-cli'] === true ? 0 : Number(a['cli-runs'] ?? (smoke ? 3 : 40)),
 };
 const only = a.only === undefined ? null : new Set(a.only.split(','));
 const scenarios = SCENARIOS.filter((sc) => only === null || only.has(sc.id));
+if (only !== null && !only.has('cli')) opts.cliRuns = 0;
 // A partial run (--only, --no-held) never overwrites the committed full table.
 const partial = only !== null || a['no-held'] === true || a.baseline !== undefined;
 const out = resolve(a.out ?? join(ROOT, partial ? 'bench/results/partial.md' : 'bench/RESULTS.md'));
@@ -197,7 +201,14 @@ try {
     log(`held ${opts.streams} streams ${t.name}: ${r.requests} done, max open ${r.maxOpen}, ${held[t.name].perStreamKB.toFixed(1)} KB each, errors ${r.errors + r.non200 + r.badStreams}`);
   }
 
-  const doc = { started: started.toISOString(), finished: new Date().toISOString(), load: { start: loadStart, end: loadavg()[0], stolenShare: stealShare() }, opts, targets: targets.map((t) => t.name), results, paced, held };
+  // CLI start-up, with the ob-proxy target's daemon answering the list commands.
+  let cli = null;
+  if (opts.cliRuns > 0) {
+    cli = await measureCli({ bin: OB_BIN, home: targets.find((t) => t.name === 'ob-proxy').home, runs: opts.cliRuns });
+    for (const c of cli.commands) log(`cli ${c.command}: median ${c.medianMs.toFixed(1)} ms (+${c.overNodeMs.toFixed(1)} ms over node -e 0)`);
+  }
+
+  const doc = { started: started.toISOString(), finished: new Date().toISOString(), load: { start: loadStart, end: loadavg()[0], stolenShare: stealShare() }, opts, targets: targets.map((t) => t.name), results, paced, held, cli };
   mkdirSync(dirname(jsonOut), { recursive: true });
   writeFileSync(jsonOut, `${JSON.stringify(doc, null, 2)}\n`);
   writeFileSync(out, renderReport(doc));

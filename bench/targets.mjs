@@ -100,7 +100,7 @@ export async function startObProxy(upstreamUrl, { logLevel = 'warn', name = 'ob-
   const ready = await cli(['instances', 'ready', 'bench', '--home', home]);
   const stop = stopper(proc);
   return {
-    name, url: `http://127.0.0.1:${port}`,
+    name, url: `http://127.0.0.1:${port}`, home,
     headers: { Authorization: `Bearer ${ready.defaultKey.secret}` },
     pids: () => [proc.pid],
     stop: async () => {

@@ -2,16 +2,16 @@
 /**
  * The entry point: wires argv, environment, stdio and signals to the CLI program, and injects
  * the long-running commands (serve, simulate, demo) from daemon/ so cli/ and daemon/ stay apart.
+ * Each command imports what it needs when it runs: `--help` or `instances list` never load
+ * Fastify, pino, the store, the simulator, Ink or React (issue 14; test/e2e/cli-imports.test.ts).
  */
 import { readFileSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { type Config, resolveConfig } from '../src/config.js';
 import { ObProxyError } from '../src/errors.js';
-import { DaemonClient } from '../cli/daemon-client.js';
 import { type ProgramDeps, UsageError, runCli } from '../cli/program.js';
-import { demoHome, runDemo } from '../daemon/run-demo.js';
-import { runServe } from '../daemon/run-serve.js';
-import { buildSimulator, type FailMode, type Flavor } from '../daemon/simulate/simulator.js';
+import type { FailMode, Flavor } from '../daemon/simulate/simulator.js';
 
 const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
 const env = process.env;
@@ -32,28 +32,53 @@ function num(v: string | undefined, name: string): number | undefined {
   return n;
 }
 
+async function ask(question: string): Promise<string> {
+  const { createInterface } = await import('node:readline/promises');
+  // The question on stderr: stdout stays the command's answer (one JSON document with --json).
+  const rl = createInterface({ input: process.stdin, output: process.stderr });
+  try {
+    return await rl.question(question);
+  } finally {
+    rl.close();
+  }
+}
+
 const deps: ProgramDeps = {
   version: pkg.version,
   io: {
     out: (s) => void process.stdout.write(s),
     err: (s) => void process.stderr.write(s),
     isTTY: process.stdout.isTTY === true,
+    // Someone to ask only when both the keyboard and the question's stream are a terminal.
+    ...(process.stdin.isTTY === true && process.stderr.isTTY === true ? { ask } : {}),
     env,
   },
-  connect: (socketPath) => new DaemonClient(socketPath),
-  // People read a terminal, machines read pipes and journald.
-  serve: (o) => runServe(config({ ...o, logFormat: o.logFormat ?? env.OB_PROXY_LOG_FORMAT ?? (process.stdout.isTTY ? 'pretty' : 'json') }), { version: pkg.version }),
+  connect: async (socketPath) => new (await import('../cli/daemon-client.js')).DaemonClient(socketPath),
+  serve: async (o) => {
+    // People read a terminal, machines read pipes and journald.
+    const cfg = config({ ...o, logFormat: o.logFormat ?? env.OB_PROXY_LOG_FORMAT ?? (process.stdout.isTTY ? 'pretty' : 'json') });
+    const { runServe } = await import('../daemon/run-serve.js');
+    await runServe(cfg, { version: pkg.version });
+  },
   // Loaded only when asked for, so the other commands never load Ink and React.
   console: async (socketPath, o) => {
     const { runConsole } = await import('../cli/console/run-console.js');
     await runConsole(socketPath, { json: o.json === true });
   },
   demo: async (o) => {
+    const { demoHome, runDemo } = await import('../daemon/run-demo.js');
+    const temporary = o.home === undefined;
     const home = await demoHome(o.home);
-    const cfg = config({ ...o, home, port: o.port ?? env.OB_PROXY_PORT ?? '8080', logLevel: env.OB_PROXY_LOG_LEVEL ?? 'warn' });
-    await runDemo(cfg, { version: pkg.version }, (s) => process.stdout.write(s));
+    try {
+      const cfg = config({ ...o, home, port: o.port ?? env.OB_PROXY_PORT ?? '8080', logLevel: env.OB_PROXY_LOG_LEVEL ?? 'warn' });
+      await runDemo(cfg, { version: pkg.version }, (s) => process.stdout.write(s));
+    } finally {
+      // A home made for this demo holds only its keys, useless once it stops (or failed to start).
+      if (temporary) await rm(home, { recursive: true, force: true });
+    }
   },
   simulate: async (o) => {
+    const { buildSimulator } = await import('../daemon/simulate/simulator.js');
     const sim = buildSimulator({
       models: o.model,
       firstTokenDelayMs: num(o.firstTokenMs, 'first-token-ms'),
@@ -77,4 +102,9 @@ const deps: ProgramDeps = {
   },
 };
 
-process.exitCode = await runCli(process.argv.slice(2), deps);
+const code = await runCli(process.argv.slice(2), deps);
+process.exitCode = code;
+// The command is over. Anything still holding the event loop (a timer started before a listen()
+// that failed, a socket) would keep a failed `serve` "running" under a supervisor with nothing
+// listening: leave anyway, once the loop has had a second to flush what it writes.
+setTimeout(() => process.exit(code), 1_000).unref();

@@ -13,7 +13,8 @@ export interface CommonOptions {
 export interface CliDeps {
   io: Io;
   homedir?: string;
-  connect(socketPath: string): DaemonClient;
+  /** Async so that a command that never talks to the daemon never loads its client. */
+  connect(socketPath: string): Promise<DaemonClient>;
 }
 
 /** Every command takes --home, --socket and --json (CONTRACT §2). */
@@ -32,7 +33,7 @@ export function socketPath(opts: CommonOptions, deps: CliDeps): string {
 
 /** Runs `fn` with a client to the daemon, and always closes it. */
 export async function withClient<T>(opts: CommonOptions, deps: CliDeps, fn: (client: DaemonClient) => Promise<T>): Promise<T> {
-  const client = deps.connect(socketPath(opts, deps));
+  const client = await deps.connect(socketPath(opts, deps));
   try {
     return await fn(client);
   } finally {

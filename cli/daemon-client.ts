@@ -1,22 +1,20 @@
-import { Client } from 'undici';
 import type { Instance } from '../src/domain/instance.js';
 import type { AuditEvent } from '../src/domain/key.js';
 import { ObProxyError, isErrorCode, obError } from '../src/errors.js';
 import type { InstanceView, KeyView, KeyWithSecret, ReadyView, RevocationView, StatusView } from '../src/wire/views.js';
+import { type SocketResponse, socketRequest } from './socket-http.js';
 
 export type HaltAction = 'pending' | 'stop' | 'fail' | 'terminate';
 
 /**
  * The one client of the management API, used by every CLI command and by the console.
  * Connection failures become `daemon_unreachable` (exit 3); the daemon's refusals come back as
- * the ObProxyError it sent.
+ * the ObProxyError it sent. One connection per call, over a small HTTP/1.1 client of its own
+ * (socket-http.ts): every CLI command loads this file, and undici or node:http took longer to
+ * load than the rest of a command (issue 14).
  */
 export class DaemonClient {
-  private readonly client: Client;
-
-  constructor(readonly socketPath: string) {
-    this.client = new Client('http://ob-proxy', { socketPath, keepAliveTimeout: 1_000, headersTimeout: 0, bodyTimeout: 0 });
-  }
+  constructor(readonly socketPath: string) {}
 
   private unreachable(err: unknown): ObProxyError {
     return obError('daemon_unreachable', {
@@ -26,29 +24,29 @@ export class DaemonClient {
   }
 
   async call<T>(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<T> {
-    let res;
+    let text: string;
+    let status: number;
     try {
-      res = await this.client.request({
-        method, path,
-        headers: body === undefined ? {} : { 'content-type': 'application/json' },
-        body: body === undefined ? undefined : JSON.stringify(body),
-      });
+      const res = await socketRequest(this.socketPath, method, path, body === undefined ? undefined : JSON.stringify(body));
+      status = res.status;
+      const chunks: Buffer[] = [];
+      for await (const chunk of res.body) chunks.push(chunk);
+      text = Buffer.concat(chunks).toString('utf8');
     } catch (err) {
       throw this.unreachable(err);
     }
-    const text = await res.body.text();
     let parsed: unknown;
     try {
       parsed = text === '' ? null : JSON.parse(text);
     } catch {
-      throw obError('internal_error', { message: `The daemon sent an unreadable answer (HTTP ${res.statusCode}).` });
+      throw obError('internal_error', { message: `The daemon sent an unreadable answer (HTTP ${status}).` });
     }
-    if (res.statusCode >= 400) {
+    if (status >= 400) {
       const e = (parsed as { error?: { code?: unknown; message?: unknown; param?: unknown } } | null)?.error;
       const code = isErrorCode(e?.code) ? e.code : 'internal_error';
       throw obError(code, {
-        status: res.statusCode,
-        message: typeof e?.message === 'string' ? e.message : `The daemon answered HTTP ${res.statusCode}.`,
+        status,
+        message: typeof e?.message === 'string' ? e.message : `The daemon answered HTTP ${status}.`,
         param: typeof e?.param === 'string' ? e.param : null,
       });
     }
@@ -87,31 +85,23 @@ export class DaemonClient {
    * Follows the daemon's event stream; `onEvent` gets every change. Resolves when the stream
    * ends (daemon stopped) and rejects if it cannot connect. `signal` stops following.
    * `onOpen` runs once the daemon has subscribed this stream, so a caller that reads state then
-   * misses no change. The stream has its own connection: an undici Client is one connection,
-   * and a never-ending response on it would hold every other call of this client behind it.
+   * misses no change. Like every call, the stream has its own connection.
    */
   async follow(onEvent: (e: AuditEvent) => void, signal: AbortSignal, onOpen?: () => void): Promise<void> {
-    const stream = new Client('http://ob-proxy', { socketPath: this.socketPath, headersTimeout: 0, bodyTimeout: 0 });
+    let res: SocketResponse;
     try {
-      await this.followOn(stream, onEvent, signal, onOpen);
-    } finally {
-      await stream.destroy().catch(() => {});
-    }
-  }
-
-  private async followOn(stream: Client, onEvent: (e: AuditEvent) => void, signal: AbortSignal, onOpen?: () => void): Promise<void> {
-    let res;
-    try {
-      res = await stream.request({ method: 'GET', path: '/v1/events', signal });
+      res = await socketRequest(this.socketPath, 'GET', '/v1/events', undefined, signal);
     } catch (err) {
       if (signal.aborted) return;
       throw this.unreachable(err);
     }
     onOpen?.();
     let buf = '';
+    // A character split across two chunks stays whole.
+    const utf8 = new TextDecoder();
     try {
       for await (const chunk of res.body) {
-        buf += (chunk as Buffer).toString('utf8');
+        buf += utf8.decode(chunk, { stream: true });
         let at: number;
         while ((at = buf.indexOf('\n\n')) !== -1) {
           const frame = buf.slice(0, at);
@@ -121,11 +111,14 @@ export class DaemonClient {
       }
     } catch (err) {
       if (!signal.aborted) throw this.unreachable(err);
+    } finally {
+      res.destroy();
     }
   }
 
+  /** Nothing stays open between calls; kept so callers need not know. */
   close(): Promise<void> {
-    return this.client.close();
+    return Promise.resolve();
   }
 }
 

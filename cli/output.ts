@@ -5,6 +5,8 @@ export interface Io {
   out(text: string): void;
   err(text: string): void;
   isTTY: boolean;
+  /** Asks a person at a terminal and returns the answer; absent when no one can answer (a script). */
+  ask?: (question: string) => Promise<string>;
   env: Readonly<Record<string, string | undefined>>;
 }
 

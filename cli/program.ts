@@ -5,6 +5,9 @@ import { type CliDeps, type CommonOptions, example, socketPath, withCommon } fro
 import { makeInstancesCommand } from './commands/instances.js';
 import { makeKeysCommand, makeRevocationsCommand } from './commands/keys.js';
 import { errorLine } from './output.js';
+import { UsageError } from './usage-error.js';
+
+export { UsageError };
 
 export interface ServeOptions extends CommonOptions {
   store?: string; host?: string; port?: string; upstreamTimeout?: string; grace?: string; bodyLimit?: string; logLevel?: string;
@@ -25,9 +28,6 @@ export interface ProgramDeps extends CliDeps {
   console?(socketPath: string, opts: CommonOptions): Promise<void>;
   version: string;
 }
-
-/** A mistake in how the command was called: exit 2. */
-export class UsageError extends Error {}
 
 export function makeProgram(deps: ProgramDeps): Command {
   const program = new Command('ob-proxy')
@@ -93,9 +93,33 @@ export function makeProgram(deps: ProgramDeps): Command {
 
 function applyRecursively(cmd: Command, deps: CliDeps): void {
   cmd.exitOverride();
-  // Commander's errors quote the arguments given, which may come from a script's variables.
-  cmd.configureOutput({ writeOut: (s) => deps.io.out(s), writeErr: (s) => deps.io.err(s.split('\n').map(printable).join('\n')) });
+  // Commander's errors quote the arguments given, which may come from a script's variables; its
+  // "(Did you mean …?)" goes on the error's own line, as every error is one line.
+  cmd.configureOutput({
+    writeOut: (s) => deps.io.out(s),
+    writeErr: (s) => deps.io.err(s.replace(/\n\(Did you mean (.*)\?\)\n/g, ' (did you mean $1?)\n').split('\n').map(printable).join('\n')),
+  });
+  checkMandatoryLast(cmd);
   for (const sub of cmd.commands) applyRecursively(sub, deps);
+}
+
+/**
+ * Commander reports a missing mandatory option before an unknown one, so `keys create --nme foo`
+ * said --name was missing instead of suggesting it. Mandatory options are checked here instead,
+ * in a hook that runs after the unknown-option check.
+ */
+function checkMandatoryLast(cmd: Command): void {
+  const mandatory = cmd.options.filter((o) => o.mandatory);
+  if (mandatory.length === 0) return;
+  for (const o of mandatory) o.mandatory = false;
+  cmd.hook('preAction', (_self, action) => {
+    if (action !== cmd) return;
+    for (const o of mandatory) {
+      if (cmd.getOptionValue(o.attributeName()) === undefined) {
+        cmd.error(`error: required option '${o.flags}' not specified`, { code: 'commander.missingMandatoryOptionValue', exitCode: 2 });
+      }
+    }
+  });
 }
 
 /** Parses argv and runs; returns the exit code (0 ok, 1 refused, 2 usage, 3 daemon unreachable). */

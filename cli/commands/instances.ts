@@ -2,7 +2,28 @@ import { resolve } from 'node:path';
 import { Command } from 'commander';
 import type { InstanceView } from '../../src/wire/views.js';
 import { type CliDeps, type CommonOptions, example, withClient, withCommon } from '../common.js';
+import { confirmed } from '../confirm.js';
+import type { DaemonClient } from '../daemon-client.js';
 import { colours, printJson, secretBlock, shown, stateColour, table } from '../output.js';
+import { parsePackEnds } from '../pack-ends.js';
+
+const PACK_ENDS_HELP = 'when the paid uptime ends: an ISO 8601 time (2026-12-01T18:00:00Z) or a duration from now (+8h, +30d)';
+
+/** What the confirmation of each irreversible move says dies with it. */
+const DOOM = {
+  stop: (i: InstanceView) => `Stop instance ${i.id} (${i.model}) and revoke ${keysOf(i)} for ever?`,
+  fail: (i: InstanceView) => `Mark instance ${i.id} (${i.model}) failed and revoke ${keysOf(i)} for ever?`,
+  terminate: (i: InstanceView) => `Terminate instance ${i.id} (${i.model}) for good and revoke ${keysOf(i)} for ever?`,
+  remove: (i: InstanceView) => `Remove instance ${i.id} (${i.model}): revoke ${keysOf(i)} for ever (they answer 404) and forget the record?`,
+};
+
+function keysOf(i: InstanceView): string {
+  return i.activeKeys === 1 ? 'its 1 active key' : `its ${i.activeKeys} active keys`;
+}
+
+async function confirmDoom(deps: CliDeps, o: CommonOptions & { yes?: boolean }, cl: DaemonClient, id: string, action: keyof typeof DOOM): Promise<void> {
+  await confirmed(deps, o.yes, async () => DOOM[action](shown(await cl.getInstance(id))));
+}
 
 /** The daemon may run elsewhere in the tree: send it an absolute path. */
 function absolute(path: string | undefined): string | undefined {
@@ -45,12 +66,12 @@ export function makeInstancesCommand(deps: CliDeps): Command {
     .description('register an instance (state pending)')
     .requiredOption('--model <model>', 'model id the instance runs (gemma4:26b, qwen3.6:27b, or OB_PROXY_MODELS)')
     .option('--endpoint <url>', "model server's base URL, e.g. http://10.0.0.5:11434")
-    .option('--pack-ends <iso8601>', 'when the paid uptime ends, e.g. 2026-12-01T18:00:00Z')
+    .option('--pack-ends <time>', PACK_ENDS_HELP)
     .option('--upstream-token-file <path>', "file holding the model server's bearer token (e.g. vLLM --api-key), read by the daemon")
     .action(async (id: string, o: CommonOptions & { model: string; endpoint?: string; packEnds?: string; upstreamTokenFile?: string }) => {
-      const inst = await withClient(o, deps, (cl) => cl.addInstance({ id, model: o.model, endpoint: o.endpoint, packEndsAt: o.packEnds, upstreamTokenFile: absolute(o.upstreamTokenFile) }));
+      const inst = await withClient(o, deps, (cl) => cl.addInstance({ id, model: o.model, endpoint: o.endpoint, packEndsAt: o.packEnds === undefined ? undefined : parsePackEnds(o.packEnds, Date.now()), upstreamTokenFile: absolute(o.upstreamTokenFile) }));
       render(deps, o, inst, (i) => `Added instance ${i.id} (${i.model}), state pending. Make it ready with \`ob-proxy instances ready ${i.id}${i.endpoint === null ? ' --endpoint <url>' : ''}\`.`);
-    }), 'ob-proxy instances add gpu-1 --model gemma4:26b --endpoint http://10.0.0.5:11434');
+    }), 'ob-proxy instances add gpu-1 --model gemma4:26b --endpoint http://10.0.0.5:11434 --pack-ends +8h');
 
   example(withCommon(cmd.command('ready <id>'))
     .description('mark an instance ready; prints its default key once')
@@ -72,35 +93,50 @@ export function makeInstancesCommand(deps: CliDeps): Command {
       }
     }), 'ob-proxy instances ready gpu-1 --endpoint http://10.0.0.5:11434', 'ob-proxy instances ready gpu-1 --no-wait --json');
 
-  const moves = [
-    ['pending', 'move a ready instance back to pending (keys stay active, answered 409 until ready)'],
+  example(withCommon(cmd.command('pending <id>'))
+    .description('move a ready instance back to pending (keys stay active, answered 409 until ready)')
+    .action(async (id: string, o: CommonOptions) => {
+      const inst = await withClient(o, deps, (cl) => cl.move(id, 'pending'));
+      render(deps, o, inst, (i) => `Instance ${i.id} is now ${i.state}. Its ${i.activeKeys} key(s) stay active and answer 409 until it is ready.`);
+    }), 'ob-proxy instances pending gpu-1');
+
+  const halts = [
     ['stop', 'stop the instance and revoke all its keys for ever'],
     ['fail', 'mark the instance failed and revoke all its keys for ever'],
     ['terminate', 'terminate the instance and revoke all its keys for ever'],
   ] as const;
-  for (const [action, description] of moves) {
+  for (const [action, description] of halts) {
     example(withCommon(cmd.command(`${action} <id>`))
-      .description(description)
-      .action(async (id: string, o: CommonOptions) => {
-        const inst = await withClient(o, deps, (cl) => cl.move(id, action));
-        render(deps, o, inst, (i) => `Instance ${i.id} is now ${i.state}.${action === 'pending' ? ` Its ${i.activeKeys} key(s) stay active and answer 409 until it is ready.` : ' All its keys are revoked.'}`);
-      }), `ob-proxy instances ${action} gpu-1`);
+      .description(`${description} (asks first on a terminal)`)
+      .option('-y, --yes', 'do not ask for confirmation')
+      .action(async (id: string, o: CommonOptions & { yes?: boolean }) => {
+        const inst = await withClient(o, deps, async (cl) => {
+          await confirmDoom(deps, o, cl, id, action);
+          return cl.move(id, action);
+        });
+        render(deps, o, inst, (i) => `Instance ${i.id} is now ${i.state}. All its keys are revoked.`);
+      }), `ob-proxy instances ${action} gpu-1`, `ob-proxy instances ${action} gpu-1 --yes`);
   }
 
   example(withCommon(cmd.command('extend <id>'))
     .description('extend the pack: same id, keys untouched')
-    .requiredOption('--pack-ends <iso8601>', 'the new end of the paid uptime')
+    .requiredOption('--pack-ends <time>', PACK_ENDS_HELP)
     .action(async (id: string, o: CommonOptions & { packEnds: string }) => {
-      const inst = await withClient(o, deps, (cl) => cl.extend(id, o.packEnds));
+      const packEndsAt = parsePackEnds(o.packEnds, Date.now());
+      const inst = await withClient(o, deps, (cl) => cl.extend(id, packEndsAt));
       render(deps, o, inst, (i) => `Pack of ${i.id} now ends ${i.packEndsAt}; its ${i.activeKeys} key(s) keep working.`);
-    }), 'ob-proxy instances extend gpu-1 --pack-ends 2026-12-24T18:00:00Z');
+    }), 'ob-proxy instances extend gpu-1 --pack-ends +30d', 'ob-proxy instances extend gpu-1 --pack-ends 2026-12-24T18:00:00Z');
 
   example(withCommon(cmd.command('remove <id>'))
-    .description('revoke all its keys and forget the instance (its keys then answer 404)')
-    .action(async (id: string, o: CommonOptions) => {
-      const inst = await withClient(o, deps, (cl) => cl.remove(id));
+    .description('revoke all its keys and forget the instance (its keys then answer 404; asks first on a terminal)')
+    .option('-y, --yes', 'do not ask for confirmation')
+    .action(async (id: string, o: CommonOptions & { yes?: boolean }) => {
+      const inst = await withClient(o, deps, async (cl) => {
+        await confirmDoom(deps, o, cl, id, 'remove');
+        return cl.remove(id);
+      });
       render(deps, o, inst, (i) => `Removed instance ${i.id}. All its keys are revoked; they answer 404 deployment_not_found.`);
-    }), 'ob-proxy instances remove gpu-1');
+    }), 'ob-proxy instances remove gpu-1', 'ob-proxy instances remove gpu-1 --yes');
 
   example(withCommon(cmd.command('list'))
     .description('list instances with state, model, endpoint, pack end, active keys')

@@ -1,6 +1,7 @@
 import { Command } from 'commander';
 import type { KeyView, RevocationView } from '../../src/wire/views.js';
 import { type CliDeps, type CommonOptions, example, withClient, withCommon } from '../common.js';
+import { confirmed } from '../confirm.js';
 import { colours, printJson, secretBlock, shown, table } from '../output.js';
 
 function keyRows(deps: CliDeps, keys: KeyView[]): string {
@@ -21,12 +22,14 @@ export function makeKeysCommand(deps: CliDeps): Command {
     .description('create a named key for a ready instance; prints the secret once')
     .requiredOption('--instance <id>', 'the ready instance the key is bound to')
     .requiredOption('--name <name>', 'a name for the key (who or what uses it)')
-    .action(async (o: CommonOptions & { instance: string; name: string }) => {
+    .option('-q, --quiet', 'print only the secret, for OB_KEY=$(ob-proxy keys create … -q)')
+    .action(async (o: CommonOptions & { instance: string; name: string; quiet?: boolean }) => {
       const [answer, status] = await withClient(o, deps, async (cl) => [await cl.createKey(o.instance, o.name), await cl.status()] as const);
       if (o.json === true) return printJson(deps.io, answer);
+      if (o.quiet === true) return deps.io.out(`${shown(answer.secret)}\n`);
       const key = shown(answer);
       deps.io.out(secretBlock(colours(deps.io), `Key "${key.name}" (id ${key.id}) for instance ${key.instance}:`, key.secret, shown(status.baseUrl)));
-    }), 'ob-proxy keys create --instance gpu-1 --name ci-bot');
+    }), 'ob-proxy keys create --instance gpu-1 --name ci-bot', 'OB_KEY=$(ob-proxy keys create --instance gpu-1 --name ci-bot -q)');
 
   example(withCommon(cmd.command('list'))
     .description('list key records (never secrets)')
@@ -38,13 +41,23 @@ export function makeKeysCommand(deps: CliDeps): Command {
     }), 'ob-proxy keys list --instance gpu-1');
 
   example(withCommon(cmd.command('revoke <key-id>'))
-    .description('revoke one key, for ever')
-    .action(async (id: string, o: CommonOptions) => {
-      const answer = await withClient(o, deps, (cl) => cl.revokeKey(id));
+    .description('revoke one key, for ever (asks first on a terminal)')
+    .option('-y, --yes', 'do not ask for confirmation')
+    .action(async (id: string, o: CommonOptions & { yes?: boolean }) => {
+      const answer = await withClient(o, deps, async (cl) => {
+        await confirmed(deps, o.yes, async () => {
+          const key = (await cl.listKeys()).find((k) => k.id === id);
+          // An unknown or revoked key: nothing to ask, the daemon's refusal says why.
+          if (key === undefined || key.status !== 'active') return null;
+          const k = shown(key);
+          return `Revoke key "${k.name}" (${k.hint}) of instance ${k.instance} for ever?`;
+        });
+        return cl.revokeKey(id);
+      });
       if (o.json === true) return printJson(deps.io, answer);
       const key = shown(answer);
       deps.io.out(`Revoked key ${key.id} ("${key.name}") of instance ${key.instance}. It answers 401 from now on.\n`);
-    }), 'ob-proxy keys revoke 3fA9kQ2mXz1B');
+    }), 'ob-proxy keys revoke 3fA9kQ2mXz1B', 'ob-proxy keys revoke 3fA9kQ2mXz1B --yes');
 
   example(withCommon(cmd.command('reveal <key-id>'))
     .description("print a default key's secret that was never displayed (after `ready --no-wait`)")

@@ -26,6 +26,7 @@ interface BenchDoc {
   results: Record<string, Record<string, Run>>;
   paced: Record<string, StreamRun>;
   held: Record<string, StreamRun & { perStreamKB: number }>;
+  cli: { runs: number; commands: { command: string; medianMs: number; overNodeMs: number }[] } | null;
 }
 
 function runBench(args: string[]): Promise<{ code: number; stderr: string }> {
@@ -71,8 +72,13 @@ describe('npm run bench (smoke)', () => {
       expect(held.maxOpen, `held ${t}: streams open at once`).toBe(STREAMS);
     }
 
+    // The CLI scenario ran every command against `node -e 0`; its figures are reported, never judged here.
+    expect(doc.cli!.commands.map((c) => c.command)).toEqual(['node -e 0', 'ob-proxy --help', 'ob-proxy instances list', 'ob-proxy keys list']);
+    for (const c of doc.cli!.commands) expect(c.medianMs, c.command).toBeGreaterThan(0);
+
     const text = await readFile(md, 'utf8');
     expect(text).toContain('## Targets of issue 4 (ob-proxy)');
+    expect(text).toContain('## CLI start-up (issue 14)');
     for (const title of ['Non-streaming, 64 connections', 'Streaming 64 chunks, 1 connection', 'Large request body', `${STREAMS} concurrent slow streams`]) {
       expect(text).toContain(title);
     }

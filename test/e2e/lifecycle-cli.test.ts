@@ -214,7 +214,8 @@ describe('CLI conventions', () => {
     const model = await runCli(['instances', 'add', 'x1', '--model', 'llama3'], { home });
     expect(model.stderr).toMatch(/Unknown model "llama3": use one of gemma4:26b, qwen3.6:27b/);
     const date = await runCli(['instances', 'add', 'x1', '--model', MODEL, '--pack-ends', 'tomorrow'], { home });
-    expect(date.stderr).toMatch(/packEndsAt must be an ISO 8601 time/);
+    // A usage error, checked by the CLI, naming the flag (issue 14).
+    expect([date.code, date.stderr]).toEqual([2, expect.stringMatching(/^error: --pack-ends must be an ISO 8601 time/)]);
     await cliJson(['instances', 'add', 'x1', '--model', MODEL], home);
     const noEndpoint = await runCli(['instances', 'ready', 'x1'], { home });
     expect(noEndpoint.stderr).toMatch(/has no endpoint: give --endpoint URL/);

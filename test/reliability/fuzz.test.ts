@@ -234,19 +234,19 @@ describe('management API: ids, names and dates', () => {
 });
 
 describe('the CLI refuses bad input with one clear line', () => {
-  it('exit 1 and one stderr line for each bad id, name and date', async () => {
+  it('exit 1 (refused) or 2 (a bad date: usage) and one stderr line for each bad id, name and date', async () => {
     const home = h.home;
-    const cases: [string[], RegExp][] = [
-      [['instances', 'add', '../x', '--model', MODEL], /Instance id must be/],
-      [['instances', 'add', 'a'.repeat(300), '--model', MODEL], /Instance id must be/],
-      [['instances', 'add', 'é', '--model', MODEL], /Instance id must be/],
-      [['keys', 'create', '--instance', 'fuzz', '--name', 'x\u001b[2Jy'], /control or invisible/],
-      [['keys', 'create', '--instance', 'fuzz', '--name', ''], /must not be empty|required/],
-      [['instances', 'extend', 'fuzz', '--pack-ends', 'next week'], /ISO 8601/],
+    const cases: [string[], RegExp, number][] = [
+      [['instances', 'add', '../x', '--model', MODEL], /Instance id must be/, 1],
+      [['instances', 'add', 'a'.repeat(300), '--model', MODEL], /Instance id must be/, 1],
+      [['instances', 'add', 'é', '--model', MODEL], /Instance id must be/, 1],
+      [['keys', 'create', '--instance', 'fuzz', '--name', 'x\u001b[2Jy'], /control or invisible/, 1],
+      [['keys', 'create', '--instance', 'fuzz', '--name', ''], /must not be empty|required/, 1],
+      [['instances', 'extend', 'fuzz', '--pack-ends', 'next week'], /--pack-ends must be an ISO 8601/, 2],
     ];
-    for (const [args, message] of cases) {
+    for (const [args, message, code] of cases) {
       const r = await runCli([...args, '--socket', h.config.socket], { home });
-      expect({ args: args.join(' ').slice(0, 60), code: r.code, stdout: r.stdout }).toEqual({ args: args.join(' ').slice(0, 60), code: 1, stdout: '' });
+      expect({ args: args.join(' ').slice(0, 60), code: r.code, stdout: r.stdout }).toEqual({ args: args.join(' ').slice(0, 60), code, stdout: '' });
       expect(r.stderr.trim().split('\n')).toHaveLength(1);
       expect(r.stderr).toMatch(message);
     }
