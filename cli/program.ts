@@ -8,7 +8,7 @@ import { errorLine } from './output.js';
 
 export interface ServeOptions extends CommonOptions {
   store?: string; host?: string; port?: string; upstreamTimeout?: string; grace?: string; bodyLimit?: string; logLevel?: string;
-  maxFrameBytes?: string; maxAnswerBytes?: string; maxErrorBytes?: string; responseDeadline?: string;
+  maxFrameBytes?: string; maxAnswerBytes?: string; maxErrorBytes?: string; responseDeadline?: string; maxStale?: string;
 }
 export interface SimulateOptions {
   port: string; host: string; model: string[]; firstTokenMs?: string; tokensPerSecond?: string; chunks?: string;
@@ -38,7 +38,8 @@ export function makeProgram(deps: ProgramDeps): Command {
     .description('run the daemon in the foreground: proxy on TCP, management on the Unix socket')
     .addOption(new Option('--host <host>', 'public listener address (default 127.0.0.1)').env('OB_PROXY_HOST'))
     .addOption(new Option('--port <port>', 'public listener port (default 8080)').env('OB_PROXY_PORT'))
-    .addOption(new Option('--store <path>', 'store file (default <home>/db.json)').env('OB_PROXY_STORE'))
+    .addOption(new Option('--store <path-or-url>', 'store file (default <home>/db.json), or postgres://… shared by several daemons').env('OB_PROXY_STORE'))
+    .addOption(new Option('--max-stale <seconds>', 'with postgres://: refuse keys when out of sync with it for longer (default 30)').env('OB_PROXY_MAX_STALE'))
     .addOption(new Option('--upstream-timeout <seconds>', 'wait for model server headers / between chunks (default 300)').env('OB_PROXY_UPSTREAM_TIMEOUT'))
     .addOption(new Option('--grace <seconds>', 'on SIGTERM, time for in-flight requests to finish (default 30)').env('OB_PROXY_GRACE'))
     .addOption(new Option('--body-limit <bytes>', 'largest request body (default 16 MiB)').env('OB_PROXY_BODY_LIMIT'))

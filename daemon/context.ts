@@ -30,6 +30,10 @@ export interface DaemonContext {
   baseUrl: string;
   version: string;
   startedAt: string;
+  /** Where the store is, for `status` (a PostgreSQL URL without its password). */
+  storeLocation: string;
+  /** Out of sync with a shared store for longer than --max-stale: every key is refused (503). */
+  storeStale: boolean;
   /** Wakes the pack-end timer after a change to instances. */
   packTimerChanged(): void;
 }

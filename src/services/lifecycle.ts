@@ -7,7 +7,7 @@ import {
 import { type AuditEvent, type KeyRecord, type RevokeReason, emptyUsage } from '../domain/key.js';
 import { validateInstanceId, validateKeyName, validateTimestamp, validateTokenFile } from '../domain/validate.js';
 import { ObProxyError, obError } from '../errors.js';
-import type { Mutation, Store } from '../store/store.js';
+import type { Mutation, Store, StoreChange, StoreData, UsageDelta } from '../store/store.js';
 import { upgradeStoreData } from '../store/upgrade.js';
 import { Mutex } from './mutex.js';
 import { Registry, isLive } from './registry.js';
@@ -33,7 +33,8 @@ export interface ReadyResult {
   defaultKey: Promise<KeyRecord | null>;
 }
 
-export type ChangeListener = (event: AuditEvent) => void;
+/** `origin` says whether the change was made through this daemon or heard from a shared store. */
+export type ChangeListener = (event: AuditEvent, origin: 'local' | 'remote') => void;
 
 export const DEFAULT_KEY_NAME = 'default';
 
@@ -61,7 +62,10 @@ export class LifecycleService {
     const upgraded = upgradeStoreData(await deps.store.load(), { newId: deps.deploymentId ?? randomUUID, now: iso(deps.clock.now()) });
     // Written before the daemon serves: an old store's keys of removed deployments stay revoked.
     if (upgraded.mutations.length > 0) await deps.store.commit(upgraded.mutations);
-    return new LifecycleService(deps, Registry.from(upgraded.data));
+    const lc = new LifecycleService(deps, Registry.from(upgraded.data));
+    // A shared store: what other daemons change reaches this registry, and this daemon's listeners.
+    deps.store.subscribe?.({ changes: (c) => lc.applyRemote(c), reload: (d) => lc.applySnapshot(d) });
+    return lc;
   }
 
   get models(): readonly string[] {
@@ -81,10 +85,90 @@ export class LifecycleService {
     return { seq: ++this.registry.lastSeq, at: this.now(), ...partial };
   }
 
-  private emit(events: AuditEvent[]): void {
+  private emit(events: AuditEvent[], origin: 'local' | 'remote' = 'local'): void {
     for (const e of events) {
       this.registry.events.push(e);
-      for (const l of this.listeners) l(e);
+      if (e.seq > this.registry.lastSeq) this.registry.lastSeq = e.seq;
+      for (const l of this.listeners) l(e, origin);
+    }
+  }
+
+  /**
+   * Changes heard from a shared store, made through other daemons (or by the store itself, such
+   * as a key another daemon created while this one stopped its instance, revoked with the rest).
+   * Applied under the same mutex as local changes, state first and then the events, so that a
+   * listener (ending in-flight work of a revoked key, the console's live events) sees the state
+   * its event describes. Records the request path holds are updated in place: a key revoked
+   * elsewhere is refused by the very object a request in flight checks again.
+   */
+  applyRemote(changes: readonly StoreChange[]): Promise<void> {
+    return this.mutex.run(async () => {
+      const events: AuditEvent[] = [];
+      for (const c of changes) {
+        for (const m of c.mutations) {
+          if (m.op === 'appendEvent') events.push(m.event);
+          else this.applyState(m);
+        }
+      }
+      this.emit(events.sort((a, b) => a.seq - b.seq), 'remote');
+    });
+  }
+
+  /** The whole state again (a shared store found a gap in what this daemon heard). */
+  applySnapshot(data: StoreData): Promise<void> {
+    return this.mutex.run(async () => {
+      const ids = new Set(data.instances.map((i) => i.id));
+      for (const id of [...this.registry.instances.keys()]) if (!ids.has(id)) this.applyState({ op: 'deleteInstance', id });
+      for (const instance of data.instances) this.applyState({ op: 'putInstance', instance });
+      for (const key of data.keys) {
+        this.applyState({ op: 'putKey', key });
+        const known = this.registry.keys.get(key.id);
+        if (known !== undefined) {
+          known.usage = { ...key.usage };
+          known.lastUsedAt = key.lastUsedAt;
+        }
+      }
+      const seen = new Set(this.registry.events.map((e) => e.seq));
+      this.emit(data.events.filter((e) => !seen.has(e.seq)).sort((a, b) => a.seq - b.seq), 'remote');
+    });
+  }
+
+  private applyState(m: Mutation): void {
+    switch (m.op) {
+      case 'putInstance': {
+        const inst = structuredClone(m.instance);
+        this.registry.instances.set(inst.id, inst);
+        if (!isLive(inst)) for (const k of this.registry.keysOf(inst.id)) this.undisplayed.delete(k.id);
+        break;
+      }
+      case 'deleteInstance':
+        this.registry.instances.delete(m.id);
+        for (const k of this.registry.keysOf(m.id)) this.undisplayed.delete(k.id);
+        break;
+      case 'putKey': {
+        const known = this.registry.keys.get(m.key.id);
+        if (known === undefined) {
+          this.registry.putKey(structuredClone(m.key));
+        } else if (known.status === 'active' && m.key.status === 'revoked') {
+          // Revoked wins; a key is never made active again.
+          known.status = 'revoked';
+          known.revokedAt = m.key.revokedAt;
+          known.revokeReason = m.key.revokeReason;
+          this.undisplayed.delete(known.id);
+        }
+        break;
+      }
+      case 'addUsage': {
+        const key = this.registry.keys.get(m.keyId);
+        if (key === undefined) break;
+        key.usage.requests += m.requests;
+        key.usage.promptTokens += m.promptTokens;
+        key.usage.completionTokens += m.completionTokens;
+        if (m.lastUsedAt !== null && (key.lastUsedAt === null || m.lastUsedAt > key.lastUsedAt)) key.lastUsedAt = m.lastUsedAt;
+        break;
+      }
+      case 'appendEvent':
+        break;
     }
   }
 
@@ -223,7 +307,7 @@ export class LifecycleService {
     const ev = this.event({ type: 'instance.state', instance: inst.id, state: next, reason });
     this.registry.instances.set(inst.id, updated);
     for (const k of this.registry.keysOf(inst.id)) this.undisplayed.delete(k.id);
-    await this.writeRevocations([...mutations, { op: 'putInstance', instance: updated }, { op: 'appendEvent', event: ev }]);
+    await this.writeRevocations([...mutations, { op: 'putInstance', instance: updated, prev: inst }, { op: 'appendEvent', event: ev }]);
     this.emit([...events, ev]);
     return updated;
   }
@@ -266,7 +350,7 @@ export class LifecycleService {
   private async moveTo(inst: Instance, next: InstanceState, patch: Partial<Instance>): Promise<Instance> {
     const updated: Instance = { ...inst, ...patch, state: next, updatedAt: this.now() };
     const ev = this.event({ type: 'instance.state', instance: inst.id, state: next });
-    await this.write([{ op: 'putInstance', instance: updated }, { op: 'appendEvent', event: ev }]);
+    await this.write([{ op: 'putInstance', instance: updated, prev: inst }, { op: 'appendEvent', event: ev }]);
     this.registry.instances.set(inst.id, updated);
     this.emit([ev]);
     return updated;
@@ -284,7 +368,7 @@ export class LifecycleService {
       }
       const updated: Instance = { ...inst, packEndsAt: at, updatedAt: this.now() };
       const ev = this.event({ type: 'instance.extended', instance: id, packEndsAt: at });
-      await this.write([{ op: 'putInstance', instance: updated }, { op: 'appendEvent', event: ev }]);
+      await this.write([{ op: 'putInstance', instance: updated, prev: inst }, { op: 'appendEvent', event: ev }]);
       this.registry.instances.set(id, updated);
       this.emit([ev]);
       return updated;
@@ -312,6 +396,9 @@ export class LifecycleService {
   endDuePacks(): Promise<Instance[]> {
     return this.mutex.run(async () => {
       const ended: Instance[] = [];
+      // With a shared store one daemon ends packs for all (the others refuse the keys from
+      // packEndsAt meanwhile, and hear the revocations from it).
+      if (this.deps.store.holdsChores?.() === false) return ended;
       const now = this.deps.clock.now();
       for (const inst of [...this.registry.instances.values()]) {
         if (inst.packEndsAt !== null && isLive(inst) && Date.parse(inst.packEndsAt) <= now) {
@@ -379,10 +466,10 @@ export class LifecycleService {
     });
   }
 
-  /** Persists usage counters gathered in memory by the data plane; never per request. */
-  flushUsage(dirty: Iterable<KeyRecord>): Promise<void> {
+  /** Persists usage gathered in memory by the data plane, as increments; never per request. */
+  flushUsage(dirty: Iterable<UsageDelta>): Promise<void> {
     const mutations: Mutation[] = [];
-    for (const key of dirty) mutations.push({ op: 'putKey', key: { ...key, usage: { ...key.usage } } });
+    for (const d of dirty) mutations.push({ op: 'addUsage', ...d });
     if (mutations.length === 0) return Promise.resolve();
     return this.write(mutations);
   }

@@ -145,6 +145,6 @@ describe('UsageTracker', () => {
       expect(key.lastUsedAt).toBe(new Date(ms).toISOString());
     }
     expect(key.usage).toEqual({ requests: 5, promptTokens: 5, completionTokens: 10 });
-    expect(usage.takeDirty()).toEqual([key]);
+    expect(usage.takeDirty()).toMatchObject([{ requests: 5, promptTokens: 5, completionTokens: 10, lastUsedAt: key.lastUsedAt }]);
   });
 });
