@@ -147,7 +147,12 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
       log.warn({ err: (err as Error).message }, 'usage flush failed; will retry');
     }
   };
-  const usageTimer = setInterval(() => void flushUsage(), config.usageFlushMs);
+  const usageTimer = setInterval(() => {
+    void flushUsage();
+    // A shared store: a revocation written late still reaches the other daemons soon after the
+    // database is back, not only with this daemon's next management change.
+    if (store.subscribe !== undefined) lifecycle.retryUnwritten().catch(() => {});
+  }, config.usageFlushMs);
 
   // Changes made through other daemons of a shared store: the pack timer and the instance's
   // upstream token follow them, as they follow this daemon's own management routes.

@@ -179,6 +179,17 @@ export class LifecycleService {
     this.unwritten = [];
   }
 
+  /**
+   * Runs a management change under the mutex, after hearing what a shared store has that this
+   * daemon has not yet: a command given right after a change through another daemon decides from
+   * that change. (The store still refuses a change decided on a stale view: this only spares
+   * the operator the refusal.) Nothing to hear, or a store out of reach: straight on.
+   */
+  private async fresh<T>(fn: () => Promise<T>): Promise<T> {
+    await this.deps.store.sync?.().catch(() => {});
+    return this.mutex.run(fn);
+  }
+
   getInstance(id: string): Instance {
     const inst = this.registry.instances.get(id);
     if (inst === undefined) throw obError('instance_not_found', { message: `No instance "${id}". List instances with \`ob-proxy instances list\`.` });
@@ -186,7 +197,7 @@ export class LifecycleService {
   }
 
   addInstance(input: { id: unknown; model: unknown; endpoint?: unknown; packEndsAt?: unknown; upstreamTokenFile?: unknown }): Promise<Instance> {
-    return this.mutex.run(async () => {
+    return this.fresh(async () => {
       const id = validateInstanceId(input.id);
       if (typeof input.model !== 'string' || !this.deps.models.includes(input.model)) {
         throw obError('unknown_model', {
@@ -219,7 +230,7 @@ export class LifecycleService {
 
   /** Moves to ready; the default key is made in the background (SPEC §3). */
   async ready(id: string, options: { endpoint?: unknown; upstreamTokenFile?: unknown } = {}): Promise<ReadyResult> {
-    const instance = await this.mutex.run(async () => {
+    const instance = await this.fresh(async () => {
       const inst = this.getInstance(id);
       assertTransition(inst, 'ready');
       const endpoint = options.endpoint == null ? inst.endpoint : normalizeEndpoint(String(options.endpoint));
@@ -285,7 +296,7 @@ export class LifecycleService {
   }
 
   pending(id: string): Promise<Instance> {
-    return this.mutex.run(async () => {
+    return this.fresh(async () => {
       const inst = this.getInstance(id);
       assertTransition(inst, 'pending');
       return this.moveTo(inst, 'pending', {});
@@ -294,7 +305,7 @@ export class LifecycleService {
 
   /** stop / fail / terminate: every key is revoked, durably, before this resolves. */
   halt(id: string, action: 'stop' | 'fail' | 'terminate'): Promise<Instance> {
-    return this.mutex.run(async () => {
+    return this.fresh(async () => {
       const inst = this.getInstance(id);
       const next = assertTransition(inst, action);
       return this.haltLocked(inst, next, REVOKING_ACTIONS[action]);
@@ -357,7 +368,7 @@ export class LifecycleService {
   }
 
   extend(id: string, packEndsAt: unknown): Promise<Instance> {
-    return this.mutex.run(async () => {
+    return this.fresh(async () => {
       const inst = this.getInstance(id);
       if (!isLive(inst)) {
         throw obError('invalid_transition', { message: `Instance "${id}" is ${inst.state}; only a pending or ready instance's pack can be extended.` });
@@ -380,7 +391,7 @@ export class LifecycleService {
    * added later with the same id is another deployment (a new internal id), with new keys.
    */
   remove(id: string): Promise<Instance> {
-    return this.mutex.run(async () => {
+    return this.fresh(async () => {
       const inst = this.getInstance(id);
       const { mutations, events } = this.revokeAllInMemory(id, 'instance_removed');
       const ev = this.event({ type: 'instance.removed', instance: id, state: inst.state });
@@ -421,7 +432,7 @@ export class LifecycleService {
   }
 
   createKey(instanceId: string, name: unknown): Promise<CreatedKey> {
-    return this.mutex.run(async () => {
+    return this.fresh(async () => {
       const keyName = validateKeyName(name);
       const inst = this.getInstance(instanceId);
       if (inst.state !== 'ready') {
@@ -452,7 +463,7 @@ export class LifecycleService {
   }
 
   revokeKey(keyId: string): Promise<KeyRecord> {
-    return this.mutex.run(async () => {
+    return this.fresh(async () => {
       const key = this.getKey(keyId);
       if (key.status === 'revoked') throw obError('key_revoked', { message: `Key ${keyId} was already revoked at ${key.revokedAt} (${key.revokeReason}).` });
       key.status = 'revoked';
@@ -472,6 +483,18 @@ export class LifecycleService {
     for (const d of dirty) mutations.push({ op: 'addUsage', ...d });
     if (mutations.length === 0) return Promise.resolve();
     return this.write(mutations);
+  }
+
+  /**
+   * Writes what earlier writes could not (a revocation made while the database was away), without
+   * waiting for the next management change: on a shared store the other daemons learn of it only
+   * once it is written. Called on the daemon's usage-flush period.
+   */
+  retryUnwritten(): Promise<void> {
+    if (this.unwritten.length === 0) return Promise.resolve();
+    return this.mutex.run(async () => {
+      if (this.unwritten.length > 0) await this.write([]);
+    });
   }
 
   /** Writes what earlier writes could not; if that fails too, says exactly what is lost. */

@@ -175,6 +175,11 @@ export class PostgresStore implements Store {
     void this.tick();
   }
 
+  async sync(): Promise<void> {
+    this.wake();
+    await this.pulling;
+  }
+
   /** Reads the change log now (a notification, or a commit that made extras). */
   private wake(): void {
     if (this.feed === null || this.closed) return;

@@ -65,6 +65,8 @@ export interface Store {
    * daemon did not know it yet). Absent: this daemon is the only writer.
    */
   subscribe?(feed: StoreFeed): void;
+  /** A shared store: delivers what other daemons committed so far, before resolving. */
+  sync?(): Promise<void>;
   /**
    * When this daemon last knew itself in sync with a shared store (ms since the epoch): the
    * request path refuses keys once that is longer ago than --max-stale. Absent: always in sync.
