@@ -4,6 +4,7 @@ import { printable } from '../src/printable.js';
 import { type CliDeps, type CommonOptions, example, socketPath, withCommon } from './common.js';
 import { makeInstancesCommand } from './commands/instances.js';
 import { makeKeysCommand, makeRevocationsCommand } from './commands/keys.js';
+import { makeStoreCommand } from './commands/store.js';
 import { errorLine } from './output.js';
 
 export interface ServeOptions extends CommonOptions {
@@ -53,6 +54,7 @@ export function makeProgram(deps: ProgramDeps): Command {
   program.addCommand(makeInstancesCommand(deps));
   program.addCommand(makeKeysCommand(deps));
   program.addCommand(makeRevocationsCommand(deps));
+  program.addCommand(makeStoreCommand(deps));
 
   program.addCommand(example(withCommon(new Command('console'))
     .description('the interactive terminal console')

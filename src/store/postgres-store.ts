@@ -4,6 +4,7 @@ import type { Instance } from '../domain/instance.js';
 import type { AuditEvent, KeyRecord } from '../domain/key.js';
 import { ObProxyError, obError } from '../errors.js';
 import { applyBatch } from './postgres/apply.js';
+import { type TableCounts, countTables, countsOf, importData } from './postgres/import.js';
 import { CHORES_LOCK, LOCK_SPACE, migrate } from './postgres/migrations.js';
 import { STORE_VERSION, type Mutation, type Store, type StoreChange, type StoreData, type StoreFeed } from './store.js';
 import { validateStoreData } from './store-validation.js';
@@ -159,6 +160,42 @@ export class PostgresStore implements Store {
         message: `The store ${this.location} could not be written (${errText(err)}); nothing was changed. Check that PostgreSQL is running and reachable.`,
         cause: err,
       });
+    }
+  }
+
+  /**
+   * `ob-proxy store migrate`: writes a whole store into this database in one transaction, after
+   * checking it is empty (unless `force`), and verifies the counts before committing: a copy
+   * that does not match changes nothing.
+   */
+  async replaceAll(data: StoreData, force: boolean): Promise<TableCounts> {
+    const client = await this.pool.connect();
+    try {
+      if (!this.migrated) {
+        await migrate(client, this.location);
+        this.migrated = true;
+      }
+      await client.query('BEGIN');
+      // The counter row first, as every write does: no daemon writes meanwhile.
+      await client.query('SELECT change_no FROM ob_meta WHERE id = 1 FOR UPDATE');
+      const before = await countTables(client);
+      if (!force && before.instances + before.keys + before.events > 0) {
+        throw new Error(`The store ${this.location} is not empty (${before.instances} instance(s), ${before.keys} key(s), ${before.events} event(s)); nothing was changed. Pass --force to replace its contents.`);
+      }
+      await importData(client, data);
+      const expected = countsOf(data);
+      const found = await countTables(client);
+      const wrong = (Object.keys(expected) as (keyof TableCounts)[]).filter((k) => expected[k] !== found[k]);
+      if (wrong.length > 0) {
+        throw new Error(`The copy into ${this.location} does not match (${wrong.map((k) => `${k}: ${expected[k]} expected, ${found[k]} found`).join('; ')}); nothing was changed.`);
+      }
+      await client.query('COMMIT');
+      return found;
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => {});
+      throw err;
+    } finally {
+      client.release();
     }
   }
 
