@@ -78,6 +78,13 @@ export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string): Co
   if (/^[a-z][a-z0-9+.-]*:\/\//i.test(store) && !/^postgres(ql)?:\/\//i.test(store)) {
     throw obError('invalid_argument', { param: 'store', message: `Store "${store.split('@').pop()}" is not supported: use a lowdb file path (default <home>/db.json) or a postgres:// URL.` });
   }
+  const maxStaleMs = number('max-stale', pick(flags.maxStale, env.OB_PROXY_MAX_STALE), 30, { min: 1, max: 86400 }) * 1000;
+  const storeCatchupMs = number('store-catchup-ms', env.OB_PROXY_STORE_CATCHUP_MS, 2000, { min: 50, max: 600_000, integer: true });
+  // In sync means a catch-up read succeeded: a bound shorter than their period would refuse
+  // every key all the time.
+  if (maxStaleMs <= storeCatchupMs) {
+    throw obError('invalid_argument', { param: 'max-stale', message: `--max-stale (${maxStaleMs / 1000} s) must be longer than the store's catch-up period (${storeCatchupMs / 1000} s, OB_PROXY_STORE_CATCHUP_MS).` });
+  }
   return {
     home,
     store,
@@ -99,8 +106,8 @@ export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string): Co
     logLevel: pick(flags.logLevel, env.OB_PROXY_LOG_LEVEL) ?? 'info',
     usageFlushMs: number('usage-flush', env.OB_PROXY_USAGE_FLUSH_MS, 5000, { min: 10, max: 3_600_000 }),
     badKeyLimit: number('bad-key-limit', env.OB_PROXY_BAD_KEY_LIMIT, 30, { min: 0, max: 1_000_000, integer: true }),
-    maxStaleMs: number('max-stale', pick(flags.maxStale, env.OB_PROXY_MAX_STALE), 30, { min: 1, max: 86400 }) * 1000,
-    storeCatchupMs: number('store-catchup-ms', env.OB_PROXY_STORE_CATCHUP_MS, 2000, { min: 50, max: 600_000, integer: true }),
+    maxStaleMs,
+    storeCatchupMs,
     storeNotify: env.OB_PROXY_TEST_NO_NOTIFY !== '1',
     corsOrigins: (env.OB_PROXY_CORS_ORIGINS ?? '').split(',').map((o) => o.trim().replace(/\/$/, '')).filter((o) => o !== ''),
   };

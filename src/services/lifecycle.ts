@@ -397,7 +397,7 @@ export class LifecycleService {
       const ev = this.event({ type: 'instance.removed', instance: id, state: inst.state });
       this.registry.instances.delete(id);
       for (const k of this.registry.keysOf(id)) this.undisplayed.delete(k.id);
-      await this.writeRevocations([...mutations, { op: 'deleteInstance', id }, { op: 'appendEvent', event: ev }]);
+      await this.writeRevocations([...mutations, { op: 'deleteInstance', id, deployment: inst.deployment }, { op: 'appendEvent', event: ev }]);
       this.emit([...events, ev]);
       return inst;
     });

@@ -66,6 +66,8 @@ export class PostgresStore implements Store {
   private chores = false;
   private timer: NodeJS.Timeout | undefined;
   private pulling: Promise<void> | null = null;
+  /** The first period's work (session, first read): a sync waits for it. */
+  private following: Promise<void> | null = null;
   private pullAgain = false;
   private closed = false;
   private migrated = false;
@@ -209,10 +211,11 @@ export class PostgresStore implements Store {
 
   subscribe(feed: StoreFeed): void {
     this.feed = feed;
-    void this.tick();
+    this.following = this.tick();
   }
 
   async sync(): Promise<void> {
+    await this.following;
     this.wake();
     await this.pulling;
   }
@@ -245,13 +248,19 @@ export class PostgresStore implements Store {
 
   private async pull(): Promise<void> {
     for (;;) {
-      const { rows } = await this.pool.query<{ no: string; origin: string; mutations: Mutation[]; extra: Mutation[]; head: string }>(
-        'SELECT c.no, c.origin, c.mutations, c.extra, (SELECT change_no FROM ob_meta WHERE id = 1) AS head FROM ob_changes c WHERE c.no > $1 ORDER BY c.no LIMIT $2',
+      // One statement, so one snapshot: a change's row and the counter commit together, so here
+      // the head and the rows agree, and a gap seen is a real one (pruned), never a commit that
+      // landed between two reads.
+      const { rows: [page] } = await this.pool.query<{ head: string; changes: { no: number; origin: string; mutations: Mutation[]; extra: Mutation[] }[] }>(
+        `SELECT (SELECT change_no FROM ob_meta WHERE id = 1) AS head,
+           coalesce((SELECT json_agg(c ORDER BY c.no) FROM
+             (SELECT no, origin, mutations, extra FROM ob_changes WHERE no > $1 ORDER BY no LIMIT $2) c), '[]'::json) AS changes`,
         [this.lastChange, PAGE],
       );
+      const head = Number(page!.head);
+      const rows = page!.changes;
       if (rows.length === 0) {
-        const head = await this.pool.query<{ change_no: string }>('SELECT change_no FROM ob_meta WHERE id = 1');
-        if (Number(head.rows[0]!.change_no) > this.lastChange) await this.reload('the change log no longer holds the changes it missed');
+        if (head > this.lastChange) await this.reload('the change log no longer holds the changes it missed');
         return;
       }
       if (Number(rows[0]!.no) !== this.lastChange + 1) {

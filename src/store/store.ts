@@ -23,7 +23,8 @@ export type Mutation =
    * (or, for a halt, reduced to its revocations) instead of undoing another daemon's change.
    */
   | { op: 'putInstance'; instance: Instance; prev?: Instance }
-  | { op: 'deleteInstance'; id: string }
+  /** `deployment`: the one removed; a shared store leaves a newer deployment of the id alone. */
+  | { op: 'deleteInstance'; id: string; deployment?: string }
   /** A key's usage counters are left as stored: only addUsage changes them. */
   | { op: 'putKey'; key: KeyRecord }
   | { op: 'appendEvent'; event: AuditEvent }

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { resolveConfig } from '../../src/config.js';
 import { cryptoSecretSource } from '../../src/domain/api-key.js';
 import type { AuditEvent } from '../../src/domain/key.js';
 import { LifecycleService } from '../../src/services/lifecycle.js';
@@ -31,8 +32,8 @@ afterEach(async () => {
   await db.drop();
 });
 
-async function node(opts: { notify?: boolean; catchupMs?: number } = {}): Promise<{ lc: LifecycleService; store: PostgresStore; heard: AuditEvent[] }> {
-  const store = new PostgresStore(db.url, { catchupMs: opts.catchupMs ?? 100, notify: opts.notify ?? true, now: clock.now });
+async function node(opts: { notify?: boolean; catchupMs?: number; notices?: string[] } = {}): Promise<{ lc: LifecycleService; store: PostgresStore; heard: AuditEvent[] }> {
+  const store = new PostgresStore(db.url, { catchupMs: opts.catchupMs ?? 100, notify: opts.notify ?? true, now: clock.now, onNotice: (m) => opts.notices?.push(m) });
   const lc = await LifecycleService.open({ store, clock, secrets: cryptoSecretSource, models: MODELS });
   const heard: AuditEvent[] = [];
   lc.onChange((e, origin) => { if (origin === 'remote') heard.push(e); });
@@ -57,6 +58,14 @@ describe('PostgreSQL store', () => {
     const { rows } = await c.query('SELECT version FROM ob_schema_migrations');
     await c.end();
     expect(rows).toEqual([{ version: 1 }]);
+  });
+
+  it('is chosen by a postgres:// URL; --max-stale must exceed the catch-up period', () => {
+    const c = resolveConfig({ store: 'postgres://ob@db/obproxy' }, {}, '/home/x');
+    expect(c).toMatchObject({ store: 'postgres://ob@db/obproxy', maxStaleMs: 30_000, storeCatchupMs: 2000, storeNotify: true });
+    expect(resolveConfig({}, { OB_PROXY_STORE: 'postgresql://db/x', OB_PROXY_MAX_STALE: '5', OB_PROXY_TEST_NO_NOTIFY: '1' }, '/h')).toMatchObject({ maxStaleMs: 5000, storeNotify: false });
+    expect(() => resolveConfig({ maxStale: 1 }, {}, '/h')).toThrow(/must be longer than the store's catch-up period/);
+    expect(() => resolveConfig({ store: 'mysql://db/x' }, {}, '/h')).toThrow(/not supported/);
   });
 
   it('never shows a password in its location', () => {
@@ -117,18 +126,37 @@ describe('PostgreSQL store', () => {
     expect(reloaded.events.filter((e) => e.type === 'key.revoked' && e.keyId === late.key.id)).toHaveLength(1);
   });
 
+  it('a daemon that missed changes no longer in the change log reloads everything, and emits what it missed', async () => {
+    const a = await node();
+    const notices: string[] = [];
+    const b = await node({ notify: false, catchupMs: 60_000, notices });
+    // B's first read is done; it reads again only when asked (notifications off, a long period).
+    await b.store.sync();
+    const { secret } = await ready(a.lc);
+    const c = new pg.Client({ connectionString: db.url });
+    await c.connect();
+    await c.query('DELETE FROM ob_changes');
+    await c.end();
+    await b.store.sync();
+    expect(b.lc.registry.authenticate(secret, T0, true).ok).toBe(true);
+    expect(b.heard.map((e) => e.type)).toEqual(['instance.added', 'instance.state', 'key.created']);
+    expect(notices.some((n) => n.startsWith('Reloading the whole state'))).toBe(true);
+  });
+
   it('usage counters from several daemons add up', async () => {
     const a = await node();
     const b = await node();
     const { key } = await ready(a.lc);
     await eventually(() => b.lc.registry.keys.has(key.id), 'B knows the key');
+    // As the data plane's UsageTracker does: the registry's counters first, the delta flushed.
+    Object.assign(a.lc.registry.keys.get(key.id)!.usage, { requests: 3, promptTokens: 30, completionTokens: 60 });
     await a.lc.flushUsage([{ keyId: key.id, requests: 3, promptTokens: 30, completionTokens: 60, lastUsedAt: '2026-11-23T12:00:01.000Z' }]);
     await b.lc.flushUsage([{ keyId: key.id, requests: 2, promptTokens: 20, completionTokens: 40, lastUsedAt: '2026-11-23T12:00:02.000Z' }]);
     // A revocation written afterwards carries A's older view of the counters: it must not win.
     await a.lc.revokeKey(key.id);
     const data = await new PostgresStore(db.url).load();
     expect(data.keys.find((k) => k.id === key.id)).toMatchObject({ usage: { requests: 5, promptTokens: 50, completionTokens: 100 }, lastUsedAt: '2026-11-23T12:00:02.000Z' });
-    await eventually(() => a.lc.registry.keys.get(key.id)?.usage.requests === 2, 'A hears B\'s usage');
+    await eventually(() => a.lc.registry.keys.get(key.id)?.usage.requests === 5, 'A counts B\'s usage too');
   });
 
   it('one daemon at a time holds the chores lock; another takes over when it goes', async () => {

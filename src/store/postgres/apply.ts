@@ -110,7 +110,10 @@ export async function applyBatch(client: PoolClient, batch: readonly Mutation[],
         break;
       }
       case 'deleteInstance': {
-        const { rows } = await client.query<{ deployment: string }>('DELETE FROM ob_instances WHERE id = $1 RETURNING deployment', [m.id]);
+        const { rows } = await client.query<{ deployment: string }>(
+          'DELETE FROM ob_instances WHERE id = $1 AND ($2::text IS NULL OR deployment = $2) RETURNING deployment',
+          [m.id, m.deployment ?? null],
+        );
         if (rows[0] !== undefined) await revokeRest(m.id, rows[0].deployment, 'instance_removed');
         applied.push(m);
         break;
