@@ -86,8 +86,14 @@ export class LifecycleService {
   }
 
   private emit(events: AuditEvent[], origin: 'local' | 'remote' = 'local'): void {
+    const list = this.registry.events;
     for (const e of events) {
-      this.registry.events.push(e);
+      // In sequence order: a shared store numbers events at commit, and this daemon may hear
+      // another's earlier commit after emitting its own later one.
+      let at = list.length;
+      while (at > 0 && list[at - 1]!.seq > e.seq) at--;
+      if (at === list.length) list.push(e);
+      else list.splice(at, 0, e);
       if (e.seq > this.registry.lastSeq) this.registry.lastSeq = e.seq;
       for (const l of this.listeners) l(e, origin);
     }

@@ -5,6 +5,7 @@
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { existsSync, readdirSync } from 'node:fs';
 import { chown, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -75,7 +76,17 @@ export interface Cluster {
  */
 const asRoot = process.getuid?.() === 0;
 function pgCommand(bin: string, args: string[]): Promise<{ stdout: string }> {
-  return asRoot ? run('runuser', ['-u', 'postgres', '--', bin, ...args]) : run(bin, args);
+  const path = serverBinary(bin);
+  return asRoot ? run('runuser', ['-u', 'postgres', '--', path, ...args]) : run(path, args);
+}
+
+/** initdb and pg_ctl by absolute path: on PATH, or where Debian puts them (off PATH). */
+function serverBinary(bin: string): string {
+  for (const dir of (process.env.PATH ?? '').split(':')) if (dir !== '' && existsSync(join(dir, bin))) return join(dir, bin);
+  const debian = '/usr/lib/postgresql';
+  const versions = existsSync(debian) ? readdirSync(debian).sort((a, b) => Number(b) - Number(a)) : [];
+  for (const v of versions) if (existsSync(join(debian, v, 'bin', bin))) return join(debian, v, 'bin', bin);
+  throw new Error(`${bin} not found: install PostgreSQL's server (Debian: apt-get install postgresql).`);
 }
 
 export async function startCluster(): Promise<Cluster> {
