@@ -12,6 +12,8 @@
  *        --baseline DIR (another checkout, built: measured as the extra target "baseline", in the
  *        same interleaved repetitions, so a change is judged against its parent in one run)
  *        --cli-runs N (40; the CLI start-up scenario, bench/cli.mjs) --no-cli
+ *        --postgres URL (a PostgreSQL server: ob-proxy on the PostgreSQL store, in a database of its
+ *        own made and dropped here, measured as the extra target "ob-proxy-pg" beside the lowdb one)
  */
 import { execFile, execFileSync } from 'node:child_process';
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -24,6 +26,7 @@ import { renderReport } from './report.mjs';
 import { HELD, PACED, SCENARIOS, bodies } from './scenarios.mjs';
 import { OB_BIN, hasNginx, startNginx, startObProxy, startReference, startUpstream } from './targets.mjs';
 import { hasWrk, runWrk } from './wrk.mjs';
+import { benchDatabase } from './postgres.mjs';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const { values: a } = parseArgs({
@@ -32,7 +35,7 @@ const { values: a } = parseArgs({
     out: { type: 'string' }, json: { type: 'string' }, 'no-wrk': { type: 'boolean' }, 'no-nginx': { type: 'boolean' },
     'no-build': { type: 'boolean' }, 'log-level': { type: 'string' }, smoke: { type: 'boolean' },
     only: { type: 'string' }, 'no-held': { type: 'boolean' }, 'node-flags': { type: 'string' },
-    baseline: { type: 'string' }, 'cli-runs': { type: 'string' }, 'no-cli': { type: 'boolean' },
+    baseline: { type: 'string' }, 'cli-runs': { type: 'string' }, 'no-cli': { type: 'boolean' }, postgres: { type: 'string' },
   },
 });
 const smoke = a.smoke === true;
@@ -55,7 +58,7 @@ const only = a.only === undefined ? null : new Set(a.only.split(','));
 const scenarios = SCENARIOS.filter((sc) => only === null || only.has(sc.id));
 if (only !== null && !only.has('cli')) opts.cliRuns = 0;
 // A partial run (--only, --no-held) never overwrites the committed full table.
-const partial = only !== null || a['no-held'] === true || a.baseline !== undefined;
+const partial = only !== null || a['no-held'] === true || a.baseline !== undefined || a.postgres !== undefined;
 const out = resolve(a.out ?? join(ROOT, partial ? 'bench/results/partial.md' : 'bench/RESULTS.md'));
 const jsonOut = resolve(a.json ?? join(ROOT, 'bench/results/latest.json'));
 const log = (s) => process.stderr.write(`${s}\n`);
@@ -160,6 +163,11 @@ try {
   if (a.baseline !== undefined) {
     const bin = join(resolve(a.baseline), 'dist/bin/ob-proxy.js');
     targets.push(await startObProxy(upstream.url, { logLevel: opts.logLevel, nodeArgs: opts.nodeFlags, name: 'baseline', bin }));
+  }
+  if (a.postgres !== undefined) {
+    const db = await benchDatabase(a.postgres);
+    const pgTarget = await startObProxy(upstream.url, { logLevel: opts.logLevel, nodeArgs: opts.nodeFlags, name: 'ob-proxy-pg', store: db.url });
+    targets.push({ ...pgTarget, stop: async () => { await pgTarget.stop(); await db.drop(); } });
   }
   targets.push(await startReference(upstream.url, { nodeArgs: opts.nodeFlags }));
   if (opts.nginx) targets.push(await startNginx(upstream.url));

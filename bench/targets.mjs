@@ -89,10 +89,10 @@ function cli(args) {
 }
 
 /** `ob-proxy serve` on a fresh home, with an instance pointing at the upstream made ready. */
-export async function startObProxy(upstreamUrl, { logLevel = 'warn', name = 'ob-proxy', nodeArgs = [], bin = OB_BIN } = {}) {
+export async function startObProxy(upstreamUrl, { logLevel = 'warn', name = 'ob-proxy', nodeArgs = [], bin = OB_BIN, store } = {}) {
   const home = mkdtempSync(join(tmpdir(), 'obb-'));
   const port = await freePort();
-  const proc = spawn(NODE, [...nodeArgs, bin, 'serve', '--home', home, '--port', String(port), '--log-level', logLevel],
+  const proc = spawn(NODE, [...nodeArgs, bin, 'serve', '--home', home, '--port', String(port), '--log-level', logLevel, ...(store === undefined ? [] : ['--store', store])],
     // Logs go to a file, as under systemd or a container runtime: the bench must not pay for a pipe it never reads.
     { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, NO_COLOR: '1' } });
   await waitForPort(port, 'ob-proxy serve');

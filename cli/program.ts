@@ -4,6 +4,7 @@ import { printable } from '../src/printable.js';
 import { type CliDeps, type CommonOptions, example, socketPath, withCommon } from './common.js';
 import { makeInstancesCommand } from './commands/instances.js';
 import { makeKeysCommand, makeRevocationsCommand } from './commands/keys.js';
+import { makeStoreCommand } from './commands/store.js';
 import { errorLine } from './output.js';
 import { UsageError } from './usage-error.js';
 
@@ -12,7 +13,7 @@ export { UsageError };
 export interface ServeOptions extends CommonOptions {
   store?: string; host?: string; port?: string; upstreamTimeout?: string; grace?: string; bodyLimit?: string; logLevel?: string;
   logFormat?: string; metricsHost?: string; metricsPort?: string;
-  maxFrameBytes?: string; maxAnswerBytes?: string; maxErrorBytes?: string; responseDeadline?: string;
+  maxFrameBytes?: string; maxAnswerBytes?: string; maxErrorBytes?: string; responseDeadline?: string; maxStale?: string;
 }
 export interface SimulateOptions {
   port: string; host: string; model: string[]; firstTokenMs?: string; tokensPerSecond?: string; chunks?: string;
@@ -39,7 +40,8 @@ export function makeProgram(deps: ProgramDeps): Command {
     .description('run the daemon in the foreground: proxy on TCP, management on the Unix socket')
     .addOption(new Option('--host <host>', 'public listener address (default 127.0.0.1)').env('OB_PROXY_HOST'))
     .addOption(new Option('--port <port>', 'public listener port (default 8080)').env('OB_PROXY_PORT'))
-    .addOption(new Option('--store <path>', 'store file (default <home>/db.json)').env('OB_PROXY_STORE'))
+    .addOption(new Option('--store <path-or-url>', 'store file (default <home>/db.json), or postgres://… shared by several daemons').env('OB_PROXY_STORE'))
+    .addOption(new Option('--max-stale <seconds>', 'with postgres://: refuse keys when out of sync with it for longer (default 30)').env('OB_PROXY_MAX_STALE'))
     .addOption(new Option('--upstream-timeout <seconds>', 'wait for model server headers / between chunks (default 300)').env('OB_PROXY_UPSTREAM_TIMEOUT'))
     .addOption(new Option('--grace <seconds>', 'on SIGTERM, time for in-flight requests to finish (default 30)').env('OB_PROXY_GRACE'))
     .addOption(new Option('--body-limit <bytes>', 'largest request body (default 16 MiB)').env('OB_PROXY_BODY_LIMIT'))
@@ -56,6 +58,7 @@ export function makeProgram(deps: ProgramDeps): Command {
   program.addCommand(makeInstancesCommand(deps));
   program.addCommand(makeKeysCommand(deps));
   program.addCommand(makeRevocationsCommand(deps));
+  program.addCommand(makeStoreCommand(deps));
 
   program.addCommand(example(withCommon(new Command('console'))
     .description('the interactive terminal console')

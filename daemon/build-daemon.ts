@@ -9,6 +9,7 @@ import { LifecycleService } from '../src/services/lifecycle.js';
 import type { UnwrittenAtShutdownError } from '../src/services/unwritten.js';
 import { UsageTracker } from '../src/services/usage.js';
 import { LowdbStore } from '../src/store/lowdb-store.js';
+import { PostgresStore, isPostgresUrl } from '../src/store/postgres-store.js';
 import type { Store } from '../src/store/store.js';
 import { UpstreamClient } from '../src/upstream/upstream-client.js';
 import { FrameShapesByServer } from '../src/wire/frame-shapes.js';
@@ -49,15 +50,19 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
   const log = deps.logger ?? buildLogger(config.logLevel, deps.logStream, config.logFormat ?? 'json');
   const loosened = await ensurePrivateHome(config.home);
   if (loosened !== null) log.warn({ home: config.home, was: octal(loosened), now: '0700' }, `the home folder was mode ${octal(loosened)}, readable by other users: made it 0700`);
-  await mkdir(dirname(config.store), { recursive: true, mode: 0o700 });
+  // Several daemons on one PostgreSQL are the point of that store: no lock, no files of its own.
+  const shared = isPostgresUrl(config.store);
+  if (!shared) await mkdir(dirname(config.store), { recursive: true, mode: 0o700 });
   // Before anything is bound or read: a second daemon on this store must change nothing.
-  const lock = deps.store === undefined ? await lockStore(config.store) : null;
+  const lock = deps.store === undefined && !shared ? await lockStore(config.store) : null;
   let store: Store | undefined;
   let lifecycle: LifecycleService | undefined;
   const metrics = config.metricsPort === null ? null : new Metrics({ keyLabel: config.metricsKeyLabel, keys: () => lifecycle?.registry });
   try {
-    await prepareSocketPath(config.socket, ownFiles(config.store));
-    store = deps.store ?? new LowdbStore(config.store, { onNotice: (message) => log.warn({ store: config.store }, message) });
+    await prepareSocketPath(config.socket, shared ? [] : ownFiles(config.store));
+    store = deps.store ?? (shared
+      ? new PostgresStore(config.store, { catchupMs: config.storeCatchupMs, notify: config.storeNotify, onNotice: (message) => log.warn({ store: 'postgres' }, message) })
+      : new LowdbStore(config.store, { onNotice: (message) => log.warn({ store: config.store }, message) }));
     if (metrics !== null) store = timedStore(store, (s) => metrics.storeWrite(s));
     lifecycle = await LifecycleService.open({ store, clock, secrets: deps.secrets ?? cryptoSecretSource, models: config.models });
   } catch (err) {
@@ -107,13 +112,17 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
     startedAt: iso(clock.now()),
     metrics,
     metricsUrl: null,
+    storeLocation: store.location,
+    storeStale: false,
     packTimerChanged: () => schedulePackTimer(),
   };
   // The audit trail in the log too, event by event: key creations and revocations (by hand, by a
   // stop, by a pack end with no command), instance changes. Never a secret: events hold none.
-  lifecycle.onChange((e) => {
-    log.info({ audit: e.type, instance: e.instance, ...(e.keyId === undefined ? {} : { key: e.keyId, keyName: e.keyName }), ...(e.state === undefined ? {} : { state: e.state }), ...(e.reason === undefined ? {} : { reason: e.reason }), seq: e.seq }, 'audit');
-    if (metrics !== null && e.type === 'key.revoked') metrics.revoked(e.reason ?? 'manual');
+  // Changes heard from other daemons of a shared store are logged as such, and counted by the
+  // daemon that made them only, so a cluster's sum of revocations is not multiplied by its size.
+  lifecycle.onChange((e, origin) => {
+    log.info({ audit: e.type, instance: e.instance, ...(e.keyId === undefined ? {} : { key: e.keyId, keyName: e.keyName }), ...(e.state === undefined ? {} : { state: e.state }), ...(e.reason === undefined ? {} : { reason: e.reason }), seq: e.seq, ...(origin === 'remote' ? { origin } : {}) }, 'audit');
+    if (metrics !== null && e.type === 'key.revoked' && origin !== 'remote') metrics.revoked(e.reason ?? 'manual');
   });
 
   // Packs are ended by the daemon's own clock; the request path also checks, between ticks.
@@ -122,8 +131,10 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
     const next = lifecycle.nextPackEnd();
     if (next === null || ctx.draining) return;
     // setTimeout holds at most 2^31-1 ms (24.8 days) and fires at once for more: cap it, and a
-    // pack that ends later is simply re-armed when the capped timer fires.
-    const delay = Math.min(Math.max(0, next - clock.now()) + 5, 2 ** 31 - 1);
+    // pack that ends later is simply re-armed when the capped timer fires. A daemon of a shared
+    // store that does not hold its chores looks again every second, to take over from one that died.
+    const wait = Math.max(0, next - clock.now());
+    const delay = Math.min(wait === 0 && store.holdsChores?.() === false ? 1000 : wait + 5, 2 ** 31 - 1);
     packTimer = setTimeout(() => {
       lifecycle.endDuePacks().then((ended) => {
         for (const i of ended) log.info({ instance: i.id }, 'pack ended: instance stopped, keys revoked');
@@ -152,7 +163,35 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
       log.warn({ err: (err as Error).message }, 'usage flush failed; will retry');
     }
   };
-  const usageTimer = setInterval(() => void flushUsage(), config.usageFlushMs);
+  const usageTimer = setInterval(() => {
+    void flushUsage();
+    // A shared store: a revocation written late still reaches the other daemons soon after the
+    // database is back, not only with this daemon's next management change.
+    if (store.subscribe !== undefined) lifecycle.retryUnwritten().catch(() => {});
+  }, config.usageFlushMs);
+
+  // Changes made through other daemons of a shared store: the pack timer and the instance's
+  // upstream token follow them, as they follow this daemon's own management routes.
+  const stopFollowing = lifecycle.onChange((e, origin) => {
+    if (origin !== 'remote' || !e.type.startsWith('instance.')) return;
+    schedulePackTimer();
+    const inst = lifecycle.registry.instances.get(e.instance);
+    if (inst === undefined) ctx.upstreamTokens.forget(e.instance);
+    else void ctx.upstreamTokens.load(inst).catch((err: unknown) => log.error({ instance: inst.id, err: (err as Error).message }, 'upstream token not loaded'));
+  });
+
+  // Bounded staleness (CONTRACT §4): a flag the request path reads, set here, so a request
+  // never computes it, and a change of state is logged once.
+  const lastInSync = store.lastInSync?.bind(store);
+  const staleTimer = lastInSync === undefined ? undefined : setInterval(() => {
+    const behindMs = clock.now() - lastInSync();
+    const stale = behindMs > config.maxStaleMs;
+    if (stale === ctx.storeStale) return;
+    ctx.storeStale = stale;
+    if (stale) log.error({ store: store.location, behindMs, maxStaleMs: config.maxStaleMs }, 'out of sync with the store for longer than --max-stale: refusing every key with 503 store_unreachable until in sync again');
+    else log.info({ store: store.location }, 'in sync with the store again: serving keys');
+  }, 100);
+  staleTimer?.unref();
 
   // Also during the drain: a key revoked then still ends its streams.
   const stopWatching = watchRevocations(ctx);
@@ -164,6 +203,8 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
     clearTimeout(packTimer);
     clearInterval(usageTimer);
     await metricsListener?.close();
+    clearInterval(staleTimer);
+    stopFollowing();
     await dataPlane.close();
     await removeSocket(config.socket);
     await store.close().catch(() => {});
@@ -208,6 +249,8 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
       ctx.draining = true;
       clearTimeout(packTimer);
       clearInterval(usageTimer);
+      clearInterval(staleTimer);
+      stopFollowing();
       log.info({ graceMs }, 'draining: no new requests, in-flight ones may finish');
       const drained = dataPlane.close();
       // A keep-alive connection whose last response ends during the drain would hold close()

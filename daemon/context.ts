@@ -35,6 +35,10 @@ export interface DaemonContext {
   metrics: Metrics | null;
   /** Where the metrics are scraped, once listening. */
   metricsUrl: string | null;
+  /** Where the store is, for `status` (a PostgreSQL URL without its password). */
+  storeLocation: string;
+  /** Out of sync with a shared store for longer than --max-stale: every key is refused (503). */
+  storeStale: boolean;
   /** Wakes the pack-end timer after a change to instances. */
   packTimerChanged(): void;
 }

@@ -31,6 +31,12 @@ export interface Config extends AnswerLimits {
   metricsKeyLabel: boolean;
   /** JSON lines for machines, pino-pretty for people; null: pretty on a terminal, JSON otherwise. */
   logFormat: 'json' | 'pretty' | null;
+  /** A shared store (PostgreSQL): keys are refused once out of sync with it for longer than this. */
+  maxStaleMs: number;
+  /** A shared store: how often the change log is read whether or not a notification came. */
+  storeCatchupMs: number;
+  /** A shared store: LISTEN for change notifications (off only to test the catch-up read alone). */
+  storeNotify: boolean;
 }
 
 export interface ConfigFlags {
@@ -51,6 +57,8 @@ export interface ConfigFlags {
   metricsHost?: string;
   metricsPort?: string | number;
   logFormat?: string;
+  /** Seconds. */
+  maxStale?: string | number;
 }
 
 export type Env = Readonly<Record<string, string | undefined>>;
@@ -77,8 +85,15 @@ export function defaultHome(env: Env, homedir: string): string {
 export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string): Config {
   const home = pick(flags.home, env.OB_PROXY_HOME) ?? join(homedir, '.ob-proxy');
   const store = pick(flags.store, env.OB_PROXY_STORE) ?? join(home, 'db.json');
-  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(store)) {
-    throw obError('invalid_argument', { param: 'store', message: `Store "${store.split('@').pop()}" is not supported yet: use a lowdb file path (default <home>/db.json).` });
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(store) && !/^postgres(ql)?:\/\//i.test(store)) {
+    throw obError('invalid_argument', { param: 'store', message: `Store "${store.split('@').pop()}" is not supported: use a lowdb file path (default <home>/db.json) or a postgres:// URL.` });
+  }
+  const maxStaleMs = number('max-stale', pick(flags.maxStale, env.OB_PROXY_MAX_STALE), 30, { min: 1, max: 86400 }) * 1000;
+  const storeCatchupMs = number('store-catchup-ms', env.OB_PROXY_STORE_CATCHUP_MS, 2000, { min: 50, max: 600_000, integer: true });
+  // In sync means a catch-up read succeeded: a bound shorter than their period would refuse
+  // every key all the time.
+  if (maxStaleMs <= storeCatchupMs) {
+    throw obError('invalid_argument', { param: 'max-stale', message: `--max-stale (${maxStaleMs / 1000} s) must be longer than the store's catch-up period (${storeCatchupMs / 1000} s, OB_PROXY_STORE_CATCHUP_MS).` });
   }
   return {
     home,
@@ -101,6 +116,9 @@ export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string): Co
     logLevel: pick(flags.logLevel, env.OB_PROXY_LOG_LEVEL) ?? 'info',
     usageFlushMs: number('usage-flush', env.OB_PROXY_USAGE_FLUSH_MS, 5000, { min: 10, max: 3_600_000 }),
     badKeyLimit: number('bad-key-limit', env.OB_PROXY_BAD_KEY_LIMIT, 30, { min: 0, max: 1_000_000, integer: true }),
+    maxStaleMs,
+    storeCatchupMs,
+    storeNotify: env.OB_PROXY_TEST_NO_NOTIFY !== '1',
     corsOrigins: (env.OB_PROXY_CORS_ORIGINS ?? '').split(',').map((o) => o.trim().replace(/\/$/, '')).filter((o) => o !== ''),
     ...metricsConfig(flags, env),
     logFormat: logFormat(pick(flags.logFormat, env.OB_PROXY_LOG_FORMAT)),

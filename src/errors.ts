@@ -106,6 +106,10 @@ export const ERRORS = {
     status: 503, type: 'api_error',
     message: 'The proxy is shutting down. Retry in a moment.',
   },
+  store_unreachable: {
+    status: 503, type: 'api_error',
+    message: 'The proxy has lost touch with its store for too long to be sure this key is still valid. Retry in a moment; if it persists, the operator must check the database.',
+  },
   internal_error: {
     status: 500, type: 'api_error',
     message: 'Internal error in the proxy. Retry; if it persists, report it with the x-request-id header.',

@@ -40,6 +40,11 @@ export function makeAuthHook(ctx: DaemonContext, requireReady: boolean) {
       }));
       return;
     }
+    // Out of sync with a shared store for too long: any key may have been revoked elsewhere.
+    if (ctx.storeStale) {
+      replyError(reply, obError('store_unreachable'), { 'retry-after': '5' });
+      return;
+    }
     const now = ctx.clock.now();
     const address = request.ip;
     // Authenticate first: a valid key is never slowed by bad keys sent from the same address

@@ -106,6 +106,14 @@ export function buildDataPlane(ctx: DaemonContext): FastifyInstance {
     return { status: 'ok' };
   });
 
+  // For a load balancer: 503 while draining, or while out of sync with a shared store for longer
+  // than --max-stale (every key would be refused), so traffic goes to the other daemons.
+  app.get('/readyz', async (_request, reply) => {
+    if (ctx.draining) return reply.code(503).send({ status: 'draining' });
+    if (ctx.storeStale) return reply.code(503).header('retry-after', '5').send({ status: 'store_unreachable', store: ctx.storeLocation });
+    return { status: 'ready' };
+  });
+
   app.setNotFoundHandler((request, reply) => {
     const hint = request.url.startsWith('/chat/completions') || request.url.startsWith('/models')
       ? ' Your base URL is missing /v1: use {base_url}/v1.' : '';

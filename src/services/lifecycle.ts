@@ -7,7 +7,7 @@ import {
 import { type AuditEvent, type KeyRecord, type RevokeReason, emptyUsage } from '../domain/key.js';
 import { validateInstanceId, validateKeyName, validateTimestamp, validateTokenFile } from '../domain/validate.js';
 import { ObProxyError, obError } from '../errors.js';
-import type { Mutation, Store } from '../store/store.js';
+import type { Mutation, Store, StoreChange, StoreData, UsageDelta } from '../store/store.js';
 import { upgradeStoreData } from '../store/upgrade.js';
 import { Mutex } from './mutex.js';
 import { Registry, isLive } from './registry.js';
@@ -33,7 +33,8 @@ export interface ReadyResult {
   defaultKey: Promise<KeyRecord | null>;
 }
 
-export type ChangeListener = (event: AuditEvent) => void;
+/** `origin` says whether the change was made through this daemon or heard from a shared store. */
+export type ChangeListener = (event: AuditEvent, origin: 'local' | 'remote') => void;
 
 export const DEFAULT_KEY_NAME = 'default';
 
@@ -61,7 +62,10 @@ export class LifecycleService {
     const upgraded = upgradeStoreData(await deps.store.load(), { newId: deps.deploymentId ?? randomUUID, now: iso(deps.clock.now()) });
     // Written before the daemon serves: an old store's keys of removed deployments stay revoked.
     if (upgraded.mutations.length > 0) await deps.store.commit(upgraded.mutations);
-    return new LifecycleService(deps, Registry.from(upgraded.data));
+    const lc = new LifecycleService(deps, Registry.from(upgraded.data));
+    // A shared store: what other daemons change reaches this registry, and this daemon's listeners.
+    deps.store.subscribe?.({ changes: (c) => lc.applyRemote(c), reload: (d) => lc.applySnapshot(d) });
+    return lc;
   }
 
   get models(): readonly string[] {
@@ -81,10 +85,96 @@ export class LifecycleService {
     return { seq: ++this.registry.lastSeq, at: this.now(), ...partial };
   }
 
-  private emit(events: AuditEvent[]): void {
+  private emit(events: AuditEvent[], origin: 'local' | 'remote' = 'local'): void {
+    const list = this.registry.events;
     for (const e of events) {
-      this.registry.events.push(e);
-      for (const l of this.listeners) l(e);
+      // In sequence order: a shared store numbers events at commit, and this daemon may hear
+      // another's earlier commit after emitting its own later one.
+      let at = list.length;
+      while (at > 0 && list[at - 1]!.seq > e.seq) at--;
+      if (at === list.length) list.push(e);
+      else list.splice(at, 0, e);
+      if (e.seq > this.registry.lastSeq) this.registry.lastSeq = e.seq;
+      for (const l of this.listeners) l(e, origin);
+    }
+  }
+
+  /**
+   * Changes heard from a shared store, made through other daemons (or by the store itself, such
+   * as a key another daemon created while this one stopped its instance, revoked with the rest).
+   * Applied under the same mutex as local changes, state first and then the events, so that a
+   * listener (ending in-flight work of a revoked key, the console's live events) sees the state
+   * its event describes. Records the request path holds are updated in place: a key revoked
+   * elsewhere is refused by the very object a request in flight checks again.
+   */
+  applyRemote(changes: readonly StoreChange[]): Promise<void> {
+    return this.mutex.run(async () => {
+      const events: AuditEvent[] = [];
+      for (const c of changes) {
+        for (const m of c.mutations) {
+          if (m.op === 'appendEvent') events.push(m.event);
+          else this.applyState(m);
+        }
+      }
+      this.emit(events.sort((a, b) => a.seq - b.seq), 'remote');
+    });
+  }
+
+  /** The whole state again (a shared store found a gap in what this daemon heard). */
+  applySnapshot(data: StoreData): Promise<void> {
+    return this.mutex.run(async () => {
+      const ids = new Set(data.instances.map((i) => i.id));
+      for (const id of [...this.registry.instances.keys()]) if (!ids.has(id)) this.applyState({ op: 'deleteInstance', id });
+      for (const instance of data.instances) this.applyState({ op: 'putInstance', instance });
+      for (const key of data.keys) {
+        this.applyState({ op: 'putKey', key });
+        const known = this.registry.keys.get(key.id);
+        if (known !== undefined) {
+          known.usage = { ...key.usage };
+          known.lastUsedAt = key.lastUsedAt;
+        }
+      }
+      const seen = new Set(this.registry.events.map((e) => e.seq));
+      this.emit(data.events.filter((e) => !seen.has(e.seq)).sort((a, b) => a.seq - b.seq), 'remote');
+    });
+  }
+
+  private applyState(m: Mutation): void {
+    switch (m.op) {
+      case 'putInstance': {
+        const inst = structuredClone(m.instance);
+        this.registry.instances.set(inst.id, inst);
+        if (!isLive(inst)) for (const k of this.registry.keysOf(inst.id)) this.undisplayed.delete(k.id);
+        break;
+      }
+      case 'deleteInstance':
+        this.registry.instances.delete(m.id);
+        for (const k of this.registry.keysOf(m.id)) this.undisplayed.delete(k.id);
+        break;
+      case 'putKey': {
+        const known = this.registry.keys.get(m.key.id);
+        if (known === undefined) {
+          this.registry.putKey(structuredClone(m.key));
+        } else if (known.status === 'active' && m.key.status === 'revoked') {
+          // Revoked wins; a key is never made active again.
+          known.status = 'revoked';
+          known.revokedAt = m.key.revokedAt;
+          known.revokeReason = m.key.revokeReason;
+          this.undisplayed.delete(known.id);
+        }
+        break;
+      }
+      case 'addUsage': {
+        const key = this.registry.keys.get(m.keyId);
+        if (key === undefined) break;
+        key.usage.requests += m.requests;
+        key.usage.promptTokens += m.promptTokens;
+        key.usage.completionTokens += m.completionTokens;
+        if (m.lastUsedAt !== null && (key.lastUsedAt === null || m.lastUsedAt > key.lastUsedAt)) key.lastUsedAt = m.lastUsedAt;
+        break;
+      }
+      case 'appendEvent':
+        break;
     }
   }
 
@@ -95,6 +185,17 @@ export class LifecycleService {
     this.unwritten = [];
   }
 
+  /**
+   * Runs a management change under the mutex, after hearing what a shared store has that this
+   * daemon has not yet: a command given right after a change through another daemon decides from
+   * that change. (The store still refuses a change decided on a stale view: this only spares
+   * the operator the refusal.) Nothing to hear, or a store out of reach: straight on.
+   */
+  private async fresh<T>(fn: () => Promise<T>): Promise<T> {
+    await this.deps.store.sync?.().catch(() => {});
+    return this.mutex.run(fn);
+  }
+
   getInstance(id: string): Instance {
     const inst = this.registry.instances.get(id);
     if (inst === undefined) throw obError('instance_not_found', { message: `No instance "${id}". List instances with \`ob-proxy instances list\`.` });
@@ -102,7 +203,7 @@ export class LifecycleService {
   }
 
   addInstance(input: { id: unknown; model: unknown; endpoint?: unknown; packEndsAt?: unknown; upstreamTokenFile?: unknown }): Promise<Instance> {
-    return this.mutex.run(async () => {
+    return this.fresh(async () => {
       const id = validateInstanceId(input.id);
       if (typeof input.model !== 'string' || !this.deps.models.includes(input.model)) {
         throw obError('unknown_model', {
@@ -135,7 +236,7 @@ export class LifecycleService {
 
   /** Moves to ready; the default key is made in the background (SPEC §3). */
   async ready(id: string, options: { endpoint?: unknown; upstreamTokenFile?: unknown } = {}): Promise<ReadyResult> {
-    const instance = await this.mutex.run(async () => {
+    const instance = await this.fresh(async () => {
       const inst = this.getInstance(id);
       assertTransition(inst, 'ready');
       const endpoint = options.endpoint == null ? inst.endpoint : normalizeEndpoint(String(options.endpoint));
@@ -201,7 +302,7 @@ export class LifecycleService {
   }
 
   pending(id: string): Promise<Instance> {
-    return this.mutex.run(async () => {
+    return this.fresh(async () => {
       const inst = this.getInstance(id);
       assertTransition(inst, 'pending');
       return this.moveTo(inst, 'pending', {});
@@ -210,7 +311,7 @@ export class LifecycleService {
 
   /** stop / fail / terminate: every key is revoked, durably, before this resolves. */
   halt(id: string, action: 'stop' | 'fail' | 'terminate'): Promise<Instance> {
-    return this.mutex.run(async () => {
+    return this.fresh(async () => {
       const inst = this.getInstance(id);
       const next = assertTransition(inst, action);
       return this.haltLocked(inst, next, REVOKING_ACTIONS[action]);
@@ -223,7 +324,7 @@ export class LifecycleService {
     const ev = this.event({ type: 'instance.state', instance: inst.id, state: next, reason });
     this.registry.instances.set(inst.id, updated);
     for (const k of this.registry.keysOf(inst.id)) this.undisplayed.delete(k.id);
-    await this.writeRevocations([...mutations, { op: 'putInstance', instance: updated }, { op: 'appendEvent', event: ev }], [...events, ev]);
+    await this.writeRevocations([...mutations, { op: 'putInstance', instance: updated, prev: inst }, { op: 'appendEvent', event: ev }], [...events, ev]);
     return updated;
   }
 
@@ -272,14 +373,14 @@ export class LifecycleService {
   private async moveTo(inst: Instance, next: InstanceState, patch: Partial<Instance>): Promise<Instance> {
     const updated: Instance = { ...inst, ...patch, state: next, updatedAt: this.now() };
     const ev = this.event({ type: 'instance.state', instance: inst.id, state: next });
-    await this.write([{ op: 'putInstance', instance: updated }, { op: 'appendEvent', event: ev }]);
+    await this.write([{ op: 'putInstance', instance: updated, prev: inst }, { op: 'appendEvent', event: ev }]);
     this.registry.instances.set(inst.id, updated);
     this.emit([ev]);
     return updated;
   }
 
   extend(id: string, packEndsAt: unknown): Promise<Instance> {
-    return this.mutex.run(async () => {
+    return this.fresh(async () => {
       const inst = this.getInstance(id);
       if (!isLive(inst)) {
         throw obError('invalid_transition', { message: `Instance "${id}" is ${inst.state}; only a pending or ready instance's pack can be extended.` });
@@ -290,7 +391,7 @@ export class LifecycleService {
       }
       const updated: Instance = { ...inst, packEndsAt: at, updatedAt: this.now() };
       const ev = this.event({ type: 'instance.extended', instance: id, packEndsAt: at });
-      await this.write([{ op: 'putInstance', instance: updated }, { op: 'appendEvent', event: ev }]);
+      await this.write([{ op: 'putInstance', instance: updated, prev: inst }, { op: 'appendEvent', event: ev }]);
       this.registry.instances.set(id, updated);
       this.emit([ev]);
       return updated;
@@ -302,13 +403,13 @@ export class LifecycleService {
    * added later with the same id is another deployment (a new internal id), with new keys.
    */
   remove(id: string): Promise<Instance> {
-    return this.mutex.run(async () => {
+    return this.fresh(async () => {
       const inst = this.getInstance(id);
       const { mutations, events } = this.revokeAllInMemory(id, 'instance_removed');
       const ev = this.event({ type: 'instance.removed', instance: id, state: inst.state });
       this.registry.instances.delete(id);
       for (const k of this.registry.keysOf(id)) this.undisplayed.delete(k.id);
-      await this.writeRevocations([...mutations, { op: 'deleteInstance', id }, { op: 'appendEvent', event: ev }], [...events, ev]);
+      await this.writeRevocations([...mutations, { op: 'deleteInstance', id, deployment: inst.deployment }, { op: 'appendEvent', event: ev }], [...events, ev]);
       return inst;
     });
   }
@@ -317,6 +418,9 @@ export class LifecycleService {
   endDuePacks(): Promise<Instance[]> {
     return this.mutex.run(async () => {
       const ended: Instance[] = [];
+      // With a shared store one daemon ends packs for all (the others refuse the keys from
+      // packEndsAt meanwhile, and hear the revocations from it).
+      if (this.deps.store.holdsChores?.() === false) return ended;
       const now = this.deps.clock.now();
       for (const inst of [...this.registry.instances.values()]) {
         if (inst.packEndsAt !== null && isLive(inst) && Date.parse(inst.packEndsAt) <= now) {
@@ -339,7 +443,7 @@ export class LifecycleService {
   }
 
   createKey(instanceId: string, name: unknown): Promise<CreatedKey> {
-    return this.mutex.run(async () => {
+    return this.fresh(async () => {
       const keyName = validateKeyName(name);
       const inst = this.getInstance(instanceId);
       if (inst.state !== 'ready') {
@@ -370,7 +474,7 @@ export class LifecycleService {
   }
 
   revokeKey(keyId: string): Promise<KeyRecord> {
-    return this.mutex.run(async () => {
+    return this.fresh(async () => {
       const key = this.getKey(keyId);
       if (key.status === 'revoked') throw obError('key_revoked', { message: `Key ${keyId} was already revoked at ${key.revokedAt} (${key.revokeReason}).` });
       key.status = 'revoked';
@@ -383,12 +487,24 @@ export class LifecycleService {
     });
   }
 
-  /** Persists usage counters gathered in memory by the data plane; never per request. */
-  flushUsage(dirty: Iterable<KeyRecord>): Promise<void> {
+  /** Persists usage gathered in memory by the data plane, as increments; never per request. */
+  flushUsage(dirty: Iterable<UsageDelta>): Promise<void> {
     const mutations: Mutation[] = [];
-    for (const key of dirty) mutations.push({ op: 'putKey', key: { ...key, usage: { ...key.usage } } });
+    for (const d of dirty) mutations.push({ op: 'addUsage', ...d });
     if (mutations.length === 0) return Promise.resolve();
     return this.write(mutations);
+  }
+
+  /**
+   * Writes what earlier writes could not (a revocation made while the database was away), without
+   * waiting for the next management change: on a shared store the other daemons learn of it only
+   * once it is written. Called on the daemon's usage-flush period.
+   */
+  retryUnwritten(): Promise<void> {
+    if (this.unwritten.length === 0) return Promise.resolve();
+    return this.mutex.run(async () => {
+      if (this.unwritten.length > 0) await this.write([]);
+    });
   }
 
   /** Writes what earlier writes could not; if that fails too, says exactly what is lost. */

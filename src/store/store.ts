@@ -1,5 +1,5 @@
 import type { Instance } from '../domain/instance.js';
-import type { AuditEvent, KeyRecord } from '../domain/key.js';
+import type { AuditEvent, KeyRecord, KeyUsage } from '../domain/key.js';
 
 export const STORE_VERSION = 2;
 
@@ -10,11 +10,39 @@ export interface StoreData {
   events: AuditEvent[];
 }
 
+/** Usage gathered since the last flush: added to the stored counters, never written over them. */
+export interface UsageDelta extends KeyUsage {
+  keyId: string;
+  lastUsedAt: string | null;
+}
+
 export type Mutation =
-  | { op: 'putInstance'; instance: Instance }
-  | { op: 'deleteInstance'; id: string }
+  /**
+   * `prev` is the record the change was decided from (absent for an addition). A store shared by
+   * several daemons compares it with what it holds, so a change decided on a stale view is refused
+   * (or, for a halt, reduced to its revocations) instead of undoing another daemon's change.
+   */
+  | { op: 'putInstance'; instance: Instance; prev?: Instance }
+  /** `deployment`: the one removed; a shared store leaves a newer deployment of the id alone. */
+  | { op: 'deleteInstance'; id: string; deployment?: string }
+  /** A key's usage counters are left as stored: only addUsage changes them. */
   | { op: 'putKey'; key: KeyRecord }
-  | { op: 'appendEvent'; event: AuditEvent };
+  | { op: 'appendEvent'; event: AuditEvent }
+  | ({ op: 'addUsage' } & UsageDelta);
+
+/** A change committed to a shared store, in commit order (`no` has no gaps). */
+export interface StoreChange {
+  no: number;
+  mutations: Mutation[];
+}
+
+/** What a shared store tells the daemon that holds it (see Store.subscribe). */
+export interface StoreFeed {
+  /** Changes committed by other daemons, or by the store itself on this daemon's behalf, in order. */
+  changes(changes: StoreChange[]): Promise<void>;
+  /** The whole state again, after a gap in the changes this daemon heard. */
+  reload(data: StoreData): Promise<void>;
+}
 
 /**
  * The daemon's only way to persistence. Narrow on purpose: a PostgreSQL store implements the
@@ -32,6 +60,24 @@ export interface Store {
    * a revocation journal). Absent: only a successful commit makes it durable.
    */
   isRevocationDurable?(keyId: string): boolean;
+  /**
+   * A store shared by several daemons: starts delivering the changes committed since `load`,
+   * through other daemons or by the store itself (a key revoked with its instance although this
+   * daemon did not know it yet). Absent: this daemon is the only writer.
+   */
+  subscribe?(feed: StoreFeed): void;
+  /** A shared store: delivers what other daemons committed so far, before resolving. */
+  sync?(): Promise<void>;
+  /**
+   * When this daemon last knew itself in sync with a shared store (ms since the epoch): the
+   * request path refuses keys once that is longer ago than --max-stale. Absent: always in sync.
+   */
+  lastInSync?(): number;
+  /**
+   * Whether this daemon does the cluster's chores (ending packs on their clock): one daemon of
+   * a shared store at a time. Absent: always.
+   */
+  holdsChores?(): boolean;
 }
 
 export function emptyData(): StoreData {
@@ -56,8 +102,25 @@ export class Tables {
     switch (m.op) {
       case 'putInstance': this.instances.set(m.instance.id, structuredClone(m.instance)); break;
       case 'deleteInstance': this.instances.delete(m.id); break;
-      case 'putKey': this.keys.set(m.key.id, structuredClone(m.key)); break;
+      case 'putKey': {
+        const stored = this.keys.get(m.key.id);
+        const key = structuredClone(m.key);
+        // The caller's copy may count requests not flushed yet; they arrive by addUsage.
+        if (stored !== undefined) {
+          key.usage = stored.usage;
+          key.lastUsedAt = stored.lastUsedAt;
+        }
+        this.keys.set(m.key.id, key);
+        break;
+      }
       case 'appendEvent': this.events.push(structuredClone(m.event)); break;
+      case 'addUsage': {
+        const key = this.keys.get(m.keyId);
+        if (key === undefined) break;
+        key.usage = { requests: key.usage.requests + m.requests, promptTokens: key.usage.promptTokens + m.promptTokens, completionTokens: key.usage.completionTokens + m.completionTokens };
+        if (m.lastUsedAt !== null && (key.lastUsedAt === null || m.lastUsedAt > key.lastUsedAt)) key.lastUsedAt = m.lastUsedAt;
+        break;
+      }
     }
   }
 

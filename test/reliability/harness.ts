@@ -13,6 +13,7 @@ import { type Config, resolveConfig } from '../../src/config.js';
 import type { Store } from '../../src/store/store.js';
 import { type Daemon, startDaemon } from '../../daemon/build-daemon.js';
 import { buildSimulator, type Simulator, type SimulatorOptions } from '../../daemon/simulate/simulator.js';
+import { type TestDatabase, freshDatabase } from '../helpers/postgres.js';
 
 export const MODEL = 'gemma4:26b';
 
@@ -35,7 +36,10 @@ export function tmpHome(): Promise<string> {
 /** Starts a daemon on port 0 with a private home; `patch` overrides resolved config fields. */
 export async function startHarness(patch: Partial<Config> = {}, opts: { store?: Store; home?: string; env?: Record<string, string> } = {}): Promise<Harness> {
   const home = opts.home ?? await tmpHome();
-  const config: Config = { ...resolveConfig({ home, port: 0 }, opts.env ?? {}, home), logLevel: 'info', ...patch };
+  // OB_PROXY_TEST_STORE=postgres runs a suite against a fresh PostgreSQL database of its own
+  // (suites that read db.json themselves do not apply).
+  const db: TestDatabase | undefined = process.env.OB_PROXY_TEST_STORE === 'postgres' && opts.store === undefined && patch.store === undefined ? await freshDatabase() : undefined;
+  const config: Config = { ...resolveConfig({ home, port: 0 }, opts.env ?? {}, home), logLevel: 'info', ...(db === undefined ? {} : { store: db.url }), ...patch };
   const logs: Record<string, unknown>[] = [];
   const rawLogs: string[] = [];
   const logStream = new Writable({
@@ -53,7 +57,13 @@ export async function startHarness(patch: Partial<Config> = {}, opts: { store?: 
     },
   });
   const daemon = await startDaemon(config, { version: 'test', logStream, ...(opts.store === undefined ? {} : { store: opts.store }) });
-  return { daemon, config, baseUrl: daemon.ctx.baseUrl, home, logs, rawLogs, stop: () => daemon.shutdown(0) };
+  return {
+    daemon, config, baseUrl: daemon.ctx.baseUrl, home, logs, rawLogs,
+    stop: async () => {
+      await daemon.shutdown(0);
+      await db?.drop();
+    },
+  };
 }
 
 export async function startSim(options: Partial<SimulatorOptions> = {}): Promise<{ sim: Simulator; url: string }> {

@@ -1,13 +1,16 @@
 import { mkdtemp, readFile, readdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { cryptoSecretSource } from '../../src/domain/api-key.js';
 import { ObProxyError } from '../../src/errors.js';
 import { LifecycleService } from '../../src/services/lifecycle.js';
 import { LowdbStore } from '../../src/store/lowdb-store.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
+import { PostgresStore } from '../../src/store/postgres-store.js';
 import type { Store } from '../../src/store/store.js';
+import { type TestDatabase, freshDatabase } from '../helpers/postgres.js';
+import { eventually } from '../helpers/processes.js';
 
 const MODELS = ['gemma4:26b', 'qwen3.6:27b'];
 const T0 = Date.parse('2026-11-23T12:00:00Z');
@@ -17,8 +20,32 @@ function fakeClock(start = T0): { now(): number; advance(ms: number): void } {
   return { now: () => t, advance: (ms) => { t += ms; } };
 }
 
-async function setup(store: Store = new MemoryStore(), clock = fakeClock()) {
+// The lifecycle's behaviour on each store: memory, the lowdb file, and PostgreSQL (a fresh
+// database on the local server per test).
+const STORES: [string, () => Promise<Store>][] = [
+  ['memory', async () => new MemoryStore()],
+  ['lowdb', async () => new LowdbStore(join(await mkdtemp(join(tmpdir(), 'obs-')), 'db.json'))],
+  ['postgres', async () => {
+    const db = await freshDatabase();
+    databases.push(db);
+    return new PostgresStore(db.url, { catchupMs: 100 });
+  }],
+];
+let makeStore: () => Promise<Store> = STORES[0]![1];
+const opened: Store[] = [];
+const databases: TestDatabase[] = [];
+
+afterEach(async () => {
+  for (const s of opened.splice(0)) await s.close();
+  for (const db of databases.splice(0)) await db.drop();
+});
+
+async function setup(given?: Store, clock = fakeClock()) {
+  const store = given ?? await makeStore();
+  opened.push(store);
   const lc = await LifecycleService.open({ store, clock, secrets: cryptoSecretSource, models: MODELS });
+  // A shared store: packs are ended by the daemon holding its chores lock.
+  await eventually(() => store.holdsChores?.() !== false, 'the chores lock');
   return { lc, store, clock };
 }
 
@@ -29,7 +56,9 @@ async function readyInstance(lc: LifecycleService, id = 'gpu-1', packEndsAt?: st
   return { key: key!, secret: lc.claimSecret(key!.id)! };
 }
 
-describe('lifecycle service', () => {
+describe.each(STORES)('lifecycle service on the %s store', (_name, factory) => {
+  beforeEach(() => { makeStore = factory; });
+
   it('makes a default key in the background when an instance becomes ready, its secret handed out once', async () => {
     const { lc } = await setup();
     const { key, secret } = await readyInstance(lc);
@@ -145,6 +174,6 @@ describe('UsageTracker', () => {
       expect(key.lastUsedAt).toBe(new Date(ms).toISOString());
     }
     expect(key.usage).toEqual({ requests: 5, promptTokens: 5, completionTokens: 10 });
-    expect(usage.takeDirty()).toEqual([key]);
+    expect(usage.takeDirty()).toMatchObject([{ requests: 5, promptTokens: 5, completionTokens: 10, lastUsedAt: key.lastUsedAt }]);
   });
 });

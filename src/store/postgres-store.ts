@@ -1,0 +1,374 @@
+import { randomUUID } from 'node:crypto';
+import pg from 'pg';
+import type { Instance } from '../domain/instance.js';
+import type { AuditEvent, KeyRecord } from '../domain/key.js';
+import { ObProxyError, obError } from '../errors.js';
+import { applyBatch } from './postgres/apply.js';
+import { type TableCounts, countTables, countsOf, importData } from './postgres/import.js';
+import { CHORES_LOCK, LOCK_SPACE, migrate } from './postgres/migrations.js';
+import { STORE_VERSION, type Mutation, type Store, type StoreChange, type StoreData, type StoreFeed } from './store.js';
+import { validateStoreData } from './store-validation.js';
+
+export interface PostgresStoreOptions {
+  /** How often the change log is read whether or not a notification came (ms; default 2000). */
+  catchupMs?: number;
+  /** LISTEN for change notifications (default true). Off: the catch-up read alone (a test switch). */
+  notify?: boolean;
+  /** Things worth an operator's attention (lost connection, reloads), for the log. */
+  onNotice?: (message: string) => void;
+  /** The clock, in ms (tests). */
+  now?: () => number;
+}
+
+const CHANNEL = 'ob_proxy_changes';
+// Keep the change log this long: a daemon away longer reloads the whole state instead.
+const CHANGE_LOG_KEEP = '1 hour';
+const PAGE = 500;
+
+export function isPostgresUrl(store: string): boolean {
+  return /^postgres(ql)?:\/\//i.test(store);
+}
+
+/** The URL without its password, for logs and `status`. */
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    u.password = '';
+    return u.toString();
+  } catch {
+    return 'postgres://(unparsable URL)';
+  }
+}
+
+/**
+ * The PostgreSQL store: several daemons share one database. Each keeps the whole registry in
+ * memory (the request path never waits on the database) and hears every change made through the
+ * others: a NOTIFY carrying the change number wakes a read of the change log, and a catch-up read
+ * every `catchupMs` makes a lost notification cost one period. A gap in the numbers (this daemon
+ * was away longer than the log is kept) reloads everything.
+ *
+ * Built on node-postgres (`pg`): the most used PostgreSQL driver for Node, maintained since 2010,
+ * with LISTEN/NOTIFY on a plain Client and no native parts to build (docs/scale-out.md).
+ */
+export class PostgresStore implements Store {
+  readonly location: string;
+  /** This process's name in the change log, so it skips its own changes. */
+  readonly origin = randomUUID();
+  private readonly pool: pg.Pool;
+  private readonly catchupMs: number;
+  private readonly notify: boolean;
+  private readonly now: () => number;
+  private lastChange = 0;
+  private inSyncAt = 0;
+  private feed: StoreFeed | null = null;
+  private session: pg.Client | null = null;
+  private sessionStarting: Promise<void> | null = null;
+  private chores = false;
+  private timer: NodeJS.Timeout | undefined;
+  private pulling: Promise<void> | null = null;
+  /** The first period's work (session, first read): a sync waits for it. */
+  private following: Promise<void> | null = null;
+  private pullAgain = false;
+  private closed = false;
+  private migrated = false;
+  private lastNotice = '';
+
+  constructor(private readonly url: string, private readonly options: PostgresStoreOptions = {}) {
+    this.location = redactUrl(url);
+    this.catchupMs = options.catchupMs ?? 2000;
+    this.notify = options.notify ?? true;
+    this.now = options.now ?? Date.now;
+    // Fail fast when the database is away: a management command answers within seconds, and the
+    // catch-up read notices on its next period.
+    this.pool = new pg.Pool({ connectionString: url, max: 4, connectionTimeoutMillis: 3000, query_timeout: 10_000, idleTimeoutMillis: 10_000 });
+    // An idle client whose server went away: without a listener this would end the process.
+    this.pool.on('error', (err) => this.notice(`PostgreSQL connection lost (${errText(err)}).`));
+  }
+
+  private notice(message: string): void {
+    // The same failure every period is said once, until something else happens.
+    if (message === this.lastNotice) return;
+    this.lastNotice = message;
+    this.options.onNotice?.(message);
+  }
+
+  async load(): Promise<StoreData> {
+    let client: pg.PoolClient;
+    try {
+      client = await this.pool.connect();
+    } catch (err) {
+      throw new Error(`The store ${this.location} cannot be reached (${errText(err)}). Check that PostgreSQL is running and the URL is right.`, { cause: err });
+    }
+    try {
+      if (!this.migrated) {
+        await migrate(client, this.location);
+        this.migrated = true;
+      }
+      // One snapshot: the data and the change number it includes, so following starts exactly there.
+      await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+      const head = await client.query<{ change_no: string }>('SELECT change_no FROM ob_meta WHERE id = 1');
+      const instances = await client.query<{ record: Instance }>('SELECT record FROM ob_instances ORDER BY id');
+      const keys = await client.query<{ record: KeyRecord; requests: string; prompt_tokens: string; completion_tokens: string; last_used_at: string | null }>(
+        'SELECT record, requests, prompt_tokens, completion_tokens, last_used_at FROM ob_keys ORDER BY record->>\'createdAt\', id',
+      );
+      const events = await client.query<{ record: AuditEvent }>('SELECT record FROM ob_events ORDER BY seq');
+      await client.query('COMMIT');
+      this.lastChange = Number(head.rows[0]!.change_no);
+      this.inSyncAt = this.now();
+      const data: StoreData = {
+        version: STORE_VERSION,
+        instances: instances.rows.map((r) => r.record),
+        keys: keys.rows.map((r) => ({
+          ...r.record,
+          usage: { requests: Number(r.requests), promptTokens: Number(r.prompt_tokens), completionTokens: Number(r.completion_tokens) },
+          lastUsedAt: r.last_used_at,
+        })),
+        events: events.rows.map((r) => r.record),
+      };
+      return validateStoreData(this.location, data);
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => {});
+      throw err;
+    } finally {
+      client.release();
+    }
+  }
+
+  async commit(mutations: readonly Mutation[]): Promise<void> {
+    if (mutations.length === 0) return;
+    let client: pg.PoolClient | undefined;
+    try {
+      client = await this.pool.connect();
+      await client.query('BEGIN');
+      // The counter first: it serialises every write, on every daemon (migrations.ts).
+      const { rows } = await client.query<{ change_no: string }>('UPDATE ob_meta SET change_no = change_no + 1 WHERE id = 1 RETURNING change_no');
+      const no = Number(rows[0]!.change_no);
+      const applied = await applyBatch(client, mutations, new Date(this.now()).toISOString());
+      await client.query('INSERT INTO ob_changes (no, origin, mutations, extra) VALUES ($1, $2, $3, $4)', [no, this.origin, JSON.stringify(applied.mutations), JSON.stringify(applied.extra)]);
+      // Delivered at commit, to every listening daemon (this one too: it reads back the extras).
+      await client.query('SELECT pg_notify($1, $2)', [CHANNEL, String(no)]);
+      await client.query('COMMIT');
+      client.release();
+      client = undefined;
+      // What the store did on this daemon's behalf arrives by the feed; ask for it now.
+      if (applied.extra.length > 0) this.wake();
+    } catch (err) {
+      if (client !== undefined) {
+        await client.query('ROLLBACK').catch(() => {});
+        client.release(err instanceof ObProxyError ? undefined : (err as Error));
+      }
+      if (err instanceof ObProxyError) throw err;
+      throw obError('store_write_failed', {
+        message: `The store ${this.location} could not be written (${errText(err)}); nothing was changed. Check that PostgreSQL is running and reachable.`,
+        cause: err,
+      });
+    }
+  }
+
+  /**
+   * `ob-proxy store migrate`: writes a whole store into this database in one transaction, after
+   * checking it is empty (unless `force`), and verifies the counts before committing: a copy
+   * that does not match changes nothing.
+   */
+  async replaceAll(data: StoreData, force: boolean): Promise<TableCounts> {
+    const client = await this.pool.connect();
+    try {
+      if (!this.migrated) {
+        await migrate(client, this.location);
+        this.migrated = true;
+      }
+      await client.query('BEGIN');
+      // The counter row first, as every write does: no daemon writes meanwhile.
+      await client.query('SELECT change_no FROM ob_meta WHERE id = 1 FOR UPDATE');
+      const before = await countTables(client);
+      if (!force && before.instances + before.keys + before.events > 0) {
+        throw new Error(`The store ${this.location} is not empty (${before.instances} instance(s), ${before.keys} key(s), ${before.events} event(s)); nothing was changed. Pass --force to replace its contents.`);
+      }
+      await importData(client, data);
+      const expected = countsOf(data);
+      const found = await countTables(client);
+      const wrong = (Object.keys(expected) as (keyof TableCounts)[]).filter((k) => expected[k] !== found[k]);
+      if (wrong.length > 0) {
+        throw new Error(`The copy into ${this.location} does not match (${wrong.map((k) => `${k}: ${expected[k]} expected, ${found[k]} found`).join('; ')}); nothing was changed.`);
+      }
+      await client.query('COMMIT');
+      return found;
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => {});
+      throw err;
+    } finally {
+      client.release();
+    }
+  }
+
+  lastInSync(): number {
+    return this.inSyncAt;
+  }
+
+  holdsChores(): boolean {
+    return this.chores;
+  }
+
+  subscribe(feed: StoreFeed): void {
+    this.feed = feed;
+    this.following = this.tick();
+  }
+
+  async sync(): Promise<void> {
+    await this.following;
+    this.wake();
+    await this.pulling;
+  }
+
+  /** Reads the change log now (a notification, or a commit that made extras). */
+  private wake(): void {
+    if (this.feed === null || this.closed) return;
+    if (this.pulling !== null) {
+      this.pullAgain = true;
+      return;
+    }
+    this.pulling = this.pullLoop().finally(() => { this.pulling = null; });
+  }
+
+  private async pullLoop(): Promise<void> {
+    do {
+      this.pullAgain = false;
+      const started = this.now();
+      try {
+        await this.pull();
+        // In sync as of when the read began: nothing committed before then is unheard.
+        this.inSyncAt = Math.max(this.inSyncAt, started);
+        if (this.lastNotice.startsWith('Cannot')) this.notice(`In sync with ${this.location} again.`);
+      } catch (err) {
+        this.notice(`Cannot read the change log of ${this.location} (${errText(err)}): serving from memory; keys are refused once out of sync for longer than --max-stale.`);
+        return;
+      }
+    } while (this.pullAgain && !this.closed);
+  }
+
+  private async pull(): Promise<void> {
+    for (;;) {
+      // One statement, so one snapshot: a change's row and the counter commit together, so here
+      // the head and the rows agree, and a gap seen is a real one (pruned), never a commit that
+      // landed between two reads.
+      const { rows: [page] } = await this.pool.query<{ head: string; changes: { no: number; origin: string; mutations: Mutation[]; extra: Mutation[] }[] }>(
+        `SELECT (SELECT change_no FROM ob_meta WHERE id = 1) AS head,
+           coalesce((SELECT json_agg(c ORDER BY c.no) FROM
+             (SELECT no, origin, mutations, extra FROM ob_changes WHERE no > $1 ORDER BY no LIMIT $2) c), '[]'::json) AS changes`,
+        [this.lastChange, PAGE],
+      );
+      const head = Number(page!.head);
+      const rows = page!.changes;
+      if (rows.length === 0) {
+        if (head > this.lastChange) await this.reload('the change log no longer holds the changes it missed');
+        return;
+      }
+      if (Number(rows[0]!.no) !== this.lastChange + 1) {
+        await this.reload(`changes ${this.lastChange + 1} to ${Number(rows[0]!.no) - 1} are no longer in the change log`);
+        return;
+      }
+      const changes: StoreChange[] = [];
+      for (const r of rows) {
+        const mutations = r.origin === this.origin ? r.extra : [...r.mutations, ...r.extra];
+        if (mutations.length > 0) changes.push({ no: Number(r.no), mutations });
+      }
+      if (changes.length > 0) await this.feed?.changes(changes);
+      this.lastChange = Number(rows[rows.length - 1]!.no);
+      if (rows.length < PAGE) return;
+    }
+  }
+
+  private async reload(why: string): Promise<void> {
+    this.notice(`Reloading the whole state from ${this.location}: ${why}.`);
+    const data = await this.load();
+    await this.feed?.reload(data);
+  }
+
+  /**
+   * Every period: read the change log, keep the session connection (LISTEN and the chores lock)
+   * up, and, holding the chores lock, prune the change log.
+   */
+  private async tick(): Promise<void> {
+    if (this.closed) return;
+    try {
+      await this.keepSession();
+      this.wake();
+      await this.pulling;
+      if (this.chores && this.session !== null) {
+        await this.session.query(`DELETE FROM ob_changes WHERE at < now() - interval '${CHANGE_LOG_KEEP}' AND no < $1`, [this.lastChange]).catch(() => {});
+      }
+    } finally {
+      if (!this.closed) {
+        this.timer = setTimeout(() => void this.tick(), this.catchupMs);
+        this.timer.unref();
+      }
+    }
+  }
+
+  /**
+   * One dedicated connection per daemon: it LISTENs, and holds the chores lock, a session
+   * advisory lock that PostgreSQL releases the moment the connection ends (the daemon died), so
+   * another daemon takes it at its next period.
+   */
+  private async keepSession(): Promise<void> {
+    if (this.session !== null) {
+      try {
+        if (!this.chores) this.chores = await this.tryChoresLock(this.session);
+        else await this.session.query('SELECT 1');
+        return;
+      } catch {
+        this.dropSession();
+      }
+    }
+    this.sessionStarting ??= this.startSession().finally(() => { this.sessionStarting = null; });
+    await this.sessionStarting;
+  }
+
+  private async startSession(): Promise<void> {
+    const client = new pg.Client({ connectionString: this.url, connectionTimeoutMillis: 3000, query_timeout: 10_000 });
+    client.on('error', (err) => {
+      this.notice(`PostgreSQL session connection lost (${errText(err)}).`);
+      if (this.session === client) this.dropSession();
+    });
+    client.on('notification', (msg) => {
+      if (msg.channel === CHANNEL && Number(msg.payload) > this.lastChange) this.wake();
+    });
+    try {
+      await client.connect();
+      if (this.notify) await client.query(`LISTEN ${CHANNEL}`);
+      this.session = client;
+      this.chores = await this.tryChoresLock(client);
+    } catch (err) {
+      this.notice(`Cannot connect to ${this.location} (${errText(err)}): serving from memory; keys are refused once out of sync for longer than --max-stale.`);
+      await client.end().catch(() => {});
+      if (this.session === client) this.session = null;
+    }
+  }
+
+  private async tryChoresLock(client: pg.Client): Promise<boolean> {
+    const { rows } = await client.query<{ locked: boolean }>('SELECT pg_try_advisory_lock($1, $2) AS locked', [LOCK_SPACE, CHORES_LOCK]);
+    return rows[0]?.locked === true;
+  }
+
+  private dropSession(): void {
+    const s = this.session;
+    this.session = null;
+    this.chores = false;
+    void s?.end().catch(() => {});
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.timer);
+    await this.pulling?.catch(() => {});
+    await this.sessionStarting?.catch(() => {});
+    this.dropSession();
+    await this.pool.end().catch(() => {});
+  }
+}
+
+function errText(err: unknown): string {
+  const e = err as { code?: string; message?: string };
+  if (typeof e.code === 'string' && e.code !== '') return e.message !== undefined && !e.message.includes(e.code) ? `${e.code}: ${e.message}` : e.code;
+  return e.message ?? String(err);
+}

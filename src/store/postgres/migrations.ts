@@ -1,0 +1,99 @@
+import type { PoolClient } from 'pg';
+
+/**
+ * The PostgreSQL schema, as numbered steps applied in order and never edited once released: a
+ * database records the steps it has (ob_schema_migrations), and a daemon applies the missing ones
+ * at start. Add a step to change the schema.
+ */
+export const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [
+  {
+    version: 1,
+    name: 'instances, keys, audit trail, change log',
+    sql: `
+      -- One row: the number of the last committed change. Every write transaction increments it
+      -- first, so writes are serialised cluster-wide and change numbers have no gaps and appear
+      -- in commit order (a sequence would do neither).
+      CREATE TABLE ob_meta (id int PRIMARY KEY CHECK (id = 1), change_no bigint NOT NULL);
+      INSERT INTO ob_meta VALUES (1, 0);
+
+      -- The records as the daemon knows them (jsonb), with the columns SQL decides on beside them.
+      CREATE TABLE ob_instances (
+        id text PRIMARY KEY,
+        deployment text NOT NULL,
+        state text NOT NULL,
+        updated_at text NOT NULL,
+        record jsonb NOT NULL
+      );
+      -- Keys: the SHA-256 of the secret and its hint, never the secret. Usage counters are
+      -- columns so that each daemon adds to them (requests = requests + n).
+      CREATE TABLE ob_keys (
+        id text PRIMARY KEY,
+        hash text NOT NULL UNIQUE,
+        instance text NOT NULL,
+        deployment text NOT NULL,
+        status text NOT NULL CHECK (status IN ('active', 'revoked')),
+        record jsonb NOT NULL,
+        requests bigint NOT NULL DEFAULT 0,
+        prompt_tokens bigint NOT NULL DEFAULT 0,
+        completion_tokens bigint NOT NULL DEFAULT 0,
+        last_used_at text
+      );
+      CREATE INDEX ob_keys_active_by_instance ON ob_keys (instance, deployment) WHERE status = 'active';
+
+      CREATE SEQUENCE ob_event_seq;
+      CREATE TABLE ob_events (seq bigint PRIMARY KEY, at text NOT NULL, record jsonb NOT NULL);
+
+      -- What each committed change did, for the other daemons: pushed by NOTIFY (the number
+      -- only) and read back by number. origin: the daemon that made it; extra: what the store
+      -- did on its behalf (keys revoked that it did not know of).
+      CREATE TABLE ob_changes (
+        no bigint PRIMARY KEY,
+        origin text NOT NULL,
+        at timestamptz NOT NULL DEFAULT now(),
+        mutations jsonb NOT NULL,
+        extra jsonb NOT NULL
+      );
+    `,
+  },
+];
+
+/** Advisory lock keys (two int4: ob-proxy's, then the lock's). */
+export const LOCK_SPACE = 0x0b9_0c5;
+export const MIGRATE_LOCK = 1;
+export const CHORES_LOCK = 2;
+
+/**
+ * Applies the missing steps under an advisory lock: N daemons starting at once on an empty
+ * database migrate it once, the others wait and then find nothing to do. Each step commits with
+ * its version row, so a crash leaves a database at a known step.
+ */
+export async function migrate(client: PoolClient, location: string): Promise<number[]> {
+  await client.query('SELECT pg_advisory_lock($1, $2)', [LOCK_SPACE, MIGRATE_LOCK]);
+  try {
+    await client.query('CREATE TABLE IF NOT EXISTS ob_schema_migrations (version int PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())');
+    const { rows } = await client.query<{ version: number }>('SELECT version FROM ob_schema_migrations');
+    const have = new Set(rows.map((r) => r.version));
+    const known = Math.max(...MIGRATIONS.map((m) => m.version));
+    const newer = rows.map((r) => r.version).filter((v) => v > known);
+    if (newer.length > 0) {
+      throw new Error(`The store ${location} has schema version ${Math.max(...newer)}, newer than this ob-proxy knows (${known}). Run the newer ob-proxy, or restore the database from a backup.`);
+    }
+    const applied: number[] = [];
+    for (const m of MIGRATIONS) {
+      if (have.has(m.version)) continue;
+      await client.query('BEGIN');
+      try {
+        await client.query(m.sql);
+        await client.query('INSERT INTO ob_schema_migrations (version, name) VALUES ($1, $2)', [m.version, m.name]);
+        await client.query('COMMIT');
+      } catch (err) {
+        await client.query('ROLLBACK').catch(() => {});
+        throw err;
+      }
+      applied.push(m.version);
+    }
+    return applied;
+  } finally {
+    await client.query('SELECT pg_advisory_unlock($1, $2)', [LOCK_SPACE, MIGRATE_LOCK]).catch(() => {});
+  }
+}

@@ -1,0 +1,226 @@
+/**
+ * The PostgreSQL store under the lifecycle service, with several "daemons" (lifecycles, each with
+ * its own store) in one process on one fresh database on the local server.
+ */
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { resolveConfig } from '../../src/config.js';
+import { cryptoSecretSource } from '../../src/domain/api-key.js';
+import type { AuditEvent } from '../../src/domain/key.js';
+import { LifecycleService } from '../../src/services/lifecycle.js';
+import { LowdbStore } from '../../src/store/lowdb-store.js';
+import { PostgresStore, redactUrl } from '../../src/store/postgres-store.js';
+import type { Store } from '../../src/store/store.js';
+import { eventually } from '../helpers/processes.js';
+import { type TestDatabase, freshDatabase } from '../helpers/postgres.js';
+
+const MODELS = ['gemma4:26b', 'qwen3.6:27b'];
+const T0 = Date.parse('2026-11-23T12:00:00Z');
+const clock = { now: () => T0 };
+
+let db: TestDatabase;
+const open: { lc: LifecycleService; store: Store }[] = [];
+
+beforeEach(async () => {
+  db = await freshDatabase();
+});
+afterEach(async () => {
+  for (const o of open.splice(0)) await o.store.close();
+  await db.drop();
+});
+
+async function node(opts: { notify?: boolean; catchupMs?: number; notices?: string[] } = {}): Promise<{ lc: LifecycleService; store: PostgresStore; heard: AuditEvent[] }> {
+  const store = new PostgresStore(db.url, { catchupMs: opts.catchupMs ?? 100, notify: opts.notify ?? true, now: clock.now, onNotice: (m) => opts.notices?.push(m) });
+  const lc = await LifecycleService.open({ store, clock, secrets: cryptoSecretSource, models: MODELS });
+  const heard: AuditEvent[] = [];
+  lc.onChange((e, origin) => { if (origin === 'remote') heard.push(e); });
+  open.push({ lc, store });
+  return { lc, store, heard };
+}
+
+async function ready(lc: LifecycleService, id = 'gpu-1') {
+  await lc.addInstance({ id, model: 'gemma4:26b', endpoint: 'http://127.0.0.1:11434' });
+  const key = await (await lc.ready(id)).defaultKey;
+  return { key: key!, secret: lc.claimSecret(key!.id)! };
+}
+
+describe('PostgreSQL store', () => {
+  it('five daemons starting at once on an empty database migrate it once', async () => {
+    const stores = Array.from({ length: 5 }, () => new PostgresStore(db.url));
+    const loaded = await Promise.all(stores.map((s) => s.load()));
+    expect(loaded.every((d) => d.instances.length === 0)).toBe(true);
+    await Promise.all(stores.map((s) => s.close()));
+    const c = new pg.Client({ connectionString: db.url });
+    await c.connect();
+    const { rows } = await c.query('SELECT version FROM ob_schema_migrations');
+    await c.end();
+    expect(rows).toEqual([{ version: 1 }]);
+  });
+
+  it('is chosen by a postgres:// URL; --max-stale must exceed the catch-up period', () => {
+    const c = resolveConfig({ store: 'postgres://ob@db/obproxy' }, {}, '/home/x');
+    expect(c).toMatchObject({ store: 'postgres://ob@db/obproxy', maxStaleMs: 30_000, storeCatchupMs: 2000, storeNotify: true });
+    expect(resolveConfig({}, { OB_PROXY_STORE: 'postgresql://db/x', OB_PROXY_MAX_STALE: '5', OB_PROXY_TEST_NO_NOTIFY: '1' }, '/h')).toMatchObject({ maxStaleMs: 5000, storeNotify: false });
+    expect(() => resolveConfig({ maxStale: 1 }, {}, '/h')).toThrow(/must be longer than the store's catch-up period/);
+    expect(() => resolveConfig({ store: 'mysql://db/x' }, {}, '/h')).toThrow(/not supported/);
+  });
+
+  it('never shows a password in its location', () => {
+    expect(redactUrl('postgres://ob:s3cret@db.example:5432/obproxy')).toBe('postgres://ob@db.example:5432/obproxy');
+  });
+
+  it('a key created on one daemon works on another; revoked there, it is refused here with a key.revoked event', async () => {
+    const a = await node();
+    const b = await node();
+    const { key, secret } = await ready(a.lc);
+    await eventually(() => b.lc.registry.authenticate(secret, T0, true).ok, 'B knows the key');
+    expect(b.heard.map((e) => e.type)).toEqual(['instance.added', 'instance.state', 'key.created']);
+    // Both daemons number events alike.
+    expect(b.lc.registry.events.map((e) => e.seq)).toEqual(a.lc.registry.events.map((e) => e.seq));
+    await b.lc.revokeKey(key.id);
+    await eventually(() => !a.lc.registry.authenticate(secret, T0, true).ok, 'A refuses the key');
+    expect(a.heard.at(-1)).toMatchObject({ type: 'key.revoked', keyId: key.id, reason: 'manual' });
+  });
+
+  it('the catch-up read alone (no NOTIFY) delivers changes', async () => {
+    const a = await node();
+    const b = await node({ notify: false, catchupMs: 200 });
+    const { key, secret } = await ready(a.lc);
+    await eventually(() => b.lc.registry.authenticate(secret, T0, true).ok, 'B knows the key');
+    await a.lc.halt('gpu-1', 'stop');
+    await eventually(() => b.lc.registry.keys.get(key.id)?.status === 'revoked', 'B sees the key revoked');
+    expect(b.lc.registry.instances.get('gpu-1')?.state).toBe('stopped');
+  });
+
+  it('a key created through a daemon that has not heard of the stop is never usable', async () => {
+    const a = await node();
+    const b = await node({ notify: false, catchupMs: 60_000 });
+    await ready(a.lc);
+    // B hears of the ready instance once (a reload-free catch-up), then goes deaf.
+    await b.store.load().then((d) => b.lc.applySnapshot(d));
+    expect(b.lc.registry.instances.get('gpu-1')?.state).toBe('ready');
+    await a.lc.halt('gpu-1', 'stop');
+    await expect(b.lc.createKey('gpu-1', 'late')).rejects.toMatchObject({ code: 'instance_not_ready' });
+    expect([...b.lc.registry.keys.values()].filter((k) => k.name === 'late')).toEqual([]);
+  });
+
+  it('a key created just before a stop decided elsewhere is revoked with the rest, on every daemon', async () => {
+    const a = await node({ notify: false, catchupMs: 60_000 });
+    const b = await node();
+    await ready(b.lc);
+    await a.store.load().then((d) => a.lc.applySnapshot(d));
+    // B creates a key A has not heard of; A stops the instance from its older view.
+    const late = await b.lc.createKey('gpu-1', 'late');
+    expect(a.lc.registry.keys.has(late.key.id)).toBe(false);
+    await a.lc.halt('gpu-1', 'stop');
+    // A hears of the key from its own commit (the store revoked it on A's behalf) ...
+    await eventually(() => a.lc.registry.keys.get(late.key.id)?.status === 'revoked', 'A knows the late key revoked');
+    // ... and B from A's change.
+    await eventually(() => !b.lc.registry.authenticate(late.secret, T0, true).ok, 'B refuses the late key');
+    expect(b.lc.registry.keys.get(late.key.id)).toMatchObject({ status: 'revoked', revokeReason: 'instance_stopped' });
+    const reloaded = await new PostgresStore(db.url).load();
+    expect(reloaded.keys.find((k) => k.id === late.key.id)?.status).toBe('revoked');
+    expect(reloaded.events.filter((e) => e.type === 'key.revoked' && e.keyId === late.key.id)).toHaveLength(1);
+  });
+
+  it('a daemon that missed changes no longer in the change log reloads everything, and emits what it missed', async () => {
+    const a = await node();
+    const notices: string[] = [];
+    const b = await node({ notify: false, catchupMs: 60_000, notices });
+    // B's first read is done; it reads again only when asked (notifications off, a long period).
+    await b.store.sync();
+    const { secret } = await ready(a.lc);
+    const c = new pg.Client({ connectionString: db.url });
+    await c.connect();
+    await c.query('DELETE FROM ob_changes');
+    await c.end();
+    await b.store.sync();
+    expect(b.lc.registry.authenticate(secret, T0, true).ok).toBe(true);
+    expect(b.heard.map((e) => e.type)).toEqual(['instance.added', 'instance.state', 'key.created']);
+    expect(notices.some((n) => n.startsWith('Reloading the whole state'))).toBe(true);
+  });
+
+  it('usage counters from several daemons add up', async () => {
+    const a = await node();
+    const b = await node();
+    const { key } = await ready(a.lc);
+    await eventually(() => b.lc.registry.keys.has(key.id), 'B knows the key');
+    // As the data plane's UsageTracker does: the registry's counters first, the delta flushed.
+    Object.assign(a.lc.registry.keys.get(key.id)!.usage, { requests: 3, promptTokens: 30, completionTokens: 60 });
+    await a.lc.flushUsage([{ keyId: key.id, requests: 3, promptTokens: 30, completionTokens: 60, lastUsedAt: '2026-11-23T12:00:01.000Z' }]);
+    await b.lc.flushUsage([{ keyId: key.id, requests: 2, promptTokens: 20, completionTokens: 40, lastUsedAt: '2026-11-23T12:00:02.000Z' }]);
+    // A revocation written afterwards carries A's older view of the counters: it must not win.
+    await a.lc.revokeKey(key.id);
+    const data = await new PostgresStore(db.url).load();
+    expect(data.keys.find((k) => k.id === key.id)).toMatchObject({ usage: { requests: 5, promptTokens: 50, completionTokens: 100 }, lastUsedAt: '2026-11-23T12:00:02.000Z' });
+    await eventually(() => a.lc.registry.keys.get(key.id)?.usage.requests === 5, 'A counts B\'s usage too');
+  });
+
+  it('one daemon at a time holds the chores lock; another takes over when it goes', async () => {
+    const a = await node();
+    await eventually(() => a.store.holdsChores(), 'A holds the chores');
+    const b = await node();
+    // B tries every period and never gets it while A lives.
+    await eventually(() => b.store.lastInSync() > 0 && !b.store.holdsChores(), 'B in sync without the chores');
+    await a.store.close();
+    open.splice(open.findIndex((o) => o.store === a.store), 1);
+    await eventually(() => b.store.holdsChores(), 'B takes over the chores');
+  });
+});
+
+describe.each([
+  ['lowdb', async (): Promise<Store> => new LowdbStore(join(await mkdtemp(join(tmpdir(), 'obt-')), 'db.json'))],
+  ['postgres', async (): Promise<Store> => new PostgresStore(db.url, { catchupMs: 100, now: clock.now })],
+])('lifecycle on the %s store', (_name, makeStore) => {
+  async function reopen(store: Store, make: () => Promise<Store>): Promise<LifecycleService> {
+    await store.close();
+    const again = await make();
+    const lc = await LifecycleService.open({ store: again, clock, secrets: cryptoSecretSource, models: MODELS });
+    open.push({ lc, store: again });
+    return lc;
+  }
+
+  it('keeps instances, keys, revocations, usage and the audit trail across a restart', async () => {
+    const store = await makeStore();
+    const lc = await LifecycleService.open({ store, clock, secrets: cryptoSecretSource, models: MODELS });
+    const { key, secret } = await ready(lc);
+    const other = await lc.createKey('gpu-1', 'ci');
+    await lc.flushUsage([{ keyId: other.key.id, requests: 4, promptTokens: 1, completionTokens: 2, lastUsedAt: null }]);
+    await lc.revokeKey(key.id);
+    await lc.addInstance({ id: 'gpu-2', model: 'qwen3.6:27b', packEndsAt: new Date(T0 + 3_600_000).toISOString() });
+    await lc.remove('gpu-2');
+    const make = store instanceof LowdbStore ? async () => new LowdbStore(store.location) : makeStore;
+    const again = await reopen(store, make);
+    expect(again.registry.authenticate(secret, T0, true)).toMatchObject({ ok: false, code: 'revoked_api_key' });
+    expect(again.registry.authenticate(other.secret, T0, true)).toMatchObject({ ok: true });
+    expect(again.registry.keys.get(other.key.id)?.usage).toEqual({ requests: 4, promptTokens: 1, completionTokens: 2 });
+    expect([...again.registry.instances.keys()]).toEqual(['gpu-1']);
+    expect(again.registry.events.map((e) => e.type)).toEqual([
+      'instance.added', 'instance.state', 'key.created', 'key.created', 'key.revoked', 'instance.added', 'instance.removed',
+    ]);
+    const seqs = again.registry.events.map((e) => e.seq);
+    expect([...seqs].sort((x, y) => x - y)).toEqual(seqs);
+  });
+
+  it('a stop revokes every key durably; an ended pack stops its instance', async () => {
+    const store = await makeStore();
+    let now = T0;
+    const c = { now: () => now };
+    const lc = await LifecycleService.open({ store, clock: c, secrets: cryptoSecretSource, models: MODELS });
+    open.push({ lc, store });
+    await lc.addInstance({ id: 'gpu-1', model: 'gemma4:26b', endpoint: 'http://127.0.0.1:11434', packEndsAt: new Date(T0 + 60_000).toISOString() });
+    const k1 = await (await lc.ready('gpu-1')).defaultKey;
+    await ready(lc, 'gpu-2');
+    await lc.halt('gpu-2', 'stop');
+    now += 60_000;
+    // A shared store: only the daemon holding the chores lock ends packs.
+    await eventually(() => store.holdsChores?.() !== false, 'the chores lock');
+    const ended = await lc.endDuePacks();
+    expect(ended.map((i) => i.id)).toEqual(['gpu-1']);
+    expect(lc.registry.keys.get(k1!.id)).toMatchObject({ status: 'revoked', revokeReason: 'pack_ended' });
+    expect([...lc.registry.keys.values()].every((k) => k.status === 'revoked')).toBe(true);
+  });
+});
