@@ -52,7 +52,7 @@ describe('the npm package', () => {
   it('holds only what runs: dist, docs, the service unit, README, LICENSE, package.json; and no build step for users', async () => {
     const list = await sh('tar', ['-tzf', tarball]);
     const files = list.stdout.trim().split('\n');
-    expect(files.filter((f) => !/^package\/(dist\/(bin|cli|daemon|src)\/|docs\/[^/]+\.md$|packaging\/ob-proxy\.service$|README\.md$|LICENSE$|package\.json$)/.test(f))).toEqual([]);
+    expect(files.filter((f) => !/^package\/(dist\/(bin|cli|daemon|src)\/|docs\/[^/]+\.(md|json)$|packaging\/ob-proxy\.service$|README\.md$|LICENSE$|package\.json$)/.test(f))).toEqual([]);
     expect(files).toContain('package/dist/bin/ob-proxy.js');
     expect(files).toContain('package/LICENSE');
     const manifest = JSON.parse((await sh('tar', ['-xzOf', tarball, 'package/package.json'])).stdout) as Record<string, unknown>;
