@@ -24,6 +24,12 @@ export interface Config extends AnswerLimits {
   badKeyLimit: number;
   /** Browser origins allowed by CORS; empty = CORS off, ['*'] = any origin. */
   corsOrigins: string[];
+  /**
+   * Stream events may skip decoding and JSON.parse when they match a learned layout. Off, every
+   * event is decoded, parsed and encoded again: for an operator who suspects the fast path, and
+   * for tests that hold both paths to the same answer.
+   */
+  relayFastPath: boolean;
 }
 
 export interface ConfigFlags {
@@ -60,6 +66,13 @@ function number(name: string, raw: string | undefined, fallback: number, opts: {
   return n;
 }
 
+function onOff(name: string, raw: string | undefined, fallback: boolean): boolean {
+  if (raw === undefined || raw === '') return fallback;
+  if (raw === '1') return true;
+  if (raw === '0') return false;
+  throw obError('invalid_argument', { param: name, message: `${name} must be 0 or 1, got "${raw}".` });
+}
+
 export function defaultHome(env: Env, homedir: string): string {
   return env.OB_PROXY_HOME !== undefined && env.OB_PROXY_HOME !== '' ? env.OB_PROXY_HOME : join(homedir, '.ob-proxy');
 }
@@ -92,5 +105,6 @@ export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string): Co
     usageFlushMs: number('usage-flush', env.OB_PROXY_USAGE_FLUSH_MS, 5000, { min: 10, max: 3_600_000 }),
     badKeyLimit: number('bad-key-limit', env.OB_PROXY_BAD_KEY_LIMIT, 30, { min: 0, max: 1_000_000, integer: true }),
     corsOrigins: (env.OB_PROXY_CORS_ORIGINS ?? '').split(',').map((o) => o.trim().replace(/\/$/, '')).filter((o) => o !== ''),
+    relayFastPath: onOff('relay-fast-path', env.OB_PROXY_RELAY_FAST_PATH, true),
   };
 }

@@ -81,7 +81,8 @@ function proxy(ctx: DaemonContext, request: FastifyRequest, res: ServerResponse,
     },
     limits: ctx.config,
   };
-  const relay = chat.stream ? new StreamRelay(rc, chat.includeUsage, ctx.frameShapes.for(auth.instance.deployment)) : new PlainRelay(rc);
+  const shapes = ctx.config.relayFastPath ? ctx.frameShapes.for(auth.instance.deployment) : null;
+  const relay = chat.stream ? new StreamRelay(rc, chat.includeUsage, shapes) : new PlainRelay(rc);
   // In the turn the key was re-checked (makeRecheckHook): from here a revocation ends it.
   inflight.add(auth.key, relay);
   try {

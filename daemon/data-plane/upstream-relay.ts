@@ -251,7 +251,8 @@ export class StreamRelay extends Relay {
   /** Bytes read after [DONE]. */
   private drained = 0;
 
-  constructor(c: RelayContext, forwardUsage: boolean, shapes: FrameShapes) {
+  /** `shapes` null: every event takes the slow path (config `relayFastPath` off). */
+  constructor(c: RelayContext, forwardUsage: boolean, shapes: FrameShapes | null) {
     super(c);
     this.relay = new SseRelay(c.id, forwardUsage, shapes, c.limits.maxFrameBytes);
   }

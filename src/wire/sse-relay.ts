@@ -30,7 +30,8 @@ const DONE = Buffer.from('data: [DONE]\n\n');
 export type InvalidReason = 'not_json' | 'not_sse' | 'frame_too_large';
 
 export class SseRelay {
-  private readonly check = new JsonFrameCheck();
+  private readonly shapes: FrameShapes | null;
+  private readonly check: JsonFrameCheck | null;
   /**
    * Copies of the bytes of an unfinished frame, kept as pieces and joined once, when the frame
    * ends: joining them again on every read made a line that never ends cost quadratic time.
@@ -57,10 +58,14 @@ export class SseRelay {
 
   /**
    * `shapes` are the event layouts of this stream's model server, shared by its streams; a
-   * relay of its own by default (tests, tools). A frame of more than `maxFrameBytes` bytes (its
-   * blank line included), finished or not, is refused.
+   * relay of its own by default (tests, tools); null forces the slow path for every event
+   * (config `relayFastPath`). A frame of more than `maxFrameBytes` bytes (its blank line
+   * included), finished or not, is refused.
    */
-  constructor(private readonly id: string, private readonly forwardUsage: boolean, private readonly shapes = new FrameShapes(), private readonly maxFrameBytes = 1024 * 1024) {}
+  constructor(private readonly id: string, private readonly forwardUsage: boolean, shapes: FrameShapes | null = new FrameShapes(), private readonly maxFrameBytes = 1024 * 1024) {
+    this.shapes = shapes;
+    this.check = shapes === null ? null : new JsonFrameCheck();
+  }
 
   /** The relay forwards nothing more: `[DONE]`, an error event, or something refused. */
   get stopped(): boolean {
@@ -134,17 +139,17 @@ export class SseRelay {
         continue;
       }
       const shapes = this.shapes;
-      next = shapes.match(buf, start);
+      next = shapes === null ? -1 : shapes.match(buf, start);
       if (next !== -1) {
         if (next - start > max) return this.refuse('frame_too_large');
         this.contentChunks++;
         // Everything after the id is the same bytes in and out: our head, then one range.
-        const head = this.headFor(shapes.head);
-        out.add(head, buf, shapes.idEnd, next);
-        if (shapes.litStart !== -1) this.template = {
-          inPrefix: Buffer.from(buf.subarray(start, shapes.litStart)),
-          inSuffix: Buffer.from(buf.subarray(shapes.litEnd, next - 2)),
-          outPrefix: Buffer.concat([head, buf.subarray(shapes.idEnd, shapes.litStart)]),
+        const head = this.headFor((shapes as FrameShapes).head);
+        out.add(head, buf, (shapes as FrameShapes).idEnd, next);
+        if ((shapes as FrameShapes).litStart !== -1) this.template = {
+          inPrefix: Buffer.from(buf.subarray(start, (shapes as FrameShapes).litStart)),
+          inSuffix: Buffer.from(buf.subarray((shapes as FrameShapes).litEnd, next - 2)),
+          outPrefix: Buffer.concat([head, buf.subarray((shapes as FrameShapes).idEnd, (shapes as FrameShapes).litStart)]),
         };
         start = next;
         continue;
@@ -253,7 +258,7 @@ export class SseRelay {
     const text = this.frame(buf.toString('utf8', s, e));
     // Layouts end in a blank line of two LFs; an event ended by CRLFs would never match its own,
     // and one ended by CR LF LF would be forwarded with its CR, which the slow path drops.
-    if (this.learnable && buf[e] === LF && buf[e + 1] === LF && buf[e - 1] !== CR) this.shapes.learn(buf, s, e);
+    if (this.learnable && this.shapes !== null && buf[e] === LF && buf[e + 1] === LF && buf[e - 1] !== CR) this.shapes.learn(buf, s, e);
     if (text === '') return;
     const b = Buffer.from(text, 'utf8');
     out.add(null, b, 0, b.length);
@@ -314,7 +319,7 @@ export class SseRelay {
       return `data: ${JSON.stringify(parsed)}\n\n`;
     }
     // A broken event would make the client's SDK throw a parse error: check before forwarding.
-    if (!this.check.isValid(data)) return this.reject('not_json');
+    if (!(this.check === null ? parses(data) : this.check.isValid(data))) return this.reject('not_json');
     // A chunk is an object; a bare string or number is not OpenAI's stream.
     if (data.charCodeAt(0) !== 123 && data.trimStart().charCodeAt(0) !== 123) return this.reject('not_sse');
     this.contentChunks++;
@@ -384,6 +389,15 @@ function frameEnd(buf: Buffer, from: number): number {
       if (buf[nl + 2] === LF) return nl + 3;
     }
     from = nl + 1;
+  }
+}
+
+function parses(data: string): boolean {
+  try {
+    JSON.parse(data);
+    return true;
+  } catch {
+    return false;
   }
 }
 
