@@ -1,5 +1,4 @@
 import { obError } from '../errors.js';
-import { JsonFrameCheck } from './frame-check.js';
 import { FrameShapes, byteLiteralEnd } from './frame-shapes.js';
 import { OutputBatch } from './output-batch.js';
 
@@ -31,7 +30,6 @@ export type InvalidReason = 'not_json' | 'not_sse' | 'frame_too_large';
 
 export class SseRelay {
   private readonly shapes: FrameShapes | null;
-  private readonly check: JsonFrameCheck | null;
   /**
    * Copies of the bytes of an unfinished frame, kept as pieces and joined once, when the frame
    * ends: joining them again on every read made a line that never ends cost quadratic time.
@@ -64,7 +62,6 @@ export class SseRelay {
    */
   constructor(private readonly id: string, private readonly forwardUsage: boolean, shapes: FrameShapes | null = new FrameShapes(), private readonly maxFrameBytes = 1024 * 1024) {
     this.shapes = shapes;
-    this.check = shapes === null ? null : new JsonFrameCheck();
   }
 
   /** The relay forwards nothing more: `[DONE]`, an error event, or something refused. */
@@ -290,41 +287,49 @@ export class SseRelay {
     return this.data(data, false);
   }
 
-  /** A data event's payload; `single`: the frame was that one line, so its layout may be learned. */
+  /**
+   * A data event's payload; `single`: the frame was that one line, so its layout may be learned.
+   * The event is parsed and judged by what it holds, never by how its text looks: a server may
+   * write `"usage": {` with a space (Python's json.dumps) or a key with escapes, and a usage
+   * chunk told by its text was then forwarded to clients that had not asked for it, uncounted.
+   */
   private data(data: string, single: boolean): string {
     if (data === '[DONE]') {
       this.done = true;
       return 'data: [DONE]\n\n';
     }
-    if (data.startsWith('{"error"') || data.startsWith('{ "error"')) {
-      // Passed on as the server sent it, but like any event only when it is JSON.
-      if (this.parse(data) === null) return this.reject('not_json');
+    let value: unknown;
+    try {
+      value = JSON.parse(data);
+    } catch {
+      // A broken event would make the client's SDK throw a parse error.
+      return this.reject('not_json');
+    }
+    // A chunk is an object; a bare string or number is not OpenAI's stream.
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) return this.reject('not_sse');
+    const event = value as Record<string, unknown>;
+    // What the client's SDK takes for an error (openai-node: `if (data.error)`), passed on as sent.
+    if (isError(event.error)) {
       this.sawError = true;
       return `data: ${data}\n\n`;
     }
-    if (data.includes('"usage":{')) {
-      const parsed = this.parse(data);
-      if (parsed === null) return this.reject('not_json');
-      const usage = parsed.usage as StreamUsage | undefined;
-      if (usage !== undefined) this.usage = usage;
-      const choices = parsed.choices;
-      if (Array.isArray(choices) && choices.length === 0) {
-        if (!this.forwardUsage) return '';
-        parsed.id = this.id;
-        return `data: ${JSON.stringify(parsed)}\n\n`;
-      }
-      if (!this.forwardUsage) delete parsed.usage;
-      parsed.id = this.id;
-      this.contentChunks++;
-      return `data: ${JSON.stringify(parsed)}\n\n`;
+    const usage = event.usage;
+    if (typeof usage === 'object' && usage !== null) {
+      this.usage = usage as StreamUsage;
+      const choices = event.choices;
+      const usageOnly = Array.isArray(choices) && choices.length === 0;
+      if (!usageOnly) this.contentChunks++;
+      if (this.forwardUsage) return `data: ${this.withOurId(data, spliceable(data), event)}\n\n`;
+      if (usageOnly) return '';
+      delete event.usage;
+      event.id = this.id;
+      return `data: ${JSON.stringify(event)}\n\n`;
     }
-    // A broken event would make the client's SDK throw a parse error: check before forwarding.
-    if (!(this.check === null ? parses(data) : this.check.isValid(data))) return this.reject('not_json');
-    // A chunk is an object; a bare string or number is not OpenAI's stream.
-    if (data.charCodeAt(0) !== 123 && data.trimStart().charCodeAt(0) !== 123) return this.reject('not_sse');
     this.contentChunks++;
-    this.learnable = single;
-    return `data: ${this.rewriteId(data)}\n\n`;
+    const idLen = spliceable(data);
+    // Only an event sent as its own bytes with our id spliced in is a layout the fast path may copy.
+    this.learnable = single && idLen !== -1;
+    return `data: ${this.withOurId(data, idLen, event)}\n\n`;
   }
 
   /**
@@ -335,7 +340,7 @@ export class SseRelay {
     const parsed = this.parse(data);
     if (parsed === null) return this.reject('not_json');
     this.sawError = true;
-    if (parsed.error !== undefined) return `data: ${JSON.stringify(parsed)}\n\n`;
+    if (isError(parsed.error)) return `data: ${JSON.stringify(parsed)}\n\n`;
     const { message, code } = parsed;
     const err = obError('upstream_error', {
       message: `Model server error: ${typeof message === 'string' && message !== '' ? message : 'an error event without a message'}`,
@@ -358,19 +363,11 @@ export class SseRelay {
     }
   }
 
-  /**
-   * Replaces the event's id: spliced when it is the first key and has no escapes (every server
-   * we face), otherwise through a parse.
-   */
-  private rewriteId(data: string): string {
-    if (data.startsWith('{"id":"')) {
-      const end = data.indexOf('"', 7);
-      if (end !== -1 && data.lastIndexOf('\\', end) < 7) return `{"id":"${this.id}${data.slice(end)}`;
-    }
-    const parsed = this.parse(data);
-    if (parsed === null) return data;
-    parsed.id = this.id;
-    return JSON.stringify(parsed);
+  /** The event's text with our id: spliced in when `idLen` (`spliceable`) allows, else `event` encoded again. */
+  private withOurId(data: string, idLen: number, event: Record<string, unknown>): string {
+    if (idLen !== -1) return `{"id":"${this.id}${data.slice(7 + idLen)}`;
+    event.id = this.id;
+    return JSON.stringify(event);
   }
 }
 
@@ -392,13 +389,21 @@ function frameEnd(buf: Buffer, from: number): number {
   }
 }
 
-function parses(data: string): boolean {
-  try {
-    JSON.parse(data);
-    return true;
-  } catch {
-    return false;
-  }
+/**
+ * The length of the id's text when our id can be spliced into `data`: the id is its first key
+ * (every server we face) and has no escapes; else -1. Not when `data` holds a raw CR, which JSON
+ * allows only as whitespace: SSE clients end a line there and would get half an event, so the
+ * event is encoded again, without it.
+ */
+function spliceable(data: string): number {
+  if (!data.startsWith('{"id":"') || data.includes('\r')) return -1;
+  const end = data.indexOf('"', 7);
+  return end !== -1 && data.lastIndexOf('\\', end) < 7 ? end - 7 : -1;
+}
+
+/** An `error` member the client's SDK throws on: any truthy value. */
+function isError(error: unknown): boolean {
+  return error !== undefined && error !== null && error !== false && error !== 0 && error !== '';
 }
 
 /** The fields of a frame that is not a single `data:` line, or null when a line is not SSE. */
