@@ -5,7 +5,6 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { JsonFrameCheck, stringLiteralEnd } from '../../src/wire/frame-check.js';
 
 function parses(s: string): boolean {
   try {
@@ -16,49 +15,11 @@ function parses(s: string): boolean {
   }
 }
 
-const HEAD = '{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":';
-const TAIL = '},"finish_reason":null}]}';
-
 // Raw text between the quotes: printable characters, escapes good and bad, control characters, quotes.
 const rawContent = fc.array(fc.oneof(
   fc.string({ maxLength: 4 }),
   fc.constantFrom('\\n', '\\"', '\\\\', '\\u00e9', '\\uZZZZ', '\\x', '\\', '"', '\n', '\t', '\u0001', 'é', '😀', '}', ']'),
 ), { maxLength: 6 }).map((parts) => parts.join(''));
-
-describe('JsonFrameCheck: agrees with JSON.parse on every frame, template hit or not', () => {
-  it('on chunks that differ only in the content string', () => {
-    fc.assert(fc.property(fc.array(rawContent, { minLength: 1, maxLength: 12 }), (contents) => {
-      const check = new JsonFrameCheck();
-      for (const c of contents) {
-        const frame = `${HEAD}"${c}"${TAIL}`;
-        expect(check.isValid(frame)).toBe(parses(frame));
-      }
-    }), { numRuns: 500 });
-  });
-
-  it('on frames whose text around the content also changes, or is cut off', () => {
-    const frame = fc.tuple(fc.constantFrom(HEAD, '{"id":"x","choices":[{"delta":{"content":', '{"content":', '{"a":"\\"content\\":"'), rawContent,
-      fc.constantFrom(TAIL, '}}]}', '}', '}}', '', ',"x":1}'), fc.nat({ max: 300 }))
-      .map(([h, c, t, cut]) => `${h}"${c}"${t}`.slice(0, cut === 0 ? undefined : cut));
-    fc.assert(fc.property(fc.array(frame, { minLength: 1, maxLength: 12 }), (frames) => {
-      const check = new JsonFrameCheck();
-      for (const f of frames) expect(check.isValid(f)).toBe(parses(f));
-    }), { numRuns: 500 });
-  });
-});
-
-describe('stringLiteralEnd', () => {
-  it('finds the end of well-formed literals and refuses broken ones', () => {
-    expect(stringLiteralEnd('"ab"', 0)).toBe(4);
-    expect(stringLiteralEnd('x"a\\"b"y', 1)).toBe(7);
-    expect(stringLiteralEnd('"\\u00e9"', 0)).toBe(8);
-    expect(stringLiteralEnd('"\\u00g9"', 0)).toBe(-1);
-    expect(stringLiteralEnd('"\\q"', 0)).toBe(-1);
-    expect(stringLiteralEnd('"a\nb"', 0)).toBe(-1);
-    expect(stringLiteralEnd('"abc', 0)).toBe(-1);
-    expect(stringLiteralEnd('abc"', 0)).toBe(-1);
-  });
-});
 
 describe('SseRelay framing (one pass over newlines)', () => {
   const frames = (eol: string): string => [
@@ -364,5 +325,56 @@ describe('SseRelay: frames near the cap, CRLF frames, comments and fields, howev
         }
       }
     }
+  });
+});
+
+describe('SseRelay on agents\' streams (issue 11): reasoning, tool calls whole and in fragments, refusals, logprobs, unicode and escapes', () => {
+  /** Feeds `bytes` in the reads `cuts` makes; returns what the client got. */
+  async function relayed(bytes: Buffer, cuts: number[], relay: InstanceType<typeof import('../../src/wire/sse-relay.js').SseRelay>): Promise<string> {
+    const { OutputBatch } = await import('../../src/wire/output-batch.js');
+    const out = new OutputBatch();
+    let from = 0;
+    for (const at of [...cuts, bytes.length]) {
+      relay.pushInto(bytes.subarray(from, at), out);
+      from = at;
+    }
+    return out.take().toString('utf8');
+  }
+
+  it('gives the client every event, valid JSON, only the id replaced, in order, on the fast path and on the forced slow path alike', async () => {
+    const { SseRelay } = await import('../../src/wire/sse-relay.js');
+    const { FrameShapes } = await import('../../src/wire/frame-shapes.js');
+    const { clientEvents, clientTexts, cutsOf, expectedEvents, expectedTexts, streamCase, upstreamBytes } = await import('../helpers/agent-stream.js');
+    const streams = fc.array(fc.tuple(streamCase, fc.array(fc.nat(), { maxLength: 6 }), fc.boolean()), { minLength: 1, maxLength: 5 });
+    // Events the fast path relayed without parsing: the property says nothing unless there are many.
+    let events = 0;
+    let fastEvents = 0;
+    await fc.assert(fc.asyncProperty(streams, async (ss) => {
+      // One model server: its streams share what they taught the fast path.
+      const shapes = new FrameShapes();
+      for (const [n, [c, cutSeeds, forwardUsage]] of ss.entries()) {
+        const ours = `chatcmpl-ours${n}`;
+        const bytes = upstreamBytes(c);
+        const cuts = cutsOf(cutSeeds, bytes.length);
+        const fast = new SseRelay(ours, forwardUsage, shapes);
+        const slow = new SseRelay(ours, forwardUsage, null);
+        const fastOut = await relayed(bytes, cuts, fast);
+        const slowOut = await relayed(bytes, cuts, slow);
+        for (const [path, out, relay] of [['fast', fastOut, fast], ['slow', slowOut, slow]] as const) {
+          expect({ path, events: clientEvents(out) }).toEqual({ path, events: expectedEvents(c, ours, forwardUsage) });
+          const texts = clientTexts(out);
+          expectedTexts(c, ours, forwardUsage).forEach((t, i) => {
+            if (t !== null) expect({ path, i, text: texts[i] }).toEqual({ path, i, text: t });
+          });
+          expect({ path, done: relay.done, sawError: relay.sawError, invalid: relay.invalid }).toEqual({ path, done: c.end === 'done', sawError: c.end === 'error', invalid: false });
+          if (c.finalUsage || c.usageEveryChunk) expect(relay.usage).not.toBeNull();
+        }
+        expect(slow.slowEvents).toBe(c.events.length);
+        expect(fastOut).toBe(slowOut);
+        events += c.events.length;
+        fastEvents += c.events.length - fast.slowEvents;
+      }
+    }), { numRuns: 1500 });
+    expect(fastEvents / events).toBeGreaterThan(0.05);
   });
 });
