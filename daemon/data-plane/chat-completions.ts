@@ -81,8 +81,8 @@ function proxy(ctx: DaemonContext, request: FastifyRequest, res: ServerResponse,
     },
     limits: ctx.config,
   };
-  const shapes = ctx.config.relayFastPath ? ctx.frameShapes.for(auth.instance.deployment) : null;
-  const relay = chat.stream ? new StreamRelay(rc, chat.includeUsage, shapes) : new PlainRelay(rc);
+  const layouts = ctx.config.relayFastPath ? ctx.eventLayouts.for(auth.instance.deployment) : null;
+  const relay = chat.stream ? new StreamRelay(rc, chat.includeUsage, layouts) : new PlainRelay(rc);
   // In the turn the key was re-checked (makeRecheckHook): from here a revocation ends it.
   inflight.add(auth.key, relay);
   try {

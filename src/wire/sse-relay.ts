@@ -1,5 +1,5 @@
 import { obError } from '../errors.js';
-import { FrameShapes, byteLiteralEnd } from './frame-shapes.js';
+import { type EventLayout, EventLayouts, LayoutMatch } from './event-layouts.js';
 import { OutputBatch } from './output-batch.js';
 
 export interface StreamUsage {
@@ -8,16 +8,10 @@ export interface StreamUsage {
   total_tokens?: number;
 }
 
-/** This stream's own content event: its bytes around the content string, in and out. */
-interface Template {
-  inPrefix: Buffer;
-  inSuffix: Buffer;
-  outPrefix: Buffer;
-}
-
 const LF = 10;
 const CR = 13;
 const DONE = Buffer.from('data: [DONE]\n\n');
+const LFLF = Buffer.from('\n\n');
 
 /**
  * Turns the model server's SSE bytes into what the client receives, frame by frame, as they
@@ -29,7 +23,11 @@ const DONE = Buffer.from('data: [DONE]\n\n');
 export type InvalidReason = 'not_json' | 'not_sse' | 'frame_too_large';
 
 export class SseRelay {
-  private readonly shapes: FrameShapes | null;
+  private readonly layouts: EventLayouts | null;
+  /** This stream's own token event (`EventLayout.forStream`), tried before the server's layouts. */
+  private own: EventLayout | null = null;
+  /** Where the last event matched a layout; filled in place, not made per event. */
+  private readonly matched = new LayoutMatch();
   /**
    * Copies of the bytes of an unfinished frame, kept as pieces and joined once, when the frame
    * ends: joining them again on every read made a line that never ends cost quadratic time.
@@ -42,7 +40,6 @@ export class SseRelay {
   private headOf: Buffer | null = null;
   /** The slow path just forwarded a data event with only its id changed: its layout can be learned. */
   private learnable = false;
-  private template: Template | null = null;
   done = false;
   usage: StreamUsage | null = null;
   contentChunks = 0;
@@ -55,13 +52,13 @@ export class SseRelay {
   invalidReason: InvalidReason | null = null;
 
   /**
-   * `shapes` are the event layouts of this stream's model server, shared by its streams; a
-   * relay of its own by default (tests, tools); null forces the slow path for every event
+   * `layouts` are the event layouts of this stream's model server, shared by its streams; a
+   * set of its own by default (tests, tools); null forces the slow path for every event
    * (config `relayFastPath`). A frame of more than `maxFrameBytes` bytes (its blank line
    * included), finished or not, is refused.
    */
-  constructor(private readonly id: string, private readonly forwardUsage: boolean, shapes: FrameShapes | null = new FrameShapes(), private readonly maxFrameBytes = 1024 * 1024) {
-    this.shapes = shapes;
+  constructor(private readonly id: string, private readonly forwardUsage: boolean, layouts: EventLayouts | null = new EventLayouts(), private readonly maxFrameBytes = 1024 * 1024) {
+    this.layouts = layouts;
   }
 
   /** The relay forwards nothing more: `[DONE]`, an error event, or something refused. */
@@ -85,7 +82,7 @@ export class SseRelay {
    * Feeds one upstream read and adds what the client must receive to `out`, so a caller
    * gathering several reads copies the bytes once, when it writes them. Frames are found on the
    * bytes (a newline byte never occurs inside a multi-byte UTF-8 character, so nothing is
-   * decoded to split them), and a frame of a known layout (FrameShapes) is forwarded as our head
+   * decoded to split them), and a frame of a known layout (EventLayout) is forwarded as our head
    * and then its own bytes from the end of its id on, without being decoded, parsed or encoded:
    * in profiles, decoding, checking and re-encoding every chunk as a string cost as much CPU as
    * the whole reference proxy spends per stream.
@@ -125,37 +122,31 @@ export class SseRelay {
     const max = this.maxFrameBytes;
     const n = buf.length;
     while (start < n) {
-      // This stream's own content event first (one compare), then the server's layouts.
-      let next = this.template === null ? -1 : this.templateFrame(buf, start);
-      if (next !== -1) {
+      // This stream's own token event first (one compare), then the server's layouts.
+      const own = this.own;
+      const m = this.matched;
+      if ((own !== null && own.match(buf, start, m)) || (this.layouts !== null && this.layouts.match(buf, start, m))) {
+        const next = m.end;
         if (next - start > max) return this.refuse('frame_too_large');
-        const t = this.template as Template;
         this.contentChunks++;
-        out.add(t.outPrefix, buf, start + t.inPrefix.length, next);
+        const layout = m.layout as EventLayout;
+        // Everything after the id is the same bytes in and out: a prefix, then one range.
+        const prefix = layout.prefix ?? this.headFor(layout.head);
+        if (layout.crlf) {
+          out.add(prefix, buf, m.copyFrom, next - 4);
+          out.add(LFLF, buf, next, next);
+        } else {
+          out.add(prefix, buf, m.copyFrom, next);
+        }
+        if (layout !== own && m.stringStart !== -1) this.own = layout.forStream(buf, start, m, prefix);
         start = next;
         continue;
       }
-      const shapes = this.shapes;
-      next = shapes === null ? -1 : shapes.match(buf, start);
-      if (next !== -1) {
-        if (next - start > max) return this.refuse('frame_too_large');
-        this.contentChunks++;
-        // Everything after the id is the same bytes in and out: our head, then one range.
-        const head = this.headFor((shapes as FrameShapes).head);
-        out.add(head, buf, (shapes as FrameShapes).idEnd, next);
-        if ((shapes as FrameShapes).litStart !== -1) this.template = {
-          inPrefix: Buffer.from(buf.subarray(start, (shapes as FrameShapes).litStart)),
-          inSuffix: Buffer.from(buf.subarray((shapes as FrameShapes).litEnd, next - 2)),
-          outPrefix: Buffer.concat([head, buf.subarray((shapes as FrameShapes).idEnd, (shapes as FrameShapes).litStart)]),
-        };
-        start = next;
-        continue;
-      }
-      next = frameEnd(buf, start);
+      const next = frameEnd(buf, start);
       if (next === -1) return start;
       if (next - start > max) return this.refuse('frame_too_large');
       // The frame's text ends before its blank line: two LFs, or two CRLFs.
-      this.frameBytes(buf, start, buf[next - 2] === CR ? next - 4 : next - 2, out);
+      this.frameBytes(buf, start, buf[next - 2] === CR ? next - 4 : next - 2, next, out);
       start = next;
       if (this.stopped) return n;
     }
@@ -214,26 +205,6 @@ export class SseRelay {
     return Number.MAX_SAFE_INTEGER;
   }
 
-  /**
-   * When the event at `s` is this stream's content event with another well-formed content
-   * string, followed by a blank line, returns the index just past that line; otherwise -1.
-   * (Its prefix and suffix came from one event, so that blank line is where the event ends.)
-   */
-  private templateFrame(buf: Buffer, s: number): number {
-    const t = this.template as Template;
-    const pl = t.inPrefix.length;
-    const n = buf.length;
-    if (s + pl >= n || buf.compare(t.inPrefix, 0, pl, s, s + pl) !== 0) return -1;
-    const litEnd = byteLiteralEnd(buf, s + pl, n);
-    if (litEnd === -1) return -1;
-    const suffix = t.inSuffix;
-    const sl = suffix.length;
-    if (litEnd + sl + 2 > n) return -1;
-    for (let i = 0; i < sl; i++) if (buf[litEnd + i] !== suffix[i]) return -1;
-    const e = litEnd + sl;
-    return buf[e] === LF && buf[e + 1] === LF ? e + 2 : -1;
-  }
-
   /** A layout's first run (`data: {"id":"`) followed by our id, made once per stream and layout. */
   private headFor(first: Buffer): Buffer {
     if (this.headOf !== first) {
@@ -243,8 +214,11 @@ export class SseRelay {
     return this.head;
   }
 
-  /** Adds the frame's output to `out`: the slow path, for events of a layout not yet known. */
-  private frameBytes(buf: Buffer, s: number, e: number, out: OutputBatch): void {
+  /**
+   * Adds the frame's output to `out`: the slow path, for events of a layout not yet known. The
+   * frame's text is `buf[s, e)`, its blank line `buf[e, next)`.
+   */
+  private frameBytes(buf: Buffer, s: number, e: number, next: number, out: OutputBatch): void {
     if (e - s === 12 && buf.compare(DONE, 0, 12, s, e) === 0) {
       this.done = true;
       out.add(null, DONE, 0, DONE.length);
@@ -253,9 +227,8 @@ export class SseRelay {
     this.learnable = false;
     this.slowEvents++;
     const text = this.frame(buf.toString('utf8', s, e));
-    // Layouts end in a blank line of two LFs; an event ended by CRLFs would never match its own,
-    // and one ended by CR LF LF would be forwarded with its CR, which the slow path drops.
-    if (this.learnable && this.shapes !== null && buf[e] === LF && buf[e + 1] === LF && buf[e - 1] !== CR) this.shapes.learn(buf, s, e);
+    // A frame ended by CR LF LF would be forwarded with its CR, which the slow path drops.
+    if (this.learnable && this.layouts !== null && buf[e - 1] !== CR) this.layouts.learn(buf, s, e, next);
     if (text === '') return;
     const b = Buffer.from(text, 'utf8');
     out.add(null, b, 0, b.length);

@@ -6,10 +6,10 @@
  */
 import { expect, it } from 'vitest';
 import { SseRelay } from '../../src/wire/sse-relay.js';
-import { FrameShapes } from '../../src/wire/frame-shapes.js';
+import { EventLayouts } from '../../src/wire/event-layouts.js';
 
 it('an event with a raw CR inside reaches the client as one line, and teaches the fast path nothing', () => {
-  const shapes = new FrameShapes();
+  const shapes = new EventLayouts();
   const relay = new SseRelay('ours', false, shapes);
   const event = 'data: {"id":"up",\r"choices":[{"index":0,"delta":{"content":"x"}}]}\n\n';
   const out = relay.push(Buffer.from(event + event));
