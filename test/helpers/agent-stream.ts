@@ -125,6 +125,8 @@ export interface StreamCase {
   finalUsage: boolean;
   /** vLLM's continuous usage: a `usage` object on every chunk. */
   usageEveryChunk: boolean;
+  /** Line ends: LF (Ollama, vLLM) or CRLF (sse-starlette servers). */
+  eol: '\n' | '\r\n';
 }
 
 export const streamCase: fc.Arbitrary<StreamCase> = fc.record({
@@ -140,6 +142,7 @@ export const streamCase: fc.Arbitrary<StreamCase> = fc.record({
   finalUsage: fc.boolean(),
   usageEveryChunk: fc.boolean(),
   spaced: fc.boolean(),
+  eol: fc.constantFrom<'\n' | '\r\n'>('\n', '\n', '\n', '\r\n'),
 }).map((g) => {
   let n = g.seed;
   const pick = (): number => (n = (n * 1103515245 + 12345) % 2147483648) >> 8;
@@ -198,7 +201,7 @@ export const streamCase: fc.Arbitrary<StreamCase> = fc.record({
     const body: Record<string, Json> = { id: upstreamId, object: 'chat.completion.chunk', created, model: 'm', choices: [], usage: { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion } };
     events.push(encodeJson(body, style, pick, spaced));
   }
-  return { flavor: g.flavor, upstreamId, events, end: g.end, finalUsage: g.end !== 'error' && g.finalUsage, usageEveryChunk } satisfies StreamCase;
+  return { flavor: g.flavor, upstreamId, events, end: g.end, finalUsage: g.end !== 'error' && g.finalUsage, usageEveryChunk, eol: g.eol } satisfies StreamCase;
 });
 
 /** What the openai SDK takes for an error event (`if (data.error)`). */
@@ -206,7 +209,8 @@ const sdkThrowsOn = (error: unknown): boolean => ![undefined, null, false, 0, ''
 
 /** The upstream's bytes: one `data:` line per event, then `[DONE]` when the stream ends so. */
 export function upstreamBytes(c: StreamCase): Buffer {
-  return Buffer.from(c.events.map((e) => `data: ${e}\n\n`).join('') + (c.end === 'done' ? 'data: [DONE]\n\n' : ''));
+  const blank = c.eol + c.eol;
+  return Buffer.from(c.events.map((e) => `data: ${e}${blank}`).join('') + (c.end === 'done' ? `data: [DONE]${blank}` : ''));
 }
 
 /**

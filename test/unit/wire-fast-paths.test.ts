@@ -162,8 +162,13 @@ describe('EventLayouts: event layouts shared by the streams of one model server'
     rawContent.map((c) => Buffer.from(c)),
     fc.array(fc.constantFrom([0x61], [0xc3, 0xa9], [0x80], [0xed, 0xa0, 0x80], [0xf0, 0x9f, 0x98, 0x80]), { maxLength: 4 }).map((ps) => Buffer.from(ps.flat())),
   );
-  const delta = fc.tuple(fc.constantFrom('{"role":"assistant","content":"', '{"content":"', '{}', '{"role":"assistant","content":""}'), contentBytes)
-    .map(([d, c]) => (d.endsWith('"') ? Buffer.concat([Buffer.from(d), c, Buffer.from('"}')]) : Buffer.from(d)));
+  // Every kind of token hole, each with raw bytes that may be a broken literal.
+  const delta = fc.tuple(fc.constantFrom(
+    ['{"role":"assistant","content":"', '"}'], ['{"content":"', '"}'], ['{}', ''], ['{"role":"assistant","content":""}', ''],
+    ['{"reasoning":"', '"}'], ['{"reasoning_content":"', '"}'], ['{"content":null,"refusal":"', '"}'],
+    ['{"tool_calls":[{"index":0,"function":{"arguments":"', '"}}]}'],
+  ), contentBytes)
+    .map(([[open, close], c]) => (close !== '' ? Buffer.concat([Buffer.from(open), c, Buffer.from(close)]) : Buffer.from(open)));
   const event = fc.tuple(idText, created, delta, fc.constantFrom('null', '"stop"'))
     .map(([id, cr, d, fin]) => Buffer.concat([
       Buffer.from(`data: {"id":"${id}","object":"chat.completion.chunk","created":${cr},"model":"m","choices":[{"index":0,"delta":`),
