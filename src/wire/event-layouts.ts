@@ -14,6 +14,13 @@ const STRING = 2;
  * text (`content`), reasoning (`reasoning`, vLLM's older `reasoning_content`), a tool call's
  * argument fragments (vLLM) and a refusal. When an event has several, the last is the hole.
  */
+/**
+ * A learned event's bytes before its id's text, one of two (the relay learns only `data:` lines
+ * whose first key is the id): shared objects, so the head a relay makes from one (our id after
+ * it) serves every layout, and a stream moving between layouts makes it once.
+ */
+const HEADS = [Buffer.from('data: {"id":"'), Buffer.from('data:{"id":"')];
+
 const TOKEN_KEYS = ['"content":"', '"reasoning":"', '"reasoning_content":"', '"arguments":"', '"refusal":"'].map((k) => Buffer.from(k, 'latin1'));
 
 /**
@@ -54,10 +61,12 @@ export class LayoutMatch {
  * without quote or backslash, a JSON integer without a leading zero, a string literal with valid
  * escapes, no control character and valid UTF-8. That is the learned document with one string
  * replaced by another and one integer by another, so it is valid JSON too, with the same keys
- * and the same value types: the slow path would judge it the same way (not an error, no usage)
- * and send the same bytes (our id spliced in). Runs hold no LF or CR and holes no control
- * character, so the blank line after the last run is where the event ends, as the relay's
- * framing would find it. A stream's own layout (`forStream`) is one event that matched, with its
+ * and the same value types. No hole is the value of `error` or `usage` (holes are the values of
+ * `id`, `created` and a token key, and an event with an `error` or `usage` object is never
+ * learned), so the slow path would judge it as it judged the learned one (not an error, no
+ * usage) and send the same bytes (our id spliced in). Runs hold no LF or CR (the learned event
+ * was one line without CR) and holes no control character, so the blank line after the last run
+ * is where the event ends, as the relay's framing would find it. A stream's own layout (`forStream`) is one event that matched, with its
  * id and `created` fixed and only the string a hole: the same argument, one compare cheaper.
  */
 export class EventLayout {
@@ -91,7 +100,8 @@ export class EventLayout {
     const idStart = key + 6;
     const idStop = idEnd(buf, idStart, e);
     if (idStop === -1 || !isUtf8(buf.subarray(s, e))) return null;
-    const head = Buffer.from(buf.subarray(s, idStart));
+    const head = HEADS.find((h) => h.length === idStart - s && buf.compare(h, 0, h.length, s, idStart) === 0);
+    if (head === undefined) return null;
     const runs: Buffer[] = [head];
     const holes: number[] = [ID];
     let pos = idStop;

@@ -35,7 +35,7 @@ export class SseRelay {
   private pieces: Buffer[] = [];
   /** Bytes held in `pieces`: never `maxFrameBytes` or more (the frame is refused first). */
   pendingBytes = 0;
-  /** Our id after a layout's first run, for the layout last matched (`headOf`). */
+  /** A layout's head followed by our id, for the head last used (`headOf`). */
   private head: Buffer = Buffer.alloc(0);
   private headOf: Buffer | null = null;
   /** The slow path just forwarded a data event with only its id changed: its layout can be learned. */
@@ -205,7 +205,10 @@ export class SseRelay {
     return Number.MAX_SAFE_INTEGER;
   }
 
-  /** A layout's first run (`data: {"id":"`) followed by our id, made once per stream and layout. */
+  /**
+   * A layout's head (`data: {"id":"`) followed by our id: layouts share their head objects
+   * (event-layouts.ts), so this is made once per stream, not at each change of layout.
+   */
   private headFor(first: Buffer): Buffer {
     if (this.headOf !== first) {
       this.head = Buffer.concat([first, Buffer.from(this.id)]);
@@ -284,7 +287,7 @@ export class SseRelay {
     // What the client's SDK takes for an error (openai-node: `if (data.error)`), passed on as sent.
     if (isError(event.error)) {
       this.sawError = true;
-      return `data: ${data}\n\n`;
+      return `data: ${data.includes('\r') ? JSON.stringify(event) : data}\n\n`;
     }
     const usage = event.usage;
     if (typeof usage === 'object' && usage !== null) {
