@@ -142,6 +142,7 @@ export class EventLayout {
    * it ends, where its id ends and where its string hole is.
    */
   match(buf: Buffer, s: number, m: LayoutMatch): boolean {
+    if (this.prefix !== null) return this.matchToken(buf, s, m);
     const { runs, holes } = this;
     const n = buf.length;
     let pos = s;
@@ -183,6 +184,40 @@ export class EventLayout {
     m.idEnd = idStop;
     m.copyFrom = this.prefix === null ? idStop : stringStart;
     m.stringStart = stringStart;
+    m.stringEnd = stringEnd;
+    return true;
+  }
+
+  /**
+   * `match` for a stream's own layout (one run, the token, one run): the same test, written out
+   * for the two runs it has. Most of a stream's events come here.
+   */
+  private matchToken(buf: Buffer, s: number, m: LayoutMatch): boolean {
+    const runs = this.runs;
+    const first = runs[0] as Buffer;
+    const n = buf.length;
+    const fl = first.length;
+    if (s + fl >= n || buf.compare(first, 0, fl, s, s + fl) !== 0) return false;
+    const stringEnd = byteLiteralEnd(buf, s + fl, n);
+    if (stringEnd === -1) return false;
+    const last = runs[1] as Buffer;
+    const ll = last.length;
+    const e = stringEnd + ll;
+    if (e + (this.crlf ? 4 : 2) > n) return false;
+    for (let i = 0; i < ll; i++) if (buf[stringEnd + i] !== last[i]) return false;
+    let end: number;
+    if (this.crlf) {
+      if (buf[e] !== CR || buf[e + 1] !== LF || buf[e + 2] !== CR || buf[e + 3] !== LF) return false;
+      end = e + 4;
+    } else {
+      if (buf[e] !== LF || buf[e + 1] !== LF) return false;
+      end = e + 2;
+    }
+    m.layout = this;
+    m.end = end;
+    m.idEnd = s + this.idAt;
+    m.copyFrom = s + fl;
+    m.stringStart = s + fl;
     m.stringEnd = stringEnd;
     return true;
   }
