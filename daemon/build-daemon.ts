@@ -12,7 +12,7 @@ import { LowdbStore } from '../src/store/lowdb-store.js';
 import { PostgresStore, isPostgresUrl } from '../src/store/postgres-store.js';
 import type { Store } from '../src/store/store.js';
 import { UpstreamClient } from '../src/upstream/upstream-client.js';
-import { FrameShapesByServer } from '../src/wire/frame-shapes.js';
+import { EventLayoutsByServer } from '../src/wire/event-layouts.js';
 import type { DaemonContext } from './context.js';
 import { BadKeyLimiter } from './data-plane/bad-key-limiter.js';
 import { buildDataPlane } from './data-plane/build-data-plane.js';
@@ -104,7 +104,7 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
     upstream: new UpstreamClient({ timeoutMs: config.upstreamTimeoutMs, connectTimeoutMs: config.connectTimeoutMs, idleTimeoutMs: config.idleTimeoutMs }),
     badKeys: new BadKeyLimiter(config.badKeyLimit),
     inflight: new InflightRequests(),
-    frameShapes: new FrameShapesByServer(),
+    eventLayouts: new EventLayoutsByServer(),
     log,
     draining: false,
     baseUrl: '',

@@ -4,7 +4,7 @@ import type { Config } from '../src/config.js';
 import type { LifecycleService } from '../src/services/lifecycle.js';
 import type { UsageTracker } from '../src/services/usage.js';
 import type { UpstreamClient } from '../src/upstream/upstream-client.js';
-import type { FrameShapesByServer } from '../src/wire/frame-shapes.js';
+import type { EventLayoutsByServer } from '../src/wire/event-layouts.js';
 import type { BadKeyLimiter } from './data-plane/bad-key-limiter.js';
 import type { InflightRequests } from './data-plane/inflight.js';
 import type { Metrics } from './metrics/metrics.js';
@@ -22,8 +22,8 @@ export interface DaemonContext {
   badKeys: BadKeyLimiter;
   /** Requests sent upstream and not yet over, per key: a revocation ends them. */
   inflight: InflightRequests;
-  /** Stream event layouts learned per instance, shared by its streams (src/wire/frame-shapes.ts). */
-  frameShapes: FrameShapesByServer;
+  /** Stream event layouts learned per instance, shared by its streams (src/wire/event-layouts.ts). */
+  eventLayouts: EventLayoutsByServer;
   log: FastifyBaseLogger;
   /** Set when SIGTERM arrives: new requests get 503, in-flight ones finish. */
   draining: boolean;

@@ -37,6 +37,12 @@ export interface Config extends AnswerLimits {
   storeCatchupMs: number;
   /** A shared store: LISTEN for change notifications (off only to test the catch-up read alone). */
   storeNotify: boolean;
+  /**
+   * Stream events may skip decoding and JSON.parse when they match a learned layout. Off, every
+   * event is decoded, parsed and encoded again: for an operator who suspects the fast path, and
+   * for tests that hold both paths to the same answer.
+   */
+  relayFastPath: boolean;
 }
 
 export interface ConfigFlags {
@@ -76,6 +82,13 @@ function number(name: string, raw: string | undefined, fallback: number, opts: {
     throw obError('invalid_argument', { param: name, message: `${name} must be a number from ${opts.min} to ${opts.max}, got "${raw}".` });
   }
   return n;
+}
+
+function onOff(name: string, raw: string | undefined, fallback: boolean): boolean {
+  if (raw === undefined || raw === '') return fallback;
+  if (raw === '1') return true;
+  if (raw === '0') return false;
+  throw obError('invalid_argument', { param: name, message: `${name} must be 0 or 1, got "${raw}".` });
 }
 
 export function defaultHome(env: Env, homedir: string): string {
@@ -122,6 +135,7 @@ export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string): Co
     corsOrigins: (env.OB_PROXY_CORS_ORIGINS ?? '').split(',').map((o) => o.trim().replace(/\/$/, '')).filter((o) => o !== ''),
     ...metricsConfig(flags, env),
     logFormat: logFormat(pick(flags.logFormat, env.OB_PROXY_LOG_FORMAT)),
+    relayFastPath: onOff('relay-fast-path', env.OB_PROXY_RELAY_FAST_PATH, true),
   };
 }
 

@@ -86,7 +86,8 @@ function proxy(ctx: DaemonContext, request: FastifyRequest, res: ServerResponse,
   };
   const observer = new RequestObserver(ctx.metrics, ctx.log, request.id, auth.instance.id, auth.key.id, chat.stream);
   rc.observer = observer;
-  const relay = chat.stream ? new StreamRelay(rc, chat.includeUsage, ctx.frameShapes.for(auth.instance.deployment)) : new PlainRelay(rc);
+  const layouts = ctx.config.relayFastPath ? ctx.eventLayouts.for(auth.instance.deployment) : null;
+  const relay = chat.stream ? new StreamRelay(rc, chat.includeUsage, layouts) : new PlainRelay(rc);
   // In the turn the key was re-checked (makeRecheckHook): from here a revocation ends it.
   inflight.add(auth.key, relay);
   try {

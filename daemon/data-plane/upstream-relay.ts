@@ -3,7 +3,7 @@ import type { Dispatcher } from 'undici';
 import { type ObProxyError, obError } from '../../src/errors.js';
 import { normalizeCompletion, usageOf } from '../../src/wire/chat-response.js';
 import { spliceCompletionId } from '../../src/wire/completion-splice.js';
-import type { FrameShapes } from '../../src/wire/frame-shapes.js';
+import type { EventLayouts } from '../../src/wire/event-layouts.js';
 import { OutputBatch } from '../../src/wire/output-batch.js';
 import { SseRelay } from '../../src/wire/sse-relay.js';
 import { type AnswerLimits, DRAIN_BYTES, DRAIN_MS, limitErrors } from '../../src/upstream/answer-limits.js';
@@ -268,9 +268,10 @@ export class StreamRelay extends Relay {
   /** Bytes read after [DONE]. */
   private drained = 0;
 
-  constructor(c: RelayContext, forwardUsage: boolean, shapes: FrameShapes) {
+  /** `layouts` null: every event takes the slow path (config `relayFastPath` off). */
+  constructor(c: RelayContext, forwardUsage: boolean, layouts: EventLayouts | null) {
     super(c);
-    this.relay = new SseRelay(c.id, forwardUsage, shapes, c.limits.maxFrameBytes);
+    this.relay = new SseRelay(c.id, forwardUsage, layouts, c.limits.maxFrameBytes);
   }
 
   protected start(): void {

@@ -1,7 +1,7 @@
 /**
  * The bytes for the client, gathered across the upstream reads of one turn of the event loop
  * and assembled once, when they are written. Each piece is an optional constant prefix (a
- * learned template's) followed by a range of an input buffer: ranges, not slices, so no Buffer
+ * stream's own layout's) followed by a range of an input buffer: ranges, not slices, so no Buffer
  * object is made per frame, and the write is one exact allocation with each byte copied once.
  */
 export class OutputBatch {

@@ -1,6 +1,5 @@
 import { obError } from '../errors.js';
-import { JsonFrameCheck } from './frame-check.js';
-import { FrameShapes, byteLiteralEnd } from './frame-shapes.js';
+import { type EventLayout, EventLayouts, LayoutMatch } from './event-layouts.js';
 import { OutputBatch } from './output-batch.js';
 
 export interface StreamUsage {
@@ -9,16 +8,10 @@ export interface StreamUsage {
   total_tokens?: number;
 }
 
-/** This stream's own content event: its bytes around the content string, in and out. */
-interface Template {
-  inPrefix: Buffer;
-  inSuffix: Buffer;
-  outPrefix: Buffer;
-}
-
 const LF = 10;
 const CR = 13;
 const DONE = Buffer.from('data: [DONE]\n\n');
+const LFLF = Buffer.from('\n\n');
 
 /**
  * Turns the model server's SSE bytes into what the client receives, frame by frame, as they
@@ -30,7 +23,11 @@ const DONE = Buffer.from('data: [DONE]\n\n');
 export type InvalidReason = 'not_json' | 'not_sse' | 'frame_too_large';
 
 export class SseRelay {
-  private readonly check = new JsonFrameCheck();
+  private readonly layouts: EventLayouts | null;
+  /** This stream's own token event (`EventLayout.forStream`), tried before the server's layouts. */
+  private own: EventLayout | null = null;
+  /** Where the last event matched a layout; filled in place, not made per event. */
+  private readonly matched = new LayoutMatch();
   /**
    * Copies of the bytes of an unfinished frame, kept as pieces and joined once, when the frame
    * ends: joining them again on every read made a line that never ends cost quadratic time.
@@ -38,12 +35,11 @@ export class SseRelay {
   private pieces: Buffer[] = [];
   /** Bytes held in `pieces`: never `maxFrameBytes` or more (the frame is refused first). */
   pendingBytes = 0;
-  /** Our id after a layout's first run, for the layout last matched (`headOf`). */
+  /** A layout's head followed by our id, for the head last used (`headOf`). */
   private head: Buffer = Buffer.alloc(0);
   private headOf: Buffer | null = null;
   /** The slow path just forwarded a data event with only its id changed: its layout can be learned. */
   private learnable = false;
-  private template: Template | null = null;
   done = false;
   usage: StreamUsage | null = null;
   contentChunks = 0;
@@ -56,11 +52,14 @@ export class SseRelay {
   invalidReason: InvalidReason | null = null;
 
   /**
-   * `shapes` are the event layouts of this stream's model server, shared by its streams; a
-   * relay of its own by default (tests, tools). A frame of more than `maxFrameBytes` bytes (its
-   * blank line included), finished or not, is refused.
+   * `layouts` are the event layouts of this stream's model server, shared by its streams; a
+   * set of its own by default (tests, tools); null forces the slow path for every event
+   * (config `relayFastPath`). A frame of more than `maxFrameBytes` bytes (its blank line
+   * included), finished or not, is refused.
    */
-  constructor(private readonly id: string, private readonly forwardUsage: boolean, private readonly shapes = new FrameShapes(), private readonly maxFrameBytes = 1024 * 1024) {}
+  constructor(private readonly id: string, private readonly forwardUsage: boolean, layouts: EventLayouts | null = new EventLayouts(), private readonly maxFrameBytes = 1024 * 1024) {
+    this.layouts = layouts;
+  }
 
   /** The relay forwards nothing more: `[DONE]`, an error event, or something refused. */
   get stopped(): boolean {
@@ -83,7 +82,7 @@ export class SseRelay {
    * Feeds one upstream read and adds what the client must receive to `out`, so a caller
    * gathering several reads copies the bytes once, when it writes them. Frames are found on the
    * bytes (a newline byte never occurs inside a multi-byte UTF-8 character, so nothing is
-   * decoded to split them), and a frame of a known layout (FrameShapes) is forwarded as our head
+   * decoded to split them), and a frame of a known layout (EventLayout) is forwarded as our head
    * and then its own bytes from the end of its id on, without being decoded, parsed or encoded:
    * in profiles, decoding, checking and re-encoding every chunk as a string cost as much CPU as
    * the whole reference proxy spends per stream.
@@ -123,37 +122,31 @@ export class SseRelay {
     const max = this.maxFrameBytes;
     const n = buf.length;
     while (start < n) {
-      // This stream's own content event first (one compare), then the server's layouts.
-      let next = this.template === null ? -1 : this.templateFrame(buf, start);
-      if (next !== -1) {
+      // This stream's own token event first (one compare), then the server's layouts.
+      const own = this.own;
+      const m = this.matched;
+      if ((own !== null && own.match(buf, start, m)) || (this.layouts !== null && this.layouts.match(buf, start, m))) {
+        const next = m.end;
         if (next - start > max) return this.refuse('frame_too_large');
-        const t = this.template as Template;
         this.contentChunks++;
-        out.add(t.outPrefix, buf, start + t.inPrefix.length, next);
+        const layout = m.layout as EventLayout;
+        // Everything after the id is the same bytes in and out: a prefix, then one range.
+        const prefix = layout.prefix ?? this.headFor(layout.head);
+        if (layout.crlf) {
+          out.add(prefix, buf, m.copyFrom, next - 4);
+          out.add(LFLF, buf, next, next);
+        } else {
+          out.add(prefix, buf, m.copyFrom, next);
+        }
+        if (layout !== own && m.stringStart !== -1) this.own = layout.forStream(buf, start, m, prefix);
         start = next;
         continue;
       }
-      const shapes = this.shapes;
-      next = shapes.match(buf, start);
-      if (next !== -1) {
-        if (next - start > max) return this.refuse('frame_too_large');
-        this.contentChunks++;
-        // Everything after the id is the same bytes in and out: our head, then one range.
-        const head = this.headFor(shapes.head);
-        out.add(head, buf, shapes.idEnd, next);
-        if (shapes.litStart !== -1) this.template = {
-          inPrefix: Buffer.from(buf.subarray(start, shapes.litStart)),
-          inSuffix: Buffer.from(buf.subarray(shapes.litEnd, next - 2)),
-          outPrefix: Buffer.concat([head, buf.subarray(shapes.idEnd, shapes.litStart)]),
-        };
-        start = next;
-        continue;
-      }
-      next = frameEnd(buf, start);
+      const next = frameEnd(buf, start);
       if (next === -1) return start;
       if (next - start > max) return this.refuse('frame_too_large');
       // The frame's text ends before its blank line: two LFs, or two CRLFs.
-      this.frameBytes(buf, start, buf[next - 2] === CR ? next - 4 : next - 2, out);
+      this.frameBytes(buf, start, buf[next - 2] === CR ? next - 4 : next - 2, next, out);
       start = next;
       if (this.stopped) return n;
     }
@@ -213,26 +206,9 @@ export class SseRelay {
   }
 
   /**
-   * When the event at `s` is this stream's content event with another well-formed content
-   * string, followed by a blank line, returns the index just past that line; otherwise -1.
-   * (Its prefix and suffix came from one event, so that blank line is where the event ends.)
+   * A layout's head (`data: {"id":"`) followed by our id: layouts share their head objects
+   * (event-layouts.ts), so this is made once per stream, not at each change of layout.
    */
-  private templateFrame(buf: Buffer, s: number): number {
-    const t = this.template as Template;
-    const pl = t.inPrefix.length;
-    const n = buf.length;
-    if (s + pl >= n || buf.compare(t.inPrefix, 0, pl, s, s + pl) !== 0) return -1;
-    const litEnd = byteLiteralEnd(buf, s + pl, n);
-    if (litEnd === -1) return -1;
-    const suffix = t.inSuffix;
-    const sl = suffix.length;
-    if (litEnd + sl + 2 > n) return -1;
-    for (let i = 0; i < sl; i++) if (buf[litEnd + i] !== suffix[i]) return -1;
-    const e = litEnd + sl;
-    return buf[e] === LF && buf[e + 1] === LF ? e + 2 : -1;
-  }
-
-  /** A layout's first run (`data: {"id":"`) followed by our id, made once per stream and layout. */
   private headFor(first: Buffer): Buffer {
     if (this.headOf !== first) {
       this.head = Buffer.concat([first, Buffer.from(this.id)]);
@@ -241,8 +217,11 @@ export class SseRelay {
     return this.head;
   }
 
-  /** Adds the frame's output to `out`: the slow path, for events of a layout not yet known. */
-  private frameBytes(buf: Buffer, s: number, e: number, out: OutputBatch): void {
+  /**
+   * Adds the frame's output to `out`: the slow path, for events of a layout not yet known. The
+   * frame's text is `buf[s, e)`, its blank line `buf[e, next)`.
+   */
+  private frameBytes(buf: Buffer, s: number, e: number, next: number, out: OutputBatch): void {
     if (e - s === 12 && buf.compare(DONE, 0, 12, s, e) === 0) {
       this.done = true;
       out.add(null, DONE, 0, DONE.length);
@@ -251,9 +230,8 @@ export class SseRelay {
     this.learnable = false;
     this.slowEvents++;
     const text = this.frame(buf.toString('utf8', s, e));
-    // Layouts end in a blank line of two LFs; an event ended by CRLFs would never match its own,
-    // and one ended by CR LF LF would be forwarded with its CR, which the slow path drops.
-    if (this.learnable && buf[e] === LF && buf[e + 1] === LF && buf[e - 1] !== CR) this.shapes.learn(buf, s, e);
+    // A frame ended by CR LF LF would be forwarded with its CR, which the slow path drops.
+    if (this.learnable && this.layouts !== null && buf[e - 1] !== CR) this.layouts.learn(buf, s, e, next);
     if (text === '') return;
     const b = Buffer.from(text, 'utf8');
     out.add(null, b, 0, b.length);
@@ -285,41 +263,49 @@ export class SseRelay {
     return this.data(data, false);
   }
 
-  /** A data event's payload; `single`: the frame was that one line, so its layout may be learned. */
+  /**
+   * A data event's payload; `single`: the frame was that one line, so its layout may be learned.
+   * The event is parsed and judged by what it holds, never by how its text looks: a server may
+   * write `"usage": {` with a space (Python's json.dumps) or a key with escapes, and a usage
+   * chunk told by its text was then forwarded to clients that had not asked for it, uncounted.
+   */
   private data(data: string, single: boolean): string {
     if (data === '[DONE]') {
       this.done = true;
       return 'data: [DONE]\n\n';
     }
-    if (data.startsWith('{"error"') || data.startsWith('{ "error"')) {
-      // Passed on as the server sent it, but like any event only when it is JSON.
-      if (this.parse(data) === null) return this.reject('not_json');
-      this.sawError = true;
-      return `data: ${data}\n\n`;
+    let value: unknown;
+    try {
+      value = JSON.parse(data);
+    } catch {
+      // A broken event would make the client's SDK throw a parse error.
+      return this.reject('not_json');
     }
-    if (data.includes('"usage":{')) {
-      const parsed = this.parse(data);
-      if (parsed === null) return this.reject('not_json');
-      const usage = parsed.usage as StreamUsage | undefined;
-      if (usage !== undefined) this.usage = usage;
-      const choices = parsed.choices;
-      if (Array.isArray(choices) && choices.length === 0) {
-        if (!this.forwardUsage) return '';
-        parsed.id = this.id;
-        return `data: ${JSON.stringify(parsed)}\n\n`;
-      }
-      if (!this.forwardUsage) delete parsed.usage;
-      parsed.id = this.id;
-      this.contentChunks++;
-      return `data: ${JSON.stringify(parsed)}\n\n`;
-    }
-    // A broken event would make the client's SDK throw a parse error: check before forwarding.
-    if (!this.check.isValid(data)) return this.reject('not_json');
     // A chunk is an object; a bare string or number is not OpenAI's stream.
-    if (data.charCodeAt(0) !== 123 && data.trimStart().charCodeAt(0) !== 123) return this.reject('not_sse');
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) return this.reject('not_sse');
+    const event = value as Record<string, unknown>;
+    // What the client's SDK takes for an error (openai-node: `if (data.error)`), passed on as sent.
+    if (isError(event.error)) {
+      this.sawError = true;
+      return `data: ${data.includes('\r') ? JSON.stringify(event) : data}\n\n`;
+    }
+    const usage = event.usage;
+    if (typeof usage === 'object' && usage !== null) {
+      this.usage = usage as StreamUsage;
+      const choices = event.choices;
+      const usageOnly = Array.isArray(choices) && choices.length === 0;
+      if (!usageOnly) this.contentChunks++;
+      if (this.forwardUsage) return `data: ${this.withOurId(data, spliceable(data), event)}\n\n`;
+      if (usageOnly) return '';
+      delete event.usage;
+      event.id = this.id;
+      return `data: ${JSON.stringify(event)}\n\n`;
+    }
     this.contentChunks++;
-    this.learnable = single;
-    return `data: ${this.rewriteId(data)}\n\n`;
+    const idLen = spliceable(data);
+    // Only an event sent as its own bytes with our id spliced in is a layout the fast path may copy.
+    this.learnable = single && idLen !== -1;
+    return `data: ${this.withOurId(data, idLen, event)}\n\n`;
   }
 
   /**
@@ -330,7 +316,7 @@ export class SseRelay {
     const parsed = this.parse(data);
     if (parsed === null) return this.reject('not_json');
     this.sawError = true;
-    if (parsed.error !== undefined) return `data: ${JSON.stringify(parsed)}\n\n`;
+    if (isError(parsed.error)) return `data: ${JSON.stringify(parsed)}\n\n`;
     const { message, code } = parsed;
     const err = obError('upstream_error', {
       message: `Model server error: ${typeof message === 'string' && message !== '' ? message : 'an error event without a message'}`,
@@ -353,19 +339,11 @@ export class SseRelay {
     }
   }
 
-  /**
-   * Replaces the event's id: spliced when it is the first key and has no escapes (every server
-   * we face), otherwise through a parse.
-   */
-  private rewriteId(data: string): string {
-    if (data.startsWith('{"id":"')) {
-      const end = data.indexOf('"', 7);
-      if (end !== -1 && data.lastIndexOf('\\', end) < 7) return `{"id":"${this.id}${data.slice(end)}`;
-    }
-    const parsed = this.parse(data);
-    if (parsed === null) return data;
-    parsed.id = this.id;
-    return JSON.stringify(parsed);
+  /** The event's text with our id: spliced in when `idLen` (`spliceable`) allows, else `event` encoded again. */
+  private withOurId(data: string, idLen: number, event: Record<string, unknown>): string {
+    if (idLen !== -1) return `{"id":"${this.id}${data.slice(7 + idLen)}`;
+    event.id = this.id;
+    return JSON.stringify(event);
   }
 }
 
@@ -385,6 +363,23 @@ function frameEnd(buf: Buffer, from: number): number {
     }
     from = nl + 1;
   }
+}
+
+/**
+ * The length of the id's text when our id can be spliced into `data`: the id is its first key
+ * (every server we face) and has no escapes; else -1. Not when `data` holds a raw CR, which JSON
+ * allows only as whitespace: SSE clients end a line there and would get half an event, so the
+ * event is encoded again, without it.
+ */
+function spliceable(data: string): number {
+  if (!data.startsWith('{"id":"') || data.includes('\r')) return -1;
+  const end = data.indexOf('"', 7);
+  return end !== -1 && data.lastIndexOf('\\', end) < 7 ? end - 7 : -1;
+}
+
+/** An `error` member the client's SDK throws on: any truthy value. */
+function isError(error: unknown): boolean {
+  return error !== undefined && error !== null && error !== false && error !== 0 && error !== '';
 }
 
 /** The fields of a frame that is not a single `data:` line, or null when a line is not SSE. */

@@ -5,7 +5,6 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { JsonFrameCheck, stringLiteralEnd } from '../../src/wire/frame-check.js';
 
 function parses(s: string): boolean {
   try {
@@ -16,49 +15,11 @@ function parses(s: string): boolean {
   }
 }
 
-const HEAD = '{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":';
-const TAIL = '},"finish_reason":null}]}';
-
 // Raw text between the quotes: printable characters, escapes good and bad, control characters, quotes.
 const rawContent = fc.array(fc.oneof(
   fc.string({ maxLength: 4 }),
   fc.constantFrom('\\n', '\\"', '\\\\', '\\u00e9', '\\uZZZZ', '\\x', '\\', '"', '\n', '\t', '\u0001', 'é', '😀', '}', ']'),
 ), { maxLength: 6 }).map((parts) => parts.join(''));
-
-describe('JsonFrameCheck: agrees with JSON.parse on every frame, template hit or not', () => {
-  it('on chunks that differ only in the content string', () => {
-    fc.assert(fc.property(fc.array(rawContent, { minLength: 1, maxLength: 12 }), (contents) => {
-      const check = new JsonFrameCheck();
-      for (const c of contents) {
-        const frame = `${HEAD}"${c}"${TAIL}`;
-        expect(check.isValid(frame)).toBe(parses(frame));
-      }
-    }), { numRuns: 500 });
-  });
-
-  it('on frames whose text around the content also changes, or is cut off', () => {
-    const frame = fc.tuple(fc.constantFrom(HEAD, '{"id":"x","choices":[{"delta":{"content":', '{"content":', '{"a":"\\"content\\":"'), rawContent,
-      fc.constantFrom(TAIL, '}}]}', '}', '}}', '', ',"x":1}'), fc.nat({ max: 300 }))
-      .map(([h, c, t, cut]) => `${h}"${c}"${t}`.slice(0, cut === 0 ? undefined : cut));
-    fc.assert(fc.property(fc.array(frame, { minLength: 1, maxLength: 12 }), (frames) => {
-      const check = new JsonFrameCheck();
-      for (const f of frames) expect(check.isValid(f)).toBe(parses(f));
-    }), { numRuns: 500 });
-  });
-});
-
-describe('stringLiteralEnd', () => {
-  it('finds the end of well-formed literals and refuses broken ones', () => {
-    expect(stringLiteralEnd('"ab"', 0)).toBe(4);
-    expect(stringLiteralEnd('x"a\\"b"y', 1)).toBe(7);
-    expect(stringLiteralEnd('"\\u00e9"', 0)).toBe(8);
-    expect(stringLiteralEnd('"\\u00g9"', 0)).toBe(-1);
-    expect(stringLiteralEnd('"\\q"', 0)).toBe(-1);
-    expect(stringLiteralEnd('"a\nb"', 0)).toBe(-1);
-    expect(stringLiteralEnd('"abc', 0)).toBe(-1);
-    expect(stringLiteralEnd('abc"', 0)).toBe(-1);
-  });
-});
 
 describe('SseRelay framing (one pass over newlines)', () => {
   const frames = (eol: string): string => [
@@ -192,7 +153,7 @@ describe('spliceCompletionId: the same JSON as normalizeCompletion, or null', ()
   });
 });
 
-describe('FrameShapes: event layouts shared by the streams of one model server', () => {
+describe('EventLayouts: event layouts shared by the streams of one model server', () => {
   // Events as model servers write them: the id varies per stream, created per second, the
   // delta and finish reason per event; some ids need escapes, some numbers are not plain.
   const idText = fc.oneof(fc.constant('chatcmpl-1'), fc.nat(998).map((n) => `chatcmpl-${n}`), fc.constant('a\\"b'), fc.constant('\u00e9'), fc.constant(''));
@@ -201,13 +162,31 @@ describe('FrameShapes: event layouts shared by the streams of one model server',
     rawContent.map((c) => Buffer.from(c)),
     fc.array(fc.constantFrom([0x61], [0xc3, 0xa9], [0x80], [0xed, 0xa0, 0x80], [0xf0, 0x9f, 0x98, 0x80]), { maxLength: 4 }).map((ps) => Buffer.from(ps.flat())),
   );
-  const delta = fc.tuple(fc.constantFrom('{"role":"assistant","content":"', '{"content":"', '{}', '{"role":"assistant","content":""}'), contentBytes)
-    .map(([d, c]) => (d.endsWith('"') ? Buffer.concat([Buffer.from(d), c, Buffer.from('"}')]) : Buffer.from(d)));
-  const event = fc.tuple(idText, created, delta, fc.constantFrom('null', '"stop"'))
-    .map(([id, cr, d, fin]) => Buffer.concat([
-      Buffer.from(`data: {"id":"${id}","object":"chat.completion.chunk","created":${cr},"model":"m","choices":[{"index":0,"delta":`),
-      d, Buffer.from(`,"finish_reason":${fin}}]}\n\n`),
-    ]));
+  // Every kind of token hole, each with raw bytes that may be a broken literal.
+  const deltaKind = fc.constantFrom(
+    ['{"role":"assistant","content":"', '"}'], ['{"content":"', '"}'], ['{}', ''], ['{"role":"assistant","content":""}', ''],
+    ['{"reasoning":"', '"}'], ['{"reasoning_content":"', '"}'], ['{"content":null,"refusal":"', '"}'],
+    ['{"tool_calls":[{"index":0,"function":{"arguments":"', '"}}]}'],
+  );
+  // Finish reasons of one length, valid or not: only a compare of every byte after the token tells them apart.
+  const finish = fc.constantFrom('null', 'null', '"stop"', 'true', '"ab"', 'nul1', 'nul"');
+  type Parts = [id: string, created: string, kind: readonly [string, string], content: Buffer, finish: string];
+  const parts = fc.tuple(idText, created, deltaKind, contentBytes, finish);
+  const bytesOf = ([id, cr, [open, close], c, fin]: Parts): Buffer => Buffer.concat([
+    Buffer.from(`data: {"id":"${id}","object":"chat.completion.chunk","created":${cr},"model":"m","choices":[{"index":0,"delta":`),
+    close !== '' ? Buffer.concat([Buffer.from(open), c, Buffer.from(close)]) : Buffer.from(open),
+    Buffer.from(`,"finish_reason":${fin}}]}\n\n`),
+  ]);
+  /**
+   * A stream's events: each with its own id, `created` and kind of delta, or (as real streams) all
+   * with the first's, so a stream's own layout is made and matched, and only the token and the
+   * finish reason vary.
+   */
+  const streamEvents = fc.tuple(fc.array(parts, { minLength: 1, maxLength: 8 }), fc.boolean())
+    .map(([ps, oneHead]) => {
+      const [id0, cr0, kind0] = ps[0] as Parts;
+      return ps.map(([id, cr, kind, c, fin]) => bytesOf(oneHead ? [id0, cr0, kind0, c, fin] : [id, cr, kind, c, fin]));
+    });
 
   /** The string path, written out: decode, check with JSON.parse, replace the id, encode. */
   function model(events: Buffer[], ours: string): { out: Buffer; invalid: boolean; chunks: number } {
@@ -230,10 +209,10 @@ describe('FrameShapes: event layouts shared by the streams of one model server',
   it('gives every stream exactly what the string path gives, whatever the earlier streams taught', async () => {
     const { SseRelay } = await import('../../src/wire/sse-relay.js');
     const { OutputBatch } = await import('../../src/wire/output-batch.js');
-    const { FrameShapes } = await import('../../src/wire/frame-shapes.js');
-    const streams = fc.array(fc.tuple(fc.array(event, { minLength: 1, maxLength: 8 }), fc.array(fc.nat(), { maxLength: 4 })), { minLength: 1, maxLength: 6 });
+    const { EventLayouts } = await import('../../src/wire/event-layouts.js');
+    const streams = fc.array(fc.tuple(streamEvents, fc.array(fc.nat(), { maxLength: 4 })), { minLength: 1, maxLength: 6 });
     fc.assert(fc.property(streams, (ss) => {
-      const shapes = new FrameShapes();
+      const shapes = new EventLayouts();
       ss.forEach(([events, cutSeeds], n) => {
         const ours = `chatcmpl-ours${n}`;
         const expected = model(events, ours);
@@ -256,14 +235,14 @@ describe('FrameShapes: event layouts shared by the streams of one model server',
 
   it('lets a stream take the fast path from its first event, once an earlier stream taught the layouts', async () => {
     const { SseRelay } = await import('../../src/wire/sse-relay.js');
-    const { FrameShapes } = await import('../../src/wire/frame-shapes.js');
+    const { EventLayouts } = await import('../../src/wire/event-layouts.js');
     const stream = (id: number, created: number): Buffer => Buffer.from([
       ...['t0 ', 't1 ', 't2 '].map((t) => `data: {"id":"chatcmpl-${id}","object":"chat.completion.chunk","created":${created},"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"${t}"},"finish_reason":null}]}\n\n`),
       `data: {"id":"chatcmpl-${id}","object":"chat.completion.chunk","created":${created},"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":"stop"}]}\n\n`,
       `data: {"id":"chatcmpl-${id}","object":"chat.completion.chunk","created":${created},"model":"m","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":3,"total_tokens":6}}\n\n`,
       'data: [DONE]\n\n',
     ].join(''));
-    const shapes = new FrameShapes();
+    const shapes = new EventLayouts();
     const first = new SseRelay('chatcmpl-a', false, shapes);
     first.push(stream(7, 1_763_870_000));
     // The first event and the finish event are learned; the usage event is always parsed.
@@ -277,24 +256,52 @@ describe('FrameShapes: event layouts shared by the streams of one model server',
   });
 });
 
-describe('FrameShapes: what is not learned', () => {
-  it('learns nothing from events ended by CRLF, nested ids or ids with escapes', async () => {
+describe('EventLayouts: what is learned, and what is not', () => {
+  it('learns nothing from nested ids or ids with escapes', async () => {
     const { SseRelay } = await import('../../src/wire/sse-relay.js');
-    const { FrameShapes } = await import('../../src/wire/frame-shapes.js');
-    const shapes = new FrameShapes();
+    const { EventLayouts } = await import('../../src/wire/event-layouts.js');
+    const shapes = new EventLayouts();
     const relay = new SseRelay('chatcmpl-x', false, shapes);
     const out = relay.push(Buffer.from([
-      'data: {"id":"a","choices":[{"index":0,"delta":{"content":"crlf"}}]}\r\n\r\n',
       'data: {"x":{"id":"nested"},"choices":[{"index":0,"delta":{"content":"n"}}]}\n\n',
       'data: {"id":"a\\"b","choices":[{"index":0,"delta":{"content":"e"}}]}\n\n',
     ].join('')));
     expect(shapes.size).toBe(0);
-    expect(relay.slowEvents).toBe(3);
+    expect(relay.slowEvents).toBe(2);
     expect(out).toBe([
-      'data: {"id":"chatcmpl-x","choices":[{"index":0,"delta":{"content":"crlf"}}]}\n\n',
       'data: {"x":{"id":"nested"},"choices":[{"index":0,"delta":{"content":"n"}}],"id":"chatcmpl-x"}\n\n',
       'data: {"id":"chatcmpl-x","choices":[{"index":0,"delta":{"content":"e"}}]}\n\n',
     ].join(''));
+  });
+
+  it('learns events ended by CRLF CRLF (sse-starlette servers) and sends them ended by LF LF, as the slow path does', async () => {
+    const { SseRelay } = await import('../../src/wire/sse-relay.js');
+    const { EventLayouts } = await import('../../src/wire/event-layouts.js');
+    const shapes = new EventLayouts();
+    const relay = new SseRelay('chatcmpl-x', false, shapes);
+    const event = (t: string): string => `data: {"id":"a","choices":[{"index":0,"delta":{"content":"${t}"}}]}`;
+    const out = relay.push(Buffer.from(['t0', 't1', 'é\\n'].map((t) => `${event(t)}\r\n\r\n`).join('')));
+    expect(shapes.size).toBe(1);
+    expect(relay.slowEvents).toBe(1);
+    expect(out).toBe(['t0', 't1', 'é\\n'].map((t) => `${event(t).replace('"a"', '"chatcmpl-x"')}\n\n`).join(''));
+  });
+
+  it('makes a hole of the token in reasoning, tool-call argument fragments and refusals, not only in content', async () => {
+    const { SseRelay } = await import('../../src/wire/sse-relay.js');
+    const { EventLayouts } = await import('../../src/wire/event-layouts.js');
+    const deltas = (t: string): string[] => [
+      `{"reasoning":"${t}"}`, `{"reasoning_content":"${t}"}`, `{"tool_calls":[{"index":0,"function":{"arguments":"${t}"}}]}`, `{"content":null,"refusal":"${t}"}`,
+      `{"role":"assistant","content":"","reasoning":"${t}"}`,
+    ];
+    for (const [k, first] of deltas('a').entries()) {
+      const shapes = new EventLayouts();
+      const relay = new SseRelay('chatcmpl-x', false, shapes);
+      const event = (d: string): string => `data: {"id":"up","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":${d},"logprobs":null,"finish_reason":null}]}\n\n`;
+      const later = ['{\\"ci', 'ty\\": \\"Z', 'ü', 'rich 😀\\"}', ''].map((t) => deltas(t)[k] as string);
+      const out = relay.push(Buffer.from([first, ...later].map(event).join('')));
+      expect({ k, slow: relay.slowEvents }).toEqual({ k, slow: 1 });
+      expect(out).toBe([first, ...later].map((d) => event(d).replace('"up"', '"chatcmpl-x"')).join(''));
+    }
   });
 });
 
@@ -328,8 +335,8 @@ describe('SseRelay: frames near the cap, CRLF frames, comments and fields, howev
   it('gives what the frames say, refuses the first over the cap, and never holds the cap', async () => {
     const { SseRelay } = await import('../../src/wire/sse-relay.js');
     const { OutputBatch } = await import('../../src/wire/output-batch.js');
-    const { FrameShapes } = await import('../../src/wire/frame-shapes.js');
-    const shapes = new FrameShapes();
+    const { EventLayouts } = await import('../../src/wire/event-layouts.js');
+    const shapes = new EventLayouts();
     fc.assert(fc.property(fc.array(frame, { minLength: 1, maxLength: 10 }), fc.array(fc.nat(), { maxLength: 12 }), (frames, cutSeeds) => {
       const expected = model(frames);
       const bytes = Buffer.from(frames.map((f) => f.bytes).join(''));
@@ -364,5 +371,56 @@ describe('SseRelay: frames near the cap, CRLF frames, comments and fields, howev
         }
       }
     }
+  });
+});
+
+describe('SseRelay on agents\' streams (issue 11): reasoning, tool calls whole and in fragments, refusals, logprobs, unicode and escapes', () => {
+  /** Feeds `bytes` in the reads `cuts` makes; returns what the client got. */
+  async function relayed(bytes: Buffer, cuts: number[], relay: InstanceType<typeof import('../../src/wire/sse-relay.js').SseRelay>): Promise<string> {
+    const { OutputBatch } = await import('../../src/wire/output-batch.js');
+    const out = new OutputBatch();
+    let from = 0;
+    for (const at of [...cuts, bytes.length]) {
+      relay.pushInto(bytes.subarray(from, at), out);
+      from = at;
+    }
+    return out.take().toString('utf8');
+  }
+
+  it('gives the client every event, valid JSON, only the id replaced, in order, on the fast path and on the forced slow path alike', async () => {
+    const { SseRelay } = await import('../../src/wire/sse-relay.js');
+    const { EventLayouts } = await import('../../src/wire/event-layouts.js');
+    const { clientEvents, clientTexts, cutsOf, expectedEvents, expectedTexts, streamCase, upstreamBytes } = await import('../helpers/agent-stream.js');
+    const streams = fc.array(fc.tuple(streamCase, fc.array(fc.nat(), { maxLength: 6 }), fc.boolean()), { minLength: 1, maxLength: 5 });
+    // Events the fast path relayed without parsing: the property says nothing unless there are many.
+    let events = 0;
+    let fastEvents = 0;
+    await fc.assert(fc.asyncProperty(streams, async (ss) => {
+      // One model server: its streams share what they taught the fast path.
+      const shapes = new EventLayouts();
+      for (const [n, [c, cutSeeds, forwardUsage]] of ss.entries()) {
+        const ours = `chatcmpl-ours${n}`;
+        const bytes = upstreamBytes(c);
+        const cuts = cutsOf(cutSeeds, bytes.length);
+        const fast = new SseRelay(ours, forwardUsage, shapes);
+        const slow = new SseRelay(ours, forwardUsage, null);
+        const fastOut = await relayed(bytes, cuts, fast);
+        const slowOut = await relayed(bytes, cuts, slow);
+        for (const [path, out, relay] of [['fast', fastOut, fast], ['slow', slowOut, slow]] as const) {
+          expect({ path, events: clientEvents(out) }).toEqual({ path, events: expectedEvents(c, ours, forwardUsage) });
+          const texts = clientTexts(out);
+          expectedTexts(c, ours, forwardUsage).forEach((t, i) => {
+            if (t !== null) expect({ path, i, text: texts[i] }).toEqual({ path, i, text: t });
+          });
+          expect({ path, done: relay.done, sawError: relay.sawError, invalid: relay.invalid }).toEqual({ path, done: c.end === 'done', sawError: c.end === 'error', invalid: false });
+          if (c.finalUsage || c.usageEveryChunk) expect(relay.usage).not.toBeNull();
+        }
+        expect(slow.slowEvents).toBe(c.events.length);
+        expect(fastOut).toBe(slowOut);
+        events += c.events.length;
+        fastEvents += c.events.length - fast.slowEvents;
+      }
+    }), { numRuns: 1500 });
+    expect(fastEvents / events).toBeGreaterThan(0.1);
   });
 });

@@ -1,0 +1,384 @@
+import { isUtf8 } from 'node:buffer';
+
+const LF = 10;
+const CR = 13;
+const QUOTE = 34;
+const BACKSLASH = 92;
+/** Hole kinds: the chunk's id, the `created` number, a string value (the token). */
+const ID = 0;
+const DIGITS = 1;
+const STRING = 2;
+
+/**
+ * The keys whose string value is a stream's token, the one hole of that kind a layout has: the
+ * text (`content`), reasoning (`reasoning`, vLLM's older `reasoning_content`), a tool call's
+ * argument fragments (vLLM) and a refusal. When an event has several, the last is the hole.
+ */
+/**
+ * A learned event's bytes before its id's text, one of two (the relay learns only `data:` lines
+ * whose first key is the id): shared objects, so the head a relay makes from one (our id after
+ * it) serves every layout, and a stream moving between layouts makes it once.
+ */
+const HEADS = [Buffer.from('data: {"id":"'), Buffer.from('data:{"id":"')];
+
+const TOKEN_KEYS = ['"content":"', '"reasoning":"', '"reasoning_content":"', '"arguments":"', '"refusal":"'].map((k) => Buffer.from(k, 'latin1'));
+
+/**
+ * Where an event matched a layout. One per relay, filled by `match`: a value made per event
+ * would be an allocation per event on the hot path, and a learner shared by a server's streams
+ * must not hold one stream's match for another to read.
+ */
+export class LayoutMatch {
+  /** The layout matched; null before the first match. */
+  layout: EventLayout | null = null;
+  /** Just past the event's blank line. */
+  end = -1;
+  /** Where the id's text ends. */
+  idEnd = -1;
+  /**
+   * Where the bytes the client gets of this event begin, after a prefix: the id's end for a
+   * server's layout (after our head, `layout.head` and our id), the string for a stream's own
+   * (after its `prefix`).
+   */
+  copyFrom = -1;
+  /** The token's string literal, quotes included; -1 when the layout has none. */
+  stringStart = -1;
+  stringEnd = -1;
+}
+
+/**
+ * The byte layout of one kind of SSE event: literal runs with a hole between each two, learned
+ * from an event that parsed.
+ *
+ * Why a match is safe to forward unparsed. A server's layout is learned from one event that
+ * parsed as a JSON object, is not an error or usage event, and had only its id spliced by the
+ * slow path; its holes are that event's id text (its first key's value), its `created` integer,
+ * and one string value: the first byte after a token key such as `"content":"` (the quote after
+ * the key's name follows a letter, and outside a string a letter before a quote could only end
+ * `true`, `false` or `null`, which no token key ends with; so that quote closes a key and the
+ * next one opens its value). An event matches when its bytes are the runs, in order, with holes
+ * that are well-formed tokens of the same kind: an id of 1 to 128 printable ASCII characters
+ * without quote or backslash, a JSON integer without a leading zero, a string literal with valid
+ * escapes, no control character and valid UTF-8. That is the learned document with one string
+ * replaced by another and one integer by another, so it is valid JSON too, with the same keys
+ * and the same value types. No hole is the value of `error` or `usage` (holes are the values of
+ * `id`, `created` and a token key, and an event with an `error` or `usage` object is never
+ * learned), so the slow path would judge it as it judged the learned one (not an error, no
+ * usage) and send the same bytes (our id spliced in). Runs hold no LF or CR (the learned event
+ * was one line without CR) and holes no control character, so the blank line after the last run
+ * is where the event ends, as the relay's framing would find it. A stream's own layout (`forStream`) is one event that matched, with its
+ * id and `created` fixed and only the string a hole: the same argument, one compare cheaper.
+ */
+export class EventLayout {
+  private constructor(
+    /** The event's bytes before its id's text (`data: {"id":"`): the client gets these, then our id. */
+    readonly head: Buffer,
+    private readonly runs: Buffer[],
+    private readonly holes: number[],
+    /** A stream's own layout: where the id's text ends, from the event's start; -1 when the id is a hole. */
+    private readonly idAt: number,
+    /** Ended by CRLF CRLF (sse-starlette servers), not LF LF: the client gets LF LF. */
+    readonly crlf: boolean,
+    /**
+     * A stream's own layout: the client's bytes before the string (our head, then the event's
+     * bytes up to it), so one copy of a constant and one short range make the event; null for a
+     * server's. (Copying the range from the id's end instead costs a native copy per event.)
+     */
+    readonly prefix: Buffer | null,
+  ) {}
+
+  /**
+   * The layout of the event `buf[s, e)`, ended by the blank line `buf[e, next)`, which the slow
+   * path has checked (see the class comment); null when its id is not its first key or not plain
+   * ASCII, or its bytes are not UTF-8.
+   */
+  static learn(buf: Buffer, s: number, e: number, next: number): EventLayout | null {
+    // The id must be the event's first key: `data: {"id":"` (an id nested deeper is not its own).
+    const key = buf.indexOf('"id":"', s, 'latin1');
+    if ((key !== s + 7 || buf[s + 5] !== 32) && key !== s + 6) return null;
+    if (buf[key - 1] !== 0x7b || key >= e) return null;
+    const idStart = key + 6;
+    const idStop = idEnd(buf, idStart, e);
+    if (idStop === -1 || !isUtf8(buf.subarray(s, e))) return null;
+    const head = HEADS.find((h) => h.length === idStart - s && buf.compare(h, 0, h.length, s, idStart) === 0);
+    if (head === undefined) return null;
+    const runs: Buffer[] = [head];
+    const holes: number[] = [ID];
+    let pos = idStop;
+    const created = buf.indexOf(',"created":', idStop, 'latin1');
+    if (created !== -1 && created < e) {
+      const digitsStart = created + 11;
+      const digitsStop = digitsEnd(buf, digitsStart, e);
+      if (digitsStop !== -1) {
+        runs.push(Buffer.from(buf.subarray(pos, digitsStart)));
+        holes.push(DIGITS);
+        pos = digitsStop;
+      }
+    }
+    let token = -1;
+    let tokenKey = 0;
+    for (const k of TOKEN_KEYS) {
+      const at = buf.lastIndexOf(k, e - k.length, 'latin1');
+      if (at > token) {
+        token = at;
+        tokenKey = k.length;
+      }
+    }
+    if (token >= pos) {
+      const litStart = token + tokenKey - 1;
+      const litStop = byteLiteralEnd(buf, litStart, e);
+      if (litStop !== -1) {
+        runs.push(Buffer.from(buf.subarray(pos, litStart)));
+        holes.push(STRING);
+        pos = litStop;
+      }
+    }
+    runs.push(Buffer.from(buf.subarray(pos, e)));
+    return new EventLayout(head, runs, holes, -1, next - e === 4, null);
+  }
+
+  /**
+   * Whether the event at `s` has this layout and ends in its blank line; if so, `m` says where
+   * it ends, where its id ends and where its string hole is.
+   */
+  match(buf: Buffer, s: number, m: LayoutMatch): boolean {
+    if (this.prefix !== null) return this.matchToken(buf, s, m);
+    const { runs, holes } = this;
+    const n = buf.length;
+    let pos = s;
+    let idStop = this.idAt === -1 ? -1 : s + this.idAt;
+    let stringStart = -1;
+    let stringEnd = -1;
+    for (let i = 0; ; i++) {
+      const run = runs[i] as Buffer;
+      const len = run.length;
+      if (pos + len > n) return false;
+      // A native compare costs a fixed ~0.2 µs: short runs are cheaper compared in a loop.
+      if (len <= 48) {
+        for (let j = 0; j < len; j++) if (buf[pos + j] !== run[j]) return false;
+      } else if (buf.compare(run, 0, len, pos, pos + len) !== 0) {
+        return false;
+      }
+      pos += len;
+      if (i === holes.length) break;
+      const hole = holes[i];
+      if (hole === ID) {
+        pos = idStop = idEnd(buf, pos, n);
+      } else if (hole === DIGITS) {
+        pos = digitsEnd(buf, pos, n);
+      } else {
+        stringStart = pos;
+        pos = stringEnd = byteLiteralEnd(buf, pos, n);
+      }
+      if (pos === -1) return false;
+    }
+    if (this.crlf) {
+      if (pos + 4 > n || buf[pos] !== CR || buf[pos + 1] !== LF || buf[pos + 2] !== CR || buf[pos + 3] !== LF) return false;
+      pos += 4;
+    } else {
+      if (pos + 2 > n || buf[pos] !== LF || buf[pos + 1] !== LF) return false;
+      pos += 2;
+    }
+    m.layout = this;
+    m.end = pos;
+    m.idEnd = idStop;
+    m.copyFrom = this.prefix === null ? idStop : stringStart;
+    m.stringStart = stringStart;
+    m.stringEnd = stringEnd;
+    return true;
+  }
+
+  /**
+   * `match` for a stream's own layout (one run, the token, one run): the same test, written out
+   * for the two runs it has: most of a stream's events come here, and the generic loop cost 1.3 %
+   * more instructions per plain event (docs/performance.md, step 15).
+   */
+  private matchToken(buf: Buffer, s: number, m: LayoutMatch): boolean {
+    const runs = this.runs;
+    const first = runs[0] as Buffer;
+    const n = buf.length;
+    const fl = first.length;
+    if (s + fl >= n || buf.compare(first, 0, fl, s, s + fl) !== 0) return false;
+    const stringEnd = byteLiteralEnd(buf, s + fl, n);
+    if (stringEnd === -1) return false;
+    const last = runs[1] as Buffer;
+    const ll = last.length;
+    const e = stringEnd + ll;
+    if (e + (this.crlf ? 4 : 2) > n) return false;
+    for (let i = 0; i < ll; i++) if (buf[stringEnd + i] !== last[i]) return false;
+    let end: number;
+    if (this.crlf) {
+      if (buf[e] !== CR || buf[e + 1] !== LF || buf[e + 2] !== CR || buf[e + 3] !== LF) return false;
+      end = e + 4;
+    } else {
+      if (buf[e] !== LF || buf[e + 1] !== LF) return false;
+      end = e + 2;
+    }
+    m.layout = this;
+    m.end = end;
+    m.idEnd = s + this.idAt;
+    m.copyFrom = s + fl;
+    m.stringStart = s + fl;
+    m.stringEnd = stringEnd;
+    return true;
+  }
+
+  /**
+   * The layout of the event `m` just matched at `s` (it must have a string hole), with its id and
+   * `created` fixed, for the stream whose head (our `head` and its id) is `ourHead`: a stream's
+   * events differ only in the token, and this layout is one compare and a literal scan.
+   */
+  forStream(buf: Buffer, s: number, m: LayoutMatch, ourHead: Buffer): EventLayout {
+    const blank = this.crlf ? 4 : 2;
+    const runs = [Buffer.from(buf.subarray(s, m.stringStart)), Buffer.from(buf.subarray(m.stringEnd, m.end - blank))];
+    return new EventLayout(this.head, runs, [STRING], m.idEnd - s, this.crlf, Buffer.concat([ourHead, buf.subarray(m.idEnd, m.stringStart)]));
+  }
+
+  sameAs(other: EventLayout): boolean {
+    return this.crlf === other.crlf && this.idAt === other.idAt
+      && this.holes.length === other.holes.length && this.holes.every((h, i) => h === other.holes[i])
+      && this.runs.every((r, i) => r.equals(other.runs[i] as Buffer));
+  }
+}
+
+/**
+ * The layouts of a model server's stream events, shared by every stream from that server. A
+ * server sends hundreds of events per stream that differ only in the id (per stream), `created`
+ * (per second) and the token; shared, because every stream's first event and its finish event
+ * would otherwise take the slow path (decode, parse, re-encode) each time.
+ */
+export class EventLayouts {
+  private readonly layouts: EventLayout[] = [];
+
+  constructor(private readonly max = 4) {}
+
+  get size(): number {
+    return this.layouts.length;
+  }
+
+  /** Whether the event at `s` has a known layout (see `EventLayout.match`). */
+  match(buf: Buffer, s: number, m: LayoutMatch): boolean {
+    const layouts = this.layouts;
+    for (let k = 0; k < layouts.length; k++) {
+      const layout = layouts[k] as EventLayout;
+      if (!layout.match(buf, s, m)) continue;
+      // The layout seen last is tried first: a stream's events come in runs of one layout.
+      if (k > 0) {
+        layouts.splice(k, 1);
+        layouts.unshift(layout);
+      }
+      return true;
+    }
+    return false;
+  }
+
+  /** Learns the layout of a checked event (`EventLayout.learn`), unless it is known or cannot be learned. */
+  learn(buf: Buffer, s: number, e: number, next: number): void {
+    const layout = EventLayout.learn(buf, s, e, next);
+    if (layout === null || this.layouts.some((l) => l.sameAs(layout))) return;
+    this.layouts.unshift(layout);
+    if (this.layouts.length > this.max) this.layouts.pop();
+  }
+}
+
+/**
+ * From the first byte of an id's text: the index of its closing quote, when the id is 1 to 128
+ * printable ASCII characters without escapes; otherwise -1.
+ */
+function idEnd(buf: Buffer, start: number, end: number): number {
+  const limit = Math.min(end, start + 129);
+  for (let i = start; i < limit; i++) {
+    const c = buf[i] as number;
+    if (c === QUOTE) return i > start ? i : -1;
+    if (c < 0x20 || c > 0x7e || c === BACKSLASH) return -1;
+  }
+  return -1;
+}
+
+/** The end of a JSON integer's digits at `start` (`0`, or 1 to 16 digits without a leading zero), or -1. */
+function digitsEnd(buf: Buffer, start: number, end: number): number {
+  const first = buf[start];
+  if (first === undefined || start >= end || first < 48 || first > 57) return -1;
+  if (first === 48) return start + 1;
+  const limit = Math.min(end, start + 16);
+  let i = start + 1;
+  while (i < limit && (buf[i] as number) >= 48 && (buf[i] as number) <= 57) i++;
+  return i < end && (buf[i] as number) >= 48 && (buf[i] as number) <= 57 ? -1 : i;
+}
+
+/**
+ * `buf[start]` must open a JSON string literal; returns the index just past its closing quote,
+ * or -1 when it is not a well-formed literal before `end` (control characters, bad escapes, no
+ * end) or not valid UTF-8: such an event takes the slow path, whose decoding repairs it (a
+ * client's strict UTF-8 decoder would otherwise fail on the whole event).
+ */
+function byteLiteralEnd(buf: Buffer, start: number, end: number): number {
+  if (buf[start] !== QUOTE) return -1;
+  for (let i = start + 1; i < end; i++) {
+    const c = buf[i] as number;
+    if (c === QUOTE) return i + 1;
+    if (c < 0x20) return -1;
+    if (c === BACKSLASH) {
+      const x = buf[++i];
+      if (x === 117) {
+        for (let k = 0; k < 4; k++) if (!isHexByte(buf[++i])) return -1;
+      } else if (x !== 34 && x !== 92 && x !== 47 && x !== 98 && x !== 102 && x !== 110 && x !== 114 && x !== 116) {
+        return -1;
+      }
+    } else if (c >= 0x80) {
+      const next = utf8SequenceEnd(buf, i, end);
+      if (next === -1) return -1;
+      i = next - 1;
+    }
+  }
+  return -1;
+}
+
+/** The end of the well-formed UTF-8 sequence (RFC 3629) that starts at `i`, or -1. */
+function utf8SequenceEnd(buf: Buffer, i: number, end: number): number {
+  const c = buf[i] as number;
+  let n: number;
+  let lo = 0x80;
+  let hi = 0xbf;
+  if (c >= 0xc2 && c <= 0xdf) {
+    n = 1;
+  } else if (c >= 0xe0 && c <= 0xef) {
+    n = 2;
+    if (c === 0xe0) lo = 0xa0;
+    else if (c === 0xed) hi = 0x9f;
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    n = 3;
+    if (c === 0xf0) lo = 0x90;
+    else if (c === 0xf4) hi = 0x8f;
+  } else {
+    return -1;
+  }
+  if (i + n >= end) return -1;
+  const first = buf[i + 1] as number;
+  if (first < lo || first > hi) return -1;
+  for (let k = 2; k <= n; k++) {
+    const b = buf[i + k] as number;
+    if (b < 0x80 || b > 0xbf) return -1;
+  }
+  return i + n + 1;
+}
+
+function isHexByte(c: number | undefined): boolean {
+  return c !== undefined && ((c >= 48 && c <= 57) || (c >= 65 && c <= 70) || (c >= 97 && c <= 102));
+}
+
+/** One EventLayouts per model server (instance), made on first use. */
+export class EventLayoutsByServer {
+  private readonly byKey = new Map<string, EventLayouts>();
+
+  for(key: string): EventLayouts {
+    let layouts = this.byKey.get(key);
+    if (layouts === undefined) {
+      // Instances come and go over a daemon's life; a few hundred bytes each, cleared past a bound.
+      if (this.byKey.size >= 10_000) this.byKey.clear();
+      layouts = new EventLayouts();
+      this.byKey.set(key, layouts);
+    }
+    return layouts;
+  }
+}
