@@ -9,7 +9,6 @@ import { LifecycleService } from '../src/services/lifecycle.js';
 import type { UnwrittenAtShutdownError } from '../src/services/unwritten.js';
 import { UsageTracker } from '../src/services/usage.js';
 import { LowdbStore } from '../src/store/lowdb-store.js';
-import { PostgresStore, isPostgresUrl } from '../src/store/postgres-store.js';
 import type { Store } from '../src/store/store.js';
 import { UpstreamClient } from '../src/upstream/upstream-client.js';
 import { EventLayoutsByServer } from '../src/wire/event-layouts.js';
@@ -23,9 +22,7 @@ import { ensurePrivateHome, octal } from './private-home.js';
 import { prepareSocketPath, removeSocket } from './socket-file.js';
 import { type StoreLock, lockStore } from './store-lock.js';
 import { UpstreamTokens } from './upstream-tokens.js';
-import { Metrics } from './metrics/metrics.js';
-import { listenMetrics } from './metrics/metrics-server.js';
-import { timedStore } from './metrics/timed-store.js';
+import type { Metrics } from './metrics/metrics.js';
 
 export interface DaemonDeps {
   version: string;
@@ -47,23 +44,25 @@ export interface Daemon {
 /** Opens the store, binds the socket and the public port, and starts the daemon's timers. */
 export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Daemon> {
   const clock = deps.clock ?? systemClock;
-  const log = deps.logger ?? buildLogger(config.logLevel, deps.logStream, config.logFormat ?? 'json');
+  const log = deps.logger ?? await buildLogger(config.logLevel, deps.logStream, config.logFormat ?? 'json');
   const loosened = await ensurePrivateHome(config.home);
   if (loosened !== null) log.warn({ home: config.home, was: octal(loosened), now: '0700' }, `the home folder was mode ${octal(loosened)}, readable by other users: made it 0700`);
   // Several daemons on one PostgreSQL are the point of that store: no lock, no files of its own.
-  const shared = isPostgresUrl(config.store);
+  const shared = /^postgres(ql)?:\/\//i.test(config.store);
   if (!shared) await mkdir(dirname(config.store), { recursive: true, mode: 0o700 });
   // Before anything is bound or read: a second daemon on this store must change nothing.
   const lock = deps.store === undefined && !shared ? await lockStore(config.store) : null;
   let store: Store | undefined;
   let lifecycle: LifecycleService | undefined;
-  const metrics = config.metricsPort === null ? null : new Metrics({ keyLabel: config.metricsKeyLabel, keys: () => lifecycle?.registry });
+  // prom-client and pg are loaded only by the daemons that use them: less memory for the others.
+  const metrics = config.metricsPort === null ? null
+    : new (await import('./metrics/metrics.js')).Metrics({ keyLabel: config.metricsKeyLabel, keys: () => lifecycle?.registry });
   try {
     await prepareSocketPath(config.socket, shared ? [] : ownFiles(config.store));
     store = deps.store ?? (shared
-      ? new PostgresStore(config.store, { catchupMs: config.storeCatchupMs, notify: config.storeNotify, onNotice: (message) => log.warn({ store: 'postgres' }, message) })
+      ? new (await import('../src/store/postgres-store.js')).PostgresStore(config.store, { catchupMs: config.storeCatchupMs, notify: config.storeNotify, onNotice: (message) => log.warn({ store: 'postgres' }, message) })
       : new LowdbStore(config.store, { onNotice: (message) => log.warn({ store: config.store }, message) }));
-    if (metrics !== null) store = timedStore(store, (s) => metrics.storeWrite(s));
+    if (metrics !== null) store = (await import('./metrics/timed-store.js')).timedStore(store, (s) => metrics.storeWrite(s));
     lifecycle = await LifecycleService.open({ store, clock, secrets: deps.secrets ?? cryptoSecretSource, models: config.models });
   } catch (err) {
     await store?.close().catch(() => {});
@@ -228,6 +227,7 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
   ctx.baseUrl = `http://${host}:${port}`;
   try {
     if (metrics !== null) {
+      const { listenMetrics } = await import('./metrics/metrics-server.js');
       metricsListener = await listenMetrics(metrics, config.metricsHost, config.metricsPort ?? 0).catch((err: unknown) => {
         const code = (err as NodeJS.ErrnoException).code ?? 'error';
         throw new Error(`Cannot serve metrics on ${config.metricsHost}:${String(config.metricsPort)} (${code}). Choose another with --metrics-port / --metrics-host.`, { cause: err });

@@ -1,5 +1,4 @@
 import { pino, type DestinationStream, type Logger } from 'pino';
-import pretty from 'pino-pretty';
 import { printableJsonText } from '../src/printable.js';
 
 /**
@@ -8,8 +7,10 @@ import { printableJsonText } from '../src/printable.js';
  * names from the store are logged, and pino leaves C1 and bidi characters raw: they are written
  * as \u escapes, so a log followed in a terminal cannot drive it.
  */
-export function buildLogger(level: string, stream?: DestinationStream, format: 'json' | 'pretty' = 'json'): Logger {
+export async function buildLogger(level: string, stream?: DestinationStream, format: 'json' | 'pretty' = 'json'): Promise<Logger> {
   const out = stream ?? pino.destination({ dest: 1, sync: false });
+  // pino-pretty is loaded only for people at a terminal.
+  const pretty = format === 'pretty' ? (await import('pino-pretty')).default : null;
   return pino({
     level,
     base: { pid: process.pid },
@@ -19,5 +20,5 @@ export function buildLogger(level: string, stream?: DestinationStream, format: '
       censor: '[redacted]',
     },
     hooks: { streamWrite: printableJsonText },
-  }, format === 'pretty' ? pretty({ destination: out, translateTime: 'SYS:yyyy-mm-dd HH:MM:ss.l o', ignore: 'pid,hostname', sync: stream !== undefined }) : out);
+  }, pretty !== null ? pretty({ destination: out, translateTime: 'SYS:yyyy-mm-dd HH:MM:ss.l o', ignore: 'pid,hostname', sync: stream !== undefined }) : out);
 }
