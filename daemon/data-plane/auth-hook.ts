@@ -57,7 +57,9 @@ export function makeAuthHook(ctx: DaemonContext, requireReady: boolean) {
           replyError(reply, obError('rate_limited'), { 'retry-after': String(ctx.badKeys.retryAfterSeconds(address, now)) });
           return;
         }
-        ctx.badKeys.strike(address, now);
+        // One line when an address starts being refused, not one per refusal: a guesser must not
+        // be able to fill the operator's disk with log lines.
+        if (ctx.badKeys.strike(address, now)) request.log.warn({ address, limit: ctx.config.badKeyLimit }, 'too many invalid keys from this address: refusing its invalid keys with 429 for the rest of the minute');
       }
       refuse(ctx, reply, result);
       return;

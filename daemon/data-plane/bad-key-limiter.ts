@@ -13,9 +13,9 @@ export class BadKeyLimiter {
     return w !== undefined && nowMs - w.start < this.windowMs && w.count >= this.limit;
   }
 
-  /** Returns seconds until the window resets. */
-  strike(address: string, nowMs: number): void {
-    if (this.limit === 0) return;
+  /** Counts a bad key; true when this one blocks the address (once per window). */
+  strike(address: string, nowMs: number): boolean {
+    if (this.limit === 0) return false;
     let w = this.windows.get(address);
     if (w === undefined || nowMs - w.start >= this.windowMs) {
       w = { start: nowMs, count: 0 };
@@ -23,8 +23,10 @@ export class BadKeyLimiter {
       if (this.windows.size > 10_000) this.prune(nowMs);
     }
     w.count++;
+    return w.count === this.limit;
   }
 
+  /** Seconds until the address's window resets. */
   retryAfterSeconds(address: string, nowMs: number): number {
     const w = this.windows.get(address);
     return w === undefined ? 0 : Math.max(1, Math.ceil((w.start + this.windowMs - nowMs) / 1000));

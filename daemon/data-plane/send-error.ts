@@ -14,7 +14,8 @@ export function toObError(err: unknown): ObProxyError {
 export function replyError(reply: FastifyReply, err: ObProxyError, headers: Record<string, string> = {}, keyId?: string): FastifyReply {
   const request = reply.request;
   const key = keyId ?? (request as { auth?: { key: { id: string } } | null }).auth?.key.id;
-  reply.log.info({ reqId: request.id, route: `${request.method} ${request.routeOptions.url ?? '(no route)'}`, status: err.status, code: err.wireCode, ...(key === undefined ? {} : { key }) }, 'refused');
+  // A blocked guesser's 429s are counted (metrics), not logged one by one: the limiter logs the block.
+  if (err.code !== 'rate_limited') reply.log.info({ reqId: request.id, route: `${request.method} ${request.routeOptions.url ?? '(no route)'}`, status: err.status, code: err.wireCode, ...(key === undefined ? {} : { key }) }, 'refused');
   return reply.code(err.status).headers(headers).type('application/json').send(err.toBody());
 }
 

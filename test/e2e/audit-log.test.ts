@@ -89,3 +89,15 @@ it('no line holds a secret', () => {
     for (const s of secrets) expect(line).not.toContain(s.slice(-20));
   }
 });
+
+it('a guesser blocked by the bad-key limit gets one warning line, not a line per refusal', async () => {
+  const g = await startHarness({ badKeyLimit: 3 });
+  try {
+    for (let i = 0; i < 12; i++) await post(g.baseUrl, 'ob_sk_000000000000_00000000000000000000000000000000000000', chatBody('x'));
+    const refused = g.logs.filter((l) => l.msg === 'refused').map((l) => l.code);
+    expect(refused).toEqual(['invalid_api_key', 'invalid_api_key', 'invalid_api_key']);
+    expect(g.logs.filter((l) => String(l.msg).startsWith('too many invalid keys')).map((l) => [l.level, l.limit])).toEqual([[40, 3]]);
+  } finally {
+    await g.stop();
+  }
+});
