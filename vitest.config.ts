@@ -10,5 +10,13 @@ export default defineConfig({
     pool: 'forks',
     // Two cores: real daemons and simulators per file; too many files at once starve each other.
     maxWorkers: 2,
+    // In-process code only: the daemons and CLIs the end-to-end suites spawn are not instrumented,
+    // so this figure is what the fast tests alone cover (docs/architecture.md).
+    coverage: {
+      provider: 'v8',
+      include: ['src/**', 'daemon/**', 'cli/**', 'bin/**'],
+      reporter: ['text-summary', 'json-summary'],
+      reportsDirectory: 'coverage',
+    },
   },
 });
