@@ -29,6 +29,13 @@ if (Number(process.versions.node.split('.')[0]) < 24) {
   process.exit(1);
 }
 
+// macOS and Windows need the executable's signature removed and made again around the
+// injection (and postject a Mach-O segment name): not done here, because not tested here.
+if (process.platform !== 'linux') {
+  console.error(`build:binary makes a Linux executable, on Linux; this is ${process.platform}. See docs/operations.md, "Single binary".`);
+  process.exit(1);
+}
+
 const { version } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
 
 /**
@@ -51,14 +58,18 @@ const versionLiteral = {
 };
 
 /**
- * Ink imports React DevTools only with DEV=true and only if `import.meta.resolve` finds the
- * package, which it never does inside the binary; the stub keeps its static import from failing.
+ * With DEV=true Ink reads its own package.json and looks for React DevTools, neither of which the
+ * binary holds: it would print a warning with a stack over the console. DevTools are for Ink's
+ * developers; in the binary DEV means nothing (test/package/binary.test.ts runs the console so),
+ * and the import of react-devtools-core (not installed) goes with the dead branch.
  */
-const noDevtools = {
-  name: 'no-react-devtools',
+const inkWithoutDev = {
+  name: 'ink-without-dev',
   setup(b) {
-    b.onResolve({ filter: /^react-devtools-core$/ }, () => ({ path: 'react-devtools-core', namespace: 'stub' }));
-    b.onLoad({ filter: /.*/, namespace: 'stub' }, () => ({ contents: 'export default {};', loader: 'js' }));
+    b.onLoad({ filter: /[\\/]ink[\\/]build[\\/](ink|reconciler)\.js$/ }, (args) => ({
+      contents: readFileSync(args.path, 'utf8').replaceAll("process.env['DEV'] === 'true'", 'false'),
+      loader: 'js',
+    }));
   },
 };
 
@@ -86,7 +97,7 @@ try {
     chunkNames: 'chunks/[name]-[hash]',
     // pg loads its optional native binding only when asked for `pg.native`, which ob-proxy never is.
     external: ['pg-native'],
-    plugins: [versionLiteral, noDevtools],
+    plugins: [versionLiteral, inkWithoutDev],
     // Bundled CommonJS packages call require() for Node's own modules, and a few name __dirname.
     banner: {
       js: [
@@ -125,9 +136,12 @@ try {
     copyFileSync(process.execPath, output);
   }
   chmodSync(output, 0o755);
-  // postject prints warnings about ELF notes it leaves alone; shown only if it fails.
   try {
+    // postject prints warnings about ELF notes it leaves alone; shown only if it fails.
     run(process.execPath, [join(root, 'node_modules', 'postject', 'dist', 'cli.js'), output, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', FUSE], 'postject');
+    // A binary that cannot start is no build: run it once, as a user would first.
+    const printed = execFileSync(output, ['--version'], { encoding: 'utf8', env: { PATH: '' } }).trim();
+    if (printed !== version) throw new Error(`dist-bin/ob-proxy --version printed "${printed}", not ${version}`);
   } catch (err) {
     rmSync(output, { force: true });
     throw err;

@@ -227,9 +227,11 @@ describe('the single binary', () => {
     const tmuxSocket = join(work, 'tmux.sock');
     const tmux = (...args: string[]): string => execFileSync('tmux', ['-S', tmuxSocket, '-f', '/dev/null', ...args], { encoding: 'utf8', timeout: 10_000 });
     const exitFile = join(work, 'console.exit');
-    // The pane's own environment is tmux's: env -i gives the console the same empty PATH.
-    const argv = ['/usr/bin/env', '-i', `PATH=${emptyPath}`, `HOME=${home}`, 'TERM=xterm-256color', ...jail, bin, 'console', '--home', home];
-    tmux('new-session', '-d', '-s', 'binary', '-x', '110', '-y', '30', `${argv.map(quote).join(' ')}; echo $? > ${quote(exitFile)}`, ';', 'set-option', '-t', 'binary', 'remain-on-exit', 'on');
+    const errFile = join(work, 'console.err');
+    // The pane's own environment is tmux's: env -i gives the console the same empty PATH. DEV=true
+    // would make Ink look for its package.json and React DevTools, which the binary does not hold.
+    const argv = ['/usr/bin/env', '-i', `PATH=${emptyPath}`, `HOME=${home}`, 'TERM=xterm-256color', 'DEV=true', ...jail, bin, 'console', '--home', home];
+    tmux('new-session', '-d', '-s', 'binary', '-x', '110', '-y', '30', `${argv.map(quote).join(' ')} 2> ${quote(errFile)}; echo $? > ${quote(exitFile)}`, ';', 'set-option', '-t', 'binary', 'remain-on-exit', 'on');
     try {
       let screen = '';
       await eventually(() => {
@@ -244,6 +246,8 @@ describe('the single binary', () => {
       tmux('send-keys', '-t', 'binary', 'q');
       const status = await eventually(() => readFile(exitFile, 'utf8').then((s) => s.endsWith('\n') && s.trim()), 'the console to exit', 15_000);
       expect(status).toBe('0');
+      // Nothing on stderr but the cursor shown again on the way out.
+      expect((await readFile(errFile, 'utf8')).replaceAll('\x1b[?25h', '')).toBe('');
     } finally {
       try {
         tmux('kill-server');
