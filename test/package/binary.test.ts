@@ -131,7 +131,7 @@ function line(p: Proc, text: string, what: string, timeoutMs = 30_000): Promise<
   return eventually(() => {
     if (p.proc.exitCode !== null) throw new Error(`${what} exited ${p.proc.exitCode}: ${p.err()}${p.out()}`);
     return p.out().split('\n').find((l) => l.includes(text) && p.out().includes(`${l}\n`)) ?? false;
-  }, `${what}: ${p.err()}${p.out()}`, timeoutMs);
+  }, what, timeoutMs);
 }
 
 let home: string;
