@@ -1,6 +1,6 @@
 import { defineConfig } from 'vitest/config';
 
-/** `npm run test:dist`: the package as users get it (packs, installs from the registry: minutes). */
+/** `npm run test:dist`: the package as users get it (packs, installs from the registry: minutes), and the single binary. */
 export default defineConfig({
   test: {
     include: ['test/package/**/*.test.ts'],

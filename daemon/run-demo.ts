@@ -1,6 +1,7 @@
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { isSea } from 'node:sea';
 import type { Config } from '../src/config.js';
 import { DEFAULT_MODELS } from '../src/domain/model-id.js';
 import { startDaemon, type DaemonDeps } from './build-daemon.js';
@@ -52,7 +53,17 @@ export async function startDemo(config: Config, deps: DaemonDeps): Promise<DemoR
   };
 }
 
-export function demoText(run: DemoRun, config: Config): string {
+/**
+ * How to run the CLI again: from the single binary (which may not be on PATH, on a machine
+ * where npx does not exist) its own path; from the npm package, npx.
+ */
+function cliCommand(): string {
+  if (!isSea()) return 'npx ob-proxy';
+  const path = process.execPath;
+  return /^[\w./-]+$/.test(path) ? path : `'${path.replaceAll("'", "'\\''")}'`;
+}
+
+export function demoText(run: DemoRun, config: Config, cli = cliCommand()): string {
   const first = run.keys[0];
   if (first === undefined) return 'No demo instances (OB_PROXY_MODELS names no known model).\n';
   const body = JSON.stringify({ model: first.model, messages: [{ role: 'user', content: 'Say hello' }] });
@@ -78,7 +89,7 @@ export function demoText(run: DemoRun, config: Config): string {
     `  const r = await client.chat.completions.create({ model: '${first.model}', messages: [{ role: 'user', content: 'Say hello' }] });`,
     `  console.log(r.choices[0].message.content);`,
     '',
-    `Manage it from another terminal: npx ob-proxy instances list --home ${config.home}   (or: npx ob-proxy console --home ${config.home})`,
+    `Manage it from another terminal: ${cli} instances list --home ${config.home}   (or: ${cli} console --home ${config.home})`,
     'Press Ctrl-C to stop.',
     '',
   ].join('\n');

@@ -26,6 +26,8 @@ describe('ob-proxy demo', () => {
     expect(out).toMatch(/demo-qwen36 +qwen3\.6:27b +key ob_sk_/);
     expect(out).toContain("new OpenAI({ baseURL: 'http://127.0.0.1:");
     expect(out).toContain('apiKey: process.env.OB_KEY');
+    // From the npm package, npx finds the CLI again (the single binary names itself: test/package/binary.test.ts).
+    expect(lines).toContain(`Manage it from another terminal: npx ob-proxy instances list --home ${home}   (or: npx ob-proxy console --home ${home})`);
 
     // Issue 10: the secret was inside the curl command line (argv, shell history). Only the key
     // list and the export line hold a secret; the examples read $OB_KEY.
