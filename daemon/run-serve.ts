@@ -26,6 +26,12 @@ export async function runServe(config: Config, deps: DaemonDeps, extras: ServeEx
     process.on('SIGTERM', onSignal);
     process.on('SIGINT', onSignal);
   });
+  // SIGHUP reloads the certificate (systemctl reload). Handled with or without TLS: a reload sent
+  // to a daemon that has nothing to reload must not stop it.
+  process.on('SIGHUP', () => {
+    if (config.tls === null) daemon.ctx.log.info('SIGHUP: nothing to reload (no --tls-cert)');
+    else void daemon.reloadTls();
+  });
   if (extras.pidFile !== undefined) {
     try {
       await writePidFile(extras.pidFile);

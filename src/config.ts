@@ -43,6 +43,8 @@ export interface Config extends AnswerLimits {
    * for tests that hold both paths to the same answer.
    */
   relayFastPath: boolean;
+  /** PEM files for HTTPS on the public listener (both or neither); read again on SIGHUP. */
+  tls: { cert: string; key: string } | null;
 }
 
 export interface ConfigFlags {
@@ -65,6 +67,8 @@ export interface ConfigFlags {
   logFormat?: string;
   /** Seconds. */
   maxStale?: string | number;
+  tlsCert?: string;
+  tlsKey?: string;
 }
 
 export type Env = Readonly<Record<string, string | undefined>>;
@@ -136,7 +140,19 @@ export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string): Co
     ...metricsConfig(flags, env),
     logFormat: logFormat(pick(flags.logFormat, env.OB_PROXY_LOG_FORMAT)),
     relayFastPath: onOff('relay-fast-path', env.OB_PROXY_RELAY_FAST_PATH, true),
+    tls: tlsConfig(flags, env),
   };
+}
+
+function tlsConfig(flags: ConfigFlags, env: Env): Config['tls'] {
+  const cert = pick(flags.tlsCert, env.OB_PROXY_TLS_CERT);
+  const key = pick(flags.tlsKey, env.OB_PROXY_TLS_KEY);
+  if (cert === undefined && key === undefined) return null;
+  if (cert === undefined || key === undefined) {
+    const missing = cert === undefined ? 'tls-cert' : 'tls-key';
+    throw obError('invalid_argument', { param: missing, message: `--tls-cert and --tls-key go together: --${missing} (or OB_PROXY_${missing.replace('-', '_').toUpperCase()}) is missing.` });
+  }
+  return { cert, key };
 }
 
 function metricsConfig(flags: ConfigFlags, env: Env): Pick<Config, 'metricsPort' | 'metricsHost' | 'metricsKeyLabel'> {
