@@ -57,8 +57,11 @@ const deps: ProgramDeps = {
   serve: async (o) => {
     // People read a terminal, machines read pipes and journald.
     const cfg = config({ ...o, logFormat: o.logFormat ?? env.OB_PROXY_LOG_FORMAT ?? (process.stdout.isTTY ? 'pretty' : 'json') });
-    const { runServe } = await import('../daemon/run-serve.js');
-    await runServe(cfg, { version: pkg.version }, { pidFile: o.pidFile });
+    const { resolveGroup, runServe } = await import('../daemon/run-serve.js');
+    const socketGid = cfg.socketGroup === null ? undefined : await resolveGroup(cfg.socketGroup).catch((err: unknown) => {
+      throw err instanceof ObProxyError ? new UsageError(err.message) : err;
+    });
+    await runServe(cfg, { version: pkg.version, ...(socketGid === undefined ? {} : { socketGid }) }, { pidFile: o.pidFile });
   },
   // Loaded only when asked for, so the other commands never load Ink and React.
   console: async (socketPath, o) => {

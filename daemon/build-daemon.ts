@@ -21,6 +21,7 @@ import { buildLogger } from './logger.js';
 import { buildManagementPlane } from './management/build-management-plane.js';
 import { ensurePrivateHome, octal } from './private-home.js';
 import { prepareSocketPath, removeSocket } from './socket-file.js';
+import { resolveGroup, shareSocket } from './socket-group.js';
 import { type StoreLock, lockStore } from './store-lock.js';
 import { UpstreamTokens } from './upstream-tokens.js';
 import type { Metrics } from './metrics/metrics.js';
@@ -33,6 +34,8 @@ export interface DaemonDeps {
   store?: Store;
   logStream?: DestinationStream;
   logger?: Logger;
+  /** --socket-group, already resolved (the CLI does it first, to answer a bad name as a usage error). */
+  socketGid?: number;
 }
 
 export interface Daemon {
@@ -53,8 +56,9 @@ export interface Daemon {
 export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Daemon> {
   const clock = deps.clock ?? systemClock;
   const log = deps.logger ?? await buildLogger(config.logLevel, deps.logStream, config.logFormat ?? 'json');
-  // Before anything is opened: a certificate that cannot serve is a start-up error.
+  // Before anything is opened: a certificate that cannot serve, or an unknown group, is a start-up error.
   const tls = config.tls === null ? null : await (await import('./tls.js')).loadTls(config.tls);
+  const socketGid = deps.socketGid ?? (config.socketGroup === null ? null : await resolveGroup(config.socketGroup));
   const loosened = await ensurePrivateHome(config.home);
   if (loosened !== null) log.warn({ home: config.home, was: octal(loosened), now: '0700' }, `the home folder was mode ${octal(loosened)}, readable by other users: made it 0700`);
   // Several daemons on one PostgreSQL are the point of that store: no lock, no files of its own.
@@ -80,7 +84,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     throw err;
   }
   try {
-    return await startServing(config, deps, { clock, log, store, lifecycle, lock, metrics, tls });
+    return await startServing(config, deps, { clock, log, store, lifecycle, lock, metrics, tls, socketGid });
   } catch (err) {
     await store.close().catch(() => {});
     await lock?.release();
@@ -101,10 +105,11 @@ interface Opened {
   lock: StoreLock | null;
   metrics: Metrics | null;
   tls: TlsFiles | null;
+  socketGid: number | null;
 }
 
 async function startServing(config: Config, deps: DaemonDeps, opened: Opened): Promise<Daemon> {
-  const { clock, log, store, lifecycle, lock, metrics, tls } = opened;
+  const { clock, log, store, lifecycle, lock, metrics, tls, socketGid } = opened;
 
   let packTimer: NodeJS.Timeout | undefined;
   const ctx: DaemonContext = {
@@ -246,6 +251,10 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
     }
     await management.listen({ path: config.socket });
     await chmod(config.socket, 0o600);
+    if (socketGid !== null) {
+      const unreachable = await shareSocket(config.socket, socketGid);
+      if (unreachable !== null) log.warn({ socket: config.socket, gid: socketGid }, unreachable);
+    }
   } catch (err) {
     stopWatching();
     await abandon();

@@ -7,6 +7,9 @@ export interface ServeExtras {
   pidFile?: string | undefined;
 }
 
+/** A bad --socket-group is a usage error: resolved before anything starts. */
+export { resolveGroup } from './socket-group.js';
+
 /**
  * `ob-proxy serve`: start, then on SIGTERM/SIGINT drain within the grace period and resolve.
  * A second signal stops waiting for the grace period.

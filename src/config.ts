@@ -45,6 +45,8 @@ export interface Config extends AnswerLimits {
   relayFastPath: boolean;
   /** PEM files for HTTPS on the public listener (both or neither); read again on SIGHUP. */
   tls: { cert: string; key: string } | null;
+  /** A group whose members may use the management socket (mode 0660); null: owner only (0600). */
+  socketGroup: string | null;
 }
 
 export interface ConfigFlags {
@@ -69,6 +71,7 @@ export interface ConfigFlags {
   maxStale?: string | number;
   tlsCert?: string;
   tlsKey?: string;
+  socketGroup?: string;
 }
 
 export type Env = Readonly<Record<string, string | undefined>>;
@@ -141,6 +144,7 @@ export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string): Co
     logFormat: logFormat(pick(flags.logFormat, env.OB_PROXY_LOG_FORMAT)),
     relayFastPath: onOff('relay-fast-path', env.OB_PROXY_RELAY_FAST_PATH, true),
     tls: tlsConfig(flags, env),
+    socketGroup: pick(flags.socketGroup, env.OB_PROXY_SOCKET_GROUP) ?? null,
   };
 }
 
