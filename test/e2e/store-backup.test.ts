@@ -8,6 +8,7 @@ import { copyFile, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { hello, postChat } from '../helpers/chat.js';
+import { type TestDatabase, freshDatabase } from '../helpers/postgres.js';
 import { type ServeProcess, type SimProcess, cliJson, runCli, startServe, startSimulate, tmpHome } from '../helpers/processes.js';
 import { MODEL, type StoreFile, readStore, readyInstance, writeStore } from '../helpers/store-home.js';
 
@@ -83,6 +84,29 @@ describe('store backup', () => {
     expect((await postChat(serve.baseUrl, k0.secret, hello(MODEL))).status).toBe(200);
     const keys = await cliJson<{ id: string; status: string }[]>(['keys', 'list'], home);
     expect(keys.map((k) => [k.id, k.status])).toEqual([[k0.keyId, 'active'], [k1.id, 'revoked']]);
+  });
+
+  it('a PostgreSQL store: backed up through its daemon, loaded back into a new database with store migrate', async () => {
+    const dbs: TestDatabase[] = [await freshDatabase(), await freshDatabase()];
+    try {
+      const home = await tmpHome();
+      sim = await startSimulate([MODEL]);
+      serve = await startServe(home, ['--store', dbs[0]!.url]);
+      const k0 = await readyInstance(home, 'gpu-1', sim.url);
+      const file = join(await tmpHome(), 'pg.json');
+      expect(await backup(home, file)).toMatchObject({ via: 'daemon', from: dbs[0]!.url.replace(/\/$/, ''), version: 2, instances: 1, keys: 1, activeKeys: 1 });
+      await serve.stop();
+      serve = undefined;
+
+      const migrated = await runCli(['store', 'migrate', '--from', file, '--to', dbs[1]!.url, '--json']);
+      expect(migrated.code, migrated.stderr).toBe(0);
+      serve = await startServe(await tmpHome(), ['--store', dbs[1]!.url]);
+      expect((await postChat(serve.baseUrl, k0.secret, hello(MODEL))).status).toBe(200);
+    } finally {
+      await serve?.stop();
+      serve = undefined;
+      for (const db of dbs) await db.drop();
+    }
   });
 
   it('refuses a PostgreSQL store with no daemon, pointing at pg_dump', async () => {
