@@ -82,6 +82,14 @@ describe('start-up errors end the process with their code and message', () => {
     expect(await readdir(home)).toEqual([]);
   });
 
+  it('pid file that cannot be written: exits 1 naming it, and stops what it had started', async () => {
+    const home = await tmpHome();
+    const r = await run(['serve', '--home', home, '--port', '0', '--pid-file', join(home, 'no-such-dir', 'serve.pid')]);
+    expect([r.signal, r.code]).toEqual([null, 1]);
+    expect(r.stderr).toMatch(/^error: Cannot write the pid file .*serve\.pid \(ENOENT\)\. Give --pid-file a path in a folder this user may write\.\n$/);
+    await noSocketIn(home);
+  });
+
   describe('with a daemon running', () => {
     let serve: ServeProcess;
     beforeAll(async () => { serve = await startServe(await tmpHome()); });
