@@ -57,8 +57,11 @@ const deps: ProgramDeps = {
   serve: async (o) => {
     // People read a terminal, machines read pipes and journald.
     const cfg = config({ ...o, logFormat: o.logFormat ?? env.OB_PROXY_LOG_FORMAT ?? (process.stdout.isTTY ? 'pretty' : 'json') });
-    const { runServe } = await import('../daemon/run-serve.js');
-    await runServe(cfg, { version: pkg.version });
+    const { resolveGroup, runServe } = await import('../daemon/run-serve.js');
+    const socketGid = cfg.socketGroup === null ? undefined : await resolveGroup(cfg.socketGroup).catch((err: unknown) => {
+      throw err instanceof ObProxyError ? new UsageError(err.message) : err;
+    });
+    await runServe(cfg, { version: pkg.version, ...(socketGid === undefined ? {} : { socketGid }) }, { pidFile: o.pidFile });
   },
   // Loaded only when asked for, so the other commands never load Ink and React.
   console: async (socketPath, o) => {
@@ -93,12 +96,18 @@ const deps: ProgramDeps = {
       bodyBytes: num(o.bodyBytes, 'body-bytes'),
     });
     const url = await sim.listen(num(o.port, 'port') ?? 0, o.host);
-    process.stdout.write(`${JSON.stringify({ msg: 'simulator listening', url, models: o.model })}\n`);
-    await new Promise<void>((resolve) => {
+    const stopped = new Promise<void>((resolve) => {
       const stop = (): void => void sim.close().then(resolve, resolve);
       process.once('SIGINT', stop);
       process.once('SIGTERM', stop);
     });
+    const pidFile = o.pidFile;
+    const pids = pidFile === undefined ? null : await import('../daemon/pid-file.js');
+    // Once listening, so a script that waits for the file can call the simulator straight away.
+    if (pidFile !== undefined) await pids?.writePidFile(pidFile).catch(async (err: unknown) => { await sim.close(); throw err; });
+    process.stdout.write(`${JSON.stringify({ msg: 'simulator listening', url, models: o.model })}\n`);
+    await stopped;
+    if (pidFile !== undefined) await pids?.removePidFile(pidFile);
   },
 };
 

@@ -1,5 +1,6 @@
 import type { Instance } from '../src/domain/instance.js';
 import type { AuditEvent } from '../src/domain/key.js';
+import type { StoreData } from '../src/store/store.js';
 import { ObProxyError, isErrorCode, obError } from '../src/errors.js';
 import type { InstanceView, KeyView, KeyWithSecret, ReadyView, RevocationView, StatusView } from '../src/wire/views.js';
 import { type SocketResponse, socketRequest } from './socket-http.js';
@@ -54,6 +55,7 @@ export class DaemonClient {
   }
 
   status(): Promise<StatusView> { return this.call('GET', '/v1/status'); }
+  backup(): Promise<{ store: string; data: StoreData }> { return this.call('GET', '/v1/store/backup'); }
   listInstances(state?: string): Promise<InstanceView[]> {
     return this.call('GET', `/v1/instances${state === undefined ? '' : `?state=${encodeURIComponent(state)}`}`);
   }

@@ -14,10 +14,12 @@ export interface ServeOptions extends CommonOptions {
   store?: string; host?: string; port?: string; upstreamTimeout?: string; grace?: string; bodyLimit?: string; logLevel?: string;
   logFormat?: string; metricsHost?: string; metricsPort?: string;
   maxFrameBytes?: string; maxAnswerBytes?: string; maxErrorBytes?: string; responseDeadline?: string; maxStale?: string;
+  pidFile?: string; tlsCert?: string; tlsKey?: string; socketGroup?: string;
 }
 export interface SimulateOptions {
   port: string; host: string; model: string[]; firstTokenMs?: string; tokensPerSecond?: string; chunks?: string;
   fail?: string; failAfter?: string; errorStatus?: string; status?: string; bodyBytes?: string; reasoning?: boolean; flavor?: string;
+  pidFile?: string;
 }
 export interface DemoOptions extends CommonOptions { port?: string; host?: string }
 
@@ -53,6 +55,10 @@ export function makeProgram(deps: ProgramDeps): Command {
     .addOption(new Option('--log-format <format>', 'json (for machines) or pretty (for people); default pretty on a terminal, json otherwise').env('OB_PROXY_LOG_FORMAT'))
     .addOption(new Option('--metrics-port <port>', 'serve Prometheus metrics on this port (off unless set; never the public port)').env('OB_PROXY_METRICS_PORT'))
     .addOption(new Option('--metrics-host <host>', 'address of the metrics listener (default 127.0.0.1)').env('OB_PROXY_METRICS_HOST'))
+    .addOption(new Option('--tls-cert <file>', 'serve the public listener over HTTPS with this PEM certificate (chain); reloaded on SIGHUP').env('OB_PROXY_TLS_CERT'))
+    .addOption(new Option('--tls-key <file>', 'the certificate\'s PEM private key; reloaded on SIGHUP').env('OB_PROXY_TLS_KEY'))
+    .addOption(new Option('--socket-group <group>', 'let this group use the management socket (mode 0660); its members are operators').env('OB_PROXY_SOCKET_GROUP'))
+    .option('--pid-file <file>', 'write the daemon\'s pid here once it serves (removed at exit): what a script signals to stop it')
     .action((o: ServeOptions) => deps.serve(o)), 'ob-proxy serve --port 8080', 'OB_PROXY_HOME=/var/lib/ob-proxy ob-proxy serve --host 0.0.0.0'));
 
   program.addCommand(makeInstancesCommand(deps));
@@ -82,6 +88,7 @@ export function makeProgram(deps: ProgramDeps): Command {
     .option('--error-status <status>', 'HTTP status for --fail http-error')
     .option('--reasoning', 'the model thinks: reasoning output before the answer (as qwen3.6)')
     .option('--flavor <flavor>', 'wire shape: ollama (>= 0.32.6, default), ollama-old, vllm')
+    .option('--pid-file <file>', 'write the simulator\'s pid here once it listens (removed at exit)')
     .action((o: SimulateOptions) => deps.simulate(o)), 'ob-proxy simulate --port 11434 --model gemma4:26b'));
 
   program.addCommand(example(withCommon(new Command('demo'))

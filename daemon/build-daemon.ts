@@ -1,5 +1,6 @@
 import { chmod, mkdir } from 'node:fs/promises';
 import { dirname } from 'node:path';
+import type { Server as SecureServer } from 'node:tls';
 import type { FastifyInstance } from 'fastify';
 import type { DestinationStream, Logger } from 'pino';
 import { type Clock, iso, systemClock } from '../src/clock.js';
@@ -20,9 +21,11 @@ import { buildLogger } from './logger.js';
 import { buildManagementPlane } from './management/build-management-plane.js';
 import { ensurePrivateHome, octal } from './private-home.js';
 import { prepareSocketPath, removeSocket } from './socket-file.js';
+import { resolveGroup, shareSocket } from './socket-group.js';
 import { type StoreLock, lockStore } from './store-lock.js';
 import { UpstreamTokens } from './upstream-tokens.js';
 import type { Metrics } from './metrics/metrics.js';
+import type { TlsFiles } from './tls.js';
 
 export interface DaemonDeps {
   version: string;
@@ -31,6 +34,8 @@ export interface DaemonDeps {
   store?: Store;
   logStream?: DestinationStream;
   logger?: Logger;
+  /** --socket-group, already resolved (the CLI does it first, to answer a bad name as a usage error). */
+  socketGid?: number;
 }
 
 export interface Daemon {
@@ -39,12 +44,21 @@ export interface Daemon {
   management: FastifyInstance;
   /** Resolves when the daemon has fully stopped (after shutdown). */
   shutdown(graceMs?: number): Promise<void>;
+  /**
+   * Reads --tls-cert and --tls-key again and serves them to new connections; connections and
+   * streams already open keep theirs. A pair that cannot serve is logged and the old one kept.
+   * False when nothing was reloaded.
+   */
+  reloadTls(): Promise<boolean>;
 }
 
 /** Opens the store, binds the socket and the public port, and starts the daemon's timers. */
 export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Daemon> {
   const clock = deps.clock ?? systemClock;
   const log = deps.logger ?? await buildLogger(config.logLevel, deps.logStream, config.logFormat ?? 'json');
+  // Before anything is opened: a certificate that cannot serve, or an unknown group, is a start-up error.
+  const tls = config.tls === null ? null : await (await import('./tls.js')).loadTls(config.tls);
+  const socketGid = deps.socketGid ?? (config.socketGroup === null ? null : await resolveGroup(config.socketGroup));
   const loosened = await ensurePrivateHome(config.home);
   if (loosened !== null) log.warn({ home: config.home, was: octal(loosened), now: '0700' }, `the home folder was mode ${octal(loosened)}, readable by other users: made it 0700`);
   // Several daemons on one PostgreSQL are the point of that store: no lock, no files of its own.
@@ -70,7 +84,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     throw err;
   }
   try {
-    return await startServing(config, deps, { clock, log, store, lifecycle, lock, metrics });
+    return await startServing(config, deps, { clock, log, store, lifecycle, lock, metrics, tls, socketGid });
   } catch (err) {
     await store.close().catch(() => {});
     await lock?.release();
@@ -90,10 +104,12 @@ interface Opened {
   lifecycle: LifecycleService;
   lock: StoreLock | null;
   metrics: Metrics | null;
+  tls: TlsFiles | null;
+  socketGid: number | null;
 }
 
 async function startServing(config: Config, deps: DaemonDeps, opened: Opened): Promise<Daemon> {
-  const { clock, log, store, lifecycle, lock, metrics } = opened;
+  const { clock, log, store, lifecycle, lock, metrics, tls, socketGid } = opened;
 
   let packTimer: NodeJS.Timeout | undefined;
   const ctx: DaemonContext = {
@@ -196,7 +212,7 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
   const stopWatching = watchRevocations(ctx);
 
   const management = buildManagementPlane(ctx);
-  const dataPlane = buildDataPlane(ctx);
+  const dataPlane = buildDataPlane(ctx, tls);
   let metricsListener: { url: string; close(): Promise<void> } | null = null;
   const abandon = async (): Promise<void> => {
     clearTimeout(packTimer);
@@ -224,7 +240,7 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
   const addr = dataPlane.server.address();
   const port = typeof addr === 'object' && addr !== null ? addr.port : config.port;
   const host = config.host.includes(':') ? `[${config.host}]` : config.host;
-  ctx.baseUrl = `http://${host}:${port}`;
+  ctx.baseUrl = `${tls === null ? 'http' : 'https'}://${host}:${port}`;
   try {
     if (metrics !== null) {
       const { listenMetrics } = await import('./metrics/metrics-server.js');
@@ -235,6 +251,10 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
     }
     await management.listen({ path: config.socket });
     await chmod(config.socket, 0o600);
+    if (socketGid !== null) {
+      const unreachable = await shareSocket(config.socket, socketGid);
+      if (unreachable !== null) log.warn({ socket: config.socket, gid: socketGid }, unreachable);
+    }
   } catch (err) {
     stopWatching();
     await abandon();
@@ -301,5 +321,18 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
     return stopping;
   }
 
-  return { ctx, dataPlane, management, shutdown };
+  async function reloadTls(): Promise<boolean> {
+    if (config.tls === null) return false;
+    try {
+      const next = await (await import('./tls.js')).loadTls(config.tls);
+      (dataPlane.server as unknown as SecureServer).setSecureContext({ cert: next.cert, key: next.key });
+    } catch (err) {
+      log.error({ err: (err as Error).message }, 'TLS reload failed: still serving the previous certificate');
+      return false;
+    }
+    log.info({ cert: config.tls.cert }, 'TLS certificate reloaded: new connections get it, open ones keep theirs');
+    return true;
+  }
+
+  return { ctx, dataPlane, management, shutdown, reloadTls };
 }

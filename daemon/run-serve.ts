@@ -1,15 +1,24 @@
 import type { Config } from '../src/config.js';
 import { type Daemon, type DaemonDeps, startDaemon } from './build-daemon.js';
+import { removePidFile, writePidFile } from './pid-file.js';
+
+export interface ServeExtras {
+  /** Written once serving, removed at exit. */
+  pidFile?: string | undefined;
+}
+
+/** A bad --socket-group is a usage error: resolved before anything starts. */
+export { resolveGroup } from './socket-group.js';
 
 /**
  * `ob-proxy serve`: start, then on SIGTERM/SIGINT drain within the grace period and resolve.
  * A second signal stops waiting for the grace period.
  */
-export async function runServe(config: Config, deps: DaemonDeps): Promise<void> {
+export async function runServe(config: Config, deps: DaemonDeps, extras: ServeExtras = {}): Promise<void> {
   const daemon: Daemon = await startDaemon(config, deps);
   // A shutdown that could not write everything rejects: the CLI prints what was lost on stderr
   // and exits non-zero, so a supervisor or an operator sees it.
-  await new Promise<void>((resolve, reject) => {
+  const stopped = new Promise<void>((resolve, reject) => {
     let signals = 0;
     const onSignal = (signal: NodeJS.Signals): void => {
       signals++;
@@ -20,4 +29,23 @@ export async function runServe(config: Config, deps: DaemonDeps): Promise<void> 
     process.on('SIGTERM', onSignal);
     process.on('SIGINT', onSignal);
   });
+  // SIGHUP reloads the certificate (systemctl reload). Handled with or without TLS: a reload sent
+  // to a daemon that has nothing to reload must not stop it.
+  process.on('SIGHUP', () => {
+    if (config.tls === null) daemon.ctx.log.info('SIGHUP: nothing to reload (no --tls-cert)');
+    else void daemon.reloadTls();
+  });
+  if (extras.pidFile !== undefined) {
+    try {
+      await writePidFile(extras.pidFile);
+    } catch (err) {
+      await daemon.shutdown(0);
+      throw err;
+    }
+  }
+  try {
+    await stopped;
+  } finally {
+    if (extras.pidFile !== undefined) await removePidFile(extras.pidFile);
+  }
 }

@@ -43,6 +43,10 @@ export interface Config extends AnswerLimits {
    * for tests that hold both paths to the same answer.
    */
   relayFastPath: boolean;
+  /** PEM files for HTTPS on the public listener (both or neither); read again on SIGHUP. */
+  tls: { cert: string; key: string } | null;
+  /** A group whose members may use the management socket (mode 0660); null: owner only (0600). */
+  socketGroup: string | null;
 }
 
 export interface ConfigFlags {
@@ -65,6 +69,9 @@ export interface ConfigFlags {
   logFormat?: string;
   /** Seconds. */
   maxStale?: string | number;
+  tlsCert?: string;
+  tlsKey?: string;
+  socketGroup?: string;
 }
 
 export type Env = Readonly<Record<string, string | undefined>>;
@@ -75,20 +82,51 @@ function pick(flag: string | number | undefined, env: string | undefined): strin
   return undefined;
 }
 
-function number(name: string, raw: string | undefined, fallback: number, opts: { min: number; max: number; integer?: boolean }): number {
+/**
+ * How an error names a setting: the flag and the variable that also sets it, as the operator may
+ * have used either (`--port (or OB_PROXY_PORT)`); a setting read from the environment only is
+ * named by its variable.
+ */
+function flag(name: string): string {
+  return `--${name} (or OB_PROXY_${name.replace(/-/g, '_').toUpperCase()})`;
+}
+
+function paramOf(label: string): string {
+  return label.startsWith('--') ? label.slice(2).split(' ')[0]! : label;
+}
+
+function number(label: string, raw: string | undefined, fallback: number, opts: { min: number; max: number; integer?: boolean; unit?: string }): number {
   if (raw === undefined) return fallback;
-  const n = Number(raw);
+  const n = raw.trim() === '' ? NaN : Number(raw);
   if (!Number.isFinite(n) || n < opts.min || n > opts.max || (opts.integer === true && !Number.isInteger(n))) {
-    throw obError('invalid_argument', { param: name, message: `${name} must be a number from ${opts.min} to ${opts.max}, got "${raw}".` });
+    const unit = opts.unit === undefined ? '' : ` of ${opts.unit}`;
+    throw obError('invalid_argument', { param: paramOf(label), message: `${label} must be a number${unit} from ${opts.min} to ${opts.max}${opts.integer === true ? ', without a fraction' : ''}, got "${raw}".` });
   }
   return n;
 }
 
-function onOff(name: string, raw: string | undefined, fallback: boolean): boolean {
+function onOff(label: string, raw: string | undefined, fallback: boolean): boolean {
   if (raw === undefined || raw === '') return fallback;
   if (raw === '1') return true;
   if (raw === '0') return false;
-  throw obError('invalid_argument', { param: name, message: `${name} must be 0 or 1, got "${raw}".` });
+  throw obError('invalid_argument', { param: paramOf(label), message: `${label} must be 0 or 1, got "${raw}".` });
+}
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+function logLevel(raw: string | undefined): string {
+  if (raw === undefined) return 'info';
+  if (!LOG_LEVELS.includes(raw)) throw obError('invalid_argument', { param: 'log-level', message: `${flag('log-level')} must be one of ${LOG_LEVELS.join(', ')}, got "${raw}".` });
+  return raw;
+}
+
+/** A listen address: a name or an IP, not a URL (`--host http://0.0.0.0` is a common slip). */
+function host(raw: string | undefined, label: string, fallback: string): string {
+  if (raw === undefined) return fallback;
+  if (!/^(\[[0-9A-Fa-f:.%\w]+\]|[0-9A-Za-z.:%_-]+)$/.test(raw)) {
+    throw obError('invalid_argument', { param: paramOf(label), message: `${label} must be an address to listen on, such as 127.0.0.1, 0.0.0.0 or ::, got "${raw}".` });
+  }
+  return raw.startsWith('[') ? raw.slice(1, -1) : raw;
 }
 
 export function defaultHome(env: Env, homedir: string): string {
@@ -99,44 +137,57 @@ export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string): Co
   const home = pick(flags.home, env.OB_PROXY_HOME) ?? join(homedir, '.ob-proxy');
   const store = pick(flags.store, env.OB_PROXY_STORE) ?? join(home, 'db.json');
   if (/^[a-z][a-z0-9+.-]*:\/\//i.test(store) && !/^postgres(ql)?:\/\//i.test(store)) {
-    throw obError('invalid_argument', { param: 'store', message: `Store "${store.split('@').pop()}" is not supported: use a lowdb file path (default <home>/db.json) or a postgres:// URL.` });
+    throw obError('invalid_argument', { param: 'store', message: `${flag('store')} "${store.split('@').pop()}" is not supported: use a lowdb file path (default <home>/db.json) or a postgres:// URL.` });
   }
-  const maxStaleMs = number('max-stale', pick(flags.maxStale, env.OB_PROXY_MAX_STALE), 30, { min: 1, max: 86400 }) * 1000;
-  const storeCatchupMs = number('store-catchup-ms', env.OB_PROXY_STORE_CATCHUP_MS, 2000, { min: 50, max: 600_000, integer: true });
+  const maxStaleMs = number(flag('max-stale'), pick(flags.maxStale, env.OB_PROXY_MAX_STALE), 30, { min: 1, max: 86400, unit: 'seconds' }) * 1000;
+  const storeCatchupMs = number('OB_PROXY_STORE_CATCHUP_MS', env.OB_PROXY_STORE_CATCHUP_MS, 2000, { min: 50, max: 600_000, integer: true, unit: 'milliseconds' });
   // In sync means a catch-up read succeeded: a bound shorter than their period would refuse
   // every key all the time.
   if (maxStaleMs <= storeCatchupMs) {
-    throw obError('invalid_argument', { param: 'max-stale', message: `--max-stale (${maxStaleMs / 1000} s) must be longer than the store's catch-up period (${storeCatchupMs / 1000} s, OB_PROXY_STORE_CATCHUP_MS).` });
+    throw obError('invalid_argument', { param: 'max-stale', message: `${flag('max-stale')} (${maxStaleMs / 1000} s) must be longer than the store's catch-up period (${storeCatchupMs / 1000} s, OB_PROXY_STORE_CATCHUP_MS).` });
   }
   return {
     home,
     store,
     socket: pick(flags.socket, env.OB_PROXY_SOCKET) ?? join(home, 'ob-proxy.sock'),
-    host: pick(flags.host, env.OB_PROXY_HOST) ?? '127.0.0.1',
-    port: number('port', pick(flags.port, env.OB_PROXY_PORT), 8080, { min: 0, max: 65535, integer: true }),
-    upstreamTimeoutMs: number('upstream-timeout', pick(flags.upstreamTimeout, env.OB_PROXY_UPSTREAM_TIMEOUT), 300, { min: 0.001, max: 86400 }) * 1000,
-    connectTimeoutMs: number('connect-timeout', env.OB_PROXY_CONNECT_TIMEOUT, 10, { min: 0.001, max: 3600 }) * 1000,
+    host: host(pick(flags.host, env.OB_PROXY_HOST), flag('host'), '127.0.0.1'),
+    port: number(flag('port'), pick(flags.port, env.OB_PROXY_PORT), 8080, { min: 0, max: 65535, integer: true }),
+    upstreamTimeoutMs: number(flag('upstream-timeout'), pick(flags.upstreamTimeout, env.OB_PROXY_UPSTREAM_TIMEOUT), 300, { min: 0.001, max: 86400, unit: 'seconds' }) * 1000,
+    connectTimeoutMs: number('OB_PROXY_CONNECT_TIMEOUT', env.OB_PROXY_CONNECT_TIMEOUT, 10, { min: 0.001, max: 3600, unit: 'seconds' }) * 1000,
     // A loading model can be silent for minutes between chunks too: same default as time-to-headers.
-    idleTimeoutMs: number('idle-timeout', pick(env.OB_PROXY_IDLE_TIMEOUT, pick(flags.upstreamTimeout, env.OB_PROXY_UPSTREAM_TIMEOUT)), 300, { min: 0.001, max: 86400 }) * 1000,
-    requestTimeoutMs: number('request-timeout', env.OB_PROXY_REQUEST_TIMEOUT, 120, { min: 0.1, max: 3600 }) * 1000,
-    graceMs: number('grace', pick(flags.grace, env.OB_PROXY_GRACE), 30, { min: 0, max: 86400 }) * 1000,
-    bodyLimit: number('body-limit', pick(flags.bodyLimit, env.OB_PROXY_BODY_LIMIT), 16 * 1024 * 1024, { min: 1024, max: 1024 ** 3, integer: true }),
-    maxFrameBytes: number('max-frame-bytes', pick(flags.maxFrameBytes, env.OB_PROXY_MAX_FRAME_BYTES), DEFAULT_ANSWER_LIMITS.maxFrameBytes, { min: 1024, max: 1024 ** 3, integer: true }),
-    maxAnswerBytes: number('max-answer-bytes', pick(flags.maxAnswerBytes, env.OB_PROXY_MAX_ANSWER_BYTES), DEFAULT_ANSWER_LIMITS.maxAnswerBytes, { min: 1024, max: 1024 ** 3, integer: true }),
-    maxErrorBytes: number('max-error-bytes', pick(flags.maxErrorBytes, env.OB_PROXY_MAX_ERROR_BYTES), DEFAULT_ANSWER_LIMITS.maxErrorBytes, { min: 1024, max: 1024 ** 3, integer: true }),
-    responseDeadlineMs: number('response-deadline', pick(flags.responseDeadline, env.OB_PROXY_RESPONSE_DEADLINE), DEFAULT_ANSWER_LIMITS.responseDeadlineMs / 1000, { min: 1, max: 7 * 86400 }) * 1000,
+    idleTimeoutMs: number('OB_PROXY_IDLE_TIMEOUT', pick(env.OB_PROXY_IDLE_TIMEOUT, pick(flags.upstreamTimeout, env.OB_PROXY_UPSTREAM_TIMEOUT)), 300, { min: 0.001, max: 86400, unit: 'seconds' }) * 1000,
+    requestTimeoutMs: number('OB_PROXY_REQUEST_TIMEOUT', env.OB_PROXY_REQUEST_TIMEOUT, 120, { min: 0.1, max: 3600, unit: 'seconds' }) * 1000,
+    graceMs: number(flag('grace'), pick(flags.grace, env.OB_PROXY_GRACE), 30, { min: 0, max: 86400, unit: 'seconds' }) * 1000,
+    bodyLimit: number(flag('body-limit'), pick(flags.bodyLimit, env.OB_PROXY_BODY_LIMIT), 16 * 1024 * 1024, { min: 1024, max: 1024 ** 3, integer: true, unit: 'bytes' }),
+    maxFrameBytes: number(flag('max-frame-bytes'), pick(flags.maxFrameBytes, env.OB_PROXY_MAX_FRAME_BYTES), DEFAULT_ANSWER_LIMITS.maxFrameBytes, { min: 1024, max: 1024 ** 3, integer: true, unit: 'bytes' }),
+    maxAnswerBytes: number(flag('max-answer-bytes'), pick(flags.maxAnswerBytes, env.OB_PROXY_MAX_ANSWER_BYTES), DEFAULT_ANSWER_LIMITS.maxAnswerBytes, { min: 1024, max: 1024 ** 3, integer: true, unit: 'bytes' }),
+    maxErrorBytes: number(flag('max-error-bytes'), pick(flags.maxErrorBytes, env.OB_PROXY_MAX_ERROR_BYTES), DEFAULT_ANSWER_LIMITS.maxErrorBytes, { min: 1024, max: 1024 ** 3, integer: true, unit: 'bytes' }),
+    responseDeadlineMs: number(flag('response-deadline'), pick(flags.responseDeadline, env.OB_PROXY_RESPONSE_DEADLINE), DEFAULT_ANSWER_LIMITS.responseDeadlineMs / 1000, { min: 1, max: 7 * 86400, unit: 'seconds' }) * 1000,
     models: parseModelList(env.OB_PROXY_MODELS) ?? [...DEFAULT_MODELS],
-    logLevel: pick(flags.logLevel, env.OB_PROXY_LOG_LEVEL) ?? 'info',
-    usageFlushMs: number('usage-flush', env.OB_PROXY_USAGE_FLUSH_MS, 5000, { min: 10, max: 3_600_000 }),
-    badKeyLimit: number('bad-key-limit', env.OB_PROXY_BAD_KEY_LIMIT, 30, { min: 0, max: 1_000_000, integer: true }),
+    logLevel: logLevel(pick(flags.logLevel, env.OB_PROXY_LOG_LEVEL)),
+    usageFlushMs: number('OB_PROXY_USAGE_FLUSH_MS', env.OB_PROXY_USAGE_FLUSH_MS, 5000, { min: 10, max: 3_600_000, unit: 'milliseconds' }),
+    badKeyLimit: number('OB_PROXY_BAD_KEY_LIMIT', env.OB_PROXY_BAD_KEY_LIMIT, 30, { min: 0, max: 1_000_000, integer: true }),
     maxStaleMs,
     storeCatchupMs,
     storeNotify: env.OB_PROXY_TEST_NO_NOTIFY !== '1',
     corsOrigins: (env.OB_PROXY_CORS_ORIGINS ?? '').split(',').map((o) => o.trim().replace(/\/$/, '')).filter((o) => o !== ''),
     ...metricsConfig(flags, env),
     logFormat: logFormat(pick(flags.logFormat, env.OB_PROXY_LOG_FORMAT)),
-    relayFastPath: onOff('relay-fast-path', env.OB_PROXY_RELAY_FAST_PATH, true),
+    relayFastPath: onOff('OB_PROXY_RELAY_FAST_PATH', env.OB_PROXY_RELAY_FAST_PATH, true),
+    tls: tlsConfig(flags, env),
+    socketGroup: pick(flags.socketGroup, env.OB_PROXY_SOCKET_GROUP) ?? null,
   };
+}
+
+function tlsConfig(flags: ConfigFlags, env: Env): Config['tls'] {
+  const cert = pick(flags.tlsCert, env.OB_PROXY_TLS_CERT);
+  const key = pick(flags.tlsKey, env.OB_PROXY_TLS_KEY);
+  if (cert === undefined && key === undefined) return null;
+  if (cert === undefined || key === undefined) {
+    const missing = cert === undefined ? 'tls-cert' : 'tls-key';
+    throw obError('invalid_argument', { param: missing, message: `--tls-cert and --tls-key go together: --${missing} (or OB_PROXY_${missing.replace('-', '_').toUpperCase()}) is missing.` });
+  }
+  return { cert, key };
 }
 
 function metricsConfig(flags: ConfigFlags, env: Env): Pick<Config, 'metricsPort' | 'metricsHost' | 'metricsKeyLabel'> {
@@ -146,14 +197,14 @@ function metricsConfig(flags: ConfigFlags, env: Env): Pick<Config, 'metricsPort'
     throw obError('invalid_argument', { param: 'metrics-key-label', message: `OB_PROXY_METRICS_KEY_LABEL must be on or off, got "${keyLabel}".` });
   }
   return {
-    metricsPort: port === undefined ? null : number('metrics-port', port, 0, { min: 0, max: 65535, integer: true }),
-    metricsHost: pick(flags.metricsHost, env.OB_PROXY_METRICS_HOST) ?? '127.0.0.1',
+    metricsPort: port === undefined ? null : number(flag('metrics-port'), port, 0, { min: 0, max: 65535, integer: true }),
+    metricsHost: host(pick(flags.metricsHost, env.OB_PROXY_METRICS_HOST), flag('metrics-host'), '127.0.0.1'),
     metricsKeyLabel: keyLabel === 'on',
   };
 }
 
 function logFormat(raw: string | undefined): Config['logFormat'] {
   if (raw === undefined) return null;
-  if (raw !== 'json' && raw !== 'pretty') throw obError('invalid_argument', { param: 'log-format', message: `--log-format must be json or pretty, got "${raw}".` });
+  if (raw !== 'json' && raw !== 'pretty') throw obError('invalid_argument', { param: 'log-format', message: `${flag('log-format')} must be json or pretty, got "${raw}".` });
   return raw;
 }

@@ -3,6 +3,7 @@ import type { Instance } from '../../src/domain/instance.js';
 import { obError } from '../../src/errors.js';
 import { requestId } from '../../src/ids.js';
 import type { DaemonContext } from '../context.js';
+import type { TlsFiles } from '../tls.js';
 import { registerCors } from './cors.js';
 import { makeAuthHook, makeRecheckHook, recheck, refuse } from './auth-hook.js';
 import { makeChatHandler } from './chat-completions.js';
@@ -15,12 +16,28 @@ import { replyError, toObError } from './send-error.js';
  * else. Management lives on another Fastify instance bound to the Unix socket, so no route
  * registered there can ever be reached from this port.
  */
-export function buildDataPlane(ctx: DaemonContext): FastifyInstance {
+/**
+ * With TLS, Fastify builds the server from `https` alone: the same limits go there too. Typed as
+ * a plain object: an https.Server is used here exactly as the http.Server that Fastify's types
+ * expect everywhere else (same requests, same connection methods).
+ */
+function httpsOption(tls: TlsFiles | null, http: object): object {
+  return tls === null ? {} : { https: { ...http, cert: tls.cert, key: tls.key } };
+}
+
+export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null): FastifyInstance {
   // Fastify gives each request a child logger. A pino child cost 2% of the proxy's CPU, and a
   // custom childLoggerFactory is validated on every request; every line the data plane writes
   // names its request id itself, so the request's logger is this one, whose child is itself.
   const log = Object.create(ctx.log) as FastifyBaseLogger;
   log.child = () => log;
+  const http = {
+    requestTimeout: ctx.config.requestTimeoutMs,
+    headersTimeout: Math.min(60_000, ctx.config.requestTimeoutMs),
+    connectionsCheckingInterval: Math.min(1_000, Math.max(100, Math.floor(ctx.config.requestTimeoutMs / 4))),
+    // Node answers a missing Host with a bare 400; answerNodeRefusals answers it in our shape.
+    requireHostHeader: false,
+  };
   const app = Fastify({
     loggerInstance: log,
     logController: new LogController({ disableRequestLogging: true }),
@@ -34,13 +51,8 @@ export function buildDataPlane(ctx: DaemonContext): FastifyInstance {
     // 90 s): run it every second at most. It walks only connections with a request still
     // arriving, in C++, so a second is cheap.
     requestTimeout: ctx.config.requestTimeoutMs,
-    http: {
-      requestTimeout: ctx.config.requestTimeoutMs,
-      headersTimeout: Math.min(60_000, ctx.config.requestTimeoutMs),
-      connectionsCheckingInterval: Math.min(1_000, Math.max(100, Math.floor(ctx.config.requestTimeoutMs / 4))),
-      // Node answers a missing Host with a bare 400; answerNodeRefusals answers it in our shape.
-      requireHostHeader: false,
-    },
+    http,
+    ...httpsOption(tls, http),
     clientErrorHandler,
     // Router refusals (broken percent-encoding and the like) in the OpenAI shape too.
     frameworkErrors: (_error, _request, reply) => {

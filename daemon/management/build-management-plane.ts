@@ -41,6 +41,9 @@ export function buildManagementPlane(ctx: DaemonContext): FastifyInstance {
     version: ctx.version, pid: process.pid, baseUrl: ctx.baseUrl, store: ctx.storeLocation,
     socket: ctx.config.socket, startedAt: ctx.startedAt, models: [...ctx.config.models],
   }));
+  // `ob-proxy store backup`: the state as this daemon holds it, taken under the lifecycle's
+  // mutex; the CLI writes the file (as the operator, where the operator chose).
+  app.get('/v1/store/backup', async () => ({ store: ctx.storeLocation, data: await ctx.lifecycle.snapshot() }));
   registerInstanceRoutes(app, ctx);
   registerKeyRoutes(app, ctx);
   registerEventRoutes(app, ctx);

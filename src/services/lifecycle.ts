@@ -7,7 +7,7 @@ import {
 import { type AuditEvent, type KeyRecord, type RevokeReason, emptyUsage } from '../domain/key.js';
 import { validateInstanceId, validateKeyName, validateTimestamp, validateTokenFile } from '../domain/validate.js';
 import { ObProxyError, obError } from '../errors.js';
-import type { Mutation, Store, StoreChange, StoreData, UsageDelta } from '../store/store.js';
+import { STORE_VERSION, type Mutation, type Store, type StoreChange, type StoreData, type UsageDelta } from '../store/store.js';
 import { upgradeStoreData } from '../store/upgrade.js';
 import { Mutex } from './mutex.js';
 import { Registry, isLive } from './registry.js';
@@ -485,6 +485,17 @@ export class LifecycleService {
       await this.writeRevocations([{ op: 'putKey', key: { ...key } }, { op: 'appendEvent', event: ev }], [ev]);
       return key;
     });
+  }
+
+  /**
+   * The whole state as this daemon holds it, for `store backup`: what the store holds, plus any
+   * revocation whose write failed, with usage counted so far. Under the mutex, so it is never
+   * half of a change.
+   */
+  snapshot(): Promise<StoreData> {
+    return this.mutex.run(async () => structuredClone({
+      version: STORE_VERSION, instances: [...this.registry.instances.values()], keys: [...this.registry.keys.values()], events: this.registry.events,
+    }));
   }
 
   /** Persists usage gathered in memory by the data plane, as increments; never per request. */

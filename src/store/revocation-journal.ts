@@ -78,6 +78,28 @@ export class RevocationJournal {
   }
 
   /**
+   * The records of a journal, read without creating, reserving or writing anything: for a backup
+   * taken while no daemon runs. No file: no revocation recorded.
+   */
+  static async readRecords(path: string): Promise<JournalRecord[]> {
+    let fh: FileHandle;
+    try {
+      fh = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+      throw openError(path, err);
+    }
+    try {
+      if (!(await fh.stat()).isFile()) throw new JournalError(`The revocation journal ${path} is not a regular file.`);
+      const journal = new RevocationJournal(path, 0);
+      await journal.read(fh);
+      return journal.records();
+    } finally {
+      await fh.close();
+    }
+  }
+
+  /**
    * Opens the file without following a link and reads it whole before anything else: someone may
    * have edited, replaced or restored it since, and revocations are rare enough that reading a
    * file of one line per revoked key each time costs nothing that matters.

@@ -43,5 +43,5 @@ it('--log-format pretty prints lines for people, and refuses an unknown format w
   bad.stderr.setEncoding('utf8').on('data', (s: string) => { err += s; });
   const code = await new Promise<number | null>((r) => bad.once('exit', r));
   expect(code).toBe(2);
-  expect(err).toContain('--log-format must be json or pretty, got "xml".');
+  expect(err).toContain('--log-format (or OB_PROXY_LOG_FORMAT) must be json or pretty, got "xml".');
 });

@@ -78,8 +78,16 @@ describe('start-up errors end the process with their code and message', () => {
     const home = await tmpHome();
     const r = await run(['serve', '--home', home, '--port', 'eighty']);
     expect([r.signal, r.code]).toEqual([null, 2]);
-    expect(r.stderr).toMatch(/^error: port must be a number .*"eighty".*\n$/);
+    expect(r.stderr).toBe('error: --port (or OB_PROXY_PORT) must be a number from 0 to 65535, without a fraction, got "eighty".\n');
     expect(await readdir(home)).toEqual([]);
+  });
+
+  it('pid file that cannot be written: exits 1 naming it, and stops what it had started', async () => {
+    const home = await tmpHome();
+    const r = await run(['serve', '--home', home, '--port', '0', '--pid-file', join(home, 'no-such-dir', 'serve.pid')]);
+    expect([r.signal, r.code]).toEqual([null, 1]);
+    expect(r.stderr).toMatch(/^error: Cannot write the pid file .*serve\.pid \(ENOENT\)\. Give --pid-file a path in a folder this user may write\.\n$/);
+    await noSocketIn(home);
   });
 
   describe('with a daemon running', () => {

@@ -42,6 +42,8 @@ describe('packaging/ob-proxy.service', () => {
     expect(s.get('Environment')).toContain('OB_PROXY_HOME=/var/lib/ob-proxy');
     expect(s.get('ExecStart')![0]).toMatch(/ob-proxy serve$/);
     expect(s.get('KillSignal')).toEqual(['SIGTERM']);
+    // systemctl reload: SIGHUP reloads the TLS pair and never stops the daemon.
+    expect(s.get('ExecReload')).toEqual(['/bin/kill -HUP $MAINPID']);
     expect(s.get('CapabilityBoundingSet')).toEqual(['']);
   });
 

@@ -1,0 +1,46 @@
+import { lstat } from 'node:fs/promises';
+import { AtomicJsonFile } from './atomic-json-file.js';
+import { RevocationJournal } from './revocation-journal.js';
+import { revokedWins } from './revoked-wins.js';
+import type { StoreData } from './store.js';
+import { validateStoreData } from './store-validation.js';
+
+export interface BackupCounts {
+  instances: number;
+  keys: number;
+  activeKeys: number;
+  revokedKeys: number;
+  events: number;
+}
+
+export function backupCounts(data: StoreData): BackupCounts {
+  const active = data.keys.filter((k) => k.status === 'active').length;
+  return { instances: data.instances.length, keys: data.keys.length, activeKeys: active, revokedKeys: data.keys.length - active, events: data.events.length };
+}
+
+/**
+ * A lowdb store read as a backup while no daemon holds it: db.json, with the revocation journal
+ * beside it folded in (revoked wins), so the copy alone never holds a key as active that was
+ * revoked. Nothing is written: no journal is created, no upgrade applied (the daemon that opens
+ * the restored copy migrates it forward).
+ */
+export async function readLowdbBackup(path: string): Promise<StoreData> {
+  const raw = await new AtomicJsonFile<unknown>(path).read().catch((err: unknown) => {
+    throw new Error(`The store ${path} cannot be read (${(err as Error).message}).`, { cause: err });
+  });
+  if (raw === null) throw new Error(`There is no store at ${path}: no daemon answered, and no file is there. Give --home or --store of the daemon to back up.`);
+  const data = validateStoreData(path, raw);
+  return revokedWins(data, await RevocationJournal.readRecords(`${path}.revocations`)).data;
+}
+
+/**
+ * Writes a backup as a store file: the restore is copying it back as db.json. Replaced
+ * atomically (temp file, fsync, rename, fsync of the folder), mode 0600: it holds key hashes.
+ * An existing file is replaced only when asked.
+ */
+export async function writeBackup(file: string, data: StoreData, opts: { force: boolean }): Promise<void> {
+  const existing = await lstat(file).catch(() => null);
+  if (existing !== null && !opts.force) throw new Error(`${file} already exists. Give another file, or --force to replace it.`);
+  if (existing !== null && !existing.isFile()) throw new Error(`${file} exists and is not a regular file; a backup replaces only a file.`);
+  await new AtomicJsonFile<StoreData>(file).write(data);
+}
