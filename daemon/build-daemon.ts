@@ -233,7 +233,7 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
     await abandon();
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'EADDRINUSE' || code === 'EACCES' || code === 'EADDRNOTAVAIL') {
-      throw new Error(`Cannot listen on ${config.host}:${config.port} (${code}): ${code === 'EADDRINUSE' ? 'something else holds that port' : 'the address or port is not available'}. Choose another with --port / --host (npm run demo -- --port 9090).`, { cause: err });
+      throw new Error(`Cannot listen on ${config.host}:${config.port} (${code}): ${code === 'EADDRINUSE' ? 'something else holds that port' : 'the address or port is not available'}. Choose another with --port / --host (env OB_PROXY_PORT / OB_PROXY_HOST).`, { cause: err });
     }
     throw err;
   }
