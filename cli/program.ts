@@ -14,6 +14,7 @@ export interface ServeOptions extends CommonOptions {
   store?: string; host?: string; port?: string; upstreamTimeout?: string; grace?: string; bodyLimit?: string; logLevel?: string;
   logFormat?: string; metricsHost?: string; metricsPort?: string;
   maxFrameBytes?: string; maxAnswerBytes?: string; maxErrorBytes?: string; responseDeadline?: string; maxStale?: string;
+  maxConcurrency?: string; queue?: string; queueTimeout?: string;
 }
 export interface SimulateOptions {
   port: string; host: string; model: string[]; firstTokenMs?: string; tokensPerSecond?: string; chunks?: string;
@@ -53,7 +54,10 @@ export function makeProgram(deps: ProgramDeps): Command {
     .addOption(new Option('--log-format <format>', 'json (for machines) or pretty (for people); default pretty on a terminal, json otherwise').env('OB_PROXY_LOG_FORMAT'))
     .addOption(new Option('--metrics-port <port>', 'serve Prometheus metrics on this port (off unless set; never the public port)').env('OB_PROXY_METRICS_PORT'))
     .addOption(new Option('--metrics-host <host>', 'address of the metrics listener (default 127.0.0.1)').env('OB_PROXY_METRICS_HOST'))
-    .action((o: ServeOptions) => deps.serve(o)), 'ob-proxy serve --port 8080', 'OB_PROXY_HOME=/var/lib/ob-proxy ob-proxy serve --host 0.0.0.0'));
+    .addOption(new Option('--max-concurrency <n>', 'per instance: requests sent to its model server at once; the rest wait in its queue (default: no limit)').env('OB_PROXY_MAX_CONCURRENCY'))
+    .addOption(new Option('--queue <n>', 'per instance, with --max-concurrency: requests that may wait, served round robin between keys (default 100)').env('OB_PROXY_QUEUE'))
+    .addOption(new Option('--queue-timeout <seconds>', 'longest a request waits in the queue before 429 (default 60)').env('OB_PROXY_QUEUE_TIMEOUT'))
+    .action((o: ServeOptions) => deps.serve(o)), 'ob-proxy serve --port 8080', 'ob-proxy serve --max-concurrency 4 --queue 32 --queue-timeout 30', 'OB_PROXY_HOME=/var/lib/ob-proxy ob-proxy serve --host 0.0.0.0'));
 
   program.addCommand(makeInstancesCommand(deps));
   program.addCommand(makeKeysCommand(deps));

@@ -43,6 +43,14 @@ export interface Config extends AnswerLimits {
    * for tests that hold both paths to the same answer.
    */
   relayFastPath: boolean;
+  /** Per instance: requests sent to its model server at once (null: no admission control). */
+  maxConcurrency: number | null;
+  /** Per instance: requests waiting for a slot beyond maxConcurrency; more get 429. */
+  queueSize: number;
+  /** How long a request may wait in an instance's queue before it gets 429. */
+  queueTimeoutMs: number;
+  /** The window of per-key rpm and tpm limits: a minute (shorter only for tests). */
+  limitWindowMs: number;
 }
 
 export interface ConfigFlags {
@@ -65,6 +73,10 @@ export interface ConfigFlags {
   logFormat?: string;
   /** Seconds. */
   maxStale?: string | number;
+  maxConcurrency?: string | number;
+  queue?: string | number;
+  /** Seconds. */
+  queueTimeout?: string | number;
 }
 
 export type Env = Readonly<Record<string, string | undefined>>;
@@ -136,6 +148,19 @@ export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string): Co
     ...metricsConfig(flags, env),
     logFormat: logFormat(pick(flags.logFormat, env.OB_PROXY_LOG_FORMAT)),
     relayFastPath: onOff('relay-fast-path', env.OB_PROXY_RELAY_FAST_PATH, true),
+    ...admissionConfig(flags, env),
+  };
+}
+
+function admissionConfig(flags: ConfigFlags, env: Env): Pick<Config, 'maxConcurrency' | 'queueSize' | 'queueTimeoutMs' | 'limitWindowMs'> {
+  const max = pick(flags.maxConcurrency, env.OB_PROXY_MAX_CONCURRENCY);
+  return {
+    maxConcurrency: max === undefined ? null : number('max-concurrency', max, 0, { min: 1, max: 100_000, integer: true }),
+    queueSize: number('queue', pick(flags.queue, env.OB_PROXY_QUEUE), 100, { min: 0, max: 100_000, integer: true }),
+    queueTimeoutMs: number('queue-timeout', pick(flags.queueTimeout, env.OB_PROXY_QUEUE_TIMEOUT), 60, { min: 0.001, max: 3600 }) * 1000,
+    // Not a flag: a minute is what rpm and tpm mean. Tests shorten it so a client's retry after
+    // the window passes is seconds, not a minute.
+    limitWindowMs: number('limit-window-ms', env.OB_PROXY_LIMIT_WINDOW_MS, 60_000, { min: 100, max: 3_600_000, integer: true }),
   };
 }
 
