@@ -7,7 +7,7 @@ import type { DaemonContext } from '../context.js';
 import { RequestObserver } from '../metrics/request-observer.js';
 import type { Waiter } from './admission.js';
 import { type AuthContext, recheck, refuse } from './auth-hook.js';
-import { queueRefusal, retryHeaders } from './key-limits.js';
+import { queueRefusal, retryHeaders, warnQueueRefusal } from './key-limits.js';
 import { replyError, writeRawError } from './send-error.js';
 import { PlainRelay, type RelayContext, StreamRelay } from './upstream-relay.js';
 
@@ -109,6 +109,7 @@ class QueuedRequest implements Waiter {
 
 function refuseQueued(ctx: DaemonContext, reply: FastifyReply, reason: 'queue_full' | 'queue_timeout', instance: string): void {
   ctx.metrics?.rateLimited(instance, reason);
+  warnQueueRefusal(ctx, reason, instance);
   replyError(reply, queueRefusal(reason, instance, ctx.config.queueTimeoutMs), retryHeaders(1000));
 }
 

@@ -27,6 +27,8 @@ export function admitKey(ctx: DaemonContext, request: FastifyRequest, reply: Fas
     ctx.metrics?.rateLimited(instance, v.refused);
     const limit = l[v.refused] as number;
     const wait = retryAfterSeconds(v.retryAfterMs);
+    // One line when a key starts being refused, not one per refusal (the metrics count them all).
+    if (v.report) request.log.info({ reqId: request.id, key: key.id, instance, limit: v.refused, value: limit, retryAfterS: wait }, 'key over its limit: refusing its requests with 429 until the window ends');
     replyError(reply, obError('rate_limited', {
       message: `This API key is over its limit of ${limit} ${WHAT[v.refused]} (${v.refused}). Retry in ${wait} s; the operator sets it with \`ob-proxy keys limit\`.`,
     }), retryHeaders(v.retryAfterMs), key.id);
@@ -42,6 +44,20 @@ export function retryHeaders(ms: number): Record<string, string> {
 }
 
 /** The 429 of an instance's admission queue. */
+/** One warning per instance and reason per minute at most: a busy instance must not fill the disk. */
+const QUIET_MS = 60_000;
+const warned = new WeakMap<DaemonContext, Map<string, number>>();
+
+export function warnQueueRefusal(ctx: DaemonContext, reason: 'queue_full' | 'queue_timeout', instance: string): void {
+  let m = warned.get(ctx);
+  if (m === undefined) warned.set(ctx, m = new Map());
+  const id = `${instance} ${reason}`;
+  const now = ctx.clock.now();
+  if (now - (m.get(id) ?? Number.NEGATIVE_INFINITY) < QUIET_MS) return;
+  m.set(id, now);
+  ctx.log.warn({ instance, code: 'rate_limited', reason, maxConcurrency: ctx.config.maxConcurrency, queue: ctx.config.queueSize }, `instance busy (${reason === 'queue_full' ? 'its queue is full' : 'a request waited past --queue-timeout'}): refusing with 429; raise --max-concurrency or --queue if the model server can take more`);
+}
+
 export function queueRefusal(reason: 'queue_full' | 'queue_timeout', instance: string, timeoutMs: number): ObProxyError {
   return obError('rate_limited', {
     message: reason === 'queue_full'

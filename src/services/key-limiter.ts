@@ -32,6 +32,8 @@ class KeyState {
   readonly requests = new Window();
   readonly tokens = new Window();
   inflight = 0;
+  /** When a refusal was last reported (logged), so that it is once per window, not per request. */
+  reportedAt = Number.NEGATIVE_INFINITY;
 }
 
 export interface Verdict {
@@ -43,6 +45,8 @@ export interface Verdict {
   headers: Record<string, string>;
   /** Counted in flight: `leave` must be called once when the request is over. */
   entered: boolean;
+  /** A refusal, the key's first in a window: worth one log line. */
+  report: boolean;
 }
 
 /** How long to wait when a key is at its concurrency limit: unknown, so a short retry. */
@@ -87,11 +91,15 @@ export class KeyLimiter {
       refused = 'concurrency';
       retryAfterMs = CONCURRENCY_RETRY_MS;
     }
+    let report = false;
     if (refused === null) {
       s.requests.add(now, w, 1);
       s.inflight++;
+    } else if (now - s.reportedAt >= w) {
+      s.reportedAt = now;
+      report = true;
     }
-    return { refused, retryAfterMs, headers: this.headers(key.limits, s, now), entered: refused === null };
+    return { refused, retryAfterMs, headers: this.headers(key.limits, s, now), entered: refused === null, report };
   }
 
   /** A request admitted by `admit` is over. */

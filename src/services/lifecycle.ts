@@ -486,7 +486,9 @@ export class LifecycleService {
       id: minted.keyId, name, instance: inst.id, deployment: inst.deployment, hash: minted.hash, hint: minted.hint, isDefault,
       status: 'active', createdAt: this.now(), lastUsedAt: null, revokedAt: null, revokeReason: null, usage: emptyUsage(), limits,
     };
-    const ev = this.event({ type: 'key.created', instance: inst.id, keyId: key.id, keyName: name });
+    // Limits given at creation are in the trail too: with key.limited, their whole history.
+    const limited = limits.rpm !== null || limits.tpm !== null || limits.concurrency !== null;
+    const ev = this.event({ type: 'key.created', instance: inst.id, keyId: key.id, keyName: name, ...(limited ? { limits: { ...limits } } : {}) });
     await this.write([{ op: 'putKey', key }, { op: 'appendEvent', event: ev }]);
     this.registry.putKey(key);
     this.emit([ev]);

@@ -1,7 +1,7 @@
 /**
  * Per-key limits and per-instance admission (issue 13 §4), end to end: real `ob-proxy serve`,
  * real `ob-proxy simulate`, the real CLI and the `openai` SDK. The rpm/tpm window is shortened
- * to 3 s (OB_PROXY_LIMIT_WINDOW_MS) so that the SDK's retry after the window takes seconds.
+ * to 4 s (OB_PROXY_LIMIT_WINDOW_MS) so that the SDK's retry after the window takes seconds.
  */
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ServeProcess, type SimProcess, cliJson, eventually, runCli, startServe, startSimulate, tmpHome } from '../helpers/processes.js';
 import { MODEL, readyInstance } from '../helpers/store-home.js';
 
-const WINDOW_MS = 3000;
+const WINDOW_MS = 4000;
 
 interface Answer { status: number; headers: Headers; json: unknown }
 
@@ -44,7 +44,12 @@ describe('per-key limits', () => {
   const env = { OB_PROXY_LIMIT_WINDOW_MS: String(WINDOW_MS) };
   // A connection that was refused before its body was read keeps a drain waiting for the
   // client's keep-alive to end (also for a 401; not the subject here): stop in a second.
-  const GRACE = ['--grace', '1'];
+  const GRACE = ['--grace', '1', '--metrics-port', '0'];
+  const limited = async (limit: string): Promise<number> => {
+    const url = serve.logs().find((l) => l.msg === 'ob-proxy serving')!.metrics as string;
+    const line = (await (await fetch(url)).text()).split('\n').find((l) => l.startsWith(`ob_proxy_rate_limited_total{instance="gpu-1",limit="${limit}"} `));
+    return line === undefined ? 0 : Number(line.split(' ')[1]);
+  };
 
   beforeAll(async () => {
     home = await tmpHome();
@@ -95,6 +100,9 @@ describe('per-key limits', () => {
     // Refused requests never reached the model server: the neighbour's and the SDK's one did.
     const sent = (await sim.requests()).slice(upstreamBefore).map((r) => (r.body as { messages: { content: string }[] }).messages[0]!.content);
     expect(sent).toEqual(['neighbour', 'sdk']);
+    // The SDK was refused once before its retry; one log line for the key's refusals in its window.
+    expect(await limited('rpm')).toBe(2);
+    expect(serve.logs().filter((l) => l.key === bot.id && l.msg === 'key over its limit: refusing its requests with 429 until the window ends').map((l) => [l.limit, l.value])).toEqual([['rpm', 2]]);
   }, 30_000);
 
   it('keys limit changes apply at once; tpm refuses the next request once the tokens are known; concurrency holds', async () => {
@@ -123,6 +131,9 @@ describe('per-key limits', () => {
     hold.abort();
     await held;
     await eventually(async () => (await ask(serve.baseUrl, k.secret, 'f')).status === 200, 'a slot of the key again');
+
+    expect([await limited('rpm'), await limited('tpm')]).toEqual([3, 1]);
+    expect(await limited('concurrency')).toBeGreaterThanOrEqual(1);
 
     // Usage errors name the flag and exit 2.
     const bad = await runCli(['keys', 'limit', k.id, '--rpm', '0'], { home });
@@ -217,6 +228,7 @@ describe('per-instance admission: --max-concurrency 1 --queue 4', () => {
     expect(sixth.headers.get('retry-after')).toBe('1');
     expect(sixth.json).toEqual(rateLimited('The deployment "gpu-1" is busy: its queue is full. Retry shortly.'));
     expect(await metric('ob_proxy_rate_limited_total', 'instance="gpu-1",limit="queue_full"')).toBe(1);
+    expect(serve.logs().filter((l) => l.reason === 'queue_full').map((l) => [l.level, l.instance, l.code])).toEqual([[40, 'gpu-1', 'rate_limited']]);
 
     await slot.release();
     const served = await Promise.all(answers);

@@ -14,12 +14,12 @@ describe('KeyLimiter', () => {
     const l = new KeyLimiter(60_000);
     const k = key({ rpm: 2 });
     expect(l.admit(k, T0)).toEqual({
-      refused: null, retryAfterMs: 0, entered: true,
+      refused: null, retryAfterMs: 0, entered: true, report: false,
       headers: { 'x-ratelimit-limit-requests': '2', 'x-ratelimit-remaining-requests': '1', 'x-ratelimit-reset-requests': '1m0s' },
     });
     expect(l.admit(k, T0 + 1500).headers).toEqual({ 'x-ratelimit-limit-requests': '2', 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-requests': '58.5s' });
     expect(l.admit(k, T0 + 59_980)).toEqual({
-      refused: 'rpm', retryAfterMs: 20, entered: false,
+      refused: 'rpm', retryAfterMs: 20, entered: false, report: true,
       headers: { 'x-ratelimit-limit-requests': '2', 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-requests': '20ms' },
     });
     // The window is over: a new one starts with this request.
@@ -37,18 +37,20 @@ describe('KeyLimiter', () => {
     // One answer may go past the limit (its size is known only at its end).
     l.chargeTokens(k.id, 70, T0 + 3000);
     expect(l.admit(k, T0 + 4000)).toEqual({
-      refused: 'tpm', retryAfterMs: 57_000, entered: false,
+      refused: 'tpm', retryAfterMs: 57_000, entered: false, report: true,
       headers: { 'x-ratelimit-limit-tokens': '100', 'x-ratelimit-remaining-tokens': '0', 'x-ratelimit-reset-tokens': '57s' },
     });
+    // Reported once per window, not once per refusal.
+    expect(l.admit(k, T0 + 5000)).toMatchObject({ refused: 'tpm', report: false });
     expect(l.admit(k, T0 + 61_000)).toMatchObject({ refused: null, headers: { 'x-ratelimit-remaining-tokens': '100' } });
   });
 
   it('holds a key to its concurrency; no x-ratelimit header is about it', () => {
     const l = new KeyLimiter(60_000);
     const k = key({ concurrency: 2 });
-    expect(l.admit(k, T0)).toEqual({ refused: null, retryAfterMs: 0, entered: true, headers: {} });
+    expect(l.admit(k, T0)).toEqual({ refused: null, retryAfterMs: 0, entered: true, report: false, headers: {} });
     expect(l.admit(k, T0).refused).toBeNull();
-    expect(l.admit(k, T0)).toEqual({ refused: 'concurrency', retryAfterMs: 1000, entered: false, headers: {} });
+    expect(l.admit(k, T0)).toEqual({ refused: 'concurrency', retryAfterMs: 1000, entered: false, report: true, headers: {} });
     expect(l.inflight(k.id)).toBe(2);
     l.leave(k.id);
     expect(l.admit(k, T0).refused).toBeNull();

@@ -65,7 +65,7 @@ describe.each(STORES)('key limits on the %s store', (_name, factory) => {
     // The very record the request path holds: the change applies to its next request.
     expect(changed).toBe(held);
     expect(held.limits).toEqual({ rpm: null, tpm: 5000, concurrency: 2 });
-    expect(events.map((e) => [e.type, e.keyId, e.limits])).toEqual([['key.created', key.id, undefined], ['key.limited', key.id, { rpm: null, tpm: 5000, concurrency: 2 }]]);
+    expect(events.map((e) => [e.type, e.keyId, e.limits])).toEqual([['key.created', key.id, { rpm: 60, tpm: null, concurrency: 2 }], ['key.limited', key.id, { rpm: null, tpm: 5000, concurrency: 2 }]]);
     await expect(lc.setKeyLimits(key.id, { rpm: 0 })).rejects.toMatchObject({ code: 'invalid_argument', param: 'rpm' });
     await expect(lc.setKeyLimits(key.id, { tpm: 1.5 })).rejects.toMatchObject({ code: 'invalid_argument', param: 'tpm' });
     await expect(lc.createKey('gpu-1', 'x', { concurrency: 'many' })).rejects.toMatchObject({ code: 'invalid_argument', param: 'concurrency' });
