@@ -34,6 +34,7 @@ export function makeKeysCommand(deps: CliDeps): Command {
       if (o.quiet === true) return deps.io.out(`${shown(answer.secret)}\n`);
       const key = shown(answer);
       deps.io.out(secretBlock(colours(deps.io), `Key "${key.name}" (id ${key.id}) for instance ${key.instance}:`, key.secret, shown(status.baseUrl)));
+      if (formatLimits(key.limits) !== '-') deps.io.out(`Limits: ${formatLimits(key.limits)}.\n`);
     }), 'ob-proxy keys create --instance gpu-1 --name ci-bot', 'ob-proxy keys create --instance gpu-1 --name notebook --rpm 60 --tpm 20000 --concurrency 2', 'OB_KEY=$(ob-proxy keys create --instance gpu-1 --name ci-bot -q)');
 
   example(withCommon(cmd.command('list'))
