@@ -111,10 +111,20 @@ describe('per-key limits', () => {
     expect((await ask(serve.baseUrl, k.secret, 'b')).status).toBe(429);
     const changed = await cliJson<KeyJson>(['keys', 'limit', k.id, '--rpm', 'none', '--tpm', '5'], home);
     expect(changed.limits).toEqual({ rpm: null, tpm: 5, concurrency: null });
-    const free = await ask(serve.baseUrl, k.secret, 'c');
-    expect(free.status).toBe(200);
-    expect(free.headers.get('x-ratelimit-limit-requests')).toBeNull();
-    expect(free.headers.get('x-ratelimit-remaining-tokens')).toBe('5');
+    // An error after auth carries the headers, and so does a stream.
+    const invalid = await fetch(`${serve.baseUrl}/v1/chat/completions`, {
+      method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${k.secret}` }, body: JSON.stringify({ model: 'other', messages: [] }),
+    });
+    expect(invalid.status).toBe(400);
+    expect([invalid.headers.get('x-ratelimit-limit-requests'), invalid.headers.get('x-ratelimit-limit-tokens'), invalid.headers.get('x-ratelimit-remaining-tokens')]).toEqual([null, '5', '5']);
+    const stream = await fetch(`${serve.baseUrl}/v1/chat/completions`, {
+      method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${k.secret}` },
+      body: JSON.stringify({ model: MODEL, stream: true, messages: [{ role: 'user', content: 'streamed' }] }),
+    });
+    expect(stream.status).toBe(200);
+    expect(stream.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
+    expect([stream.headers.get('x-ratelimit-limit-tokens'), stream.headers.get('x-ratelimit-remaining-tokens'), stream.headers.get('x-ratelimit-reset-tokens')]).toEqual(['5', '5', '0ms']);
+    expect(await stream.text()).toMatch(/data: \[DONE\]\n\n$/);
     const over = await ask(serve.baseUrl, k.secret, 'd');
     expect(over.status).toBe(429);
     expect((over.json as { error: { message: string } }).error.message).toMatch(/^This API key is over its limit of 5 tokens per minute \(tpm\)\. Retry in \d s;/);
