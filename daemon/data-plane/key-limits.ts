@@ -62,6 +62,6 @@ export function queueRefusal(reason: 'queue_full' | 'queue_timeout', instance: s
   return obError('rate_limited', {
     message: reason === 'queue_full'
       ? `The deployment "${instance}" is busy: its queue is full. Retry shortly.`
-      : `The deployment "${instance}" is busy: the request waited ${Math.round(timeoutMs / 1000)} s in its queue without a turn. Retry shortly.`,
+      : `The deployment "${instance}" is busy: the request waited ${timeoutMs / 1000} s in its queue without a turn. Retry shortly.`,
   });
 }

@@ -271,3 +271,29 @@ describe('per-instance admission: --max-concurrency 1 --queue 4', () => {
     expect(contents.filter((t) => t.startsWith('from-'))).toEqual([]);
   }, 30_000);
 });
+
+describe('per-instance admission: --queue-timeout', () => {
+  it('a request that waits past the time-out gets 429 and is never sent; the slot then serves the next', async () => {
+    const home = await tmpHome();
+    const sim = await startSimulate([MODEL]);
+    const serve = await startServe(home, ['--grace', '1', '--max-concurrency', '1', '--queue-timeout', '0.3']);
+    try {
+      const { secret } = await readyInstance(home, 'gpu-1', sim.url);
+      const hold = new AbortController();
+      const held = ask(serve.baseUrl, secret, '[[sim fail=hang]] held', hold.signal).catch(() => null);
+      await eventually(async () => (await sim.requests()).length === 1, 'the held request upstream');
+      const waited = await ask(serve.baseUrl, secret, 'waited');
+      expect(waited.status).toBe(429);
+      expect(waited.headers.get('retry-after')).toBe('1');
+      expect(waited.json).toEqual(rateLimited('The deployment "gpu-1" is busy: the request waited 0.3 s in its queue without a turn. Retry shortly.'));
+      hold.abort();
+      await held;
+      expect((await ask(serve.baseUrl, secret, 'next')).status).toBe(200);
+      expect((await sim.requests()).map((r) => (r.body as { messages: { content: string }[] }).messages[0]!.content)).toEqual(['[[sim fail=hang]] held', 'next']);
+      expect(serve.logs().filter((l) => l.reason === 'queue_timeout')).toHaveLength(1);
+    } finally {
+      await serve.stop();
+      await sim.stop();
+    }
+  }, 30_000);
+});
