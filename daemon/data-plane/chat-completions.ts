@@ -95,7 +95,7 @@ class QueuedRequest implements Waiter {
     const refusal = recheck(ctx, request);
     if (refusal !== null) {
       ctx.admission?.leave(this.instance);
-      refuse(ctx, reply, refusal);
+      this.guarded(() => refuse(ctx, reply, refusal));
       return;
     }
     send(ctx, request, reply, this.chat, this.upstream, this.instance);
@@ -103,7 +103,17 @@ class QueuedRequest implements Waiter {
 
   expire(): void {
     this.reply.raw.off('close', this.onClose);
-    refuseQueued(this.ctx, this.reply, 'queue_timeout', this.instance);
+    this.guarded(() => refuseQueued(this.ctx, this.reply, 'queue_timeout', this.instance));
+  }
+
+  /** Runs on a timer or a microtask, where a throw would end the process: logged and the socket closed instead. */
+  private guarded(fn: () => void): void {
+    try {
+      fn();
+    } catch (err) {
+      this.ctx.log.error({ err, reqId: this.request.id }, 'unhandled error answering a queued request');
+      this.reply.raw.destroy();
+    }
   }
 }
 
