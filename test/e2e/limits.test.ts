@@ -141,6 +141,8 @@ describe('per-key limits', () => {
     hold.abort();
     await held;
     await eventually(async () => (await ask(serve.baseUrl, k.secret, 'f')).status === 200, 'a slot of the key again');
+    // One at a time on a kept-alive connection: each answer gives its slot back.
+    for (const n of ['g', 'h', 'i']) expect((await ask(serve.baseUrl, k.secret, n)).status).toBe(200);
 
     expect([await limited('rpm'), await limited('tpm')]).toEqual([3, 1]);
     expect(await limited('concurrency')).toBeGreaterThanOrEqual(1);
