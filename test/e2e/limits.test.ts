@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ServeProcess, type SimProcess, cliJson, eventually, runCli, startServe, startSimulate, tmpHome } from '../helpers/processes.js';
+import { type TestDatabase, freshDatabase } from '../helpers/postgres.js';
 import { MODEL, readyInstance } from '../helpers/store-home.js';
 
 const WINDOW_MS = 4000;
@@ -298,4 +299,49 @@ describe('per-instance admission: --queue-timeout', () => {
       await sim.stop();
     }
   }, 30_000);
+});
+
+describe('two daemons on one PostgreSQL store', () => {
+  let db: TestDatabase;
+  let sim: SimProcess;
+  const daemons: ServeProcess[] = [];
+
+  beforeAll(async () => {
+    [db, sim] = await Promise.all([freshDatabase(), startSimulate([MODEL])]);
+  });
+  afterAll(async () => {
+    for (const d of daemons) await d.stop();
+    await sim?.stop();
+    await db?.drop();
+  });
+
+  it('a limit set through one daemon holds on the other at once; each daemon counts its own requests', async () => {
+    const [homeA, homeB] = await Promise.all([tmpHome(), tmpHome()]);
+    const env = { OB_PROXY_LIMIT_WINDOW_MS: '60000' };
+    const a = await startServe(homeA, ['--grace', '1', '--store', db.url], env);
+    daemons.push(a);
+    const b = await startServe(homeB, ['--grace', '1', '--store', db.url], env);
+    daemons.push(b);
+    await readyInstance(homeA, 'gpu-1', sim.url);
+    const k = await cliJson<KeyJson>(['keys', 'create', '--instance', 'gpu-1', '--name', 'shared', '--rpm', '1'], homeA);
+    // Heard by b through the change log: the key and its limit.
+    await eventually(async () => (await ask(b.baseUrl, k.secret, 'b1')).status === 200, 'the key on b');
+    const refused = await ask(b.baseUrl, k.secret, 'b2');
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get('x-ratelimit-limit-requests')).toBe('1');
+    // Per daemon: a has counted nothing of b's (docs/scale-out.md, limits add up).
+    expect((await ask(a.baseUrl, k.secret, 'a1')).status).toBe(200);
+    expect((await ask(a.baseUrl, k.secret, 'a2')).status).toBe(429);
+    // Lifted through a: b serves the key at once, with no x-ratelimit headers left.
+    const lifted = await cliJson<KeyJson>(['keys', 'limit', k.id, '--rpm', 'none'], homeA);
+    expect(lifted.limits).toEqual({ rpm: null, tpm: null, concurrency: null });
+    const onB = await eventually(async () => {
+      const r = await ask(b.baseUrl, k.secret, 'b3');
+      return r.status === 200 ? r : undefined;
+    }, 'the lifted limit on b');
+    expect(onB.headers.get('x-ratelimit-limit-requests')).toBeNull();
+    const listed = await cliJson<KeyJson[]>(['keys', 'list'], homeB);
+    expect(listed.find((x) => x.id === k.id)!.limits).toEqual({ rpm: null, tpm: null, concurrency: null });
+    expect(b.logs().filter((l) => l.audit === 'key.limited' && l.key === k.id).map((l) => l.origin)).toEqual(['remote']);
+  }, 60_000);
 });
