@@ -63,7 +63,7 @@ export interface AuditEvent {
   state?: string;
   reason?: RevokeReason;
   packEndsAt?: string | null;
-  /** key.limited: the key's limits after the change. */
+  /** key.limited: the key's limits after the change; key.created: its limits, when it has any. */
   limits?: KeyLimits;
 }
 
