@@ -6,6 +6,7 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import OpenAI from 'openai';
+import { SECRET_PATTERN } from '../../src/domain/api-key.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ServeProcess, type SimProcess, cliJson, eventually, runCli, startServe, startSimulate, tmpHome } from '../helpers/processes.js';
 import { type TestDatabase, freshDatabase } from '../helpers/postgres.js';
@@ -159,6 +160,9 @@ describe('per-key limits', () => {
     expect(table.stdout).toMatch(/LIMITS/);
     expect(table.stdout).toMatch(/concurrency 1/);
     expect(table.stdout).toMatch(/rpm 2 · tpm 100000/);
+    // No secret in any log line, the new ones included.
+    expect(serve.lines.join('\n')).not.toMatch(SECRET_PATTERN);
+    expect(serve.lines.some((l) => l.includes(k.secret))).toBe(false);
     // The audit trail, in the log too.
     expect(serve.logs().filter((l) => l.audit === 'key.limited' && l.key === k.id).map((l) => l.limits)).toEqual([
       { rpm: null, tpm: 5, concurrency: null }, { rpm: null, tpm: null, concurrency: 1 },
