@@ -50,12 +50,15 @@ export function makeChatHandler(ctx: DaemonContext) {
     }
     const admission = ctx.admission;
     if (admission === null) {
+      ctx.metrics?.addedTime(reply.elapsedTime / 1000);
       send(ctx, request, reply, chat, upstream, null);
       return;
     }
     const instance = auth.instance.id;
-    if (admission.take(instance)) send(ctx, request, reply, chat, upstream, instance);
-    else if (admission.wait(instance, new QueuedRequest(ctx, request, reply, chat, upstream, instance)) === 'full') refuseQueued(ctx, reply, 'queue_full', instance);
+    if (admission.take(instance)) {
+      ctx.metrics?.addedTime(reply.elapsedTime / 1000);
+      send(ctx, request, reply, chat, upstream, instance);
+    } else if (admission.wait(instance, new QueuedRequest(ctx, request, reply, chat, upstream, instance)) === 'full') refuseQueued(ctx, reply, 'queue_full', instance);
   };
 }
 
@@ -68,6 +71,9 @@ export function makeChatHandler(ctx: DaemonContext) {
 class QueuedRequest implements Waiter {
   readonly key: string;
   timer?: NodeJS.Timeout;
+  private readonly queuedAt = performance.now();
+  /** The proxy's own time until now; a wait in the queue is measured apart (queueWait). */
+  private readonly added: number;
 
   constructor(
     private readonly ctx: DaemonContext,
@@ -78,6 +84,7 @@ class QueuedRequest implements Waiter {
     private readonly instance: string,
   ) {
     this.key = (request.auth as AuthContext).key.id;
+    this.added = reply.elapsedTime / 1000;
     reply.raw.once('close', this.onClose);
   }
 
@@ -88,6 +95,7 @@ class QueuedRequest implements Waiter {
   grant(): void {
     const { ctx, request, reply } = this;
     reply.raw.off('close', this.onClose);
+    ctx.metrics?.queueWait(this.instance, (performance.now() - this.queuedAt) / 1000);
     if (reply.raw.destroyed) {
       ctx.admission?.leave(this.instance);
       return;
@@ -98,6 +106,7 @@ class QueuedRequest implements Waiter {
       this.guarded(() => refuse(ctx, reply, refusal));
       return;
     }
+    ctx.metrics?.addedTime(this.added);
     send(ctx, request, reply, this.chat, this.upstream, this.instance);
   }
 
@@ -126,7 +135,6 @@ function refuseQueued(ctx: DaemonContext, reply: FastifyReply, reason: 'queue_fu
 /** Hijacks the reply and sends the request upstream; `slot`: the instance whose admission slot it holds. */
 function send(ctx: DaemonContext, request: FastifyRequest, reply: FastifyReply, chat: ChatRequest, upstream: Buffer | string, slot: string | null): void {
   const auth = request.auth as AuthContext;
-  ctx.metrics?.addedTime(reply.elapsedTime / 1000);
   reply.hijack();
   const started = performance.now();
   let done: Promise<void>;

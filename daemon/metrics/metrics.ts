@@ -22,6 +22,7 @@ export class Metrics {
   private readonly storeWrites: Histogram;
   private readonly rateLimits: Counter<'instance' | 'limit'>;
   private readonly queued: Gauge<'instance'>;
+  private readonly queueWaits: Histogram<'instance'>;
 
   constructor(opts: { keyLabel: boolean; keys: () => KeyRegistry | undefined }) {
     this.keyLabel = opts.keyLabel;
@@ -42,6 +43,7 @@ export class Metrics {
     this.storeWrites = new Histogram({ name: 'ob_proxy_store_write_seconds', help: 'Store commits, from the call to durable.', buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1], registers });
     this.rateLimits = new Counter({ name: 'ob_proxy_rate_limited_total', help: 'Requests of valid keys refused with 429 rate_limited, by instance and limit: rpm, tpm, concurrency (the key\'s), queue_full, queue_timeout (the instance\'s admission).', labelNames: ['instance', 'limit'], registers });
     this.queued = new Gauge({ name: 'ob_proxy_queue_depth', help: 'Requests waiting for a slot of their instance (--max-concurrency).', labelNames: ['instance'], registers });
+    this.queueWaits = new Histogram({ name: 'ob_proxy_queue_wait_seconds', help: 'How long requests that waited for a slot of their instance waited before their turn.', labelNames: ['instance'], buckets: slow, registers });
     const keys = opts.keys;
     new Gauge({
       name: 'ob_proxy_keys', help: 'API keys by instance and status.', labelNames: ['instance', 'status'], registers,
@@ -108,6 +110,10 @@ export class Metrics {
 
   queueDepth(instance: string, depth: number): void {
     this.queued.set({ instance }, depth);
+  }
+
+  queueWait(instance: string, seconds: number): void {
+    this.queueWaits.observe({ instance }, seconds);
   }
 
   storeWrite(seconds: number): void {

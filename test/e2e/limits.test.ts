@@ -252,6 +252,7 @@ describe('per-instance admission: --max-concurrency 1 --queue 4', () => {
     expect(served.map((r) => r.status)).toEqual([200, 200, 200, 200]);
     expect((await upstreamContents()).slice(-5)).toEqual(['[[sim fail=hang]] hold-1', 'a1', 'b1', 'a2', 'a3']);
     await depth(0);
+    expect(await metric('ob_proxy_queue_wait_seconds_count', 'instance="gpu-1"')).toBe(4);
   }, 30_000);
 
   it('a key revoked while queued is refused with 401 when its turn comes; a client that leaves is dropped; neither is sent', async () => {
