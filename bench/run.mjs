@@ -14,6 +14,8 @@
  *        --cli-runs N (40; the CLI start-up scenario, bench/cli.mjs) --no-cli
  *        --postgres URL (a PostgreSQL server: ob-proxy on the PostgreSQL store, in a database of its
  *        own made and dropped here, measured as the extra target "ob-proxy-pg" beside the lowdb one)
+ *        --ops (the extra target "ob-proxy-ops": metrics on and the bench key with generous
+ *        --rpm/--tpm/--concurrency, beside plain "ob-proxy", to measure what they cost)
  */
 import { execFile, execFileSync } from 'node:child_process';
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -36,6 +38,7 @@ const { values: a } = parseArgs({
     'no-build': { type: 'boolean' }, 'log-level': { type: 'string' }, smoke: { type: 'boolean' },
     only: { type: 'string' }, 'no-held': { type: 'boolean' }, 'node-flags': { type: 'string' },
     baseline: { type: 'string' }, 'cli-runs': { type: 'string' }, 'no-cli': { type: 'boolean' }, postgres: { type: 'string' },
+    ops: { type: 'boolean' },
   },
 });
 const smoke = a.smoke === true;
@@ -58,7 +61,7 @@ const only = a.only === undefined ? null : new Set(a.only.split(','));
 const scenarios = SCENARIOS.filter((sc) => only === null || only.has(sc.id));
 if (only !== null && !only.has('cli')) opts.cliRuns = 0;
 // A partial run (--only, --no-held) never overwrites the committed full table.
-const partial = only !== null || a['no-held'] === true || a.baseline !== undefined || a.postgres !== undefined;
+const partial = only !== null || a['no-held'] === true || a.baseline !== undefined || a.postgres !== undefined || a.ops === true;
 const out = resolve(a.out ?? join(ROOT, partial ? 'bench/results/partial.md' : 'bench/RESULTS.md'));
 const jsonOut = resolve(a.json ?? join(ROOT, 'bench/results/latest.json'));
 const log = (s) => process.stderr.write(`${s}\n`);
@@ -164,6 +167,7 @@ try {
     const bin = join(resolve(a.baseline), 'dist/bin/ob-proxy.js');
     targets.push(await startObProxy(upstream.url, { logLevel: opts.logLevel, nodeArgs: opts.nodeFlags, name: 'baseline', bin }));
   }
+  if (a.ops === true) targets.push(await startObProxy(upstream.url, { logLevel: opts.logLevel, nodeArgs: opts.nodeFlags, name: 'ob-proxy-ops', ops: true }));
   if (a.postgres !== undefined) {
     const db = await benchDatabase(a.postgres);
     const pgTarget = await startObProxy(upstream.url, { logLevel: opts.logLevel, nodeArgs: opts.nodeFlags, name: 'ob-proxy-pg', store: db.url });

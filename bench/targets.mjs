@@ -88,20 +88,28 @@ function cli(args) {
   });
 }
 
-/** `ob-proxy serve` on a fresh home, with an instance pointing at the upstream made ready. */
-export async function startObProxy(upstreamUrl, { logLevel = 'warn', name = 'ob-proxy', nodeArgs = [], bin = OB_BIN, store } = {}) {
+/**
+ * `ob-proxy serve` on a fresh home, with an instance pointing at the upstream made ready. `ops`:
+ * metrics on (a port of their own) and the bench key made with generous limits, so their cost is measured.
+ */
+export async function startObProxy(upstreamUrl, { logLevel = 'warn', name = 'ob-proxy', nodeArgs = [], bin = OB_BIN, store, ops = false } = {}) {
   const home = mkdtempSync(join(tmpdir(), 'obb-'));
   const port = await freePort();
-  const proc = spawn(NODE, [...nodeArgs, bin, 'serve', '--home', home, '--port', String(port), '--log-level', logLevel, ...(store === undefined ? [] : ['--store', store])],
+  const extra = [...(store === undefined ? [] : ['--store', store]), ...(ops ? ['--metrics-port', String(await freePort())] : [])];
+  const proc = spawn(NODE, [...nodeArgs, bin, 'serve', '--home', home, '--port', String(port), '--log-level', logLevel, ...extra],
     // Logs go to a file, as under systemd or a container runtime: the bench must not pay for a pipe it never reads.
     { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, NO_COLOR: '1' } });
   await waitForPort(port, 'ob-proxy serve');
   await cli(['instances', 'add', 'bench', '--model', 'gemma4:26b', '--endpoint', upstreamUrl, '--home', home]);
   const ready = await cli(['instances', 'ready', 'bench', '--home', home]);
+  // Limits far above what the bench sends: every request is checked and counted, none refused.
+  const secret = ops
+    ? (await cli(['keys', 'create', '--instance', 'bench', '--name', 'bench-ops', '--rpm', '1000000000', '--tpm', '1000000000', '--concurrency', '1000000', '--home', home])).secret
+    : ready.defaultKey.secret;
   const stop = stopper(proc);
   return {
     name, url: `http://127.0.0.1:${port}`, home,
-    headers: { Authorization: `Bearer ${ready.defaultKey.secret}` },
+    headers: { Authorization: `Bearer ${secret}` },
     pids: () => [proc.pid],
     stop: async () => {
       await stop();

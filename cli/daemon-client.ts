@@ -1,5 +1,5 @@
 import type { Instance } from '../src/domain/instance.js';
-import type { AuditEvent } from '../src/domain/key.js';
+import type { AuditEvent, KeyLimits } from '../src/domain/key.js';
 import type { StoreData } from '../src/store/store.js';
 import { ObProxyError, isErrorCode, obError } from '../src/errors.js';
 import type { InstanceView, KeyView, KeyWithSecret, ReadyView, RevocationView, StatusView } from '../src/wire/views.js';
@@ -76,7 +76,11 @@ export class DaemonClient {
   listKeys(instance?: string): Promise<KeyView[]> {
     return this.call('GET', `/v1/keys${instance === undefined ? '' : `?instance=${encodeURIComponent(instance)}`}`);
   }
-  createKey(instance: string, name: string): Promise<KeyWithSecret> { return this.call('POST', '/v1/keys', { instance, name }); }
+  createKey(instance: string, name: string, limits?: Partial<KeyLimits>): Promise<KeyWithSecret> {
+    return this.call('POST', '/v1/keys', { instance, name, ...(limits === undefined ? {} : { limits }) });
+  }
+  /** Fields absent are kept, null removes the limit. */
+  setKeyLimits(id: string, limits: Partial<KeyLimits>): Promise<KeyView> { return this.call('POST', `/v1/keys/${encodeURIComponent(id)}/limits`, limits); }
   revokeKey(id: string): Promise<KeyView> { return this.call('POST', `/v1/keys/${encodeURIComponent(id)}/revoke`, {}); }
   revealKey(id: string): Promise<KeyWithSecret> { return this.call('POST', `/v1/keys/${encodeURIComponent(id)}/reveal`, {}); }
   revocations(instance?: string): Promise<RevocationView[]> {

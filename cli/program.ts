@@ -14,7 +14,7 @@ export interface ServeOptions extends CommonOptions {
   store?: string; host?: string; port?: string; upstreamTimeout?: string; grace?: string; bodyLimit?: string; logLevel?: string;
   logFormat?: string; metricsHost?: string; metricsPort?: string;
   maxFrameBytes?: string; maxAnswerBytes?: string; maxErrorBytes?: string; responseDeadline?: string; maxStale?: string;
-  pidFile?: string; tlsCert?: string; tlsKey?: string; socketGroup?: string;
+  pidFile?: string; tlsCert?: string; tlsKey?: string; socketGroup?: string; maxConcurrency?: string; queue?: string; queueTimeout?: string;
 }
 export interface SimulateOptions {
   port: string; host: string; model: string[]; firstTokenMs?: string; tokensPerSecond?: string; chunks?: string;
@@ -59,7 +59,10 @@ export function makeProgram(deps: ProgramDeps): Command {
     .addOption(new Option('--tls-key <file>', 'the certificate\'s PEM private key; reloaded on SIGHUP').env('OB_PROXY_TLS_KEY'))
     .addOption(new Option('--socket-group <group>', 'let this group use the management socket (mode 0660); its members are operators').env('OB_PROXY_SOCKET_GROUP'))
     .option('--pid-file <file>', 'write the daemon\'s pid here once it serves (removed at exit): what a script signals to stop it')
-    .action((o: ServeOptions) => deps.serve(o)), 'ob-proxy serve --port 8080', 'OB_PROXY_HOME=/var/lib/ob-proxy ob-proxy serve --host 0.0.0.0'));
+    .addOption(new Option('--max-concurrency <n>', 'per instance: requests sent to its model server at once; the rest wait in its queue (default: no limit)').env('OB_PROXY_MAX_CONCURRENCY'))
+    .addOption(new Option('--queue <n>', 'per instance, with --max-concurrency: requests that may wait, served round robin between keys (default 100)').env('OB_PROXY_QUEUE'))
+    .addOption(new Option('--queue-timeout <seconds>', 'longest a request waits in the queue before 429 (default 60)').env('OB_PROXY_QUEUE_TIMEOUT'))
+    .action((o: ServeOptions) => deps.serve(o)), 'ob-proxy serve --port 8080', 'ob-proxy serve --max-concurrency 4 --queue 32 --queue-timeout 30', 'OB_PROXY_HOME=/var/lib/ob-proxy ob-proxy serve --host 0.0.0.0'));
 
   program.addCommand(makeInstancesCommand(deps));
   program.addCommand(makeKeysCommand(deps));

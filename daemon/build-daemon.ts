@@ -8,12 +8,14 @@ import type { Config } from '../src/config.js';
 import { type SecretSource, cryptoSecretSource } from '../src/domain/api-key.js';
 import { LifecycleService } from '../src/services/lifecycle.js';
 import type { UnwrittenAtShutdownError } from '../src/services/unwritten.js';
+import { KeyLimiter } from '../src/services/key-limiter.js';
 import { UsageTracker } from '../src/services/usage.js';
 import { LowdbStore } from '../src/store/lowdb-store.js';
 import type { Store } from '../src/store/store.js';
 import { UpstreamClient } from '../src/upstream/upstream-client.js';
 import { EventLayoutsByServer } from '../src/wire/event-layouts.js';
 import type { DaemonContext } from './context.js';
+import { Admission } from './data-plane/admission.js';
 import { BadKeyLimiter } from './data-plane/bad-key-limiter.js';
 import { buildDataPlane } from './data-plane/build-data-plane.js';
 import { InflightRequests, watchRevocations } from './data-plane/inflight.js';
@@ -118,6 +120,9 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
     upstreamTokens: new UpstreamTokens(),
     upstream: new UpstreamClient({ timeoutMs: config.upstreamTimeoutMs, connectTimeoutMs: config.connectTimeoutMs, idleTimeoutMs: config.idleTimeoutMs }),
     badKeys: new BadKeyLimiter(config.badKeyLimit),
+    keyLimits: new KeyLimiter(config.limitWindowMs),
+    admission: config.maxConcurrency === null ? null
+      : new Admission(config.maxConcurrency, config.queueSize, config.queueTimeoutMs, metrics === null ? undefined : (instance, depth) => metrics.queueDepth(instance, depth)),
     inflight: new InflightRequests(),
     eventLayouts: new EventLayoutsByServer(),
     log,
@@ -136,7 +141,8 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
   // Changes heard from other daemons of a shared store are logged as such, and counted by the
   // daemon that made them only, so a cluster's sum of revocations is not multiplied by its size.
   lifecycle.onChange((e, origin) => {
-    log.info({ audit: e.type, instance: e.instance, ...(e.keyId === undefined ? {} : { key: e.keyId, keyName: e.keyName }), ...(e.state === undefined ? {} : { state: e.state }), ...(e.reason === undefined ? {} : { reason: e.reason }), seq: e.seq, ...(origin === 'remote' ? { origin } : {}) }, 'audit');
+    log.info({ audit: e.type, instance: e.instance, ...(e.keyId === undefined ? {} : { key: e.keyId, keyName: e.keyName }), ...(e.state === undefined ? {} : { state: e.state }), ...(e.reason === undefined ? {} : { reason: e.reason }), ...(e.limits === undefined ? {} : { limits: e.limits }), seq: e.seq, ...(origin === 'remote' ? { origin } : {}) }, 'audit');
+    if (e.type === 'key.revoked' && e.keyId !== undefined) ctx.keyLimits.forget(e.keyId);
     if (metrics !== null && e.type === 'key.revoked' && origin !== 'remote') metrics.revoked(e.reason ?? 'manual');
   });
 

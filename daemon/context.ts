@@ -2,9 +2,11 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../src/clock.js';
 import type { Config } from '../src/config.js';
 import type { LifecycleService } from '../src/services/lifecycle.js';
+import type { KeyLimiter } from '../src/services/key-limiter.js';
 import type { UsageTracker } from '../src/services/usage.js';
 import type { UpstreamClient } from '../src/upstream/upstream-client.js';
 import type { EventLayoutsByServer } from '../src/wire/event-layouts.js';
+import type { Admission } from './data-plane/admission.js';
 import type { BadKeyLimiter } from './data-plane/bad-key-limiter.js';
 import type { InflightRequests } from './data-plane/inflight.js';
 import type { Metrics } from './metrics/metrics.js';
@@ -20,6 +22,10 @@ export interface DaemonContext {
   /** Model-server tokens per instance, in memory (never in the store). */
   upstreamTokens: UpstreamTokens;
   badKeys: BadKeyLimiter;
+  /** Per-key rpm, tpm and concurrency windows (memory, this daemon only). */
+  keyLimits: KeyLimiter;
+  /** Per-instance admission queue; null without --max-concurrency. */
+  admission: Admission | null;
   /** Requests sent upstream and not yet over, per key: a revocation ends them. */
   inflight: InflightRequests;
   /** Stream event layouts learned per instance, shared by its streams (src/wire/event-layouts.ts). */

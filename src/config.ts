@@ -47,6 +47,14 @@ export interface Config extends AnswerLimits {
   tls: { cert: string; key: string } | null;
   /** A group whose members may use the management socket (mode 0660); null: owner only (0600). */
   socketGroup: string | null;
+  /** Per instance: requests sent to its model server at once (null: no admission control). */
+  maxConcurrency: number | null;
+  /** Per instance: requests waiting for a slot beyond maxConcurrency; more get 429. */
+  queueSize: number;
+  /** How long a request may wait in an instance's queue before it gets 429. */
+  queueTimeoutMs: number;
+  /** The window of per-key rpm and tpm limits: a minute (shorter only for tests). */
+  limitWindowMs: number;
 }
 
 export interface ConfigFlags {
@@ -72,6 +80,10 @@ export interface ConfigFlags {
   tlsCert?: string;
   tlsKey?: string;
   socketGroup?: string;
+  maxConcurrency?: string | number;
+  queue?: string | number;
+  /** Seconds. */
+  queueTimeout?: string | number;
 }
 
 export type Env = Readonly<Record<string, string | undefined>>;
@@ -176,6 +188,19 @@ export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string): Co
     relayFastPath: onOff('OB_PROXY_RELAY_FAST_PATH', env.OB_PROXY_RELAY_FAST_PATH, true),
     tls: tlsConfig(flags, env),
     socketGroup: pick(flags.socketGroup, env.OB_PROXY_SOCKET_GROUP) ?? null,
+    ...admissionConfig(flags, env),
+  };
+}
+
+function admissionConfig(flags: ConfigFlags, env: Env): Pick<Config, 'maxConcurrency' | 'queueSize' | 'queueTimeoutMs' | 'limitWindowMs'> {
+  const max = pick(flags.maxConcurrency, env.OB_PROXY_MAX_CONCURRENCY);
+  return {
+    maxConcurrency: max === undefined ? null : number(flag('max-concurrency'), max, 0, { min: 1, max: 100_000, integer: true }),
+    queueSize: number(flag('queue'), pick(flags.queue, env.OB_PROXY_QUEUE), 100, { min: 0, max: 100_000, integer: true }),
+    queueTimeoutMs: number(flag('queue-timeout'), pick(flags.queueTimeout, env.OB_PROXY_QUEUE_TIMEOUT), 60, { min: 0.001, max: 3600, unit: 'seconds' }) * 1000,
+    // Not a flag: a minute is what rpm and tpm mean. Tests shorten it so a client's retry after
+    // the window passes is seconds, not a minute.
+    limitWindowMs: number('OB_PROXY_LIMIT_WINDOW_MS', env.OB_PROXY_LIMIT_WINDOW_MS, 60_000, { min: 100, max: 3_600_000, integer: true }),
   };
 }
 

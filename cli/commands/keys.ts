@@ -2,34 +2,40 @@ import { Command } from 'commander';
 import type { KeyView, RevocationView } from '../../src/wire/views.js';
 import { type CliDeps, type CommonOptions, example, withClient, withCommon } from '../common.js';
 import { confirmed } from '../confirm.js';
+import { formatLimits, limitsFrom, withLimitOptions } from '../limit-options.js';
 import { colours, printJson, secretBlock, shown, table } from '../output.js';
+import { UsageError } from '../usage-error.js';
+
+type LimitFlags = { rpm?: string; tpm?: string; concurrency?: string };
 
 function keyRows(deps: CliDeps, keys: KeyView[]): string {
   const c = colours(deps.io);
   return table([
-    ['ID', 'NAME', 'INSTANCE', 'STATUS', 'HINT', 'DEFAULT', 'CREATED', 'LAST USED', 'REQUESTS'].map((h) => c.bold(h)),
+    ['ID', 'NAME', 'INSTANCE', 'STATUS', 'HINT', 'DEFAULT', 'CREATED', 'LAST USED', 'REQUESTS', 'LIMITS'].map((h) => c.bold(h)),
     ...keys.map((k) => [
       k.id, k.name, k.instance, k.status === 'active' ? c.green('active') : c.red(`revoked (${k.revokeReason})`), k.hint,
-      k.isDefault ? (k.revealable ? 'yes (unrevealed)' : 'yes') : '', k.createdAt, k.lastUsedAt ?? '-', String(k.usage.requests),
+      k.isDefault ? (k.revealable ? 'yes (unrevealed)' : 'yes') : '', k.createdAt, k.lastUsedAt ?? '-', String(k.usage.requests), formatLimits(k.limits),
     ]),
   ]);
 }
 
 export function makeKeysCommand(deps: CliDeps): Command {
-  const cmd = new Command('keys').description('create, list, revoke and reveal API keys');
+  const cmd = new Command('keys').description('create, list, limit, revoke and reveal API keys');
 
-  example(withCommon(cmd.command('create'))
+  example(withLimitOptions(withCommon(cmd.command('create'))
     .description('create a named key for a ready instance; prints the secret once')
     .requiredOption('--instance <id>', 'the ready instance the key is bound to')
     .requiredOption('--name <name>', 'a name for the key (who or what uses it)')
-    .option('-q, --quiet', 'print only the secret, for OB_KEY=$(ob-proxy keys create … -q)')
-    .action(async (o: CommonOptions & { instance: string; name: string; quiet?: boolean }) => {
-      const [answer, status] = await withClient(o, deps, async (cl) => [await cl.createKey(o.instance, o.name), await cl.status()] as const);
+    .option('-q, --quiet', 'print only the secret, for OB_KEY=$(ob-proxy keys create … -q)'), false)
+    .action(async (o: CommonOptions & LimitFlags & { instance: string; name: string; quiet?: boolean }) => {
+      const limits = limitsFrom(o);
+      const [answer, status] = await withClient(o, deps, async (cl) => [await cl.createKey(o.instance, o.name, Object.keys(limits).length === 0 ? undefined : limits), await cl.status()] as const);
       if (o.json === true) return printJson(deps.io, answer);
       if (o.quiet === true) return deps.io.out(`${shown(answer.secret)}\n`);
       const key = shown(answer);
       deps.io.out(secretBlock(colours(deps.io), `Key "${key.name}" (id ${key.id}) for instance ${key.instance}:`, key.secret, shown(status.baseUrl)));
-    }), 'ob-proxy keys create --instance gpu-1 --name ci-bot', 'OB_KEY=$(ob-proxy keys create --instance gpu-1 --name ci-bot -q)');
+      if (formatLimits(key.limits) !== '-') deps.io.out(`Limits: ${formatLimits(key.limits)}.\n`);
+    }), 'ob-proxy keys create --instance gpu-1 --name ci-bot', 'ob-proxy keys create --instance gpu-1 --name notebook --rpm 60 --tpm 20000 --concurrency 2', 'OB_KEY=$(ob-proxy keys create --instance gpu-1 --name ci-bot -q)');
 
   example(withCommon(cmd.command('list'))
     .description('list key records (never secrets)')
@@ -39,6 +45,17 @@ export function makeKeysCommand(deps: CliDeps): Command {
       if (o.json === true) return printJson(deps.io, keys);
       deps.io.out(keys.length === 0 ? 'No keys.\n' : keyRows(deps, shown(keys)));
     }), 'ob-proxy keys list --instance gpu-1');
+
+  example(withLimitOptions(withCommon(cmd.command('limit <key-id>'))
+    .description("change a key's limits at once, on every daemon of the store (none removes one; others are kept)"), true)
+    .action(async (id: string, o: CommonOptions & LimitFlags) => {
+      const limits = limitsFrom(o);
+      if (Object.keys(limits).length === 0) throw new UsageError('Give at least one of --rpm, --tpm, --concurrency (a number, or none).');
+      const answer = await withClient(o, deps, (cl) => cl.setKeyLimits(id, limits));
+      if (o.json === true) return printJson(deps.io, answer);
+      const key = shown(answer);
+      deps.io.out(`Limits of key ${key.id} ("${key.name}"): ${formatLimits(key.limits) === '-' ? 'none' : formatLimits(key.limits)}.\n`);
+    }), 'ob-proxy keys limit 3fA9kQ2mXz1B --rpm 120 --concurrency 4', 'ob-proxy keys limit 3fA9kQ2mXz1B --tpm none');
 
   example(withCommon(cmd.command('revoke <key-id>'))
     .description('revoke one key, for ever (asks first on a terminal)')

@@ -4,6 +4,7 @@ import type { KeyRecord } from '../../src/domain/key.js';
 import { obError } from '../../src/errors.js';
 import type { AuthResult } from '../../src/services/registry.js';
 import type { DaemonContext } from '../context.js';
+import { admitKey } from './key-limits.js';
 import { replyError } from './send-error.js';
 
 export interface AuthContext {
@@ -65,6 +66,8 @@ export function makeAuthHook(ctx: DaemonContext, requireReady: boolean) {
       return;
     }
     request.auth = { key: result.key, instance: result.instance };
+    // Per-key limits count chat completions only (requireReady), not model listings.
+    if (requireReady && !admitKey(ctx, request, reply, result.key, result.instance.id)) return;
     done();
   };
 }

@@ -5,7 +5,9 @@ import { completionId } from '../../src/ids.js';
 import { type ChatRequest, parseChatBody, upstreamBody, validateChatRequest } from '../../src/wire/chat-request.js';
 import type { DaemonContext } from '../context.js';
 import { RequestObserver } from '../metrics/request-observer.js';
-import type { AuthContext } from './auth-hook.js';
+import type { Waiter } from './admission.js';
+import { type AuthContext, recheck, refuse } from './auth-hook.js';
+import { queueRefusal, retryHeaders, warnQueueRefusal } from './key-limits.js';
 import { replyError, writeRawError } from './send-error.js';
 import { PlainRelay, type RelayContext, StreamRelay } from './upstream-relay.js';
 
@@ -46,28 +48,114 @@ export function makeChatHandler(ctx: DaemonContext) {
       replyError(reply, err);
       return;
     }
-    ctx.metrics?.addedTime(reply.elapsedTime / 1000);
-    reply.hijack();
-    const started = performance.now();
-    let done: Promise<void>;
-    try {
-      done = proxy(ctx, request, reply.raw, auth, chat, upstream);
-    } catch (err) {
-      // Nothing answers a hijacked reply but us: a throw here would hold the socket until the client left.
-      ctx.log.error({ err, reqId: request.id }, 'unhandled error after hijack');
-      writeRawError(reply.raw, obError('internal_error'), request.id);
+    const admission = ctx.admission;
+    if (admission === null) {
+      ctx.metrics?.addedTime(reply.elapsedTime / 1000);
+      send(ctx, request, reply, chat, upstream, null);
       return;
     }
-    // The access line; its object is not even built when info is off (--log-level warn).
-    if (INFO_LEVELS.has(ctx.log.level)) {
-      void done.then(() => {
-        ctx.log.info({ reqId: request.id, key: auth.key.id, instance: auth.instance.id, stream: chat.stream, status: reply.raw.statusCode, ms: Math.round((performance.now() - started) * 100) / 100 }, 'chat completion');
-      });
-    }
+    const instance = auth.instance.id;
+    if (admission.take(instance)) {
+      ctx.metrics?.addedTime(reply.elapsedTime / 1000);
+      send(ctx, request, reply, chat, upstream, instance);
+    } else if (admission.wait(instance, new QueuedRequest(ctx, request, reply, chat, upstream, instance)) === 'full') refuseQueued(ctx, reply, 'queue_full', instance);
   };
 }
 
-function proxy(ctx: DaemonContext, request: FastifyRequest, res: ServerResponse, auth: AuthContext, chat: ChatRequest, body: Buffer | string): Promise<void> {
+/**
+ * A request waiting for a slot of its instance (admission.ts). Its key is checked again when
+ * its turn comes, in the turn it is sent: a key revoked (or a deployment stopped) while it
+ * waited is refused then, and never reaches the model server. A client that leaves while it
+ * waits leaves the queue.
+ */
+class QueuedRequest implements Waiter {
+  readonly key: string;
+  timer?: NodeJS.Timeout;
+  private readonly queuedAt = performance.now();
+  /** The proxy's own time until now; a wait in the queue is measured apart (queueWait). */
+  private readonly added: number;
+
+  constructor(
+    private readonly ctx: DaemonContext,
+    private readonly request: FastifyRequest,
+    private readonly reply: FastifyReply,
+    private readonly chat: ChatRequest,
+    private readonly upstream: Buffer | string,
+    private readonly instance: string,
+  ) {
+    this.key = (request.auth as AuthContext).key.id;
+    this.added = reply.elapsedTime / 1000;
+    reply.raw.once('close', this.onClose);
+  }
+
+  private readonly onClose = (): void => {
+    if (!this.reply.raw.writableFinished) this.ctx.admission?.cancel(this.instance, this);
+  };
+
+  grant(): void {
+    const { ctx, request, reply } = this;
+    reply.raw.off('close', this.onClose);
+    ctx.metrics?.queueWait(this.instance, (performance.now() - this.queuedAt) / 1000);
+    if (reply.raw.destroyed) {
+      ctx.admission?.leave(this.instance);
+      return;
+    }
+    const refusal = recheck(ctx, request);
+    if (refusal !== null) {
+      ctx.admission?.leave(this.instance);
+      this.guarded(() => refuse(ctx, reply, refusal));
+      return;
+    }
+    ctx.metrics?.addedTime(this.added);
+    send(ctx, request, reply, this.chat, this.upstream, this.instance);
+  }
+
+  expire(): void {
+    this.reply.raw.off('close', this.onClose);
+    this.guarded(() => refuseQueued(this.ctx, this.reply, 'queue_timeout', this.instance));
+  }
+
+  /** Runs on a timer or a microtask, where a throw would end the process: logged and the socket closed instead. */
+  private guarded(fn: () => void): void {
+    try {
+      fn();
+    } catch (err) {
+      this.ctx.log.error({ err, reqId: this.request.id }, 'unhandled error answering a queued request');
+      this.reply.raw.destroy();
+    }
+  }
+}
+
+function refuseQueued(ctx: DaemonContext, reply: FastifyReply, reason: 'queue_full' | 'queue_timeout', instance: string): void {
+  ctx.metrics?.rateLimited(instance, reason);
+  warnQueueRefusal(ctx, reason, instance);
+  replyError(reply, queueRefusal(reason, instance, ctx.config.queueTimeoutMs), retryHeaders(1000));
+}
+
+/** Hijacks the reply and sends the request upstream; `slot`: the instance whose admission slot it holds. */
+function send(ctx: DaemonContext, request: FastifyRequest, reply: FastifyReply, chat: ChatRequest, upstream: Buffer | string, slot: string | null): void {
+  const auth = request.auth as AuthContext;
+  reply.hijack();
+  const started = performance.now();
+  let done: Promise<void>;
+  try {
+    done = proxy(ctx, request, reply.raw, auth, chat, upstream, slot);
+  } catch (err) {
+    // Nothing answers a hijacked reply but us: a throw here would hold the socket until the client left.
+    if (slot !== null) ctx.admission?.leave(slot);
+    ctx.log.error({ err, reqId: request.id }, 'unhandled error after hijack');
+    writeRawError(reply.raw, obError('internal_error'), request.id);
+    return;
+  }
+  // The access line; its object is not even built when info is off (--log-level warn).
+  if (INFO_LEVELS.has(ctx.log.level)) {
+    void done.then(() => {
+      ctx.log.info({ reqId: request.id, key: auth.key.id, instance: auth.instance.id, stream: chat.stream, status: reply.raw.statusCode, ms: Math.round((performance.now() - started) * 100) / 100 }, 'chat completion');
+    });
+  }
+}
+
+function proxy(ctx: DaemonContext, request: FastifyRequest, res: ServerResponse, auth: AuthContext, chat: ChatRequest, body: Buffer | string, slot: string | null): Promise<void> {
   ctx.usage.record(auth.key, ctx.clock.now(), 0, 0);
   const inflight = ctx.inflight;
   const rc: RelayContext = {
@@ -79,7 +167,9 @@ function proxy(ctx: DaemonContext, request: FastifyRequest, res: ServerResponse,
     // Called once, when the exchange is over: it leaves the in-flight set then.
     countTokens: (prompt, completion) => {
       inflight.delete(auth.key, relay);
+      if (slot !== null) ctx.admission?.leave(slot);
       ctx.usage.addTokens(auth.key, prompt, completion);
+      if (auth.key.limits.tpm !== null) ctx.keyLimits.chargeTokens(auth.key.id, prompt + completion, ctx.clock.now());
       observer.over(prompt, completion);
     },
     limits: ctx.config,

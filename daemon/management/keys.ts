@@ -19,10 +19,13 @@ export function registerKeyRoutes(app: FastifyInstance, ctx: DaemonContext): voi
 
   app.post<{ Body: Record<string, unknown> | undefined }>('/v1/keys', async (request, reply) => {
     const b = request.body ?? {};
-    const { key, secret } = await lc.createKey(String(b.instance ?? ''), b.name);
+    const { key, secret } = await lc.createKey(String(b.instance ?? ''), b.name, b.limits);
     const out: KeyWithSecret = { ...viewKey(ctx, key), secret };
     return reply.code(201).send(out);
   });
+
+  // Body: any of rpm, tpm, concurrency; null removes that limit, an absent field keeps it.
+  app.post<{ Params: Params; Body: unknown }>('/v1/keys/:id/limits', async (request) => viewKey(ctx, await lc.setKeyLimits(request.params.id, request.body ?? {})));
 
   app.post<{ Params: Params }>('/v1/keys/:id/revoke', async (request) => viewKey(ctx, await lc.revokeKey(request.params.id)));
 

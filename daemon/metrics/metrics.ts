@@ -20,6 +20,9 @@ export class Metrics {
   private readonly upstreamErrors: Counter<'instance' | 'kind'>;
   private readonly revocations: Counter<'reason'>;
   private readonly storeWrites: Histogram;
+  private readonly rateLimits: Counter<'instance' | 'limit'>;
+  private readonly queued: Gauge<'instance'>;
+  private readonly queueWaits: Histogram<'instance'>;
 
   constructor(opts: { keyLabel: boolean; keys: () => KeyRegistry | undefined }) {
     this.keyLabel = opts.keyLabel;
@@ -38,6 +41,9 @@ export class Metrics {
     this.upstreamErrors = new Counter({ name: 'ob_proxy_upstream_errors_total', help: 'Model server failures by kind: upstream_unavailable, upstream_timeout, upstream_error (an error status, or an answer over a limit).', labelNames: ['instance', 'kind'], registers });
     this.revocations = new Counter({ name: 'ob_proxy_revocations_total', help: 'Keys revoked, by reason.', labelNames: ['reason'], registers });
     this.storeWrites = new Histogram({ name: 'ob_proxy_store_write_seconds', help: 'Store commits, from the call to durable.', buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1], registers });
+    this.rateLimits = new Counter({ name: 'ob_proxy_rate_limited_total', help: 'Requests of valid keys refused with 429 rate_limited, by instance and limit: rpm, tpm, concurrency (the key\'s), queue_full, queue_timeout (the instance\'s admission).', labelNames: ['instance', 'limit'], registers });
+    this.queued = new Gauge({ name: 'ob_proxy_queue_depth', help: 'Requests waiting for a slot of their instance (--max-concurrency).', labelNames: ['instance'], registers });
+    this.queueWaits = new Histogram({ name: 'ob_proxy_queue_wait_seconds', help: 'How long requests that waited for a slot of their instance waited before their turn.', labelNames: ['instance'], buckets: slow, registers });
     const keys = opts.keys;
     new Gauge({
       name: 'ob_proxy_keys', help: 'API keys by instance and status.', labelNames: ['instance', 'status'], registers,
@@ -96,6 +102,18 @@ export class Metrics {
 
   revoked(reason: string): void {
     this.revocations.inc({ reason });
+  }
+
+  rateLimited(instance: string, limit: string): void {
+    this.rateLimits.inc({ instance, limit });
+  }
+
+  queueDepth(instance: string, depth: number): void {
+    this.queued.set({ instance }, depth);
+  }
+
+  queueWait(instance: string, seconds: number): void {
+    this.queueWaits.observe({ instance }, seconds);
   }
 
   storeWrite(seconds: number): void {

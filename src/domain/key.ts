@@ -7,6 +7,25 @@ export interface KeyUsage {
   completionTokens: number;
 }
 
+/**
+ * Per-key rate limits (null: none). Enforced per daemon, in memory (docs/operations.md). Stores
+ * written before limits existed have none: normalised to all-null when they are loaded.
+ */
+export interface KeyLimits {
+  /** Requests per minute. */
+  rpm: number | null;
+  /** Tokens (prompt + completion, as the model server reports them) per minute. */
+  tpm: number | null;
+  /** Requests of this key being answered at once. */
+  concurrency: number | null;
+}
+
+export const LIMIT_NAMES = ['rpm', 'tpm', 'concurrency'] as const satisfies readonly (keyof KeyLimits)[];
+
+export function noLimits(): KeyLimits {
+  return { rpm: null, tpm: null, concurrency: null };
+}
+
 /** What the store keeps of a key: never the secret, only its SHA-256. */
 export interface KeyRecord {
   id: string;
@@ -26,11 +45,12 @@ export interface KeyRecord {
   revokedAt: string | null;
   revokeReason: RevokeReason | null;
   usage: KeyUsage;
+  limits: KeyLimits;
 }
 
 export type AuditEventType =
   | 'instance.added' | 'instance.state' | 'instance.extended' | 'instance.removed' | 'instance.updated'
-  | 'key.created' | 'key.revealed' | 'key.revoked';
+  | 'key.created' | 'key.revealed' | 'key.revoked' | 'key.limited';
 
 /** The audit trail: every key event and instance change, in order. Never holds a secret. */
 export interface AuditEvent {
@@ -43,6 +63,8 @@ export interface AuditEvent {
   state?: string;
   reason?: RevokeReason;
   packEndsAt?: string | null;
+  /** key.limited: the key's limits after the change; key.created: its limits, when it has any. */
+  limits?: KeyLimits;
 }
 
 export function emptyUsage(): KeyUsage {

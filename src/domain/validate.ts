@@ -1,3 +1,4 @@
+import { type KeyLimits, LIMIT_NAMES } from './key.js';
 import { obError } from '../errors.js';
 import { isPrintable } from '../printable.js';
 
@@ -53,4 +54,27 @@ export function validateTimestamp(value: unknown, param: string): string {
     });
   }
   return new Date(value).toISOString();
+}
+
+/** The largest limit accepted: far above any GPU's rate, and exact in a double. */
+export const LIMIT_MAX = 1_000_000_000;
+
+/**
+ * A change of limits: each field absent (unchanged), null (no limit) or a whole number from 1.
+ * Returns the limits after the change.
+ */
+export function validateLimits(input: unknown, current: KeyLimits): KeyLimits {
+  const next: KeyLimits = { ...current };
+  if (input === undefined || input === null) return next;
+  if (typeof input !== 'object' || Array.isArray(input)) throw obError('invalid_argument', { param: 'limits', message: 'Limits must be an object with rpm, tpm and concurrency.' });
+  const o = input as Record<string, unknown>;
+  for (const name of LIMIT_NAMES) {
+    const v = o[name];
+    if (v === undefined) continue;
+    if (v !== null && (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1 || v > LIMIT_MAX)) {
+      throw obError('invalid_argument', { param: name, message: `--${name} must be a whole number from 1 to ${LIMIT_MAX}, or none.` });
+    }
+    next[name] = v;
+  }
+  return next;
 }

@@ -4,8 +4,8 @@ import { mintSecret, type SecretSource } from '../domain/api-key.js';
 import {
   type Instance, type InstanceAction, type InstanceState, REVOKING_ACTIONS, assertTransition, normalizeEndpoint,
 } from '../domain/instance.js';
-import { type AuditEvent, type KeyRecord, type RevokeReason, emptyUsage } from '../domain/key.js';
-import { validateInstanceId, validateKeyName, validateTimestamp, validateTokenFile } from '../domain/validate.js';
+import { type AuditEvent, type KeyLimits, type KeyRecord, type RevokeReason, emptyUsage, noLimits } from '../domain/key.js';
+import { validateInstanceId, validateKeyName, validateLimits, validateTimestamp, validateTokenFile } from '../domain/validate.js';
 import { ObProxyError, obError } from '../errors.js';
 import { STORE_VERSION, type Mutation, type Store, type StoreChange, type StoreData, type UsageDelta } from '../store/store.js';
 import { upgradeStoreData } from '../store/upgrade.js';
@@ -132,6 +132,7 @@ export class LifecycleService {
         if (known !== undefined) {
           known.usage = { ...key.usage };
           known.lastUsedAt = key.lastUsedAt;
+          known.limits = { ...key.limits };
         }
       }
       const seen = new Set(this.registry.events.map((e) => e.seq));
@@ -162,6 +163,12 @@ export class LifecycleService {
           known.revokeReason = m.key.revokeReason;
           this.undisplayed.delete(known.id);
         }
+        break;
+      }
+      case 'setKeyLimits': {
+        // In place: requests in flight read the limits from this very record.
+        const key = this.registry.keys.get(m.keyId);
+        if (key !== undefined) key.limits = { ...m.limits };
         break;
       }
       case 'addUsage': {
@@ -442,25 +449,46 @@ export class LifecycleService {
     return next;
   }
 
-  createKey(instanceId: string, name: unknown): Promise<CreatedKey> {
+  createKey(instanceId: string, name: unknown, limits?: unknown): Promise<CreatedKey> {
     return this.fresh(async () => {
       const keyName = validateKeyName(name);
+      const keyLimits = validateLimits(limits, noLimits());
       const inst = this.getInstance(instanceId);
       if (inst.state !== 'ready') {
         throw obError('instance_not_ready', { message: `Instance "${instanceId}" is ${inst.state}; keys can be created only for a ready instance.` });
       }
-      return this.mintKey(inst, keyName, false);
+      return this.mintKey(inst, keyName, false, keyLimits);
     });
   }
 
-  private async mintKey(inst: Instance, name: string, isDefault: boolean): Promise<CreatedKey> {
+  /**
+   * Changes a key's limits: each of `patch`'s fields absent (kept), null (none) or a number.
+   * Written before it applies, like a creation; then the request path sees it at once, since
+   * it reads the limits from the registry's record of the key.
+   */
+  setKeyLimits(keyId: string, patch: unknown): Promise<KeyRecord> {
+    return this.fresh(async () => {
+      const key = this.getKey(keyId);
+      if (key.status === 'revoked') throw obError('key_revoked', { message: `Key ${keyId} was revoked at ${key.revokedAt} (${key.revokeReason}); its limits no longer matter.` });
+      const limits: KeyLimits = validateLimits(patch, key.limits);
+      const ev = this.event({ type: 'key.limited', instance: key.instance, keyId, keyName: key.name, limits: { ...limits } });
+      await this.write([{ op: 'setKeyLimits', keyId, limits }, { op: 'appendEvent', event: ev }]);
+      key.limits = limits;
+      this.emit([ev]);
+      return key;
+    });
+  }
+
+  private async mintKey(inst: Instance, name: string, isDefault: boolean, limits: KeyLimits = noLimits()): Promise<CreatedKey> {
     let minted = mintSecret(this.deps.secrets);
     while (this.registry.keys.has(minted.keyId)) minted = mintSecret(this.deps.secrets);
     const key: KeyRecord = {
       id: minted.keyId, name, instance: inst.id, deployment: inst.deployment, hash: minted.hash, hint: minted.hint, isDefault,
-      status: 'active', createdAt: this.now(), lastUsedAt: null, revokedAt: null, revokeReason: null, usage: emptyUsage(),
+      status: 'active', createdAt: this.now(), lastUsedAt: null, revokedAt: null, revokeReason: null, usage: emptyUsage(), limits,
     };
-    const ev = this.event({ type: 'key.created', instance: inst.id, keyId: key.id, keyName: name });
+    // Limits given at creation are in the trail too: with key.limited, their whole history.
+    const limited = limits.rpm !== null || limits.tpm !== null || limits.concurrency !== null;
+    const ev = this.event({ type: 'key.created', instance: inst.id, keyId: key.id, keyName: name, ...(limited ? { limits: { ...limits } } : {}) });
     await this.write([{ op: 'putKey', key }, { op: 'appendEvent', event: ev }]);
     this.registry.putKey(key);
     this.emit([ev]);

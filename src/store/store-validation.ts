@@ -1,5 +1,6 @@
 import { INSTANCE_STATES, type Instance } from '../domain/instance.js';
-import { type AuditEvent, type AuditEventType, type KeyRecord, REVOKE_REASONS } from '../domain/key.js';
+import { type AuditEvent, type AuditEventType, type KeyRecord, LIMIT_NAMES, REVOKE_REASONS, noLimits } from '../domain/key.js';
+import { LIMIT_MAX } from '../domain/validate.js';
 import { STORE_VERSION, type StoreData } from './store.js';
 
 /**
@@ -20,7 +21,7 @@ export class StoreRecordError extends Error {
 
 const AUDIT_TYPES: readonly AuditEventType[] = [
   'instance.added', 'instance.state', 'instance.extended', 'instance.removed', 'instance.updated',
-  'key.created', 'key.revealed', 'key.revoked',
+  'key.created', 'key.revealed', 'key.revoked', 'key.limited',
 ];
 // Stored times are written by toISOString(); a zone is still required so nothing is guessed.
 const TIME_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/;
@@ -122,6 +123,15 @@ function checkKey(location: string, raw: unknown, index: number): KeyRecord {
   const usage = raw.usage;
   if (!isObj(usage)) return c.fail('usage', `expected {"requests","promptTokens","completionTokens"}, found ${show(usage)}`);
   for (const f of ['requests', 'promptTokens', 'completionTokens']) c.count(f, usage, 'usage.');
+  // Keys written before limits existed have none: no limit (no store version change needed).
+  if (raw.limits === undefined) raw.limits = noLimits();
+  const limits = raw.limits;
+  if (!isObj(limits)) return c.fail('limits', `expected {"rpm","tpm","concurrency"}, found ${show(limits)}`);
+  for (const f of LIMIT_NAMES) {
+    const v = limits[f] ?? null;
+    if (v !== null && (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1 || v > LIMIT_MAX)) c.fail(`limits.${f}`, `expected null or a whole number from 1 to ${LIMIT_MAX}, found ${show(v)}`);
+    limits[f] = v;
+  }
   return raw as unknown as KeyRecord;
 }
 

@@ -1,5 +1,5 @@
 import type { Instance } from '../domain/instance.js';
-import type { AuditEvent, KeyRecord, KeyUsage } from '../domain/key.js';
+import type { AuditEvent, KeyLimits, KeyRecord, KeyUsage } from '../domain/key.js';
 
 export const STORE_VERSION = 2;
 
@@ -27,6 +27,8 @@ export type Mutation =
   | { op: 'deleteInstance'; id: string; deployment?: string }
   /** A key's usage counters are left as stored: only addUsage changes them. */
   | { op: 'putKey'; key: KeyRecord }
+  /** A key's limits replaced (keys limit); an active key's other fields stay as stored. */
+  | { op: 'setKeyLimits'; keyId: string; limits: KeyLimits }
   | { op: 'appendEvent'; event: AuditEvent }
   | ({ op: 'addUsage' } & UsageDelta);
 
@@ -111,6 +113,11 @@ export class Tables {
           key.lastUsedAt = stored.lastUsedAt;
         }
         this.keys.set(m.key.id, key);
+        break;
+      }
+      case 'setKeyLimits': {
+        const key = this.keys.get(m.keyId);
+        if (key !== undefined) key.limits = { ...m.limits };
         break;
       }
       case 'appendEvent': this.events.push(structuredClone(m.event)); break;

@@ -1,5 +1,5 @@
 import type { Instance } from '../domain/instance.js';
-import type { AuditEvent, KeyRecord, KeyUsage, RevokeReason } from '../domain/key.js';
+import type { AuditEvent, KeyLimits, KeyRecord, KeyUsage, RevokeReason } from '../domain/key.js';
 
 /** CONTRACT §2 JSON shapes. Built field by field so no store-only field (hash) can leak. */
 export interface InstanceView {
@@ -27,6 +27,8 @@ export interface KeyView {
   revokedAt: string | null;
   revokeReason: RevokeReason | null;
   usage: KeyUsage;
+  /** Per-key limits (null: none), enforced by each daemon. */
+  limits: KeyLimits;
   /** True while a default key's secret was never displayed and can be revealed once. */
   revealable: boolean;
 }
@@ -68,7 +70,7 @@ export function keyView(k: KeyRecord, revealable: boolean): KeyView {
   return {
     id: k.id, name: k.name, instance: k.instance, status: k.status, hint: k.hint, isDefault: k.isDefault,
     createdAt: k.createdAt, lastUsedAt: k.lastUsedAt, revokedAt: k.revokedAt, revokeReason: k.revokeReason,
-    usage: { ...k.usage }, revealable,
+    usage: { ...k.usage }, limits: { ...k.limits }, revealable,
   };
 }
 

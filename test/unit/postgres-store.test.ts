@@ -57,7 +57,7 @@ describe('PostgreSQL store', () => {
     await c.connect();
     const { rows } = await c.query('SELECT version FROM ob_schema_migrations');
     await c.end();
-    expect(rows).toEqual([{ version: 1 }]);
+    expect(rows).toEqual([{ version: 1 }, { version: 2 }]);
   });
 
   it('is chosen by a postgres:// URL; --max-stale must exceed the catch-up period', () => {

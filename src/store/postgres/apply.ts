@@ -153,6 +153,18 @@ export async function applyBatch(client: PoolClient, batch: readonly Mutation[],
         applied.push(m);
         break;
       }
+      case 'setKeyLimits': {
+        // Revoked keys keep the limits they had: a revocation through another daemon wins.
+        const { rowCount } = await client.query(
+          `UPDATE ob_keys SET record = jsonb_set(record, '{limits}', $2::jsonb) WHERE id = $1 AND status = 'active'`,
+          [m.keyId, JSON.stringify(m.limits)],
+        );
+        if (rowCount === 0) {
+          throw obError('key_revoked', { message: `Key ${m.keyId} was revoked through another daemon meanwhile; its limits were not changed.` });
+        }
+        applied.push(m);
+        break;
+      }
       case 'appendEvent':
         events.push(m.event);
         applied.push(m);

@@ -55,6 +55,15 @@ export const MIGRATIONS: readonly { version: number; name: string; sql: string }
       );
     `,
   },
+  {
+    version: 2,
+    name: 'per-key limits',
+    sql: `
+      -- Keys made before limits existed have none (the daemon reads them as all-null too).
+      UPDATE ob_keys SET record = record || '{"limits": {"rpm": null, "tpm": null, "concurrency": null}}'::jsonb
+        WHERE NOT (record ? 'limits');
+    `,
+  },
 ];
 
 /** Advisory lock keys (two int4: ob-proxy's, then the lock's). */

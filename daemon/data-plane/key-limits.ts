@@ -1,0 +1,67 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { KeyRecord } from '../../src/domain/key.js';
+import { type ObProxyError, obError } from '../../src/errors.js';
+import { type LimitName, retryAfterSeconds } from '../../src/services/key-limiter.js';
+import type { DaemonContext } from '../context.js';
+import { replyError } from './send-error.js';
+
+const WHAT: Record<LimitName, string> = {
+  rpm: 'requests per minute',
+  tpm: 'tokens per minute',
+  concurrency: 'requests at once',
+};
+
+/**
+ * The key's own limits, right after it is authenticated (before the body is read: a refused
+ * request costs nothing more). The x-ratelimit-* headers go on the response object itself, so
+ * every answer to this request carries them: a refusal by Fastify, a hijacked answer, a stream.
+ * Keys without limits pay one comparison. Returns false when the request was refused.
+ */
+export function admitKey(ctx: DaemonContext, request: FastifyRequest, reply: FastifyReply, key: KeyRecord, instance: string): boolean {
+  const l = key.limits;
+  if (l.rpm === null && l.tpm === null && l.concurrency === null) return true;
+  const v = ctx.keyLimits.admit(key, ctx.clock.now());
+  const res = reply.raw;
+  for (const name in v.headers) res.setHeader(name, v.headers[name] as string);
+  if (v.refused !== null) {
+    ctx.metrics?.rateLimited(instance, v.refused);
+    const limit = l[v.refused] as number;
+    const wait = retryAfterSeconds(v.retryAfterMs);
+    // One line when a key starts being refused, not one per refusal (the metrics count them all).
+    if (v.report) request.log.info({ reqId: request.id, key: key.id, instance, limit: v.refused, value: limit, retryAfterS: wait }, 'key over its limit: refusing its requests with 429 until the window ends');
+    replyError(reply, obError('rate_limited', {
+      message: `This API key is over its limit of ${limit} ${WHAT[v.refused]} (${v.refused}). Retry in ${wait} s; the operator sets it with \`ob-proxy keys limit\`.`,
+    }), retryHeaders(v.retryAfterMs), key.id);
+    return false;
+  }
+  if (v.entered) res.once('close', () => ctx.keyLimits.leave(key.id));
+  return true;
+}
+
+/** Retry-After in whole seconds, and the exact wait for clients that read retry-after-ms (the OpenAI SDKs). */
+export function retryHeaders(ms: number): Record<string, string> {
+  return { 'retry-after': String(retryAfterSeconds(ms)), 'retry-after-ms': String(Math.max(1, Math.ceil(ms))) };
+}
+
+/** The 429 of an instance's admission queue. */
+/** One warning per instance and reason per minute at most: a busy instance must not fill the disk. */
+const QUIET_MS = 60_000;
+const warned = new WeakMap<DaemonContext, Map<string, number>>();
+
+export function warnQueueRefusal(ctx: DaemonContext, reason: 'queue_full' | 'queue_timeout', instance: string): void {
+  let m = warned.get(ctx);
+  if (m === undefined) warned.set(ctx, m = new Map());
+  const id = `${instance} ${reason}`;
+  const now = ctx.clock.now();
+  if (now - (m.get(id) ?? Number.NEGATIVE_INFINITY) < QUIET_MS) return;
+  m.set(id, now);
+  ctx.log.warn({ instance, code: 'rate_limited', reason, maxConcurrency: ctx.config.maxConcurrency, queue: ctx.config.queueSize }, `instance busy (${reason === 'queue_full' ? 'its queue is full' : 'a request waited past --queue-timeout'}): refusing with 429; raise --max-concurrency or --queue if the model server can take more`);
+}
+
+export function queueRefusal(reason: 'queue_full' | 'queue_timeout', instance: string, timeoutMs: number): ObProxyError {
+  return obError('rate_limited', {
+    message: reason === 'queue_full'
+      ? `The deployment "${instance}" is busy: its queue is full. Retry shortly.`
+      : `The deployment "${instance}" is busy: the request waited ${timeoutMs / 1000} s in its queue without a turn. Retry shortly.`,
+  });
+}

@@ -1,0 +1,352 @@
+/**
+ * Per-key limits and per-instance admission (issue 13 §4), end to end: real `ob-proxy serve`,
+ * real `ob-proxy simulate`, the real CLI and the `openai` SDK. The rpm/tpm window is shortened
+ * to 4 s (OB_PROXY_LIMIT_WINDOW_MS) so that the SDK's retry after the window takes seconds.
+ */
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import OpenAI from 'openai';
+import { SECRET_PATTERN } from '../../src/domain/api-key.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type ServeProcess, type SimProcess, cliJson, eventually, runCli, startServe, startSimulate, tmpHome } from '../helpers/processes.js';
+import { type TestDatabase, freshDatabase } from '../helpers/postgres.js';
+import { MODEL, readyInstance } from '../helpers/store-home.js';
+
+const WINDOW_MS = 4000;
+
+interface Answer { status: number; headers: Headers; json: unknown }
+
+async function ask(baseUrl: string, key: string, content: string, signal?: AbortSignal): Promise<Answer> {
+  const res = await fetch(`${baseUrl}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+    body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content }] }),
+    ...(signal === undefined ? {} : { signal }),
+  });
+  const text = await res.text();
+  return { status: res.status, headers: res.headers, json: JSON.parse(text) as unknown };
+}
+
+function rateHeaders(h: Headers): Record<string, string | null> {
+  const out: Record<string, string | null> = {};
+  for (const n of ['limit-requests', 'remaining-requests', 'limit-tokens', 'remaining-tokens']) out[n] = h.get(`x-ratelimit-${n}`);
+  return out;
+}
+
+const RESET = /^(\d+ms|\d+(\.\d{1,3})?s|\d+m\d+(\.\d{1,3})?s)$/;
+const rateLimited = (message: string) => ({ error: { message, type: 'rate_limit_error', param: null, code: 'rate_limited' } });
+
+interface KeyJson { id: string; secret: string; limits: { rpm: number | null; tpm: number | null; concurrency: number | null } }
+
+describe('per-key limits', () => {
+  let home: string;
+  let sim: SimProcess;
+  let serve: ServeProcess;
+  let dflt: { keyId: string; secret: string };
+  const env = { OB_PROXY_LIMIT_WINDOW_MS: String(WINDOW_MS) };
+  // A connection that was refused before its body was read keeps a drain waiting for the
+  // client's keep-alive to end (also for a 401; not the subject here): stop in a second.
+  const GRACE = ['--grace', '1', '--metrics-port', '0'];
+  const limited = async (limit: string): Promise<number> => {
+    const url = serve.logs().find((l) => l.msg === 'ob-proxy serving')!.metrics as string;
+    const line = (await (await fetch(url)).text()).split('\n').find((l) => l.startsWith(`ob_proxy_rate_limited_total{instance="gpu-1",limit="${limit}"} `));
+    return line === undefined ? 0 : Number(line.split(' ')[1]);
+  };
+
+  beforeAll(async () => {
+    home = await tmpHome();
+    sim = await startSimulate([MODEL]);
+    serve = await startServe(home, GRACE, env);
+    dflt = await readyInstance(home, 'gpu-1', sim.url);
+  });
+  afterAll(async () => {
+    await serve?.stop();
+    await sim?.stop();
+  });
+
+  it('a key over its rpm gets 429 with Retry-After and the x-ratelimit headers; the SDK retries after the window; other keys are not slowed', async () => {
+    const bot = await cliJson<KeyJson>(['keys', 'create', '--instance', 'gpu-1', '--name', 'bot', '--rpm', '2', '--tpm', '100000'], home);
+    expect(bot.limits).toEqual({ rpm: 2, tpm: 100000, concurrency: null });
+    const first = await ask(serve.baseUrl, bot.secret, 'one');
+    expect(first.status).toBe(200);
+    // Tokens are charged once the answer is known: the first answer's headers still show them all.
+    expect(rateHeaders(first.headers)).toEqual({ 'limit-requests': '2', 'remaining-requests': '1', 'limit-tokens': '100000', 'remaining-tokens': '100000' });
+    expect(first.headers.get('x-ratelimit-reset-requests')).toMatch(RESET);
+    expect(first.headers.get('x-ratelimit-reset-tokens')).toBe('0ms');
+    const usage = (first.json as { usage: { total_tokens: number } }).usage.total_tokens;
+    const second = await ask(serve.baseUrl, bot.secret, 'two');
+    expect(second.status).toBe(200);
+    expect(rateHeaders(second.headers)).toEqual({ 'limit-requests': '2', 'remaining-requests': '0', 'limit-tokens': '100000', 'remaining-tokens': String(100000 - usage) });
+    const upstreamBefore = (await sim.requests()).length;
+
+    const third = await ask(serve.baseUrl, bot.secret, 'three');
+    expect(third.status).toBe(429);
+    const wait = Number(third.headers.get('retry-after'));
+    expect(wait).toBeGreaterThanOrEqual(1);
+    expect(wait).toBeLessThanOrEqual(WINDOW_MS / 1000);
+    expect(Number(third.headers.get('retry-after-ms'))).toBeLessThanOrEqual(WINDOW_MS);
+    expect(third.json).toEqual(rateLimited(`This API key is over its limit of 2 requests per minute (rpm). Retry in ${wait} s; the operator sets it with \`ob-proxy keys limit\`.`));
+    expect(rateHeaders(third.headers)).toEqual({ 'limit-requests': '2', 'remaining-requests': '0', 'limit-tokens': '100000', 'remaining-tokens': String(100000 - 2 * usage) });
+    expect(third.headers.get('x-ratelimit-reset-requests')).toMatch(RESET);
+
+    // Another key of the instance, without limits: served at once, and no x-ratelimit headers.
+    const other = await ask(serve.baseUrl, dflt.secret, 'neighbour');
+    expect(other.status).toBe(200);
+    expect([...other.headers.keys()].filter((h) => h.startsWith('x-ratelimit'))).toEqual([]);
+
+    // The SDK with its default retries: refused, waits what it was told, then served.
+    const client = new OpenAI({ baseURL: `${serve.baseUrl}/v1`, apiKey: bot.secret });
+    const { data, response } = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'sdk' }] }).withResponse();
+    expect(data.choices[0]!.message.content).toEqual(expect.any(String));
+    expect(response.headers.get('x-ratelimit-remaining-requests')).toBe('1');
+    // Refused requests never reached the model server: the neighbour's and the SDK's one did.
+    const sent = (await sim.requests()).slice(upstreamBefore).map((r) => (r.body as { messages: { content: string }[] }).messages[0]!.content);
+    expect(sent).toEqual(['neighbour', 'sdk']);
+    // The SDK was refused once before its retry; one log line for the key's refusals in its window.
+    expect(await limited('rpm')).toBe(2);
+    expect(serve.logs().filter((l) => l.key === bot.id && l.msg === 'key over its limit: refusing its requests with 429 until the window ends').map((l) => [l.limit, l.value])).toEqual([['rpm', 2]]);
+  }, 30_000);
+
+  it('keys limit changes apply at once; tpm refuses the next request once the tokens are known; concurrency holds', async () => {
+    const k = await cliJson<KeyJson>(['keys', 'create', '--instance', 'gpu-1', '--name', 'tight', '--rpm', '1'], home);
+    expect((await ask(serve.baseUrl, k.secret, 'a')).status).toBe(200);
+    expect((await ask(serve.baseUrl, k.secret, 'b')).status).toBe(429);
+    const changed = await cliJson<KeyJson>(['keys', 'limit', k.id, '--rpm', 'none', '--tpm', '5'], home);
+    expect(changed.limits).toEqual({ rpm: null, tpm: 5, concurrency: null });
+    // An error after auth carries the headers, and so does a stream.
+    const invalid = await fetch(`${serve.baseUrl}/v1/chat/completions`, {
+      method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${k.secret}` }, body: JSON.stringify({ model: 'other', messages: [] }),
+    });
+    expect(invalid.status).toBe(400);
+    expect([invalid.headers.get('x-ratelimit-limit-requests'), invalid.headers.get('x-ratelimit-limit-tokens'), invalid.headers.get('x-ratelimit-remaining-tokens')]).toEqual([null, '5', '5']);
+    const stream = await fetch(`${serve.baseUrl}/v1/chat/completions`, {
+      method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${k.secret}` },
+      body: JSON.stringify({ model: MODEL, stream: true, messages: [{ role: 'user', content: 'streamed' }] }),
+    });
+    expect(stream.status).toBe(200);
+    expect(stream.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
+    expect([stream.headers.get('x-ratelimit-limit-tokens'), stream.headers.get('x-ratelimit-remaining-tokens'), stream.headers.get('x-ratelimit-reset-tokens')]).toEqual(['5', '5', '0ms']);
+    expect(await stream.text()).toMatch(/data: \[DONE\]\n\n$/);
+    const over = await ask(serve.baseUrl, k.secret, 'd');
+    expect(over.status).toBe(429);
+    expect((over.json as { error: { message: string } }).error.message).toMatch(/^This API key is over its limit of 5 tokens per minute \(tpm\)\. Retry in \d s;/);
+    expect(over.headers.get('x-ratelimit-remaining-tokens')).toBe('0');
+
+    await cliJson(['keys', 'limit', k.id, '--tpm', 'none', '--concurrency', '1'], home);
+    const hold = new AbortController();
+    const held = ask(serve.baseUrl, k.secret, '[[sim fail=hang]] held', hold.signal).catch(() => null);
+    await eventually(async () => (await sim.requests()).some((r) => JSON.stringify(r.body).includes('held')), 'the held request upstream');
+    const second = await ask(serve.baseUrl, k.secret, 'e');
+    expect(second.status).toBe(429);
+    expect(second.headers.get('retry-after')).toBe('1');
+    expect((second.json as { error: { message: string } }).error.message).toMatch(/limit of 1 requests at once \(concurrency\)/);
+    hold.abort();
+    await held;
+    await eventually(async () => (await ask(serve.baseUrl, k.secret, 'f')).status === 200, 'a slot of the key again');
+    // One at a time on a kept-alive connection: each answer gives its slot back.
+    for (const n of ['g', 'h', 'i']) expect((await ask(serve.baseUrl, k.secret, n)).status).toBe(200);
+
+    expect([await limited('rpm'), await limited('tpm')]).toEqual([3, 1]);
+    expect(await limited('concurrency')).toBeGreaterThanOrEqual(1);
+
+    // Usage errors name the flag and exit 2.
+    const bad = await runCli(['keys', 'limit', k.id, '--rpm', '0'], { home });
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/--rpm must be a whole number from 1 to 1000000000, or none; got "0"/);
+    const none = await runCli(['keys', 'limit', k.id], { home });
+    expect(none.code).toBe(2);
+    expect(none.stderr).toMatch(/Give at least one of --rpm, --tpm, --concurrency/);
+    const table = await runCli(['keys', 'list', '--instance', 'gpu-1'], { home });
+    expect(table.stdout).toMatch(/LIMITS/);
+    expect(table.stdout).toMatch(/concurrency 1/);
+    expect(table.stdout).toMatch(/rpm 2 · tpm 100000/);
+    // No secret in any log line, the new ones included.
+    expect(serve.lines.join('\n')).not.toMatch(SECRET_PATTERN);
+    expect(serve.lines.some((l) => l.includes(k.secret))).toBe(false);
+    // The audit trail, in the log too.
+    expect(serve.logs().filter((l) => l.audit === 'key.limited' && l.key === k.id).map((l) => l.limits)).toEqual([
+      { rpm: null, tpm: 5, concurrency: null }, { rpm: null, tpm: null, concurrency: 1 },
+    ]);
+  }, 30_000);
+
+  it('limits survive a restart, and a store written before limits existed loads with none', async () => {
+    const before = await cliJson<(KeyJson & { name: string })[]>(['keys', 'list'], home);
+    await serve.stop();
+    serve = await startServe(home, GRACE, env);
+    const after = await cliJson<(KeyJson & { name: string })[]>(['keys', 'list'], home);
+    expect(after.map((k) => [k.name, k.limits])).toEqual(before.map((k) => [k.name, k.limits]));
+    expect(after.find((k) => k.name === 'bot')!.limits).toEqual({ rpm: 2, tpm: 100000, concurrency: null });
+
+    await serve.stop();
+    const file = join(home, 'db.json');
+    const data = JSON.parse(await readFile(file, 'utf8')) as { keys: Record<string, unknown>[] };
+    for (const k of data.keys) delete k.limits;
+    await writeFile(file, JSON.stringify(data));
+    serve = await startServe(home, GRACE, env);
+    const old = await cliJson<KeyJson[]>(['keys', 'list'], home);
+    expect(old.map((k) => k.limits)).toEqual(old.map(() => ({ rpm: null, tpm: null, concurrency: null })));
+    expect(old.map((k) => k.id)).toEqual(after.map((k) => k.id));
+    expect((await ask(serve.baseUrl, dflt.secret, 'still served')).status).toBe(200);
+  }, 30_000);
+});
+
+describe('per-instance admission: --max-concurrency 1 --queue 4', () => {
+  let home: string;
+  let sim: SimProcess;
+  let serve: ServeProcess;
+  let metricsUrl: string;
+  let a: string;
+  let b: KeyJson;
+
+  beforeAll(async () => {
+    home = await tmpHome();
+    sim = await startSimulate([MODEL]);
+    serve = await startServe(home, ['--grace', '1', '--max-concurrency', '1', '--queue', '4', '--queue-timeout', '60', '--metrics-port', '0']);
+    metricsUrl = serve.logs().find((l) => l.msg === 'ob-proxy serving')!.metrics as string;
+    a = (await readyInstance(home, 'gpu-1', sim.url)).secret;
+    b = await cliJson<KeyJson>(['keys', 'create', '--instance', 'gpu-1', '--name', 'b'], home);
+  });
+  afterAll(async () => {
+    await serve?.stop();
+    await sim?.stop();
+  });
+
+  async function metric(name: string, labels: string): Promise<number | undefined> {
+    const text = await (await fetch(metricsUrl)).text();
+    const line = text.split('\n').find((l) => l.startsWith(`${name}{${labels}} `));
+    return line === undefined ? undefined : Number(line.split(' ')[1]);
+  }
+
+  async function depth(n: number): Promise<void> {
+    await eventually(async () => (await metric('ob_proxy_queue_depth', 'instance="gpu-1"')) === n, `queue depth ${n}`);
+  }
+
+  async function upstreamContents(): Promise<string[]> {
+    return (await sim.requests()).map((r) => (r.body as { messages: { content: string }[] }).messages[0]!.content);
+  }
+
+  /** One request held by the model server (its only slot), released by `release`. */
+  async function holdSlot(tag: string): Promise<{ release(): Promise<void> }> {
+    const ctl = new AbortController();
+    const held = ask(serve.baseUrl, a, `[[sim fail=hang]] ${tag}`, ctl.signal).catch(() => null);
+    await eventually(async () => (await upstreamContents()).includes(`[[sim fail=hang]] ${tag}`), 'the held request upstream');
+    return { release: async () => { ctl.abort(); await held; } };
+  }
+
+  it('a sixth concurrent request gets 429; the queued ones are served in order, round robin across keys', async () => {
+    const slot = await holdSlot('hold-1');
+    const answers: Promise<Answer>[] = [];
+    for (const [key, tag] of [[a, 'a1'], [a, 'a2'], [a, 'a3'], [b.secret, 'b1']] as const) {
+      answers.push(ask(serve.baseUrl, key, tag));
+      await depth(answers.length);
+    }
+    const sixth = await ask(serve.baseUrl, b.secret, 'b2');
+    expect(sixth.status).toBe(429);
+    expect(sixth.headers.get('retry-after')).toBe('1');
+    expect(sixth.json).toEqual(rateLimited('The deployment "gpu-1" is busy: its queue is full. Retry shortly.'));
+    expect(await metric('ob_proxy_rate_limited_total', 'instance="gpu-1",limit="queue_full"')).toBe(1);
+    expect(serve.logs().filter((l) => l.reason === 'queue_full').map((l) => [l.level, l.instance, l.code])).toEqual([[40, 'gpu-1', 'rate_limited']]);
+
+    await slot.release();
+    const served = await Promise.all(answers);
+    expect(served.map((r) => r.status)).toEqual([200, 200, 200, 200]);
+    expect((await upstreamContents()).slice(-5)).toEqual(['[[sim fail=hang]] hold-1', 'a1', 'b1', 'a2', 'a3']);
+    await depth(0);
+    expect(await metric('ob_proxy_queue_wait_seconds_count', 'instance="gpu-1"')).toBe(4);
+  }, 30_000);
+
+  it('a key revoked while queued is refused with 401 when its turn comes; a client that leaves is dropped; neither is sent', async () => {
+    const c = await cliJson<KeyJson>(['keys', 'create', '--instance', 'gpu-1', '--name', 'c'], home);
+    const slot = await holdSlot('hold-2');
+    const revokedAnswer = ask(serve.baseUrl, c.secret, 'from-revoked');
+    await depth(1);
+    const gone = new AbortController();
+    const left = ask(serve.baseUrl, b.secret, 'from-gone', gone.signal).catch(() => 'aborted');
+    await depth(2);
+    gone.abort();
+    expect(await left).toBe('aborted');
+    await depth(1);
+    await cliJson(['keys', 'revoke', c.id, '--yes'], home);
+    const after = ask(serve.baseUrl, b.secret, 'after');
+    await depth(2);
+    await slot.release();
+    const refused = await revokedAnswer;
+    expect(refused.status).toBe(401);
+    expect((refused.json as { error: { code: string } }).error.code).toBe('revoked_api_key');
+    expect((await after).status).toBe(200);
+    const contents = await upstreamContents();
+    expect(contents.slice(-2)).toEqual(['[[sim fail=hang]] hold-2', 'after']);
+    expect(contents.filter((t) => t.startsWith('from-'))).toEqual([]);
+  }, 30_000);
+});
+
+describe('per-instance admission: --queue-timeout', () => {
+  it('a request that waits past the time-out gets 429 and is never sent; the slot then serves the next', async () => {
+    const home = await tmpHome();
+    const sim = await startSimulate([MODEL]);
+    const serve = await startServe(home, ['--grace', '1', '--max-concurrency', '1', '--queue-timeout', '0.3']);
+    try {
+      const { secret } = await readyInstance(home, 'gpu-1', sim.url);
+      const hold = new AbortController();
+      const held = ask(serve.baseUrl, secret, '[[sim fail=hang]] held', hold.signal).catch(() => null);
+      await eventually(async () => (await sim.requests()).length === 1, 'the held request upstream');
+      const waited = await ask(serve.baseUrl, secret, 'waited');
+      expect(waited.status).toBe(429);
+      expect(waited.headers.get('retry-after')).toBe('1');
+      expect(waited.json).toEqual(rateLimited('The deployment "gpu-1" is busy: the request waited 0.3 s in its queue without a turn. Retry shortly.'));
+      hold.abort();
+      await held;
+      expect((await ask(serve.baseUrl, secret, 'next')).status).toBe(200);
+      expect((await sim.requests()).map((r) => (r.body as { messages: { content: string }[] }).messages[0]!.content)).toEqual(['[[sim fail=hang]] held', 'next']);
+      expect(serve.logs().filter((l) => l.reason === 'queue_timeout')).toHaveLength(1);
+    } finally {
+      await serve.stop();
+      await sim.stop();
+    }
+  }, 30_000);
+});
+
+describe('two daemons on one PostgreSQL store', () => {
+  let db: TestDatabase;
+  let sim: SimProcess;
+  const daemons: ServeProcess[] = [];
+
+  beforeAll(async () => {
+    [db, sim] = await Promise.all([freshDatabase(), startSimulate([MODEL])]);
+  });
+  afterAll(async () => {
+    for (const d of daemons) await d.stop();
+    await sim?.stop();
+    await db?.drop();
+  });
+
+  it('a limit set through one daemon holds on the other at once; each daemon counts its own requests', async () => {
+    const [homeA, homeB] = await Promise.all([tmpHome(), tmpHome()]);
+    const env = { OB_PROXY_LIMIT_WINDOW_MS: '60000' };
+    const a = await startServe(homeA, ['--grace', '1', '--store', db.url], env);
+    daemons.push(a);
+    const b = await startServe(homeB, ['--grace', '1', '--store', db.url], env);
+    daemons.push(b);
+    await readyInstance(homeA, 'gpu-1', sim.url);
+    const k = await cliJson<KeyJson>(['keys', 'create', '--instance', 'gpu-1', '--name', 'shared', '--rpm', '1'], homeA);
+    // Heard by b through the change log: the key and its limit.
+    await eventually(async () => (await ask(b.baseUrl, k.secret, 'b1')).status === 200, 'the key on b');
+    const refused = await ask(b.baseUrl, k.secret, 'b2');
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get('x-ratelimit-limit-requests')).toBe('1');
+    // Per daemon: a has counted nothing of b's (docs/scale-out.md, limits add up).
+    expect((await ask(a.baseUrl, k.secret, 'a1')).status).toBe(200);
+    expect((await ask(a.baseUrl, k.secret, 'a2')).status).toBe(429);
+    // Lifted through a: b serves the key at once, with no x-ratelimit headers left.
+    const lifted = await cliJson<KeyJson>(['keys', 'limit', k.id, '--rpm', 'none'], homeA);
+    expect(lifted.limits).toEqual({ rpm: null, tpm: null, concurrency: null });
+    const onB = await eventually(async () => {
+      const r = await ask(b.baseUrl, k.secret, 'b3');
+      return r.status === 200 ? r : undefined;
+    }, 'the lifted limit on b');
+    expect(onB.headers.get('x-ratelimit-limit-requests')).toBeNull();
+    const listed = await cliJson<KeyJson[]>(['keys', 'list'], homeB);
+    expect(listed.find((x) => x.id === k.id)!.limits).toEqual({ rpm: null, tpm: null, concurrency: null });
+    expect(b.logs().filter((l) => l.audit === 'key.limited' && l.key === k.id).map((l) => l.origin)).toEqual(['remote']);
+  }, 60_000);
+});
