@@ -61,7 +61,7 @@ export class DaemonClient {
   addInstance(input: { id: string; model: string; endpoint?: string | undefined; packEndsAt?: string | undefined; upstreamTokenFile?: string | undefined }): Promise<InstanceView> {
     return this.call('POST', '/v1/instances', input);
   }
-  ready(id: string, options: { endpoint?: string | undefined; upstreamTokenFile?: string | undefined; wait: boolean }): Promise<ReadyView> {
+  ready(id: string, options: { endpoint?: string | undefined; upstreamTokenFile?: string | undefined; wait: boolean; probe?: boolean }): Promise<ReadyView> {
     return this.call('POST', `/v1/instances/${encodeURIComponent(id)}/ready`, options);
   }
   move(id: string, action: HaltAction): Promise<InstanceView> {

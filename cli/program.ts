@@ -14,6 +14,7 @@ export interface ServeOptions extends CommonOptions {
   store?: string; host?: string; port?: string; upstreamTimeout?: string; grace?: string; bodyLimit?: string; logLevel?: string;
   logFormat?: string; metricsHost?: string; metricsPort?: string;
   maxFrameBytes?: string; maxAnswerBytes?: string; maxErrorBytes?: string; responseDeadline?: string; maxStale?: string;
+  probeInterval?: string;
 }
 export interface SimulateOptions {
   port: string; host: string; model: string[]; firstTokenMs?: string; tokensPerSecond?: string; chunks?: string;
@@ -49,6 +50,7 @@ export function makeProgram(deps: ProgramDeps): Command {
     .addOption(new Option('--max-answer-bytes <bytes>', 'largest non-streaming answer from a model server (default 32 MiB)').env('OB_PROXY_MAX_ANSWER_BYTES'))
     .addOption(new Option('--max-error-bytes <bytes>', 'largest error body from a model server (default 64 KiB)').env('OB_PROXY_MAX_ERROR_BYTES'))
     .addOption(new Option('--response-deadline <seconds>', 'longest a model server\'s whole answer may take (default 1800)').env('OB_PROXY_RESPONSE_DEADLINE'))
+    .addOption(new Option('--probe-interval <seconds>', 'ask each ready instance\'s model server for its models this often; 0: never (default 15)').env('OB_PROXY_PROBE_INTERVAL'))
     .addOption(new Option('--log-level <level>', 'fatal, error, warn, info, debug (default info)').env('OB_PROXY_LOG_LEVEL'))
     .addOption(new Option('--log-format <format>', 'json (for machines) or pretty (for people); default pretty on a terminal, json otherwise').env('OB_PROXY_LOG_FORMAT'))
     .addOption(new Option('--metrics-port <port>', 'serve Prometheus metrics on this port (off unless set; never the public port)').env('OB_PROXY_METRICS_PORT'))

@@ -5,11 +5,13 @@ import type { DestinationStream, Logger } from 'pino';
 import { type Clock, iso, systemClock } from '../src/clock.js';
 import type { Config } from '../src/config.js';
 import { type SecretSource, cryptoSecretSource } from '../src/domain/api-key.js';
+import { InstanceHealth } from '../src/services/instance-health.js';
 import { LifecycleService } from '../src/services/lifecycle.js';
 import type { UnwrittenAtShutdownError } from '../src/services/unwritten.js';
 import { UsageTracker } from '../src/services/usage.js';
 import { LowdbStore } from '../src/store/lowdb-store.js';
 import type { Store } from '../src/store/store.js';
+import { ModelProbe } from '../src/upstream/model-probe.js';
 import { UpstreamClient } from '../src/upstream/upstream-client.js';
 import { EventLayoutsByServer } from '../src/wire/event-layouts.js';
 import type { DaemonContext } from './context.js';
@@ -55,8 +57,9 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
   let store: Store | undefined;
   let lifecycle: LifecycleService | undefined;
   // prom-client and pg are loaded only by the daemons that use them: less memory for the others.
+  let health: InstanceHealth | undefined;
   const metrics = config.metricsPort === null ? null
-    : new (await import('./metrics/metrics.js')).Metrics({ keyLabel: config.metricsKeyLabel, keys: () => lifecycle?.registry });
+    : new (await import('./metrics/metrics.js')).Metrics({ keyLabel: config.metricsKeyLabel, keys: () => lifecycle?.registry, health: () => health?.statuses() ?? [] });
   try {
     await prepareSocketPath(config.socket, shared ? [] : ownFiles(config.store));
     store = deps.store ?? (shared
@@ -70,7 +73,18 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     throw err;
   }
   try {
-    return await startServing(config, deps, { clock, log, store, lifecycle, lock, metrics });
+    const registry = lifecycle.registry;
+    const upstreamTokens = new UpstreamTokens();
+    const probe = new ModelProbe({ timeoutMs: config.probeTimeoutMs, maxBytes: 1024 * 1024 });
+    health = new InstanceHealth({
+      clock, probe: (endpoint, model, token) => probe.probe(endpoint, model, token), token: (id) => upstreamTokens.get(id),
+      instances: () => registry.instances.values(), instance: (id) => registry.instances.get(id),
+      changed: (inst, now, before) => {
+        if (now.status === 'reachable') log.info({ instance: inst.id, endpoint: inst.endpoint, health: now.status, ...(before === null ? {} : { was: before.status }) }, 'model server probe');
+        else log.warn({ instance: inst.id, endpoint: inst.endpoint, health: now.status, error: now.error }, 'model server probe failed');
+      },
+    });
+    return await startServing(config, deps, { clock, log, store, lifecycle, lock, metrics, probe, health, upstreamTokens });
   } catch (err) {
     await store.close().catch(() => {});
     await lock?.release();
@@ -90,16 +104,21 @@ interface Opened {
   lifecycle: LifecycleService;
   lock: StoreLock | null;
   metrics: Metrics | null;
+  probe: ModelProbe;
+  health: InstanceHealth;
+  upstreamTokens: UpstreamTokens;
 }
 
 async function startServing(config: Config, deps: DaemonDeps, opened: Opened): Promise<Daemon> {
-  const { clock, log, store, lifecycle, lock, metrics } = opened;
+  const { clock, log, store, lifecycle, lock, metrics, probe, health, upstreamTokens } = opened;
 
   let packTimer: NodeJS.Timeout | undefined;
   const ctx: DaemonContext = {
     config, clock, lifecycle,
     usage: new UsageTracker(),
-    upstreamTokens: new UpstreamTokens(),
+    upstreamTokens,
+    probe,
+    health,
     upstream: new UpstreamClient({ timeoutMs: config.upstreamTimeoutMs, connectTimeoutMs: config.connectTimeoutMs, idleTimeoutMs: config.idleTimeoutMs }),
     badKeys: new BadKeyLimiter(config.badKeyLimit),
     inflight: new InflightRequests(),
@@ -199,6 +218,8 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
   const dataPlane = buildDataPlane(ctx);
   let metricsListener: { url: string; close(): Promise<void> } | null = null;
   const abandon = async (): Promise<void> => {
+    health.stop();
+    await probe.close();
     clearTimeout(packTimer);
     clearInterval(usageTimer);
     await metricsListener?.close();
@@ -242,11 +263,13 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
   }
   ctx.metricsUrl = metricsListener?.url ?? null;
   log.info({ baseUrl: ctx.baseUrl, socket: config.socket, store: store.location, version: deps.version, metrics: ctx.metricsUrl }, 'ob-proxy serving');
+  health.start(config.probeIntervalMs);
 
   let stopping: Promise<void> | null = null;
   async function shutdown(graceMs = config.graceMs): Promise<void> {
     stopping ??= (async () => {
       ctx.draining = true;
+      health.stop();
       clearTimeout(packTimer);
       clearInterval(usageTimer);
       clearInterval(staleTimer);
@@ -288,6 +311,7 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
       }
       await store.close().catch((err: unknown) => { failure ??= err as Error; });
       await metricsListener?.close();
+      await probe.close();
       management.server.closeAllConnections();
       await management.close();
       await removeSocket(config.socket);

@@ -1,8 +1,10 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../src/clock.js';
 import type { Config } from '../src/config.js';
+import type { InstanceHealth } from '../src/services/instance-health.js';
 import type { LifecycleService } from '../src/services/lifecycle.js';
 import type { UsageTracker } from '../src/services/usage.js';
+import type { ModelProbe } from '../src/upstream/model-probe.js';
 import type { UpstreamClient } from '../src/upstream/upstream-client.js';
 import type { EventLayoutsByServer } from '../src/wire/event-layouts.js';
 import type { BadKeyLimiter } from './data-plane/bad-key-limiter.js';
@@ -20,6 +22,10 @@ export interface DaemonContext {
   /** Model-server tokens per instance, in memory (never in the store). */
   upstreamTokens: UpstreamTokens;
   badKeys: BadKeyLimiter;
+  /** Asks model servers which models they serve (`instances ready`, periodic probes). */
+  probe: ModelProbe;
+  /** The last probe of each ready instance, refreshed every --probe-interval. */
+  health: InstanceHealth;
   /** Requests sent upstream and not yet over, per key: a revocation ends them. */
   inflight: InflightRequests;
   /** Stream event layouts learned per instance, shared by its streams (src/wire/event-layouts.ts). */

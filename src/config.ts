@@ -43,6 +43,10 @@ export interface Config extends AnswerLimits {
    * for tests that hold both paths to the same answer.
    */
   relayFastPath: boolean;
+  /** Each ready instance's model server is asked for its models this often; 0: never. */
+  probeIntervalMs: number;
+  /** A probe (connect and answer) gives up after this long. */
+  probeTimeoutMs: number;
 }
 
 export interface ConfigFlags {
@@ -65,6 +69,8 @@ export interface ConfigFlags {
   logFormat?: string;
   /** Seconds. */
   maxStale?: string | number;
+  /** Seconds. */
+  probeInterval?: string | number;
 }
 
 export type Env = Readonly<Record<string, string | undefined>>;
@@ -136,6 +142,8 @@ export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string): Co
     ...metricsConfig(flags, env),
     logFormat: logFormat(pick(flags.logFormat, env.OB_PROXY_LOG_FORMAT)),
     relayFastPath: onOff('relay-fast-path', env.OB_PROXY_RELAY_FAST_PATH, true),
+    probeIntervalMs: number('probe-interval', pick(flags.probeInterval, env.OB_PROXY_PROBE_INTERVAL), 15, { min: 0, max: 86400 }) * 1000,
+    probeTimeoutMs: number('probe-timeout', env.OB_PROXY_PROBE_TIMEOUT, 5, { min: 0.1, max: 600 }) * 1000,
   };
 }
 

@@ -21,7 +21,7 @@ export class Metrics {
   private readonly revocations: Counter<'reason'>;
   private readonly storeWrites: Histogram;
 
-  constructor(opts: { keyLabel: boolean; keys: () => KeyRegistry | undefined }) {
+  constructor(opts: { keyLabel: boolean; keys: () => KeyRegistry | undefined; health?: () => Iterable<{ instance: string; status: string }> }) {
     this.keyLabel = opts.keyLabel;
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry, prefix: 'ob_proxy_' });
@@ -45,6 +45,16 @@ export class Metrics {
       collect() {
         this.reset();
         for (const k of keys()?.keys.values() ?? []) this.inc({ instance: k.instance, status: k.status });
+      },
+    });
+    const health = opts.health;
+    new Gauge({
+      name: 'ob_proxy_instance_health', help: 'Last probe of each ready instance\'s model server (GET /v1/models): 1 on the status it found (reachable, unreachable, model missing), 0 on the others.', labelNames: ['instance', 'status'], registers,
+      collect() {
+        this.reset();
+        for (const h of health?.() ?? []) {
+          for (const status of ['reachable', 'unreachable', 'model missing']) this.set({ instance: h.instance, status }, status === h.status ? 1 : 0);
+        }
       },
     });
   }

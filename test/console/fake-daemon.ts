@@ -92,7 +92,7 @@ export class FakeDaemon implements ConsoleClient {
   addInstance(id: string, model: string, state: InstanceView['state'], extra: Partial<InstanceView> = {}): InstanceView {
     const inst: InstanceView = {
       id, model, state, endpoint: `http://10.0.0.5:11434`, packEndsAt: null, activeKeys: 0,
-      createdAt: this.iso(), updatedAt: this.iso(), ...extra,
+      createdAt: this.iso(), updatedAt: this.iso(), health: null, ...extra,
     };
     this.instances.push(inst);
     this.emit({ type: 'instance.added', instance: id, state });
