@@ -1,6 +1,7 @@
 import type { Instance } from '../src/domain/instance.js';
 import type { AuditEvent } from '../src/domain/key.js';
 import { ObProxyError, isErrorCode, obError } from '../src/errors.js';
+import type { UsageReport } from '../src/wire/usage-report.js';
 import type { InstanceView, KeyView, KeyWithSecret, ReadyView, RevocationView, StatusView } from '../src/wire/views.js';
 import { type SocketResponse, socketRequest } from './socket-http.js';
 
@@ -77,6 +78,10 @@ export class DaemonClient {
   createKey(instance: string, name: string): Promise<KeyWithSecret> { return this.call('POST', '/v1/keys', { instance, name }); }
   revokeKey(id: string): Promise<KeyView> { return this.call('POST', `/v1/keys/${encodeURIComponent(id)}/revoke`, {}); }
   revealKey(id: string): Promise<KeyWithSecret> { return this.call('POST', `/v1/keys/${encodeURIComponent(id)}/reveal`, {}); }
+  usage(filter: { instance?: string | undefined; key?: string | undefined; since?: string | undefined }): Promise<UsageReport> {
+    const q = Object.entries(filter).filter(([, v]) => v !== undefined).map(([k, v]) => `${k}=${encodeURIComponent(v as string)}`).join('&');
+    return this.call('GET', `/v1/usage${q === '' ? '' : `?${q}`}`);
+  }
   revocations(instance?: string): Promise<RevocationView[]> {
     return this.call('GET', `/v1/revocations${instance === undefined ? '' : `?instance=${encodeURIComponent(instance)}`}`);
   }

@@ -5,6 +5,7 @@ import { type CliDeps, type CommonOptions, example, socketPath, withCommon } fro
 import { makeInstancesCommand } from './commands/instances.js';
 import { makeKeysCommand, makeRevocationsCommand } from './commands/keys.js';
 import { makeStoreCommand } from './commands/store.js';
+import { makeUsageCommand } from './commands/usage.js';
 import { errorLine } from './output.js';
 import { UsageError } from './usage-error.js';
 
@@ -60,6 +61,7 @@ export function makeProgram(deps: ProgramDeps): Command {
   program.addCommand(makeInstancesCommand(deps));
   program.addCommand(makeKeysCommand(deps));
   program.addCommand(makeRevocationsCommand(deps));
+  program.addCommand(makeUsageCommand(deps));
   program.addCommand(makeStoreCommand(deps));
 
   program.addCommand(example(withCommon(new Command('console'))

@@ -77,9 +77,9 @@ function proxy(ctx: DaemonContext, request: FastifyRequest, res: ServerResponse,
     reqId: request.id,
     nowSec: () => Math.floor(ctx.clock.now() / 1000),
     // Called once, when the exchange is over: it leaves the in-flight set then.
-    countTokens: (prompt, completion) => {
+    countTokens: (prompt, completion, reasoning, outcome) => {
       inflight.delete(auth.key, relay);
-      ctx.usage.addTokens(auth.key, prompt, completion);
+      ctx.usage.finished(auth.key, { prompt, completion, reasoning, outcome });
       observer.over(prompt, completion);
     },
     limits: ctx.config,

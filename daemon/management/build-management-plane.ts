@@ -5,6 +5,7 @@ import { replyError } from '../data-plane/send-error.js';
 import { registerEventRoutes } from './events.js';
 import { registerInstanceRoutes } from './instances.js';
 import { registerKeyRoutes } from './keys.js';
+import { registerUsageRoutes } from './usage.js';
 
 /**
  * The management API, served only on the Unix socket (mode 0600): whoever can open the socket
@@ -43,6 +44,7 @@ export function buildManagementPlane(ctx: DaemonContext): FastifyInstance {
   }));
   registerInstanceRoutes(app, ctx);
   registerKeyRoutes(app, ctx);
+  registerUsageRoutes(app, ctx);
   registerEventRoutes(app, ctx);
 
   app.setNotFoundHandler((request, reply) => {

@@ -4,7 +4,7 @@ import { mintSecret, type SecretSource } from '../domain/api-key.js';
 import {
   type Instance, type InstanceAction, type InstanceState, REVOKING_ACTIONS, assertTransition, normalizeEndpoint,
 } from '../domain/instance.js';
-import { type AuditEvent, type KeyRecord, type RevokeReason, emptyUsage } from '../domain/key.js';
+import { type AuditEvent, type KeyRecord, type RevokeReason, addUsage, emptyUsage } from '../domain/key.js';
 import { validateInstanceId, validateKeyName, validateTimestamp, validateTokenFile } from '../domain/validate.js';
 import { ObProxyError, obError } from '../errors.js';
 import type { Mutation, Store, StoreChange, StoreData, UsageDelta } from '../store/store.js';
@@ -167,9 +167,7 @@ export class LifecycleService {
       case 'addUsage': {
         const key = this.registry.keys.get(m.keyId);
         if (key === undefined) break;
-        key.usage.requests += m.requests;
-        key.usage.promptTokens += m.promptTokens;
-        key.usage.completionTokens += m.completionTokens;
+        key.usage = addUsage(key.usage, m);
         if (m.lastUsedAt !== null && (key.lastUsedAt === null || m.lastUsedAt > key.lastUsedAt)) key.lastUsedAt = m.lastUsedAt;
         break;
       }

@@ -1,5 +1,5 @@
 import { INSTANCE_STATES, type Instance } from '../domain/instance.js';
-import { type AuditEvent, type AuditEventType, type KeyRecord, REVOKE_REASONS } from '../domain/key.js';
+import { type AuditEvent, type AuditEventType, type KeyRecord, type KeyUsage, REVOKE_REASONS, normalizeUsage } from '../domain/key.js';
 import { STORE_VERSION, type StoreData } from './store.js';
 
 /**
@@ -122,6 +122,13 @@ function checkKey(location: string, raw: unknown, index: number): KeyRecord {
   const usage = raw.usage;
   if (!isObj(usage)) return c.fail('usage', `expected {"requests","promptTokens","completionTokens"}, found ${show(usage)}`);
   for (const f of ['requests', 'promptTokens', 'completionTokens']) c.count(f, usage, 'usage.');
+  // Counted since issue 13: a store written before holds none of them, and none were counted.
+  for (const f of ['reasoningTokens', 'errors', 'disconnects']) if (usage[f] !== undefined) c.count(f, usage, 'usage.');
+  const first = usage.firstUsedAt;
+  if (first !== undefined && first !== null && (typeof first !== 'string' || !TIME_RE.test(first) || Number.isNaN(Date.parse(first)))) {
+    c.fail('usage.firstUsedAt', `expected an ISO 8601 time with a zone or null, found ${show(first)}`);
+  }
+  raw.usage = normalizeUsage(usage as unknown as KeyUsage);
   return raw as unknown as KeyRecord;
 }
 

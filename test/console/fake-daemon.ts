@@ -106,7 +106,7 @@ export class FakeDaemon implements ConsoleClient {
     const key: KeyView = {
       id, name, instance, status: 'active', hint: `ob_sk_…${secret.slice(-4)}`, isDefault: false,
       createdAt: this.iso(), lastUsedAt: null, revokedAt: null, revokeReason: null,
-      usage: { requests: 0, promptTokens: 0, completionTokens: 0 }, revealable: false, ...extra,
+      usage: { requests: 0, promptTokens: 0, completionTokens: 0, reasoningTokens: 0, errors: 0, disconnects: 0, firstUsedAt: null }, revealable: false, ...extra,
     };
     this.keys.push(key);
     this.refresh(instance);
