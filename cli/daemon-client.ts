@@ -1,6 +1,7 @@
 import type { Instance } from '../src/domain/instance.js';
 import type { AuditEvent } from '../src/domain/key.js';
 import { ObProxyError, isErrorCode, obError } from '../src/errors.js';
+import type { LiveStatsView } from '../src/services/live-stats.js';
 import type { UsageReport } from '../src/wire/usage-report.js';
 import type { InstanceView, KeyView, KeyWithSecret, ReadyView, RevocationView, StatusView } from '../src/wire/views.js';
 import { type SocketResponse, socketRequest } from './socket-http.js';
@@ -82,6 +83,8 @@ export class DaemonClient {
     const q = Object.entries(filter).filter(([, v]) => v !== undefined).map(([k, v]) => `${k}=${encodeURIComponent(v as string)}`).join('&');
     return this.call('GET', `/v1/usage${q === '' ? '' : `?${q}`}`);
   }
+  /** Live figures per instance (the console's live view). */
+  stats(): Promise<LiveStatsView> { return this.call('GET', '/v1/stats'); }
   revocations(instance?: string): Promise<RevocationView[]> {
     return this.call('GET', `/v1/revocations${instance === undefined ? '' : `?instance=${encodeURIComponent(instance)}`}`);
   }

@@ -7,6 +7,7 @@ import type { Config } from '../src/config.js';
 import { type SecretSource, cryptoSecretSource } from '../src/domain/api-key.js';
 import { InstanceHealth } from '../src/services/instance-health.js';
 import { LifecycleService } from '../src/services/lifecycle.js';
+import { LiveStats } from '../src/services/live-stats.js';
 import type { UnwrittenAtShutdownError } from '../src/services/unwritten.js';
 import { UsageTracker } from '../src/services/usage.js';
 import { LowdbStore } from '../src/store/lowdb-store.js';
@@ -116,6 +117,7 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
   const ctx: DaemonContext = {
     config, clock, lifecycle,
     usage: new UsageTracker(),
+    live: new LiveStats(clock.now()),
     upstreamTokens,
     probe,
     health,
@@ -211,6 +213,10 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
   }, 100);
   staleTimer?.unref();
 
+  // The console's live view: rates from counters in memory, sampled off the request path.
+  const liveTimer = setInterval(() => ctx.live.sample(clock.now(), (id) => lifecycle.registry.instances.has(id)), 1000);
+  liveTimer.unref();
+
   // Also during the drain: a key revoked then still ends its streams.
   const stopWatching = watchRevocations(ctx);
 
@@ -220,6 +226,7 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
   const abandon = async (): Promise<void> => {
     health.stop();
     await probe.close();
+    clearInterval(liveTimer);
     clearTimeout(packTimer);
     clearInterval(usageTimer);
     await metricsListener?.close();
@@ -270,6 +277,7 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
     stopping ??= (async () => {
       ctx.draining = true;
       health.stop();
+      clearInterval(liveTimer);
       clearTimeout(packTimer);
       clearInterval(usageTimer);
       clearInterval(staleTimer);

@@ -3,6 +3,7 @@ import type { Clock } from '../src/clock.js';
 import type { Config } from '../src/config.js';
 import type { InstanceHealth } from '../src/services/instance-health.js';
 import type { LifecycleService } from '../src/services/lifecycle.js';
+import type { LiveStats } from '../src/services/live-stats.js';
 import type { UsageTracker } from '../src/services/usage.js';
 import type { ModelProbe } from '../src/upstream/model-probe.js';
 import type { UpstreamClient } from '../src/upstream/upstream-client.js';
@@ -18,6 +19,8 @@ export interface DaemonContext {
   clock: Clock;
   lifecycle: LifecycleService;
   usage: UsageTracker;
+  /** Per-instance live figures for the console, sampled once a second. */
+  live: LiveStats;
   upstream: UpstreamClient;
   /** Model-server tokens per instance, in memory (never in the store). */
   upstreamTokens: UpstreamTokens;

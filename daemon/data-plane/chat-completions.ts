@@ -69,6 +69,9 @@ export function makeChatHandler(ctx: DaemonContext) {
 
 function proxy(ctx: DaemonContext, request: FastifyRequest, res: ServerResponse, auth: AuthContext, chat: ChatRequest, body: Buffer | string): Promise<void> {
   ctx.usage.record(auth.key, ctx.clock.now(), 0, 0);
+  const live = ctx.live.counter(auth.instance.id);
+  live.requests += 1;
+  if (chat.stream) live.openStreams += 1;
   const inflight = ctx.inflight;
   const rc: RelayContext = {
     res,
@@ -80,6 +83,9 @@ function proxy(ctx: DaemonContext, request: FastifyRequest, res: ServerResponse,
     countTokens: (prompt, completion, reasoning, outcome) => {
       inflight.delete(auth.key, relay);
       ctx.usage.finished(auth.key, { prompt, completion, reasoning, outcome });
+      live.tokens += completion;
+      if (outcome === 'error') live.errors += 1;
+      if (chat.stream) live.openStreams -= 1;
       observer.over(prompt, completion);
     },
     limits: ctx.config,

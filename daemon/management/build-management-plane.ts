@@ -6,6 +6,7 @@ import { registerEventRoutes } from './events.js';
 import { registerInstanceRoutes } from './instances.js';
 import { registerKeyRoutes } from './keys.js';
 import { registerUsageRoutes } from './usage.js';
+import { registerStatsRoutes } from './stats.js';
 
 /**
  * The management API, served only on the Unix socket (mode 0600): whoever can open the socket
@@ -45,6 +46,7 @@ export function buildManagementPlane(ctx: DaemonContext): FastifyInstance {
   registerInstanceRoutes(app, ctx);
   registerKeyRoutes(app, ctx);
   registerUsageRoutes(app, ctx);
+  registerStatsRoutes(app, ctx);
   registerEventRoutes(app, ctx);
 
   app.setNotFoundHandler((request, reply) => {

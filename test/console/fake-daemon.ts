@@ -5,6 +5,7 @@
  * The real daemon is exercised by console-tmux.test.ts.
  */
 import type { AuditEvent, RevokeReason } from '../../src/domain/key.js';
+import type { LiveStatsView } from '../../src/services/live-stats.js';
 import { validateKeyName } from '../../src/domain/validate.js';
 import { obError } from '../../src/errors.js';
 import type { InstanceView, KeyView, KeyWithSecret, RevocationView, StatusView } from '../../src/wire/views.js';
@@ -174,6 +175,15 @@ export class FakeDaemon implements ConsoleClient {
   async listKeys(instance?: string): Promise<KeyView[]> {
     this.guard('listKeys');
     return structuredClone(this.keys.filter((k) => instance === undefined || k.instance === instance));
+  }
+
+  /** What stats() answers; tests set it. Null: the daemon has no stats route (an older one). */
+  live: LiveStatsView | null = { at: '2026-11-23T12:00:00.000Z', instances: [] };
+
+  async stats(): Promise<LiveStatsView> {
+    this.guard('stats');
+    if (this.live === null) throw obError('invalid_argument', { status: 404, message: 'No management route GET /v1/stats. Is the CLI newer than the daemon?' });
+    return structuredClone(this.live);
   }
 
   async revocations(): Promise<RevocationView[]> {

@@ -36,8 +36,8 @@ describe('console: Keys pane', () => {
         old-laptop     ob_sk_…PgOK  revoked  no  3d ago   2d ago        0 0/0
 
         default · id bRqfAWGcrTFs · created 11-23 10:00:00 UTC
+        0 requests · 0 in / 0 out · 0 reasoning · 0 errors · 0 left early
         x revokes it (asks first).
-
 
 
 
