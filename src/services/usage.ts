@@ -68,10 +68,6 @@ export class UsageTracker {
     }
   }
 
-  addTokens(key: KeyRecord, promptTokens: number, completionTokens: number): void {
-    this.finished(key, { prompt: promptTokens, completion: completionTokens, reasoning: 0, outcome: 'ok' });
-  }
-
   private delta(key: KeyRecord): UsageDelta {
     let d = this.dirty.get(key);
     if (d === undefined) {
