@@ -89,9 +89,13 @@ export class InstanceHealth {
     await Promise.all(running);
   }
 
-  /** Probes every `intervalMs` until stop(); 0 keeps periodic probes off. */
+  /**
+   * Probes at once (instances ready before a restart show their health without waiting a
+   * period), then every `intervalMs` until stop(); 0 keeps periodic probes off.
+   */
   start(intervalMs: number): void {
     if (intervalMs <= 0) return;
+    void this.probeAll();
     const tick = (): void => {
       this.timer = setTimeout(() => {
         void this.probeAll();

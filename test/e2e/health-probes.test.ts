@@ -102,6 +102,20 @@ describe('instances ready probes the endpoint first', () => {
 });
 
 describe('periodic probes', () => {
+  it('a restarted daemon probes its ready instances at once, not a period later', async () => {
+    const home = await tmpHome();
+    const sim = await simulate([MODEL]);
+    const first = await serveOn(home, ['--probe-interval', '3600']);
+    await cliJson(['instances', 'add', 'gpu-1', '--model', MODEL, '--endpoint', sim.url], home);
+    await cliJson(['instances', 'ready', 'gpu-1'], home);
+    expect(await first.stop()).toBe(0);
+    running.splice(running.indexOf(first), 1);
+    // Results live in memory: a new daemon knows none until it probes, an hour from now but for the one at start.
+    await serveOn(home, ['--probe-interval', '3600']);
+    const health = await eventually(async () => (await cliJson<InstanceJson[]>(['instances', 'list'], home))[0]?.health ?? undefined, 'the probe at start');
+    expect(health).toEqual({ status: 'reachable', checkedAt: expect.any(String), error: null });
+  });
+
   it('a model server that dies shows as unreachable within two probe periods, in the list, the table and the metrics', async () => {
     const home = await tmpHome();
     const sim = await simulate([MODEL]);
