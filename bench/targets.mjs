@@ -97,8 +97,7 @@ export async function startObProxy(upstreamUrl, { logLevel = 'warn', name = 'ob-
     { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, NO_COLOR: '1' } });
   await waitForPort(port, 'ob-proxy serve');
   await cli(['instances', 'add', 'bench', '--model', 'gemma4:26b', '--endpoint', upstreamUrl, '--home', home]);
-  // The bench's upstream serves chat completions only, not GET /v1/models.
-  const ready = await cli(['instances', 'ready', 'bench', '--no-probe', '--home', home]);
+  const ready = await cli(['instances', 'ready', 'bench', '--home', home]);
   const stop = stopper(proc);
   return {
     name, url: `http://127.0.0.1:${port}`, home,
