@@ -57,8 +57,9 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
   const lock = deps.store === undefined && !shared ? await lockStore(config.store) : null;
   let store: Store | undefined;
   let lifecycle: LifecycleService | undefined;
-  // prom-client and pg are loaded only by the daemons that use them: less memory for the others.
+  // Made once the registry exists; the metrics read it at scrape time.
   let health: InstanceHealth | undefined;
+  // prom-client and pg are loaded only by the daemons that use them: less memory for the others.
   const metrics = config.metricsPort === null ? null
     : new (await import('./metrics/metrics.js')).Metrics({ keyLabel: config.metricsKeyLabel, keys: () => lifecycle?.registry, health: () => health?.statuses() ?? [] });
   try {
@@ -119,7 +120,6 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
     usage: new UsageTracker(),
     live: new LiveStats(clock.now()),
     upstreamTokens,
-    probe,
     health,
     upstream: new UpstreamClient({ timeoutMs: config.upstreamTimeoutMs, connectTimeoutMs: config.connectTimeoutMs, idleTimeoutMs: config.idleTimeoutMs }),
     badKeys: new BadKeyLimiter(config.badKeyLimit),

@@ -5,7 +5,6 @@ import type { InstanceHealth } from '../src/services/instance-health.js';
 import type { LifecycleService } from '../src/services/lifecycle.js';
 import type { LiveStats } from '../src/services/live-stats.js';
 import type { UsageTracker } from '../src/services/usage.js';
-import type { ModelProbe } from '../src/upstream/model-probe.js';
 import type { UpstreamClient } from '../src/upstream/upstream-client.js';
 import type { EventLayoutsByServer } from '../src/wire/event-layouts.js';
 import type { BadKeyLimiter } from './data-plane/bad-key-limiter.js';
@@ -25,8 +24,6 @@ export interface DaemonContext {
   /** Model-server tokens per instance, in memory (never in the store). */
   upstreamTokens: UpstreamTokens;
   badKeys: BadKeyLimiter;
-  /** Asks model servers which models they serve (`instances ready`, periodic probes). */
-  probe: ModelProbe;
   /** The last probe of each ready instance, refreshed every --probe-interval. */
   health: InstanceHealth;
   /** Requests sent upstream and not yet over, per key: a revocation ends them. */

@@ -118,10 +118,7 @@ abstract class Relay implements Dispatcher.DispatchHandler {
   terminate(err: ObProxyError): void {
     if (this.settled) return;
     if (this.clientGone) this.gone();
-    else {
-      this.errored = true;
-      this.failed(err);
-    }
+    else this.failed(err);
     this.controller?.abort(err);
   }
 
@@ -422,7 +419,7 @@ export class StreamRelay extends Relay {
   }
 }
 
-/** Reasoning tokens as OpenAI and vLLM report them; Ollama does not (0). */
+/** Reasoning tokens where the usage reports them apart (OpenAI's completion_tokens_details); Ollama and vLLM do not: 0. */
 function reasoningOf(u: { completion_tokens_details?: unknown } | null): number {
   const d = u?.completion_tokens_details as { reasoning_tokens?: unknown } | null | undefined;
   const n = d?.reasoning_tokens;

@@ -1,7 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import { INSTANCE_STATES, assertTransition, normalizeEndpoint } from '../../src/domain/instance.js';
+import { INSTANCE_STATES, type Instance, assertTransition, normalizeEndpoint } from '../../src/domain/instance.js';
 import { ObProxyError, obError } from '../../src/errors.js';
-import type { Instance } from '../../src/domain/instance.js';
 import type { HealthView } from '../../src/services/instance-health.js';
 import type { ReadyView } from '../../src/wire/views.js';
 import type { DaemonContext } from '../context.js';
@@ -12,7 +11,7 @@ type Body = Record<string, unknown> | undefined;
 type Params = { id: string };
 
 /**
- * `instances ready` asks the model server for its models first (CONTRACT §5): an endpoint where
+ * `instances ready` asks the model server for its models first (issue 13 §3): an endpoint where
  * nothing listens, or that lacks the model, is refused before any key is made for it. A state
  * or endpoint that cannot go ready is left for lifecycle.ready to refuse, with its own message.
  */

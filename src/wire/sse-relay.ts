@@ -6,7 +6,7 @@ export interface StreamUsage {
   prompt_tokens: number;
   completion_tokens: number;
   total_tokens?: number;
-  /** OpenAI and vLLM: `reasoning_tokens`, part of completion_tokens. */
+  /** Where reported (OpenAI's API): `reasoning_tokens`, part of completion_tokens. */
   completion_tokens_details?: unknown;
 }
 
