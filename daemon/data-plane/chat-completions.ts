@@ -86,7 +86,7 @@ function proxy(ctx: DaemonContext, request: FastifyRequest, res: ServerResponse,
       live.tokens += completion;
       if (outcome === 'error') live.errors += 1;
       if (chat.stream) live.openStreams -= 1;
-      observer.over(prompt, completion);
+      observer.over(prompt, completion, reasoning);
     },
     limits: ctx.config,
   };

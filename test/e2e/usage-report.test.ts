@@ -65,7 +65,7 @@ describe('ob-proxy usage', () => {
     home = await tmpHome();
     sim = await startSimulate([GEMMA]);
     reasoning = await reasoningServer();
-    serve = await startServe(home, ['--probe-interval', '0']);
+    serve = await startServe(home, ['--probe-interval', '0', '--metrics-port', '0']);
     await cliJson(['instances', 'add', 'gpu-1', '--model', GEMMA, '--endpoint', sim.url, '--pack-ends', '2099-01-01T00:00:00Z'], home);
     const d1 = (await cliJson<{ defaultKey: { id: string; secret: string } }>(['instances', 'ready', 'gpu-1'], home)).defaultKey;
     const bot = await cliJson<{ id: string; secret: string }>(['keys', 'create', '--instance', 'gpu-1', '--name', 'ci-bot'], home);
@@ -133,6 +133,18 @@ describe('ob-proxy usage', () => {
     expect(gpu1!.total.lastUsedAt).toBe(rows[1]!.lastUsedAt);
     expect(rows[0]!.firstUsedAt! <= rows[0]!.lastUsedAt!).toBe(true);
     before = report;
+  });
+
+  it('the metrics count the reasoning tokens too, by instance and key', async () => {
+    const metricsUrl = (serve.logs().find((l) => l.msg === 'ob-proxy serving') as { metrics: string }).metrics;
+    const text = await (await fetch(metricsUrl)).text();
+    const tokens = text.split('\n').filter((l) => l.startsWith('ob_proxy_tokens_total{instance="gpu-2"')).sort();
+    expect(tokens).toEqual([
+      `ob_proxy_tokens_total{instance="gpu-2",key="${ids.d2}",kind="completion"} 40`,
+      `ob_proxy_tokens_total{instance="gpu-2",key="${ids.d2}",kind="prompt"} 14`,
+      `ob_proxy_tokens_total{instance="gpu-2",key="${ids.d2}",kind="reasoning"} 24`,
+    ]);
+    expect(text).not.toMatch(/kind="reasoning".*instance="gpu-1"|instance="gpu-1".*kind="reasoning"/);
   });
 
   it('prints a table per pack with its total', async () => {
