@@ -66,6 +66,11 @@ const server = createServer({ keepAliveTimeout: 60_000 }, (req, res) => {
   const parts = [];
   req.on('data', (c) => parts.push(c));
   req.on('end', () => {
+    // As Ollama and vLLM do: `instances ready` asks which models are served.
+    if (req.method === 'GET' && req.url === '/v1/models') {
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"object":"list","data":[{"id":"gemma4:26b","object":"model","created":0,"owned_by":"library"}]}');
+      return;
+    }
     if (req.method !== 'POST') {
       res.writeHead(404).end();
       return;

@@ -2,6 +2,8 @@ import type { Instance } from '../src/domain/instance.js';
 import type { AuditEvent, KeyLimits } from '../src/domain/key.js';
 import type { StoreData } from '../src/store/store.js';
 import { ObProxyError, isErrorCode, obError } from '../src/errors.js';
+import type { LiveStatsView } from '../src/services/live-stats.js';
+import type { UsageReport } from '../src/wire/usage-report.js';
 import type { InstanceView, KeyView, KeyWithSecret, ReadyView, RevocationView, StatusView } from '../src/wire/views.js';
 import { type SocketResponse, socketRequest } from './socket-http.js';
 
@@ -63,7 +65,7 @@ export class DaemonClient {
   addInstance(input: { id: string; model: string; endpoint?: string | undefined; packEndsAt?: string | undefined; upstreamTokenFile?: string | undefined }): Promise<InstanceView> {
     return this.call('POST', '/v1/instances', input);
   }
-  ready(id: string, options: { endpoint?: string | undefined; upstreamTokenFile?: string | undefined; wait: boolean }): Promise<ReadyView> {
+  ready(id: string, options: { endpoint?: string | undefined; upstreamTokenFile?: string | undefined; wait: boolean; probe?: boolean }): Promise<ReadyView> {
     return this.call('POST', `/v1/instances/${encodeURIComponent(id)}/ready`, options);
   }
   move(id: string, action: HaltAction): Promise<InstanceView> {
@@ -83,6 +85,12 @@ export class DaemonClient {
   setKeyLimits(id: string, limits: Partial<KeyLimits>): Promise<KeyView> { return this.call('POST', `/v1/keys/${encodeURIComponent(id)}/limits`, limits); }
   revokeKey(id: string): Promise<KeyView> { return this.call('POST', `/v1/keys/${encodeURIComponent(id)}/revoke`, {}); }
   revealKey(id: string): Promise<KeyWithSecret> { return this.call('POST', `/v1/keys/${encodeURIComponent(id)}/reveal`, {}); }
+  usage(filter: { instance?: string | undefined; key?: string | undefined; since?: string | undefined }): Promise<UsageReport> {
+    const q = Object.entries(filter).filter(([, v]) => v !== undefined).map(([k, v]) => `${k}=${encodeURIComponent(v as string)}`).join('&');
+    return this.call('GET', `/v1/usage${q === '' ? '' : `?${q}`}`);
+  }
+  /** Live figures per instance (the console's live view). */
+  stats(): Promise<LiveStatsView> { return this.call('GET', '/v1/stats'); }
   revocations(instance?: string): Promise<RevocationView[]> {
     return this.call('GET', `/v1/revocations${instance === undefined ? '' : `?instance=${encodeURIComponent(instance)}`}`);
   }

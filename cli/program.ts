@@ -5,6 +5,7 @@ import { type CliDeps, type CommonOptions, example, socketPath, withCommon } fro
 import { makeInstancesCommand } from './commands/instances.js';
 import { makeKeysCommand, makeRevocationsCommand } from './commands/keys.js';
 import { makeStoreCommand } from './commands/store.js';
+import { makeUsageCommand } from './commands/usage.js';
 import { errorLine } from './output.js';
 import { UsageError } from './usage-error.js';
 
@@ -14,7 +15,7 @@ export interface ServeOptions extends CommonOptions {
   store?: string; host?: string; port?: string; upstreamTimeout?: string; grace?: string; bodyLimit?: string; logLevel?: string;
   logFormat?: string; metricsHost?: string; metricsPort?: string;
   maxFrameBytes?: string; maxAnswerBytes?: string; maxErrorBytes?: string; responseDeadline?: string; maxStale?: string;
-  pidFile?: string; tlsCert?: string; tlsKey?: string; socketGroup?: string; maxConcurrency?: string; queue?: string; queueTimeout?: string;
+  pidFile?: string; tlsCert?: string; tlsKey?: string; socketGroup?: string; maxConcurrency?: string; queue?: string; queueTimeout?: string; probeInterval?: string;
 }
 export interface SimulateOptions {
   port: string; host: string; model: string[]; firstTokenMs?: string; tokensPerSecond?: string; chunks?: string;
@@ -51,6 +52,7 @@ export function makeProgram(deps: ProgramDeps): Command {
     .addOption(new Option('--max-answer-bytes <bytes>', 'largest non-streaming answer from a model server (default 32 MiB)').env('OB_PROXY_MAX_ANSWER_BYTES'))
     .addOption(new Option('--max-error-bytes <bytes>', 'largest error body from a model server (default 64 KiB)').env('OB_PROXY_MAX_ERROR_BYTES'))
     .addOption(new Option('--response-deadline <seconds>', 'longest a model server\'s whole answer may take (default 1800)').env('OB_PROXY_RESPONSE_DEADLINE'))
+    .addOption(new Option('--probe-interval <seconds>', 'ask each ready instance\'s model server for its models this often; 0: never (default 15)').env('OB_PROXY_PROBE_INTERVAL'))
     .addOption(new Option('--log-level <level>', 'fatal, error, warn, info, debug (default info)').env('OB_PROXY_LOG_LEVEL'))
     .addOption(new Option('--log-format <format>', 'json (for machines) or pretty (for people); default pretty on a terminal, json otherwise').env('OB_PROXY_LOG_FORMAT'))
     .addOption(new Option('--metrics-port <port>', 'serve Prometheus metrics on this port (off unless set; never the public port)').env('OB_PROXY_METRICS_PORT'))
@@ -67,6 +69,7 @@ export function makeProgram(deps: ProgramDeps): Command {
   program.addCommand(makeInstancesCommand(deps));
   program.addCommand(makeKeysCommand(deps));
   program.addCommand(makeRevocationsCommand(deps));
+  program.addCommand(makeUsageCommand(deps));
   program.addCommand(makeStoreCommand(deps));
 
   program.addCommand(example(withCommon(new Command('console'))

@@ -6,12 +6,15 @@ import type { DestinationStream, Logger } from 'pino';
 import { type Clock, iso, systemClock } from '../src/clock.js';
 import type { Config } from '../src/config.js';
 import { type SecretSource, cryptoSecretSource } from '../src/domain/api-key.js';
+import { InstanceHealth } from '../src/services/instance-health.js';
 import { LifecycleService } from '../src/services/lifecycle.js';
+import { LiveStats } from '../src/services/live-stats.js';
 import type { UnwrittenAtShutdownError } from '../src/services/unwritten.js';
 import { KeyLimiter } from '../src/services/key-limiter.js';
 import { UsageTracker } from '../src/services/usage.js';
 import { LowdbStore } from '../src/store/lowdb-store.js';
 import type { Store } from '../src/store/store.js';
+import { ModelProbe } from '../src/upstream/model-probe.js';
 import { UpstreamClient } from '../src/upstream/upstream-client.js';
 import { EventLayoutsByServer } from '../src/wire/event-layouts.js';
 import type { DaemonContext } from './context.js';
@@ -70,9 +73,11 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
   const lock = deps.store === undefined && !shared ? await lockStore(config.store) : null;
   let store: Store | undefined;
   let lifecycle: LifecycleService | undefined;
+  // Made once the registry exists; the metrics read it at scrape time.
+  let health: InstanceHealth | undefined;
   // prom-client and pg are loaded only by the daemons that use them: less memory for the others.
   const metrics = config.metricsPort === null ? null
-    : new (await import('./metrics/metrics.js')).Metrics({ keyLabel: config.metricsKeyLabel, keys: () => lifecycle?.registry });
+    : new (await import('./metrics/metrics.js')).Metrics({ keyLabel: config.metricsKeyLabel, keys: () => lifecycle?.registry, health: () => health?.statuses() ?? [] });
   try {
     await prepareSocketPath(config.socket, shared ? [] : ownFiles(config.store));
     store = deps.store ?? (shared
@@ -86,7 +91,18 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     throw err;
   }
   try {
-    return await startServing(config, deps, { clock, log, store, lifecycle, lock, metrics, tls, socketGid });
+    const registry = lifecycle.registry;
+    const upstreamTokens = new UpstreamTokens();
+    const probe = new ModelProbe({ timeoutMs: config.probeTimeoutMs, maxBytes: 1024 * 1024 });
+    health = new InstanceHealth({
+      clock, probe: (endpoint, model, token) => probe.probe(endpoint, model, token), token: (id) => upstreamTokens.get(id),
+      instances: () => registry.instances.values(), instance: (id) => registry.instances.get(id),
+      changed: (inst, now, before) => {
+        if (now.status === 'reachable') log.info({ instance: inst.id, endpoint: inst.endpoint, health: now.status, ...(before === null ? {} : { was: before.status }) }, 'model server probe');
+        else log.warn({ instance: inst.id, endpoint: inst.endpoint, health: now.status, error: now.error }, 'model server probe failed');
+      },
+    });
+    return await startServing(config, deps, { clock, log, store, lifecycle, lock, metrics, probe, health, upstreamTokens, tls, socketGid });
   } catch (err) {
     await store.close().catch(() => {});
     await lock?.release();
@@ -108,16 +124,21 @@ interface Opened {
   metrics: Metrics | null;
   tls: TlsFiles | null;
   socketGid: number | null;
+  probe: ModelProbe;
+  health: InstanceHealth;
+  upstreamTokens: UpstreamTokens;
 }
 
 async function startServing(config: Config, deps: DaemonDeps, opened: Opened): Promise<Daemon> {
-  const { clock, log, store, lifecycle, lock, metrics, tls, socketGid } = opened;
+  const { clock, log, store, lifecycle, lock, metrics, probe, health, upstreamTokens, tls, socketGid } = opened;
 
   let packTimer: NodeJS.Timeout | undefined;
   const ctx: DaemonContext = {
     config, clock, lifecycle,
     usage: new UsageTracker(),
-    upstreamTokens: new UpstreamTokens(),
+    live: new LiveStats(clock.now()),
+    upstreamTokens,
+    health,
     upstream: new UpstreamClient({ timeoutMs: config.upstreamTimeoutMs, connectTimeoutMs: config.connectTimeoutMs, idleTimeoutMs: config.idleTimeoutMs }),
     badKeys: new BadKeyLimiter(config.badKeyLimit),
     keyLimits: new KeyLimiter(config.limitWindowMs),
@@ -214,6 +235,10 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
   }, 100);
   staleTimer?.unref();
 
+  // The console's live view: rates from counters in memory, sampled off the request path.
+  const liveTimer = setInterval(() => ctx.live.sample(clock.now(), (id) => lifecycle.registry.instances.has(id)), 1000);
+  liveTimer.unref();
+
   // Also during the drain: a key revoked then still ends its streams.
   const stopWatching = watchRevocations(ctx);
 
@@ -221,6 +246,9 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
   const dataPlane = buildDataPlane(ctx, tls);
   let metricsListener: { url: string; close(): Promise<void> } | null = null;
   const abandon = async (): Promise<void> => {
+    health.stop();
+    await probe.close();
+    clearInterval(liveTimer);
     clearTimeout(packTimer);
     clearInterval(usageTimer);
     await metricsListener?.close();
@@ -268,11 +296,14 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
   }
   ctx.metricsUrl = metricsListener?.url ?? null;
   log.info({ baseUrl: ctx.baseUrl, socket: config.socket, store: store.location, version: deps.version, metrics: ctx.metricsUrl }, 'ob-proxy serving');
+  health.start(config.probeIntervalMs);
 
   let stopping: Promise<void> | null = null;
   async function shutdown(graceMs = config.graceMs): Promise<void> {
     stopping ??= (async () => {
       ctx.draining = true;
+      health.stop();
+      clearInterval(liveTimer);
       clearTimeout(packTimer);
       clearInterval(usageTimer);
       clearInterval(staleTimer);
@@ -314,6 +345,7 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
       }
       await store.close().catch((err: unknown) => { failure ??= err as Error; });
       await metricsListener?.close();
+      await probe.close();
       management.server.closeAllConnections();
       await management.close();
       await removeSocket(config.socket);

@@ -1,8 +1,10 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../src/clock.js';
 import type { Config } from '../src/config.js';
+import type { InstanceHealth } from '../src/services/instance-health.js';
 import type { LifecycleService } from '../src/services/lifecycle.js';
 import type { KeyLimiter } from '../src/services/key-limiter.js';
+import type { LiveStats } from '../src/services/live-stats.js';
 import type { UsageTracker } from '../src/services/usage.js';
 import type { UpstreamClient } from '../src/upstream/upstream-client.js';
 import type { EventLayoutsByServer } from '../src/wire/event-layouts.js';
@@ -18,6 +20,8 @@ export interface DaemonContext {
   clock: Clock;
   lifecycle: LifecycleService;
   usage: UsageTracker;
+  /** Per-instance live figures for the console, sampled once a second. */
+  live: LiveStats;
   upstream: UpstreamClient;
   /** Model-server tokens per instance, in memory (never in the store). */
   upstreamTokens: UpstreamTokens;
@@ -26,6 +30,8 @@ export interface DaemonContext {
   keyLimits: KeyLimiter;
   /** Per-instance admission queue; null without --max-concurrency. */
   admission: Admission | null;
+  /** The last probe of each ready instance, refreshed every --probe-interval. */
+  health: InstanceHealth;
   /** Requests sent upstream and not yet over, per key: a revocation ends them. */
   inflight: InflightRequests;
   /** Stream event layouts learned per instance, shared by its streams (src/wire/event-layouts.ts). */

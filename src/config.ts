@@ -55,6 +55,10 @@ export interface Config extends AnswerLimits {
   queueTimeoutMs: number;
   /** The window of per-key rpm and tpm limits: a minute (shorter only for tests). */
   limitWindowMs: number;
+  /** Each ready instance's model server is asked for its models this often; 0: never. */
+  probeIntervalMs: number;
+  /** A probe (connect and answer) gives up after this long. */
+  probeTimeoutMs: number;
 }
 
 export interface ConfigFlags {
@@ -84,6 +88,8 @@ export interface ConfigFlags {
   queue?: string | number;
   /** Seconds. */
   queueTimeout?: string | number;
+  /** Seconds. */
+  probeInterval?: string | number;
 }
 
 export type Env = Readonly<Record<string, string | undefined>>;
@@ -189,6 +195,8 @@ export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string): Co
     tls: tlsConfig(flags, env),
     socketGroup: pick(flags.socketGroup, env.OB_PROXY_SOCKET_GROUP) ?? null,
     ...admissionConfig(flags, env),
+    probeIntervalMs: number(flag('probe-interval'), pick(flags.probeInterval, env.OB_PROXY_PROBE_INTERVAL), 15, { min: 0, max: 86400, unit: 'seconds' }) * 1000,
+    probeTimeoutMs: number('OB_PROXY_PROBE_TIMEOUT', env.OB_PROXY_PROBE_TIMEOUT, 5, { min: 0.1, max: 600, unit: 'seconds' }) * 1000,
   };
 }
 

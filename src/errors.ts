@@ -140,6 +140,14 @@ export const ERRORS = {
     status: 409, type: 'conflict_error',
     message: 'Keys can be created only for a ready instance.',
   },
+  endpoint_unreachable: {
+    status: 502, type: 'api_error',
+    message: 'The model server did not answer GET /v1/models with a model list. Check the endpoint and that the server is up, or skip the check with --no-probe.',
+  },
+  model_not_served: {
+    status: 409, type: 'conflict_error',
+    message: 'The model server does not serve the instance\'s model. Pull or load the model on it, or skip the check with --no-probe.',
+  },
   key_not_found: {
     status: 404, type: 'not_found_error',
     message: 'No key with this id. List keys with `ob-proxy keys list`.',

@@ -1,4 +1,5 @@
 import { resolve } from 'node:path';
+import type { ChalkInstance } from 'chalk';
 import { Command } from 'commander';
 import type { InstanceView } from '../../src/wire/views.js';
 import { type CliDeps, type CommonOptions, example, withClient, withCommon } from '../common.js';
@@ -39,6 +40,12 @@ function timeLeft(packEndsAt: string | null): string {
   return `${packEndsAt} (${h > 0 ? `${h}h ` : ''}${m}m left)`;
 }
 
+/** The last probe's status; '-' when none applies (not ready, or probes off). */
+function healthText(c: ChalkInstance, h: InstanceView['health'] | undefined): string {
+  if (h == null) return '-';
+  return h.status === 'reachable' ? c.green(h.status) : c.red(h.status);
+}
+
 function render(deps: CliDeps, opts: CommonOptions, answer: InstanceView | InstanceView[], line?: (i: InstanceView) => string): void {
   const { io } = deps;
   if (opts.json === true) return printJson(io, answer);
@@ -47,14 +54,15 @@ function render(deps: CliDeps, opts: CommonOptions, answer: InstanceView | Insta
   if (Array.isArray(value)) {
     if (value.length === 0) return io.out('No instances. Add one with `ob-proxy instances add <id> --model <model> --endpoint <url>`.\n');
     io.out(table([
-      ['ID', 'MODEL', 'STATE', 'KEYS', 'ENDPOINT', 'PACK ENDS'].map((h) => c.bold(h)),
-      ...value.map((i) => [i.id, i.model, stateColour(c, i.state), String(i.activeKeys), i.endpoint ?? '-', timeLeft(i.packEndsAt)]),
+      ['ID', 'MODEL', 'STATE', 'HEALTH', 'KEYS', 'ENDPOINT', 'PACK ENDS'].map((h) => c.bold(h)),
+      ...value.map((i) => [i.id, i.model, stateColour(c, i.state), healthText(c, i.health), String(i.activeKeys), i.endpoint ?? '-', timeLeft(i.packEndsAt)]),
     ]));
     return;
   }
   if (line !== undefined) return io.out(`${line(value)}\n`);
   io.out(table([
     ['id', value.id], ['model', value.model], ['state', stateColour(c, value.state)], ['endpoint', value.endpoint ?? '-'],
+    ['health', healthText(c, value.health)], ...(value.health?.error == null ? [] : [['probe error', value.health.error]]),
     ['pack ends', timeLeft(value.packEndsAt)], ['active keys', String(value.activeKeys)], ['created', value.createdAt], ['updated', value.updatedAt],
   ]));
 }
@@ -78,8 +86,9 @@ export function makeInstancesCommand(deps: CliDeps): Command {
     .option('--endpoint <url>', "model server's base URL (required if not given before)")
     .option('--upstream-token-file <path>', "file holding the model server's bearer token, read by the daemon")
     .option('--no-wait', 'return at once; reveal the default key later with `keys reveal` or the console')
-    .action(async (id: string, o: CommonOptions & { endpoint?: string; upstreamTokenFile?: string; wait: boolean }) => {
-      const [answer, status] = await withClient(o, deps, async (cl) => [await cl.ready(id, { endpoint: o.endpoint, upstreamTokenFile: absolute(o.upstreamTokenFile), wait: o.wait }), await cl.status()] as const);
+    .option('--no-probe', 'do not check first that the endpoint answers GET /v1/models and serves the model')
+    .action(async (id: string, o: CommonOptions & { endpoint?: string; upstreamTokenFile?: string; wait: boolean; probe: boolean }) => {
+      const [answer, status] = await withClient(o, deps, async (cl) => [await cl.ready(id, { endpoint: o.endpoint, upstreamTokenFile: absolute(o.upstreamTokenFile), wait: o.wait, probe: o.probe }), await cl.status()] as const);
       if (o.json === true) return printJson(deps.io, answer);
       const view = shown(answer);
       const c = colours(deps.io);
@@ -91,7 +100,7 @@ export function makeInstancesCommand(deps: CliDeps): Command {
       } else {
         deps.io.out('Its keys are still active; no new default key was made.\n');
       }
-    }), 'ob-proxy instances ready gpu-1 --endpoint http://10.0.0.5:11434', 'ob-proxy instances ready gpu-1 --no-wait --json');
+    }), 'ob-proxy instances ready gpu-1 --endpoint http://10.0.0.5:11434', 'ob-proxy instances ready gpu-1 --no-wait --json', 'ob-proxy instances ready gpu-1 --no-probe');
 
   example(withCommon(cmd.command('pending <id>'))
     .description('move a ready instance back to pending (keys stay active, answered 409 until ready)')

@@ -35,6 +35,7 @@ import { KeysScreen, orderKeys } from './screens/keys-screen.js';
 import { RevocationsScreen, newestFirst } from './screens/revocations-screen.js';
 import { ColourContext, type Tone } from './theme.js';
 import { useDaemon } from './use-daemon.js';
+import { useLiveStats } from './use-live-stats.js';
 import { useNow } from './use-now.js';
 
 export interface ConsoleAppProps {
@@ -45,6 +46,8 @@ export interface ConsoleAppProps {
   retryMs?: number;
   pollMs?: number;
   tickMs?: number;
+  /** How often the live figures are read (the daemon samples them once a second). */
+  statsMs?: number;
 }
 
 type Modal =
@@ -77,7 +80,7 @@ function clampIndex(i: number, length: number): number {
   return Math.max(0, Math.min(i, length - 1));
 }
 
-export function ConsoleApp({ client, colour = true, clock = Date.now, retryMs = 1_000, pollMs = 5_000, tickMs = 15_000 }: ConsoleAppProps) {
+export function ConsoleApp({ client, colour = true, clock = Date.now, retryMs = 1_000, pollMs = 5_000, tickMs = 15_000, statsMs = 1_000 }: ConsoleAppProps) {
   const { exit } = useApp();
   const { stdout } = useStdout();
   const { columns, rows } = useWindowSize();
@@ -124,6 +127,7 @@ export function ConsoleApp({ client, colour = true, clock = Date.now, retryMs = 
 
   const { data, refresh } = useDaemon(client, { retryMs, pollMs, onEvent });
   const live = data.connection.state === 'live';
+  const liveStats = useLiveStats(client, live, statsMs);
   // Empty while the daemon is still binding its public port.
   const baseUrl = data.status === null || data.status.baseUrl === '' ? null : data.status.baseUrl;
 
@@ -283,7 +287,7 @@ export function ConsoleApp({ client, colour = true, clock = Date.now, retryMs = 
     const target = modal.target;
     body = <ConfirmRevoke target={target} busy={modal.busy} onYes={() => revoke(target)} onNo={() => setModal(null)} />;
   } else if (pane === 'instances') {
-    body = <InstancesScreen instances={instances} selected={instanceIndex} width={columns} height={bodyHeight} now={now} unrevealed={unrevealed} />;
+    body = <InstancesScreen instances={instances} selected={instanceIndex} width={columns} height={bodyHeight} now={now} unrevealed={unrevealed} live={liveStats} />;
   } else if (pane === 'keys') {
     body = <KeysScreen instance={instance} keys={keys} selected={keyIndex} width={columns} height={bodyHeight} now={now} />;
   } else {

@@ -157,6 +157,9 @@ function send(ctx: DaemonContext, request: FastifyRequest, reply: FastifyReply, 
 
 function proxy(ctx: DaemonContext, request: FastifyRequest, res: ServerResponse, auth: AuthContext, chat: ChatRequest, body: Buffer | string, slot: string | null): Promise<void> {
   ctx.usage.record(auth.key, ctx.clock.now(), 0, 0);
+  const live = ctx.live.counter(auth.instance.id);
+  live.requests += 1;
+  if (chat.stream) live.openStreams += 1;
   const inflight = ctx.inflight;
   const rc: RelayContext = {
     res,
@@ -165,12 +168,15 @@ function proxy(ctx: DaemonContext, request: FastifyRequest, res: ServerResponse,
     reqId: request.id,
     nowSec: () => Math.floor(ctx.clock.now() / 1000),
     // Called once, when the exchange is over: it leaves the in-flight set then.
-    countTokens: (prompt, completion) => {
+    countTokens: (prompt, completion, reasoning, outcome) => {
       inflight.delete(auth.key, relay);
       if (slot !== null) ctx.admission?.leave(slot);
-      ctx.usage.addTokens(auth.key, prompt, completion);
+      ctx.usage.finished(auth.key, { prompt, completion, reasoning, outcome });
       if (auth.key.limits.tpm !== null) ctx.keyLimits.chargeTokens(auth.key.id, prompt + completion, ctx.clock.now());
-      observer.over(prompt, completion);
+      live.tokens += completion;
+      if (outcome === 'error') live.errors += 1;
+      if (chat.stream) live.openStreams -= 1;
+      observer.over(prompt, completion, reasoning);
     },
     limits: ctx.config,
   };

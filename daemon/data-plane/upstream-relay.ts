@@ -8,6 +8,7 @@ import { OutputBatch } from '../../src/wire/output-batch.js';
 import { SseRelay } from '../../src/wire/sse-relay.js';
 import { type AnswerLimits, DRAIN_BYTES, DRAIN_MS, limitErrors } from '../../src/upstream/answer-limits.js';
 import { translateUpstreamError, upstreamStatusError } from '../../src/upstream/upstream-errors.js';
+import type { RequestOutcome } from '../../src/services/usage.js';
 import { writeRawError } from './send-error.js';
 
 type Controller = Dispatcher.DispatchController;
@@ -19,8 +20,8 @@ export interface RelayContext {
   model: string;
   reqId: string;
   nowSec(): number;
-  /** Called once, when the exchange is over, with the tokens to count. */
-  countTokens(prompt: number, completion: number): void;
+  /** Called once, when the exchange is over, with what to count. */
+  countTokens(prompt: number, completion: number, reasoning: number, outcome: RequestOutcome): void;
   /** Bounds on the answer (the daemon's config). */
   limits: AnswerLimits;
   /** Told of the model server's response and failures (metrics); absent when nobody listens. */
@@ -57,6 +58,8 @@ function contentLength(headers: IncomingHttpHeaders): number {
 abstract class Relay implements Dispatcher.DispatchHandler {
   protected controller: Controller | null = null;
   protected clientGone = false;
+  /** The client was answered with an error (the model server's, a refusal, a revocation). */
+  protected errored = false;
   protected status = 0;
   private errorType: string | undefined;
   private errorBody: Buffer[] | null = null;
@@ -80,7 +83,7 @@ abstract class Relay implements Dispatcher.DispatchHandler {
   /** Over a limit: answers the client (or ends its stream) with `err`, then aborts the upstream. */
   protected refuse(err: ObProxyError, why: string): void {
     if (this.settled) return;
-    this.c.observer?.upstreamFailed(err.code);
+    this.upstreamFailed(err.code);
     this.failed(err);
     this.controller?.abort(new Error(why));
   }
@@ -157,9 +160,9 @@ abstract class Relay implements Dispatcher.DispatchHandler {
   onResponseEnd(): void {
     if (this.settled) return;
     if (this.errorBody !== null) {
-      this.c.observer?.upstreamFailed('upstream_error');
+      this.upstreamFailed('upstream_error');
       writeRawError(this.c.res, upstreamStatusError(this.status, this.errorType, Buffer.concat(this.errorBody).toString('utf8')), this.c.reqId);
-      this.finish(0, 0);
+      this.finish(0, 0, 0);
       return;
     }
     this.end();
@@ -172,17 +175,23 @@ abstract class Relay implements Dispatcher.DispatchHandler {
       return;
     }
     const e = translateUpstreamError(err);
-    this.c.observer?.upstreamFailed(e.code);
+    this.upstreamFailed(e.code);
     this.failed(e);
   }
 
-  protected finish(prompt: number, completion: number): void {
+  /** The model server failed this exchange: counted against the key, told to the metrics. */
+  protected upstreamFailed(code: string): void {
+    this.errored = true;
+    this.c.observer?.upstreamFailed(code);
+  }
+
+  protected finish(prompt: number, completion: number, reasoning: number): void {
     if (this.settled) return;
     this.settled = true;
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = null;
     this.c.res.off('close', this.onClientClose);
-    this.c.countTokens(prompt, completion);
+    this.c.countTokens(prompt, completion, reasoning, this.clientGone ? 'disconnect' : this.errored ? 'error' : 'ok');
     this.resolve();
   }
 
@@ -231,24 +240,26 @@ export class PlainRelay extends Relay {
     let out: Buffer | string | null = spliceCompletionId(raw, text, parsed, this.c.id);
     const body = out !== null ? (parsed as Record<string, unknown>) : normalizeCompletion(parsed, this.c.id, this.c.model, this.c.nowSec());
     if (body === null) {
+      this.errored = true;
       writeRawError(this.c.res, obError('upstream_error', { message: 'The model server sent an answer that is not a chat completion. Check the instance\'s endpoint.' }), this.c.reqId);
-      this.finish(0, 0);
+      this.finish(0, 0, 0);
       return;
     }
     const usage = usageOf(body);
     out ??= JSON.stringify(body);
     this.c.res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(out), 'x-request-id': this.c.reqId });
     this.c.res.end(out);
-    this.finish(usage.prompt, usage.completion);
+    this.finish(usage.prompt, usage.completion, usage.reasoning);
   }
 
   protected gone(): void {
-    this.finish(0, 0);
+    this.finish(0, 0, 0);
   }
 
   protected failed(err: ObProxyError): void {
+    this.errored = true;
     writeRawError(this.c.res, err, this.c.reqId);
-    this.finish(0, 0);
+    this.finish(0, 0, 0);
   }
 }
 
@@ -301,12 +312,12 @@ export class StreamRelay extends Relay {
     if (!relay.stopped) return;
     this.flush();
     if (relay.invalid) {
-      this.c.observer?.upstreamFailed('upstream_error');
+      this.upstreamFailed('upstream_error');
       this.endWithError(this.refusal());
       this.controller?.abort(new Error('an event from the model server was refused'));
       this.count();
     } else if (relay.sawError) {
-      this.c.observer?.upstreamFailed('upstream_error');
+      this.upstreamFailed('upstream_error');
       // Its error event was the client's last: nothing more to read.
       this.controller?.abort(new Error('the model server sent an error event'));
       this.count();
@@ -369,7 +380,7 @@ export class StreamRelay extends Relay {
   protected end(): void {
     this.flush();
     if (!this.relay.done && !this.relay.sawError) {
-      this.c.observer?.upstreamFailed('upstream_unavailable');
+      this.upstreamFailed('upstream_unavailable');
       this.endWithError(obError('upstream_unavailable', { message: 'The model server ended the stream before it was complete.' }));
     }
     else if (!this.c.res.writableEnded) this.c.res.end();
@@ -381,6 +392,7 @@ export class StreamRelay extends Relay {
   }
 
   protected failed(err: ObProxyError): void {
+    this.errored = true;
     this.flush();
     if (this.relay.invalid || this.relay.sawError) {
       this.count();
@@ -393,7 +405,7 @@ export class StreamRelay extends Relay {
 
   private count(): void {
     const u = this.relay.usage;
-    this.finish(u?.prompt_tokens ?? 0, u?.completion_tokens ?? this.relay.contentChunks);
+    this.finish(u?.prompt_tokens ?? 0, u?.completion_tokens ?? this.relay.contentChunks, reasoningOf(u));
   }
 
   /** After a 200 has been sent, the only way to say "failed": one error event, no [DONE]. */
@@ -405,4 +417,11 @@ export class StreamRelay extends Relay {
       : err;
     res.end(`data: ${JSON.stringify(e.toBody())}\n\n`);
   }
+}
+
+/** Reasoning tokens where the usage reports them apart (OpenAI's completion_tokens_details); Ollama and vLLM do not: 0. */
+function reasoningOf(u: { completion_tokens_details?: unknown } | null): number {
+  const d = u?.completion_tokens_details as { reasoning_tokens?: unknown } | null | undefined;
+  const n = d?.reasoning_tokens;
+  return typeof n === 'number' && Number.isSafeInteger(n) && n >= 0 ? n : 0;
 }

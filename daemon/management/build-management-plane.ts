@@ -5,6 +5,8 @@ import { replyError } from '../data-plane/send-error.js';
 import { registerEventRoutes } from './events.js';
 import { registerInstanceRoutes } from './instances.js';
 import { registerKeyRoutes } from './keys.js';
+import { registerUsageRoutes } from './usage.js';
+import { registerStatsRoutes } from './stats.js';
 
 /**
  * The management API, served only on the Unix socket (mode 0600): whoever can open the socket
@@ -46,6 +48,8 @@ export function buildManagementPlane(ctx: DaemonContext): FastifyInstance {
   app.get('/v1/store/backup', async () => ({ store: ctx.storeLocation, data: await ctx.lifecycle.snapshot() }));
   registerInstanceRoutes(app, ctx);
   registerKeyRoutes(app, ctx);
+  registerUsageRoutes(app, ctx);
+  registerStatsRoutes(app, ctx);
   registerEventRoutes(app, ctx);
 
   app.setNotFoundHandler((request, reply) => {

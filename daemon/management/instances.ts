@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
-import { INSTANCE_STATES } from '../../src/domain/instance.js';
+import { INSTANCE_STATES, type Instance, assertTransition, normalizeEndpoint } from '../../src/domain/instance.js';
 import { ObProxyError, obError } from '../../src/errors.js';
+import type { HealthView } from '../../src/services/instance-health.js';
 import type { ReadyView } from '../../src/wire/views.js';
 import type { DaemonContext } from '../context.js';
 import { readToken } from '../upstream-tokens.js';
@@ -8,6 +9,29 @@ import { str, viewInstance } from './views.js';
 
 type Body = Record<string, unknown> | undefined;
 type Params = { id: string };
+
+/**
+ * `instances ready` asks the model server for its models first (issue 13 §3): an endpoint where
+ * nothing listens, or that lacks the model, is refused before any key is made for it. A state
+ * or endpoint that cannot go ready is left for lifecycle.ready to refuse, with its own message.
+ */
+async function probeBeforeReady(ctx: DaemonContext, current: Instance, rawEndpoint: unknown, token: string | undefined): Promise<{ endpoint: string; view: HealthView } | null> {
+  try {
+    assertTransition(current, 'ready');
+  } catch {
+    return null;
+  }
+  const endpoint = rawEndpoint == null ? current.endpoint : normalizeEndpoint(String(rawEndpoint));
+  if (endpoint === null) return null;
+  const view = await ctx.health.check(current, endpoint, token);
+  if (view.status === 'unreachable') {
+    throw obError('endpoint_unreachable', { message: `Instance ${current.id} was not made ready: ${view.error ?? endpoint}. Check the endpoint and that the model server is up, or skip this check with --no-probe.` });
+  }
+  if (view.status === 'model missing') {
+    throw obError('model_not_served', { message: `Instance ${current.id} was not made ready: ${view.error ?? endpoint}. Pull or load the model on the model server, or skip this check with --no-probe.` });
+  }
+  return { endpoint, view };
+}
 
 export function registerInstanceRoutes(app: FastifyInstance, ctx: DaemonContext): void {
   const lc = ctx.lifecycle;
@@ -39,9 +63,11 @@ export function registerInstanceRoutes(app: FastifyInstance, ctx: DaemonContext)
     // The token is loaded before the instance is ready, so no request goes out without it.
     const current = lc.getInstance(request.params.id);
     const tokenFile = typeof b.upstreamTokenFile === 'string' ? b.upstreamTokenFile : current.upstreamTokenFile;
-    if (typeof tokenFile === 'string') await readToken(tokenFile);
+    const token = typeof tokenFile === 'string' ? await readToken(tokenFile) : undefined;
+    const probed = b.probe === false ? null : await probeBeforeReady(ctx, current, b.endpoint, token);
     const { instance, defaultKey } = await lc.ready(request.params.id, { endpoint: b.endpoint, upstreamTokenFile: b.upstreamTokenFile });
     await ctx.upstreamTokens.load(instance);
+    if (probed !== null && probed.endpoint === instance.endpoint) ctx.health.record(instance, probed.endpoint, probed.view);
     ctx.packTimerChanged();
     if (b.wait === false) {
       defaultKey.catch((err: unknown) => ctx.log.error({ err: (err as Error).message, instance: instance.id }, 'default key creation failed'));

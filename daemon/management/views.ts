@@ -4,7 +4,7 @@ import { type InstanceView, type KeyView, instanceView, keyView } from '../../sr
 import type { DaemonContext } from '../context.js';
 
 export function viewInstance(ctx: DaemonContext, i: Instance): InstanceView {
-  return instanceView(i, ctx.lifecycle.registry.activeKeyCount(i.id));
+  return instanceView(i, ctx.lifecycle.registry.activeKeyCount(i.id), ctx.health.view(i));
 }
 
 export function viewKey(ctx: DaemonContext, k: KeyRecord): KeyView {

@@ -24,7 +24,7 @@ export class Metrics {
   private readonly queued: Gauge<'instance'>;
   private readonly queueWaits: Histogram<'instance'>;
 
-  constructor(opts: { keyLabel: boolean; keys: () => KeyRegistry | undefined }) {
+  constructor(opts: { keyLabel: boolean; keys: () => KeyRegistry | undefined; health?: () => Iterable<{ instance: string; status: string }> }) {
     this.keyLabel = opts.keyLabel;
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry, prefix: 'ob_proxy_' });
@@ -36,7 +36,7 @@ export class Metrics {
     this.duration = new Histogram({ name: 'ob_proxy_request_duration_seconds', help: 'Whole chat completion requests, from their first byte to the answer\'s last.', labelNames: ['instance'], buckets: slow, registers });
     this.ttfb = new Histogram({ name: 'ob_proxy_upstream_first_byte_seconds', help: 'From sending a request to the model server to its response headers.', labelNames: ['instance'], buckets: slow, registers });
     this.added = new Histogram({ name: 'ob_proxy_added_seconds', help: 'The proxy\'s own time before the model server is asked: auth, body, validation.', buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25, 1], registers });
-    this.tokens = new Counter({ name: 'ob_proxy_tokens_total', help: 'Tokens the model servers reported in usage, by instance, key id and kind (prompt, completion; completion includes reasoning).', labelNames: opts.keyLabel ? ['instance', 'key', 'kind'] : ['instance', 'kind'], registers });
+    this.tokens = new Counter({ name: 'ob_proxy_tokens_total', help: 'Tokens the model servers reported in usage, by instance, key id and kind (prompt, completion, and reasoning where reported apart: part of completion).', labelNames: opts.keyLabel ? ['instance', 'key', 'kind'] : ['instance', 'kind'], registers });
     this.streams = new Gauge({ name: 'ob_proxy_open_streams', help: 'Streams being relayed now.', labelNames: ['instance'], registers });
     this.upstreamErrors = new Counter({ name: 'ob_proxy_upstream_errors_total', help: 'Model server failures by kind: upstream_unavailable, upstream_timeout, upstream_error (an error status, or an answer over a limit).', labelNames: ['instance', 'kind'], registers });
     this.revocations = new Counter({ name: 'ob_proxy_revocations_total', help: 'Keys revoked, by reason.', labelNames: ['reason'], registers });
@@ -51,6 +51,16 @@ export class Metrics {
       collect() {
         this.reset();
         for (const k of keys()?.keys.values() ?? []) this.inc({ instance: k.instance, status: k.status });
+      },
+    });
+    const health = opts.health;
+    new Gauge({
+      name: 'ob_proxy_instance_health', help: 'Last probe of each ready instance\'s model server (GET /v1/models): 1 on the status it found (reachable, unreachable, model missing), 0 on the others.', labelNames: ['instance', 'status'], registers,
+      collect() {
+        this.reset();
+        for (const h of health?.() ?? []) {
+          for (const status of ['reachable', 'unreachable', 'model missing']) this.set({ instance: h.instance, status }, status === h.status ? 1 : 0);
+        }
       },
     });
   }
@@ -78,13 +88,15 @@ export class Metrics {
     this.added.observe(seconds);
   }
 
-  countTokens(instance: string, key: string, prompt: number, completion: number): void {
+  countTokens(instance: string, key: string, prompt: number, completion: number, reasoning = 0): void {
     if (this.keyLabel) {
       if (prompt > 0) this.tokens.inc({ instance, key, kind: 'prompt' }, prompt);
       if (completion > 0) this.tokens.inc({ instance, key, kind: 'completion' }, completion);
+      if (reasoning > 0) this.tokens.inc({ instance, key, kind: 'reasoning' }, reasoning);
     } else {
       if (prompt > 0) this.tokens.inc({ instance, kind: 'prompt' }, prompt);
       if (completion > 0) this.tokens.inc({ instance, kind: 'completion' }, completion);
+      if (reasoning > 0) this.tokens.inc({ instance, kind: 'reasoning' }, reasoning);
     }
   }
 

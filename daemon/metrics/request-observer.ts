@@ -33,9 +33,9 @@ export class RequestObserver implements RelayObserver {
   }
 
   /** The exchange is over (called once, from the relay's countTokens). */
-  over(prompt: number, completion: number): void {
+  over(prompt: number, completion: number, reasoning = 0): void {
     if (this.m === null) return;
-    this.m.countTokens(this.instance, this.key, prompt, completion);
+    this.m.countTokens(this.instance, this.key, prompt, completion, reasoning);
     if (this.open) {
       this.open = false;
       this.m.streamClosed(this.instance);

@@ -1,10 +1,21 @@
 export const REVOKE_REASONS = ['instance_stopped', 'instance_failed', 'instance_terminated', 'instance_removed', 'pack_ended', 'manual'] as const;
 export type RevokeReason = (typeof REVOKE_REASONS)[number];
 
+/**
+ * A key's counters over its whole life (a key never outlives its deployment, so they are also
+ * its share of the pack). Requests are those sent to the model server; errors and disconnects
+ * are among them: answered with an error (the model server's, or the proxy's after sending it
+ * on), or left by the client before the answer ended.
+ */
 export interface KeyUsage {
   requests: number;
   promptTokens: number;
   completionTokens: number;
+  /** As the model server reports it (completion_tokens_details.reasoning_tokens); part of completionTokens. */
+  reasoningTokens: number;
+  errors: number;
+  disconnects: number;
+  firstUsedAt: string | null;
 }
 
 /**
@@ -68,5 +79,26 @@ export interface AuditEvent {
 }
 
 export function emptyUsage(): KeyUsage {
-  return { requests: 0, promptTokens: 0, completionTokens: 0 };
+  return { requests: 0, promptTokens: 0, completionTokens: 0, reasoningTokens: 0, errors: 0, disconnects: 0, firstUsedAt: null };
+}
+
+/** Counters of a store written before they existed: none counted then. */
+export function normalizeUsage(raw: Partial<KeyUsage> & Pick<KeyUsage, 'requests' | 'promptTokens' | 'completionTokens'>): KeyUsage {
+  return {
+    requests: raw.requests, promptTokens: raw.promptTokens, completionTokens: raw.completionTokens,
+    reasoningTokens: raw.reasoningTokens ?? 0, errors: raw.errors ?? 0, disconnects: raw.disconnects ?? 0, firstUsedAt: raw.firstUsedAt ?? null,
+  };
+}
+
+/**
+ * `b` added to `a`; the earlier first use. `b` may come from a daemon of an older version
+ * sharing the store, whose increments lack the newer counters: those add nothing.
+ */
+export function addUsage(a: KeyUsage, b: Partial<KeyUsage>): KeyUsage {
+  const first = b.firstUsedAt ?? null;
+  return {
+    requests: a.requests + (b.requests ?? 0), promptTokens: a.promptTokens + (b.promptTokens ?? 0), completionTokens: a.completionTokens + (b.completionTokens ?? 0),
+    reasoningTokens: a.reasoningTokens + (b.reasoningTokens ?? 0), errors: a.errors + (b.errors ?? 0), disconnects: a.disconnects + (b.disconnects ?? 0),
+    firstUsedAt: a.firstUsedAt === null || (first !== null && first < a.firstUsedAt) ? first : a.firstUsedAt,
+  };
 }

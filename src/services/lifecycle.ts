@@ -4,7 +4,7 @@ import { mintSecret, type SecretSource } from '../domain/api-key.js';
 import {
   type Instance, type InstanceAction, type InstanceState, REVOKING_ACTIONS, assertTransition, normalizeEndpoint,
 } from '../domain/instance.js';
-import { type AuditEvent, type KeyLimits, type KeyRecord, type RevokeReason, emptyUsage, noLimits } from '../domain/key.js';
+import { type AuditEvent, type KeyLimits, type KeyRecord, type RevokeReason, addUsage, emptyUsage, noLimits } from '../domain/key.js';
 import { validateInstanceId, validateKeyName, validateLimits, validateTimestamp, validateTokenFile } from '../domain/validate.js';
 import { ObProxyError, obError } from '../errors.js';
 import { STORE_VERSION, type Mutation, type Store, type StoreChange, type StoreData, type UsageDelta } from '../store/store.js';
@@ -174,9 +174,7 @@ export class LifecycleService {
       case 'addUsage': {
         const key = this.registry.keys.get(m.keyId);
         if (key === undefined) break;
-        key.usage.requests += m.requests;
-        key.usage.promptTokens += m.promptTokens;
-        key.usage.completionTokens += m.completionTokens;
+        key.usage = addUsage(key.usage, m);
         if (m.lastUsedAt !== null && (key.lastUsedAt === null || m.lastUsedAt > key.lastUsedAt)) key.lastUsedAt = m.lastUsedAt;
         break;
       }

@@ -1,6 +1,18 @@
 import { iso } from '../clock.js';
-import type { KeyRecord } from '../domain/key.js';
+import { type KeyRecord, emptyUsage } from '../domain/key.js';
 import type { UsageDelta } from '../store/store.js';
+
+/** How a request sent to the model server ended, for the key's counters. */
+export type RequestOutcome = 'ok' | 'error' | 'disconnect';
+
+/** What one finished exchange adds to its key. */
+export interface ExchangeCounts {
+  prompt: number;
+  completion: number;
+  /** Part of `completion`, when the model server reports it. */
+  reasoning: number;
+  outcome: RequestOutcome;
+}
 
 /**
  * Per-key usage gathered in memory on the request path and written in batches: a request
@@ -22,29 +34,44 @@ export class UsageTracker {
       this.secondText = iso(second * 1000).slice(0, -4);
     }
     const ms = nowMs - second * 1000;
-    key.lastUsedAt = `${this.secondText}${ms < 10 ? '00' : ms < 100 ? '0' : ''}${ms}Z`;
-    key.usage.requests += 1;
-    key.usage.promptTokens += promptTokens;
-    key.usage.completionTokens += completionTokens;
+    const at = `${this.secondText}${ms < 10 ? '00' : ms < 100 ? '0' : ''}${ms}Z`;
+    key.lastUsedAt = at;
+    const u = key.usage;
+    u.requests += 1;
+    u.promptTokens += promptTokens;
+    u.completionTokens += completionTokens;
+    u.firstUsedAt ??= at;
     const d = this.delta(key);
     d.requests += 1;
     d.promptTokens += promptTokens;
     d.completionTokens += completionTokens;
-    d.lastUsedAt = key.lastUsedAt;
+    d.firstUsedAt ??= at;
+    d.lastUsedAt = at;
   }
 
-  addTokens(key: KeyRecord, promptTokens: number, completionTokens: number): void {
-    key.usage.promptTokens += promptTokens;
-    key.usage.completionTokens += completionTokens;
+  /** The exchange is over: its tokens, and whether it failed or the client left. */
+  finished(key: KeyRecord, c: ExchangeCounts): void {
+    const u = key.usage;
     const d = this.delta(key);
-    d.promptTokens += promptTokens;
-    d.completionTokens += completionTokens;
+    u.promptTokens += c.prompt;
+    u.completionTokens += c.completion;
+    u.reasoningTokens += c.reasoning;
+    d.promptTokens += c.prompt;
+    d.completionTokens += c.completion;
+    d.reasoningTokens += c.reasoning;
+    if (c.outcome === 'error') {
+      u.errors += 1;
+      d.errors += 1;
+    } else if (c.outcome === 'disconnect') {
+      u.disconnects += 1;
+      d.disconnects += 1;
+    }
   }
 
   private delta(key: KeyRecord): UsageDelta {
     let d = this.dirty.get(key);
     if (d === undefined) {
-      d = { keyId: key.id, requests: 0, promptTokens: 0, completionTokens: 0, lastUsedAt: key.lastUsedAt };
+      d = { keyId: key.id, ...emptyUsage(), lastUsedAt: key.lastUsedAt };
       this.dirty.set(key, d);
     }
     return d;

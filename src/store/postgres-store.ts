@@ -108,8 +108,8 @@ export class PostgresStore implements Store {
       await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
       const head = await client.query<{ change_no: string }>('SELECT change_no FROM ob_meta WHERE id = 1');
       const instances = await client.query<{ record: Instance }>('SELECT record FROM ob_instances ORDER BY id');
-      const keys = await client.query<{ record: KeyRecord; requests: string; prompt_tokens: string; completion_tokens: string; last_used_at: string | null }>(
-        'SELECT record, requests, prompt_tokens, completion_tokens, last_used_at FROM ob_keys ORDER BY record->>\'createdAt\', id',
+      const keys = await client.query<{ record: KeyRecord; requests: string; prompt_tokens: string; completion_tokens: string; last_used_at: string | null; reasoning_tokens: string; errors: string; disconnects: string; first_used_at: string | null }>(
+        'SELECT record, requests, prompt_tokens, completion_tokens, last_used_at, reasoning_tokens, errors, disconnects, first_used_at FROM ob_keys ORDER BY record->>\'createdAt\', id',
       );
       const events = await client.query<{ record: AuditEvent }>('SELECT record FROM ob_events ORDER BY seq');
       await client.query('COMMIT');
@@ -120,7 +120,10 @@ export class PostgresStore implements Store {
         instances: instances.rows.map((r) => r.record),
         keys: keys.rows.map((r) => ({
           ...r.record,
-          usage: { requests: Number(r.requests), promptTokens: Number(r.prompt_tokens), completionTokens: Number(r.completion_tokens) },
+          usage: {
+            requests: Number(r.requests), promptTokens: Number(r.prompt_tokens), completionTokens: Number(r.completion_tokens),
+            reasoningTokens: Number(r.reasoning_tokens), errors: Number(r.errors), disconnects: Number(r.disconnects), firstUsedAt: r.first_used_at,
+          },
           lastUsedAt: r.last_used_at,
         })),
         events: events.rows.map((r) => r.record),

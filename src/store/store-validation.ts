@@ -1,5 +1,5 @@
 import { INSTANCE_STATES, type Instance } from '../domain/instance.js';
-import { type AuditEvent, type AuditEventType, type KeyRecord, LIMIT_NAMES, REVOKE_REASONS, noLimits } from '../domain/key.js';
+import { type AuditEvent, type AuditEventType, type KeyRecord, type KeyUsage, LIMIT_NAMES, REVOKE_REASONS, noLimits, normalizeUsage } from '../domain/key.js';
 import { LIMIT_MAX } from '../domain/validate.js';
 import { STORE_VERSION, type StoreData } from './store.js';
 
@@ -132,6 +132,13 @@ function checkKey(location: string, raw: unknown, index: number): KeyRecord {
     if (v !== null && (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1 || v > LIMIT_MAX)) c.fail(`limits.${f}`, `expected null or a whole number from 1 to ${LIMIT_MAX}, found ${show(v)}`);
     limits[f] = v;
   }
+  // Counted since issue 13: a store written before holds none of them, and none were counted.
+  for (const f of ['reasoningTokens', 'errors', 'disconnects']) if (usage[f] !== undefined) c.count(f, usage, 'usage.');
+  const first = usage.firstUsedAt;
+  if (first !== undefined && first !== null && (typeof first !== 'string' || !TIME_RE.test(first) || Number.isNaN(Date.parse(first)))) {
+    c.fail('usage.firstUsedAt', `expected an ISO 8601 time with a zone or null, found ${show(first)}`);
+  }
+  raw.usage = normalizeUsage(usage as unknown as KeyUsage);
   return raw as unknown as KeyRecord;
 }
 

@@ -1,5 +1,5 @@
 import type { Instance } from '../domain/instance.js';
-import type { AuditEvent, KeyLimits, KeyRecord, KeyUsage } from '../domain/key.js';
+import { type AuditEvent, type KeyLimits, type KeyRecord, type KeyUsage, addUsage } from '../domain/key.js';
 
 export const STORE_VERSION = 2;
 
@@ -124,7 +124,7 @@ export class Tables {
       case 'addUsage': {
         const key = this.keys.get(m.keyId);
         if (key === undefined) break;
-        key.usage = { requests: key.usage.requests + m.requests, promptTokens: key.usage.promptTokens + m.promptTokens, completionTokens: key.usage.completionTokens + m.completionTokens };
+        key.usage = addUsage(key.usage, m);
         if (m.lastUsedAt !== null && (key.lastUsedAt === null || m.lastUsedAt > key.lastUsedAt)) key.lastUsedAt = m.lastUsedAt;
         break;
       }

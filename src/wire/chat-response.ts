@@ -29,8 +29,8 @@ export function normalizeCompletion(raw: unknown, id: string, model: string, now
   };
 }
 
-export function usageOf(body: Record<string, unknown>): { prompt: number; completion: number } {
-  const u = body.usage as { prompt_tokens?: unknown; completion_tokens?: unknown } | undefined;
+export function usageOf(body: Record<string, unknown>): { prompt: number; completion: number; reasoning: number } {
+  const u = body.usage as { prompt_tokens?: unknown; completion_tokens?: unknown; completion_tokens_details?: { reasoning_tokens?: unknown } | null } | undefined;
   const n = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : 0);
-  return { prompt: n(u?.prompt_tokens), completion: n(u?.completion_tokens) };
+  return { prompt: n(u?.prompt_tokens), completion: n(u?.completion_tokens), reasoning: n(u?.completion_tokens_details?.reasoning_tokens) };
 }

@@ -6,6 +6,8 @@ export interface StreamUsage {
   prompt_tokens: number;
   completion_tokens: number;
   total_tokens?: number;
+  /** Where reported (OpenAI's API): `reasoning_tokens`, part of completion_tokens. */
+  completion_tokens_details?: unknown;
 }
 
 const LF = 10;

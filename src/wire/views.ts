@@ -1,5 +1,6 @@
 import type { Instance } from '../domain/instance.js';
 import type { AuditEvent, KeyLimits, KeyRecord, KeyUsage, RevokeReason } from '../domain/key.js';
+import type { HealthView } from '../services/instance-health.js';
 
 /** CONTRACT §2 JSON shapes. Built field by field so no store-only field (hash) can leak. */
 export interface InstanceView {
@@ -13,6 +14,8 @@ export interface InstanceView {
   activeKeys: number;
   createdAt: string;
   updatedAt: string;
+  /** The last probe of its model server while ready (`reachable`, `unreachable`, `model missing`); null when none applies. */
+  health: HealthView | null;
 }
 
 export interface KeyView {
@@ -59,10 +62,11 @@ export interface StatusView {
   models: string[];
 }
 
-export function instanceView(i: Instance, activeKeys: number): InstanceView {
+export function instanceView(i: Instance, activeKeys: number, health: HealthView | null = null): InstanceView {
   return {
     id: i.id, model: i.model, endpoint: i.endpoint, state: i.state, packEndsAt: i.packEndsAt,
     upstreamTokenFile: i.upstreamTokenFile ?? null, activeKeys, createdAt: i.createdAt, updatedAt: i.updatedAt,
+    health: health === null ? null : { ...health },
   };
 }
 

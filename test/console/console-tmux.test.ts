@@ -84,7 +84,8 @@ describe('ob-proxy console in a real terminal (tmux)', () => {
   it('generates a key that works through the proxy, hides it after Enter, revokes it (401 at once) and follows a stop made with the CLI', async () => {
     const exitFile = await startConsole('main', home);
     const first = await waitForScreen('main', '● live', 'the console to connect');
-    expect(first).toMatch(/› gpu-1 +gemma4:26b +ready +http:\/\/127\.0\.0\.1:\d+ +none +1\n/);
+    // `instances ready` probed the simulator: HEALTH ok.
+    expect(first).toMatch(/› gpu-1 +gemma4:26b +ready +ok +http:\/\/127\.0\.0\.1:\d+ +none +1\n/);
 
     // Choose the ready instance, name the key, generate it.
     await keys('main', 'n');
@@ -103,7 +104,8 @@ describe('ob-proxy console in a real terminal (tmux)', () => {
     const before = (await sim.requests()).length;
     const reply = await sdk(secret).chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Hello' }] });
     expect(reply.choices).toEqual([{ index: 0, message: { role: 'assistant', content: 't0 t1 t2 t3 t4 t5 t6 t7 ' }, finish_reason: 'stop' }]);
-    const seen = (await sim.requests()).slice(before);
+    // Periodic health probes (GET /v1/models) may come in between: only calls count here.
+    const seen = (await sim.requests()).slice(before).filter((r) => r.path !== '/v1/models');
     expect(seen.map((r) => [r.path, r.body, r.headers.authorization])).toEqual([
       ['/v1/chat/completions', { model: MODEL, messages: [{ role: 'user', content: 'Hello' }] }, undefined],
     ]);
@@ -135,6 +137,9 @@ describe('ob-proxy console in a real terminal (tmux)', () => {
     // q twice (Keys pane, then Instances) quits, exit 0.
     await keys('main', 'q');
     await waitForScreen('main', '[1 Instances (1)]', 'the Instances pane');
+    // The SDK calls above, in the live figures the daemon samples each second.
+    const figures = await waitForScreen('main', /requests\/s +\S+ [▁▂▃▄▅▆▇█]*[▂▃▄▅▆▇█]/, 'a sparkline with the calls');
+    expect(figures).toMatch(/open streams +0 [▁▂▃▄▅▆▇█]+/);
     await keys('main', 'q');
     const status = await eventually(() => readFile(exitFile, 'utf8').then((s) => s.endsWith('\n') && s.trim()), 'the console to exit', 15_000);
     expect(status).toBe('0');

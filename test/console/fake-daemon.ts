@@ -5,6 +5,7 @@
  * The real daemon is exercised by console-tmux.test.ts.
  */
 import type { AuditEvent, RevokeReason } from '../../src/domain/key.js';
+import type { LiveStatsView } from '../../src/services/live-stats.js';
 import { validateKeyName } from '../../src/domain/validate.js';
 import { obError } from '../../src/errors.js';
 import type { InstanceView, KeyView, KeyWithSecret, RevocationView, StatusView } from '../../src/wire/views.js';
@@ -92,7 +93,7 @@ export class FakeDaemon implements ConsoleClient {
   addInstance(id: string, model: string, state: InstanceView['state'], extra: Partial<InstanceView> = {}): InstanceView {
     const inst: InstanceView = {
       id, model, state, endpoint: `http://10.0.0.5:11434`, packEndsAt: null, activeKeys: 0,
-      createdAt: this.iso(), updatedAt: this.iso(), ...extra,
+      createdAt: this.iso(), updatedAt: this.iso(), health: null, ...extra,
     };
     this.instances.push(inst);
     this.emit({ type: 'instance.added', instance: id, state });
@@ -106,7 +107,7 @@ export class FakeDaemon implements ConsoleClient {
     const key: KeyView = {
       id, name, instance, status: 'active', hint: `ob_sk_…${secret.slice(-4)}`, isDefault: false,
       createdAt: this.iso(), lastUsedAt: null, revokedAt: null, revokeReason: null,
-      usage: { requests: 0, promptTokens: 0, completionTokens: 0 }, limits: { rpm: null, tpm: null, concurrency: null }, revealable: false, ...extra,
+      usage: { requests: 0, promptTokens: 0, completionTokens: 0, reasoningTokens: 0, errors: 0, disconnects: 0, firstUsedAt: null }, limits: { rpm: null, tpm: null, concurrency: null }, revealable: false, ...extra,
     };
     this.keys.push(key);
     this.refresh(instance);
@@ -174,6 +175,15 @@ export class FakeDaemon implements ConsoleClient {
   async listKeys(instance?: string): Promise<KeyView[]> {
     this.guard('listKeys');
     return structuredClone(this.keys.filter((k) => instance === undefined || k.instance === instance));
+  }
+
+  /** What stats() answers; tests set it. Null: the daemon has no stats route (an older one). */
+  live: LiveStatsView | null = { at: '2026-11-23T12:00:00.000Z', instances: [] };
+
+  async stats(): Promise<LiveStatsView> {
+    this.guard('stats');
+    if (this.live === null) throw obError('invalid_argument', { status: 404, message: 'No management route GET /v1/stats. Is the CLI newer than the daemon?' });
+    return structuredClone(this.live);
   }
 
   async revocations(): Promise<RevocationView[]> {

@@ -48,7 +48,7 @@ describe('key lifecycle through the real CLI against the real daemon', () => {
     const added = await cli<Record<string, unknown>>(['instances', 'add', 'gpu-1', '--model', MODEL, '--endpoint', `${sim.url}/v1`, '--pack-ends', '2099-01-01T00:00:00Z']);
     expect(added).toEqual({
       id: 'gpu-1', model: MODEL, endpoint: sim.url, state: 'pending', packEndsAt: '2099-01-01T00:00:00.000Z', upstreamTokenFile: null,
-      activeKeys: 0, createdAt: expect.any(String), updatedAt: expect.any(String),
+      activeKeys: 0, createdAt: expect.any(String), updatedAt: expect.any(String), health: null,
     });
 
     const ready = await cli<ReadyJson>(['instances', 'ready', 'gpu-1']);

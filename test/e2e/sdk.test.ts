@@ -48,7 +48,7 @@ describe('the official openai SDK against ob-proxy serve and ob-proxy simulate',
       choices: [{ index: 0, message: { role: 'assistant', content: 't0 t1 t2 t3 t4 t5 t6 t7 ' }, finish_reason: 'stop' }],
       usage: { prompt_tokens: expect.any(Number), completion_tokens: 8, total_tokens: expect.any(Number) },
     });
-    const got = (await sim.requests()).at(-1)!;
+    const got = (await sim.requests()).filter((r) => r.path === '/v1/chat/completions').at(-1)!;
     expect(got.body).toEqual({ model: MODEL, messages: [{ role: 'user', content: 'Hello' }], temperature: 0.2 });
   });
 
@@ -61,7 +61,7 @@ describe('the official openai SDK against ob-proxy serve and ob-proxy simulate',
     let upstreamDoneAtFirstChunk: boolean | null = null;
     for await (const chunk of stream) {
       if (chunks.length === 0) {
-        const last = (await sim.requests()).at(-1)!;
+        const last = (await sim.requests()).filter((r) => r.path === '/v1/chat/completions').at(-1)!;
         upstreamDoneAtFirstChunk = last.completed;
       }
       chunks.push(chunk);
@@ -76,7 +76,7 @@ describe('the official openai SDK against ob-proxy serve and ob-proxy simulate',
     expect(chunks.at(-1)!.choices[0]!.finish_reason).toBe('stop');
     expect(chunks.every((c) => c.usage === undefined || c.usage === null)).toBe(true);
     // Usage is asked of the model server for every stream (for the key's counters), not shown.
-    const got = (await sim.requests()).at(-1)!;
+    const got = (await sim.requests()).filter((r) => r.path === '/v1/chat/completions').at(-1)!;
     expect(got.body).toEqual({
       model: MODEL, stream: true, stream_options: { include_usage: true },
       messages: [{ role: 'user', content: 'count [[sim chunks=5 tokensPerSecond=8]]' }],
@@ -107,7 +107,7 @@ describe('the official openai SDK against ob-proxy serve and ob-proxy simulate',
         { role: 'user', content: [{ type: 'text', text: 'Hello ' }, { type: 'text', text: 'there' }] },
       ],
     });
-    const got = (await sim.requests()).at(-1)!;
+    const got = (await sim.requests()).filter((r) => r.path === '/v1/chat/completions').at(-1)!;
     expect(got.body).toEqual({
       model: MODEL, max_tokens: 3,
       messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: [{ type: 'text', text: 'Hello ' }, { type: 'text', text: 'there' }] }],
@@ -129,7 +129,7 @@ describe('the official openai SDK against ob-proxy serve and ob-proxy simulate',
   it('never forwards the client\'s Authorization or Host to the model server', async () => {
     const r = await postChat(serve.baseUrl, key, { model: MODEL, messages: [{ role: 'user', content: 'headers?' }] }, { 'x-forwarded-host': 'api.example.com' });
     expect(r.status).toBe(200);
-    const got = (await sim.requests()).at(-1)!;
+    const got = (await sim.requests()).filter((r) => r.path === '/v1/chat/completions').at(-1)!;
     expect(got.headers.authorization).toBeUndefined();
     expect(got.headers.host).toBe(new URL(sim.url).host);
     expect(JSON.stringify(got)).not.toContain(key);
@@ -257,7 +257,7 @@ describe('each status of CONTRACT §3 surfaces as the SDK error class with our c
 
   it('502 upstream_unavailable when the model server cannot be reached', async () => {
     await cliJson(['instances', 'add', 'gpu-dead', '--model', MODEL, '--endpoint', 'http://127.0.0.1:9'], home);
-    const k = (await cliJson<ReadyJson>(['instances', 'ready', 'gpu-dead'], home)).defaultKey.secret;
+    const k = (await cliJson<ReadyJson>(['instances', 'ready', 'gpu-dead', '--no-probe'], home)).defaultKey.secret;
     const c = new OpenAI({ baseURL: `${serve.baseUrl}/v1`, apiKey: k, maxRetries: 0 });
     const e = await sdkError(() => c.chat.completions.create(hello));
     expect(e).toBeInstanceOf(OpenAI.InternalServerError);

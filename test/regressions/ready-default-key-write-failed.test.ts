@@ -35,7 +35,7 @@ afterAll(async () => {
 it('says the instance is ready and how to make a key when only the default key failed to be written', async () => {
   const add = await daemon.management.inject({ method: 'POST', url: '/v1/instances', payload: { id: 'gpu-1', model: 'gemma4:26b', endpoint: 'http://127.0.0.1:9' } });
   expect(add.statusCode).toBe(201);
-  const ready = await daemon.management.inject({ method: 'POST', url: '/v1/instances/gpu-1/ready', payload: {} });
+  const ready = await daemon.management.inject({ method: 'POST', url: '/v1/instances/gpu-1/ready', payload: { probe: false } });
   expect(ready.statusCode).toBe(503);
   expect(ready.json()).toEqual({ error: {
     code: 'store_write_failed', type: 'store_error', param: null,

@@ -165,6 +165,22 @@ describe('lowdb store', () => {
 });
 
 describe('UsageTracker', () => {
+  it('counts how each exchange ended: reasoning tokens, errors and disconnects, in the key and in the delta to flush', async () => {
+    const { UsageTracker } = await import('../../src/services/usage.js');
+    const { emptyUsage } = await import('../../src/domain/key.js');
+    const usage = new UsageTracker();
+    const key = { id: 'k1', lastUsedAt: null, usage: emptyUsage() } as unknown as Parameters<typeof usage.record>[0];
+    const at = Date.UTC(2026, 10, 23, 5, 0, 0, 0);
+    for (const outcome of ['ok', 'error', 'disconnect', 'ok'] as const) {
+      usage.record(key, at, 0, 0);
+      usage.finished(key, { prompt: 3, completion: 5, reasoning: 2, outcome });
+    }
+    const counts = { requests: 4, promptTokens: 12, completionTokens: 20, reasoningTokens: 8, errors: 1, disconnects: 1, firstUsedAt: '2026-11-23T05:00:00.000Z' };
+    expect(key.usage).toEqual(counts);
+    expect(usage.takeDirty()).toEqual([{ keyId: 'k1', ...counts, lastUsedAt: '2026-11-23T05:00:00.000Z' }]);
+    expect(usage.takeDirty()).toEqual([]);
+  });
+
   it('records lastUsedAt as the ISO time of the request, to the millisecond', async () => {
     const { UsageTracker } = await import('../../src/services/usage.js');
     const usage = new UsageTracker();
@@ -173,7 +189,7 @@ describe('UsageTracker', () => {
       usage.record(key, ms, 1, 2);
       expect(key.lastUsedAt).toBe(new Date(ms).toISOString());
     }
-    expect(key.usage).toEqual({ requests: 5, promptTokens: 5, completionTokens: 10 });
-    expect(usage.takeDirty()).toMatchObject([{ requests: 5, promptTokens: 5, completionTokens: 10, lastUsedAt: key.lastUsedAt }]);
+    expect(key.usage).toEqual({ requests: 5, promptTokens: 5, completionTokens: 10, firstUsedAt: '2026-11-23T05:57:33.007Z' });
+    expect(usage.takeDirty()).toMatchObject([{ requests: 5, promptTokens: 5, completionTokens: 10, firstUsedAt: '2026-11-23T05:57:33.007Z', lastUsedAt: key.lastUsedAt }]);
   });
 });

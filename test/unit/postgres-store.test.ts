@@ -12,6 +12,7 @@ import { cryptoSecretSource } from '../../src/domain/api-key.js';
 import type { AuditEvent } from '../../src/domain/key.js';
 import { LifecycleService } from '../../src/services/lifecycle.js';
 import { LowdbStore } from '../../src/store/lowdb-store.js';
+import { MIGRATIONS } from '../../src/store/postgres/migrations.js';
 import { PostgresStore, redactUrl } from '../../src/store/postgres-store.js';
 import type { Store } from '../../src/store/store.js';
 import { eventually } from '../helpers/processes.js';
@@ -57,7 +58,7 @@ describe('PostgreSQL store', () => {
     await c.connect();
     const { rows } = await c.query('SELECT version FROM ob_schema_migrations');
     await c.end();
-    expect(rows).toEqual([{ version: 1 }, { version: 2 }]);
+    expect(rows).toEqual(MIGRATIONS.map((m) => ({ version: m.version })));
   });
 
   it('is chosen by a postgres:// URL; --max-stale must exceed the catch-up period', () => {
@@ -150,12 +151,12 @@ describe('PostgreSQL store', () => {
     await eventually(() => b.lc.registry.keys.has(key.id), 'B knows the key');
     // As the data plane's UsageTracker does: the registry's counters first, the delta flushed.
     Object.assign(a.lc.registry.keys.get(key.id)!.usage, { requests: 3, promptTokens: 30, completionTokens: 60 });
-    await a.lc.flushUsage([{ keyId: key.id, requests: 3, promptTokens: 30, completionTokens: 60, lastUsedAt: '2026-11-23T12:00:01.000Z' }]);
-    await b.lc.flushUsage([{ keyId: key.id, requests: 2, promptTokens: 20, completionTokens: 40, lastUsedAt: '2026-11-23T12:00:02.000Z' }]);
+    await a.lc.flushUsage([{ keyId: key.id, requests: 3, promptTokens: 30, completionTokens: 60, reasoningTokens: 6, errors: 1, disconnects: 0, firstUsedAt: '2026-11-23T12:00:00.500Z', lastUsedAt: '2026-11-23T12:00:01.000Z' }]);
+    await b.lc.flushUsage([{ keyId: key.id, requests: 2, promptTokens: 20, completionTokens: 40, reasoningTokens: 4, errors: 1, disconnects: 1, firstUsedAt: '2026-11-23T12:00:00.100Z', lastUsedAt: '2026-11-23T12:00:02.000Z' }]);
     // A revocation written afterwards carries A's older view of the counters: it must not win.
     await a.lc.revokeKey(key.id);
     const data = await new PostgresStore(db.url).load();
-    expect(data.keys.find((k) => k.id === key.id)).toMatchObject({ usage: { requests: 5, promptTokens: 50, completionTokens: 100 }, lastUsedAt: '2026-11-23T12:00:02.000Z' });
+    expect(data.keys.find((k) => k.id === key.id)).toMatchObject({ usage: { requests: 5, promptTokens: 50, completionTokens: 100, reasoningTokens: 10, errors: 2, disconnects: 1, firstUsedAt: '2026-11-23T12:00:00.100Z' }, lastUsedAt: '2026-11-23T12:00:02.000Z' });
     await eventually(() => a.lc.registry.keys.get(key.id)?.usage.requests === 5, 'A counts B\'s usage too');
   });
 
@@ -188,7 +189,9 @@ describe.each([
     const lc = await LifecycleService.open({ store, clock, secrets: cryptoSecretSource, models: MODELS });
     const { key, secret } = await ready(lc);
     const other = await lc.createKey('gpu-1', 'ci');
-    await lc.flushUsage([{ keyId: other.key.id, requests: 4, promptTokens: 1, completionTokens: 2, lastUsedAt: null }]);
+    await lc.flushUsage([{ keyId: other.key.id, requests: 4, promptTokens: 1, completionTokens: 2, reasoningTokens: 1, errors: 2, disconnects: 1, firstUsedAt: '2026-11-23T11:00:00.000Z', lastUsedAt: '2026-11-23T11:30:00.000Z' }]);
+    // A second batch adds to the counters; the first use stays the earliest.
+    await lc.flushUsage([{ keyId: other.key.id, requests: 1, promptTokens: 0, completionTokens: 0, reasoningTokens: 0, errors: 1, disconnects: 0, firstUsedAt: '2026-11-23T11:40:00.000Z', lastUsedAt: '2026-11-23T11:40:00.000Z' }]);
     await lc.revokeKey(key.id);
     await lc.addInstance({ id: 'gpu-2', model: 'qwen3.6:27b', packEndsAt: new Date(T0 + 3_600_000).toISOString() });
     await lc.remove('gpu-2');
@@ -196,7 +199,8 @@ describe.each([
     const again = await reopen(store, make);
     expect(again.registry.authenticate(secret, T0, true)).toMatchObject({ ok: false, code: 'revoked_api_key' });
     expect(again.registry.authenticate(other.secret, T0, true)).toMatchObject({ ok: true });
-    expect(again.registry.keys.get(other.key.id)?.usage).toEqual({ requests: 4, promptTokens: 1, completionTokens: 2 });
+    expect(again.registry.keys.get(other.key.id)?.usage).toEqual({ requests: 5, promptTokens: 1, completionTokens: 2, reasoningTokens: 1, errors: 3, disconnects: 1, firstUsedAt: '2026-11-23T11:00:00.000Z' });
+    expect(again.registry.keys.get(other.key.id)?.lastUsedAt).toBe('2026-11-23T11:40:00.000Z');
     expect([...again.registry.instances.keys()]).toEqual(['gpu-1']);
     expect(again.registry.events.map((e) => e.type)).toEqual([
       'instance.added', 'instance.state', 'key.created', 'key.created', 'key.revoked', 'instance.added', 'instance.removed',

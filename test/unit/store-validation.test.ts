@@ -72,6 +72,17 @@ describe('store validation', () => {
     expect(refusal(store({ version: '2' })).field).toBe('version');
   });
 
+  it('loads usage written before reasoning, errors, disconnects and first use were counted with those at 0 and null; checks them when present', () => {
+    const loaded = validateStoreData('/h/db.json', store({ keys: [{ ...key, usage: { requests: 3, promptTokens: 4, completionTokens: 5 } }] }));
+    expect(loaded.keys[0]!.usage).toEqual({ requests: 3, promptTokens: 4, completionTokens: 5, reasoningTokens: 0, errors: 0, disconnects: 0, firstUsedAt: null });
+    const full = { requests: 3, promptTokens: 4, completionTokens: 5, reasoningTokens: 1, errors: 2, disconnects: 1, firstUsedAt: AT };
+    expect(validateStoreData('/h/db.json', store({ keys: [{ ...key, usage: full }] })).keys[0]!.usage).toEqual(full);
+    expect(refusal(store({ keys: [{ ...key, usage: { ...full, errors: 1.5 } }] })).field).toBe('usage.errors');
+    expect(refusal(store({ keys: [{ ...key, usage: { ...full, disconnects: -1 } }] })).field).toBe('usage.disconnects');
+    expect(refusal(store({ keys: [{ ...key, usage: { ...full, reasoningTokens: '1' } }] })).field).toBe('usage.reasoningTokens');
+    expect(refusal(store({ keys: [{ ...key, usage: { ...full, firstUsedAt: 'yesterday' } }] })).field).toBe('usage.firstUsedAt');
+  });
+
   it('refuses a newer version and something that is not a store, without a record error', () => {
     expect(() => validateStoreData('/h/db.json', store({ version: 3 }))).toThrow(/written by a newer ob-proxy \(version 3\)/);
     expect(() => validateStoreData('/h/db.json', [])).toThrow(/is not an ob-proxy store/);

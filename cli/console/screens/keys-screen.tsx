@@ -8,7 +8,11 @@
  *   default     ob_sk_…Zz09  active    yes 2h ago   never        0  0/0
  *
  *   ci-bot · id 3fA9kQ2mXz1B · created 2026-11-23T04:00:12.000Z
+ *   3 requests · 42 in / 311 out · 0 reasoning · 0 errors · 0 left early
+ *   Limits: 60 requests/min · no token limit · 4 at once
  *   x revokes it (asks first).
+ *
+ * The limits line shows when the daemon sends `limits` (per-key limits); older daemons do not.
  */
 import { Box } from 'ink';
 import { Text } from '../components/text.js';
@@ -27,6 +31,36 @@ export interface KeysScreenProps {
 }
 
 /** Active keys first, then revoked ones; each in creation order. */
+/** Per-key limits, when the daemon has them: numbers, null for none. */
+interface KeyLimits {
+  rpm: number | null;
+  tpm: number | null;
+  concurrency: number | null;
+}
+
+function limitsOf(k: KeyView): KeyLimits | null {
+  const l = (k as KeyView & { limits?: Partial<KeyLimits> | null }).limits;
+  if (l === undefined || l === null || typeof l !== 'object') return null;
+  const n = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : null);
+  return { rpm: n(l.rpm), tpm: n(l.tpm), concurrency: n(l.concurrency) };
+}
+
+export function limitsText(l: KeyLimits): string {
+  return [
+    l.rpm === null ? 'no request limit' : `${l.rpm} requests/min`,
+    l.tpm === null ? 'no token limit' : `${compactCount(l.tpm)} tokens/min`,
+    l.concurrency === null ? 'no concurrency limit' : `${l.concurrency} at once`,
+  ].join(' · ');
+}
+
+export function usageText(k: KeyView): string {
+  const u = k.usage;
+  // An older daemon sends only the first three counters.
+  const errors = u.errors ?? 0;
+  return `${compactCount(u.requests)} request${u.requests === 1 ? '' : 's'} · ${compactCount(u.promptTokens)} in / ${compactCount(u.completionTokens)} out`
+    + ` · ${compactCount(u.reasoningTokens ?? 0)} reasoning · ${compactCount(errors)} error${errors === 1 ? '' : 's'} · ${compactCount(u.disconnects ?? 0)} left early`;
+}
+
 export function orderKeys(keys: KeyView[]): KeyView[] {
   return [...keys.filter((k) => k.status === 'active'), ...keys.filter((k) => k.status !== 'active')];
 }
@@ -49,17 +83,20 @@ export function KeysScreen({ instance, keys, selected, width, height, now }: Key
     { text: `${compactCount(k.usage.promptTokens)}/${compactCount(k.usage.completionTokens)}` },
   ]);
   const current = keys[selected];
+  const limits = current === undefined ? null : limitsOf(current);
   return (
     <Box flexDirection="column">
       <Text wrap="truncate">
         Keys of <Text bold>{instance.id}</Text> ({instance.model}, <Text color={tone(stateTone(instance.state))}>{instance.state}</Text>)
         <Text color={tone('muted')}> · ← → other instance</Text>
       </Text>
-      <Table columns={columns} rows={rows} selected={selected} height={height - 4}
+      <Table columns={columns} rows={rows} selected={selected} height={height - 6}
         empty={instance.state === 'ready' ? 'No keys yet: n generates one.' : 'No keys.'} />
       {current === undefined ? null : (
         <Box flexDirection="column" marginTop={1}>
           <Text wrap="truncate">{`  ${current.name} · id ${current.id} · created ${secondsUtc(current.createdAt)} UTC`}</Text>
+          <Text wrap="truncate">{`  ${usageText(current)}`}</Text>
+          {limits === null ? null : <Text wrap="truncate">{`  Limits: ${limitsText(limits)}`}</Text>}
           {current.status === 'revoked'
             ? <Text wrap="truncate" color={tone('bad')}>{`  Revoked ${current.revokedAt === null ? '' : secondsUtc(current.revokedAt) + ' UTC'}: ${reasonText(current.revokeReason)}.`}</Text>
             : current.revealable

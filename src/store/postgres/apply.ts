@@ -125,9 +125,9 @@ export async function applyBatch(client: PoolClient, batch: readonly Mutation[],
           const updated = await client.query(`UPDATE ob_keys SET status = 'revoked', record = $2 WHERE id = $1 AND status = 'active'`, [key.id, record]);
           if (updated.rowCount === 0) {
             await client.query(
-              `INSERT INTO ob_keys (id, hash, instance, deployment, status, record, requests, prompt_tokens, completion_tokens, last_used_at)
-               VALUES ($1, $2, $3, $4, 'revoked', $5, $6, $7, $8, $9) ON CONFLICT (id) DO NOTHING`,
-              [key.id, key.hash, key.instance, key.deployment, record, key.usage.requests, key.usage.promptTokens, key.usage.completionTokens, key.lastUsedAt],
+              `INSERT INTO ob_keys (id, hash, instance, deployment, status, record, requests, prompt_tokens, completion_tokens, last_used_at, reasoning_tokens, errors, disconnects, first_used_at)
+               VALUES ($1, $2, $3, $4, 'revoked', $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (id) DO NOTHING`,
+              [key.id, key.hash, key.instance, key.deployment, record, key.usage.requests, key.usage.promptTokens, key.usage.completionTokens, key.lastUsedAt, ...newCounters(key)],
             );
           }
           applied.push(m);
@@ -146,9 +146,9 @@ export async function applyBatch(client: PoolClient, batch: readonly Mutation[],
           });
         }
         await client.query(
-          `INSERT INTO ob_keys (id, hash, instance, deployment, status, record, requests, prompt_tokens, completion_tokens, last_used_at)
-           VALUES ($1, $2, $3, $4, 'active', $5, $6, $7, $8, $9)`,
-          [key.id, key.hash, key.instance, key.deployment, record, key.usage.requests, key.usage.promptTokens, key.usage.completionTokens, key.lastUsedAt],
+          `INSERT INTO ob_keys (id, hash, instance, deployment, status, record, requests, prompt_tokens, completion_tokens, last_used_at, reasoning_tokens, errors, disconnects, first_used_at)
+           VALUES ($1, $2, $3, $4, 'active', $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+          [key.id, key.hash, key.instance, key.deployment, record, key.usage.requests, key.usage.promptTokens, key.usage.completionTokens, key.lastUsedAt, ...newCounters(key)],
         );
         applied.push(m);
         break;
@@ -191,9 +191,16 @@ export async function applyBatch(client: PoolClient, batch: readonly Mutation[],
       `UPDATE ob_keys k SET requests = k.requests + (u->>'requests')::bigint,
          prompt_tokens = k.prompt_tokens + (u->>'promptTokens')::bigint,
          completion_tokens = k.completion_tokens + (u->>'completionTokens')::bigint,
+         reasoning_tokens = k.reasoning_tokens + (u->>'reasoningTokens')::bigint,
+         errors = k.errors + (u->>'errors')::bigint,
+         disconnects = k.disconnects + (u->>'disconnects')::bigint,
+         first_used_at = LEAST(k.first_used_at, u->>'firstUsedAt'),
          last_used_at = GREATEST(k.last_used_at, u->>'lastUsedAt')
        FROM jsonb_array_elements($1::jsonb) AS u WHERE k.id = u->>'keyId'`,
-      [JSON.stringify(usage.map((u) => ({ keyId: u.keyId, requests: u.requests, promptTokens: u.promptTokens, completionTokens: u.completionTokens, lastUsedAt: u.lastUsedAt })))],
+      [JSON.stringify(usage.map((u) => ({
+        keyId: u.keyId, requests: u.requests, promptTokens: u.promptTokens, completionTokens: u.completionTokens,
+        reasoningTokens: u.reasoningTokens, errors: u.errors, disconnects: u.disconnects, firstUsedAt: u.firstUsedAt, lastUsedAt: u.lastUsedAt,
+      })))],
     );
   }
   return { mutations: applied, extra };
@@ -203,6 +210,11 @@ export async function applyBatch(client: PoolClient, batch: readonly Mutation[],
 function reasonIn(batch: readonly Mutation[], instance: string): RevokeReason | undefined {
   for (const m of batch) if (m.op === 'appendEvent' && m.event.type === 'instance.state' && m.event.instance === instance && m.event.reason !== undefined) return m.event.reason;
   return undefined;
+}
+
+/** The counters of migration 3, in its column order. */
+function newCounters(key: KeyRecord): [number, number, number, string | null] {
+  return [key.usage.reasoningTokens, key.usage.errors, key.usage.disconnects, key.usage.firstUsedAt];
 }
 
 function withoutUsage(key: KeyRecord): Omit<KeyRecord, 'usage' | 'lastUsedAt'> {

@@ -64,6 +64,18 @@ export const MIGRATIONS: readonly { version: number; name: string; sql: string }
         WHERE NOT (record ? 'limits');
     `,
   },
+  {
+    version: 3,
+    name: 'usage: reasoning tokens, errors, client disconnects, first use',
+    sql: `
+      -- Counted since issue 13; rows from before hold none, which is what was counted then.
+      ALTER TABLE ob_keys
+        ADD COLUMN reasoning_tokens bigint NOT NULL DEFAULT 0,
+        ADD COLUMN errors bigint NOT NULL DEFAULT 0,
+        ADD COLUMN disconnects bigint NOT NULL DEFAULT 0,
+        ADD COLUMN first_used_at text;
+    `,
+  },
 ];
 
 /** Advisory lock keys (two int4: ob-proxy's, then the lock's). */

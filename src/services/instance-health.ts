@@ -1,0 +1,113 @@
+import { type Clock, iso } from '../clock.js';
+import type { Instance } from '../domain/instance.js';
+import type { ProbeResult, ProbeStatus } from '../upstream/model-probe.js';
+
+/** What `instances list`, the console and the metrics show of an instance's model server. */
+export interface HealthView {
+  status: ProbeStatus;
+  checkedAt: string;
+  /** What the last probe found wrong, naming the endpoint; null when reachable. */
+  error: string | null;
+}
+
+interface Entry extends HealthView {
+  /** The result holds for this deployment at this endpoint only: a move elsewhere forgets it. */
+  deployment: string;
+  endpoint: string;
+}
+
+export interface InstanceHealthDeps {
+  clock: Clock;
+  instances(): Iterable<Instance>;
+  instance(id: string): Instance | undefined;
+  probe(endpoint: string, model: string, token: string | undefined): Promise<ProbeResult>;
+  /** The instance's upstream token: never a client's key. */
+  token(instanceId: string): string | undefined;
+  /** A probe's status differs from the one before (or is the first): for the log. */
+  changed?(instance: Instance, now: HealthView, before: HealthView | null): void;
+}
+
+/**
+ * The last probe of each ready instance, in memory, refreshed off the request path every
+ * interval. A probe still running when the next tick comes is not started twice, so a server
+ * that hangs costs one probe per instance at a time, bounded by the probe's own timeout.
+ */
+export class InstanceHealth {
+  private readonly entries = new Map<string, Entry>();
+  private readonly probing = new Set<string>();
+  private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
+
+  constructor(private readonly deps: InstanceHealthDeps) {}
+
+  /**
+   * Probes one instance's endpoint now, as `instances ready` does before the move (with the
+   * token it is about to use, which may not be loaded yet).
+   */
+  async check(instance: Pick<Instance, 'id' | 'model'>, endpoint: string, token = this.deps.token(instance.id)): Promise<HealthView> {
+    const result = await this.deps.probe(endpoint, instance.model, token);
+    const view: HealthView = { status: result.status, checkedAt: iso(this.deps.clock.now()), error: result.error };
+    return view;
+  }
+
+  /** Keeps a result for the instance as it is now. */
+  record(instance: Instance, endpoint: string, view: HealthView): void {
+    const before = this.view(instance);
+    this.entries.set(instance.id, { ...view, deployment: instance.deployment, endpoint });
+    if (before === null || before.status !== view.status) this.deps.changed?.(instance, view, before);
+  }
+
+  /** The last probe of a ready instance at its current endpoint; null if none applies. */
+  view(instance: Instance): HealthView | null {
+    const e = this.entries.get(instance.id);
+    if (e === undefined || instance.state !== 'ready' || e.deployment !== instance.deployment || e.endpoint !== instance.endpoint) return null;
+    return { status: e.status, checkedAt: e.checkedAt, error: e.error };
+  }
+
+  /** Every ready instance's current status, for the metrics gauge. */
+  *statuses(): Iterable<{ instance: string; status: ProbeStatus }> {
+    for (const i of this.deps.instances()) {
+      const v = this.view(i);
+      if (v !== null) yield { instance: i.id, status: v.status };
+    }
+  }
+
+  /** Probes every ready instance once; resolves when all have answered (each is time-bounded). */
+  async probeAll(): Promise<void> {
+    const running: Promise<void>[] = [];
+    for (const id of this.entries.keys()) if (this.deps.instance(id) === undefined) this.entries.delete(id);
+    for (const inst of this.deps.instances()) {
+      const endpoint = inst.endpoint;
+      if (inst.state !== 'ready' || endpoint === null || this.probing.has(inst.id)) continue;
+      this.probing.add(inst.id);
+      running.push(this.check(inst, endpoint).then((view) => {
+        // The instance may have moved while the probe ran: keep the result only if it still applies.
+        const now = this.deps.instance(inst.id);
+        if (!this.stopped && now !== undefined && now.state === 'ready' && now.deployment === inst.deployment && now.endpoint === endpoint) this.record(now, endpoint, view);
+      }).finally(() => this.probing.delete(inst.id)));
+    }
+    await Promise.all(running);
+  }
+
+  /**
+   * Probes at once (instances ready before a restart show their health without waiting a
+   * period), then every `intervalMs` until stop(); 0 keeps periodic probes off.
+   */
+  start(intervalMs: number): void {
+    if (intervalMs <= 0) return;
+    void this.probeAll();
+    const tick = (): void => {
+      this.timer = setTimeout(() => {
+        void this.probeAll();
+        if (!this.stopped) tick();
+      }, intervalMs);
+      this.timer.unref();
+    };
+    tick();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    clearTimeout(this.timer);
+  }
+}

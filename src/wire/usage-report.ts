@@ -1,0 +1,81 @@
+import type { Instance } from '../domain/instance.js';
+import { type KeyRecord, type KeyUsage, addUsage, emptyUsage } from '../domain/key.js';
+
+/** A key's or a pack's counters (KeyUsage), with its last use. */
+export interface UsageCounts extends KeyUsage {
+  lastUsedAt: string | null;
+}
+
+export interface KeyUsageRow extends UsageCounts {
+  id: string;
+  name: string;
+  status: KeyRecord['status'];
+}
+
+/**
+ * One pack: a deployment of an instance (`instances add` starts one; `remove` ends it). Its keys
+ * never outlive it, so their counters are the pack's. `state` is `removed` once the deployment
+ * is gone (the instance removed, or its id added again for another rental).
+ */
+export interface PackUsage {
+  instance: string;
+  deployment: string;
+  model: string | null;
+  state: Instance['state'] | 'removed';
+  packEndsAt: string | null;
+  keys: KeyUsageRow[];
+  /** The sum over `keys` (the keys shown: all of the pack's unless --key or --since left some out). */
+  total: UsageCounts;
+}
+
+export interface UsageReport {
+  since: string | null;
+  packs: PackUsage[];
+}
+
+export interface UsageFilter {
+  instance?: string | undefined;
+  key?: string | undefined;
+  /** Keys last used at or after this time (ISO 8601, UTC). */
+  since?: string | undefined;
+}
+
+function counts(k: KeyRecord): UsageCounts {
+  return { ...k.usage, lastUsedAt: k.lastUsedAt };
+}
+
+function later(a: string | null, b: string | null): string | null {
+  return a === null || (b !== null && b > a) ? b : a;
+}
+
+/**
+ * `ob-proxy usage`: per key and per pack, from the counters in memory (which include what is
+ * not flushed yet). Counters are whole-life totals of each key: `since` selects keys, it does
+ * not cut their counters at that time.
+ */
+export function usageReport(instances: ReadonlyMap<string, Instance>, keys: Iterable<KeyRecord>, filter: UsageFilter): UsageReport {
+  const packs = new Map<string, PackUsage>();
+  const since = filter.since ?? null;
+  const chosen = [...keys]
+    .filter((k) => (filter.instance === undefined || k.instance === filter.instance)
+      && (filter.key === undefined || k.id === filter.key)
+      && (since === null || (k.lastUsedAt !== null && k.lastUsedAt >= since)))
+    .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id));
+  for (const k of chosen) {
+    const id = `${k.instance}\u0000${k.deployment}`;
+    let pack = packs.get(id);
+    if (pack === undefined) {
+      const inst = instances.get(k.instance);
+      const current = inst !== undefined && inst.deployment === k.deployment ? inst : undefined;
+      pack = {
+        instance: k.instance, deployment: k.deployment, model: current?.model ?? null, state: current?.state ?? 'removed',
+        packEndsAt: current?.packEndsAt ?? null, keys: [], total: { ...emptyUsage(), lastUsedAt: null },
+      };
+      packs.set(id, pack);
+    }
+    pack.keys.push({ id: k.id, name: k.name, status: k.status, ...counts(k) });
+    pack.total = { ...addUsage(pack.total, k.usage), lastUsedAt: later(pack.total.lastUsedAt, k.lastUsedAt) };
+  }
+  // The instance's current pack first, then older ones: by instance id, then by first key.
+  return { since, packs: [...packs.values()].sort((a, b) => a.instance.localeCompare(b.instance) || Number(a.state === 'removed') - Number(b.state === 'removed')) };
+}
