@@ -37,8 +37,8 @@ describe('console: Keys pane', () => {
 
         default · id bRqfAWGcrTFs · created 11-23 10:00:00 UTC
         0 requests · 0 in / 0 out · 0 reasoning · 0 errors · 0 left early
+        Limits: none
         x revokes it (asks first).
-
 
 
 

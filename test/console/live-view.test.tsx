@@ -108,7 +108,7 @@ describe('console: key usage and limits', () => {
     await ui.waitForFrame('Keys of gpu-1');
     const first = await ui.waitForFrame('› default');
     expect(first).toContain('  0 requests · 0 in / 0 out · 0 reasoning · 0 errors · 0 left early\n');
-    expect(first).not.toContain('Limits:');
+    expect(first).toContain('  Limits: none\n');
     await ui.press('j');
     const frame = await ui.waitForFrame('› ci-bot');
     expect(frame).toContain('  12 requests · 420 in / 31k out · 900 reasoning · 1 error · 2 left early\n');

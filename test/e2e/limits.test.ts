@@ -8,9 +8,14 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { SECRET_PATTERN } from '../../src/domain/api-key.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ServeProcess, type SimProcess, cliJson, eventually, runCli, startServe, startSimulate, tmpHome } from '../helpers/processes.js';
+import { type ServeProcess, type SimProcess, type SimRequest, cliJson, eventually, runCli, startServe, startSimulate, tmpHome } from '../helpers/processes.js';
 import { type TestDatabase, freshDatabase } from '../helpers/postgres.js';
 import { MODEL, readyInstance } from '../helpers/store-home.js';
+
+/** What the model server received for chat completions (the daemon's health probes ask it for its models too). */
+async function chatsOf(sim: SimProcess): Promise<SimRequest[]> {
+  return (await sim.requests()).filter((r) => r.path === '/v1/chat/completions');
+}
 
 const WINDOW_MS = 4000;
 
@@ -77,7 +82,7 @@ describe('per-key limits', () => {
     const second = await ask(serve.baseUrl, bot.secret, 'two');
     expect(second.status).toBe(200);
     expect(rateHeaders(second.headers)).toEqual({ 'limit-requests': '2', 'remaining-requests': '0', 'limit-tokens': '100000', 'remaining-tokens': String(100000 - usage) });
-    const upstreamBefore = (await sim.requests()).length;
+    const upstreamBefore = (await chatsOf(sim)).length;
 
     const third = await ask(serve.baseUrl, bot.secret, 'three');
     expect(third.status).toBe(429);
@@ -100,7 +105,7 @@ describe('per-key limits', () => {
     expect(data.choices[0]!.message.content).toEqual(expect.any(String));
     expect(response.headers.get('x-ratelimit-remaining-requests')).toBe('1');
     // Refused requests never reached the model server: the neighbour's and the SDK's one did.
-    const sent = (await sim.requests()).slice(upstreamBefore).map((r) => (r.body as { messages: { content: string }[] }).messages[0]!.content);
+    const sent = (await chatsOf(sim)).slice(upstreamBefore).map((r) => (r.body as { messages: { content: string }[] }).messages[0]!.content);
     expect(sent).toEqual(['neighbour', 'sdk']);
     // The SDK was refused once before its retry; one log line for the key's refusals in its window.
     expect(await limited('rpm')).toBe(2);
@@ -135,7 +140,7 @@ describe('per-key limits', () => {
     await cliJson(['keys', 'limit', k.id, '--tpm', 'none', '--concurrency', '1'], home);
     const hold = new AbortController();
     const held = ask(serve.baseUrl, k.secret, '[[sim fail=hang]] held', hold.signal).catch(() => null);
-    await eventually(async () => (await sim.requests()).some((r) => JSON.stringify(r.body).includes('held')), 'the held request upstream');
+    await eventually(async () => (await chatsOf(sim)).some((r) => JSON.stringify(r.body).includes('held')), 'the held request upstream');
     const second = await ask(serve.baseUrl, k.secret, 'e');
     expect(second.status).toBe(429);
     expect(second.headers.get('retry-after')).toBe('1');
@@ -222,7 +227,7 @@ describe('per-instance admission: --max-concurrency 1 --queue 4', () => {
   }
 
   async function upstreamContents(): Promise<string[]> {
-    return (await sim.requests()).map((r) => (r.body as { messages: { content: string }[] }).messages[0]!.content);
+    return (await chatsOf(sim)).map((r) => (r.body as { messages: { content: string }[] }).messages[0]!.content);
   }
 
   /** One request held by the model server (its only slot), released by `release`. */
@@ -289,7 +294,7 @@ describe('per-instance admission: --queue-timeout', () => {
       const { secret } = await readyInstance(home, 'gpu-1', sim.url);
       const hold = new AbortController();
       const held = ask(serve.baseUrl, secret, '[[sim fail=hang]] held', hold.signal).catch(() => null);
-      await eventually(async () => (await sim.requests()).length === 1, 'the held request upstream');
+      await eventually(async () => (await chatsOf(sim)).length === 1, 'the held request upstream');
       const waited = await ask(serve.baseUrl, secret, 'waited');
       expect(waited.status).toBe(429);
       expect(waited.headers.get('retry-after')).toBe('1');
@@ -297,7 +302,7 @@ describe('per-instance admission: --queue-timeout', () => {
       hold.abort();
       await held;
       expect((await ask(serve.baseUrl, secret, 'next')).status).toBe(200);
-      expect((await sim.requests()).map((r) => (r.body as { messages: { content: string }[] }).messages[0]!.content)).toEqual(['[[sim fail=hang]] held', 'next']);
+      expect((await chatsOf(sim)).map((r) => (r.body as { messages: { content: string }[] }).messages[0]!.content)).toEqual(['[[sim fail=hang]] held', 'next']);
       expect(serve.logs().filter((l) => l.reason === 'queue_timeout')).toHaveLength(1);
     } finally {
       await serve.stop();

@@ -46,6 +46,7 @@ function limitsOf(k: KeyView): KeyLimits | null {
 }
 
 export function limitsText(l: KeyLimits): string {
+  if (l.rpm === null && l.tpm === null && l.concurrency === null) return 'none';
   return [
     l.rpm === null ? 'no request limit' : `${l.rpm} requests/min`,
     l.tpm === null ? 'no token limit' : `${compactCount(l.tpm)} tokens/min`,
