@@ -80,7 +80,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
 
 /** The store's file and its companions, which no other path option may name. */
 function ownFiles(store: string): string[] {
-  return [store, `${store}.tmp`, `${store}.revocations`, `${store}.pid`, `${store}.lock`];
+  return [store, `${store}.tmp`, `${store}.revocations`, `${store}.journal`, `${store}.audit`, `${store}.pid`, `${store}.lock`];
 }
 
 interface Opened {

@@ -122,6 +122,7 @@ describe.each(['lowdb', 'postgres'] as const)('crash-restart on the %s store', (
       const text = await readFile(join(home, 'db.json'), 'utf8').catch(() => '{}');
       expect(() => JSON.parse(text) as unknown).not.toThrow();
       expect(SECRET_PATTERN.test(text)).toBe(false);
+      expect(SECRET_PATTERN.test(await readFile(join(home, 'db.json.journal'), 'utf8').catch(() => ''))).toBe(false);
       if (db !== undefined) expect(SECRET_PATTERN.test(await dumpTables(db.url))).toBe(false);
     } finally {
       await pool.close();
