@@ -1,4 +1,4 @@
-/* global process, setTimeout */
+/* global process, setTimeout, performance */
 /**
  * `npm run bench -- --only store-10k` (issue 12 §7): how long a key creation and an instance stop
  * take through a real daemon's management socket, on a lowdb store of 10,000 keys and 100,000
