@@ -12,6 +12,7 @@ import { LowdbStore } from '../src/store/lowdb-store.js';
 import type { Store } from '../src/store/store.js';
 import { UpstreamClient } from '../src/upstream/upstream-client.js';
 import { EventLayoutsByServer } from '../src/wire/event-layouts.js';
+import { storeSyncView } from '../src/wire/views.js';
 import type { DaemonContext } from './context.js';
 import { BadKeyLimiter } from './data-plane/bad-key-limiter.js';
 import { buildDataPlane } from './data-plane/build-data-plane.js';
@@ -113,6 +114,10 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
     metricsUrl: null,
     storeLocation: store.location,
     storeStale: false,
+    storeSync: () => (store.lastInSync === undefined ? null : storeSyncView({
+      location: store.location, lastInSync: store.lastInSync(), now: clock.now(), maxStaleMs: config.maxStaleMs,
+      stale: ctx.storeStale, holdsChores: store.holdsChores?.() ?? true,
+    })),
     packTimerChanged: () => schedulePackTimer(),
   };
   // The audit trail in the log too, event by event: key creations and revocations (by hand, by a

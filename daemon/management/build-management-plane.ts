@@ -39,7 +39,7 @@ export function buildManagementPlane(ctx: DaemonContext): FastifyInstance {
 
   app.get('/v1/status', async () => ({
     version: ctx.version, pid: process.pid, baseUrl: ctx.baseUrl, store: ctx.storeLocation,
-    socket: ctx.config.socket, startedAt: ctx.startedAt, models: [...ctx.config.models],
+    socket: ctx.config.socket, startedAt: ctx.startedAt, models: [...ctx.config.models], storeSync: ctx.storeSync(),
   }));
   registerInstanceRoutes(app, ctx);
   registerKeyRoutes(app, ctx);

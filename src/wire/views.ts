@@ -55,6 +55,28 @@ export interface StatusView {
   socket: string;
   startedAt: string;
   models: string[];
+  /** A store shared by several daemons (PostgreSQL): how this daemon stands with it. Null: this daemon is the store's only writer. */
+  storeSync?: StoreSyncView | null;
+}
+
+export interface StoreSyncView {
+  /** Where the store is (a URL without its password). */
+  location: string;
+  /** `in_sync`: keys are served; `stale`: out of sync for longer than --max-stale, every key refused (503). */
+  state: 'in_sync' | 'stale';
+  /** When this daemon last knew itself in sync (a read of the change log that began then succeeded). */
+  lastSyncAt: string;
+  lastSyncAgeMs: number;
+  maxStaleMs: number;
+  /** Whether this daemon does the cluster's chores (ending packs on their clock). */
+  holdsChores: boolean;
+}
+
+export function storeSyncView(s: { location: string; lastInSync: number; now: number; maxStaleMs: number; stale: boolean; holdsChores: boolean }): StoreSyncView {
+  return {
+    location: s.location, state: s.stale ? 'stale' : 'in_sync', lastSyncAt: new Date(s.lastInSync).toISOString(),
+    lastSyncAgeMs: Math.max(0, s.now - s.lastInSync), maxStaleMs: s.maxStaleMs, holdsChores: s.holdsChores,
+  };
 }
 
 export function instanceView(i: Instance, activeKeys: number): InstanceView {
