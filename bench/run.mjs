@@ -154,6 +154,8 @@ function paired(rs, byTarget) {
   return {
     rpsVsRef: pair(ref, 'rps', div), cpuVsRef: pair(ref, 'cpuUsPerReq', div), rpsVsDirect: pair(dir, 'rps', div),
     addedP50: pair(dir, 'p50', sub), addedP99: pair(dir, 'p99', sub), addedFirstP50: pair(dir, 'firstP50', sub),
+    // --postgres: each target against ob-proxy on lowdb, in the same repetition (bench/report-postgres.mjs).
+    rpsVsLowdb: pair(byTarget['ob-proxy'], 'rps', div),
   };
 }
 

@@ -118,7 +118,6 @@ export class LowdbStore implements Store {
       this.notice(`Could not record ${reconciled.unjournaled.length} earlier revocation(s) in ${this.journalPath} (${errCode(err)}); they are in the store and are recorded with its next write.`);
     });
     this.tables = Tables.from(reconciled.data);
-    const out = structuredClone(this.tables.toData());
 
     if (this.options.readOnly !== true) {
       this.log = await CommitJournal.open(this.commitJournalPath, replay.liveEnd);
@@ -129,7 +128,8 @@ export class LowdbStore implements Store {
         await this.fold();
       }
     }
-    return out;
+    // After the fold: the daemon holds the audit events db.json keeps, not those just archived.
+    return structuredClone(this.tables.toData());
   }
 
   /**

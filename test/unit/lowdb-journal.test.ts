@@ -202,11 +202,12 @@ describe('10,000 keys and 100,000 audit events', () => {
     return { journal: (await stat(`${path}.journal`)).size - j0, dbRewritten: db1.ino !== db0.ino || db1.mtimeMs !== db0.mtimeMs };
   }
 
-  async function measure(data: StoreData | null): Promise<{ create: { journal: number; dbRewritten: boolean }; stop: { journal: number; dbRewritten: boolean }; dbBytes: number }> {
+  async function measure(data: StoreData | null): Promise<{ create: { journal: number; dbRewritten: boolean }; stop: { journal: number; dbRewritten: boolean }; dbBytes: number; eventsHeld: number }> {
     const dir = await home();
     const path = join(dir, 'db.json');
     if (data !== null) await writeFile(path, JSON.stringify(data));
     const { lc, store } = await open(path);
+    const eventsHeld = lc.registry.events.length;
     // The stop revokes the instance's 9 active keys (as in the big store: 100 keys an instance, a fifth revoked).
     await lc.addInstance({ id: 'target', model: 'gemma4:26b', endpoint: 'http://127.0.0.1:9/v1' });
     await (await lc.ready('target')).defaultKey;
@@ -215,7 +216,7 @@ describe('10,000 keys and 100,000 audit events', () => {
     const stop = await cost(path, () => lc.halt('target', 'stop'));
     const dbBytes = (await stat(path)).size;
     await store.close();
-    return { create, stop, dbBytes };
+    return { create, stop, dbBytes, eventsHeld };
   }
 
   it('a key creation and a stop write the same few bytes as on an empty store, and never db.json', async () => {
@@ -223,6 +224,8 @@ describe('10,000 keys and 100,000 audit events', () => {
     const small = await measure(null);
     const large = await measure(big);
     expect(large.dbBytes).toBeGreaterThan(3_000_000);
+    // Loaded, the 100,000 events were cut to the newest 10,000 (the rest archived).
+    expect(large.eventsHeld).toBe(10_000);
     for (const r of [small, large]) expect([r.create.dbRewritten, r.stop.dbRewritten]).toEqual([false, false]);
     // The same entry on either store, but for the digits of larger event and entry numbers.
     expect(Math.abs(large.create.journal - small.create.journal)).toBeLessThanOrEqual(16);
