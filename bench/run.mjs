@@ -73,7 +73,7 @@ if (a['no-build'] !== true) {
 // socket (bench/store-scale.mjs); alone with --only store-10k.
 if (only?.has('store-10k')) {
   const { renderStoreBench, runStoreBench } = await import('./store-scale.mjs');
-  const doc = await runStoreBench({ rounds: smoke ? 5 : 200, reps: smoke ? 1 : 2, nodeArgs: opts.nodeFlags, log });
+  const doc = await runStoreBench({ rounds: smoke ? 5 : 600, reps: smoke ? 1 : 2, nodeArgs: opts.nodeFlags, log });
   mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
   writeFileSync(join(ROOT, 'bench/results/store-10k.json'), `${JSON.stringify(doc, null, 2)}\n`);
   log(renderStoreBench(doc));
