@@ -78,6 +78,7 @@ async function measureStore(label, data, { rounds, nodeArgs, log, dir }) {
     const startMs = performance.now() - t0;
     const create = [];
     const stop = [];
+    const control = [];
     // A fold replaces db.json: counted by its inode, to show the timed operations ran across folds.
     let ino = statSync(join(home, 'db.json')).ino;
     let folds = 0;
@@ -89,7 +90,11 @@ async function measureStore(label, data, { rounds, nodeArgs, log, dir }) {
       await client.addInstance({ id, model: 'gemma4:26b', endpoint: 'http://127.0.0.1:9/v1' });
       await client.ready(id, { wait: true });
       for (let k = 0; k < 10; k++) await client.createKey(id, `k${k}`);
+      // The control: a read through the same socket, no store work. Its tail is the machine's.
       let t = performance.now();
+      await client.status();
+      control.push(performance.now() - t);
+      t = performance.now();
       await client.createKey(id, 'timed');
       create.push(performance.now() - t);
       t = performance.now();
@@ -97,8 +102,8 @@ async function measureStore(label, data, { rounds, nodeArgs, log, dir }) {
       stop.push(performance.now() - t);
     }
     const journalBytes = statSync(join(home, 'db.json.journal')).size;
-    const result = { store: label, dir, dbBytesAtStart: dbBytes, startMs, create: summary(create), stop: summary(stop), journalBytes, rounds, folds };
-    log(`store ${label} in ${dir}: start ${startMs.toFixed(0)} ms, ${folds} fold(s) during the rounds; key creation p50 ${result.create.p50.toFixed(2)} p99 ${result.create.p99.toFixed(2)} max ${result.create.max.toFixed(2)} ms; stop (12 keys) p50 ${result.stop.p50.toFixed(2)} p99 ${result.stop.p99.toFixed(2)} max ${result.stop.max.toFixed(2)} ms`);
+    const result = { store: label, dir, dbBytesAtStart: dbBytes, startMs, create: summary(create), stop: summary(stop), control: summary(control), journalBytes, rounds, folds };
+    log(`store ${label} in ${dir}: start ${startMs.toFixed(0)} ms, ${folds} fold(s) during the rounds; key creation p50 ${result.create.p50.toFixed(2)} p99 ${result.create.p99.toFixed(2)} max ${result.create.max.toFixed(2)} ms; stop (12 keys) p50 ${result.stop.p50.toFixed(2)} p99 ${result.stop.p99.toFixed(2)} max ${result.stop.max.toFixed(2)} ms; status (control) p99 ${result.control.p99.toFixed(2)} max ${result.control.max.toFixed(2)} ms`);
     return result;
   } finally {
     await client.close?.();
@@ -130,9 +135,9 @@ export async function runStoreBench({ rounds = 600, reps = 2, nodeArgs = [], log
 export function renderStoreBench(doc) {
   const f = (v) => (v == null ? '—' : v.toFixed(2));
   return [
-    '| store | folder | db.json at start | daemon start ms | folds during the run | key creation p50 / p99 / max ms | stop (12 keys revoked) p50 / p99 / max ms |',
-    '|---|---|---|---|---|---|---|',
-    ...doc.runs.map((r) => `| ${r.store} | ${r.dir} | ${(r.dbBytesAtStart / 1e6).toFixed(1)} MB | ${r.startMs.toFixed(0)} | ${r.folds} | ${f(r.create.p50)} / ${f(r.create.p99)} / ${f(r.create.max)} | ${f(r.stop.p50)} / ${f(r.stop.p99)} / ${f(r.stop.max)} |`),
+    '| store | folder | db.json at start | daemon start ms | folds during the run | key creation p50 / p99 / max ms | stop (12 keys revoked) p50 / p99 / max ms | control: `status`, no write, p50 / p99 / max ms |',
+    '|---|---|---|---|---|---|---|---|',
+    ...doc.runs.map((r) => `| ${r.store} | ${r.dir} | ${(r.dbBytesAtStart / 1e6).toFixed(1)} MB | ${r.startMs.toFixed(0)} | ${r.folds} | ${f(r.create.p50)} / ${f(r.create.p99)} / ${f(r.create.max)} | ${f(r.stop.p50)} / ${f(r.stop.p99)} / ${f(r.stop.max)} | ${f(r.control.p50)} / ${f(r.control.p99)} / ${f(r.control.max)} |`),
     '',
   ].join('\n');
 }
