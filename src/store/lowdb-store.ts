@@ -7,7 +7,7 @@ import { CommitJournal, type JournalEntry, frame, readJournal } from './commit-j
 import { type JournalOptions, type JournalRecord, RevocationJournal } from './revocation-journal.js';
 import { journalRecordOf, revokedWins } from './revoked-wins.js';
 import { type SnapshotMeta, readSnapshotMeta, snapshotChunks } from './snapshot.js';
-import { Tables, type Mutation, type Store, type StoreData } from './store.js';
+import { Tables, emptyData, type Mutation, type Store, type StoreData } from './store.js';
 import { validateStoreData } from './store-validation.js';
 
 interface Waiter {
@@ -98,7 +98,7 @@ export class LowdbStore implements Store {
       );
     }
     const existed = raw !== null;
-    const snapshot = validateStoreData(this.location, raw ?? { version: 2, instances: [], keys: [], events: [] });
+    const snapshot = validateStoreData(this.location, raw ?? emptyData());
     this.meta = readSnapshotMeta(this.location, raw);
     let tables = Tables.from(snapshot);
     const replay = await this.replayJournal(tables);
