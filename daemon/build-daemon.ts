@@ -62,7 +62,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     await prepareSocketPath(config.socket, shared ? [] : ownFiles(config.store));
     store = deps.store ?? (shared
       ? new (await import('../src/store/postgres-store.js')).PostgresStore(config.store, { catchupMs: config.storeCatchupMs, notify: config.storeNotify, onNotice: (message) => log.warn({ store: 'postgres' }, message) })
-      : new LowdbStore(config.store, { onNotice: (message) => log.warn({ store: config.store }, message) }));
+      : new LowdbStore(config.store, { onNotice: (message) => log.warn({ store: config.store }, message), ...(config.storeFoldBytes === null ? {} : { foldBytes: config.storeFoldBytes }) }));
     if (metrics !== null) store = (await import('./metrics/timed-store.js')).timedStore(store, (s) => metrics.storeWrite(s));
     lifecycle = await LifecycleService.open({ store, clock, secrets: deps.secrets ?? cryptoSecretSource, models: config.models });
   } catch (err) {
