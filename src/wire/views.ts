@@ -99,5 +99,14 @@ export function revocationView(e: AuditEvent): RevocationView | null {
   return { keyId: e.keyId, name: e.keyName ?? '', instance: e.instance, revokedAt: e.at, reason: e.reason };
 }
 
+/**
+ * A revoked key's revocation from its own record: for a key whose `key.revoked` event is no longer
+ * in the audit trail the daemon holds (moved to the lowdb audit archive with the older events).
+ */
+export function revocationOfKey(k: KeyRecord): RevocationView | null {
+  if (k.status !== 'revoked') return null;
+  return { keyId: k.id, name: k.name, instance: k.instance, revokedAt: k.revokedAt ?? k.createdAt, reason: k.revokeReason ?? 'manual' };
+}
+
 /** What the live event stream carries: the audit event, never a secret. */
 export type LiveEvent = AuditEvent;
