@@ -6,6 +6,7 @@
 import { spawnSync } from 'node:child_process';
 import { cpus, release, totalmem } from 'node:os';
 import { SCENARIOS } from './scenarios.mjs';
+import { postgresSection } from './report-postgres.mjs';
 
 const f = (v, d = 2) => (v === null || v === undefined || !Number.isFinite(v) ? '—' : v.toFixed(d));
 const signed = (v, d = 3) => (v === null || v === undefined || !Number.isFinite(v) ? '—' : `${v >= 0 ? '+' : ''}${v.toFixed(d)}`);
@@ -112,6 +113,7 @@ export function renderReport(doc) {
     '| target | completed | failed | max open at once | RSS before MiB | peak RSS MiB | KB per stream |', '|---|---|---|---|---|---|---|',
     ...Object.entries(doc.held).map(([n, r]) => `| ${n}${n === 'direct' ? ' (the upstream itself)' : ''} | ${r.requests} | ${r.errors + r.non200 + r.badStreams}${r.errorSamples?.length > 0 ? ` (${r.errorSamples.join('; ')})` : ''} | ${r.maxOpen} | ${f(r.baseMiB, 1)} | ${f(r.peakMiB, 1)} | ${f(r.perStreamKB, 1)} |`), '',
     ...cliSection(doc.cli),
+    ...postgresSection(doc),
   ];
   return `${parts.join('\n')}\n`;
 }

@@ -12,6 +12,7 @@
  *        --baseline DIR (another checkout, built: measured as the extra target "baseline", in the
  *        same interleaved repetitions, so a change is judged against its parent in one run)
  *        --cli-runs N (40; the CLI start-up scenario, bench/cli.mjs) --no-cli
+ *        --only store-10k (the lowdb store at 10,000 keys and 100,000 events: bench/store-scale.mjs)
  *        --postgres URL (a PostgreSQL server: ob-proxy on the PostgreSQL store, in a database of its
  *        own made and dropped here, measured as the extra target "ob-proxy-pg" beside the lowdb one)
  *        --ops (the extra target "ob-proxy-ops": metrics on and the bench key with generous
@@ -69,6 +70,17 @@ const log = (s) => process.stderr.write(`${s}\n`);
 if (a['no-build'] !== true) {
   log('building dist/ …');
   execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')], { stdio: 'inherit' });
+}
+
+// Issue 12: the lowdb store at 10,000 keys and 100,000 events, through a daemon's management
+// socket (bench/store-scale.mjs); alone with --only store-10k.
+if (only?.has('store-10k')) {
+  const { renderStoreBench, runStoreBench } = await import('./store-scale.mjs');
+  const doc = await runStoreBench({ rounds: smoke ? 5 : 600, reps: smoke ? 1 : 2, nodeArgs: opts.nodeFlags, log });
+  mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
+  writeFileSync(join(ROOT, 'bench/results/store-10k.json'), `${JSON.stringify(doc, null, 2)}\n`);
+  log(renderStoreBench(doc));
+  if (only.size === 1) process.exit(0);
 }
 
 const tmp = mkdtempSync(join(tmpdir(), 'obbench-'));
@@ -145,6 +157,8 @@ function paired(rs, byTarget) {
   return {
     rpsVsRef: pair(ref, 'rps', div), cpuVsRef: pair(ref, 'cpuUsPerReq', div), rpsVsDirect: pair(dir, 'rps', div),
     addedP50: pair(dir, 'p50', sub), addedP99: pair(dir, 'p99', sub), addedFirstP50: pair(dir, 'firstP50', sub),
+    // --postgres: each target against ob-proxy on lowdb, in the same repetition (bench/report-postgres.mjs).
+    rpsVsLowdb: pair(byTarget['ob-proxy'], 'rps', div),
   };
 }
 

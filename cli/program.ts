@@ -4,6 +4,7 @@ import { printable } from '../src/printable.js';
 import { type CliDeps, type CommonOptions, example, socketPath, withCommon } from './common.js';
 import { makeInstancesCommand } from './commands/instances.js';
 import { makeKeysCommand, makeRevocationsCommand } from './commands/keys.js';
+import { makeStatusCommand } from './commands/status.js';
 import { makeStoreCommand } from './commands/store.js';
 import { makeUsageCommand } from './commands/usage.js';
 import { errorLine } from './output.js';
@@ -71,6 +72,7 @@ export function makeProgram(deps: ProgramDeps): Command {
   program.addCommand(makeRevocationsCommand(deps));
   program.addCommand(makeUsageCommand(deps));
   program.addCommand(makeStoreCommand(deps));
+  program.addCommand(makeStatusCommand(deps));
 
   program.addCommand(example(withCommon(new Command('console'))
     .description('the interactive terminal console')

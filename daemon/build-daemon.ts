@@ -17,6 +17,7 @@ import type { Store } from '../src/store/store.js';
 import { ModelProbe } from '../src/upstream/model-probe.js';
 import { UpstreamClient } from '../src/upstream/upstream-client.js';
 import { EventLayoutsByServer } from '../src/wire/event-layouts.js';
+import { storeSyncView } from '../src/wire/views.js';
 import type { DaemonContext } from './context.js';
 import { Admission } from './data-plane/admission.js';
 import { BadKeyLimiter } from './data-plane/bad-key-limiter.js';
@@ -82,7 +83,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     await prepareSocketPath(config.socket, shared ? [] : ownFiles(config.store));
     store = deps.store ?? (shared
       ? new (await import('../src/store/postgres-store.js')).PostgresStore(config.store, { catchupMs: config.storeCatchupMs, notify: config.storeNotify, onNotice: (message) => log.warn({ store: 'postgres' }, message) })
-      : new LowdbStore(config.store, { onNotice: (message) => log.warn({ store: config.store }, message) }));
+      : new LowdbStore(config.store, { onNotice: (message) => log.warn({ store: config.store }, message), ...(config.storeFoldBytes === null ? {} : { foldBytes: config.storeFoldBytes }) }));
     if (metrics !== null) store = (await import('./metrics/timed-store.js')).timedStore(store, (s) => metrics.storeWrite(s));
     lifecycle = await LifecycleService.open({ store, clock, secrets: deps.secrets ?? cryptoSecretSource, models: config.models });
   } catch (err) {
@@ -112,7 +113,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
 
 /** The store's file and its companions, which no other path option may name. */
 function ownFiles(store: string): string[] {
-  return [store, `${store}.tmp`, `${store}.revocations`, `${store}.pid`, `${store}.lock`];
+  return [store, `${store}.tmp`, `${store}.revocations`, `${store}.journal`, `${store}.audit`, `${store}.pid`, `${store}.lock`];
 }
 
 interface Opened {
@@ -155,6 +156,10 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
     metricsUrl: null,
     storeLocation: store.location,
     storeStale: false,
+    storeSync: () => (store.lastInSync === undefined ? null : storeSyncView({
+      location: store.location, lastInSync: store.lastInSync(), now: clock.now(), maxStaleMs: config.maxStaleMs,
+      stale: ctx.storeStale, holdsChores: store.holdsChores?.() ?? true,
+    })),
     packTimerChanged: () => schedulePackTimer(),
   };
   // The audit trail in the log too, event by event: key creations and revocations (by hand, by a

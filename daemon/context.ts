@@ -9,6 +9,7 @@ import type { UsageTracker } from '../src/services/usage.js';
 import type { UpstreamClient } from '../src/upstream/upstream-client.js';
 import type { EventLayoutsByServer } from '../src/wire/event-layouts.js';
 import type { Admission } from './data-plane/admission.js';
+import type { StoreSyncView } from '../src/wire/views.js';
 import type { BadKeyLimiter } from './data-plane/bad-key-limiter.js';
 import type { InflightRequests } from './data-plane/inflight.js';
 import type { Metrics } from './metrics/metrics.js';
@@ -51,6 +52,8 @@ export interface DaemonContext {
   storeLocation: string;
   /** Out of sync with a shared store for longer than --max-stale: every key is refused (503). */
   storeStale: boolean;
+  /** A shared store's sync state for `status`; null for a store this daemon alone writes. */
+  storeSync(): StoreSyncView | null;
   /** Wakes the pack-end timer after a change to instances. */
   packTimerChanged(): void;
 }

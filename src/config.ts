@@ -37,6 +37,8 @@ export interface Config extends AnswerLimits {
   storeCatchupMs: number;
   /** A shared store: LISTEN for change notifications (off only to test the catch-up read alone). */
   storeNotify: boolean;
+  /** lowdb: fold the journal of commits into db.json at this size (bytes); null: db.json's own size, at least 1 MiB. */
+  storeFoldBytes: number | null;
   /**
    * Stream events may skip decoding and JSON.parse when they match a learned layout. Off, every
    * event is decoded, parsed and encoded again: for an operator who suspects the fast path, and
@@ -188,6 +190,8 @@ export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string): Co
     maxStaleMs,
     storeCatchupMs,
     storeNotify: env.OB_PROXY_TEST_NO_NOTIFY !== '1',
+    storeFoldBytes: env.OB_PROXY_STORE_FOLD_BYTES === undefined || env.OB_PROXY_STORE_FOLD_BYTES === '' ? null
+      : number('OB_PROXY_STORE_FOLD_BYTES', env.OB_PROXY_STORE_FOLD_BYTES, 0, { min: 4096, max: 1024 ** 3, integer: true, unit: 'bytes' }),
     corsOrigins: (env.OB_PROXY_CORS_ORIGINS ?? '').split(',').map((o) => o.trim().replace(/\/$/, '')).filter((o) => o !== ''),
     ...metricsConfig(flags, env),
     logFormat: logFormat(pick(flags.logFormat, env.OB_PROXY_LOG_FORMAT)),

@@ -41,7 +41,7 @@ export function buildManagementPlane(ctx: DaemonContext): FastifyInstance {
 
   app.get('/v1/status', async () => ({
     version: ctx.version, pid: process.pid, baseUrl: ctx.baseUrl, store: ctx.storeLocation,
-    socket: ctx.config.socket, startedAt: ctx.startedAt, models: [...ctx.config.models],
+    socket: ctx.config.socket, startedAt: ctx.startedAt, models: [...ctx.config.models], storeSync: ctx.storeSync(),
   }));
   // `ob-proxy store backup`: the state as this daemon holds it, taken under the lifecycle's
   // mutex; the CLI writes the file (as the operator, where the operator chose).

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { KeyWithSecret, RevocationView } from '../../src/wire/views.js';
-import { revocationView } from '../../src/wire/views.js';
+import { revocationOfKey, revocationView } from '../../src/wire/views.js';
 import type { DaemonContext } from '../context.js';
 import { viewKey } from './views.js';
 
@@ -38,11 +38,23 @@ export function registerKeyRoutes(app: FastifyInstance, ctx: DaemonContext): voi
   app.get<{ Querystring: { instance?: string } }>('/v1/revocations', async (request) => {
     const inst = request.query.instance;
     const out: RevocationView[] = [];
+    const listed = new Set<string>();
     for (const e of lc.registry.events) {
       const r = revocationView(e);
-      if (r !== null && (inst === undefined || r.instance === inst)) out.push(r);
+      if (r === null) continue;
+      listed.add(r.keyId);
+      if (inst === undefined || r.instance === inst) out.push(r);
     }
-    return out;
+    // Revocations older than the audit trail the daemon holds (lowdb keeps the newest events and
+    // archives the rest): every revoked key is listed, from its own record, oldest first.
+    const older: RevocationView[] = [];
+    for (const k of lc.registry.keys.values()) {
+      if (listed.has(k.id) || (inst !== undefined && k.instance !== inst)) continue;
+      const r = revocationOfKey(k);
+      if (r !== null) older.push(r);
+    }
+    older.sort((a, b) => a.revokedAt.localeCompare(b.revokedAt) || a.keyId.localeCompare(b.keyId));
+    return [...older, ...out];
   });
 
   app.get<{ Querystring: { instance?: string; limit?: string } }>('/v1/audit', async (request) => {

@@ -27,9 +27,21 @@ export class Registry {
     return r;
   }
 
+  /**
+   * Keys by instance id, in the order they were added: a stop or a listing of one instance's keys
+   * looks at its own keys, not at every key of the store (10,000 on a large one).
+   */
+  private readonly byInstance = new Map<string, KeyRecord[]>();
+
   putKey(key: KeyRecord): void {
+    const known = this.keys.get(key.id);
     this.keys.set(key.id, key);
     this.byHash.set(key.hash, key);
+    const list = this.byInstance.get(key.instance) ?? [];
+    const at = known === undefined ? -1 : list.indexOf(known);
+    if (at >= 0) list[at] = key;
+    else list.push(key);
+    this.byInstance.set(key.instance, list);
   }
 
   /**
@@ -77,18 +89,18 @@ export class Registry {
     let n = 0;
     const inst = this.instances.get(instanceId);
     if (inst === undefined) return 0;
-    for (const k of this.keys.values()) if (k.instance === instanceId && k.deployment === inst.deployment && k.status === 'active') n++;
+    for (const k of this.byInstance.get(instanceId) ?? []) if (k.deployment === inst.deployment && k.status === 'active') n++;
     return n;
   }
 
   /** Every key ever made under this instance id, of any deployment. */
   keysOf(instanceId: string): KeyRecord[] {
-    return [...this.keys.values()].filter((k) => k.instance === instanceId);
+    return [...(this.byInstance.get(instanceId) ?? [])];
   }
 
   /** The keys of the instance's current deployment. */
   keysOfDeployment(instance: Instance): KeyRecord[] {
-    return [...this.keys.values()].filter((k) => k.instance === instance.id && k.deployment === instance.deployment);
+    return (this.byInstance.get(instance.id) ?? []).filter((k) => k.deployment === instance.deployment);
   }
 }
 

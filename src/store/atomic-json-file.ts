@@ -76,10 +76,21 @@ export class AtomicJsonFile<T> implements Adapter<T> {
   }
 
   async write(data: T): Promise<void> {
-    const text = JSON.stringify(data, null, 1);
+    await this.writeChunks([JSON.stringify(data, null, 1)]);
+  }
+
+  /**
+   * Writes the file from pieces, each written as it comes: a large store is serialised a few
+   * hundred records at a time, with the event loop free between them, never as one string.
+   */
+  async writeChunks(chunks: Iterable<string> | AsyncIterable<string>): Promise<void> {
     const fh = await this.openTmp();
     try {
-      await fh.writeFile(text, 'utf8');
+      for await (const chunk of chunks) {
+        const buf = Buffer.from(chunk, 'utf8');
+        let done = 0;
+        while (done < buf.length) done += (await fh.write(buf, done, buf.length - done)).bytesWritten;
+      }
       await fh.sync();
     } catch (err) {
       await fh.close().catch(() => {});

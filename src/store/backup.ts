@@ -1,9 +1,7 @@
 import { lstat } from 'node:fs/promises';
 import { AtomicJsonFile } from './atomic-json-file.js';
-import { RevocationJournal } from './revocation-journal.js';
-import { revokedWins } from './revoked-wins.js';
+import { LowdbStore } from './lowdb-store.js';
 import type { StoreData } from './store.js';
-import { validateStoreData } from './store-validation.js';
 
 export interface BackupCounts {
   instances: number;
@@ -19,18 +17,20 @@ export function backupCounts(data: StoreData): BackupCounts {
 }
 
 /**
- * A lowdb store read as a backup while no daemon holds it: db.json, with the revocation journal
- * beside it folded in (revoked wins), so the copy alone never holds a key as active that was
- * revoked. Nothing is written: no journal is created, no upgrade applied (the daemon that opens
- * the restored copy migrates it forward).
+ * A lowdb store read as a backup while no daemon holds it: db.json, the commit journal that
+ * continues it, and the revocation journal folded in (revoked wins), so the copy alone never holds
+ * a key as active that was revoked. Nothing is written: no journal is created, no upgrade applied
+ * (the daemon that opens the restored copy migrates it forward).
  */
 export async function readLowdbBackup(path: string): Promise<StoreData> {
-  const raw = await new AtomicJsonFile<unknown>(path).read().catch((err: unknown) => {
-    throw new Error(`The store ${path} cannot be read (${(err as Error).message}).`, { cause: err });
-  });
-  if (raw === null) throw new Error(`There is no store at ${path}: no daemon answered, and no file is there. Give --home or --store of the daemon to back up.`);
-  const data = validateStoreData(path, raw);
-  return revokedWins(data, await RevocationJournal.readRecords(`${path}.revocations`)).data;
+  const there = await lstat(path).catch(() => null);
+  if (there === null) throw new Error(`There is no store at ${path}: no daemon answered, and no file is there. Give --home or --store of the daemon to back up.`);
+  const store = new LowdbStore(path, { readOnly: true });
+  try {
+    return await store.load();
+  } finally {
+    await store.close();
+  }
 }
 
 /**

@@ -1,8 +1,12 @@
-import { Low } from 'lowdb';
+import { readdir, rename, unlink } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
 import { obError } from '../errors.js';
 import { AtomicJsonFile, UnsafeStorePathError } from './atomic-json-file.js';
+import { AuditArchive, DEFAULT_AUDIT_KEEP } from './audit-archive.js';
+import { CommitJournal, type JournalEntry, frame, readJournal } from './commit-journal.js';
 import { type JournalOptions, type JournalRecord, RevocationJournal } from './revocation-journal.js';
 import { journalRecordOf, revokedWins } from './revoked-wins.js';
+import { type SnapshotMeta, readSnapshotMeta, snapshotChunks } from './snapshot.js';
 import { Tables, emptyData, type Mutation, type Store, type StoreData } from './store.js';
 import { validateStoreData } from './store-validation.js';
 
@@ -16,30 +20,66 @@ export interface LowdbStoreOptions {
   /** Things worth an operator's attention found while loading (keys kept revoked, repairs). */
   onNotice?: (message: string) => void;
   journal?: JournalOptions;
+  /**
+   * Fold the commit journal into db.json once it holds this many bytes. Default: db.json's own
+   * size, at least 1 MiB, so the time spent rewriting db.json stays a fixed share of the time
+   * spent committing, whatever the store's size.
+   */
+  foldBytes?: number;
+  /** Audit events db.json keeps; older ones move to `<store>.audit` (default 10,000). */
+  auditKeep?: number;
+  /** Reads the store (journal included) and writes nothing of its own: `store migrate`. */
+  readOnly?: boolean;
 }
 
+/** Below this the journal is never folded during a run (a fold rewrites all of db.json). */
+const MIN_FOLD_BYTES = 1024 * 1024;
+
 /**
- * lowdb JSON file store. Commits are grouped: while one write is in flight, later commits queue
- * and go out together in the next write, so a burst of key creations costs one fsync, not many.
+ * The lowdb file store: `db.json`, a snapshot, plus `db.json.journal`, every commit since that
+ * snapshot, appended and synced (one small write per commit, whatever the store's size). Once the
+ * journal passes a size it is folded into a fresh db.json in the background: the journal is
+ * renamed to a segment (`db.json.journal.<first entry>`), commits go on into a new one, db.json is
+ * replaced atomically from the tables as they were at the rename, then the segment is deleted. At
+ * load, db.json and the entries after its `through` are replayed; at a clean close the journal is
+ * folded, so a stopped daemon leaves a complete db.json.
  *
- * Beside db.json, `db.json.revocations` (RevocationJournal) records every revocation before it
- * is acknowledged, and is replayed over db.json at every load.
+ * Commits are grouped: while one append is in flight, later commits queue and go out together in
+ * the next, so a burst of key creations costs one fsync, not many.
+ *
+ * Beside them, `db.json.revocations` (RevocationJournal) records every revocation before it is
+ * acknowledged and is replayed over db.json at every load; it is never folded, so no backup of
+ * db.json restored later can revive a revoked key.
  */
 export class LowdbStore implements Store {
   readonly location: string;
   readonly journalPath: string;
-  private readonly file: AtomicJsonFile<StoreData>;
-  private readonly db: Low<StoreData>;
+  readonly commitJournalPath: string;
+  private readonly file: AtomicJsonFile<unknown>;
+  private readonly archive: AuditArchive;
   private tables = new Tables();
+  private meta: SnapshotMeta = { through: 0, auditArchived: null };
   private queue: Waiter[] = [];
   private writing: Promise<void> | null = null;
   private journal: RevocationJournal | null = null;
+  private log: CommitJournal | null = null;
+  /** The number the next commit's entry gets. */
+  private nextN = 1;
+  /** The first entry in the live journal file (names its segment when it is folded). */
+  private liveFirst = 1;
+  /** Segments waiting for a snapshot that covers them. */
+  private segments: string[] = [];
+  private folding: Promise<void> | null = null;
+  private snapshotBytes = 0;
+  /** Journal size at which the next fold starts (pushed on after a failed one). */
+  private foldAt = MIN_FOLD_BYTES;
 
   constructor(path: string, private readonly options: LowdbStoreOptions = {}) {
     this.location = path;
     this.journalPath = `${path}.revocations`;
-    this.file = new AtomicJsonFile<StoreData>(path);
-    this.db = new Low<StoreData>(this.file, emptyData());
+    this.commitJournalPath = `${path}.journal`;
+    this.file = new AtomicJsonFile<unknown>(path);
+    this.archive = new AuditArchive(`${path}.audit`);
   }
 
   private notice(message: string): void {
@@ -47,8 +87,9 @@ export class LowdbStore implements Store {
   }
 
   async load(): Promise<StoreData> {
+    let raw: unknown;
     try {
-      await this.db.read();
+      raw = await this.file.read();
     } catch (err) {
       if (err instanceof UnsafeStorePathError) throw new Error(`The store cannot be used: ${err.message}`, { cause: err });
       throw new Error(
@@ -56,21 +97,100 @@ export class LowdbStore implements Store {
         { cause: err },
       );
     }
-    const data = validateStoreData(this.location, this.db.data);
+    const existed = raw !== null;
+    const snapshot = validateStoreData(this.location, raw ?? emptyData());
+    this.meta = readSnapshotMeta(this.location, raw);
+    let tables = Tables.from(snapshot);
+    const replay = await this.replayJournal(tables);
+    if (replay.applied > 0) {
+      // The journal was written by this code, but its result is checked like a file edited by hand.
+      tables = Tables.from(validateStoreData(`${this.location} (with ${this.commitJournalPath})`, tables.toData()));
+    }
+
+    if (this.options.readOnly === true) {
+      // A copy or a migration: the revocations are read, nothing is created or reserved.
+      const reconciled = revokedWins(tables.toData(), await RevocationJournal.readRecords(this.journalPath), this.meta.auditArchived?.at ?? null);
+      for (const n of reconciled.notices) this.notice(n);
+      this.tables = Tables.from(reconciled.data);
+      return structuredClone(this.tables.toData());
+    }
     await this.journal?.close();
     this.journal = await RevocationJournal.open(this.journalPath, this.options.journal);
     for (const n of this.journal.notices) this.notice(n);
-    const reconciled = revokedWins(data, this.journal.records());
+    const reconciled = revokedWins(tables.toData(), this.journal.records(), this.meta.auditArchived?.at ?? null);
     for (const n of reconciled.notices) this.notice(n);
     // Keys revoked before the journal existed: recorded now, so a backup restored later cannot
     // bring them back either. A full disk only delays this to their next write.
     await this.journal.append(reconciled.unjournaled).catch((err: unknown) => {
       this.notice(`Could not record ${reconciled.unjournaled.length} earlier revocation(s) in ${this.journalPath} (${errCode(err)}); they are in the store and are recorded with its next write.`);
     });
-    // What was corrected in memory reaches db.json with the next write; until then the journal
-    // and the audit trail correct it again at every load.
     this.tables = Tables.from(reconciled.data);
+
+    this.log = await CommitJournal.open(this.commitJournalPath, replay.liveEnd);
+    // What was corrected in memory, and what the journal added, reach db.json now: a store
+    // that was not closed cleanly starts from a complete db.json again.
+    const keep = this.options.auditKeep ?? DEFAULT_AUDIT_KEEP;
+    if (!existed || replay.applied > 0 || this.segments.length > 0 || this.log.size > 0 || this.tables.events.length > keep) {
+      await this.fold();
+    }
+    // After the fold: the daemon holds the audit events db.json keeps, not those just archived.
     return structuredClone(this.tables.toData());
+  }
+
+  /**
+   * Applies the journal entries that follow db.json's `through`, from the segments a fold had not
+   * finished with and the live journal, in order. Entries that do not continue db.json (a db.json
+   * restored from an older backup after a fold) are set aside, not applied: the revocation
+   * journal still keeps every revocation they hold.
+   */
+  private async replayJournal(tables: Tables): Promise<{ applied: number; liveEnd: number }> {
+    const dir = dirname(this.commitJournalPath);
+    const prefix = `${basename(this.commitJournalPath)}.`;
+    const names = await readdir(dir).catch(() => [] as string[]);
+    const segments = names.filter((n) => n.startsWith(prefix) && /^\d+$/.test(n.slice(prefix.length)))
+      .sort((a, b) => Number(a.slice(prefix.length)) - Number(b.slice(prefix.length)))
+      .map((n) => join(dir, n));
+    const files: { path: string; entries: JournalEntry[] }[] = [];
+    let liveEnd = 0;
+    for (const path of [...segments, this.commitJournalPath]) {
+      const read = await readJournal(path);
+      if (read === null) continue;
+      if (read.torn > 0) this.notice(`The store journal ${path} ended in a write a crash or a full disk cut off (${read.torn} bytes, never acknowledged); dropped.`);
+      if (path === this.commitJournalPath) liveEnd = read.end;
+      files.push({ path, entries: read.entries });
+    }
+    let expected = this.meta.through + 1;
+    let applied = 0;
+    let broken: JournalEntry | null = null;
+    for (const f of files) {
+      for (const e of f.entries) {
+        if (e.n < expected) continue;
+        if (e.n !== expected) {
+          broken = e;
+          break;
+        }
+        for (const m of e.m) tables.apply(m);
+        applied++;
+        expected++;
+      }
+      if (broken !== null) break;
+    }
+    const last = files.at(-1);
+    this.liveFirst = last?.path === this.commitJournalPath ? (last.entries[0]?.n ?? expected) : expected;
+    this.nextN = expected;
+    this.segments = segments;
+    if (broken !== null && this.options.readOnly !== true) {
+      const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+      for (const f of files) await rename(f.path, `${f.path}.unused-${stamp}`);
+      this.segments = [];
+      liveEnd = 0;
+      this.liveFirst = expected;
+      this.notice(
+        `The store journal does not continue ${this.location} (it holds entry ${broken.n} where ${expected} was due: was db.json restored from an older backup?). ` +
+        `Its files were kept aside as *.unused-${stamp} and not applied; every revocation they held is still applied from ${this.journalPath}.`,
+      );
+    }
+    return { applied, liveEnd };
   }
 
   /** True once the revocation of this key survives a restart, whatever db.json holds. */
@@ -99,12 +219,13 @@ export class LowdbStore implements Store {
   private async drain(): Promise<void> {
     while (this.queue.length > 0) {
       const batch = this.queue.splice(0);
-      // Apply to a copy: a failed write must leave the tables as they were on disk.
-      const next = Tables.from(structuredClone(this.tables.toData()));
-      for (const w of batch) for (const m of w.mutations) next.apply(m);
+      // Taken now: callers may change their objects once they hold the promise.
+      const mutations = structuredClone(batch.flatMap((w) => w.mutations));
+      const line = frame({ n: this.nextN, m: mutations });
       const revocations = this.newRevocations(batch);
       try {
-        // The journal first: a revocation it holds survives even if db.json cannot be written.
+        if (this.log === null) throw Object.assign(new Error('the store is closed'), { code: 'ECLOSED' });
+        // The revocation journal first: a revocation it holds survives even if nothing else is written.
         if (revocations.length > 0 && this.journal !== null) {
           try {
             await this.journal.append(revocations);
@@ -112,12 +233,12 @@ export class LowdbStore implements Store {
             throw Object.assign(new Error(`revocation journal: ${errCode(err)}`, { cause: err }), { code: errCode(err), journal: true });
           }
         }
-        this.db.data = next.toData();
-        await this.db.write();
-        this.tables = next;
+        if (this.log.size === 0) this.liveFirst = this.nextN;
+        await this.log.append(line);
+        this.nextN++;
+        for (const m of mutations) this.tables.apply(m);
         for (const w of batch) w.resolve();
       } catch (err) {
-        this.db.data = this.tables.toData();
         const failure = err instanceof UnsafeStorePathError
           ? obError('store_write_failed', { message: `The store ${this.location} was not written: ${err.message}`, cause: err })
           : obError('store_write_failed', {
@@ -126,17 +247,94 @@ export class LowdbStore implements Store {
           });
         for (const w of batch) w.reject(failure);
       }
+      // Between batches, so no append can land in the file being renamed; the commits that
+      // queued meanwhile wait only for the rename.
+      if (this.folding === null && this.log !== null && this.log.size >= this.foldAt) await this.beginFold();
     }
     this.writing = null;
   }
 
+  /** A whole fold, awaited (at load and close). */
+  private async fold(): Promise<void> {
+    await this.folding;
+    await this.beginFold();
+    await this.folding;
+  }
+
+  /**
+   * Turns the live journal into a segment, then writes db.json from the tables as they are at
+   * that moment in the background of later commits (`folding`), and deletes the segments it
+   * covers. A failure leaves the segments in place (still replayed at load); it is tried again later.
+   */
+  private async beginFold(): Promise<void> {
+    try {
+      await this.switchJournal();
+    } catch (err) {
+      this.foldFailed(err);
+      return;
+    }
+    this.folding = this.writeSnapshot().catch((err: unknown) => this.foldFailed(err)).finally(() => { this.folding = null; });
+  }
+
+  private async writeSnapshot(): Promise<void> {
+    // Taken before the first await. The records are never changed in place (Tables replaces
+    // them), so these references are the state at `through` however long the write takes.
+    const through = this.nextN - 1;
+    const segments = [...this.segments];
+    const instances = [...this.tables.instances.values()];
+    const keys = [...this.tables.keys.values()];
+    const len = this.tables.events.length;
+    const keep = Math.max(1, this.options.auditKeep ?? DEFAULT_AUDIT_KEEP);
+    const older = this.tables.events.slice(0, Math.max(0, len - keep));
+    const kept = this.tables.events.slice(older.length, len);
+
+    let auditArchived = this.meta.auditArchived;
+    if (older.length > 0) {
+      await this.archive.append(older, auditArchived?.seq ?? 0);
+      const lastOld = older[older.length - 1]!;
+      auditArchived = { seq: lastOld.seq, at: lastOld.at };
+    }
+    const meta: SnapshotMeta = { through, auditArchived };
+    const chunks = snapshotChunks(meta, instances, keys, kept);
+    await this.file.writeChunks(chunks);
+    this.meta = meta;
+    this.snapshotBytes = chunks.bytes();
+    // Events appended meanwhile are after `len`; only the archived ones leave memory.
+    if (older.length > 0) this.tables.events.splice(0, older.length);
+    for (const s of segments) await unlink(s).catch(() => {});
+    this.segments = this.segments.filter((s) => !segments.includes(s));
+    this.foldAt = this.options.foldBytes ?? Math.max(MIN_FOLD_BYTES, this.snapshotBytes);
+  }
+
+  private async switchJournal(): Promise<void> {
+    if (this.log === null || this.log.size === 0) return;
+    const segment = `${this.commitJournalPath}.${this.liveFirst}`;
+    // Never a file put in its place: only what this process wrote is folded and deleted.
+    if (!(await this.log.isIntact())) throw Object.assign(new Error(`${this.commitJournalPath} was moved or replaced`), { code: 'EJOURNALREPLACED' });
+    await rename(this.commitJournalPath, segment);
+    this.segments.push(segment);
+    // A new, empty file (open syncs the folder, so the rename is durable too).
+    this.log = await CommitJournal.open(this.commitJournalPath, 0);
+    this.liveFirst = this.nextN;
+  }
+
+  private foldFailed(err: unknown): void {
+    // Nothing is lost: the journal still holds every commit. Tried again once it has grown more.
+    this.foldAt = (this.log?.size ?? 0) + (this.options.foldBytes ?? Math.max(MIN_FOLD_BYTES, this.snapshotBytes));
+    const why = err instanceof UnsafeStorePathError ? err.message : `${errCode(err)}; check free disk space`;
+    this.notice(`Could not fold the store journal into ${this.location} (${why}). Every change is kept in the journal; the fold is tried again later.`);
+  }
+
   async close(): Promise<void> {
     await this.writing;
+    await this.folding;
+    if (this.log !== null && (this.log.size > 0 || this.segments.length > 0)) await this.fold();
+    this.log = null;
     await this.journal?.close();
     this.journal = null;
   }
 }
 
 function errCode(err: unknown): string {
-  return (err as NodeJS.ErrnoException).code ?? 'unknown';
+  return (err as NodeJS.ErrnoException).code ?? (err as Error).message;
 }

@@ -27,7 +27,8 @@ export async function migrateLowdbToPostgres(opts: { from: string; to: string; f
   } catch (err) {
     throw obError('invalid_argument', { param: 'from', message: `No store at ${opts.from} (${(err as NodeJS.ErrnoException).code ?? 'error'}): give the db.json of a daemon's home with --from.` });
   }
-  const source = new LowdbStore(opts.from, opts.onNotice === undefined ? {} : { onNotice: opts.onNotice });
+  // Read only: the source may be a stopped daemon's store, left as it was (its journal replayed in memory).
+  const source = new LowdbStore(opts.from, { readOnly: true, ...(opts.onNotice === undefined ? {} : { onNotice: opts.onNotice }) });
   let data;
   try {
     data = await source.load();

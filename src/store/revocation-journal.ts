@@ -1,4 +1,5 @@
 import { constants } from 'node:fs';
+import type { Stats } from 'node:fs';
 import { type FileHandle, open } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { REVOKE_REASONS, type RevokeReason } from '../domain/key.js';
@@ -100,9 +101,8 @@ export class RevocationJournal {
   }
 
   /**
-   * Opens the file without following a link and reads it whole before anything else: someone may
-   * have edited, replaced or restored it since, and revocations are rare enough that reading a
-   * file of one line per revoked key each time costs nothing that matters.
+   * Opens the file without following a link and reads it whole before anything else if it
+   * changed since this process last had it: someone may have edited, replaced or restored it.
    */
   private async withFile<T>(fn: (fh: FileHandle) => Promise<T>): Promise<T> {
     let fh: FileHandle;
@@ -114,12 +114,21 @@ export class RevocationJournal {
     try {
       const st = await fh.stat();
       if (!st.isFile()) throw new JournalError(`The revocation journal ${this.path} is not a regular file. Move it away (keep it if it holds revocations) and start again.`);
-      await this.read(fh);
-      return await fn(fh);
+      // Unchanged since this process last read or wrote it (same file, size and change time):
+      // no need to read it again. A stop on a store of thousands of revoked keys would otherwise
+      // read and parse them all.
+      if (this.seen === null || !sameFile(this.seen, st)) await this.read(fh);
+      this.seen = null;
+      const out = await fn(fh);
+      this.seen = await fh.stat();
+      return out;
     } finally {
       await fh.close();
     }
   }
+
+  /** The file as this process last left it (null: read it again). */
+  private seen: Stats | null = null;
 
   /**
    * Every record is written with its newline, and appends wait for each other's sync: only the
@@ -238,6 +247,10 @@ export class RevocationJournal {
   async close(): Promise<void> {
     await this.appending;
   }
+}
+
+function sameFile(a: Stats, b: Stats): boolean {
+  return a.dev === b.dev && a.ino === b.ino && a.size === b.size && a.mtimeMs === b.mtimeMs && a.ctimeMs === b.ctimeMs;
 }
 
 function parseRecord(line: string): JournalRecord | string {

@@ -17,9 +17,9 @@ interface Revocation { at: string; reason: RevokeReason; source: string }
  * the revocation journal beside it, or the key's own revokedAt/revokeReason. Whichever says
  * "revoked" wins, so a hand edit back to `active` or an older db.json restored from a backup
  * cannot bring a key back. The journal is matched by key id and by hash, so editing the id does
- * not help either.
+ * not help either. `archivedThrough`: the time of the newest event moved to the audit archive.
  */
-export function revokedWins(input: StoreData, journal: readonly JournalRecord[]): Reconciled {
+export function revokedWins(input: StoreData, journal: readonly JournalRecord[], archivedThrough: string | null = null): Reconciled {
   const data = structuredClone(input);
   const notices: string[] = [];
   const byId = new Map<string, JournalRecord>();
@@ -47,12 +47,14 @@ export function revokedWins(input: StoreData, journal: readonly JournalRecord[])
   }
 
   const unjournaled: JournalRecord[] = [];
+  const archivedMs = archivedThrough === null ? null : Date.parse(archivedThrough);
   for (const key of data.keys) {
     if (key.status !== 'revoked') continue;
     if (!byId.has(key.id)) unjournaled.push(journalRecordOf(key));
     // The other direction: `ob-proxy revocations` reads the audit trail, so a revoked key whose
     // event was deleted would vanish from it.
-    if (!audited.has(key.id)) {
+    // A revocation older than the newest archived event has its event in the archive.
+    if (!audited.has(key.id) && !(archivedMs !== null && Date.parse(key.revokedAt ?? key.createdAt) <= archivedMs)) {
       const at = key.revokedAt ?? key.createdAt;
       data.events.push({ seq: ++seq, at, type: 'key.revoked', instance: key.instance, keyId: key.id, keyName: key.name, reason: key.revokeReason ?? 'manual' });
       audited.set(key.id, data.events[data.events.length - 1]!);

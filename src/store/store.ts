@@ -86,7 +86,10 @@ export function emptyData(): StoreData {
   return { version: STORE_VERSION, instances: [], keys: [], events: [] };
 }
 
-/** In-memory tables that mutations apply to; serialised whole by file-backed stores. */
+/**
+ * In-memory tables that mutations apply to; serialised whole by file-backed stores. A record is
+ * replaced, never changed in place, so a reference taken for a snapshot stays as it was.
+ */
 export class Tables {
   readonly instances = new Map<string, Instance>();
   readonly keys = new Map<string, KeyRecord>();
@@ -122,8 +125,11 @@ export class Tables {
       }
       case 'appendEvent': this.events.push(structuredClone(m.event)); break;
       case 'addUsage': {
-        const key = this.keys.get(m.keyId);
-        if (key === undefined) break;
+        const stored = this.keys.get(m.keyId);
+        if (stored === undefined) break;
+        // A new record, never a change in place: a snapshot being written holds the old one.
+        const key = { ...stored };
+        this.keys.set(m.keyId, key);
         key.usage = addUsage(key.usage, m);
         if (m.lastUsedAt !== null && (key.lastUsedAt === null || m.lastUsedAt > key.lastUsedAt)) key.lastUsedAt = m.lastUsedAt;
         break;

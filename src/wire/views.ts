@@ -60,6 +60,28 @@ export interface StatusView {
   socket: string;
   startedAt: string;
   models: string[];
+  /** A store shared by several daemons (PostgreSQL): how this daemon stands with it. Null: this daemon is the store's only writer. */
+  storeSync?: StoreSyncView | null;
+}
+
+export interface StoreSyncView {
+  /** Where the store is (a URL without its password). */
+  location: string;
+  /** `in_sync`: keys are served; `stale`: out of sync for longer than --max-stale, every key refused (503). */
+  state: 'in_sync' | 'stale';
+  /** When this daemon last knew itself in sync (a read of the change log that began then succeeded). */
+  lastSyncAt: string;
+  lastSyncAgeMs: number;
+  maxStaleMs: number;
+  /** Whether this daemon does the cluster's chores (ending packs on their clock). */
+  holdsChores: boolean;
+}
+
+export function storeSyncView(s: { location: string; lastInSync: number; now: number; maxStaleMs: number; stale: boolean; holdsChores: boolean }): StoreSyncView {
+  return {
+    location: s.location, state: s.stale ? 'stale' : 'in_sync', lastSyncAt: new Date(s.lastInSync).toISOString(),
+    lastSyncAgeMs: Math.max(0, s.now - s.lastInSync), maxStaleMs: s.maxStaleMs, holdsChores: s.holdsChores,
+  };
 }
 
 export function instanceView(i: Instance, activeKeys: number, health: HealthView | null = null): InstanceView {
@@ -81,6 +103,15 @@ export function keyView(k: KeyRecord, revealable: boolean): KeyView {
 export function revocationView(e: AuditEvent): RevocationView | null {
   if (e.type !== 'key.revoked' || e.keyId === undefined || e.reason === undefined) return null;
   return { keyId: e.keyId, name: e.keyName ?? '', instance: e.instance, revokedAt: e.at, reason: e.reason };
+}
+
+/**
+ * A revoked key's revocation from its own record: for a key whose `key.revoked` event is no longer
+ * in the audit trail the daemon holds (moved to the lowdb audit archive with the older events).
+ */
+export function revocationOfKey(k: KeyRecord): RevocationView | null {
+  if (k.status !== 'revoked') return null;
+  return { keyId: k.id, name: k.name, instance: k.instance, revokedAt: k.revokedAt ?? k.createdAt, reason: k.revokeReason ?? 'manual' };
 }
 
 /** What the live event stream carries: the audit event, never a secret. */

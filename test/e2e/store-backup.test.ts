@@ -86,6 +86,30 @@ describe('store backup', () => {
     expect(keys.map((k) => [k.id, k.status])).toEqual([[k0.keyId, 'active'], [k1.id, 'revoked']]);
   });
 
+  it('no daemon after a crash: the copy holds what only the commit journal held, and the home is left as it was', async () => {
+    const home = await tmpHome();
+    const out = await tmpHome();
+    sim = await startSimulate([MODEL]);
+    serve = await startServe(home);
+    const k0 = await readyInstance(home, 'gpu-1', sim.url);
+    const k1 = await cliJson<{ id: string }>(['keys', 'create', '--instance', 'gpu-1', '--name', 'after-the-snapshot'], home);
+    expect((await runCli(['keys', 'revoke', k0.keyId], { home })).code).toBe(0);
+    // kill -9: no fold at close, so db.json is the snapshot and db.json.journal holds the rest.
+    serve.proc.kill('SIGKILL');
+    await serve.exited;
+    serve = undefined;
+    const before = await Promise.all(['db.json', 'db.json.journal', 'db.json.revocations'].map((f) => readFile(join(home, f))));
+    expect(before[1]!.length).toBeGreaterThan(0);
+
+    const file = join(out, 'crashed.json');
+    expect(await backup(home, file)).toMatchObject({ via: 'file', instances: 1, keys: 2, activeKeys: 1, revokedKeys: 1 });
+    const b = await readBackup(file);
+    expect(b.keys.map((k) => [k.id, k.status])).toEqual([[k0.keyId, 'revoked'], [k1.id, 'active']]);
+    // Read only: nothing folded, replayed into, or appended to the home's files.
+    const after = await Promise.all(['db.json', 'db.json.journal', 'db.json.revocations'].map((f) => readFile(join(home, f))));
+    expect(after.map((x, i) => x.equals(before[i]!))).toEqual([true, true, true]);
+  });
+
   it('a PostgreSQL store: backed up through its daemon, loaded back into a new database with store migrate', async () => {
     const dbs: TestDatabase[] = [await freshDatabase(), await freshDatabase()];
     try {

@@ -2,7 +2,7 @@
  * Regression (issue 10, "A revocation lost at shutdown", second half): operations.md says to
  * back up db.json; restoring an older copy brought back, active, every key revoked since the
  * backup. The revocation journal beside db.json is replayed over whatever db.json holds at every
- * start, so restoring db.json alone cannot revive a revoked key.
+ * start, so restoring db.json (and its journal of commits) cannot revive a revoked key.
  */
 import { copyFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -23,13 +23,16 @@ it('keys revoked after a backup stay revoked when that backup is restored', asyn
   const a = await readyInstance(home, 'gpu-1', sim.url);
   const manual = await cliJson<{ id: string; secret: string }>(['keys', 'create', '--instance', 'gpu-1', '--name', 'manual'], home);
   const kept = await readyInstance(home, 'gpu-2', sim.url);
-  // The backup, taken while the daemon runs, as operations.md says: every key active.
+  // The backup, taken while the daemon runs, as operations.md says (db.json, then its journal of
+  // commits since): every key active.
   await copyFile(join(home, 'db.json'), join(home, 'backup.json'));
+  await copyFile(join(home, 'db.json.journal'), join(home, 'backup.journal'));
 
   await cliJson(['keys', 'revoke', manual.id], home);
   await cliJson(['instances', 'stop', 'gpu-1'], home);
   expect(await serve.stop()).toBe(0);
   await copyFile(join(home, 'backup.json'), join(home, 'db.json'));
+  await copyFile(join(home, 'backup.journal'), join(home, 'db.json.journal'));
 
   const again = await startServe(home);
   try {

@@ -11,6 +11,7 @@ import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SECRET_PATTERN } from '../../src/domain/api-key.js';
 import { obError } from '../../src/errors.js';
+import { LowdbStore } from '../../src/store/lowdb-store.js';
 import { DaemonClient } from '../../cli/daemon-client.js';
 import type { Simulator } from '../../daemon/simulate/simulator.js';
 import { cliJson, startServe, startSimulate, tmpHome as processHome } from '../helpers/processes.js';
@@ -76,7 +77,8 @@ describe('secrets stay secret', () => {
       await client.call('GET', '/v1/audit'), await client.status(),
     ]);
     await h.daemon.ctx.lifecycle.flushUsage(h.daemon.ctx.usage.takeDirty());
-    const store = await readFile(h.config.store, 'utf8');
+    // The store on disk: db.json and the journal of commits since it.
+    const store = await readFile(h.config.store, 'utf8') + await readFile(`${h.config.store}.journal`, 'utf8');
     // The revocation journal holds both revoked keys, by id and hash: never a secret.
     const journal = (await readFile(`${h.config.store}.revocations`, 'utf8')).replace(/\0+$/, '');
     expect(journal.trim().split('\n')).toHaveLength(2);
@@ -90,7 +92,9 @@ describe('secrets stay secret', () => {
     expect(leaks(events.join('\n'))).toEqual([]);
     expect(leaks(answers)).toEqual([]);
     // Keys are kept, and found, by their SHA-256 only.
-    const stored = (JSON.parse(store) as { keys: { id: string; hash: string }[] }).keys;
+    const reader = new LowdbStore(h.config.store, { readOnly: true });
+    const stored = (await reader.load()).keys;
+    await reader.close();
     expect(stored.map((k) => k.hash).sort()).toEqual(secrets.map((s) => createHash('sha256').update(s).digest('hex')).sort());
   });
 
@@ -208,7 +212,11 @@ describe('a real serve process', () => {
       expect(leaks(cmdline + environ)).toEqual([]);
       expect((await stat(join(home, 'ob-proxy.sock'))).mode & 0o777).toBe(0o600);
       expect(leaks(serve.lines.join('\n'))).toEqual([]);
+      // The store is db.json and the journal of commits since it (where these keys are now).
       expect(leaks(await readFile(join(home, 'db.json'), 'utf8'))).toEqual([]);
+      const journal = await readFile(join(home, 'db.json.journal'), 'utf8');
+      expect(journal).toContain('"key.created"');
+      expect(leaks(journal)).toEqual([]);
     } finally {
       expect(await serve.stop()).toBe(0);
       await up.stop();

@@ -29,6 +29,7 @@ const DEFAULTS: Config = {
   badKeyLimit: 30,
   maxStaleMs: 30_000,
   storeCatchupMs: 2000,
+  storeFoldBytes: null,
   storeNotify: true,
   corsOrigins: [],
   metricsPort: null,

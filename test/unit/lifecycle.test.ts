@@ -144,11 +144,15 @@ describe('lowdb store', () => {
     const { lc } = await setup(new LowdbStore(path));
     const { secret } = await readyInstance(lc);
     await Promise.all(Array.from({ length: 20 }, (_, i) => lc.createKey('gpu-1', `k${i}`)));
-    const text = await readFile(path, 'utf8');
-    expect(text).not.toContain(secret);
-    expect(text).not.toMatch(/ob_sk_[0-9A-Za-z]{12}_/);
-    // No temp file left behind; the revocation journal lives beside the store.
-    expect(await readdir(dir)).toEqual(['db.json', 'db.json.revocations']);
+    // Neither db.json nor the journal of commits since holds a secret.
+    for (const file of [path, `${path}.journal`]) {
+      const text = await readFile(file, 'utf8');
+      expect(text).not.toContain(secret);
+      expect(text).not.toMatch(/ob_sk_[0-9A-Za-z]{12}_/);
+    }
+    expect((await readFile(`${path}.journal`, 'utf8')).split('\n').length).toBeGreaterThan(20);
+    // No temp file left behind; the journals live beside the store.
+    expect(await readdir(dir)).toEqual(['db.json', 'db.json.journal', 'db.json.revocations']);
     const reopened = await setup(new LowdbStore(path));
     expect(reopened.lc.registry.keys.size).toBe(21);
     expect(reopened.lc.registry.authenticate(secret, T0, true)).toMatchObject({ ok: true });

@@ -4,7 +4,7 @@
  * a full disk. Plus the store around it: a revocation the journal holds is durable even when
  * db.json cannot be written, and close() says so.
  */
-import { mkdir, mkdtemp, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -133,8 +133,9 @@ describe('the store and lifecycle around the journal', () => {
     const d = await dir();
     const store = new LowdbStore(join(d, 'db.json'));
     const { lc, keyId } = await readyLifecycle(store);
-    // A folder where the temp file goes: every db.json write fails, the journal does not.
-    await mkdir(join(d, 'db.json.tmp'));
+    // A folder where the store's journal was: every commit fails, the revocation journal does not.
+    await rename(join(d, 'db.json.journal'), join(d, 'saved.journal'));
+    await mkdir(join(d, 'db.json.journal'));
     await expect(lc.halt('gpu-1', 'stop')).rejects.toThrow(/^Revoked in the running daemon and recorded in the revocation journal, so it holds after a restart/);
     expect(store.isRevocationDurable(keyId)).toBe(true);
     const err = await lc.close().then(() => null, (e: unknown) => e);
@@ -143,7 +144,8 @@ describe('the store and lifecycle around the journal', () => {
     expect((err as Error).message).toContain(`Revocations in the revocation journal, applied again at the next start: ${keyId} (instance gpu-1, instance_stopped).`);
     expect((err as Error).message).toContain('gpu-1 → stopped (ob-proxy instances stop gpu-1)');
     await store.close();
-    await rm(join(d, 'db.json.tmp'), { recursive: true });
+    await rm(join(d, 'db.json.journal'), { recursive: true });
+    await rename(join(d, 'saved.journal'), join(d, 'db.json.journal'));
     const reopened = await LifecycleService.open({ store: new LowdbStore(join(d, 'db.json')), clock, secrets: cryptoSecretSource, models: MODELS });
     expect(reopened.registry.keys.get(keyId)).toMatchObject({ status: 'revoked', revokeReason: 'instance_stopped' });
   });

@@ -1,0 +1,143 @@
+/* global process, setTimeout, performance */
+/**
+ * `npm run bench -- --only store-10k` (issue 12 §7): how long a key creation and an instance stop
+ * take through a real daemon's management socket, on a lowdb store of 10,000 keys and 100,000
+ * audit events, against the same on an empty store, in one run. Each round adds an instance, makes
+ * it ready, creates 10 keys (not timed), then times one key creation and the stop that revokes its
+ * 12 keys. Also timed: the daemon's start (load, replay, the first fold) on each store. 600 rounds
+ * (about 9 MB of journal) take the large store's journal past its fold size at least once.
+ */
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { OB_BIN, freePort } from './targets.mjs';
+
+const ROOT = resolve(import.meta.dirname, '..');
+const ALNUM = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
+
+/** The store a long-lived daemon leaves: as test/helpers/big-store.ts, written as db.json. */
+export function bigStore({ instances = 100, keys = 10_000, events = 100_000 } = {}) {
+  const at = '2026-11-01T00:00:00.000Z';
+  const insts = Array.from({ length: instances }, (_, i) => ({
+    id: `big-${i}`, deployment: `dep-${i}`, model: 'gemma4:26b', endpoint: 'http://127.0.0.1:9/v1', state: 'ready',
+    packEndsAt: null, upstreamTokenFile: null, createdAt: at, updatedAt: at,
+  }));
+  const evs = [];
+  const ks = Array.from({ length: keys }, (_, i) => {
+    const inst = insts[i % instances];
+    let id = '';
+    for (let n = i, d = 0; d < 12; d++, n = Math.floor(n / 62)) id = ALNUM[n % 62] + id;
+    const revoked = i % 5 === 4;
+    evs.push({ seq: evs.length + 1, at, type: 'key.created', instance: inst.id, keyId: id, keyName: `k${i}` });
+    if (revoked) evs.push({ seq: evs.length + 1, at, type: 'key.revoked', instance: inst.id, keyId: id, keyName: `k${i}`, reason: 'manual' });
+    return {
+      id, name: `k${i}`, instance: inst.id, deployment: inst.deployment, hash: createHash('sha256').update(`big-${i}`).digest('hex'),
+      hint: `ob_sk_…${id.slice(-4)}`, isDefault: false, status: revoked ? 'revoked' : 'active', createdAt: at, lastUsedAt: null,
+      revokedAt: revoked ? at : null, revokeReason: revoked ? 'manual' : null, usage: { requests: i, promptTokens: 2 * i, completionTokens: 3 * i },
+    };
+  });
+  while (evs.length < events) evs.push({ seq: evs.length + 1, at, type: 'instance.state', instance: insts[evs.length % instances].id, state: 'ready' });
+  return { version: 2, instances: insts, keys: ks, events: evs };
+}
+
+function pct(sorted, p) {
+  if (sorted.length === 0) return null;
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
+}
+
+function summary(ms) {
+  const s = [...ms].sort((a, b) => a - b);
+  return { n: s.length, p50: pct(s, 50), p99: pct(s, 99), max: s[s.length - 1] ?? null };
+}
+
+async function waitFor(check, what, ms = 60_000) {
+  const deadline = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+async function measureStore(label, data, { rounds, nodeArgs, log, dir }) {
+  const { DaemonClient } = await import(join(ROOT, 'dist/cli/daemon-client.js'));
+  const home = mkdtempSync(join(dir, 'obstore-'));
+  if (data !== null) writeFileSync(join(home, 'db.json'), JSON.stringify(data));
+  const dbBytes = data === null ? 0 : statSync(join(home, 'db.json')).size;
+  const port = await freePort();
+  const t0 = performance.now();
+  const proc = spawn(process.execPath, [...nodeArgs, OB_BIN, 'serve', '--home', home, '--port', String(port), '--log-level', 'warn'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  proc.stderr.setEncoding('utf8').on('data', (s) => { stderr += s; });
+  const client = new DaemonClient(join(home, 'ob-proxy.sock'));
+  try {
+    await waitFor(() => existsSync(join(home, 'ob-proxy.sock')) || proc.exitCode !== null, 'the daemon to start');
+    if (proc.exitCode !== null) throw new Error(`serve exited ${proc.exitCode}: ${stderr}`);
+    await client.status();
+    const startMs = performance.now() - t0;
+    const create = [];
+    const stop = [];
+    const control = [];
+    // A fold replaces db.json: counted by its inode, to show the timed operations ran across folds.
+    let ino = statSync(join(home, 'db.json')).ino;
+    let folds = 0;
+    for (let r = 0; r < rounds; r++) {
+      const now = statSync(join(home, 'db.json')).ino;
+      if (now !== ino) folds++;
+      ino = now;
+      const id = `m-${r}`;
+      await client.addInstance({ id, model: 'gemma4:26b', endpoint: 'http://127.0.0.1:9/v1' });
+      await client.ready(id, { wait: true });
+      for (let k = 0; k < 10; k++) await client.createKey(id, `k${k}`);
+      // The control: a read through the same socket, no store work. Its tail is the machine's.
+      let t = performance.now();
+      await client.status();
+      control.push(performance.now() - t);
+      t = performance.now();
+      await client.createKey(id, 'timed');
+      create.push(performance.now() - t);
+      t = performance.now();
+      await client.move(id, 'stop');
+      stop.push(performance.now() - t);
+    }
+    const journalBytes = statSync(join(home, 'db.json.journal')).size;
+    const result = { store: label, dir, dbBytesAtStart: dbBytes, startMs, create: summary(create), stop: summary(stop), control: summary(control), journalBytes, rounds, folds };
+    log(`store ${label} in ${dir}: start ${startMs.toFixed(0)} ms, ${folds} fold(s) during the rounds; key creation p50 ${result.create.p50.toFixed(2)} p99 ${result.create.p99.toFixed(2)} max ${result.create.max.toFixed(2)} ms; stop (12 keys) p50 ${result.stop.p50.toFixed(2)} p99 ${result.stop.p99.toFixed(2)} max ${result.stop.max.toFixed(2)} ms; status (control) p99 ${result.control.p99.toFixed(2)} max ${result.control.max.toFixed(2)} ms`);
+    return result;
+  } finally {
+    await client.close?.();
+    proc.kill('SIGTERM');
+    await new Promise((r) => (proc.exitCode !== null ? r() : proc.once('exit', r)));
+    rmSync(home, { recursive: true, force: true });
+  }
+}
+
+/** Both stores, interleaved by repetition so the machine's drift hits them alike. */
+/**
+ * Both stores, interleaved by repetition so the machine's drift hits them alike; on the disk
+ * (the temp folder) and, when there is one, on a tmpfs (/dev/shm), where a sync costs nothing:
+ * the daemon's own work, apart from the disk's.
+ */
+export async function runStoreBench({ rounds = 600, reps = 2, nodeArgs = [], log }) {
+  const big = bigStore();
+  const dirs = [tmpdir(), ...(existsSync('/dev/shm') ? ['/dev/shm'] : [])];
+  const runs = [];
+  for (let rep = 0; rep < reps; rep++) {
+    for (const dir of dirs) {
+      runs.push(await measureStore('empty', null, { rounds, nodeArgs, log, dir }));
+      runs.push(await measureStore('10k keys, 100k events', big, { rounds, nodeArgs, log, dir }));
+    }
+  }
+  return { started: new Date().toISOString(), rounds, reps, runs };
+}
+
+export function renderStoreBench(doc) {
+  const f = (v) => (v == null ? '—' : v.toFixed(2));
+  return [
+    '| store | folder | db.json at start | daemon start ms | folds during the run | key creation p50 / p99 / max ms | stop (12 keys revoked) p50 / p99 / max ms | control: `status`, no write, p50 / p99 / max ms |',
+    '|---|---|---|---|---|---|---|---|',
+    ...doc.runs.map((r) => `| ${r.store} | ${r.dir} | ${(r.dbBytesAtStart / 1e6).toFixed(1)} MB | ${r.startMs.toFixed(0)} | ${r.folds} | ${f(r.create.p50)} / ${f(r.create.p99)} / ${f(r.create.max)} | ${f(r.stop.p50)} / ${f(r.stop.p99)} / ${f(r.stop.max)} | ${f(r.control.p50)} / ${f(r.control.p99)} / ${f(r.control.max)} |`),
+    '',
+  ].join('\n');
+}

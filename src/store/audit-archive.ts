@@ -1,0 +1,61 @@
+import { constants } from 'node:fs';
+import { type FileHandle, open } from 'node:fs/promises';
+import type { AuditEvent } from '../domain/key.js';
+import { syncDir } from './commit-journal.js';
+
+/** Events db.json keeps; older ones move to the archive when the journal is folded. */
+export const DEFAULT_AUDIT_KEEP = 10_000;
+
+/** How much of the archive's end is read to find the last event it holds. */
+const TAIL_BYTES = 64 * 1024;
+
+/**
+ * `db.json.audit`: the audit trail's older events, one JSON object a line, oldest first,
+ * append-only. Written before the db.json that no longer holds them, so a crash in between
+ * leaves an event in both places (the next fold finds it by its number and does not add it
+ * again), never in neither.
+ */
+export class AuditArchive {
+  constructor(readonly path: string) {}
+
+  /** Appends the events the archive does not hold yet and syncs; returns the highest number held. */
+  async append(events: readonly AuditEvent[], heldThrough: number): Promise<number> {
+    const fh = await open(this.path, constants.O_RDWR | constants.O_CREAT | constants.O_NOFOLLOW, 0o600);
+    try {
+      const st = await fh.stat();
+      if (!st.isFile()) throw new Error(`${this.path} is not a regular file`);
+      const { end, lastSeq } = await tail(fh, st.size);
+      const from = Math.max(heldThrough, lastSeq);
+      const fresh = events.filter((e) => e.seq > from);
+      if (fresh.length === 0) return from;
+      const buf = Buffer.from(fresh.map((e) => `${JSON.stringify(e)}\n`).join(''), 'utf8');
+      let done = 0;
+      while (done < buf.length) done += (await fh.write(buf, done, buf.length - done, end + done)).bytesWritten;
+      if (end + buf.length < st.size) await fh.truncate(end + buf.length);
+      await fh.sync();
+      if (st.size === 0) await syncDir(this.path);
+      return fresh[fresh.length - 1]!.seq;
+    } finally {
+      await fh.close();
+    }
+  }
+}
+
+/** Where the last whole line ends, and the number of the event on it (0 if none). */
+async function tail(fh: FileHandle, size: number): Promise<{ end: number; lastSeq: number }> {
+  if (size === 0) return { end: 0, lastSeq: 0 };
+  const len = Math.min(size, TAIL_BYTES);
+  const buf = Buffer.alloc(len);
+  await fh.read(buf, 0, len, size - len);
+  // A line cut off by a crash is overwritten by the next append.
+  const lastNl = buf.lastIndexOf(0x0a);
+  if (lastNl < 0) return { end: size - len, lastSeq: 0 };
+  const end = size - len + lastNl + 1;
+  const prevNl = buf.lastIndexOf(0x0a, lastNl - 1);
+  try {
+    const e = JSON.parse(buf.subarray(prevNl + 1, lastNl).toString('utf8')) as { seq?: unknown };
+    return { end, lastSeq: typeof e.seq === 'number' ? e.seq : 0 };
+  } catch {
+    return { end, lastSeq: 0 };
+  }
+}
