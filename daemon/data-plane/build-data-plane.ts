@@ -10,6 +10,7 @@ import { makeChatHandler } from './chat-completions.js';
 import { clientErrorHandler } from './client-error.js';
 import { answerNodeRefusals } from './node-refusals.js';
 import { replyError, toObError } from './send-error.js';
+import { closeIfBodyPending } from './unread-body.js';
 
 /**
  * The public listener: POST /v1/chat/completions, GET /v1/models, GET /healthz, and nothing
@@ -77,6 +78,9 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
 
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-request-id', request.id);
+    // Every answer Fastify writes, wherever it was decided: a refusal made on the headers alone
+    // must not keep a connection whose body is still to come (unread-body.ts).
+    closeIfBodyPending(reply.raw);
   });
 
   const metrics = ctx.metrics;

@@ -2,6 +2,7 @@ import { STATUS_CODES, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyReply } from 'fastify';
 import { ObProxyError, obError } from '../../src/errors.js';
+import { closeIfBodyPending } from './unread-body.js';
 
 export function toObError(err: unknown): ObProxyError {
   return err instanceof ObProxyError ? err : obError('internal_error', { cause: err });
@@ -22,6 +23,7 @@ export function replyError(reply: FastifyReply, err: ObProxyError, headers: Reco
 /** For hijacked responses: the same envelope written straight to the socket. */
 export function writeRawError(res: ServerResponse, err: ObProxyError, requestId: string): void {
   if (res.headersSent) return;
+  closeIfBodyPending(res);
   const body = JSON.stringify(err.toBody());
   res.writeHead(err.status, {
     'content-type': 'application/json',
