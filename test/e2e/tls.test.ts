@@ -108,7 +108,7 @@ describe('serve over HTTPS', () => {
 
     for (let r = await it.next(); r.done !== true; r = await it.next()) text += r.value.choices[0]?.delta?.content ?? '';
     // It ended whole, on the connection it was opened on.
-    expect((await sim.requests()).at(-1)).toMatchObject({ completed: true, aborted: false });
+    expect((await sim.requests()).filter((r) => r.path === '/v1/chat/completions').at(-1)).toMatchObject({ completed: true, aborted: false });
     expect(text).toBe(Array.from({ length: 12 }, (_, i) => `t${i} `).join(''));
 
     // A plain call on a new connection: served with the new certificate.
