@@ -11,10 +11,12 @@ export const DEADLINE_TICK_MS = 250;
 
 /**
  * Every relay's deadline, checked by one timer, instead of a timer per request. A `setTimeout`
- * per request (the response deadline, then the drain's after [DONE]) made and cleared two Node
- * timers per stream, each a `Timeout` and a closure over its relay linked into Node's timer
- * lists. Here a request costs a Set entry and a clock read, and the deadlines are met within
- * DEADLINE_TICK_MS, well inside the second the limits promise (docs/reliability.md).
+ * per request (the response deadline, then the drain's after [DONE]) cost two timers made and
+ * cleared per stream, each a `Timeout` holding a closure over its relay in Node's timer list:
+ * under callgrind, with the timers on, the daemon promoted several times more bytes per stream
+ * to the old generation and ran more full collections (docs/performance.md, session 3). Here a
+ * request costs a Set entry and a clock read; the deadlines are met within DEADLINE_TICK_MS,
+ * well inside the second the limits promise.
  */
 export class DeadlineWatch {
   private readonly live = new Set<Expirable>();
