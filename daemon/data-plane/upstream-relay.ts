@@ -8,7 +8,6 @@ import { OutputBatch } from '../../src/wire/output-batch.js';
 import { SseRelay } from '../../src/wire/sse-relay.js';
 import { type AnswerLimits, DRAIN_BYTES, DRAIN_MS, limitErrors } from '../../src/upstream/answer-limits.js';
 import { translateUpstreamError, upstreamStatusError } from '../../src/upstream/upstream-errors.js';
-import { type Expirable, deadlines } from './deadlines.js';
 import { writeRawError } from './send-error.js';
 
 type Controller = Dispatcher.DispatchController;
@@ -55,7 +54,7 @@ function contentLength(headers: IncomingHttpHeaders): number {
  * deadline is refused with 502 upstream_error (one error event once a stream has begun) and the
  * upstream request aborted.
  */
-abstract class Relay implements Dispatcher.DispatchHandler, Expirable {
+abstract class Relay implements Dispatcher.DispatchHandler {
   protected controller: Controller | null = null;
   protected clientGone = false;
   protected status = 0;
@@ -63,24 +62,20 @@ abstract class Relay implements Dispatcher.DispatchHandler, Expirable {
   private errorBody: Buffer[] | null = null;
   private errorBytes = 0;
   private settled = false;
-  /** The response deadline (`performance.now()`); after [DONE], the drain's. Watched by `deadlines`. */
-  deadlineAt: number;
-  /** Past [DONE]: the deadline is the drain's. */
-  private draining = false;
+  /** The response deadline; after [DONE], the drain's. */
+  private timer: NodeJS.Timeout | null;
   private resolve!: () => void;
   readonly done = new Promise<void>((r) => { this.resolve = r; });
 
   constructor(protected readonly c: RelayContext) {
     c.res.on('close', this.onClientClose);
-    this.deadlineAt = performance.now() + c.limits.responseDeadlineMs;
-    deadlines.add(this);
+    this.timer = setTimeout(this.onDeadline, c.limits.responseDeadlineMs);
   }
 
-  /** The deadline passed (DeadlineWatch): the answer took too long, or the drain after [DONE] did. */
-  expire(): void {
-    if (this.draining) this.controller?.abort(new Error('the model server went on after [DONE]'));
-    else this.refuse(limitErrors.tooSlow(this.c.limits.responseDeadlineMs), 'the response deadline passed');
-  }
+  private readonly onDeadline = (): void => {
+    this.timer = null;
+    this.refuse(limitErrors.tooSlow(this.c.limits.responseDeadlineMs), 'the response deadline passed');
+  };
 
   /** Over a limit: answers the client (or ends its stream) with `err`, then aborts the upstream. */
   protected refuse(err: ObProxyError, why: string): void {
@@ -92,8 +87,11 @@ abstract class Relay implements Dispatcher.DispatchHandler, Expirable {
 
   /** From now on the upstream gets `ms` more (the drain after [DONE]), not the whole deadline. */
   protected shortenDeadline(ms: number): void {
-    this.draining = true;
-    this.deadlineAt = performance.now() + ms;
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.controller?.abort(new Error('the model server went on after [DONE]'));
+    }, ms);
   }
 
   private readonly onClientClose = (): void => {
@@ -181,7 +179,8 @@ abstract class Relay implements Dispatcher.DispatchHandler, Expirable {
   protected finish(prompt: number, completion: number): void {
     if (this.settled) return;
     this.settled = true;
-    deadlines.delete(this);
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
     this.c.res.off('close', this.onClientClose);
     this.c.countTokens(prompt, completion);
     this.resolve();
