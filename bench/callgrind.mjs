@@ -9,9 +9,10 @@
  * `--single-threaded` (no V8 helper threads racing with the count); the upstream and the client
  * run natively. Counts are zeroed after the warm-up (`callgrind_control -z`) and dumped after the
  * measured requests, so start-up, the CLI's set-up calls and most JIT tier-ups are not in the
- * figure. The report splits off V8's collector and compilers (`gcPerRequest`,
- * `compilerPerRequest`): whether a full collection falls inside the window moves the total by
- * tens of percent, while the rest (`restPerRequest`) repeats within about 1 %. The dump stays in
+ * figure. The report splits off V8's collector, its compilers and the write barrier's slow path
+ * (`gcPerRequest`, `compilerPerRequest`, `barrierPerRequest`): whether a full collection falls
+ * inside the window moves the total by tens of percent, while the rest, the program's own work
+ * (`mutatorPerRequest`), repeated within 1.5 % over three runs per build. The dump stays in
  * bench/results/callgrind/ for callgrind_annotate. `--functions N` prints the N functions that
  * executed most instructions per request, JavaScript ones named through V8's `--perf-basic-prof`
  * map (callgrind itself sees only addresses in JIT code). About 10 minutes at the defaults.
@@ -111,15 +112,19 @@ function selfCosts(dumpFile) {
 // collection or a tier-up falls inside the measured window, so the report gives them apart.
 const GC = /Heap|Scaveng|heap::|Marking|MarkCompact|IterateObjectCache|Evacuat|Sweeper|RecordMigrated|RememberedSet|MemoryAllocator|FreeList|BodyDescriptor/;
 const COMPILER = /compiler::|maglev::|turboshaft|Turbofan|Maglev|Compile|Parser|Bytecode|interpreter::/;
+// The write barrier's slow path runs while a full collection is marking: it follows the collector.
+const BARRIER = /RecordWrite|WriteBarrier/;
 
 function shares(rows) {
   let gc = 0;
   let compiler = 0;
+  let barrier = 0;
   for (const [name, v] of rows) {
     if (COMPILER.test(name)) compiler += v;
     else if (GC.test(name)) gc += v;
+    else if (BARRIER.test(name)) barrier += v;
   }
-  return { gc, compiler };
+  return { gc, compiler, barrier };
 }
 
 /** The functions with the most instructions per request; JIT code named from the perf map (the last entry covering an address wins). */
@@ -186,11 +191,12 @@ try {
   const dump = readdirSync(out).filter((f) => f.startsWith(`${label}.out.`)).sort().pop();
   const ir = summary(join(out, dump));
   const rows = selfCosts(join(out, dump));
-  const { gc, compiler } = shares(rows);
+  const { gc, compiler, barrier } = shares(rows);
   const per = (x) => Math.round(x / n);
   console.log(JSON.stringify({
     label, dir, kind, requests: n, concurrency: conc, env: extraEnv, instructions: ir,
-    perRequest: per(ir), gcPerRequest: per(gc), compilerPerRequest: per(compiler), restPerRequest: per(ir - gc - compiler), dump: join(out, dump),
+    perRequest: per(ir), gcPerRequest: per(gc), compilerPerRequest: per(compiler), barrierPerRequest: per(barrier),
+    mutatorPerRequest: per(ir - gc - compiler - barrier), dump: join(out, dump),
   }));
   // valgrind runs node in its own process, so V8's map is named by valgrind's pid.
   if (functions > 0) printFunctions(rows, `/tmp/perf-${proc.pid}.map`);
