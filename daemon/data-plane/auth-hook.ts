@@ -92,21 +92,11 @@ export function endDuePacksSoon(ctx: DaemonContext): void {
 /**
  * CONTRACT §3 checks 3 to 5 again once the body has arrived, which may be minutes after the
  * headers: the key may have been revoked, or its deployment stopped, removed or past its pack
- * end, meanwhile. The handler runs in the same turn (callback hooks), and the request is
- * registered in flight there, so no revocation falls between this check and the upstream send
- * unseen. Sets `request.auth` to the instance as it is now: its endpoint may have changed.
+ * end, meanwhile. The chat handler calls it first, in the turn in which it registers the request
+ * in flight, so no revocation falls between this check and the upstream send unseen (it was a
+ * `preHandler` hook; Fastify's hook runner made three closures per request for it). Sets
+ * `request.auth` to the instance as it is now: its endpoint may have changed.
  */
-export function makeRecheckHook(ctx: DaemonContext) {
-  return function recheckHook(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
-    const refusal = recheck(ctx, request);
-    if (refusal !== null) {
-      refuse(ctx, reply, refusal);
-      return;
-    }
-    done();
-  };
-}
-
 /** The refusal for an authenticated request whose key or deployment changed since its headers. */
 export function recheck(ctx: DaemonContext, request: FastifyRequest): Refusal | null {
   const auth = request.auth;

@@ -5,7 +5,7 @@ import { requestId } from '../../src/ids.js';
 import type { DaemonContext } from '../context.js';
 import type { TlsFiles } from '../tls.js';
 import { registerCors } from './cors.js';
-import { makeAuthHook, makeRecheckHook, recheck, refuse } from './auth-hook.js';
+import { makeAuthHook, recheck, refuse } from './auth-hook.js';
 import { makeChatHandler } from './chat-completions.js';
 import { clientErrorHandler } from './client-error.js';
 import { answerNodeRefusals } from './node-refusals.js';
@@ -96,7 +96,8 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
     });
   }
 
-  app.post('/v1/chat/completions', { onRequest: makeAuthHook(ctx, true), preHandler: makeRecheckHook(ctx) }, makeChatHandler(ctx));
+  // Checks 3 to 5 run again at the start of the handler, once the body is in (recheck).
+  app.post('/v1/chat/completions', { onRequest: makeAuthHook(ctx, true) }, makeChatHandler(ctx));
 
   // The key's one model, whatever the instance's state (OpenAI's list and model shapes).
   const modelOf = (inst: Instance) => ({ id: inst.model, object: 'model', created: Math.floor(Date.parse(inst.createdAt) / 1000), owned_by: 'ob-proxy' });

@@ -20,6 +20,13 @@ const UTF8 = /^utf-?8$/i;
 export function makeChatHandler(ctx: DaemonContext) {
   // Not async: the reply is hijacked, so Fastify need not wait on a promise for each request.
   return function chatCompletions(request: FastifyRequest, reply: FastifyReply): void {
+    // Checks 3 to 5 again, now that the body is in: before any check of the body (CONTRACT §3
+    // order), and in the turn the request is registered in flight (proxy).
+    const refusal = recheck(ctx, request);
+    if (refusal !== null) {
+      refuse(ctx, reply, refusal);
+      return;
+    }
     const auth = request.auth as AuthContext;
     let chat: ChatRequest;
     let upstream: Buffer | string;
@@ -184,7 +191,7 @@ function proxy(ctx: DaemonContext, request: FastifyRequest, res: ServerResponse,
   rc.observer = observer;
   const layouts = ctx.config.relayFastPath ? ctx.eventLayouts.for(auth.instance.deployment) : null;
   const relay = chat.stream ? new StreamRelay(rc, chat.includeUsage, layouts) : new PlainRelay(rc);
-  // In the turn the key was re-checked (makeRecheckHook): from here a revocation ends it.
+  // In the turn the key was re-checked (recheck, above): from here a revocation ends it.
   inflight.add(auth.key, relay);
   try {
     ctx.upstream.dispatch({

@@ -1,0 +1,208 @@
+/* global process, console, setTimeout, Buffer, URL */
+/**
+ * `node bench/callgrind.mjs [--dir CHECKOUT] [--streams 2000] [--warmup 3000] [--concurrency 8]
+ * [--body stream|plain] [--env K=V] [--functions N] [--label NAME]`: instructions the daemon
+ * executes per request, counted by `valgrind --tool=callgrind` over a fixed number of requests.
+ * Wall time on this shared VM moves by ±10 % between runs; an instruction count does not depend
+ * on the load, so this is how two builds (or a build with one candidate switched off) are
+ * compared. The daemon (CHECKOUT's dist/, default this one) runs under callgrind with
+ * `--single-threaded` (no V8 helper threads racing with the count); the upstream and the client
+ * run natively. Counts are zeroed after the warm-up (`callgrind_control -z`) and dumped after the
+ * measured requests, so start-up, the CLI's set-up calls and most JIT tier-ups are not in the
+ * figure. The report splits off V8's collector, its compilers and the write barrier's slow path
+ * (`gcPerRequest`, `compilerPerRequest`, `barrierPerRequest`): whether a full collection falls
+ * inside the window moves the total by tens of percent, while the rest, the program's own work
+ * (`mutatorPerRequest`), repeated within 1.5 % over three runs per build. The dump stays in
+ * bench/results/callgrind/ for callgrind_annotate. `--functions N` prints the N functions that
+ * executed most instructions per request, JavaScript ones named through V8's `--perf-basic-prof`
+ * map (callgrind itself sees only addresses in JIT code). About 10 minutes at the defaults.
+ */
+import { execFile, execFileSync, spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { Agent, request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { bodies } from './scenarios.mjs';
+import { freePort, startUpstream } from './targets.mjs';
+
+const ROOT = resolve(import.meta.dirname, '..');
+const { values: a } = parseArgs({
+  options: {
+    dir: { type: 'string' }, streams: { type: 'string' }, warmup: { type: 'string' }, concurrency: { type: 'string' },
+    body: { type: 'string' }, env: { type: 'string', multiple: true }, label: { type: 'string' }, functions: { type: 'string' },
+  },
+});
+const dir = resolve(a.dir ?? ROOT);
+const n = Number(a.streams ?? 2000);
+const warm = Number(a.warmup ?? 3000);
+const conc = Number(a.concurrency ?? 8);
+const kind = a.body ?? 'stream';
+const body = Buffer.from(bodies()[kind]);
+const extraEnv = Object.fromEntries((a.env ?? []).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
+const out = join(ROOT, 'bench/results/callgrind');
+mkdirSync(out, { recursive: true });
+const label = a.label ?? `${dir === ROOT ? 'this' : dir.split('/').pop()}-${kind}`;
+const NODE = process.execPath;
+const functions = Number(a.functions ?? 0);
+const wait = (ms) => new Promise((r) => setTimeout(r, ms));
+
+function cli(home, args) {
+  return new Promise((done, fail) => {
+    execFile(NODE, [join(dir, 'dist/bin/ob-proxy.js'), ...args, '--home', home, '--json'], { timeout: 300_000 }, (err, stdout, stderr) => {
+      if (err !== null) fail(new Error(`ob-proxy ${args.join(' ')}: ${stderr}`));
+      else done(JSON.parse(stdout));
+    });
+  });
+}
+
+/** `count` requests, `conc` at a time over keep-alive sockets; every answer read whole and checked. */
+async function drive(url, secret, count) {
+  const agent = new Agent({ keepAlive: true, maxSockets: conc });
+  const headers = { authorization: `Bearer ${secret}`, 'content-type': 'application/json', 'content-length': String(body.length) };
+  let next = 0;
+  let bad = 0;
+  const one = () => new Promise((done) => {
+    const req = request(new URL('/v1/chat/completions', url), { method: 'POST', agent, headers }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (s) => { text += s; });
+      res.on('end', () => {
+        if (res.statusCode !== 200 || (kind === 'stream' && !text.trimEnd().endsWith('data: [DONE]'))) bad++;
+        done();
+      });
+    });
+    req.on('error', () => { bad++; done(); });
+    req.end(body);
+  });
+  const worker = async () => {
+    while (next < count) {
+      next++;
+      await one();
+    }
+  };
+  await Promise.all(Array.from({ length: conc }, worker));
+  agent.destroy();
+  if (bad > 0) throw new Error(`${bad} of ${count} requests failed`);
+}
+
+function summary(file) {
+  const m = /^(?:summary|totals): (\d+)/m.exec(readFileSync(file, 'utf8'));
+  if (m === null) throw new Error(`no totals in ${file}`);
+  return Number(m[1]);
+}
+
+/** callgrind_annotate's self cost per function: [name, instructions], the frames every instruction runs under left out. */
+function selfCosts(dumpFile) {
+  const text = execFileSync('callgrind_annotate', ['--threshold=100', dumpFile], { encoding: 'utf8', maxBuffer: 64 << 20 });
+  const rows = [];
+  let total = 0;
+  for (const line of text.split('\n')) {
+    const m = /^\s*([\d,]+) \(\s*[\d.]+%\)\s+(.*)$/.exec(line);
+    if (m === null) continue;
+    const v = Number(m[1].replaceAll(',', ''));
+    if (m[2].includes('PROGRAM TOTALS')) total = v;
+    // main, the event loop: the frames every instruction runs under, not a function's own cost.
+    else if (v !== total) rows.push([m[2], v]);
+  }
+  return rows;
+}
+
+// V8's collector and its optimising compilers: their share per request depends on when a full
+// collection or a tier-up falls inside the measured window, so the report gives them apart.
+const GC = /Heap|Scaveng|heap::|Marking|MarkCompact|IterateObjectCache|Evacuat|Sweeper|RecordMigrated|RememberedSet|MemoryAllocator|FreeList|BodyDescriptor/;
+const COMPILER = /compiler::|maglev::|turboshaft|Turbofan|Maglev|Compile|Parser|Bytecode|interpreter::/;
+// The write barrier's slow path runs while a full collection is marking: it follows the collector.
+const BARRIER = /RecordWrite|WriteBarrier/;
+
+function shares(rows) {
+  let gc = 0;
+  let compiler = 0;
+  let barrier = 0;
+  for (const [name, v] of rows) {
+    if (COMPILER.test(name)) compiler += v;
+    else if (GC.test(name)) gc += v;
+    else if (BARRIER.test(name)) barrier += v;
+  }
+  return { gc, compiler, barrier };
+}
+
+/** The functions with the most instructions per request; JIT code named from the perf map (the last entry covering an address wins). */
+function printFunctions(rows, mapFile) {
+  const entries = readFileSync(mapFile, 'utf8').split('\n').filter(Boolean).map((l, i) => {
+    const [s, size, ...name] = l.split(' ');
+    return { start: parseInt(s, 16), end: parseInt(s, 16) + parseInt(size, 16), i, name: name.join(' ') };
+  }).sort((x, y) => x.start - y.start);
+  const resolveJit = (addr) => {
+    let lo = 0;
+    let hi = entries.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (entries[mid].start <= addr) lo = mid + 1;
+      else hi = mid;
+    }
+    let best = null;
+    for (let k = lo - 1; k >= 0 && k >= lo - 200; k--) {
+      const e = entries[k];
+      if (e.start <= addr && addr < e.end && (best === null || e.i > best.i)) best = e;
+    }
+    return best === null ? 'JIT code (unnamed)' : `JS ${best.name}`;
+  };
+  const byName = new Map();
+  for (const [raw, v] of rows) {
+    const jit = /^\?\?\?:0x([0-9a-f]+) \[\?\?\?\]$/.exec(raw);
+    const name = jit === null ? raw : resolveJit(parseInt(jit[1], 16));
+    byName.set(name, (byName.get(name) ?? 0) + v);
+  }
+  for (const [name, v] of [...byName].sort((x, y) => y[1] - x[1]).slice(0, functions)) {
+    console.log(`${String(Math.round(v / n)).padStart(9)}  ${name.slice(0, 150)}`);
+  }
+}
+
+const upstream = await startUpstream();
+const home = mkdtempSync(join(tmpdir(), 'obcg-'));
+const port = await freePort();
+const cgFile = join(out, `${label}.out`);
+for (const f of readdirSync(out)) if (f.startsWith(`${label}.out`)) rmSync(join(out, f));
+const proc = spawn('valgrind', ['--tool=callgrind', '--smc-check=all-non-file', `--callgrind-out-file=${cgFile}`,
+  NODE, '--single-threaded', '--max-semi-space-size=4', ...(functions > 0 ? ['--perf-basic-prof'] : []), join(dir, 'dist/bin/ob-proxy.js'),
+  'serve', '--home', home, '--port', String(port), '--log-level', 'warn'],
+{ stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, NO_COLOR: '1', ...extraEnv } });
+let stderr = '';
+proc.stderr.setEncoding('utf8').on('data', (s) => { stderr += s; });
+try {
+  const deadline = Date.now() + 300_000;
+  for (;;) {
+    try {
+      await cli(home, ['instances', 'list']);
+      break;
+    } catch (err) {
+      if (Date.now() > deadline || proc.exitCode !== null) throw new Error(`daemon did not start: ${stderr.slice(-2000)}`, { cause: err });
+      await wait(1000);
+    }
+  }
+  await cli(home, ['instances', 'add', 'bench', '--model', 'gemma4:26b', '--endpoint', upstream.url]);
+  const ready = await cli(home, ['instances', 'ready', 'bench']);
+  const url = `http://127.0.0.1:${port}`;
+  await drive(url, ready.defaultKey.secret, warm);
+  execFileSync('callgrind_control', ['-z', String(proc.pid)], { stdio: 'ignore' });
+  await drive(url, ready.defaultKey.secret, n);
+  execFileSync('callgrind_control', ['-d', String(proc.pid)], { stdio: 'ignore' });
+  const dump = readdirSync(out).filter((f) => f.startsWith(`${label}.out.`)).sort().pop();
+  const ir = summary(join(out, dump));
+  const rows = selfCosts(join(out, dump));
+  const { gc, compiler, barrier } = shares(rows);
+  const per = (x) => Math.round(x / n);
+  console.log(JSON.stringify({
+    label, dir, kind, requests: n, concurrency: conc, env: extraEnv, instructions: ir,
+    perRequest: per(ir), gcPerRequest: per(gc), compilerPerRequest: per(compiler), barrierPerRequest: per(barrier),
+    mutatorPerRequest: per(ir - gc - compiler - barrier), dump: join(out, dump),
+  }));
+  // valgrind runs node in its own process, so V8's map is named by valgrind's pid.
+  if (functions > 0) printFunctions(rows, `/tmp/perf-${proc.pid}.map`);
+} finally {
+  proc.kill('SIGTERM');
+  await new Promise((r) => { if (proc.exitCode !== null) r(); else proc.once('exit', r); });
+  await upstream.stop();
+  rmSync(home, { recursive: true, force: true });
+}
