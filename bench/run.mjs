@@ -141,10 +141,13 @@ const sub = (x, y) => (num(x) && num(y) ? x - y : null);
 function paired(rs, byTarget) {
   const ref = byTarget.reference;
   const dir = byTarget.direct;
+  // The extra targets (baseline, ob-proxy-ops, ob-proxy-pg) against plain ob-proxy, paired alike.
+  const ob = byTarget['ob-proxy'];
   const pair = (other, key, op) => (other === undefined ? null : median(rs.map((x, i) => op(x[key], other[i]?.[key]))));
   return {
     rpsVsRef: pair(ref, 'rps', div), cpuVsRef: pair(ref, 'cpuUsPerReq', div), rpsVsDirect: pair(dir, 'rps', div),
     addedP50: pair(dir, 'p50', sub), addedP99: pair(dir, 'p99', sub), addedFirstP50: pair(dir, 'firstP50', sub),
+    rpsVsObProxy: pair(ob, 'rps', div), cpuVsObProxy: pair(ob, 'cpuUsPerReq', div),
   };
 }
 
