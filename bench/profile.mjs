@@ -1,7 +1,7 @@
 /* global process, console */
 /**
- * `node bench/profile.mjs [scenario] [seconds] [--reference]`: runs one bench scenario (default
- * stream-c64) against ob-proxy (or the reference proxy) started under `node --cpu-prof`, then
+ * `node bench/profile.mjs [scenario] [seconds] [--reference | --ops]`: runs one bench scenario (default
+ * stream-c64) against ob-proxy (or the reference proxy; `--ops`: metrics and key limits on) started under `node --cpu-prof`, then
  * prints where the proxy's CPU went: self time by function and by source file. The raw
  * .cpuprofile is kept under bench/results/ for Chrome DevTools.
  */
@@ -14,16 +14,18 @@ import { runWrk } from './wrk.mjs';
 const ROOT = resolve(import.meta.dirname, '..');
 const args = process.argv.slice(2).filter((x) => !x.startsWith('--'));
 const reference = process.argv.includes('--reference');
+// --ops: metrics on and the bench key with limits (what they cost: bench/ops-instructions.mjs counts it).
+const ops = process.argv.includes('--ops');
 const sc = SCENARIOS.find((s) => s.id === (args[0] ?? 'stream-c64'));
 const seconds = Number(args[1] ?? 5);
-const dir = join(ROOT, 'bench/results', `prof-${reference ? 'reference' : 'ob-proxy'}-${sc.id}`);
+const dir = join(ROOT, 'bench/results', `prof-${reference ? 'reference' : ops ? 'ob-proxy-ops' : 'ob-proxy'}-${sc.id}`);
 mkdirSync(dir, { recursive: true });
 const bodyFile = join(dir, 'body.json');
 writeFileSync(bodyFile, bodies()[sc.body]);
 
 const upstream = await startUpstream();
 const nodeArgs = ['--cpu-prof', '--cpu-prof-dir', dir];
-const target = reference ? await startReference(upstream.url, { nodeArgs }) : await startObProxy(upstream.url, { nodeArgs });
+const target = reference ? await startReference(upstream.url, { nodeArgs }) : await startObProxy(upstream.url, { nodeArgs, ops });
 const before = new Set(readdirSync(dir));
 let r;
 try {
@@ -54,7 +56,7 @@ for (const n of prof.nodes) {
 const idle = (byFn.get('(idle) (native):0') ?? 0);
 const busy = total - idle;
 const top = (m, n) => [...m.entries()].sort((a, b) => b[1] - a[1]).slice(0, n);
-console.log(`${reference ? 'reference' : 'ob-proxy'} ${sc.id}: ${r.rps} req/s, ${r.requests} requests; busy ${(busy / 1e3).toFixed(0)} ms of ${(total / 1e3).toFixed(0)} ms sampled; ${(busy / r.requests).toFixed(1)} µs busy per request (profile incl. warm-up)`);
+console.log(`${reference ? 'reference' : ops ? 'ob-proxy-ops' : 'ob-proxy'} ${sc.id}: ${r.rps} req/s, ${r.requests} requests; busy ${(busy / 1e3).toFixed(0)} ms of ${(total / 1e3).toFixed(0)} ms sampled; ${(busy / r.requests).toFixed(1)} µs busy per request (profile incl. warm-up)`);
 console.log('\nself time by function:');
 for (const [k, v] of top(byFn, 30)) console.log(`${((v / busy) * 100).toFixed(1).padStart(5)}%  ${k}`);
 console.log('\nself time by file:');

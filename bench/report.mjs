@@ -47,10 +47,13 @@ function scenarioTable(sc, byTarget) {
     name === 'direct' ? '—' : signed(pairedOr(r, 'addedP99', diff(r.p99, d?.p99))), ...(first ? [name === 'direct' ? '—' : signed(pairedOr(r, 'addedFirstP50', diff(r.firstP50, d?.firstP50)))] : []),
   ]);
   const errs = Object.entries(byTarget).filter(([, r]) => r.errors > 0).map(([n, r]) => `${n}: ${r.errors} failed`);
+  const extra = Object.entries(byTarget).filter(([n, r]) => !['direct', 'ob-proxy', 'reference', 'nginx'].includes(n) && r.paired?.rpsVsObProxy != null)
+    .map(([n, r]) => `- ${n} against ob-proxy, medians of the per-run pairs: ${f(r.paired.rpsVsObProxy, 3)}× the req/s, ${f(r.paired.cpuVsObProxy, 3)}× the CPU per request.`);
   return [
     `### ${sc.title}`, '',
     `\`${sc.id}\`, measured with ${byTarget.direct?.tool ?? '?'}; medians of ${byTarget.direct?.reps ?? '?'} runs (ratios and added latencies: medians of the per-run pairs).${errs.length > 0 ? ` **Errors: ${errs.join(', ')}.**` : ''}`, '',
     `| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`, ...rows.map((r) => `| ${r.join(' | ')} |`), '',
+    ...(extra.length > 0 ? [...extra, ''] : []),
   ].join('\n');
 }
 

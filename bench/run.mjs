@@ -153,12 +153,15 @@ const sub = (x, y) => (num(x) && num(y) ? x - y : null);
 function paired(rs, byTarget) {
   const ref = byTarget.reference;
   const dir = byTarget.direct;
+  // The extra targets (baseline, ob-proxy-ops, ob-proxy-pg) against plain ob-proxy, paired alike.
+  const ob = byTarget['ob-proxy'];
   const pair = (other, key, op) => (other === undefined ? null : median(rs.map((x, i) => op(x[key], other[i]?.[key]))));
   return {
     rpsVsRef: pair(ref, 'rps', div), cpuVsRef: pair(ref, 'cpuUsPerReq', div), rpsVsDirect: pair(dir, 'rps', div),
     addedP50: pair(dir, 'p50', sub), addedP99: pair(dir, 'p99', sub), addedFirstP50: pair(dir, 'firstP50', sub),
     // --postgres: each target against ob-proxy on lowdb, in the same repetition (bench/report-postgres.mjs).
     rpsVsLowdb: pair(byTarget['ob-proxy'], 'rps', div),
+    rpsVsObProxy: pair(ob, 'rps', div), cpuVsObProxy: pair(ob, 'cpuUsPerReq', div),
   };
 }
 
@@ -198,7 +201,10 @@ try {
   for (let rep = 0; rep < opts.reps; rep++) {
     for (const sc of scenarios) {
       // Targets interleaved within a repetition: drift in the machine's load hits them all alike.
-      for (const t of targets) {
+      // The order turns by one each repetition, so no target is always measured right after the
+      // same one (in one run with a fixed order, each later target came out a little worse).
+      for (let j = 0; j < targets.length; j++) {
+        const t = targets[(j + rep) % targets.length];
         const r = await measure(t, sc, opts.durationS);
         ((runs[sc.id] ??= {})[t.name] ??= []).push(r);
         log(`rep ${rep + 1}/${opts.reps} ${sc.id} ${t.name}: ${r.rps?.toFixed(0)} req/s p50 ${r.p50?.toFixed(3)} ms p99 ${r.p99?.toFixed(3)} ms${r.firstP50 != null ? ` first ${r.firstP50.toFixed(3)} ms` : ''} errors ${r.errors + r.non200 + (r.badStreams ?? 0)}`);

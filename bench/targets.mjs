@@ -5,7 +5,7 @@
  * nginx when installed. Each target is { name, url, headers, pids(), stop() }.
  */
 import { execFile, execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, mkdirSync, rmSync, writeFileSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, mkdirSync, rmSync, writeFileSync, readFileSync } from 'node:fs';
 import { createServer, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -54,8 +54,8 @@ export function freePort() {
   });
 }
 
-async function waitForPort(port, what) {
-  const deadline = Date.now() + 15_000;
+async function waitForPort(port, what, timeoutMs = 15_000) {
+  const deadline = Date.now() + timeoutMs;
   for (;;) {
     const ok = await new Promise((done) => {
       const sock = connect(port, '127.0.0.1');
@@ -79,9 +79,9 @@ export async function startReference(upstreamUrl, { nodeArgs = [] } = {}) {
 }
 
 
-function cli(args) {
+function cli(args, timeout = 20_000) {
   return new Promise((done, fail) => {
-    execFile(NODE, [OB_BIN, ...args, '--json'], { env: { ...process.env, NO_COLOR: '1' }, timeout: 20_000 }, (err, stdout, stderr) => {
+    execFile(NODE, [OB_BIN, ...args, '--json'], { env: { ...process.env, NO_COLOR: '1' }, timeout }, (err, stdout, stderr) => {
       if (err !== null) fail(new Error(`ob-proxy ${args[0]} ${args[1]} failed: ${stderr}`));
       else done(JSON.parse(stdout));
     });
@@ -90,21 +90,28 @@ function cli(args) {
 
 /**
  * `ob-proxy serve` on a fresh home, with an instance pointing at the upstream made ready. `ops`:
- * metrics on (a port of their own) and the bench key made with generous limits, so their cost is measured.
+ * metrics on (a port of their own) and the bench key made with generous limits, so their cost is
+ * measured; `metrics` and `limits` turn on one of the two alone (bench/ops-instructions.mjs).
+ * `launcher`: a command the daemon runs under (valgrind), with `slow` for its longer start-up.
  */
-export async function startObProxy(upstreamUrl, { logLevel = 'warn', name = 'ob-proxy', nodeArgs = [], bin = OB_BIN, store, ops = false } = {}) {
+export async function startObProxy(upstreamUrl, { logLevel = 'warn', name = 'ob-proxy', nodeArgs = [], bin = OB_BIN, store, ops = false, metrics = ops, limits = ops, launcher = [], slow = false } = {}) {
   const home = mkdtempSync(join(tmpdir(), 'obb-'));
   const port = await freePort();
-  const extra = [...(store === undefined ? [] : ['--store', store]), ...(ops ? ['--metrics-port', String(await freePort())] : [])];
-  const proc = spawn(NODE, [...nodeArgs, bin, 'serve', '--home', home, '--port', String(port), '--log-level', logLevel, ...extra],
+  const extra = [...(store === undefined ? [] : ['--store', store]), ...(metrics ? ['--metrics-port', String(await freePort())] : [])];
+  const argv = [NODE, ...nodeArgs, bin, 'serve', '--home', home, '--port', String(port), '--log-level', logLevel, ...extra];
+  const full = [...launcher, ...argv];
+  const proc = spawn(full[0], full.slice(1),
     // Logs go to a file, as under systemd or a container runtime: the bench must not pay for a pipe it never reads.
     { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, NO_COLOR: '1' } });
-  await waitForPort(port, 'ob-proxy serve');
-  await cli(['instances', 'add', 'bench', '--model', 'gemma4:26b', '--endpoint', upstreamUrl, '--home', home]);
-  const ready = await cli(['instances', 'ready', 'bench', '--home', home]);
+  const wait = slow ? 300_000 : 20_000;
+  await waitForPort(port, 'ob-proxy serve', wait);
+  // The management socket may come up a moment after the port (long under valgrind).
+  for (const end = Date.now() + wait; !existsSync(join(home, 'ob-proxy.sock')) && Date.now() < end;) await new Promise((r) => setTimeout(r, 50));
+  await cli(['instances', 'add', 'bench', '--model', 'gemma4:26b', '--endpoint', upstreamUrl, '--home', home], wait);
+  const ready = await cli(['instances', 'ready', 'bench', '--home', home], wait);
   // Limits far above what the bench sends: every request is checked and counted, none refused.
-  const secret = ops
-    ? (await cli(['keys', 'create', '--instance', 'bench', '--name', 'bench-ops', '--rpm', '1000000000', '--tpm', '1000000000', '--concurrency', '1000000', '--home', home])).secret
+  const secret = limits
+    ? (await cli(['keys', 'create', '--instance', 'bench', '--name', 'bench-ops', '--rpm', '1000000000', '--tpm', '1000000000', '--concurrency', '1000000', '--home', home], wait)).secret
     : ready.defaultKey.secret;
   const stop = stopper(proc);
   return {

@@ -1,4 +1,4 @@
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest, type HookHandlerDoneFunction } from 'fastify';
 import type { Instance } from '../../src/domain/instance.js';
 import { obError } from '../../src/errors.js';
 import { requestId } from '../../src/ids.js';
@@ -64,6 +64,7 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
     routerOptions: { ignoreTrailingSlash: true },
   });
   app.decorateRequest('auth', null);
+  app.decorateRequest('rateLimit', null);
   answerNodeRefusals(app);
   registerCors(app, ctx.config.corsOrigins);
 
@@ -81,23 +82,23 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
     // Every answer Fastify writes, wherever it was decided: a refusal made on the headers alone
     // must not keep a connection whose body is still to come (unread-body.ts).
     closeIfBodyPending(reply.raw);
+    // The key's x-ratelimit-* (admitKey) on every answer Fastify sends; the relay adds them to its own.
+    if (request.rateLimit !== null) reply.headers(request.rateLimit);
   });
 
+  // Every answer to a chat completion, whoever gave it: the auth hook, validation, the relay. A
+  // hook of the route, not of the app: no other route pays for it, nor for asking which route it is.
   const metrics = ctx.metrics;
-  if (metrics !== null) {
-    // Every answer to a chat completion, whoever gave it: the auth hook, validation, the relay.
-    app.addHook('onResponse', (request, reply, done) => {
-      if (request.routeOptions.url === '/v1/chat/completions') {
-        const auth = request.auth;
-        metrics.request(auth?.instance.id ?? '', auth?.key.id ?? '', reply.statusCode);
-        metrics.finished(auth?.instance.id ?? '', reply.elapsedTime / 1000);
-      }
+  const answered = metrics === null ? {} : {
+    onResponse(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
+      const auth = request.auth;
+      metrics.answered(auth?.instance.id ?? '', auth?.key.id ?? '', reply.statusCode, reply.elapsedTime / 1000);
       done();
-    });
-  }
+    },
+  };
 
   // Checks 3 to 5 run again at the start of the handler, once the body is in (recheck).
-  app.post('/v1/chat/completions', { onRequest: makeAuthHook(ctx, true) }, makeChatHandler(ctx));
+  app.post('/v1/chat/completions', { onRequest: makeAuthHook(ctx, true), ...answered }, makeChatHandler(ctx));
 
   // The key's one model, whatever the instance's state (OpenAI's list and model shapes).
   const modelOf = (inst: Instance) => ({ id: inst.model, object: 'model', created: Math.floor(Date.parse(inst.createdAt) / 1000), owned_by: 'ob-proxy' });

@@ -151,7 +151,7 @@ function send(ctx: DaemonContext, request: FastifyRequest, reply: FastifyReply, 
     // Nothing answers a hijacked reply but us: a throw here would hold the socket until the client left.
     if (slot !== null) ctx.admission?.leave(slot);
     ctx.log.error({ err, reqId: request.id }, 'unhandled error after hijack');
-    writeRawError(reply.raw, obError('internal_error'), request.id);
+    writeRawError(reply.raw, obError('internal_error'), request.id, request.rateLimit);
     return;
   }
   // The access line; its object is not even built when info is off (--log-level warn).
@@ -186,6 +186,7 @@ function proxy(ctx: DaemonContext, request: FastifyRequest, res: ServerResponse,
       observer.over(prompt, completion, reasoning);
     },
     limits: ctx.config,
+    headers: request.rateLimit,
   };
   const observer = new RequestObserver(ctx.metrics, ctx.log, request.id, auth.instance.id, auth.key.id, chat.stream);
   rc.observer = observer;

@@ -20,17 +20,22 @@ export function replyError(reply: FastifyReply, err: ObProxyError, headers: Reco
   return reply.code(err.status).headers(headers).type('application/json').send(err.toBody());
 }
 
-/** For hijacked responses: the same envelope written straight to the socket. */
-export function writeRawError(res: ServerResponse, err: ObProxyError, requestId: string): void {
+/** For hijacked responses: the same envelope written straight to the socket, with `extra` headers (the key's x-ratelimit-*). */
+export function writeRawError(res: ServerResponse, err: ObProxyError, requestId: string, extra: Readonly<Record<string, string>> | null = null): void {
   if (res.headersSent) return;
   closeIfBodyPending(res);
   const body = JSON.stringify(err.toBody());
-  res.writeHead(err.status, {
+  res.writeHead(err.status, withHeaders({
     'content-type': 'application/json',
     'content-length': Buffer.byteLength(body),
     'x-request-id': requestId,
-  });
+  }, extra));
   res.end(body);
+}
+
+/** `headers` with `extra` added: one writeHead takes them all (see admitKey for why not setHeader). */
+export function withHeaders<T extends object>(headers: T, extra: Readonly<Record<string, string>> | null | undefined): T {
+  return extra == null ? headers : Object.assign(headers, extra);
 }
 
 /**

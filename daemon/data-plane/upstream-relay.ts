@@ -9,7 +9,7 @@ import { SseRelay } from '../../src/wire/sse-relay.js';
 import { type AnswerLimits, DRAIN_BYTES, DRAIN_MS, limitErrors } from '../../src/upstream/answer-limits.js';
 import { translateUpstreamError, upstreamStatusError } from '../../src/upstream/upstream-errors.js';
 import type { RequestOutcome } from '../../src/services/usage.js';
-import { writeRawError } from './send-error.js';
+import { withHeaders, writeRawError } from './send-error.js';
 
 type Controller = Dispatcher.DispatchController;
 
@@ -26,6 +26,8 @@ export interface RelayContext {
   limits: AnswerLimits;
   /** Told of the model server's response and failures (metrics); absent when nobody listens. */
   observer?: RelayObserver;
+  /** More headers for the answer, whatever it is (the key's x-ratelimit-*). */
+  headers?: Readonly<Record<string, string>> | null;
 }
 
 export interface RelayObserver {
@@ -161,7 +163,7 @@ abstract class Relay implements Dispatcher.DispatchHandler {
     if (this.settled) return;
     if (this.errorBody !== null) {
       this.upstreamFailed('upstream_error');
-      writeRawError(this.c.res, upstreamStatusError(this.status, this.errorType, Buffer.concat(this.errorBody).toString('utf8')), this.c.reqId);
+      writeRawError(this.c.res, upstreamStatusError(this.status, this.errorType, Buffer.concat(this.errorBody).toString('utf8')), this.c.reqId, this.c.headers);
       this.finish(0, 0, 0);
       return;
     }
@@ -241,13 +243,13 @@ export class PlainRelay extends Relay {
     const body = out !== null ? (parsed as Record<string, unknown>) : normalizeCompletion(parsed, this.c.id, this.c.model, this.c.nowSec());
     if (body === null) {
       this.errored = true;
-      writeRawError(this.c.res, obError('upstream_error', { message: 'The model server sent an answer that is not a chat completion. Check the instance\'s endpoint.' }), this.c.reqId);
+      writeRawError(this.c.res, obError('upstream_error', { message: 'The model server sent an answer that is not a chat completion. Check the instance\'s endpoint.' }), this.c.reqId, this.c.headers);
       this.finish(0, 0, 0);
       return;
     }
     const usage = usageOf(body);
     out ??= JSON.stringify(body);
-    this.c.res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(out), 'x-request-id': this.c.reqId });
+    this.c.res.writeHead(200, withHeaders({ 'content-type': 'application/json', 'content-length': Buffer.byteLength(out), 'x-request-id': this.c.reqId }, this.c.headers));
     this.c.res.end(out);
     this.finish(usage.prompt, usage.completion, usage.reasoning);
   }
@@ -258,7 +260,7 @@ export class PlainRelay extends Relay {
 
   protected failed(err: ObProxyError): void {
     this.errored = true;
-    writeRawError(this.c.res, err, this.c.reqId);
+    writeRawError(this.c.res, err, this.c.reqId, this.c.headers);
     this.finish(0, 0, 0);
   }
 }
@@ -288,12 +290,12 @@ export class StreamRelay extends Relay {
   protected start(): void {
     this.begun = true;
     const res = this.c.res;
-    res.writeHead(200, {
+    res.writeHead(200, withHeaders({
       'content-type': 'text/event-stream; charset=utf-8',
       'cache-control': 'no-cache',
       'x-accel-buffering': 'no',
       'x-request-id': this.c.reqId,
-    });
+    }, this.c.headers));
     // The headers leave with the first chunk when it is already here (one write, not two); when
     // the model is slow to its first token, they leave on the next turn of the event loop.
     setImmediate(() => {
@@ -398,7 +400,7 @@ export class StreamRelay extends Relay {
       this.count();
       return;
     }
-    if (!this.begun) writeRawError(this.c.res, err, this.c.reqId);
+    if (!this.begun) writeRawError(this.c.res, err, this.c.reqId, this.c.headers);
     else if (!this.relay.done) this.endWithError(err);
     this.count();
   }

@@ -1,22 +1,24 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Registry as KeyRegistry } from '../../src/services/registry.js';
+import { Buckets, InstanceSeries, type KeySeries, registerHistogram } from './hot-series.js';
+
+// From 1 ms to 10 min: a model may load for minutes before its first token.
+const SLOW = [0.005, 0.025, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
 
 /**
  * The daemon's Prometheus series (docs/operations.md lists them; docs/grafana-dashboard.json plots
  * them). Labels are bounded: instance ids, key ids (never names or secrets; `keyLabel: false` drops
- * them for very many keys), status codes and error codes. Every method is a few map lookups: they
- * run on the request path.
+ * them for very many keys), status codes and error codes. What every request records (its answer,
+ * durations, tokens, open streams) is counted in plain numbers per instance and key
+ * (hot-series.ts) and read at scrape time; rarer events (refusals, upstream errors, revocations)
+ * go to prom-client directly.
  */
 export class Metrics {
   readonly registry = new Registry();
   private readonly keyLabel: boolean;
-  private readonly requests: Counter<'instance' | 'key' | 'code'>;
+  private readonly instances = new Map<string, InstanceSeries>();
+  private readonly added = new Buckets([0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25, 1]);
   private readonly refusals: Counter<'code'>;
-  private readonly duration: Histogram<'instance'>;
-  private readonly ttfb: Histogram<'instance'>;
-  private readonly added: Histogram;
-  private readonly tokens: Counter<'instance' | 'key' | 'kind'>;
-  private readonly streams: Gauge<'instance'>;
   private readonly upstreamErrors: Counter<'instance' | 'kind'>;
   private readonly revocations: Counter<'reason'>;
   private readonly storeWrites: Histogram;
@@ -28,22 +30,50 @@ export class Metrics {
     this.keyLabel = opts.keyLabel;
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry, prefix: 'ob_proxy_' });
-    const requestLabels = opts.keyLabel ? ['instance', 'key', 'code'] as const : ['instance', 'code'] as const;
-    this.requests = new Counter({ name: 'ob_proxy_requests_total', help: 'Chat completion requests answered, by instance, key id and HTTP status (refused before a key was known: instance and key empty).', labelNames: requestLabels, registers });
+    const series = (): Iterable<[string, InstanceSeries, string, KeySeries]> => this.keySeries();
+    const keyLabel = opts.keyLabel;
+    new Counter({
+      name: 'ob_proxy_requests_total', help: 'Chat completion requests answered, by instance, key id and HTTP status (refused before a key was known: instance and key empty).',
+      labelNames: keyLabel ? ['instance', 'key', 'code'] : ['instance', 'code'], registers,
+      collect() {
+        this.reset();
+        for (const [instance, , key, k] of series()) {
+          for (const [status, n] of k.codes) this.inc(keyLabel ? { instance, key, code: String(status) } : { instance, code: String(status) }, n);
+        }
+      },
+    });
     this.refusals = new Counter({ name: 'ob_proxy_key_refusals_total', help: 'Requests refused for their key, by code: missing_api_key, invalid_api_key, rate_limited (guessers), deployment_not_found, revoked_api_key, deployment_not_ready.', labelNames: ['code'], registers });
-    // From 1 ms to 10 min: a model may load for minutes before its first token.
-    const slow = [0.005, 0.025, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
-    this.duration = new Histogram({ name: 'ob_proxy_request_duration_seconds', help: 'Whole chat completion requests, from their first byte to the answer\'s last.', labelNames: ['instance'], buckets: slow, registers });
-    this.ttfb = new Histogram({ name: 'ob_proxy_upstream_first_byte_seconds', help: 'From sending a request to the model server to its response headers.', labelNames: ['instance'], buckets: slow, registers });
-    this.added = new Histogram({ name: 'ob_proxy_added_seconds', help: 'The proxy\'s own time before the model server is asked: auth, body, validation.', buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25, 1], registers });
-    this.tokens = new Counter({ name: 'ob_proxy_tokens_total', help: 'Tokens the model servers reported in usage, by instance, key id and kind (prompt, completion, and reasoning where reported apart: part of completion).', labelNames: opts.keyLabel ? ['instance', 'key', 'kind'] : ['instance', 'kind'], registers });
-    this.streams = new Gauge({ name: 'ob_proxy_open_streams', help: 'Streams being relayed now.', labelNames: ['instance'], registers });
+    const instances = this.instances;
+    registerHistogram(this.registry, 'ob_proxy_request_duration_seconds', 'Whole chat completion requests, from their first byte to the answer\'s last.',
+      () => [...instances].map(([instance, s]) => [{ instance }, s.duration] as const));
+    registerHistogram(this.registry, 'ob_proxy_upstream_first_byte_seconds', 'From sending a request to the model server to its response headers.',
+      () => [...instances].filter(([, s]) => s.ttfb.count > 0).map(([instance, s]) => [{ instance }, s.ttfb] as const));
+    registerHistogram(this.registry, 'ob_proxy_added_seconds', 'The proxy\'s own time before the model server is asked: auth, body, validation.', () => [[{}, this.added]]);
+    new Counter({
+      name: 'ob_proxy_tokens_total', help: 'Tokens the model servers reported in usage, by instance, key id and kind (prompt, completion, and reasoning where reported apart: part of completion).',
+      labelNames: keyLabel ? ['instance', 'key', 'kind'] : ['instance', 'kind'], registers,
+      collect() {
+        this.reset();
+        for (const [instance, , key, k] of series()) {
+          if (k.prompt > 0) this.inc(keyLabel ? { instance, key, kind: 'prompt' } : { instance, kind: 'prompt' }, k.prompt);
+          if (k.completion > 0) this.inc(keyLabel ? { instance, key, kind: 'completion' } : { instance, kind: 'completion' }, k.completion);
+          if (k.reasoning > 0) this.inc(keyLabel ? { instance, key, kind: 'reasoning' } : { instance, kind: 'reasoning' }, k.reasoning);
+        }
+      },
+    });
+    new Gauge({
+      name: 'ob_proxy_open_streams', help: 'Streams being relayed now.', labelNames: ['instance'], registers,
+      collect() {
+        this.reset();
+        for (const [instance, s] of instances) if (s.streamed) this.set({ instance }, s.streams);
+      },
+    });
     this.upstreamErrors = new Counter({ name: 'ob_proxy_upstream_errors_total', help: 'Model server failures by kind: upstream_unavailable, upstream_timeout, upstream_error (an error status, or an answer over a limit).', labelNames: ['instance', 'kind'], registers });
     this.revocations = new Counter({ name: 'ob_proxy_revocations_total', help: 'Keys revoked, by reason.', labelNames: ['reason'], registers });
     this.storeWrites = new Histogram({ name: 'ob_proxy_store_write_seconds', help: 'Store commits, from the call to durable.', buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1], registers });
     this.rateLimits = new Counter({ name: 'ob_proxy_rate_limited_total', help: 'Requests of valid keys refused with 429 rate_limited, by instance and limit: rpm, tpm, concurrency (the key\'s), queue_full, queue_timeout (the instance\'s admission).', labelNames: ['instance', 'limit'], registers });
     this.queued = new Gauge({ name: 'ob_proxy_queue_depth', help: 'Requests waiting for a slot of their instance (--max-concurrency).', labelNames: ['instance'], registers });
-    this.queueWaits = new Histogram({ name: 'ob_proxy_queue_wait_seconds', help: 'How long requests that waited for a slot of their instance waited before their turn.', labelNames: ['instance'], buckets: slow, registers });
+    this.queueWaits = new Histogram({ name: 'ob_proxy_queue_wait_seconds', help: 'How long requests that waited for a slot of their instance waited before their turn.', labelNames: ['instance'], buckets: SLOW, registers });
     const keys = opts.keys;
     new Gauge({
       name: 'ob_proxy_keys', help: 'API keys by instance and status.', labelNames: ['instance', 'status'], registers,
@@ -65,47 +95,35 @@ export class Metrics {
     });
   }
 
-  /** One chat completion request answered (or refused) with `status`. */
-  request(instance: string, key: string, status: number): void {
-    const code = String(status);
-    if (this.keyLabel) this.requests.inc({ instance, key, code });
-    else this.requests.inc({ instance, code });
+  private *keySeries(): Iterable<[string, InstanceSeries, string, KeySeries]> {
+    for (const [instance, s] of this.instances) for (const [key, k] of s.keys) yield [instance, s, key, k];
+  }
+
+  /** The series of an instance (created at its first request; instance '' before a key is known). */
+  instance(id: string): InstanceSeries {
+    let s = this.instances.get(id);
+    if (s === undefined) this.instances.set(id, s = new InstanceSeries(SLOW));
+    return s;
+  }
+
+  /** A key's series within its instance's (one for all keys when the key label is off). */
+  key(instance: InstanceSeries, key: string): KeySeries {
+    return instance.key(this.keyLabel ? key : '');
+  }
+
+  /** One chat completion request answered (or refused) with `status`, after `seconds`. */
+  answered(instance: string, key: string, status: number, seconds: number): void {
+    const s = this.instance(instance);
+    this.key(s, key).answered(status);
+    s.duration.observe(seconds);
   }
 
   keyRefused(code: string): void {
     this.refusals.inc({ code });
   }
 
-  finished(instance: string, seconds: number): void {
-    this.duration.observe({ instance }, seconds);
-  }
-
-  firstByte(instance: string, seconds: number): void {
-    this.ttfb.observe({ instance }, seconds);
-  }
-
   addedTime(seconds: number): void {
     this.added.observe(seconds);
-  }
-
-  countTokens(instance: string, key: string, prompt: number, completion: number, reasoning = 0): void {
-    if (this.keyLabel) {
-      if (prompt > 0) this.tokens.inc({ instance, key, kind: 'prompt' }, prompt);
-      if (completion > 0) this.tokens.inc({ instance, key, kind: 'completion' }, completion);
-      if (reasoning > 0) this.tokens.inc({ instance, key, kind: 'reasoning' }, reasoning);
-    } else {
-      if (prompt > 0) this.tokens.inc({ instance, kind: 'prompt' }, prompt);
-      if (completion > 0) this.tokens.inc({ instance, kind: 'completion' }, completion);
-      if (reasoning > 0) this.tokens.inc({ instance, kind: 'reasoning' }, reasoning);
-    }
-  }
-
-  streamOpened(instance: string): void {
-    this.streams.inc({ instance });
-  }
-
-  streamClosed(instance: string): void {
-    this.streams.dec({ instance });
   }
 
   upstreamError(instance: string, kind: string): void {

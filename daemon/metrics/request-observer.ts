@@ -1,15 +1,18 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { RelayObserver } from '../data-plane/upstream-relay.js';
+import type { InstanceSeries, KeySeries } from './hot-series.js';
 import type { Metrics } from './metrics.js';
 
 /**
  * One proxied request as the operator sees it: a model server failure is a warning in the log,
  * and with metrics on, its time to the first byte, its failures, its tokens and, for a stream,
- * its place among the open ones.
+ * its place among the open ones. Its instance's and key's series are looked up once, here.
  */
 export class RequestObserver implements RelayObserver {
   private readonly sentAt = performance.now();
   private open: boolean;
+  private readonly series: InstanceSeries | null;
+  private readonly keySeries: KeySeries | null;
 
   constructor(
     private readonly m: Metrics | null,
@@ -19,12 +22,17 @@ export class RequestObserver implements RelayObserver {
     private readonly key: string,
     stream: boolean,
   ) {
-    this.open = stream && m !== null;
-    if (this.open) m?.streamOpened(instance);
+    this.series = m === null ? null : m.instance(instance);
+    this.keySeries = m === null || this.series === null ? null : m.key(this.series, key);
+    this.open = stream && this.series !== null;
+    if (this.open && this.series !== null) {
+      this.series.streams++;
+      this.series.streamed = true;
+    }
   }
 
   responseStarted(): void {
-    this.m?.firstByte(this.instance, (performance.now() - this.sentAt) / 1000);
+    this.series?.ttfb.observe((performance.now() - this.sentAt) / 1000);
   }
 
   upstreamFailed(code: string): void {
@@ -34,11 +42,14 @@ export class RequestObserver implements RelayObserver {
 
   /** The exchange is over (called once, from the relay's countTokens). */
   over(prompt: number, completion: number, reasoning = 0): void {
-    if (this.m === null) return;
-    this.m.countTokens(this.instance, this.key, prompt, completion, reasoning);
-    if (this.open) {
+    const k = this.keySeries;
+    if (k === null) return;
+    if (prompt > 0) k.prompt += prompt;
+    if (completion > 0) k.completion += completion;
+    if (reasoning > 0) k.reasoning += reasoning;
+    if (this.open && this.series !== null) {
       this.open = false;
-      this.m.streamClosed(this.instance);
+      this.series.streams--;
     }
   }
 }

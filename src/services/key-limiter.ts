@@ -11,6 +11,8 @@ export type LimitName = keyof KeyLimits;
 class Window {
   start = 0;
   count = 0;
+  private resetAt = -1;
+  private resetText = '0ms';
 
   roll(now: number, windowMs: number): void {
     if (this.count > 0 && now >= this.start + windowMs) this.count = 0;
@@ -25,6 +27,16 @@ class Window {
   /** Milliseconds until the window is over (0 when nothing is counted). */
   resetMs(now: number, windowMs: number): number {
     return this.count === 0 ? 0 : Math.max(0, this.start + windowMs - now);
+  }
+
+  /** `resetMs` as OpenAI writes it, kept for the millisecond: a busy key asks many times in one. */
+  reset(now: number, windowMs: number): string {
+    const ms = Math.ceil(this.resetMs(now, windowMs));
+    if (ms !== this.resetAt) {
+      this.resetAt = ms;
+      this.resetText = formatReset(ms);
+    }
+    return this.resetText;
   }
 }
 
@@ -122,30 +134,60 @@ export class KeyLimiter {
     return this.keys.get(keyId)?.inflight ?? 0;
   }
 
+  /** Built as one literal per case (one shape, no property added one by one): they are made per request. */
   private headers(limits: KeyLimits, s: KeyState, now: number): Record<string, string> {
-    const h: Record<string, string> = {};
+    const { rpm, tpm } = limits;
     const w = this.windowMs;
-    if (limits.rpm !== null) {
-      h['x-ratelimit-limit-requests'] = String(limits.rpm);
-      h['x-ratelimit-remaining-requests'] = String(Math.max(0, limits.rpm - s.requests.count));
-      h['x-ratelimit-reset-requests'] = formatReset(s.requests.resetMs(now, w));
+    if (rpm !== null && tpm !== null) {
+      return {
+        'x-ratelimit-limit-requests': String(rpm),
+        'x-ratelimit-remaining-requests': String(Math.max(0, rpm - s.requests.count)),
+        'x-ratelimit-reset-requests': s.requests.reset(now, w),
+        'x-ratelimit-limit-tokens': String(tpm),
+        'x-ratelimit-remaining-tokens': String(Math.max(0, tpm - s.tokens.count)),
+        'x-ratelimit-reset-tokens': s.tokens.reset(now, w),
+      };
     }
-    if (limits.tpm !== null) {
-      h['x-ratelimit-limit-tokens'] = String(limits.tpm);
-      h['x-ratelimit-remaining-tokens'] = String(Math.max(0, limits.tpm - s.tokens.count));
-      h['x-ratelimit-reset-tokens'] = formatReset(s.tokens.resetMs(now, w));
+    if (rpm !== null) {
+      return {
+        'x-ratelimit-limit-requests': String(rpm),
+        'x-ratelimit-remaining-requests': String(Math.max(0, rpm - s.requests.count)),
+        'x-ratelimit-reset-requests': s.requests.reset(now, w),
+      };
     }
-    return h;
+    if (tpm !== null) {
+      return {
+        'x-ratelimit-limit-tokens': String(tpm),
+        'x-ratelimit-remaining-tokens': String(Math.max(0, tpm - s.tokens.count)),
+        'x-ratelimit-reset-tokens': s.tokens.reset(now, w),
+      };
+    }
+    return {};
   }
 }
 
-/** A duration as OpenAI writes its reset headers: `20ms`, `1s`, `8.64s`, `6m0s`. */
+/**
+ * A duration as OpenAI writes its reset headers: `20ms`, `1s`, `8.64s`, `6m0s`. Integer
+ * arithmetic, not `toFixed`: it runs for every request of a key with limits, and `toFixed` with
+ * the conversions around it took about a microsecond.
+ */
 export function formatReset(ms: number): string {
   const whole = Math.ceil(ms);
   if (whole < 1000) return `${whole}ms`;
   const minutes = Math.floor(whole / 60_000);
-  const seconds = Number(((whole - minutes * 60_000) / 1000).toFixed(3));
-  return minutes > 0 ? `${minutes}m${seconds}s` : `${seconds}s`;
+  const rest = whole - minutes * 60_000;
+  const seconds = Math.floor(rest / 1000);
+  let frac = rest - seconds * 1000;
+  let text = `${seconds}`;
+  if (frac !== 0) {
+    let digits = 3;
+    while (frac % 10 === 0) {
+      frac /= 10;
+      digits--;
+    }
+    text += `.${String(frac).padStart(digits, '0')}`;
+  }
+  return minutes > 0 ? `${minutes}m${text}s` : `${text}s`;
 }
 
 /** Retry-After in whole seconds, never 0 (a client would retry at once). */

@@ -112,6 +112,21 @@ describe('per-key limits', () => {
     expect(serve.logs().filter((l) => l.key === bot.id && l.msg === 'key over its limit: refusing its requests with 429 until the window ends').map((l) => [l.limit, l.value])).toEqual([['rpm', 2]]);
   }, 30_000);
 
+  it('the x-ratelimit headers come with the relay\'s answers too: a completion and a model server\'s error, next to their own headers', async () => {
+    const k = await cliJson<KeyJson>(['keys', 'create', '--instance', 'gpu-1', '--name', 'both', '--rpm', '100', '--tpm', '100000'], home);
+    const ok = await ask(serve.baseUrl, k.secret, 'fine');
+    expect(ok.status).toBe(200);
+    expect(rateHeaders(ok.headers)).toEqual({ 'limit-requests': '100', 'remaining-requests': '99', 'limit-tokens': '100000', 'remaining-tokens': '100000' });
+    expect([ok.headers.get('x-ratelimit-reset-requests'), ok.headers.get('x-ratelimit-reset-tokens')]).toEqual([expect.stringMatching(RESET), '0ms']);
+    expect([ok.headers.get('content-type'), ok.headers.get('x-request-id')]).toEqual(['application/json', expect.stringMatching(/^req_/)]);
+    const failed = await ask(serve.baseUrl, k.secret, '[[sim fail=http-error errorStatus=503]] x');
+    expect(failed.status).toBe(503);
+    expect(rateHeaders(failed.headers)).toMatchObject({ 'limit-requests': '100', 'remaining-requests': '98', 'limit-tokens': '100000' });
+    expect(Number(failed.headers.get('x-ratelimit-remaining-tokens'))).toBeLessThan(100000);
+    expect([failed.headers.get('content-type'), failed.headers.get('x-request-id')]).toEqual(['application/json', expect.stringMatching(/^req_/)]);
+    expect((failed.json as { error: { code: string } }).error.code).toEqual(expect.any(String));
+  });
+
   it('keys limit changes apply at once; tpm refuses the next request once the tokens are known; concurrency holds', async () => {
     const k = await cliJson<KeyJson>(['keys', 'create', '--instance', 'gpu-1', '--name', 'tight', '--rpm', '1'], home);
     expect((await ask(serve.baseUrl, k.secret, 'a')).status).toBe(200);

@@ -71,4 +71,27 @@ describe('KeyLimiter', () => {
     expect([0, 20, 999, 1000, 8640, 59_999, 60_000, 360_000, 90_500].map(formatReset)).toEqual(['0ms', '20ms', '999ms', '1s', '8.64s', '59.999s', '1m0s', '6m0s', '1m30.5s']);
     expect([0, 1, 1000, 1001, 57_000].map(retryAfterSeconds)).toEqual([1, 1, 1, 2, 57]);
   });
+
+  it('formats every reset up to 7 minutes as the toFixed formula it replaced did', () => {
+    const byToFixed = (ms: number): string => {
+      const whole = Math.ceil(ms);
+      if (whole < 1000) return `${whole}ms`;
+      const minutes = Math.floor(whole / 60_000);
+      const seconds = Number(((whole - minutes * 60_000) / 1000).toFixed(3));
+      return minutes > 0 ? `${minutes}m${seconds}s` : `${seconds}s`;
+    };
+    const differ: number[] = [];
+    for (let ms = 0; ms <= 420_000; ms += 1) if (formatReset(ms) !== byToFixed(ms) || formatReset(ms - 0.5) !== byToFixed(ms - 0.5)) differ.push(ms);
+    expect(differ).toEqual([]);
+  });
+
+  it('reports the reset of the moment it is asked, also within one millisecond and after a window ends', () => {
+    const l = new KeyLimiter(60_000);
+    const k = key({ rpm: 100 });
+    expect(l.admit(k, T0).headers['x-ratelimit-reset-requests']).toBe('1m0s');
+    expect(l.admit(k, T0 + 0.4).headers['x-ratelimit-reset-requests']).toBe('1m0s');
+    expect(l.admit(k, T0 + 1).headers['x-ratelimit-reset-requests']).toBe('59.999s');
+    expect(l.admit(k, T0 + 59_990).headers['x-ratelimit-reset-requests']).toBe('10ms');
+    expect(l.admit(k, T0 + 60_000).headers).toMatchObject({ 'x-ratelimit-reset-requests': '1m0s', 'x-ratelimit-remaining-requests': '99' });
+  });
 });

@@ -1,0 +1,106 @@
+/* global process, console, setTimeout, Buffer */
+/**
+ * `node bench/ops-instructions.mjs [--requests N] [--warmup N] [--concurrency C] [--stream]
+ * [--variants plain,metrics,limits,ops] [--checkout DIR] [--node-flags=…]`: what metrics and per-key limits cost,
+ * counted in instructions rather than time, because wall time on a shared machine moves by
+ * more than the few microseconds in question. For each variant, ob-proxy runs under
+ * `valgrind --tool=callgrind`; after `--warmup` requests (JIT, pools, sockets) the counters are
+ * zeroed, `--requests` more are sent at `--concurrency`, and the counters dumped: instructions
+ * per request, start-up and warm-up excluded. Valgrind slows the daemon about fiftyfold, so
+ * work that runs per unit of time (the event-loop delay monitor, timers) weighs more per
+ * request here than in production: read it beside `npm run bench -- --ops`. `--checkout DIR`: the
+ * daemon of another built checkout (a change's parent, for an A/B).
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { Agent, request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { bodies } from './scenarios.mjs';
+import { OB_BIN, startObProxy, startUpstream } from './targets.mjs';
+
+const { values: a } = parseArgs({
+  options: {
+    requests: { type: 'string' }, warmup: { type: 'string' }, concurrency: { type: 'string' },
+    stream: { type: 'boolean' }, variants: { type: 'string' }, 'node-flags': { type: 'string' }, checkout: { type: 'string' },
+  },
+});
+const N = Number(a.requests ?? 3000);
+const WARM = Number(a.warmup ?? 2000);
+const C = Number(a.concurrency ?? 16);
+const variants = (a.variants ?? 'plain,ops').split(',');
+const nodeFlags = (a['node-flags'] ?? '--max-semi-space-size=4 --single-threaded').split(' ').filter(Boolean);
+const bin = a.checkout === undefined ? OB_BIN : join(resolve(a.checkout), 'dist/bin/ob-proxy.js');
+const body = Buffer.from(bodies()[a.stream === true ? 'stream' : 'plain']);
+const OPTIONS = {
+  plain: {},
+  metrics: { metrics: true },
+  limits: { limits: true },
+  ops: { metrics: true, limits: true },
+};
+
+/** `n` requests, `c` at a time, each read to its end; throws unless every one is a 200. */
+async function send(url, headers, n, c) {
+  const agent = new Agent({ keepAlive: true, maxSockets: c });
+  const h = { ...headers, 'content-type': 'application/json', 'content-length': String(body.length) };
+  let left = n;
+  let bad = 0;
+  const one = () => new Promise((resolve, reject) => {
+    const req = request(`${url}/v1/chat/completions`, { method: 'POST', agent, headers: h }, (res) => {
+      if (res.statusCode !== 200) bad++;
+      res.resume();
+      res.on('end', resolve);
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+  await Promise.all(Array.from({ length: c }, async () => {
+    while (left > 0) {
+      left--;
+      await one();
+    }
+  }));
+  agent.destroy();
+  if (bad > 0) throw new Error(`${bad} of ${n} requests were not answered 200`);
+}
+
+function totalInstructions(file) {
+  const m = /^(?:summary|totals):\s+(\d+)/m.exec(readFileSync(file, 'utf8'));
+  if (m === null) throw new Error(`no totals in ${file}`);
+  return Number(m[1]);
+}
+
+const upstream = await startUpstream();
+try {
+  for (const v of variants) {
+    const dir = mkdtempSync(join(tmpdir(), 'obcg-'));
+    const launcher = ['valgrind', '--tool=callgrind', `--callgrind-out-file=${join(dir, 'cg.out')}`, '--dump-instr=no', '--collect-atstart=yes'];
+    const t = await startObProxy(upstream.url, { name: v, bin, nodeArgs: nodeFlags, launcher, slow: true, ...OPTIONS[v] });
+    try {
+      const pid = String(t.pids()[0]);
+      await send(t.url, t.headers, WARM, C);
+      execFileSync('callgrind_control', ['-z', pid], { stdio: 'ignore' });
+      await send(t.url, t.headers, N, C);
+      execFileSync('callgrind_control', ['-d', pid], { stdio: 'ignore' });
+      // The dump is written by the daemon's own thread when it next runs: wait for the file.
+      let file;
+      for (let i = 0; i < 600 && file === undefined; i++) {
+        file = readdirSync(dir).find((f) => f.startsWith('cg.out.'));
+        if (file === undefined) await new Promise((r) => setTimeout(r, 100));
+      }
+      if (file === undefined) throw new Error('callgrind wrote no dump');
+      await new Promise((r) => setTimeout(r, 500));
+      const ir = totalInstructions(join(dir, file));
+      console.log(JSON.stringify({ variant: v, checkout: a.checkout ?? '.', stream: a.stream === true, requests: N, concurrency: C, instructions: ir, perRequest: Math.round(ir / N) }));
+    } finally {
+      // Counted: its graceful shutdown under valgrind is only slow.
+      process.kill(t.pids()[0], 'SIGKILL');
+      await t.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+} finally {
+  await upstream.stop();
+}
