@@ -216,8 +216,11 @@ describe('the single binary', () => {
     }
     expect([text, finish]).toEqual(['t0 t1 t2 t3 t4 t5 t6 t7 ', ['stop']]);
 
-    // The model server got both, without the client's key.
-    const seen = (await (await fetch(`${simUrl}/_sim/requests`)).json()) as SimRequest[];
+    // The model server got both, without the client's key (and the daemon's health probe asked it
+    // for its models first).
+    const all = (await (await fetch(`${simUrl}/_sim/requests`)).json()) as SimRequest[];
+    expect(all[0]).toMatchObject({ method: 'GET', path: '/v1/models', body: null });
+    const seen = all.filter((r) => r.path === '/v1/chat/completions');
     expect(seen.map((r) => [r.path, (r.body as { messages: unknown }).messages, (r.body as { stream?: boolean }).stream, r.headers.authorization])).toEqual([
       ['/v1/chat/completions', [{ role: 'user', content: 'Hello' }], undefined, undefined],
       ['/v1/chat/completions', [{ role: 'user', content: 'Stream' }], true, undefined],
@@ -246,7 +249,8 @@ describe('the single binary', () => {
       }, 'the console\'s first screen', 30_000).catch((e: unknown) => { throw new Error(`${String(e)}\n--- screen ---\n${screen}`); });
       expect(screen).toContain(`ob-proxy console · ${baseUrl} · ● live`);
       expect(screen).toContain('[1 Instances (1)] 2 Keys: gpu-1 (2)  3 Revocations (0)');
-      expect(screen).toMatch(new RegExp(`› gpu-1 +gemma4:26b +ready +${simUrl.replaceAll('.', '\\.')} +none +2\\n`));
+      // `instances ready` probed the simulator: HEALTH ok.
+      expect(screen).toMatch(new RegExp(`› gpu-1 +gemma4:26b +ready +ok +${simUrl.replaceAll('.', '\\.')} +none +2\\n`));
       expect(screen).toContain(`gpu-1 · gemma4:26b · ${simUrl}\n  Ready: Enter shows its keys, n generates a new one.`);
       expect(screen).toContain('q quit');
       tmux('send-keys', '-t', 'binary', 'q');
