@@ -12,6 +12,17 @@ export default tseslint.config(
     },
   },
   {
+    // Type-aware, for the code that ships: a promise nobody awaits or catches is how a daemon
+    // dies of an unhandled rejection, or goes on after a write that failed.
+    files: ['src/**/*.ts', 'daemon/**/*.ts', 'cli/**/*.ts', 'cli/**/*.tsx', 'bin/**/*.ts'],
+    languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
+    rules: {
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-misused-promises': 'error',
+      '@typescript-eslint/await-thenable': 'error',
+    },
+  },
+  {
     // src/ is the pure core: no process globals, no servers, no UI.
     files: ['src/**/*.ts'],
     rules: {
