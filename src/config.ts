@@ -149,10 +149,6 @@ function host(raw: string | undefined, label: string, fallback: string): string 
   return raw.startsWith('[') ? raw.slice(1, -1) : raw;
 }
 
-export function defaultHome(env: Env, homedir: string): string {
-  return env.OB_PROXY_HOME !== undefined && env.OB_PROXY_HOME !== '' ? env.OB_PROXY_HOME : join(homedir, '.ob-proxy');
-}
-
 export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string): Config {
   const home = pick(flags.home, env.OB_PROXY_HOME) ?? join(homedir, '.ob-proxy');
   const store = pick(flags.store, env.OB_PROXY_STORE) ?? join(home, 'db.json');

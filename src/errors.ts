@@ -219,7 +219,3 @@ export interface ErrorBody {
 export function obError(code: ErrorCode, options?: ObProxyErrorOptions): ObProxyError {
   return new ObProxyError(code, options);
 }
-
-export function isObProxyError(value: unknown): value is ObProxyError {
-  return value instanceof ObProxyError;
-}

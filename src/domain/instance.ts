@@ -41,10 +41,6 @@ const ALLOWED_FROM: Record<InstanceAction, readonly InstanceState[]> = {
   terminate: ['pending', 'ready', 'stopped', 'failed'],
 };
 
-export function targetState(action: InstanceAction): InstanceState {
-  return TARGET[action];
-}
-
 /** Throws invalid_transition with a sentence that says what is possible instead. */
 export function assertTransition(instance: Instance, action: InstanceAction): InstanceState {
   const allowed = ALLOWED_FROM[action];

@@ -60,7 +60,7 @@ export interface KeyRecord {
 }
 
 export type AuditEventType =
-  | 'instance.added' | 'instance.state' | 'instance.extended' | 'instance.removed' | 'instance.updated'
+  | 'instance.added' | 'instance.state' | 'instance.extended' | 'instance.removed'
   | 'key.created' | 'key.revealed' | 'key.revoked' | 'key.limited';
 
 /** The audit trail: every key event and instance change, in order. Never holds a secret. */

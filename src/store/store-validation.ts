@@ -20,7 +20,7 @@ export class StoreRecordError extends Error {
 }
 
 const AUDIT_TYPES: readonly AuditEventType[] = [
-  'instance.added', 'instance.state', 'instance.extended', 'instance.removed', 'instance.updated',
+  'instance.added', 'instance.state', 'instance.extended', 'instance.removed',
   'key.created', 'key.revealed', 'key.revoked', 'key.limited',
 ];
 // Stored times are written by toISOString(); a zone is still required so nothing is guessed.

@@ -114,5 +114,3 @@ export function revocationOfKey(k: KeyRecord): RevocationView | null {
   return { keyId: k.id, name: k.name, instance: k.instance, revokedAt: k.revokedAt ?? k.createdAt, reason: k.revokeReason ?? 'manual' };
 }
 
-/** What the live event stream carries: the audit event, never a secret. */
-export type LiveEvent = AuditEvent;
