@@ -109,6 +109,7 @@ describe('per-key limits', () => {
     expect(sent).toEqual(['neighbour', 'sdk']);
     // The SDK was refused once before its retry; one log line for the key's refusals in its window.
     expect(await limited('rpm')).toBe(2);
+    await eventually(() => serve.logs().some((l) => l.key === bot.id && l.limit === 'rpm'), 'the over-limit line');
     expect(serve.logs().filter((l) => l.key === bot.id && l.msg === 'key over its limit: refusing its requests with 429 until the window ends').map((l) => [l.limit, l.value])).toEqual([['rpm', 2]]);
   }, 30_000);
 
@@ -183,7 +184,8 @@ describe('per-key limits', () => {
     // No secret in any log line, the new ones included.
     expect(serve.lines.join('\n')).not.toMatch(SECRET_PATTERN);
     expect(serve.lines.some((l) => l.includes(k.secret))).toBe(false);
-    // The audit trail, in the log too.
+    // The audit trail, in the log too (its pipe may lag the answer).
+    await eventually(() => serve.logs().filter((l) => l.audit === 'key.limited' && l.key === k.id).length === 2, 'the audit lines');
     expect(serve.logs().filter((l) => l.audit === 'key.limited' && l.key === k.id).map((l) => l.limits)).toEqual([
       { rpm: null, tpm: 5, concurrency: null }, { rpm: null, tpm: null, concurrency: 1 },
     ]);
@@ -265,6 +267,8 @@ describe('per-instance admission: --max-concurrency 1 --queue 4', () => {
     expect(sixth.headers.get('retry-after')).toBe('1');
     expect(sixth.json).toEqual(rateLimited('The deployment "gpu-1" is busy: its queue is full. Retry shortly.'));
     expect(await metric('ob_proxy_rate_limited_total', 'instance="gpu-1",limit="queue_full"')).toBe(1);
+    // The log line is written beside the answer, not before it: wait for it to arrive.
+    await eventually(() => serve.logs().some((l) => l.reason === 'queue_full'), 'the queue_full warning');
     expect(serve.logs().filter((l) => l.reason === 'queue_full').map((l) => [l.level, l.instance, l.code])).toEqual([[40, 'gpu-1', 'rate_limited']]);
 
     await slot.release();
@@ -318,6 +322,7 @@ describe('per-instance admission: --queue-timeout', () => {
       await held;
       expect((await ask(serve.baseUrl, secret, 'next')).status).toBe(200);
       expect((await chatsOf(sim)).map((r) => (r.body as { messages: { content: string }[] }).messages[0]!.content)).toEqual(['[[sim fail=hang]] held', 'next']);
+      await eventually(() => serve.logs().some((l) => l.reason === 'queue_timeout'), 'the queue_timeout warning');
       expect(serve.logs().filter((l) => l.reason === 'queue_timeout')).toHaveLength(1);
     } finally {
       await serve.stop();
