@@ -135,7 +135,9 @@ describe('spliceCompletionId: the same JSON as normalizeCompletion, or null', ()
       usage: fc.record({ prompt_tokens: fc.nat(), completion_tokens: fc.nat() }),
     }, { requiredKeys: [] });
     fc.assert(fc.property(answer, fc.boolean(), (a, dupId) => {
-      const text = dupId ? `${JSON.stringify(a).slice(0, -1)},"id":"again"}` : JSON.stringify(a);
+      const whole = JSON.stringify(a);
+      // A second "id" after the members (none when the generated answer is `{}`).
+      const text = dupId ? `${whole.slice(0, -1)}${whole === '{}' ? '' : ','}"id":"again"}` : whole;
       const parsed = JSON.parse(text) as unknown;
       const spliced = spliceCompletionId(Buffer.from(text), text, parsed, 'chatcmpl-ours');
       if (spliced !== null) {
