@@ -130,6 +130,7 @@ describe('the public port is only the data plane', () => {
     ['DELETE', '/v1/instances/sec'], ...['ready', 'pending', 'stop', 'fail', 'terminate', 'extend'].map((a): [string, string] => ['POST', `/v1/instances/sec/${a}`]),
     ['GET', '/v1/keys'], ['POST', '/v1/keys'], ['POST', '/v1/keys/abc/revoke'], ['POST', '/v1/keys/abc/reveal'],
     ['GET', '/v1/revocations'], ['GET', '/v1/audit'], ['GET', '/v1/events'], ['GET', '/v1/store/backup'],
+    ['POST', '/v1/keys/abc/limits'], ['GET', '/v1/usage'], ['GET', '/v1/stats'],
   ];
 
   it('every management route answers 404 on the public port, with or without a valid key', async () => {
