@@ -14,7 +14,7 @@ export default tseslint.config(
   {
     // Type-aware, for the code that ships: a promise nobody awaits or catches is how a daemon
     // dies of an unhandled rejection, or goes on after a write that failed.
-    files: ['src/**/*.ts', 'daemon/**/*.ts', 'cli/**/*.ts', 'cli/**/*.tsx', 'bin/**/*.ts'],
+    files: ['src/**/*.ts', 'daemon/**/*.ts', 'cli/**/*.ts', 'cli/**/*.tsx', 'bin/**/*.ts', 'simulator/**/*.ts'],
     languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
     rules: {
       '@typescript-eslint/no-floating-promises': 'error',
@@ -32,6 +32,11 @@ export default tseslint.config(
         { group: ['../daemon/*', '../cli/*', '../../daemon/*', '../../cli/*', '../bin/*'], message: 'src/ imports nothing outside src/.' },
       ] }],
     },
+  },
+  {
+    // The simulator stands where a GPU model server would: it shares no code with the gateway.
+    files: ['simulator/**/*.ts'],
+    rules: { 'no-restricted-imports': ['error', { patterns: [{ group: ['../src/*', '../daemon/*', '../cli/*', '../bin/*'], message: 'simulator/ imports nothing of the gateway.' }] }] },
   },
   {
     files: ['daemon/**/*.ts', 'daemon/**/*.tsx'],

@@ -11,7 +11,7 @@ import { homedir } from 'node:os';
 import { type Config, resolveConfig } from '../src/config.js';
 import { ObProxyError } from '../src/errors.js';
 import { type ProgramDeps, UsageError, runCli } from '../cli/program.js';
-import type { FailMode, Flavor } from '../daemon/simulate/simulator.js';
+import type { FailMode, Flavor } from '../simulator/simulator.js';
 
 const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
 const env = process.env;
@@ -81,7 +81,7 @@ const deps: ProgramDeps = {
     }
   },
   simulate: async (o) => {
-    const { buildSimulator } = await import('../daemon/simulate/simulator.js');
+    const { buildSimulator } = await import('../simulator/simulator.js');
     const sim = buildSimulator({
       models: o.model,
       firstTokenDelayMs: num(o.firstTokenMs, 'first-token-ms'),

@@ -5,7 +5,7 @@ import { isSea } from 'node:sea';
 import type { Config } from '../src/config.js';
 import { DEFAULT_MODELS } from '../src/domain/model-id.js';
 import { startDaemon, type DaemonDeps } from './build-daemon.js';
-import { buildSimulator, type Simulator } from './simulate/simulator.js';
+import { buildSimulator, type Simulator } from '../simulator/simulator.js';
 
 export interface DemoRun {
   baseUrl: string;

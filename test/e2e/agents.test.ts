@@ -10,7 +10,7 @@ import { generateText, jsonSchema, stepCountIs, streamText, tool } from 'ai';
 import OpenAI from 'openai';
 import type { ChatCompletionMessageParam, ChatCompletionTool } from 'openai/resources/chat/completions';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SAMPLE_STRING } from '../../daemon/simulate/sim-agent.js';
+import { SAMPLE_STRING } from '../../simulator/sim-agent.js';
 import { noisePng } from '../helpers/png.js';
 import { type ServeProcess, type SimProcess, type SimRequest, cliJson, startServe, startSimulate, tmpHome } from '../helpers/processes.js';
 

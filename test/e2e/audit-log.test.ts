@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { DaemonClient } from '../../cli/daemon-client.js';
-import type { Simulator } from '../../daemon/simulate/simulator.js';
+import type { Simulator } from '../../simulator/simulator.js';
 import { SECRET_PATTERN } from '../../src/domain/api-key.js';
 import { type Harness, MODEL, chatBody, post, startHarness, startSim } from '../reliability/harness.js';
 

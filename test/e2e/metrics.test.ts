@@ -8,7 +8,7 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SECRET_PATTERN } from '../../src/domain/api-key.js';
 import { type Harness, MODEL, chatBody, post, readyInstance, startHarness, startSim } from '../reliability/harness.js';
-import type { Simulator } from '../../daemon/simulate/simulator.js';
+import type { Simulator } from '../../simulator/simulator.js';
 
 interface Sample { name: string; labels: Record<string, string>; value: number }
 

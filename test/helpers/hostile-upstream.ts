@@ -6,7 +6,7 @@
  */
 import { expect } from 'vitest';
 import type { Config } from '../../src/config.js';
-import type { RecordedRequest, Simulator } from '../../daemon/simulate/simulator.js';
+import type { RecordedRequest, Simulator } from '../../simulator/simulator.js';
 import {
   type Harness, type Reply, chatBody, eventually, expectedTokens, freshAgent, post, readyInstance, sseFrames, startHarness,
   startSim, streamTokens,

@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { obError } from '../../src/errors.js';
-import type { Simulator } from '../../daemon/simulate/simulator.js';
+import type { Simulator } from '../../simulator/simulator.js';
 import { type Harness, chatBody, post, readyInstance, startHarness, startSim } from '../reliability/harness.js';
 
 let h: Harness;

@@ -6,7 +6,7 @@
  */
 import { Agent, request } from 'undici';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import type { Simulator } from '../../daemon/simulate/simulator.js';
+import type { Simulator } from '../../simulator/simulator.js';
 import { type Harness, chatBody, eventually, readyInstance, startHarness, startSim } from '../reliability/harness.js';
 
 let h: Harness;

@@ -13,7 +13,7 @@ import { connect } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { obError } from '../../src/errors.js';
-import type { Simulator } from '../../daemon/simulate/simulator.js';
+import type { Simulator } from '../../simulator/simulator.js';
 import { type Harness, MODEL, chatBody, readyInstance, startHarness, startSim } from '../reliability/harness.js';
 
 let h: Harness;

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { obError } from '../../src/errors.js';
 import { SseRelay } from '../../src/wire/sse-relay.js';
-import type { Simulator } from '../../daemon/simulate/simulator.js';
+import type { Simulator } from '../../simulator/simulator.js';
 import { type Harness, chatBody, post, readyInstance, sseFrames, startHarness, startSim } from '../reliability/harness.js';
 
 it('the relay does not forward a data event that is not JSON, nor anything after it', () => {

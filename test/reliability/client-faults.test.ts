@@ -8,7 +8,7 @@ import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { obError } from '../../src/errors.js';
 import type { KeyRecord } from '../../src/domain/key.js';
-import type { RecordedRequest, Simulator } from '../../daemon/simulate/simulator.js';
+import type { RecordedRequest, Simulator } from '../../simulator/simulator.js';
 import { type Harness, chatBody, eventually, readyInstance, startHarness, startSim } from './harness.js';
 
 let h: Harness;

@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SECRET_PATTERN } from '../../src/domain/api-key.js';
 import type { AuditEvent } from '../../src/domain/key.js';
 import { DaemonClient } from '../../cli/daemon-client.js';
-import type { Simulator } from '../../daemon/simulate/simulator.js';
+import type { Simulator } from '../../simulator/simulator.js';
 import { type ServeProcess, startServe } from '../helpers/processes.js';
 import { type TestDatabase, freshDatabase } from '../helpers/postgres.js';
 import { MODEL, startSim, tmpHome } from './harness.js';

@@ -9,7 +9,7 @@ import fc from 'fast-check';
 import { Agent } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DaemonClient } from '../../cli/daemon-client.js';
-import type { Simulator } from '../../daemon/simulate/simulator.js';
+import type { Simulator } from '../../simulator/simulator.js';
 import { runCli } from '../helpers/processes.js';
 import { type Harness, MODEL, errorShape, parseOrNull, post, readyInstance, startHarness, startSim } from './harness.js';
 

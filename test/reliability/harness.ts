@@ -12,7 +12,7 @@ import { afterAll, beforeAll } from 'vitest';
 import { type Config, resolveConfig } from '../../src/config.js';
 import type { Store } from '../../src/store/store.js';
 import { type Daemon, startDaemon } from '../../daemon/build-daemon.js';
-import { buildSimulator, type Simulator, type SimulatorOptions } from '../../daemon/simulate/simulator.js';
+import { buildSimulator, type Simulator, type SimulatorOptions } from '../../simulator/simulator.js';
 import { type TestDatabase, freshDatabase } from '../helpers/postgres.js';
 
 export const MODEL = 'gemma4:26b';

@@ -5,7 +5,7 @@
  * hundreds of streams held open at once.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import type { Simulator } from '../../daemon/simulate/simulator.js';
+import type { Simulator } from '../../simulator/simulator.js';
 import { type Harness, readyInstance, startHarness, startSim } from './harness.js';
 import { holdStreams, memory, runLoad } from './load-runner.js';
 

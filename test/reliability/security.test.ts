@@ -13,7 +13,7 @@ import { SECRET_PATTERN } from '../../src/domain/api-key.js';
 import { obError } from '../../src/errors.js';
 import { LowdbStore } from '../../src/store/lowdb-store.js';
 import { DaemonClient } from '../../cli/daemon-client.js';
-import type { Simulator } from '../../daemon/simulate/simulator.js';
+import type { Simulator } from '../../simulator/simulator.js';
 import { cliJson, startServe, startSimulate, tmpHome as processHome } from '../helpers/processes.js';
 import { type Harness, MODEL, chatBody, post, startHarness, startSim, tmpHome } from './harness.js';
 

@@ -5,7 +5,7 @@
  */
 import { Pool } from 'undici';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import type { Simulator } from '../../daemon/simulate/simulator.js';
+import type { Simulator } from '../../simulator/simulator.js';
 import { cliJson, startServe } from '../helpers/processes.js';
 import { MODEL, eventually, expectedTokens, sseFrames, startSim, streamTokens, tmpHome } from './harness.js';
 

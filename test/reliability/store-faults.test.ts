@@ -13,7 +13,7 @@ import { chmod, mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DaemonClient } from '../../cli/daemon-client.js';
-import type { Simulator } from '../../daemon/simulate/simulator.js';
+import type { Simulator } from '../../simulator/simulator.js';
 import { type Harness, MODEL, chatBody, post, startHarness, startSim, tmpHome } from './harness.js';
 
 interface Disk {

@@ -5,7 +5,7 @@
 import { Server, createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { obError } from '../../src/errors.js';
-import type { Simulator } from '../../daemon/simulate/simulator.js';
+import type { Simulator } from '../../simulator/simulator.js';
 import {
   type Harness, chatBody, eventually, expectedTokens, freshAgent, handleCounts, post, readyInstance, sseFrames,
   startHarness, startSim, streamTokens,

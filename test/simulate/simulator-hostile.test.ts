@@ -1,6 +1,6 @@
 /** The simulator's hostile modes send what they say, and stop when the client goes away. */
 import { afterEach, describe, expect, it } from 'vitest';
-import { buildSimulator, type Simulator } from '../../daemon/simulate/simulator.js';
+import { buildSimulator, type Simulator } from '../../simulator/simulator.js';
 import { MODEL, chat, rawRequest, until, userMessage } from './helpers.js';
 
 let sim: Simulator | null = null;

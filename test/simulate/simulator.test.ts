@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { buildSimulator, type Simulator, type SimulatorOptions } from '../../daemon/simulate/simulator.js';
+import { buildSimulator, type Simulator, type SimulatorOptions } from '../../simulator/simulator.js';
 import { chat, collect, data, MODEL, rawRequest, userMessage } from './helpers.js';
 
 let sim: Simulator | null = null;

@@ -6,7 +6,7 @@
  * docs/reliability.md as JSON lines.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import type { Simulator } from '../../daemon/simulate/simulator.js';
+import type { Simulator } from '../../simulator/simulator.js';
 import { type Harness, chatBody, eventually, handleCounts, post, readyInstance, startHarness, startSim } from '../reliability/harness.js';
 import { holdStreams, memory, runLoad } from '../reliability/load-runner.js';
 
