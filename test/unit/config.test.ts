@@ -108,7 +108,7 @@ describe('resolveConfig', () => {
     ['--probe-interval', { probeInterval: '-1' }, {}, 'probe-interval', '--probe-interval (or OB_PROXY_PROBE_INTERVAL) must be a number of seconds from 0 to 86400, got "-1".'],
     ['--log-format', { logFormat: 'xml' }, {}, 'log-format', '--log-format (or OB_PROXY_LOG_FORMAT) must be json or pretty, got "xml".'],
     ['OB_PROXY_RELAY_FAST_PATH', {}, { OB_PROXY_RELAY_FAST_PATH: 'yes' }, 'OB_PROXY_RELAY_FAST_PATH', 'OB_PROXY_RELAY_FAST_PATH must be 0 or 1, got "yes".'],
-    ['OB_PROXY_METRICS_KEY_LABEL', {}, { OB_PROXY_METRICS_KEY_LABEL: 'maybe' }, 'metrics-key-label', 'OB_PROXY_METRICS_KEY_LABEL must be on or off, got "maybe".'],
+    ['OB_PROXY_METRICS_KEY_LABEL', {}, { OB_PROXY_METRICS_KEY_LABEL: 'maybe' }, 'OB_PROXY_METRICS_KEY_LABEL', 'OB_PROXY_METRICS_KEY_LABEL must be on or off, got "maybe".'],
     ['--max-stale within the catch-up period', { maxStale: '1' }, {}, 'max-stale', '--max-stale (or OB_PROXY_MAX_STALE) (1 s) must be longer than the store\'s catch-up period (2 s, OB_PROXY_STORE_CATCHUP_MS).'],
   ])('%s: refused, naming it', (_what, flags, env, param, message) => {
     expect(refusal(flags, env)).toEqual({ param, message });
