@@ -7,7 +7,7 @@
 import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { makeProgram } from '../../cli/program.js';
+import { makeProgram, runCli } from '../../cli/program.js';
 import { SETTINGS, type Setting, shownDefault } from '../../src/config.js';
 
 const settings: Setting[] = Object.values(SETTINGS);
@@ -92,5 +92,25 @@ describe('docs/cli.md and --help', () => {
     const missing = options.filter((o) => !o.common && !o.names.some((n) => named.has(n))).map((o) => o.names[0]);
     const unknown = [...named].filter((n) => !options.some((o) => o.names.includes(n)));
     expect({ missing, unknown }).toEqual({ missing: [], unknown: [] });
+  });
+});
+
+describe('OB_PROXY_DEBUG does what docs/cli.md says', () => {
+  async function failing(env: Record<string, string>): Promise<{ code: number; err: string }> {
+    let err = '';
+    const code = await runCli(['keys', 'list', '--home', '/nonexistent'], {
+      version: '0.0.0',
+      io: { out: () => {}, err: (s) => { err += s; }, isTTY: false, env },
+      connect: () => Promise.reject(new Error('an unexpected failure')),
+      serve: unused, simulate: unused, demo: unused,
+    });
+    return { code, err };
+  }
+
+  it('unset: the error line only; set: the stack trace after it, on stderr', async () => {
+    expect(await failing({})).toEqual({ code: 1, err: 'error: an unexpected failure\n' });
+    const debug = await failing({ OB_PROXY_DEBUG: '1' });
+    expect(debug.code).toBe(1);
+    expect(debug.err).toMatch(/^error: an unexpected failure\nError: an unexpected failure\n {4}at .*cli-docs\.test\.ts/);
   });
 });
