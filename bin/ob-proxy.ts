@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { homedir } from 'node:os';
-import { type Config, resolveConfig } from '../src/config.js';
+import { type CommandDefaults, type Config, type ConfigFlags, givenValue, resolveConfig } from '../src/config.js';
 import { ObProxyError } from '../src/errors.js';
 import { type ProgramDeps, UsageError, runCli } from '../cli/program.js';
 import type { FailMode, Flavor } from '../simulator/simulator.js';
@@ -16,9 +16,9 @@ import type { FailMode, Flavor } from '../simulator/simulator.js';
 const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
 const env = process.env;
 
-function config(flags: Parameters<typeof resolveConfig>[0]): Config {
+function config(flags: ConfigFlags, defaults: CommandDefaults): Config {
   try {
-    return resolveConfig(flags, env, homedir());
+    return resolveConfig(flags, env, homedir(), defaults);
   } catch (err) {
     if (err instanceof ObProxyError) throw new UsageError(err.message);
     throw err;
@@ -56,7 +56,7 @@ const deps: ProgramDeps = {
   connect: async (socketPath) => new (await import('../cli/daemon-client.js')).DaemonClient(socketPath),
   serve: async (o) => {
     // People read a terminal, machines read pipes and journald.
-    const cfg = config({ ...o, logFormat: o.logFormat ?? env.OB_PROXY_LOG_FORMAT ?? (process.stdout.isTTY ? 'pretty' : 'json') });
+    const cfg = config(o, { logFormat: process.stdout.isTTY ? 'pretty' : 'json' });
     const { resolveGroup, runServe } = await import('../daemon/run-serve.js');
     const socketGid = cfg.socketGroup === null ? undefined : await resolveGroup(cfg.socketGroup).catch((err: unknown) => {
       throw err instanceof ObProxyError ? new UsageError(err.message) : err;
@@ -70,10 +70,11 @@ const deps: ProgramDeps = {
   },
   demo: async (o) => {
     const { demoHome, runDemo } = await import('../daemon/run-demo.js');
-    const temporary = o.home === undefined;
-    const home = await demoHome(o.home);
+    const given = givenValue('home', o, env);
+    const temporary = given === undefined;
+    const home = await demoHome(given);
     try {
-      const cfg = config({ ...o, home, port: o.port ?? env.OB_PROXY_PORT ?? '8080', logLevel: env.OB_PROXY_LOG_LEVEL ?? 'warn' });
+      const cfg = config({ ...o, home }, { logLevel: 'warn' });
       await runDemo(cfg, { version: pkg.version }, (s) => process.stdout.write(s));
     } finally {
       // A home made for this demo holds only its keys, useless once it stops (or failed to start).

@@ -1,6 +1,6 @@
 import { homedir } from 'node:os';
-import { join } from 'node:path';
 import { Command, Option } from 'commander';
+import { type FlagName, SETTINGS, resolvePaths, shownDefault } from '../src/config.js';
 import type { DaemonClient } from './daemon-client.js';
 import type { Io } from './output.js';
 
@@ -17,18 +17,26 @@ export interface CliDeps {
   connect(socketPath: string): Promise<DaemonClient>;
 }
 
+/**
+ * A setting's flag as src/config.ts declares it. Commander only parses the flag: the variable is
+ * read with the rest of the configuration (resolveConfig, resolvePaths), so `--help` names it
+ * but commander never reads it.
+ */
+export function settingOption(name: FlagName, help?: string): Option {
+  const s = SETTINGS[name];
+  return new Option(`--${s.flag} ${s.value}`, `${help ?? s.help} (default ${shownDefault(s)}; env: ${s.env})`);
+}
+
 /** Every command takes --home, --socket and --json (CONTRACT §2). */
 export function withCommon(cmd: Command): Command {
   return cmd
-    .addOption(new Option('--home <dir>', 'ob-proxy home folder (store, socket)').env('OB_PROXY_HOME'))
-    .addOption(new Option('--socket <path>', 'management socket of the daemon').env('OB_PROXY_SOCKET'))
+    .addOption(settingOption('home'))
+    .addOption(settingOption('socket'))
     .option('--json', 'print exactly one JSON document on stdout');
 }
 
 export function socketPath(opts: CommonOptions, deps: CliDeps): string {
-  if (opts.socket !== undefined && opts.socket !== '') return opts.socket;
-  const home = opts.home !== undefined && opts.home !== '' ? opts.home : join(deps.homedir ?? homedir(), '.ob-proxy');
-  return join(home, 'ob-proxy.sock');
+  return resolvePaths(opts, deps.io.env, deps.homedir ?? homedir()).socket;
 }
 
 /** Runs `fn` with a client to the daemon, and always closes it. */

@@ -1,7 +1,8 @@
-import { Command, CommanderError, Option } from 'commander';
+import { Command, CommanderError } from 'commander';
+import { type FlagName, debugWanted } from '../src/config.js';
 import { ObProxyError } from '../src/errors.js';
 import { printable } from '../src/printable.js';
-import { type CliDeps, type CommonOptions, example, socketPath, withCommon } from './common.js';
+import { type CliDeps, type CommonOptions, example, settingOption, socketPath, withCommon } from './common.js';
 import { makeInstancesCommand } from './commands/instances.js';
 import { makeKeysCommand, makeRevocationsCommand } from './commands/keys.js';
 import { makeStatusCommand } from './commands/status.js';
@@ -12,11 +13,9 @@ import { UsageError } from './usage-error.js';
 
 export { UsageError };
 
-export interface ServeOptions extends CommonOptions {
-  store?: string; host?: string; port?: string; upstreamTimeout?: string; grace?: string; bodyLimit?: string; logLevel?: string;
-  logFormat?: string; metricsHost?: string; metricsPort?: string;
-  maxFrameBytes?: string; maxAnswerBytes?: string; maxErrorBytes?: string; responseDeadline?: string; maxStale?: string;
-  pidFile?: string; tlsCert?: string; tlsKey?: string; socketGroup?: string; maxConcurrency?: string; queue?: string; queueTimeout?: string; probeInterval?: string;
+/** serve's flags are src/config.ts's, by the same names, plus the pid file. */
+export interface ServeOptions extends CommonOptions, Partial<Record<FlagName, string>> {
+  pidFile?: string;
 }
 export interface SimulateOptions {
   port: string; host: string; model: string[]; firstTokenMs?: string; tokensPerSecond?: string; chunks?: string;
@@ -42,29 +41,29 @@ export function makeProgram(deps: ProgramDeps): Command {
 
   program.addCommand(example(withCommon(new Command('serve'))
     .description('run the daemon in the foreground: proxy on TCP, management on the Unix socket')
-    .addOption(new Option('--host <host>', 'public listener address (default 127.0.0.1)').env('OB_PROXY_HOST'))
-    .addOption(new Option('--port <port>', 'public listener port (default 8080)').env('OB_PROXY_PORT'))
-    .addOption(new Option('--store <path-or-url>', 'store file (default <home>/db.json), or postgres://… shared by several daemons').env('OB_PROXY_STORE'))
-    .addOption(new Option('--max-stale <seconds>', 'with postgres://: refuse keys when out of sync with it for longer (default 30)').env('OB_PROXY_MAX_STALE'))
-    .addOption(new Option('--upstream-timeout <seconds>', 'wait for model server headers / between chunks (default 300)').env('OB_PROXY_UPSTREAM_TIMEOUT'))
-    .addOption(new Option('--grace <seconds>', 'on SIGTERM, time for in-flight requests to finish (default 30)').env('OB_PROXY_GRACE'))
-    .addOption(new Option('--body-limit <bytes>', 'largest request body (default 16 MiB)').env('OB_PROXY_BODY_LIMIT'))
-    .addOption(new Option('--max-frame-bytes <bytes>', 'largest SSE event from a model server (default 1 MiB)').env('OB_PROXY_MAX_FRAME_BYTES'))
-    .addOption(new Option('--max-answer-bytes <bytes>', 'largest non-streaming answer from a model server (default 32 MiB)').env('OB_PROXY_MAX_ANSWER_BYTES'))
-    .addOption(new Option('--max-error-bytes <bytes>', 'largest error body from a model server (default 64 KiB)').env('OB_PROXY_MAX_ERROR_BYTES'))
-    .addOption(new Option('--response-deadline <seconds>', 'longest a model server\'s whole answer may take (default 1800)').env('OB_PROXY_RESPONSE_DEADLINE'))
-    .addOption(new Option('--probe-interval <seconds>', 'ask each ready instance\'s model server for its models this often; 0: never (default 15)').env('OB_PROXY_PROBE_INTERVAL'))
-    .addOption(new Option('--log-level <level>', 'fatal, error, warn, info, debug (default info)').env('OB_PROXY_LOG_LEVEL'))
-    .addOption(new Option('--log-format <format>', 'json (for machines) or pretty (for people); default pretty on a terminal, json otherwise').env('OB_PROXY_LOG_FORMAT'))
-    .addOption(new Option('--metrics-port <port>', 'serve Prometheus metrics on this port (off unless set; never the public port)').env('OB_PROXY_METRICS_PORT'))
-    .addOption(new Option('--metrics-host <host>', 'address of the metrics listener (default 127.0.0.1)').env('OB_PROXY_METRICS_HOST'))
-    .addOption(new Option('--tls-cert <file>', 'serve the public listener over HTTPS with this PEM certificate (chain); reloaded on SIGHUP').env('OB_PROXY_TLS_CERT'))
-    .addOption(new Option('--tls-key <file>', 'the certificate\'s PEM private key; reloaded on SIGHUP').env('OB_PROXY_TLS_KEY'))
-    .addOption(new Option('--socket-group <group>', 'let this group use the management socket (mode 0660); its members are operators').env('OB_PROXY_SOCKET_GROUP'))
+    .addOption(settingOption('host'))
+    .addOption(settingOption('port'))
+    .addOption(settingOption('store'))
+    .addOption(settingOption('maxStale'))
+    .addOption(settingOption('upstreamTimeout'))
+    .addOption(settingOption('grace'))
+    .addOption(settingOption('bodyLimit'))
+    .addOption(settingOption('maxFrameBytes'))
+    .addOption(settingOption('maxAnswerBytes'))
+    .addOption(settingOption('maxErrorBytes'))
+    .addOption(settingOption('responseDeadline'))
+    .addOption(settingOption('probeInterval'))
+    .addOption(settingOption('logLevel'))
+    .addOption(settingOption('logFormat'))
+    .addOption(settingOption('metricsPort'))
+    .addOption(settingOption('metricsHost'))
+    .addOption(settingOption('tlsCert'))
+    .addOption(settingOption('tlsKey'))
+    .addOption(settingOption('socketGroup'))
     .option('--pid-file <file>', 'write the daemon\'s pid here once it serves (removed at exit): what a script signals to stop it')
-    .addOption(new Option('--max-concurrency <n>', 'per instance: requests sent to its model server at once; the rest wait in its queue (default: no limit)').env('OB_PROXY_MAX_CONCURRENCY'))
-    .addOption(new Option('--queue <n>', 'per instance, with --max-concurrency: requests that may wait, served round robin between keys (default 100)').env('OB_PROXY_QUEUE'))
-    .addOption(new Option('--queue-timeout <seconds>', 'longest a request waits in the queue before 429 (default 60)').env('OB_PROXY_QUEUE_TIMEOUT'))
+    .addOption(settingOption('maxConcurrency'))
+    .addOption(settingOption('queue'))
+    .addOption(settingOption('queueTimeout'))
     .action((o: ServeOptions) => deps.serve(o)), 'ob-proxy serve --port 8080', 'ob-proxy serve --max-concurrency 4 --queue 32 --queue-timeout 30', 'OB_PROXY_HOME=/var/lib/ob-proxy ob-proxy serve --host 0.0.0.0'));
 
   program.addCommand(makeInstancesCommand(deps));
@@ -101,8 +100,8 @@ export function makeProgram(deps: ProgramDeps): Command {
 
   program.addCommand(example(withCommon(new Command('demo'))
     .description('daemon + simulated instances for both models, ready, with a working key')
-    .option('--port <port>', 'public port (default 8080)')
-    .option('--host <host>', 'public address (default 127.0.0.1)')
+    .addOption(settingOption('port'))
+    .addOption(settingOption('host'))
     .action((o: DemoOptions) => deps.demo(o)), 'npm run demo', 'ob-proxy demo --port 9090'));
 
   applyRecursively(program, deps);
@@ -159,7 +158,7 @@ export async function runCli(argv: string[], deps: ProgramDeps): Promise<number>
       if (err.code === 'daemon_unreachable') return 3;
       return 1;
     }
-    if (deps.io.env.OB_PROXY_DEBUG !== undefined && err instanceof Error && err.stack !== undefined) deps.io.err(`${err.stack.split('\n').map(printable).join('\n')}\n`);
+    if (debugWanted(deps.io.env) && err instanceof Error && err.stack !== undefined) deps.io.err(`${err.stack.split('\n').map(printable).join('\n')}\n`);
     return 1;
   }
 }

@@ -3,6 +3,96 @@ import { DEFAULT_MODELS, parseModelList } from './domain/model-id.js';
 import { obError } from './errors.js';
 import { type AnswerLimits, DEFAULT_ANSWER_LIMITS } from './upstream/answer-limits.js';
 
+/**
+ * One setting of the daemon or the CLI, said once: the flag and variable that give it, its
+ * default, how its value is read, and the line `--help` and docs/cli.md show for it. The CLI
+ * builds its options from this table (cli/common.ts) and test/unit/cli-docs.test.ts holds
+ * docs/cli.md to it, so a name, a default or a variable cannot drift between them.
+ */
+interface SettingBase {
+  /** The long flag without its dashes (the key is its camelCase); absent: the environment only. */
+  readonly flag?: string;
+  /** The flag's value as `--help` names it. */
+  readonly value?: string;
+  readonly env: `OB_PROXY_${string}`;
+  /** What it does, for `--help` and docs/cli.md. */
+  readonly help: string;
+  /** The default as people read it, where it is not a plain value (derived, or off). */
+  readonly shown?: string;
+  /** Set by tests, to shorten a period or reach a path; documented apart, not for operators. */
+  readonly forTests?: true;
+}
+interface NumberSetting extends SettingBase {
+  readonly type: 'number';
+  readonly default: number | null;
+  readonly min: number;
+  readonly max: number;
+  readonly integer?: true;
+  readonly unit?: 'seconds' | 'milliseconds' | 'bytes';
+}
+interface ChoiceSetting extends SettingBase { readonly type: 'choice'; readonly choices: readonly string[]; readonly default: string | null }
+/** A listen address: a name or an IP, not a URL (`--host http://0.0.0.0` is a common slip). */
+interface AddressSetting extends SettingBase { readonly type: 'address'; readonly default: string }
+interface TextSetting extends SettingBase { readonly type: 'text'; readonly shown: string }
+export type Setting = NumberSetting | ChoiceSetting | AddressSetting | TextSetting;
+
+const MiB = 1024 * 1024;
+const GiB = 1024 ** 3;
+
+export const SETTINGS = {
+  home: { type: 'text', flag: 'home', value: '<dir>', env: 'OB_PROXY_HOME', shown: '~/.ob-proxy', help: 'ob-proxy home folder (store, socket)' },
+  socket: { type: 'text', flag: 'socket', value: '<path>', env: 'OB_PROXY_SOCKET', shown: '<home>/ob-proxy.sock', help: 'management socket of the daemon' },
+  store: { type: 'text', flag: 'store', value: '<path-or-url>', env: 'OB_PROXY_STORE', shown: '<home>/db.json', help: 'store file, or postgres://… shared by several daemons' },
+  host: { type: 'address', flag: 'host', value: '<host>', env: 'OB_PROXY_HOST', default: '127.0.0.1', help: 'public listener address' },
+  port: { type: 'number', flag: 'port', value: '<port>', env: 'OB_PROXY_PORT', default: 8080, min: 0, max: 65535, integer: true, help: 'public listener port' },
+  maxStale: { type: 'number', flag: 'max-stale', value: '<seconds>', env: 'OB_PROXY_MAX_STALE', default: 30, min: 1, max: 86400, unit: 'seconds', help: 'with postgres://: refuse keys when out of sync with it for longer' },
+  upstreamTimeout: { type: 'number', flag: 'upstream-timeout', value: '<seconds>', env: 'OB_PROXY_UPSTREAM_TIMEOUT', default: 300, min: 0.001, max: 86400, unit: 'seconds', help: 'wait for model server headers / between chunks' },
+  grace: { type: 'number', flag: 'grace', value: '<seconds>', env: 'OB_PROXY_GRACE', default: 30, min: 0, max: 86400, unit: 'seconds', help: 'on SIGTERM, time for in-flight requests to finish' },
+  bodyLimit: { type: 'number', flag: 'body-limit', value: '<bytes>', env: 'OB_PROXY_BODY_LIMIT', default: 16 * MiB, min: 1024, max: GiB, integer: true, unit: 'bytes', help: 'largest request body' },
+  maxFrameBytes: { type: 'number', flag: 'max-frame-bytes', value: '<bytes>', env: 'OB_PROXY_MAX_FRAME_BYTES', default: DEFAULT_ANSWER_LIMITS.maxFrameBytes, min: 1024, max: GiB, integer: true, unit: 'bytes', help: 'largest SSE event from a model server' },
+  maxAnswerBytes: { type: 'number', flag: 'max-answer-bytes', value: '<bytes>', env: 'OB_PROXY_MAX_ANSWER_BYTES', default: DEFAULT_ANSWER_LIMITS.maxAnswerBytes, min: 1024, max: GiB, integer: true, unit: 'bytes', help: 'largest non-streaming answer from a model server' },
+  maxErrorBytes: { type: 'number', flag: 'max-error-bytes', value: '<bytes>', env: 'OB_PROXY_MAX_ERROR_BYTES', default: DEFAULT_ANSWER_LIMITS.maxErrorBytes, min: 1024, max: GiB, integer: true, unit: 'bytes', help: 'largest error body from a model server' },
+  responseDeadline: { type: 'number', flag: 'response-deadline', value: '<seconds>', env: 'OB_PROXY_RESPONSE_DEADLINE', default: DEFAULT_ANSWER_LIMITS.responseDeadlineMs / 1000, min: 1, max: 7 * 86400, unit: 'seconds', help: 'longest a model server\'s whole answer may take' },
+  probeInterval: { type: 'number', flag: 'probe-interval', value: '<seconds>', env: 'OB_PROXY_PROBE_INTERVAL', default: 15, min: 0, max: 86400, unit: 'seconds', help: 'ask each ready instance\'s model server for its models this often; 0: never' },
+  logLevel: { type: 'choice', flag: 'log-level', value: '<level>', env: 'OB_PROXY_LOG_LEVEL', choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], default: 'info', help: 'fatal, error, warn, info, debug, trace or silent' },
+  logFormat: { type: 'choice', flag: 'log-format', value: '<format>', env: 'OB_PROXY_LOG_FORMAT', choices: ['json', 'pretty'], default: null, shown: 'pretty on a terminal, json otherwise', help: 'json (for machines) or pretty (for people)' },
+  metricsPort: { type: 'number', flag: 'metrics-port', value: '<port>', env: 'OB_PROXY_METRICS_PORT', default: null, shown: 'off', min: 0, max: 65535, integer: true, help: 'serve Prometheus metrics on this port (never the public port)' },
+  metricsHost: { type: 'address', flag: 'metrics-host', value: '<host>', env: 'OB_PROXY_METRICS_HOST', default: '127.0.0.1', help: 'address of the metrics listener' },
+  tlsCert: { type: 'text', flag: 'tls-cert', value: '<file>', env: 'OB_PROXY_TLS_CERT', shown: 'none: plain HTTP', help: 'serve the public listener over HTTPS with this PEM certificate (chain); reloaded on SIGHUP' },
+  tlsKey: { type: 'text', flag: 'tls-key', value: '<file>', env: 'OB_PROXY_TLS_KEY', shown: 'none', help: 'the certificate\'s PEM private key; reloaded on SIGHUP' },
+  socketGroup: { type: 'text', flag: 'socket-group', value: '<group>', env: 'OB_PROXY_SOCKET_GROUP', shown: 'none: the owner only, mode 0600', help: 'let this group use the management socket (mode 0660); its members are operators' },
+  maxConcurrency: { type: 'number', flag: 'max-concurrency', value: '<n>', env: 'OB_PROXY_MAX_CONCURRENCY', default: null, shown: 'no limit', min: 1, max: 100_000, integer: true, help: 'per instance: requests sent to its model server at once; the rest wait in its queue' },
+  queue: { type: 'number', flag: 'queue', value: '<n>', env: 'OB_PROXY_QUEUE', default: 100, min: 0, max: 100_000, integer: true, help: 'per instance, with --max-concurrency: requests that may wait, served round robin between keys' },
+  queueTimeout: { type: 'number', flag: 'queue-timeout', value: '<seconds>', env: 'OB_PROXY_QUEUE_TIMEOUT', default: 60, min: 0.001, max: 3600, unit: 'seconds', help: 'longest a request waits in the queue before 429' },
+
+  connectTimeout: { type: 'number', env: 'OB_PROXY_CONNECT_TIMEOUT', default: 10, min: 0.001, max: 3600, unit: 'seconds', help: 'longest a connection to a model server may take' },
+  // A loading model can be silent for minutes between chunks too: same default as time-to-headers.
+  idleTimeout: { type: 'number', env: 'OB_PROXY_IDLE_TIMEOUT', default: null, shown: 'the upstream time-out', min: 0.001, max: 86400, unit: 'seconds', help: 'longest silence between a model server\'s body chunks' },
+  requestTimeout: { type: 'number', env: 'OB_PROXY_REQUEST_TIMEOUT', default: 120, min: 0.1, max: 3600, unit: 'seconds', help: 'a client must have sent its whole request within this time' },
+  usageFlushMs: { type: 'number', env: 'OB_PROXY_USAGE_FLUSH_MS', default: 5000, min: 10, max: 3_600_000, unit: 'milliseconds', help: 'usage counters are written to the store this often' },
+  badKeyLimit: { type: 'number', env: 'OB_PROXY_BAD_KEY_LIMIT', default: 30, min: 0, max: 1_000_000, integer: true, help: 'bad keys per address per minute before 429; 0 turns it off' },
+  probeTimeout: { type: 'number', env: 'OB_PROXY_PROBE_TIMEOUT', default: 5, min: 0.1, max: 600, unit: 'seconds', help: 'a health probe (connect and answer) gives up after this long' },
+  corsOrigins: { type: 'text', env: 'OB_PROXY_CORS_ORIGINS', shown: 'none: CORS off', help: 'browser origins allowed by CORS, comma-separated, or *' },
+  models: { type: 'text', env: 'OB_PROXY_MODELS', shown: DEFAULT_MODELS.join(','), help: 'the model ids instances may run, comma-separated' },
+  metricsKeyLabel: { type: 'choice', env: 'OB_PROXY_METRICS_KEY_LABEL', choices: ['on', 'off'], default: 'on', help: 'label request and token metrics with the key id (off for very many keys)' },
+  relayFastPath: { type: 'choice', env: 'OB_PROXY_RELAY_FAST_PATH', choices: ['0', '1'], default: '1', help: 'stream events of a learned layout are relayed as bytes; 0 decodes, parses and encodes every event again' },
+  storeCatchupMs: { type: 'number', env: 'OB_PROXY_STORE_CATCHUP_MS', default: 2000, min: 50, max: 600_000, integer: true, unit: 'milliseconds', help: 'PostgreSQL store: its change log is read this often, notified or not' },
+  debug: { type: 'text', env: 'OB_PROXY_DEBUG', shown: 'unset', help: 'set to anything: a CLI command that fails unexpectedly prints the stack trace after its error line' },
+
+  // Not a flag: a minute is what rpm and tpm mean. Tests shorten it so a client's retry after
+  // the window passes is seconds, not a minute.
+  limitWindowMs: { type: 'number', env: 'OB_PROXY_LIMIT_WINDOW_MS', default: 60_000, min: 100, max: 3_600_000, integer: true, unit: 'milliseconds', forTests: true, help: 'the window of per-key rpm and tpm limits' },
+  storeFoldBytes: { type: 'number', env: 'OB_PROXY_STORE_FOLD_BYTES', default: null, shown: 'db.json\'s own size, at least 1 MiB', min: 4096, max: GiB, integer: true, unit: 'bytes', forTests: true, help: 'lowdb store: the journal is folded into db.json at this size' },
+  testNoNotify: { type: 'choice', env: 'OB_PROXY_TEST_NO_NOTIFY', choices: ['0', '1'], default: '0', forTests: true, help: 'PostgreSQL store: 1 drops LISTEN, so other daemons\' changes arrive by the catch-up read alone' },
+} as const satisfies Record<string, Setting>;
+
+export type SettingName = keyof typeof SETTINGS;
+type NamesOf<T> = { [K in SettingName]: (typeof SETTINGS)[K] extends T ? K : never }[SettingName];
+/** The settings that are also flags, by commander's name for them. */
+export type FlagName = NamesOf<{ flag: string }>;
+export type ConfigFlags = { [K in FlagName]?: string | number };
+export type Env = Readonly<Record<string, string | undefined>>;
+
 /** Resolved once at startup; flag, then environment, then default (CONTRACT §1). */
 export interface Config extends AnswerLimits {
   home: string;
@@ -63,43 +153,19 @@ export interface Config extends AnswerLimits {
   probeTimeoutMs: number;
 }
 
-export interface ConfigFlags {
-  home?: string;
-  socket?: string;
-  store?: string;
-  host?: string;
-  port?: string | number;
-  upstreamTimeout?: string | number;
-  grace?: string | number;
-  bodyLimit?: string | number;
+/** Defaults a command sets apart from serve's (the demo logs warnings only). */
+export interface CommandDefaults {
   logLevel?: string;
-  maxFrameBytes?: string | number;
-  maxAnswerBytes?: string | number;
-  maxErrorBytes?: string | number;
-  /** Seconds. */
-  responseDeadline?: string | number;
-  metricsHost?: string;
-  metricsPort?: string | number;
-  logFormat?: string;
-  /** Seconds. */
-  maxStale?: string | number;
-  tlsCert?: string;
-  tlsKey?: string;
-  socketGroup?: string;
-  maxConcurrency?: string | number;
-  queue?: string | number;
-  /** Seconds. */
-  queueTimeout?: string | number;
-  /** Seconds. */
-  probeInterval?: string | number;
+  logFormat?: 'json' | 'pretty';
 }
 
-export type Env = Readonly<Record<string, string | undefined>>;
-
-function pick(flag: string | number | undefined, env: string | undefined): string | undefined {
+/** The value given, flag first, then variable; an empty one counts as not given. */
+export function givenValue(name: SettingName, flags: ConfigFlags, env: Env): string | undefined {
+  const s: Setting = SETTINGS[name];
+  const flag = s.flag === undefined ? undefined : (flags as Readonly<Record<string, string | number | undefined>>)[name];
   if (flag !== undefined && flag !== '') return String(flag);
-  if (env !== undefined && env !== '') return env;
-  return undefined;
+  const raw = env[s.env];
+  return raw === undefined || raw === '' ? undefined : raw;
 }
 
 /**
@@ -107,137 +173,134 @@ function pick(flag: string | number | undefined, env: string | undefined): strin
  * have used either (`--port (or OB_PROXY_PORT)`); a setting read from the environment only is
  * named by its variable.
  */
-function flag(name: string): string {
-  return `--${name} (or OB_PROXY_${name.replace(/-/g, '_').toUpperCase()})`;
+export function settingLabel(s: Setting): string {
+  return s.flag === undefined ? s.env : `--${s.flag} (or ${s.env})`;
 }
 
-function paramOf(label: string): string {
-  return label.startsWith('--') ? label.slice(2).split(' ')[0]! : label;
+function refuse(s: Setting, message: string): never {
+  throw obError('invalid_argument', { param: s.flag ?? s.env, message });
 }
 
-function number(label: string, raw: string | undefined, fallback: number, opts: { min: number; max: number; integer?: boolean; unit?: string }): number {
-  if (raw === undefined) return fallback;
+/** The default as `--help` and docs/cli.md say it. */
+export function shownDefault(s: Setting): string {
+  if (s.shown !== undefined) return s.shown;
+  if (s.type === 'text') return '';
+  if (s.type !== 'number' || s.default === null) return String(s.default);
+  const n = s.default;
+  if (s.unit === 'bytes') return n % MiB === 0 ? `${n / MiB} MiB` : n % 1024 === 0 ? `${n / 1024} KiB` : `${n} bytes`;
+  if (s.unit === 'seconds') return `${n} s`;
+  if (s.unit === 'milliseconds') return `${n} ms`;
+  return String(n);
+}
+
+function readNumber(s: NumberSetting, raw: string | undefined): number | null {
+  if (raw === undefined) return s.default;
   const n = raw.trim() === '' ? NaN : Number(raw);
-  if (!Number.isFinite(n) || n < opts.min || n > opts.max || (opts.integer === true && !Number.isInteger(n))) {
-    const unit = opts.unit === undefined ? '' : ` of ${opts.unit}`;
-    throw obError('invalid_argument', { param: paramOf(label), message: `${label} must be a number${unit} from ${opts.min} to ${opts.max}${opts.integer === true ? ', without a fraction' : ''}, got "${raw}".` });
+  if (!Number.isFinite(n) || n < s.min || n > s.max || (s.integer === true && !Number.isInteger(n))) {
+    const unit = s.unit === undefined ? '' : ` of ${s.unit}`;
+    refuse(s, `${settingLabel(s)} must be a number${unit} from ${s.min} to ${s.max}${s.integer === true ? ', without a fraction' : ''}, got "${raw}".`);
   }
   return n;
 }
 
-function onOff(label: string, raw: string | undefined, fallback: boolean): boolean {
-  if (raw === undefined || raw === '') return fallback;
-  if (raw === '1') return true;
-  if (raw === '0') return false;
-  throw obError('invalid_argument', { param: paramOf(label), message: `${label} must be 0 or 1, got "${raw}".` });
-}
-
-const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
-
-function logLevel(raw: string | undefined): string {
-  if (raw === undefined) return 'info';
-  if (!LOG_LEVELS.includes(raw)) throw obError('invalid_argument', { param: 'log-level', message: `${flag('log-level')} must be one of ${LOG_LEVELS.join(', ')}, got "${raw}".` });
+function readChoice(s: ChoiceSetting, raw: string | undefined, fallback = s.default): string | null {
+  if (raw === undefined) return fallback;
+  if (!s.choices.includes(raw)) {
+    const choices = s.choices.length === 2 ? `${s.choices[0]} or ${s.choices[1]}` : `one of ${s.choices.join(', ')}`;
+    refuse(s, `${settingLabel(s)} must be ${choices}, got "${raw}".`);
+  }
   return raw;
 }
 
-/** A listen address: a name or an IP, not a URL (`--host http://0.0.0.0` is a common slip). */
-function host(raw: string | undefined, label: string, fallback: string): string {
-  if (raw === undefined) return fallback;
+function readAddress(s: AddressSetting, raw: string | undefined): string {
+  if (raw === undefined) return s.default;
   if (!/^(\[[0-9A-Fa-f:.%\w]+\]|[0-9A-Za-z.:%_-]+)$/.test(raw)) {
-    throw obError('invalid_argument', { param: paramOf(label), message: `${label} must be an address to listen on, such as 127.0.0.1, 0.0.0.0 or ::, got "${raw}".` });
+    refuse(s, `${settingLabel(s)} must be an address to listen on, such as 127.0.0.1, 0.0.0.0 or ::, got "${raw}".`);
   }
   return raw.startsWith('[') ? raw.slice(1, -1) : raw;
 }
 
-export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string): Config {
-  const home = pick(flags.home, env.OB_PROXY_HOME) ?? join(homedir, '.ob-proxy');
-  const store = pick(flags.store, env.OB_PROXY_STORE) ?? join(home, 'db.json');
-  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(store) && !/^postgres(ql)?:\/\//i.test(store)) {
-    throw obError('invalid_argument', { param: 'store', message: `${flag('store')} "${store.split('@').pop()}" is not supported: use a lowdb file path (default <home>/db.json) or a postgres:// URL.` });
+/** Where the files are: what the client commands need, with no other setting read (or refused). */
+export function resolvePaths(flags: ConfigFlags, env: Env, homedir: string): Pick<Config, 'home' | 'store' | 'socket'> {
+  const home = givenValue('home', flags, env) ?? join(homedir, '.ob-proxy');
+  return {
+    home,
+    store: givenValue('store', flags, env) ?? join(home, 'db.json'),
+    socket: givenValue('socket', flags, env) ?? join(home, 'ob-proxy.sock'),
+  };
+}
+
+/** OB_PROXY_DEBUG: the CLI adds a stack trace to an unexpected error's line. */
+export function debugWanted(env: Env): boolean {
+  return givenValue('debug', {}, env) !== undefined;
+}
+
+export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string, defaults: CommandDefaults = {}): Config {
+  const num = (name: NamesOf<NumberSetting>): number | null => readNumber(SETTINGS[name], givenValue(name, flags, env));
+  const seconds = (name: NamesOf<NumberSetting>): number => num(name)! * 1000;
+  const choice = (name: NamesOf<ChoiceSetting>, fallback?: string): string =>
+    readChoice(SETTINGS[name], givenValue(name, flags, env), fallback)!;
+  const text = (name: SettingName): string | undefined => givenValue(name, flags, env);
+
+  const paths = resolvePaths(flags, env, homedir);
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(paths.store) && !/^postgres(ql)?:\/\//i.test(paths.store)) {
+    refuse(SETTINGS.store, `${settingLabel(SETTINGS.store)} "${paths.store.split('@').pop()}" is not supported: use a lowdb file path (default <home>/db.json) or a postgres:// URL.`);
   }
-  const maxStaleMs = number(flag('max-stale'), pick(flags.maxStale, env.OB_PROXY_MAX_STALE), 30, { min: 1, max: 86400, unit: 'seconds' }) * 1000;
-  const storeCatchupMs = number('OB_PROXY_STORE_CATCHUP_MS', env.OB_PROXY_STORE_CATCHUP_MS, 2000, { min: 50, max: 600_000, integer: true, unit: 'milliseconds' });
+  const maxStaleMs = seconds('maxStale');
+  const storeCatchupMs = num('storeCatchupMs')!;
   // In sync means a catch-up read succeeded: a bound shorter than their period would refuse
   // every key all the time.
   if (maxStaleMs <= storeCatchupMs) {
-    throw obError('invalid_argument', { param: 'max-stale', message: `${flag('max-stale')} (${maxStaleMs / 1000} s) must be longer than the store's catch-up period (${storeCatchupMs / 1000} s, OB_PROXY_STORE_CATCHUP_MS).` });
+    refuse(SETTINGS.maxStale, `${settingLabel(SETTINGS.maxStale)} (${maxStaleMs / 1000} s) must be longer than the store's catch-up period (${storeCatchupMs / 1000} s, ${SETTINGS.storeCatchupMs.env}).`);
   }
+  const upstreamTimeoutMs = seconds('upstreamTimeout');
+  const idle = num('idleTimeout');
+  const logFormat = readChoice(SETTINGS.logFormat, text('logFormat'), defaults.logFormat ?? null) as Config['logFormat'];
+  const maxConcurrency = num('maxConcurrency');
   return {
-    home,
-    store,
-    socket: pick(flags.socket, env.OB_PROXY_SOCKET) ?? join(home, 'ob-proxy.sock'),
-    host: host(pick(flags.host, env.OB_PROXY_HOST), flag('host'), '127.0.0.1'),
-    port: number(flag('port'), pick(flags.port, env.OB_PROXY_PORT), 8080, { min: 0, max: 65535, integer: true }),
-    upstreamTimeoutMs: number(flag('upstream-timeout'), pick(flags.upstreamTimeout, env.OB_PROXY_UPSTREAM_TIMEOUT), 300, { min: 0.001, max: 86400, unit: 'seconds' }) * 1000,
-    connectTimeoutMs: number('OB_PROXY_CONNECT_TIMEOUT', env.OB_PROXY_CONNECT_TIMEOUT, 10, { min: 0.001, max: 3600, unit: 'seconds' }) * 1000,
-    // A loading model can be silent for minutes between chunks too: same default as time-to-headers.
-    idleTimeoutMs: number('OB_PROXY_IDLE_TIMEOUT', pick(env.OB_PROXY_IDLE_TIMEOUT, pick(flags.upstreamTimeout, env.OB_PROXY_UPSTREAM_TIMEOUT)), 300, { min: 0.001, max: 86400, unit: 'seconds' }) * 1000,
-    requestTimeoutMs: number('OB_PROXY_REQUEST_TIMEOUT', env.OB_PROXY_REQUEST_TIMEOUT, 120, { min: 0.1, max: 3600, unit: 'seconds' }) * 1000,
-    graceMs: number(flag('grace'), pick(flags.grace, env.OB_PROXY_GRACE), 30, { min: 0, max: 86400, unit: 'seconds' }) * 1000,
-    bodyLimit: number(flag('body-limit'), pick(flags.bodyLimit, env.OB_PROXY_BODY_LIMIT), 16 * 1024 * 1024, { min: 1024, max: 1024 ** 3, integer: true, unit: 'bytes' }),
-    maxFrameBytes: number(flag('max-frame-bytes'), pick(flags.maxFrameBytes, env.OB_PROXY_MAX_FRAME_BYTES), DEFAULT_ANSWER_LIMITS.maxFrameBytes, { min: 1024, max: 1024 ** 3, integer: true, unit: 'bytes' }),
-    maxAnswerBytes: number(flag('max-answer-bytes'), pick(flags.maxAnswerBytes, env.OB_PROXY_MAX_ANSWER_BYTES), DEFAULT_ANSWER_LIMITS.maxAnswerBytes, { min: 1024, max: 1024 ** 3, integer: true, unit: 'bytes' }),
-    maxErrorBytes: number(flag('max-error-bytes'), pick(flags.maxErrorBytes, env.OB_PROXY_MAX_ERROR_BYTES), DEFAULT_ANSWER_LIMITS.maxErrorBytes, { min: 1024, max: 1024 ** 3, integer: true, unit: 'bytes' }),
-    responseDeadlineMs: number(flag('response-deadline'), pick(flags.responseDeadline, env.OB_PROXY_RESPONSE_DEADLINE), DEFAULT_ANSWER_LIMITS.responseDeadlineMs / 1000, { min: 1, max: 7 * 86400, unit: 'seconds' }) * 1000,
-    models: parseModelList(env.OB_PROXY_MODELS) ?? [...DEFAULT_MODELS],
-    logLevel: logLevel(pick(flags.logLevel, env.OB_PROXY_LOG_LEVEL)),
-    usageFlushMs: number('OB_PROXY_USAGE_FLUSH_MS', env.OB_PROXY_USAGE_FLUSH_MS, 5000, { min: 10, max: 3_600_000, unit: 'milliseconds' }),
-    badKeyLimit: number('OB_PROXY_BAD_KEY_LIMIT', env.OB_PROXY_BAD_KEY_LIMIT, 30, { min: 0, max: 1_000_000, integer: true }),
+    ...paths,
+    host: readAddress(SETTINGS.host, text('host')),
+    port: num('port')!,
+    upstreamTimeoutMs,
+    connectTimeoutMs: seconds('connectTimeout'),
+    idleTimeoutMs: idle === null ? upstreamTimeoutMs : idle * 1000,
+    requestTimeoutMs: seconds('requestTimeout'),
+    graceMs: seconds('grace'),
+    bodyLimit: num('bodyLimit')!,
+    maxFrameBytes: num('maxFrameBytes')!,
+    maxAnswerBytes: num('maxAnswerBytes')!,
+    maxErrorBytes: num('maxErrorBytes')!,
+    responseDeadlineMs: seconds('responseDeadline'),
+    models: parseModelList(text('models')) ?? [...DEFAULT_MODELS],
+    logLevel: choice('logLevel', defaults.logLevel),
+    usageFlushMs: num('usageFlushMs')!,
+    badKeyLimit: num('badKeyLimit')!,
     maxStaleMs,
     storeCatchupMs,
-    storeNotify: env.OB_PROXY_TEST_NO_NOTIFY !== '1',
-    storeFoldBytes: env.OB_PROXY_STORE_FOLD_BYTES === undefined || env.OB_PROXY_STORE_FOLD_BYTES === '' ? null
-      : number('OB_PROXY_STORE_FOLD_BYTES', env.OB_PROXY_STORE_FOLD_BYTES, 0, { min: 4096, max: 1024 ** 3, integer: true, unit: 'bytes' }),
-    corsOrigins: (env.OB_PROXY_CORS_ORIGINS ?? '').split(',').map((o) => o.trim().replace(/\/$/, '')).filter((o) => o !== ''),
-    ...metricsConfig(flags, env),
-    logFormat: logFormat(pick(flags.logFormat, env.OB_PROXY_LOG_FORMAT)),
-    relayFastPath: onOff('OB_PROXY_RELAY_FAST_PATH', env.OB_PROXY_RELAY_FAST_PATH, true),
-    tls: tlsConfig(flags, env),
-    socketGroup: pick(flags.socketGroup, env.OB_PROXY_SOCKET_GROUP) ?? null,
-    ...admissionConfig(flags, env),
-    probeIntervalMs: number(flag('probe-interval'), pick(flags.probeInterval, env.OB_PROXY_PROBE_INTERVAL), 15, { min: 0, max: 86400, unit: 'seconds' }) * 1000,
-    probeTimeoutMs: number('OB_PROXY_PROBE_TIMEOUT', env.OB_PROXY_PROBE_TIMEOUT, 5, { min: 0.1, max: 600, unit: 'seconds' }) * 1000,
+    storeNotify: choice('testNoNotify') !== '1',
+    storeFoldBytes: num('storeFoldBytes'),
+    corsOrigins: (text('corsOrigins') ?? '').split(',').map((o) => o.trim().replace(/\/$/, '')).filter((o) => o !== ''),
+    metricsPort: num('metricsPort'),
+    metricsHost: readAddress(SETTINGS.metricsHost, text('metricsHost')),
+    metricsKeyLabel: choice('metricsKeyLabel') === 'on',
+    logFormat,
+    relayFastPath: choice('relayFastPath') === '1',
+    tls: tlsConfig(text('tlsCert'), text('tlsKey')),
+    socketGroup: text('socketGroup') ?? null,
+    maxConcurrency,
+    queueSize: num('queue')!,
+    queueTimeoutMs: seconds('queueTimeout'),
+    limitWindowMs: num('limitWindowMs')!,
+    probeIntervalMs: seconds('probeInterval'),
+    probeTimeoutMs: seconds('probeTimeout'),
   };
 }
 
-function admissionConfig(flags: ConfigFlags, env: Env): Pick<Config, 'maxConcurrency' | 'queueSize' | 'queueTimeoutMs' | 'limitWindowMs'> {
-  const max = pick(flags.maxConcurrency, env.OB_PROXY_MAX_CONCURRENCY);
-  return {
-    maxConcurrency: max === undefined ? null : number(flag('max-concurrency'), max, 0, { min: 1, max: 100_000, integer: true }),
-    queueSize: number(flag('queue'), pick(flags.queue, env.OB_PROXY_QUEUE), 100, { min: 0, max: 100_000, integer: true }),
-    queueTimeoutMs: number(flag('queue-timeout'), pick(flags.queueTimeout, env.OB_PROXY_QUEUE_TIMEOUT), 60, { min: 0.001, max: 3600, unit: 'seconds' }) * 1000,
-    // Not a flag: a minute is what rpm and tpm mean. Tests shorten it so a client's retry after
-    // the window passes is seconds, not a minute.
-    limitWindowMs: number('OB_PROXY_LIMIT_WINDOW_MS', env.OB_PROXY_LIMIT_WINDOW_MS, 60_000, { min: 100, max: 3_600_000, integer: true }),
-  };
-}
-
-function tlsConfig(flags: ConfigFlags, env: Env): Config['tls'] {
-  const cert = pick(flags.tlsCert, env.OB_PROXY_TLS_CERT);
-  const key = pick(flags.tlsKey, env.OB_PROXY_TLS_KEY);
+function tlsConfig(cert: string | undefined, key: string | undefined): Config['tls'] {
   if (cert === undefined && key === undefined) return null;
   if (cert === undefined || key === undefined) {
-    const missing = cert === undefined ? 'tls-cert' : 'tls-key';
-    throw obError('invalid_argument', { param: missing, message: `--tls-cert and --tls-key go together: --${missing} (or OB_PROXY_${missing.replace('-', '_').toUpperCase()}) is missing.` });
+    const missing = cert === undefined ? SETTINGS.tlsCert : SETTINGS.tlsKey;
+    refuse(missing, `--${SETTINGS.tlsCert.flag} and --${SETTINGS.tlsKey.flag} go together: ${settingLabel(missing)} is missing.`);
   }
   return { cert, key };
-}
-
-function metricsConfig(flags: ConfigFlags, env: Env): Pick<Config, 'metricsPort' | 'metricsHost' | 'metricsKeyLabel'> {
-  const port = pick(flags.metricsPort, env.OB_PROXY_METRICS_PORT);
-  const keyLabel = env.OB_PROXY_METRICS_KEY_LABEL ?? 'on';
-  if (!['on', 'off'].includes(keyLabel)) {
-    throw obError('invalid_argument', { param: 'metrics-key-label', message: `OB_PROXY_METRICS_KEY_LABEL must be on or off, got "${keyLabel}".` });
-  }
-  return {
-    metricsPort: port === undefined ? null : number(flag('metrics-port'), port, 0, { min: 0, max: 65535, integer: true }),
-    metricsHost: host(pick(flags.metricsHost, env.OB_PROXY_METRICS_HOST), flag('metrics-host'), '127.0.0.1'),
-    metricsKeyLabel: keyLabel === 'on',
-  };
-}
-
-function logFormat(raw: string | undefined): Config['logFormat'] {
-  if (raw === undefined) return null;
-  if (raw !== 'json' && raw !== 'pretty') throw obError('invalid_argument', { param: 'log-format', message: `${flag('log-format')} must be json or pretty, got "${raw}".` });
-  return raw;
 }

@@ -1,9 +1,9 @@
 import { homedir } from 'node:os';
-import { join } from 'node:path';
-import { Command, Option } from 'commander';
+import { Command } from 'commander';
+import { resolvePaths } from '../../src/config.js';
 import { ObProxyError } from '../../src/errors.js';
 import type { StoreData } from '../../src/store/store.js';
-import { type CliDeps, type CommonOptions, example, withClient, withCommon } from '../common.js';
+import { type CliDeps, type CommonOptions, example, settingOption, withClient, withCommon } from '../common.js';
 import { printJson } from '../output.js';
 
 interface MigrateOptions { from: string; to: string; force?: boolean; json?: boolean }
@@ -20,8 +20,7 @@ async function backupSource(o: BackupOptions, deps: CliDeps): Promise<{ data: St
   } catch (err) {
     if (!(err instanceof ObProxyError) || err.code !== 'daemon_unreachable') throw err;
   }
-  const home = o.home !== undefined && o.home !== '' ? o.home : join(deps.homedir ?? homedir(), '.ob-proxy');
-  const store = o.store !== undefined && o.store !== '' ? o.store : join(home, 'db.json');
+  const { store } = resolvePaths(o, deps.io.env, deps.homedir ?? homedir());
   if (/^postgres(ql)?:\/\//i.test(store)) {
     throw new Error('No daemon answered on the socket, and a PostgreSQL store is backed up through a daemon (start one, or give --socket) or with pg_dump.');
   }
@@ -35,7 +34,7 @@ export function makeStoreCommand(deps: CliDeps): Command {
   example(withCommon(cmd.command('backup'))
     .description('write a consistent copy of the store (instances, key hashes, usage, audit trail, every revocation) to <file>, mode 0600; through the daemon if one runs, else from the files. Restore: stop the daemon, copy it back as <home>/db.json, start')
     .argument('<file>', 'where to write the backup (a store file: JSON, never a secret)')
-    .addOption(new Option('--store <path>', 'with no daemon running: the lowdb store file (default <home>/db.json)').env('OB_PROXY_STORE'))
+    .addOption(settingOption('store', 'with no daemon running: the lowdb store file'))
     .option('--force', 'replace <file> if it exists')
     .action(async (file: string, o: BackupOptions) => {
       const source = await backupSource(o, deps);
@@ -48,7 +47,7 @@ export function makeStoreCommand(deps: CliDeps): Command {
   example(cmd.command('migrate')
     .description('copy a lowdb store (instances, key hashes, usage, audit trail) into an empty PostgreSQL database; stop the daemon first')
     .requiredOption('--from <db.json>', 'the lowdb store file (a daemon\'s <home>/db.json)')
-    .requiredOption('--to <postgres-url>', 'the PostgreSQL database, postgres://user@host/db (or OB_PROXY_STORE)')
+    .requiredOption('--to <postgres-url>', 'the PostgreSQL database, postgres://user@host/db')
     .option('--force', 'replace what the database already holds')
     .option('--json', 'print exactly one JSON document on stdout')
     .action(async (o: MigrateOptions) => {

@@ -4,7 +4,7 @@
  * test/e2e/serve-usage-errors.test.ts checks that these reach the terminal as exit 2.
  */
 import { describe, expect, it } from 'vitest';
-import { type Config, type ConfigFlags, type Env, resolveConfig } from '../../src/config.js';
+import { type Config, type ConfigFlags, type Env, SETTINGS, type Setting, type SettingName, debugWanted, resolveConfig, resolvePaths, settingLabel } from '../../src/config.js';
 import { ObProxyError } from '../../src/errors.js';
 
 const DEFAULTS: Config = {
@@ -108,9 +108,106 @@ describe('resolveConfig', () => {
     ['--probe-interval', { probeInterval: '-1' }, {}, 'probe-interval', '--probe-interval (or OB_PROXY_PROBE_INTERVAL) must be a number of seconds from 0 to 86400, got "-1".'],
     ['--log-format', { logFormat: 'xml' }, {}, 'log-format', '--log-format (or OB_PROXY_LOG_FORMAT) must be json or pretty, got "xml".'],
     ['OB_PROXY_RELAY_FAST_PATH', {}, { OB_PROXY_RELAY_FAST_PATH: 'yes' }, 'OB_PROXY_RELAY_FAST_PATH', 'OB_PROXY_RELAY_FAST_PATH must be 0 or 1, got "yes".'],
-    ['OB_PROXY_METRICS_KEY_LABEL', {}, { OB_PROXY_METRICS_KEY_LABEL: 'maybe' }, 'metrics-key-label', 'OB_PROXY_METRICS_KEY_LABEL must be on or off, got "maybe".'],
+    ['OB_PROXY_METRICS_KEY_LABEL', {}, { OB_PROXY_METRICS_KEY_LABEL: 'maybe' }, 'OB_PROXY_METRICS_KEY_LABEL', 'OB_PROXY_METRICS_KEY_LABEL must be on or off, got "maybe".'],
     ['--max-stale within the catch-up period', { maxStale: '1' }, {}, 'max-stale', '--max-stale (or OB_PROXY_MAX_STALE) (1 s) must be longer than the store\'s catch-up period (2 s, OB_PROXY_STORE_CATCHUP_MS).'],
   ])('%s: refused, naming it', (_what, flags, env, param, message) => {
     expect(refusal(flags, env)).toEqual({ param, message });
+  });
+});
+
+/**
+ * Each setting of the table, where it lands in the Config and two values for it: `flag` given as
+ * the flag (settings that have one) and `env` as the variable, with what each becomes; `also` is
+ * what it needs beside it (the other half of the TLS pair).
+ */
+interface Case { field: keyof Config; flag?: [string, unknown]; env: [string, unknown]; bad?: string; also?: Env }
+const CASES: Record<Exclude<SettingName, 'debug'>, Case> = {
+  home: { field: 'home', flag: ['/a', '/a'], env: ['/b', '/b'] },
+  socket: { field: 'socket', flag: ['/a.sock', '/a.sock'], env: ['/b.sock', '/b.sock'] },
+  store: { field: 'store', flag: ['/a.json', '/a.json'], env: ['postgres://db/x', 'postgres://db/x'], bad: 'mysql://db/x' },
+  host: { field: 'host', flag: ['0.0.0.0', '0.0.0.0'], env: ['[::1]', '::1'], bad: 'http://0.0.0.0' },
+  port: { field: 'port', flag: ['9000', 9000], env: ['0', 0], bad: '80.5' },
+  maxStale: { field: 'maxStaleMs', flag: ['40', 40_000], env: ['2.5', 2500], bad: '0' },
+  upstreamTimeout: { field: 'upstreamTimeoutMs', flag: ['20', 20_000], env: ['0.5', 500], bad: '-1' },
+  grace: { field: 'graceMs', flag: ['0', 0], env: ['2.5', 2500], bad: 'soon' },
+  bodyLimit: { field: 'bodyLimit', flag: ['2048', 2048], env: ['1024', 1024], bad: '1023' },
+  maxFrameBytes: { field: 'maxFrameBytes', flag: ['4096', 4096], env: ['8192', 8192], bad: '1e99' },
+  maxAnswerBytes: { field: 'maxAnswerBytes', flag: ['4096', 4096], env: ['8192', 8192], bad: '2048.5' },
+  maxErrorBytes: { field: 'maxErrorBytes', flag: ['4096', 4096], env: ['8192', 8192], bad: 'lots' },
+  responseDeadline: { field: 'responseDeadlineMs', flag: ['90', 90_000], env: ['1', 1000], bad: '0' },
+  probeInterval: { field: 'probeIntervalMs', flag: ['0', 0], env: ['60', 60_000], bad: '-1' },
+  logLevel: { field: 'logLevel', flag: ['debug', 'debug'], env: ['silent', 'silent'], bad: 'loud' },
+  logFormat: { field: 'logFormat', flag: ['pretty', 'pretty'], env: ['json', 'json'], bad: 'xml' },
+  metricsPort: { field: 'metricsPort', flag: ['9464', 9464], env: ['0', 0], bad: '65536' },
+  metricsHost: { field: 'metricsHost', flag: ['0.0.0.0', '0.0.0.0'], env: ['::', '::'], bad: 'a b' },
+  tlsCert: { field: 'tls', flag: ['/a.pem', { cert: '/a.pem', key: '/k.pem' }], env: ['/b.pem', { cert: '/b.pem', key: '/k.pem' }], also: { OB_PROXY_TLS_KEY: '/k.pem' } },
+  tlsKey: { field: 'tls', flag: ['/a.key', { cert: '/c.pem', key: '/a.key' }], env: ['/b.key', { cert: '/c.pem', key: '/b.key' }], also: { OB_PROXY_TLS_CERT: '/c.pem' } },
+  socketGroup: { field: 'socketGroup', flag: ['ops', 'ops'], env: ['1001', '1001'] },
+  maxConcurrency: { field: 'maxConcurrency', flag: ['4', 4], env: ['1', 1], bad: '0' },
+  queue: { field: 'queueSize', flag: ['0', 0], env: ['8', 8], bad: '1.5' },
+  queueTimeout: { field: 'queueTimeoutMs', flag: ['30', 30_000], env: ['1.5', 1500], bad: 'soon' },
+  connectTimeout: { field: 'connectTimeoutMs', env: ['2', 2000], bad: '-3' },
+  idleTimeout: { field: 'idleTimeoutMs', env: ['5', 5000], bad: 'never' },
+  requestTimeout: { field: 'requestTimeoutMs', env: ['0.1', 100], bad: '0' },
+  usageFlushMs: { field: 'usageFlushMs', env: ['10', 10], bad: '1' },
+  badKeyLimit: { field: 'badKeyLimit', env: ['0', 0], bad: '-1' },
+  probeTimeout: { field: 'probeTimeoutMs', env: ['0.5', 500], bad: '0' },
+  corsOrigins: { field: 'corsOrigins', env: ['*', ['*']] },
+  models: { field: 'models', env: [' a:1 , b:2,', ['a:1', 'b:2']] },
+  metricsKeyLabel: { field: 'metricsKeyLabel', env: ['off', false], bad: 'maybe' },
+  relayFastPath: { field: 'relayFastPath', env: ['0', false], bad: 'yes' },
+  storeCatchupMs: { field: 'storeCatchupMs', env: ['50', 50], bad: '5' },
+  limitWindowMs: { field: 'limitWindowMs', env: ['4000', 4000], bad: '99' },
+  storeFoldBytes: { field: 'storeFoldBytes', env: ['8192', 8192], bad: '4095' },
+  testNoNotify: { field: 'storeNotify', env: ['1', false], bad: 'yes' },
+};
+
+describe('each setting of the table: flag, then variable, then default', () => {
+  it('the cases cover the table', () => {
+    expect([...Object.keys(CASES), 'debug'].sort()).toEqual(Object.keys(SETTINGS).sort());
+  });
+
+  it.each(Object.entries(CASES))('%s', (name, c) => {
+    const s: Setting = SETTINGS[name as SettingName];
+    const also = c.also ?? {};
+    // Empty is unset: the same value, or the same refusal (half a TLS pair), as not given at all.
+    const outcome = (flags: ConfigFlags, env: Env): unknown => {
+      try {
+        return resolve(flags, env)[c.field];
+      } catch (err) {
+        return (err as Error).message;
+      }
+    };
+    expect(resolve({}, { ...also, [s.env]: c.env[0] })[c.field], s.env).toEqual(c.env[1]);
+    expect(outcome({}, { ...also, [s.env]: '' }), `${s.env} empty`).toEqual(outcome({}, also));
+    if (c.flag !== undefined) {
+      expect(s.flag, name).toBeDefined();
+      expect(resolve({ [name]: c.flag[0] }, { ...also, [s.env]: c.env[0] })[c.field], `--${s.flag}`).toEqual(c.flag[1]);
+      expect(resolve({ [name]: '' }, { ...also, [s.env]: c.env[0] })[c.field], `--${s.flag} empty`).toEqual(c.env[1]);
+    } else {
+      expect(s.flag, name).toBeUndefined();
+    }
+    if (c.bad !== undefined) {
+      const r = refusal({}, { ...also, [s.env]: c.bad });
+      expect(r.param).toBe(s.flag ?? s.env);
+      expect(r.message.startsWith(`${settingLabel(s)} `), r.message).toBe(true);
+      expect(r.message).toContain(`"${c.bad}"`);
+    }
+  });
+
+  it('home, store and socket are also what the client commands use, with nothing else read', () => {
+    expect(resolvePaths({}, { OB_PROXY_PORT: 'not a port', OB_PROXY_STORE: '/s.json' }, '/home/u')).toEqual({ home: '/home/u/.ob-proxy', store: '/s.json', socket: '/home/u/.ob-proxy/ob-proxy.sock' });
+    expect(resolvePaths({ socket: '/f.sock' }, { OB_PROXY_HOME: '/h', OB_PROXY_SOCKET: '/e.sock' }, '/home/u')).toEqual({ home: '/h', store: '/h/db.json', socket: '/f.sock' });
+  });
+
+  it('OB_PROXY_DEBUG: set to anything but empty', () => {
+    expect([debugWanted({}), debugWanted({ OB_PROXY_DEBUG: '' }), debugWanted({ OB_PROXY_DEBUG: '1' }), debugWanted({ OB_PROXY_DEBUG: 'no' })]).toEqual([false, false, true, true]);
+  });
+
+  it('a command\'s own defaults (the demo logs warnings; serve\'s log format follows the terminal) give way to the variable and the flag', () => {
+    const own = { logLevel: 'warn', logFormat: 'pretty' } as const;
+    expect(resolveConfig({}, {}, '/h', own)).toMatchObject({ logLevel: 'warn', logFormat: 'pretty' });
+    expect(resolveConfig({}, { OB_PROXY_LOG_LEVEL: 'error', OB_PROXY_LOG_FORMAT: 'json' }, '/h', own)).toMatchObject({ logLevel: 'error', logFormat: 'json' });
+    expect(resolveConfig({ logLevel: 'debug', logFormat: 'pretty' }, { OB_PROXY_LOG_LEVEL: 'error', OB_PROXY_LOG_FORMAT: 'json' }, '/h', own)).toMatchObject({ logLevel: 'debug', logFormat: 'pretty' });
   });
 });
