@@ -186,3 +186,66 @@ describe('confirmation on a terminal', () => {
     expect(questions).toHaveLength(2);
   });
 });
+
+describe('confirmation names what dies', () => {
+  it('fail, terminate and remove ask too, and an empty answer is no; keys revoke names the key by name and hint', async () => {
+    await cli.json('instances', 'add', 'conf', '--model', MODEL, '--endpoint', simUrl);
+    await cli.json('instances', 'ready', 'conf');
+    const questions: string[] = [];
+    const c = inprocCli(d.daemon.management, { ask: (q) => { questions.push(q); return Promise.resolve(''); } });
+    for (const action of ['fail', 'terminate', 'remove']) {
+      expect(await c.run('instances', action, 'conf'), action).toEqual(refused(1, 'Not confirmed: nothing was changed (pass --yes to skip the question).'));
+    }
+    expect(questions).toEqual([
+      'Mark instance conf (gemma4:26b) failed and revoke its 1 active key for ever? [y/N] ',
+      'Terminate instance conf (gemma4:26b) for good and revoke its 1 active key for ever? [y/N] ',
+      'Remove instance conf (gemma4:26b): revoke its 1 active key for ever (they answer 404) and forget the record? [y/N] ',
+    ]);
+    expect(await cli.json('instances', 'show', 'conf')).toMatchObject({ state: 'ready', activeKeys: 1 });
+
+    const key = await cli.json<{ id: string; hint: string; secret: string }>('keys', 'create', '--instance', 'conf', '--name', 'key-0');
+    const yes = inprocCli(d.daemon.management, { ask: (q) => { questions.push(q); return Promise.resolve('yes'); } });
+    const revoked = await yes.run('keys', 'revoke', key.id);
+    expect(revoked).toEqual(ok(`Revoked key ${key.id} ("key-0") of instance conf. It answers 401 from now on.\n`));
+    expect(questions.at(-1)).toBe(`Revoke key "key-0" (${key.hint}) of instance conf for ever? [y/N] `);
+    expect(questions.join('')).not.toContain(key.secret);
+    // Nothing to ask about a key already revoked: the daemon's refusal says why.
+    expect(await yes.run('keys', 'revoke', key.id)).toEqual(refused(1, `Key ${key.id} was already revoked at ${AT} (manual).`));
+    expect(questions).toHaveLength(4);
+  });
+});
+
+describe('usage errors name the flag', () => {
+  it('a misspelt flag or command gets "did you mean", before any missing-option complaint', async () => {
+    expect(await cli.run('keys', 'create', '--nme', 'foo', '--instance', 'x')).toEqual(refused(2, 'unknown option \'--nme\' (did you mean --name?)'));
+    expect(await cli.run('instances', 'lst')).toEqual(refused(2, 'unknown command \'lst\' (did you mean list?)'));
+    expect(await cli.run('instancs', 'list')).toEqual(refused(2, 'unknown command \'instancs\' (did you mean instances?)'));
+    expect(await cli.run('instances', 'stop', 'x', '--yse')).toEqual(refused(2, 'unknown option \'--yse\' (did you mean --yes?)'));
+  });
+
+  it('a bad or past --pack-ends is exit 2 naming --pack-ends, never the JSON field; nothing is asked of the daemon', async () => {
+    const asked = cli.client.paths.length;
+    for (const bad of ['tomorrow', '2030-02-30T00:00:00Z', '+8x', '2020-01-01T00:00:00Z']) {
+      const r = await cli.run('instances', 'add', 'bad-date', '--model', MODEL, '--pack-ends', bad);
+      expect([r.code, r.stdout], bad).toEqual([2, '']);
+      expect(r.stderr, bad).toMatch(/^error: --pack-ends .*\n$/);
+      expect(r.stderr, bad).not.toContain('packEndsAt');
+    }
+    const extend = await cli.run('instances', 'extend', 'bad-date', '--pack-ends', 'next week');
+    expect([extend.code, extend.stderr]).toEqual([2, expect.stringMatching(/^error: --pack-ends .*"next week"\.\n$/)]);
+    expect(cli.client.paths.length).toBe(asked);
+  });
+
+  it('--pack-ends takes a duration from now', async () => {
+    const before = Date.now();
+    const added = await cli.json<{ packEndsAt: string }>('instances', 'add', 'dur', '--model', MODEL, '--pack-ends', '+8h');
+    const after = Date.now();
+    expect(Date.parse(added.packEndsAt)).toBeGreaterThanOrEqual(before + 8 * 3_600_000);
+    expect(Date.parse(added.packEndsAt)).toBeLessThanOrEqual(after + 8 * 3_600_000);
+    const extended = await cli.json<{ packEndsAt: string }>('instances', 'extend', 'dur', '--pack-ends', '+30d');
+    expect(Date.parse(extended.packEndsAt)).toBeGreaterThanOrEqual(before + 30 * 86_400_000);
+    const mixed = await cli.json<{ packEndsAt: string }>('instances', 'extend', 'dur', '--pack-ends', '+1d12h');
+    expect(Date.parse(mixed.packEndsAt)).toBeGreaterThanOrEqual(before + 36 * 3_600_000);
+    expect(Date.parse(mixed.packEndsAt)).toBeLessThan(before + 30 * 86_400_000);
+  });
+});
