@@ -267,6 +267,8 @@ async function assemble(config: Config, deps: DaemonDeps, opened: Opened): Promi
     clearInterval(staleTimer);
   };
   const abandon = async (): Promise<void> => {
+    // Everything is closed here: a shutdown() after a failed listen() has nothing left to do.
+    stopping ??= Promise.resolve();
     stopWatching();
     stopTimers();
     await probe.close();

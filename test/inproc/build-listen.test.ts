@@ -45,3 +45,20 @@ it('a daemon that never listened does not remove the socket at its path at shutd
     await d.close();
   }
 });
+
+it('a listen() that fails closes everything: a later shutdown() has nothing left to do', async () => {
+  const taken = createServer();
+  await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+  const port = (taken.address() as { port: number }).port;
+  const d = await buildInproc({ port });
+  try {
+    await expect(d.daemon.listen()).rejects.toThrow(`Cannot listen on 127.0.0.1:${port} (EADDRINUSE): something else holds that port.`);
+    expect(await isSocket(d.config.socket)).toBe(false);
+    await d.daemon.shutdown(0);
+    // The store was closed once, by the failed listen(): shutdown() did not run again.
+    expect(d.logs.map((l) => l.msg)).not.toContain('stopped');
+  } finally {
+    await new Promise<void>((resolve) => taken.close(() => resolve()));
+    await d.close();
+  }
+});
