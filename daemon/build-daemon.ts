@@ -44,10 +44,20 @@ export interface DaemonDeps {
   socketGid?: number;
 }
 
+/**
+ * Both planes built and ready: `dataPlane.inject()` and `management.inject()` answer before
+ * `listen()`, with nothing bound and no timer armed, so a test can drive a whole daemon in process.
+ */
 export interface Daemon {
   ctx: DaemonContext;
   dataPlane: FastifyInstance;
   management: FastifyInstance;
+  /**
+   * Binds the public port, the metrics listener and the management socket, then starts the
+   * probes and the timers (pack ends, usage flushes, staleness, live samples). Once only. On
+   * failure everything is closed (store, lock) and the daemon cannot be used again.
+   */
+  listen(): Promise<void>;
   /** Resolves when the daemon has fully stopped (after shutdown). */
   shutdown(graceMs?: number): Promise<void>;
   /**
@@ -60,6 +70,16 @@ export interface Daemon {
 
 /** Opens the store, binds the socket and the public port, and starts the daemon's timers. */
 export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Daemon> {
+  const daemon = await buildDaemon(config, deps);
+  await daemon.listen();
+  return daemon;
+}
+
+/**
+ * Opens the store and builds both planes, ready for `inject()`; binds nothing (the socket path
+ * is checked, not bound) and arms no timer until `listen()`.
+ */
+export async function buildDaemon(config: Config, deps: DaemonDeps): Promise<Daemon> {
   const clock = deps.clock ?? systemClock;
   const log = deps.logger ?? await buildLogger(config.logLevel, deps.logStream, config.logFormat ?? 'json');
   // Before anything is opened: a certificate that cannot serve, or an unknown group, is a start-up error.
@@ -103,7 +123,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
         else log.warn({ instance: inst.id, endpoint: inst.endpoint, health: now.status, error: now.error }, 'model server probe failed');
       },
     });
-    return await startServing(config, deps, { clock, log, store, lifecycle, lock, metrics, probe, health, upstreamTokens, tls, socketGid });
+    return await assemble(config, deps, { clock, log, store, lifecycle, lock, metrics, probe, health, upstreamTokens, tls, socketGid });
   } catch (err) {
     await store.close().catch(() => {});
     await lock?.release();
@@ -130,10 +150,11 @@ interface Opened {
   upstreamTokens: UpstreamTokens;
 }
 
-async function startServing(config: Config, deps: DaemonDeps, opened: Opened): Promise<Daemon> {
+async function assemble(config: Config, deps: DaemonDeps, opened: Opened): Promise<Daemon> {
   const { clock, log, store, lifecycle, lock, metrics, probe, health, upstreamTokens, tls, socketGid } = opened;
 
   let packTimer: NodeJS.Timeout | undefined;
+  let listening = false;
   const ctx: DaemonContext = {
     config, clock, lifecycle,
     usage: new UsageTracker(),
@@ -176,7 +197,8 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
   function schedulePackTimer(): void {
     clearTimeout(packTimer);
     const next = lifecycle.nextPackEnd();
-    if (next === null || ctx.draining) return;
+    // Before listen(), no timer: the request path checks pack ends itself, and listen() arms it.
+    if (next === null || ctx.draining || !listening) return;
     // setTimeout holds at most 2^31-1 ms (24.8 days) and fires at once for more: cap it, and a
     // pack that ends later is simply re-armed when the capped timer fires. A daemon of a shared
     // store that does not hold its chores looks again every second, to take over from one that died.
@@ -199,7 +221,6 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
   await lifecycle.endDuePacks().then((ended) => {
     for (const i of ended) log.info({ instance: i.id }, 'pack ended while the daemon was down: keys revoked');
   }, (err: unknown) => log.error({ err: (err as Error).message }, 'ending packs that ran out while the daemon was down: not written yet'));
-  schedulePackTimer();
 
   const flushUsage = async (): Promise<void> => {
     const dirty = ctx.usage.takeDirty();
@@ -210,12 +231,6 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
       log.warn({ err: (err as Error).message }, 'usage flush failed; will retry');
     }
   };
-  const usageTimer = setInterval(() => {
-    void flushUsage();
-    // A shared store: a revocation written late still reaches the other daemons soon after the
-    // database is back, not only with this daemon's next management change.
-    if (store.subscribe !== undefined) lifecycle.retryUnwritten().catch(() => {});
-  }, config.usageFlushMs);
 
   // Changes made through other daemons of a shared store: the pack timer and the instance's
   // upstream token follow them, as they follow this daemon's own management routes.
@@ -227,91 +242,118 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
     else void ctx.upstreamTokens.load(inst).catch((err: unknown) => log.error({ instance: inst.id, err: (err as Error).message }, 'upstream token not loaded'));
   });
 
-  // Bounded staleness (CONTRACT §4): a flag the request path reads, set here, so a request
-  // never computes it, and a change of state is logged once.
-  const lastInSync = store.lastInSync?.bind(store);
-  const staleTimer = lastInSync === undefined ? undefined : setInterval(() => {
-    const behindMs = clock.now() - lastInSync();
-    const stale = behindMs > config.maxStaleMs;
-    if (stale === ctx.storeStale) return;
-    ctx.storeStale = stale;
-    if (stale) log.error({ store: store.location, behindMs, maxStaleMs: config.maxStaleMs }, 'out of sync with the store for longer than --max-stale: refusing every key with 503 store_unreachable until in sync again');
-    else log.info({ store: store.location }, 'in sync with the store again: serving keys');
-  }, 100);
-  staleTimer?.unref();
-
-  // The console's live view: rates from counters in memory, sampled off the request path.
-  const liveTimer = setInterval(() => ctx.live.sample(clock.now(), (id) => lifecycle.registry.instances.has(id)), 1000);
-  liveTimer.unref();
-
-  // Also during the drain: a key revoked then still ends its streams.
+  // Also during the drain: a key revoked then still ends its streams. Its sweep needs no listener.
   const stopWatching = watchRevocations(ctx);
 
   const management = buildManagementPlane(ctx);
   const dataPlane = buildDataPlane(ctx, tls);
+  try {
+    await Promise.all([dataPlane.ready(), management.ready()]);
+  } catch (err) {
+    stopWatching();
+    stopFollowing();
+    throw err;
+  }
+
+  let usageTimer: NodeJS.Timeout | undefined;
+  let staleTimer: NodeJS.Timeout | undefined;
+  let liveTimer: NodeJS.Timeout | undefined;
   let metricsListener: { url: string; close(): Promise<void> } | null = null;
-  const abandon = async (): Promise<void> => {
+  const stopTimers = (): void => {
     health.stop();
-    await probe.close();
     clearInterval(liveTimer);
     clearTimeout(packTimer);
     clearInterval(usageTimer);
-    await metricsListener?.close();
     clearInterval(staleTimer);
+  };
+  const abandon = async (): Promise<void> => {
+    // Everything is closed here: a shutdown() after a failed listen() has nothing left to do.
+    stopping ??= Promise.resolve();
+    stopWatching();
+    stopTimers();
+    await probe.close();
+    await metricsListener?.close();
     stopFollowing();
     await dataPlane.close();
     await removeSocket(config.socket);
     await store.close().catch(() => {});
     await lock?.release();
   };
-  // The public port first: whoever reaches the socket can then always learn the base URL.
-  try {
-    await dataPlane.listen({ host: config.host, port: config.port });
-  } catch (err) {
-    stopWatching();
-    await abandon();
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'EADDRINUSE' || code === 'EACCES' || code === 'EADDRNOTAVAIL') {
-      throw new Error(`Cannot listen on ${config.host}:${config.port} (${code}): ${code === 'EADDRINUSE' ? 'something else holds that port' : 'the address or port is not available'}. Choose another with --port / --host (env OB_PROXY_PORT / OB_PROXY_HOST).`, { cause: err });
-    }
-    throw err;
+
+  function startTimers(): void {
+    schedulePackTimer();
+    usageTimer = setInterval(() => {
+      void flushUsage();
+      // A shared store: a revocation written late still reaches the other daemons soon after the
+      // database is back, not only with this daemon's next management change.
+      if (store.subscribe !== undefined) lifecycle.retryUnwritten().catch(() => {});
+    }, config.usageFlushMs);
+
+    // Bounded staleness (CONTRACT §4): a flag the request path reads, set here, so a request
+    // never computes it, and a change of state is logged once.
+    const lastInSync = store.lastInSync?.bind(store);
+    staleTimer = lastInSync === undefined ? undefined : setInterval(() => {
+      const behindMs = clock.now() - lastInSync();
+      const stale = behindMs > config.maxStaleMs;
+      if (stale === ctx.storeStale) return;
+      ctx.storeStale = stale;
+      if (stale) log.error({ store: store.location, behindMs, maxStaleMs: config.maxStaleMs }, 'out of sync with the store for longer than --max-stale: refusing every key with 503 store_unreachable until in sync again');
+      else log.info({ store: store.location }, 'in sync with the store again: serving keys');
+    }, 100);
+    staleTimer?.unref();
+
+    // The console's live view: rates from counters in memory, sampled off the request path.
+    liveTimer = setInterval(() => ctx.live.sample(clock.now(), (id) => lifecycle.registry.instances.has(id)), 1000);
+    liveTimer.unref();
+    health.start(config.probeIntervalMs);
   }
-  const addr = dataPlane.server.address();
-  const port = typeof addr === 'object' && addr !== null ? addr.port : config.port;
-  const host = config.host.includes(':') ? `[${config.host}]` : config.host;
-  ctx.baseUrl = `${tls === null ? 'http' : 'https'}://${host}:${port}`;
-  try {
-    if (metrics !== null) {
-      const { listenMetrics } = await import('./metrics/metrics-server.js');
-      metricsListener = await listenMetrics(metrics, config.metricsHost, config.metricsPort ?? 0).catch((err: unknown) => {
-        const code = (err as NodeJS.ErrnoException).code ?? 'error';
-        throw new Error(`Cannot serve metrics on ${config.metricsHost}:${String(config.metricsPort)} (${code}). Choose another with --metrics-port / --metrics-host.`, { cause: err });
-      });
+
+  async function listen(): Promise<void> {
+    if (listening || stopping !== null) throw new Error('This daemon has already listened, or is stopping.');
+    listening = true;
+    // The public port first: whoever reaches the socket can then always learn the base URL.
+    try {
+      await dataPlane.listen({ host: config.host, port: config.port });
+    } catch (err) {
+      await abandon();
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'EADDRINUSE' || code === 'EACCES' || code === 'EADDRNOTAVAIL') {
+        throw new Error(`Cannot listen on ${config.host}:${config.port} (${code}): ${code === 'EADDRINUSE' ? 'something else holds that port' : 'the address or port is not available'}. Choose another with --port / --host (env OB_PROXY_PORT / OB_PROXY_HOST).`, { cause: err });
+      }
+      throw err;
     }
-    await management.listen({ path: config.socket });
-    await chmod(config.socket, 0o600);
-    if (socketGid !== null) {
-      const unreachable = await shareSocket(config.socket, socketGid);
-      if (unreachable !== null) log.warn({ socket: config.socket, gid: socketGid }, unreachable);
+    const addr = dataPlane.server.address();
+    const port = typeof addr === 'object' && addr !== null ? addr.port : config.port;
+    const host = config.host.includes(':') ? `[${config.host}]` : config.host;
+    ctx.baseUrl = `${tls === null ? 'http' : 'https'}://${host}:${port}`;
+    try {
+      if (metrics !== null) {
+        const { listenMetrics } = await import('./metrics/metrics-server.js');
+        metricsListener = await listenMetrics(metrics, config.metricsHost, config.metricsPort ?? 0).catch((err: unknown) => {
+          const code = (err as NodeJS.ErrnoException).code ?? 'error';
+          throw new Error(`Cannot serve metrics on ${config.metricsHost}:${String(config.metricsPort)} (${code}). Choose another with --metrics-port / --metrics-host.`, { cause: err });
+        });
+      }
+      await management.listen({ path: config.socket });
+      await chmod(config.socket, 0o600);
+      if (socketGid !== null) {
+        const unreachable = await shareSocket(config.socket, socketGid);
+        if (unreachable !== null) log.warn({ socket: config.socket, gid: socketGid }, unreachable);
+      }
+    } catch (err) {
+      await abandon();
+      throw err;
     }
-  } catch (err) {
-    stopWatching();
-    await abandon();
-    throw err;
+    ctx.metricsUrl = metricsListener?.url ?? null;
+    log.info({ baseUrl: ctx.baseUrl, socket: config.socket, store: store.location, version: deps.version, metrics: ctx.metricsUrl }, 'ob-proxy serving');
+    startTimers();
   }
-  ctx.metricsUrl = metricsListener?.url ?? null;
-  log.info({ baseUrl: ctx.baseUrl, socket: config.socket, store: store.location, version: deps.version, metrics: ctx.metricsUrl }, 'ob-proxy serving');
-  health.start(config.probeIntervalMs);
 
   let stopping: Promise<void> | null = null;
   async function shutdown(graceMs = config.graceMs): Promise<void> {
     stopping ??= (async () => {
       ctx.draining = true;
-      health.stop();
-      clearInterval(liveTimer);
-      clearTimeout(packTimer);
-      clearInterval(usageTimer);
-      clearInterval(staleTimer);
+      stopTimers();
       stopFollowing();
       log.info({ graceMs }, 'draining: no new requests, in-flight ones may finish');
       const drained = dataPlane.close();
@@ -353,7 +395,8 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
       await probe.close();
       management.server.closeAllConnections();
       await management.close();
-      await removeSocket(config.socket);
+      // A daemon that never listened must not remove a socket it did not make.
+      if (listening) await removeSocket(config.socket);
       await lock?.release();
       if (failure !== null) {
         log.error({ unwritten: (failure as Partial<UnwrittenAtShutdownError>).unwritten }, failure.message);
@@ -377,5 +420,5 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
     return true;
   }
 
-  return { ctx, dataPlane, management, shutdown, reloadTls };
+  return { ctx, dataPlane, management, listen, shutdown, reloadTls };
 }

@@ -1,6 +1,10 @@
+/**
+ * The key lifecycle through the real binary, over the real socket, against a real daemon and
+ * simulator: the whole path once, the pack timer, a restart, and an unreachable daemon. Each
+ * command's outputs, exit codes and refusals, pending and --no-wait, are in test/inproc/cli.test.ts.
+ */
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import OpenAI from 'openai';
 import { afterEach, describe, expect, it } from 'vitest';
 import { hello, postChat } from '../helpers/chat.js';
 import { type ServeProcess, type SimProcess, cliJson, eventually, runCli, startServe, startSimulate, tmpHome } from '../helpers/processes.js';
@@ -114,20 +118,6 @@ describe('key lifecycle through the real CLI against the real daemon', () => {
     expect(serve.lines.join('\n').match(SECRET)).toBeNull();
   });
 
-  it('pending answers 409 with keys kept, and ready brings them back with no new default key', async () => {
-    const home = await tmpHome();
-    sim = await startSimulate([MODEL]);
-    serve = await startServe(home);
-    await cliJson(['instances', 'add', 'gpu-1', '--model', MODEL, '--endpoint', sim.url], home);
-    const k = (await cliJson<ReadyJson>(['instances', 'ready', 'gpu-1'], home)).defaultKey!.secret;
-    await cliJson(['instances', 'pending', 'gpu-1'], home);
-    expect(await codeOf(serve.baseUrl, k)).toEqual([409, 'deployment_not_ready']);
-    const back = await cliJson<ReadyJson>(['instances', 'ready', 'gpu-1'], home);
-    expect(back.defaultKey).toBeNull();
-    expect(back.activeKeys).toBe(1);
-    expect(await works(serve.baseUrl, k)).toBe(200);
-  });
-
   it('a pack that ends with no command stops the instance and revokes its keys with pack_ended', async () => {
     const home = await tmpHome();
     sim = await startSimulate([MODEL]);
@@ -169,57 +159,15 @@ describe('key lifecycle through the real CLI against the real daemon', () => {
     expect(keys.find((k) => k.isDefault)!.usage.requests).toBe(2); // one before the restart (flushed at shutdown), one after
   });
 
-  it('ready --no-wait leaves the default secret for one reveal', async () => {
-    const home = await tmpHome();
-    sim = await startSimulate([MODEL]);
-    serve = await startServe(home);
-    await cliJson(['instances', 'add', 'gpu-1', '--model', MODEL, '--endpoint', sim.url], home);
-    const r = await cliJson<ReadyJson>(['instances', 'ready', 'gpu-1', '--no-wait'], home);
-    expect(r.defaultKey).toBeNull();
-    const key = await eventually(async () => (await cliJson<Array<KeyJson & { revealable: boolean }>>(['keys', 'list'], home)).find((k) => k.revealable), 'default key');
-    const shown = await cliJson<KeyJson>(['keys', 'reveal', key.id], home);
-    const c = new OpenAI({ baseURL: `${serve.baseUrl}/v1`, apiKey: shown.secret!, maxRetries: 0 });
-    expect((await c.models.list()).data[0]!.id).toBe(MODEL);
-    expect((await runCli(['keys', 'reveal', key.id], { home })).code).toBe(1);
-  });
 });
 
 describe('CLI conventions', () => {
-  it('exit 3 with a hint when the daemon is not running; exit 2 on a usage error; one line on stderr', async () => {
+  // Exit 2, exit 1, help and the in-process CLI's outputs: test/inproc/cli.test.ts.
+  it('exit 3 with a hint when no daemon listens on the socket; one line on stderr', async () => {
     const home = await tmpHome();
     const down = await runCli(['instances', 'list', '--json'], { home });
     expect(down.code).toBe(3);
     expect(down.stdout).toBe('');
     expect(down.stderr).toMatch(/^error: Cannot reach the ob-proxy daemon .*ob-proxy serve.*\n$/);
-    const usage = await runCli(['keys', 'create', '--instance', 'x'], { home });
-    expect(usage.code).toBe(2);
-    expect(usage.stderr).toContain("required option '--name <name>'");
-    const unknown = await runCli(['instancs'], { home });
-    expect(unknown.code).toBe(2);
-  });
-
-  it('--help on every command shows an example', async () => {
-    for (const cmd of [['serve'], ['instances', 'add'], ['instances', 'ready'], ['instances', 'stop'], ['keys', 'create'], ['keys', 'list'], ['keys', 'reveal'], ['revocations'], ['simulate'], ['demo'], ['console']]) {
-      const r = await runCli([...cmd, '--help']);
-      expect(r.code, cmd.join(' ')).toBe(0);
-      expect(r.stdout, cmd.join(' ')).toMatch(/Examples?:\n {2}\$ /);
-    }
-  });
-
-  it('refuses bad input with a clear message and exit 1', async () => {
-    const home = await tmpHome();
-    serve = await startServe(home);
-    const bad = await runCli(['instances', 'add', '../etc', '--model', MODEL], { home });
-    expect([bad.code, bad.stderr]).toEqual([1, expect.stringMatching(/^error: Instance id must be/)]);
-    const model = await runCli(['instances', 'add', 'x1', '--model', 'llama3'], { home });
-    expect(model.stderr).toMatch(/Unknown model "llama3": use one of gemma4:26b, qwen3.6:27b/);
-    const date = await runCli(['instances', 'add', 'x1', '--model', MODEL, '--pack-ends', 'tomorrow'], { home });
-    // A usage error, checked by the CLI, naming the flag (issue 14).
-    expect([date.code, date.stderr]).toEqual([2, expect.stringMatching(/^error: --pack-ends must be an ISO 8601 time/)]);
-    await cliJson(['instances', 'add', 'x1', '--model', MODEL], home);
-    const noEndpoint = await runCli(['instances', 'ready', 'x1'], { home });
-    expect(noEndpoint.stderr).toMatch(/has no endpoint: give --endpoint URL/);
-    const notReady = await runCli(['keys', 'create', '--instance', 'x1', '--name', 'a'], { home });
-    expect([notReady.code, notReady.stderr]).toEqual([1, expect.stringMatching(/keys can be created only for a ready instance/)]);
   });
 });
