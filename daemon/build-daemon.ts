@@ -4,7 +4,7 @@ import type { Server as SecureServer } from 'node:tls';
 import type { FastifyInstance } from 'fastify';
 import type { DestinationStream, Logger } from 'pino';
 import { type Clock, iso, systemClock } from '../src/clock.js';
-import type { Config } from '../src/config.js';
+import { type Config, SETTINGS, settingLabel } from '../src/config.js';
 import { type SecretSource, cryptoSecretSource } from '../src/domain/api-key.js';
 import { InstanceHealth } from '../src/services/instance-health.js';
 import { LifecycleService } from '../src/services/lifecycle.js';
@@ -318,7 +318,7 @@ async function assemble(config: Config, deps: DaemonDeps, opened: Opened): Promi
       await abandon();
       const code = (err as NodeJS.ErrnoException).code;
       if (code === 'EADDRINUSE' || code === 'EACCES' || code === 'EADDRNOTAVAIL') {
-        throw new Error(`Cannot listen on ${config.host}:${config.port} (${code}): ${code === 'EADDRINUSE' ? 'something else holds that port' : 'the address or port is not available'}. Choose another with --port / --host (env OB_PROXY_PORT / OB_PROXY_HOST).`, { cause: err });
+        throw new Error(`Cannot listen on ${config.host}:${config.port} (${code}): ${code === 'EADDRINUSE' ? 'something else holds that port' : 'the address or port is not available'}. Choose another with ${settingLabel(SETTINGS.port)} / ${settingLabel(SETTINGS.host)}.`, { cause: err });
       }
       throw err;
     }

@@ -1,4 +1,5 @@
 import { chmod, mkdir, stat } from 'node:fs/promises';
+import { SETTINGS, settingLabel } from '../src/config.js';
 
 /**
  * Creates the home 0700, and makes an existing one 0700: mkdir's mode applies only to what it
@@ -9,11 +10,11 @@ import { chmod, mkdir, stat } from 'node:fs/promises';
 export async function ensurePrivateHome(home: string): Promise<number | null> {
   await mkdir(home, { recursive: true, mode: 0o700 });
   const st = await stat(home);
-  if (!st.isDirectory()) throw new Error(`The home ${home} is not a folder. Give --home (or OB_PROXY_HOME) a folder for ob-proxy's files.`);
+  if (!st.isDirectory()) throw new Error(`The home ${home} is not a folder. Give ${settingLabel(SETTINGS.home)} a folder for ob-proxy's files.`);
   const mode = st.mode & 0o7777;
   if ((mode & 0o077) === 0) return null;
   if ((mode & 0o1000) !== 0) {
-    throw new Error(`The home ${home} is a shared folder (mode ${octal(mode)}, sticky, like /tmp). Give --home (or OB_PROXY_HOME) a folder of ob-proxy's own, e.g. ~/.ob-proxy.`);
+    throw new Error(`The home ${home} is a shared folder (mode ${octal(mode)}, sticky, like /tmp). Give ${settingLabel(SETTINGS.home)} a folder of ob-proxy's own, e.g. ~/.ob-proxy.`);
   }
   const uid = process.getuid?.();
   if (uid !== undefined && st.uid !== uid) {

@@ -2,6 +2,7 @@ import { constants } from 'node:fs';
 import { type FileHandle, lstat, open, readlink, rename, unlink } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { Adapter } from 'lowdb';
+import { SETTINGS, settingLabel } from '../config.js';
 
 /** The store file or its temp file is something ob-proxy will not read through or write over. */
 export class UnsafeStorePathError extends Error {
@@ -50,7 +51,7 @@ export class AtomicJsonFile<T> implements Adapter<T> {
   private async linkError(): Promise<UnsafeStorePathError> {
     const target = await readlink(this.path).catch(() => '?');
     return new UnsafeStorePathError(
-      `${this.path} is a symbolic link (to ${target}). ob-proxy replaces the store file on every write, which would turn the link into a plain file and leave ${target} behind: point --store (or OB_PROXY_STORE) at ${target} itself, or replace the link with that file.`,
+      `${this.path} is a symbolic link (to ${target}). ob-proxy replaces the store file on every write, which would turn the link into a plain file and leave ${target} behind: point ${settingLabel(SETTINGS.store)} at ${target} itself, or replace the link with that file.`,
     );
   }
 
