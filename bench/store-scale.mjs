@@ -119,15 +119,18 @@ async function measureStore(label, data, { rounds, nodeArgs, log, dir, build = {
  * (the temp folder) and, when there is one, on a tmpfs (/dev/shm), where a sync costs nothing:
  * the daemon's own work, apart from the disk's.
  *
- * OB_STORE_BENCH_BASE=<another build's dist/bin/ob-proxy.js> runs that build too, interleaved
- * with this one run by run (a before/after in one run, under the same load);
+ * OB_STORE_BENCH_BASE=[name=]<another build's dist/bin/ob-proxy.js>[,…] runs those builds too,
+ * interleaved with this one run by run (a before/after in one run, under the same load);
  * OB_STORE_BENCH_DIRS=<dir>[,<dir>] replaces the folders.
  */
 export async function runStoreBench({ rounds = 600, reps = 2, nodeArgs = [], log }) {
   const big = bigStore();
   const dirs = process.env.OB_STORE_BENCH_DIRS?.split(',') ?? [tmpdir(), ...(existsSync('/dev/shm') ? ['/dev/shm'] : [])];
   const builds = [
-    ...(process.env.OB_STORE_BENCH_BASE ? [{ name: 'base', bin: resolve(process.env.OB_STORE_BENCH_BASE) }] : []),
+    ...(process.env.OB_STORE_BENCH_BASE?.split(',') ?? []).map((b) => {
+      const [name, bin] = b.includes('=') ? b.split('=') : ['base', b];
+      return { name, bin: resolve(bin) };
+    }),
     { name: 'this', bin: OB_BIN },
   ];
   const runs = [];

@@ -104,7 +104,12 @@ function contentEnd(b: Buffer): number {
   return last + 1;
 }
 
-/** Zeros kept written ahead of the last entry (bytes): see CommitJournal. */
+/**
+ * Zeros kept written ahead of the last entry (bytes) when a store asks for them: see
+ * CommitJournal. The lowdb store's default is none (LowdbStoreOptions.commitReserve): with
+ * zeros ahead, a disk that fills up keeps taking commits into them, which changes what a full
+ * disk refuses (docs/reliability.md).
+ */
 export const COMMIT_RESERVE = 64 * 1024;
 
 /**
@@ -133,7 +138,7 @@ export class CommitJournal {
   }
 
   /** Opens (creating) the journal; a torn last line (past `end`) is overwritten with zeros. */
-  static async open(path: string, end: number, reserve = COMMIT_RESERVE): Promise<CommitJournal> {
+  static async open(path: string, end: number, reserve = 0): Promise<CommitJournal> {
     const fh = await openJournal(path, constants.O_RDWR | constants.O_CREAT | constants.O_NOFOLLOW);
     try {
       const st = await fh.stat();

@@ -28,6 +28,12 @@ export interface LowdbStoreOptions {
   foldBytes?: number;
   /** Audit events db.json keeps; older ones move to `<store>.audit` (default 10,000). */
   auditKeep?: number;
+  /**
+   * Zeros written ahead in the journal of commits (bytes; default none, COMMIT_RESERVE is the
+   * measured setting). An append into them changes no file metadata, so its fdatasync commits
+   * no file-system journal; but a disk that fills up then still takes commits into them.
+   */
+  commitReserve?: number;
   /** Reads the store (journal included) and writes nothing of its own: `store migrate`. */
   readOnly?: boolean;
 }
@@ -126,7 +132,7 @@ export class LowdbStore implements Store {
     });
     this.tables = Tables.from(reconciled.data);
 
-    this.log = await CommitJournal.open(this.commitJournalPath, replay.liveEnd);
+    this.log = await CommitJournal.open(this.commitJournalPath, replay.liveEnd, this.options.commitReserve);
     // What was corrected in memory, and what the journal added, reach db.json now: a store
     // that was not closed cleanly starts from a complete db.json again.
     const keep = this.options.auditKeep ?? DEFAULT_AUDIT_KEEP;
@@ -321,7 +327,7 @@ export class LowdbStore implements Store {
     await rename(this.commitJournalPath, segment);
     this.segments.push(segment);
     // A new, empty file (open syncs the folder, so the rename is durable too).
-    this.log = await CommitJournal.open(this.commitJournalPath, 0);
+    this.log = await CommitJournal.open(this.commitJournalPath, 0, this.options.commitReserve);
     this.liveFirst = this.nextN;
   }
 

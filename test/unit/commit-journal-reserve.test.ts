@@ -1,7 +1,7 @@
 /**
- * The journal of commits writes into zeros it wrote ahead (so an append changes no file
- * metadata and its sync needs no commit of the file system's journal), and a stop writes its
- * two journals at once. What must still hold: entries read back after a crash, without a notice
+ * The journal of commits can write into zeros it wrote ahead (LowdbStoreOptions.commitReserve:
+ * an append then changes no file metadata and its sync needs no commit of the file system's
+ * journal), and a stop writes its two journals at once. What must still hold: entries read back after a crash, without a notice
  * for the zeros; a file put in the journal's place while running (same inode, another size)
  * refused; a commit whose revocation record failed taken back, so "nothing was changed" stays true.
  */
@@ -18,9 +18,9 @@ const MODELS = ['gemma4:26b'];
 const clock = { now: () => Date.parse('2026-11-23T12:00:00Z') };
 const home = (): Promise<string> => mkdtemp(join(tmpdir(), 'objr-'));
 
-async function open(path: string) {
+async function open(path: string, commitReserve = COMMIT_RESERVE) {
   const notices: string[] = [];
-  const store = new LowdbStore(path, { onNotice: (m) => notices.push(m) });
+  const store = new LowdbStore(path, { onNotice: (m) => notices.push(m), commitReserve });
   const lc = await LifecycleService.open({ store, clock, secrets: cryptoSecretSource, models: MODELS });
   return { store, lc, notices };
 }
@@ -102,10 +102,10 @@ describe('the journal of commits, written into zeros written ahead', () => {
     await third.store.close();
   });
 
-  it('a copy put over the journal while the daemon runs (same file, other size) fails the commit; nothing acknowledged is lost', async () => {
+  it.each([0, COMMIT_RESERVE])('a copy put over the journal while the daemon runs (same file, other size) fails the commit (zeros ahead: %i)', async (reserve) => {
     const dir = await home();
     const path = join(dir, 'db.json');
-    const { lc, store } = await open(path);
+    const { lc, store } = await open(path, reserve);
     await lc.addInstance({ id: 'gpu-1', model: 'gemma4:26b', endpoint: 'http://127.0.0.1:9/v1' });
     await copyFile(`${path}.journal`, join(dir, 'older'));
     await lc.addInstance({ id: 'gpu-2', model: 'gemma4:26b' });
@@ -116,10 +116,10 @@ describe('the journal of commits, written into zeros written ahead', () => {
     await store.close().catch(() => {});
   });
 
-  it('a stop whose revocation record fails is not committed either: the refusal says so and a restart agrees', async () => {
+  it.each([0, COMMIT_RESERVE])('a stop whose revocation record fails is not committed either: the refusal says so and a restart agrees (zeros ahead: %i)', async (reserve) => {
     const dir = await home();
     const path = join(dir, 'db.json');
-    const { lc, store } = await open(path);
+    const { lc, store } = await open(path, reserve);
     await lc.addInstance({ id: 'gpu-1', model: 'gemma4:26b', endpoint: 'http://127.0.0.1:9/v1' });
     const key = await (await lc.ready('gpu-1')).defaultKey;
     const before = (await readJournal(`${path}.journal`))!;
@@ -136,7 +136,7 @@ describe('the journal of commits, written into zeros written ahead', () => {
     await lc.addInstance({ id: 'gpu-2', model: 'gemma4:26b' });
     expect(store.isRevocationDurable(key!.id)).toBe(true);
     await lc.close();
-    const again = await open(path);
+    const again = await open(path, reserve);
     expect(again.lc.registry.keys.get(key!.id)).toMatchObject({ status: 'revoked', revokeReason: 'instance_stopped' });
     expect(again.lc.registry.instances.get('gpu-1')).toMatchObject({ state: 'stopped' });
     await again.store.close();
