@@ -74,7 +74,16 @@ async function measureStore(label, data, { rounds, nodeArgs, log, dir, build = {
   try {
     await waitFor(() => existsSync(join(home, 'ob-proxy.sock')) || proc.exitCode !== null, 'the daemon to start');
     if (proc.exitCode !== null) throw new Error(`serve exited ${proc.exitCode}: ${stderr}`);
-    await client.status();
+    // The socket file exists from bind, a moment before it accepts (seen on a loaded machine).
+    for (let i = 0; ; i++) {
+      try {
+        await client.status();
+        break;
+      } catch (err) {
+        if (i >= 100 || proc.exitCode !== null) throw err;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    }
     const startMs = performance.now() - t0;
     const create = [];
     const stop = [];

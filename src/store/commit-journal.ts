@@ -174,12 +174,14 @@ export class CommitJournal {
   async append(line: Buffer): Promise<void> {
     // A top-up writes past `allocated`: an entry that would reach there waits for it.
     if (this.end + line.length > this.allocated) await this.topping;
+    // Sizes the file can have now: a top-up under way may finish while the stat runs.
+    const low = this.allocated;
+    const high = this.topping === null ? low : this.toppingTo;
     const fh = await openJournal(this.path, constants.O_RDWR | constants.O_NOFOLLOW);
     let done = 0;
     try {
       const st = await fh.stat();
-      const sizeOk = this.topping === null ? st.size === this.allocated : st.size >= this.allocated && st.size <= this.toppingTo;
-      if (st.ino !== this.ino || !st.isFile() || !sizeOk) {
+      if (st.ino !== this.ino || !st.isFile() || st.size < low || st.size > high) {
         throw Object.assign(new CommitJournalError(`${this.path} was moved, replaced or changed while the daemon ran`), { code: 'EJOURNALREPLACED' });
       }
       while (done < line.length) {
@@ -191,7 +193,14 @@ export class CommitJournal {
       await fh.datasync();
     } catch (err) {
       // Neither needs new space: a full disk still lets the cut-off entry be removed.
-      if (done > 0) await this.undo(fh, done).catch(() => {});
+      if (done > 0) {
+        await this.undo(fh, done).catch(() => {});
+        // An undo that failed leaves the file longer: its size is taken as it is, so the journal
+        // is not then refused as replaced. What is left past `end` is overwritten by the next
+        // entry, or read as a torn last write.
+        const st = await fh.stat().catch(() => null);
+        if (st?.ino === this.ino) this.allocated = Math.max(this.allocated, st.size);
+      }
       throw err;
     } finally {
       await fh.close();
