@@ -10,7 +10,7 @@
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { OB_BIN, freePort } from './targets.mjs';
 
@@ -60,21 +60,30 @@ async function waitFor(check, what, ms = 60_000) {
   }
 }
 
-async function measureStore(label, data, { rounds, nodeArgs, log, dir }) {
+async function measureStore(label, data, { rounds, nodeArgs, log, dir, build = { name: 'this', bin: OB_BIN } }) {
   const { DaemonClient } = await import(join(ROOT, 'dist/cli/daemon-client.js'));
   const home = mkdtempSync(join(dir, 'obstore-'));
   if (data !== null) writeFileSync(join(home, 'db.json'), JSON.stringify(data));
   const dbBytes = data === null ? 0 : statSync(join(home, 'db.json')).size;
   const port = await freePort();
   const t0 = performance.now();
-  const proc = spawn(process.execPath, [...nodeArgs, OB_BIN, 'serve', '--home', home, '--port', String(port), '--log-level', 'warn'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const proc = spawn(process.execPath, [...nodeArgs, build.bin, 'serve', '--home', home, '--port', String(port), '--log-level', 'warn'], { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   proc.stderr.setEncoding('utf8').on('data', (s) => { stderr += s; });
   const client = new DaemonClient(join(home, 'ob-proxy.sock'));
   try {
     await waitFor(() => existsSync(join(home, 'ob-proxy.sock')) || proc.exitCode !== null, 'the daemon to start');
     if (proc.exitCode !== null) throw new Error(`serve exited ${proc.exitCode}: ${stderr}`);
-    await client.status();
+    // The socket file exists from bind, a moment before it accepts (seen on a loaded machine).
+    for (let i = 0; ; i++) {
+      try {
+        await client.status();
+        break;
+      } catch (err) {
+        if (i >= 100 || proc.exitCode !== null) throw err;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    }
     const startMs = performance.now() - t0;
     const create = [];
     const stop = [];
@@ -88,7 +97,8 @@ async function measureStore(label, data, { rounds, nodeArgs, log, dir }) {
       ino = now;
       const id = `m-${r}`;
       await client.addInstance({ id, model: 'gemma4:26b', endpoint: 'http://127.0.0.1:9/v1' });
-      await client.ready(id, { wait: true });
+      // No model server behind it: the probe of its endpoint is skipped.
+      await client.ready(id, { wait: true, probe: false });
       for (let k = 0; k < 10; k++) await client.createKey(id, `k${k}`);
       // The control: a read through the same socket, no store work. Its tail is the machine's.
       let t = performance.now();
@@ -102,8 +112,8 @@ async function measureStore(label, data, { rounds, nodeArgs, log, dir }) {
       stop.push(performance.now() - t);
     }
     const journalBytes = statSync(join(home, 'db.json.journal')).size;
-    const result = { store: label, dir, dbBytesAtStart: dbBytes, startMs, create: summary(create), stop: summary(stop), control: summary(control), journalBytes, rounds, folds };
-    log(`store ${label} in ${dir}: start ${startMs.toFixed(0)} ms, ${folds} fold(s) during the rounds; key creation p50 ${result.create.p50.toFixed(2)} p99 ${result.create.p99.toFixed(2)} max ${result.create.max.toFixed(2)} ms; stop (12 keys) p50 ${result.stop.p50.toFixed(2)} p99 ${result.stop.p99.toFixed(2)} max ${result.stop.max.toFixed(2)} ms; status (control) p99 ${result.control.p99.toFixed(2)} max ${result.control.max.toFixed(2)} ms`);
+    const result = { build: build.name, load: loadavg()[0], store: label, dir, dbBytesAtStart: dbBytes, startMs, create: summary(create), stop: summary(stop), control: summary(control), journalBytes, rounds, folds };
+    log(`${build.name}: store ${label} in ${dir} (load ${result.load.toFixed(1)}): start ${startMs.toFixed(0)} ms, ${folds} fold(s) during the rounds; key creation p50 ${result.create.p50.toFixed(2)} p99 ${result.create.p99.toFixed(2)} max ${result.create.max.toFixed(2)} ms; stop (12 keys) p50 ${result.stop.p50.toFixed(2)} p99 ${result.stop.p99.toFixed(2)} max ${result.stop.max.toFixed(2)} ms; status (control) p99 ${result.control.p99.toFixed(2)} max ${result.control.max.toFixed(2)} ms`);
     return result;
   } finally {
     await client.close?.();
@@ -113,20 +123,32 @@ async function measureStore(label, data, { rounds, nodeArgs, log, dir }) {
   }
 }
 
-/** Both stores, interleaved by repetition so the machine's drift hits them alike. */
 /**
  * Both stores, interleaved by repetition so the machine's drift hits them alike; on the disk
  * (the temp folder) and, when there is one, on a tmpfs (/dev/shm), where a sync costs nothing:
  * the daemon's own work, apart from the disk's.
+ *
+ * OB_STORE_BENCH_BASE=[name=]<another build's dist/bin/ob-proxy.js>[,…] runs those builds too,
+ * interleaved with this one run by run (a before/after in one run, under the same load);
+ * OB_STORE_BENCH_DIRS=<dir>[,<dir>] replaces the folders.
  */
 export async function runStoreBench({ rounds = 600, reps = 2, nodeArgs = [], log }) {
   const big = bigStore();
-  const dirs = [tmpdir(), ...(existsSync('/dev/shm') ? ['/dev/shm'] : [])];
+  const dirs = process.env.OB_STORE_BENCH_DIRS?.split(',') ?? [tmpdir(), ...(existsSync('/dev/shm') ? ['/dev/shm'] : [])];
+  const builds = [
+    ...(process.env.OB_STORE_BENCH_BASE?.split(',') ?? []).map((b) => {
+      const [name, bin] = b.includes('=') ? b.split('=') : ['base', b];
+      return { name, bin: resolve(bin) };
+    }),
+    { name: 'this', bin: OB_BIN },
+  ];
   const runs = [];
   for (let rep = 0; rep < reps; rep++) {
     for (const dir of dirs) {
-      runs.push(await measureStore('empty', null, { rounds, nodeArgs, log, dir }));
-      runs.push(await measureStore('10k keys, 100k events', big, { rounds, nodeArgs, log, dir }));
+      for (const [label, data] of [['empty', null], ['10k keys, 100k events', big]]) {
+        // The order of the builds alternates between repetitions: neither always runs first.
+        for (const build of rep % 2 === 0 ? builds : [...builds].reverse()) runs.push(await measureStore(label, data, { rounds, nodeArgs, log, dir, build }));
+      }
     }
   }
   return { started: new Date().toISOString(), rounds, reps, runs };
@@ -135,9 +157,9 @@ export async function runStoreBench({ rounds = 600, reps = 2, nodeArgs = [], log
 export function renderStoreBench(doc) {
   const f = (v) => (v == null ? '—' : v.toFixed(2));
   return [
-    '| store | folder | db.json at start | daemon start ms | folds during the run | key creation p50 / p99 / max ms | stop (12 keys revoked) p50 / p99 / max ms | control: `status`, no write, p50 / p99 / max ms |',
-    '|---|---|---|---|---|---|---|---|',
-    ...doc.runs.map((r) => `| ${r.store} | ${r.dir} | ${(r.dbBytesAtStart / 1e6).toFixed(1)} MB | ${r.startMs.toFixed(0)} | ${r.folds} | ${f(r.create.p50)} / ${f(r.create.p99)} / ${f(r.create.max)} | ${f(r.stop.p50)} / ${f(r.stop.p99)} / ${f(r.stop.max)} | ${f(r.control.p50)} / ${f(r.control.p99)} / ${f(r.control.max)} |`),
+    '| build | load | store | folder | db.json at start | daemon start ms | folds during the run | key creation p50 / p99 / max ms | stop (12 keys revoked) p50 / p99 / max ms | control: `status`, no write, p50 / p99 / max ms |',
+    '|---|---|---|---|---|---|---|---|---|---|',
+    ...doc.runs.map((r) => `| ${r.build} | ${r.load.toFixed(1)} | ${r.store} | ${r.dir} | ${(r.dbBytesAtStart / 1e6).toFixed(1)} MB | ${r.startMs.toFixed(0)} | ${r.folds} | ${f(r.create.p50)} / ${f(r.create.p99)} / ${f(r.create.max)} | ${f(r.stop.p50)} / ${f(r.stop.p99)} / ${f(r.stop.max)} | ${f(r.control.p50)} / ${f(r.control.p99)} / ${f(r.control.max)} |`),
     '',
   ].join('\n');
 }

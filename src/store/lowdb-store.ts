@@ -28,6 +28,12 @@ export interface LowdbStoreOptions {
   foldBytes?: number;
   /** Audit events db.json keeps; older ones move to `<store>.audit` (default 10,000). */
   auditKeep?: number;
+  /**
+   * Zeros written ahead in the journal of commits (bytes; default none, COMMIT_RESERVE is the
+   * measured setting). An append into them changes no file metadata, so its fdatasync commits
+   * no file-system journal; but a disk that fills up then still takes commits into them.
+   */
+  commitReserve?: number;
   /** Reads the store (journal included) and writes nothing of its own: `store migrate`. */
   readOnly?: boolean;
 }
@@ -126,7 +132,7 @@ export class LowdbStore implements Store {
     });
     this.tables = Tables.from(reconciled.data);
 
-    this.log = await CommitJournal.open(this.commitJournalPath, replay.liveEnd);
+    this.log = await CommitJournal.open(this.commitJournalPath, replay.liveEnd, this.options.commitReserve);
     // What was corrected in memory, and what the journal added, reach db.json now: a store
     // that was not closed cleanly starts from a complete db.json again.
     const keep = this.options.auditKeep ?? DEFAULT_AUDIT_KEEP;
@@ -224,17 +230,23 @@ export class LowdbStore implements Store {
       const line = frame({ n: this.nextN, m: mutations });
       const revocations = this.newRevocations(batch);
       try {
-        if (this.log === null) throw Object.assign(new Error('the store is closed'), { code: 'ECLOSED' });
-        // The revocation journal first: a revocation it holds survives even if nothing else is written.
-        if (revocations.length > 0 && this.journal !== null) {
-          try {
-            await this.journal.append(revocations);
-          } catch (err) {
-            throw Object.assign(new Error(`revocation journal: ${errCode(err)}`, { cause: err }), { code: errCode(err), journal: true });
-          }
+        const log = this.log;
+        if (log === null) throw Object.assign(new Error('the store is closed'), { code: 'ECLOSED' });
+        if (log.size === 0) this.liveFirst = this.nextN;
+        // Both journals are written and synced at once: one sync's wait, not two in a row. A
+        // crash may then leave the commit without the revocation record, never the reverse
+        // harm: the next load records every revoked key the store holds and the journal does
+        // not (revokedWins' `unjournaled`). A revocation the journal refused is not committed
+        // either (taken back), so the failure reads as before: nothing was changed.
+        const [rev, commit] = await Promise.allSettled([
+          revocations.length > 0 && this.journal !== null ? this.journal.append(revocations) : undefined,
+          log.append(line),
+        ]);
+        if (rev.status === 'rejected') {
+          if (commit.status === 'fulfilled') await log.retract(line.length).catch(() => {});
+          throw Object.assign(new Error(`revocation journal: ${errCode(rev.reason)}`, { cause: rev.reason }), { code: errCode(rev.reason), journal: true });
         }
-        if (this.log.size === 0) this.liveFirst = this.nextN;
-        await this.log.append(line);
+        if (commit.status === 'rejected') throw commit.reason;
         this.nextN++;
         for (const m of mutations) this.tables.apply(m);
         for (const w of batch) w.resolve();
@@ -310,11 +322,12 @@ export class LowdbStore implements Store {
     if (this.log === null || this.log.size === 0) return;
     const segment = `${this.commitJournalPath}.${this.liveFirst}`;
     // Never a file put in its place: only what this process wrote is folded and deleted.
+    await this.log.idle();
     if (!(await this.log.isIntact())) throw Object.assign(new Error(`${this.commitJournalPath} was moved or replaced`), { code: 'EJOURNALREPLACED' });
     await rename(this.commitJournalPath, segment);
     this.segments.push(segment);
     // A new, empty file (open syncs the folder, so the rename is durable too).
-    this.log = await CommitJournal.open(this.commitJournalPath, 0);
+    this.log = await CommitJournal.open(this.commitJournalPath, 0, this.options.commitReserve);
     this.liveFirst = this.nextN;
   }
 

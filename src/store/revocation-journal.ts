@@ -191,7 +191,9 @@ export class RevocationJournal {
   append(records: readonly JournalRecord[]): Promise<void> {
     if (records.every((r) => this.revoked.has(r.keyId))) return this.appending;
     const run = this.appending.then(() => this.withFile((fh) => this.write(fh, [...this.lost, ...records])));
-    this.appending = run.catch(() => {});
+    // The reserve is topped up after the append resolves, off the revocation's path; the next
+    // append waits for it.
+    this.appending = run.then(() => this.topUpLater(), () => {});
     return run;
   }
 
@@ -224,7 +226,11 @@ export class RevocationJournal {
       this.revoked.set(r.keyId, r);
       this.hashes.add(r.keyHash);
     }
-    await this.topUp(fh).catch(() => {});
+  }
+
+  private async topUpLater(): Promise<void> {
+    if (this.size - this.end >= this.reserve / 2) return;
+    await this.withFile((fh) => this.topUp(fh)).catch(() => {});
   }
 
   /** Keeps at least half the reserve written ahead; best effort, a full disk only shrinks it. */
