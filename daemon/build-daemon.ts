@@ -136,7 +136,7 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
   let packTimer: NodeJS.Timeout | undefined;
   const ctx: DaemonContext = {
     config, clock, lifecycle,
-    usage: new UsageTracker(),
+    usage: new UsageTracker(lifecycle.usageCounters),
     live: new LiveStats(clock.now()),
     upstreamTokens,
     health,
