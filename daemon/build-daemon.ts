@@ -23,6 +23,7 @@ import { Admission } from './data-plane/admission.js';
 import { BadKeyLimiter } from './data-plane/bad-key-limiter.js';
 import { buildDataPlane } from './data-plane/build-data-plane.js';
 import { InflightRequests, watchRevocations } from './data-plane/inflight.js';
+import { followLifecycle } from './lifecycle-follow.js';
 import { buildLogger } from './logger.js';
 import { buildManagementPlane } from './management/build-management-plane.js';
 import { ensurePrivateHome, octal } from './private-home.js';
@@ -160,7 +161,6 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
       location: store.location, lastInSync: store.lastInSync(), now: clock.now(), maxStaleMs: config.maxStaleMs,
       stale: ctx.storeStale, holdsChores: store.holdsChores?.() ?? true,
     })),
-    packTimerChanged: () => schedulePackTimer(),
   };
   // The audit trail in the log too, event by event: key creations and revocations (by hand, by a
   // stop, by a pack end with no command), instance changes. Never a secret: events hold none.
@@ -217,15 +217,7 @@ async function startServing(config: Config, deps: DaemonDeps, opened: Opened): P
     if (store.subscribe !== undefined) lifecycle.retryUnwritten().catch(() => {});
   }, config.usageFlushMs);
 
-  // Changes made through other daemons of a shared store: the pack timer and the instance's
-  // upstream token follow them, as they follow this daemon's own management routes.
-  const stopFollowing = lifecycle.onChange((e, origin) => {
-    if (origin !== 'remote' || !e.type.startsWith('instance.')) return;
-    schedulePackTimer();
-    const inst = lifecycle.registry.instances.get(e.instance);
-    if (inst === undefined) ctx.upstreamTokens.forget(e.instance);
-    else void ctx.upstreamTokens.load(inst).catch((err: unknown) => log.error({ instance: inst.id, err: (err as Error).message }, 'upstream token not loaded'));
-  });
+  const stopFollowing = followLifecycle({ lifecycle, tokens: upstreamTokens, packTimerChanged: schedulePackTimer, log });
 
   // Bounded staleness (CONTRACT §4): a flag the request path reads, set here, so a request
   // never computes it, and a change of state is logged once.
