@@ -11,6 +11,7 @@ import { LifecycleService } from '../../src/services/lifecycle.js';
 import { UnwrittenAtShutdownError } from '../../src/services/unwritten.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import type { Mutation, StoreData } from '../../src/store/store.js';
+import { startHarness } from '../reliability/harness.js';
 
 const MODEL = 'gemma4:26b';
 const T0 = Date.parse('2026-11-23T12:00:00Z');
@@ -135,5 +136,26 @@ describe('LifecycleService.close', () => {
     await lc.close();
     const stored: StoreData = await store.load();
     expect(stored.keys.find((k) => k.id === key.id)).toMatchObject({ status: 'revoked', revokeReason: 'manual' });
+  });
+});
+
+describe('a daemon whose final write fails', () => {
+  it('logs what it could not write and rejects its shutdown (exit non-zero), never swallowing it', async () => {
+    const store = new FlakyStore();
+    const h = await startHarness({}, { store });
+    const lc = h.daemon.ctx.lifecycle;
+    await lc.addInstance({ id: 'gpu-1', model: MODEL, endpoint: 'http://127.0.0.1:9' });
+    await (await lc.ready('gpu-1')).defaultKey;
+    const { key } = await lc.createKey('gpu-1', 'ci');
+    store.failing = true;
+    await expect(lc.revokeKey(key.id)).rejects.toMatchObject({ code: 'store_write_failed' });
+    const err = await h.daemon.shutdown(0).then(() => null, (e: unknown) => e as Error);
+    expect(err).toBeInstanceOf(UnwrittenAtShutdownError);
+    const logged = h.logs.filter((l) => l.level === 50);
+    expect(logged).toEqual([expect.objectContaining({
+      msg: err!.message,
+      unwritten: { revocations: [{ keyId: key.id, instance: 'gpu-1', reason: 'manual', journaled: false }], instances: [], other: 1 },
+    })]);
+    expect(logged.some((l) => l.msg === 'stopped')).toBe(false);
   });
 });
