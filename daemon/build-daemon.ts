@@ -23,6 +23,7 @@ import { Admission } from './data-plane/admission.js';
 import { BadKeyLimiter } from './data-plane/bad-key-limiter.js';
 import { buildDataPlane } from './data-plane/build-data-plane.js';
 import { InflightRequests, watchRevocations } from './data-plane/inflight.js';
+import { followLifecycle } from './lifecycle-follow.js';
 import { buildLogger } from './logger.js';
 import { buildManagementPlane } from './management/build-management-plane.js';
 import { ensurePrivateHome, octal } from './private-home.js';
@@ -157,7 +158,7 @@ async function assemble(config: Config, deps: DaemonDeps, opened: Opened): Promi
   let listening = false;
   const ctx: DaemonContext = {
     config, clock, lifecycle,
-    usage: new UsageTracker(),
+    usage: new UsageTracker(lifecycle.usageCounters),
     live: new LiveStats(clock.now()),
     upstreamTokens,
     health,
@@ -181,7 +182,6 @@ async function assemble(config: Config, deps: DaemonDeps, opened: Opened): Promi
       location: store.location, lastInSync: store.lastInSync(), now: clock.now(), maxStaleMs: config.maxStaleMs,
       stale: ctx.storeStale, holdsChores: store.holdsChores?.() ?? true,
     })),
-    packTimerChanged: () => schedulePackTimer(),
   };
   // The audit trail in the log too, event by event: key creations and revocations (by hand, by a
   // stop, by a pack end with no command), instance changes. Never a secret: events hold none.
@@ -232,15 +232,7 @@ async function assemble(config: Config, deps: DaemonDeps, opened: Opened): Promi
     }
   };
 
-  // Changes made through other daemons of a shared store: the pack timer and the instance's
-  // upstream token follow them, as they follow this daemon's own management routes.
-  const stopFollowing = lifecycle.onChange((e, origin) => {
-    if (origin !== 'remote' || !e.type.startsWith('instance.')) return;
-    schedulePackTimer();
-    const inst = lifecycle.registry.instances.get(e.instance);
-    if (inst === undefined) ctx.upstreamTokens.forget(e.instance);
-    else void ctx.upstreamTokens.load(inst).catch((err: unknown) => log.error({ instance: inst.id, err: (err as Error).message }, 'upstream token not loaded'));
-  });
+  const stopFollowing = followLifecycle({ lifecycle, tokens: upstreamTokens, packTimerChanged: schedulePackTimer, log });
 
   // Also during the drain: a key revoked then still ends its streams. Its sweep needs no listener.
   const stopWatching = watchRevocations(ctx);

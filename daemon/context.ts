@@ -54,6 +54,4 @@ export interface DaemonContext {
   storeStale: boolean;
   /** A shared store's sync state for `status`; null for a store this daemon alone writes. */
   storeSync(): StoreSyncView | null;
-  /** Wakes the pack-end timer after a change to instances. */
-  packTimerChanged(): void;
 }

@@ -27,6 +27,33 @@ export class UpstreamTokens {
   forget(instanceId: string): void {
     this.tokens.delete(instanceId);
   }
+
+  /** Tokens a management route read just before the change that needs them, by file. */
+  private readonly prepared = new Map<string, string>();
+
+  /**
+   * Reads a token file before an instance is added or made ready with it: an unreadable file is
+   * refused before anything changes, and the change's own event then takes this token without
+   * waiting on the disk (follow), so the instance is never ready without it.
+   */
+  async prepare(path: string): Promise<string> {
+    const token = await readToken(path);
+    this.prepared.set(path, token);
+    return token;
+  }
+
+  /**
+   * The instance was just added or made ready: its token, at once if this daemon's route has
+   * prepared it, else read from its file (a change heard from another daemon of a shared store).
+   */
+  follow(instance: Pick<Instance, 'id' | 'upstreamTokenFile'>, origin: 'local' | 'remote'): Promise<void> | undefined {
+    const path = instance.upstreamTokenFile;
+    const token = origin === 'local' && path !== null && path !== undefined ? this.prepared.get(path) : undefined;
+    if (token === undefined) return this.load(instance);
+    this.prepared.delete(path as string);
+    this.tokens.set(instance.id, token);
+    return undefined;
+  }
 }
 
 export async function readToken(path: string): Promise<string> {

@@ -86,7 +86,8 @@ export function refuse(ctx: DaemonContext, reply: FastifyReply, result: Refusal,
 }
 
 export function endDuePacksSoon(ctx: DaemonContext): void {
-  void ctx.lifecycle.endDuePacks().then(() => ctx.packTimerChanged(), () => {});
+  // The pack timer follows the stops this makes (daemon/lifecycle-follow.ts).
+  void ctx.lifecycle.endDuePacks().catch(() => {});
 }
 
 /**

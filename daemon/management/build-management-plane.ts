@@ -5,6 +5,7 @@ import { replyError } from '../data-plane/send-error.js';
 import { registerEventRoutes } from './events.js';
 import { registerInstanceRoutes } from './instances.js';
 import { registerKeyRoutes } from './keys.js';
+import { schemaError } from './schemas.js';
 import { registerUsageRoutes } from './usage.js';
 import { registerStatsRoutes } from './stats.js';
 
@@ -15,6 +16,9 @@ import { registerStatsRoutes } from './stats.js';
 export function buildManagementPlane(ctx: DaemonContext): FastifyInstance {
   const app = Fastify({
     loggerInstance: ctx.log, logController: new LogController({ disableRequestLogging: true }), bodyLimit: 1024 * 1024,
+    // The routes' schemas check what was sent as sent: no coercion of 42 into "42", no field dropped.
+    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false } },
+    schemaErrorFormatter: schemaError,
     // Router refusals (an id too long for it, broken percent-encoding) in our envelope, with a
     // sentence the CLI can print, instead of Fastify's own 414/400 bodies.
     frameworkErrors: (error, _request, reply) => {

@@ -1,13 +1,12 @@
 import type { FastifyInstance } from 'fastify';
-import { INSTANCE_STATES, type Instance, assertTransition, normalizeEndpoint } from '../../src/domain/instance.js';
+import { type Instance, type InstanceState, assertTransition, normalizeEndpoint } from '../../src/domain/instance.js';
 import { ObProxyError, obError } from '../../src/errors.js';
 import type { HealthView } from '../../src/services/instance-health.js';
 import type { ReadyView } from '../../src/wire/views.js';
 import type { DaemonContext } from '../context.js';
-import { readToken } from '../upstream-tokens.js';
-import { str, viewInstance } from './views.js';
+import { ADD_INSTANCE_BODY, type AddInstanceBody, EXTEND_BODY, ID_PARAMS, INSTANCES_QUERY, NO_BODY, READY_BODY, type ReadyBody } from './schemas.js';
+import { viewInstance } from './views.js';
 
-type Body = Record<string, unknown> | undefined;
 type Params = { id: string };
 
 /**
@@ -33,42 +32,41 @@ async function probeBeforeReady(ctx: DaemonContext, current: Instance, rawEndpoi
   return { endpoint, view };
 }
 
+/**
+ * The instance routes translate HTTP to lifecycle calls and views. What follows a change (the
+ * pack timer, the upstream token) is the daemon's subscription, daemon/lifecycle-follow.ts.
+ */
 export function registerInstanceRoutes(app: FastifyInstance, ctx: DaemonContext): void {
   const lc = ctx.lifecycle;
+  const byId = { schema: { params: ID_PARAMS, body: NO_BODY } };
 
-  app.get<{ Querystring: { state?: string } }>('/v1/instances', async (request) => {
+  app.get<{ Querystring: { state?: InstanceState } }>('/v1/instances', { schema: { querystring: INSTANCES_QUERY } }, async (request) => {
     const state = request.query.state;
-    if (state !== undefined && !(INSTANCE_STATES as readonly string[]).includes(state)) {
-      throw obError('invalid_argument', { param: 'state', message: `--state must be one of ${INSTANCE_STATES.join(', ')}.` });
-    }
     return [...lc.registry.instances.values()]
       .filter((i) => state === undefined || i.state === state)
       .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id))
       .map((i) => viewInstance(ctx, i));
   });
 
-  app.get<{ Params: Params }>('/v1/instances/:id', async (request) => viewInstance(ctx, lc.getInstance(request.params.id)));
+  app.get<{ Params: Params }>('/v1/instances/:id', { schema: { params: ID_PARAMS } }, async (request) => viewInstance(ctx, lc.getInstance(request.params.id)));
 
-  app.post<{ Body: Body }>('/v1/instances', async (request, reply) => {
-    const b = request.body ?? {};
-    if (typeof b.upstreamTokenFile === 'string') await readToken(b.upstreamTokenFile);
-    const inst = await lc.addInstance({ id: b.id, model: b.model, endpoint: b.endpoint, packEndsAt: b.packEndsAt, upstreamTokenFile: b.upstreamTokenFile });
-    await ctx.upstreamTokens.load(inst);
-    ctx.packTimerChanged();
+  app.post<{ Body: AddInstanceBody }>('/v1/instances', { schema: { body: ADD_INSTANCE_BODY } }, async (request, reply) => {
+    const b = request.body;
+    // Read before the change: an unreadable file refuses it, and the instance has its token from its first moment.
+    if (b.upstreamTokenFile != null) await ctx.upstreamTokens.prepare(b.upstreamTokenFile);
+    const inst = await lc.addInstance(b);
     return reply.code(201).send(viewInstance(ctx, inst));
   });
 
-  app.post<{ Params: Params; Body: Body }>('/v1/instances/:id/ready', async (request) => {
+  app.post<{ Params: Params; Body: ReadyBody | null }>('/v1/instances/:id/ready', { schema: { params: ID_PARAMS, body: READY_BODY } }, async (request) => {
     const b = request.body ?? {};
-    // The token is loaded before the instance is ready, so no request goes out without it.
     const current = lc.getInstance(request.params.id);
-    const tokenFile = typeof b.upstreamTokenFile === 'string' ? b.upstreamTokenFile : current.upstreamTokenFile;
-    const token = typeof tokenFile === 'string' ? await readToken(tokenFile) : undefined;
+    // Read before the change, for the probe and so that no request goes out without it.
+    const tokenFile = b.upstreamTokenFile ?? current.upstreamTokenFile;
+    const token = tokenFile == null ? undefined : await ctx.upstreamTokens.prepare(tokenFile);
     const probed = b.probe === false ? null : await probeBeforeReady(ctx, current, b.endpoint, token);
     const { instance, defaultKey } = await lc.ready(request.params.id, { endpoint: b.endpoint, upstreamTokenFile: b.upstreamTokenFile });
-    await ctx.upstreamTokens.load(instance);
     if (probed !== null && probed.endpoint === instance.endpoint) ctx.health.record(instance, probed.endpoint, probed.view);
-    ctx.packTimerChanged();
     if (b.wait === false) {
       defaultKey.catch((err: unknown) => ctx.log.error({ err: (err as Error).message, instance: instance.id }, 'default key creation failed'));
       const view: ReadyView = { ...viewInstance(ctx, instance), defaultKey: null };
@@ -93,26 +91,14 @@ export function registerInstanceRoutes(app: FastifyInstance, ctx: DaemonContext)
     return view;
   });
 
-  app.post<{ Params: Params }>('/v1/instances/:id/pending', async (request) => viewInstance(ctx, await lc.pending(request.params.id)));
+  app.post<{ Params: Params }>('/v1/instances/:id/pending', byId, async (request) => viewInstance(ctx, await lc.pending(request.params.id)));
 
   for (const action of ['stop', 'fail', 'terminate'] as const) {
-    app.post<{ Params: Params }>(`/v1/instances/:id/${action}`, async (request) => {
-      const inst = await lc.halt(request.params.id, action);
-      ctx.packTimerChanged();
-      return viewInstance(ctx, inst);
-    });
+    app.post<{ Params: Params }>(`/v1/instances/:id/${action}`, byId, async (request) => viewInstance(ctx, await lc.halt(request.params.id, action)));
   }
 
-  app.post<{ Params: Params; Body: Body }>('/v1/instances/:id/extend', async (request) => {
-    const inst = await lc.extend(request.params.id, str(request.body?.packEndsAt) ?? request.body?.packEndsAt);
-    ctx.packTimerChanged();
-    return viewInstance(ctx, inst);
-  });
+  app.post<{ Params: Params; Body: { packEndsAt: string } }>('/v1/instances/:id/extend', { schema: { params: ID_PARAMS, body: EXTEND_BODY } },
+    async (request) => viewInstance(ctx, await lc.extend(request.params.id, request.body.packEndsAt)));
 
-  app.delete<{ Params: Params }>('/v1/instances/:id', async (request) => {
-    const inst = await lc.remove(request.params.id);
-    ctx.upstreamTokens.forget(inst.id);
-    ctx.packTimerChanged();
-    return { ...viewInstance(ctx, inst), removed: true };
-  });
+  app.delete<{ Params: Params }>('/v1/instances/:id', byId, async (request) => ({ ...viewInstance(ctx, await lc.remove(request.params.id)), removed: true }));
 }

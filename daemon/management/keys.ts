@@ -2,14 +2,16 @@ import type { FastifyInstance } from 'fastify';
 import type { KeyWithSecret, RevocationView } from '../../src/wire/views.js';
 import { revocationOfKey, revocationView } from '../../src/wire/views.js';
 import type { DaemonContext } from '../context.js';
+import { AUDIT_QUERY, CREATE_KEY_BODY, type CreateKeyBody, ID_PARAMS, INSTANCE_QUERY, LIMITS_BODY, NO_BODY } from './schemas.js';
 import { viewKey } from './views.js';
 
 type Params = { id: string };
 
 export function registerKeyRoutes(app: FastifyInstance, ctx: DaemonContext): void {
   const lc = ctx.lifecycle;
+  const byId = { schema: { params: ID_PARAMS, body: NO_BODY } };
 
-  app.get<{ Querystring: { instance?: string } }>('/v1/keys', async (request) => {
+  app.get<{ Querystring: { instance?: string } }>('/v1/keys', { schema: { querystring: INSTANCE_QUERY } }, async (request) => {
     const inst = request.query.instance;
     return [...lc.registry.keys.values()]
       .filter((k) => inst === undefined || k.instance === inst)
@@ -17,25 +19,25 @@ export function registerKeyRoutes(app: FastifyInstance, ctx: DaemonContext): voi
       .map((k) => viewKey(ctx, k));
   });
 
-  app.post<{ Body: Record<string, unknown> | undefined }>('/v1/keys', async (request, reply) => {
-    const b = request.body ?? {};
-    const { key, secret } = await lc.createKey(String(b.instance ?? ''), b.name, b.limits);
+  app.post<{ Body: CreateKeyBody }>('/v1/keys', { schema: { body: CREATE_KEY_BODY } }, async (request, reply) => {
+    const b = request.body;
+    const { key, secret } = await lc.createKey(b.instance, b.name, b.limits);
     const out: KeyWithSecret = { ...viewKey(ctx, key), secret };
     return reply.code(201).send(out);
   });
 
   // Body: any of rpm, tpm, concurrency; null removes that limit, an absent field keeps it.
-  app.post<{ Params: Params; Body: unknown }>('/v1/keys/:id/limits', async (request) => viewKey(ctx, await lc.setKeyLimits(request.params.id, request.body ?? {})));
+  app.post<{ Params: Params; Body: unknown }>('/v1/keys/:id/limits', { schema: { params: ID_PARAMS, body: LIMITS_BODY } }, async (request) => viewKey(ctx, await lc.setKeyLimits(request.params.id, request.body ?? {})));
 
-  app.post<{ Params: Params }>('/v1/keys/:id/revoke', async (request) => viewKey(ctx, await lc.revokeKey(request.params.id)));
+  app.post<{ Params: Params }>('/v1/keys/:id/revoke', byId, async (request) => viewKey(ctx, await lc.revokeKey(request.params.id)));
 
-  app.post<{ Params: Params }>('/v1/keys/:id/reveal', async (request) => {
+  app.post<{ Params: Params }>('/v1/keys/:id/reveal', byId, async (request) => {
     const { key, secret } = await lc.revealKey(request.params.id);
     const out: KeyWithSecret = { ...viewKey(ctx, key), secret };
     return out;
   });
 
-  app.get<{ Querystring: { instance?: string } }>('/v1/revocations', async (request) => {
+  app.get<{ Querystring: { instance?: string } }>('/v1/revocations', { schema: { querystring: INSTANCE_QUERY } }, async (request) => {
     const inst = request.query.instance;
     const out: RevocationView[] = [];
     const listed = new Set<string>();
@@ -57,7 +59,7 @@ export function registerKeyRoutes(app: FastifyInstance, ctx: DaemonContext): voi
     return [...older, ...out];
   });
 
-  app.get<{ Querystring: { instance?: string; limit?: string } }>('/v1/audit', async (request) => {
+  app.get<{ Querystring: { instance?: string; limit?: string } }>('/v1/audit', { schema: { querystring: AUDIT_QUERY } }, async (request) => {
     const inst = request.query.instance;
     const limit = Math.min(Math.max(Number(request.query.limit ?? 500) || 500, 1), 10_000);
     return lc.registry.events.filter((e) => inst === undefined || e.instance === inst).slice(-limit);

@@ -3,13 +3,14 @@ import { validateTimestamp } from '../../src/domain/validate.js';
 import { obError } from '../../src/errors.js';
 import { type UsageReport, usageReport } from '../../src/wire/usage-report.js';
 import type { DaemonContext } from '../context.js';
+import { USAGE_QUERY } from './schemas.js';
 
 type Query = { instance?: string; key?: string; since?: string };
 
 /** `ob-proxy usage`: the receipt of each pack, from the counters in memory. */
 export function registerUsageRoutes(app: FastifyInstance, ctx: DaemonContext): void {
   const registry = ctx.lifecycle.registry;
-  app.get<{ Querystring: Query }>('/v1/usage', async (request): Promise<UsageReport> => {
+  app.get<{ Querystring: Query }>('/v1/usage', { schema: { querystring: USAGE_QUERY } }, async (request): Promise<UsageReport> => {
     const { instance, key } = request.query;
     const since = request.query.since === undefined ? undefined : validateTimestamp(request.query.since, 'since');
     if (key !== undefined && !registry.keys.has(key)) throw obError('key_not_found', { message: `No key with id ${key}. List keys with \`ob-proxy keys list\`.` });

@@ -10,7 +10,3 @@ export function viewInstance(ctx: DaemonContext, i: Instance): InstanceView {
 export function viewKey(ctx: DaemonContext, k: KeyRecord): KeyView {
   return keyView(k, ctx.lifecycle.hasUndisplayedSecret(k.id));
 }
-
-export function str(v: unknown): string | undefined {
-  return typeof v === 'string' ? v : undefined;
-}

@@ -4,13 +4,14 @@ import { mintSecret, type SecretSource } from '../domain/api-key.js';
 import {
   type Instance, type InstanceAction, type InstanceState, REVOKING_ACTIONS, assertTransition, normalizeEndpoint,
 } from '../domain/instance.js';
-import { type AuditEvent, type KeyLimits, type KeyRecord, type RevokeReason, addUsage, emptyUsage, noLimits } from '../domain/key.js';
+import { type AuditEvent, type KeyLimits, type KeyRecord, type RevokeReason, emptyUsage, noLimits } from '../domain/key.js';
 import { validateInstanceId, validateKeyName, validateLimits, validateTimestamp, validateTokenFile } from '../domain/validate.js';
 import { ObProxyError, obError } from '../errors.js';
 import { STORE_VERSION, type Mutation, type Store, type StoreChange, type StoreData, type UsageDelta } from '../store/store.js';
 import { upgradeStoreData } from '../store/upgrade.js';
 import { Mutex } from './mutex.js';
-import { Registry, isLive } from './registry.js';
+import { UndisplayedSecrets } from './default-secrets.js';
+import { type KeyCounters, MutableRegistry, type Registry, isLive } from './registry.js';
 import { UnwrittenAtShutdownError, revokedKeyIds, summariseUnwritten } from './unwritten.js';
 
 export interface LifecycleDeps {
@@ -45,24 +46,33 @@ export const DEFAULT_KEY_NAME = 'default';
  * caller never saw, but can never leave a revoked key usable in this process.
  */
 export class LifecycleService {
-  readonly registry: Registry;
+  private readonly reg: MutableRegistry;
   private readonly mutex = new Mutex();
   private readonly listeners = new Set<ChangeListener>();
-  /** Default-key secrets not yet displayed: memory only, handed out once. */
-  private readonly undisplayed = new Map<string, string>();
+  private readonly undisplayed = new UndisplayedSecrets();
   /** Mutations applied in memory whose write failed; written with the next commit. */
   private unwritten: Mutation[] = [];
   private readonly inflightDefaults = new Map<string, Promise<KeyRecord | null>>();
 
-  constructor(private readonly deps: LifecycleDeps, registry: Registry) {
-    this.registry = registry;
+  constructor(private readonly deps: LifecycleDeps, registry: MutableRegistry) {
+    this.reg = registry;
+  }
+
+  /** The registry as everyone else sees it: read only. */
+  get registry(): Registry {
+    return this.reg;
+  }
+
+  /** The request path's usage counting, the one change to the registry made outside this class. */
+  get usageCounters(): KeyCounters {
+    return this.reg;
   }
 
   static async open(deps: LifecycleDeps): Promise<LifecycleService> {
     const upgraded = upgradeStoreData(await deps.store.load(), { newId: deps.deploymentId ?? randomUUID, now: iso(deps.clock.now()) });
     // Written before the daemon serves: an old store's keys of removed deployments stay revoked.
     if (upgraded.mutations.length > 0) await deps.store.commit(upgraded.mutations);
-    const lc = new LifecycleService(deps, Registry.from(upgraded.data));
+    const lc = new LifecycleService(deps, MutableRegistry.from(upgraded.data));
     // A shared store: what other daemons change reaches this registry, and this daemon's listeners.
     deps.store.subscribe?.({ changes: (c) => lc.applyRemote(c), reload: (d) => lc.applySnapshot(d) });
     return lc;
@@ -82,19 +92,12 @@ export class LifecycleService {
   }
 
   private event(partial: Omit<AuditEvent, 'seq' | 'at'>): AuditEvent {
-    return { seq: ++this.registry.lastSeq, at: this.now(), ...partial };
+    return { seq: this.reg.nextSeq(), at: this.now(), ...partial };
   }
 
   private emit(events: AuditEvent[], origin: 'local' | 'remote' = 'local'): void {
-    const list = this.registry.events;
     for (const e of events) {
-      // In sequence order: a shared store numbers events at commit, and this daemon may hear
-      // another's earlier commit after emitting its own later one.
-      let at = list.length;
-      while (at > 0 && list[at - 1]!.seq > e.seq) at--;
-      if (at === list.length) list.push(e);
-      else list.splice(at, 0, e);
-      if (e.seq > this.registry.lastSeq) this.registry.lastSeq = e.seq;
+      this.reg.addEvent(e);
       for (const l of this.listeners) l(e, origin);
     }
   }
@@ -124,58 +127,54 @@ export class LifecycleService {
   applySnapshot(data: StoreData): Promise<void> {
     return this.mutex.run(async () => {
       const ids = new Set(data.instances.map((i) => i.id));
-      for (const id of [...this.registry.instances.keys()]) if (!ids.has(id)) this.applyState({ op: 'deleteInstance', id });
+      for (const id of [...this.reg.instances.keys()]) if (!ids.has(id)) this.applyState({ op: 'deleteInstance', id });
       for (const instance of data.instances) this.applyState({ op: 'putInstance', instance });
       for (const key of data.keys) {
         this.applyState({ op: 'putKey', key });
-        const known = this.registry.keys.get(key.id);
-        if (known !== undefined) {
-          known.usage = { ...key.usage };
-          known.lastUsedAt = key.lastUsedAt;
-          known.limits = { ...key.limits };
-        }
+        const known = this.reg.keys.get(key.id);
+        if (known !== undefined) this.reg.resetFromStore(known, key);
       }
-      const seen = new Set(this.registry.events.map((e) => e.seq));
+      const seen = new Set(this.reg.events.map((e) => e.seq));
       this.emit(data.events.filter((e) => !seen.has(e.seq)).sort((a, b) => a.seq - b.seq), 'remote');
     });
   }
 
+  /**
+   * A mutation as the registry takes it: the same for a change made here (after it is written)
+   * and one heard from a shared store. Records are copied in, so nothing a store keeps is shared
+   * with the request path.
+   */
   private applyState(m: Mutation): void {
     switch (m.op) {
       case 'putInstance': {
         const inst = structuredClone(m.instance);
-        this.registry.instances.set(inst.id, inst);
-        if (!isLive(inst)) for (const k of this.registry.keysOf(inst.id)) this.undisplayed.delete(k.id);
+        this.reg.putInstance(inst);
+        if (!isLive(inst)) this.undisplayed.drop(this.reg.keysOf(inst.id));
         break;
       }
       case 'deleteInstance':
-        this.registry.instances.delete(m.id);
-        for (const k of this.registry.keysOf(m.id)) this.undisplayed.delete(k.id);
+        this.reg.deleteInstance(m.id);
+        this.undisplayed.drop(this.reg.keysOf(m.id));
         break;
       case 'putKey': {
-        const known = this.registry.keys.get(m.key.id);
+        const known = this.reg.keys.get(m.key.id);
         if (known === undefined) {
-          this.registry.putKey(structuredClone(m.key));
+          this.reg.putKey(structuredClone(m.key));
         } else if (known.status === 'active' && m.key.status === 'revoked') {
-          // Revoked wins; a key is never made active again.
-          known.status = 'revoked';
-          known.revokedAt = m.key.revokedAt;
-          known.revokeReason = m.key.revokeReason;
-          this.undisplayed.delete(known.id);
+          this.reg.revoke(known, m.key.revokedAt, m.key.revokeReason);
+          this.undisplayed.drop([known]);
         }
         break;
       }
       case 'setKeyLimits': {
         // In place: requests in flight read the limits from this very record.
-        const key = this.registry.keys.get(m.keyId);
-        if (key !== undefined) key.limits = { ...m.limits };
+        const key = this.reg.keys.get(m.keyId);
+        if (key !== undefined) this.reg.setLimits(key, m.limits);
         break;
       }
       case 'addUsage': {
-        const key = this.registry.keys.get(m.keyId);
-        if (key === undefined) break;
-        key.usage = addUsage(key.usage, m);
-        if (m.lastUsedAt !== null && (key.lastUsedAt === null || m.lastUsedAt > key.lastUsedAt)) key.lastUsedAt = m.lastUsedAt;
+        const key = this.reg.keys.get(m.keyId);
+        if (key !== undefined) this.reg.addStoredUsage(key, m);
         break;
       }
       case 'appendEvent':
@@ -191,6 +190,17 @@ export class LifecycleService {
   }
 
   /**
+   * The one way a change that needs no effect before it is durable (a creation, a move, new
+   * limits, a reveal) is made: written with its audit event, then applied to the registry as a
+   * change heard from a shared store is, then told to listeners. A failed write changes nothing.
+   */
+  private async commit(mutations: Mutation[], event: AuditEvent): Promise<void> {
+    await this.write([...mutations, { op: 'appendEvent', event }]);
+    for (const m of mutations) this.applyState(m);
+    this.emit([event]);
+  }
+
+  /**
    * Runs a management change under the mutex, after hearing what a shared store has that this
    * daemon has not yet: a command given right after a change through another daemon decides from
    * that change. (The store still refuses a change decided on a stale view: this only spares
@@ -202,7 +212,7 @@ export class LifecycleService {
   }
 
   getInstance(id: string): Instance {
-    const inst = this.registry.instances.get(id);
+    const inst = this.reg.instances.get(id);
     if (inst === undefined) throw obError('instance_not_found', { message: `No instance "${id}". List instances with \`ob-proxy instances list\`.` });
     return inst;
   }
@@ -216,17 +226,14 @@ export class LifecycleService {
           message: `Unknown model "${String(input.model)}": use one of ${this.deps.models.join(', ')} (the operator can set OB_PROXY_MODELS).`,
         });
       }
-      if (this.registry.instances.has(id)) throw obError('instance_exists', { message: `Instance "${id}" already exists; pick another id or remove it first.` });
+      if (this.reg.instances.has(id)) throw obError('instance_exists', { message: `Instance "${id}" already exists; pick another id or remove it first.` });
       const endpoint = input.endpoint == null ? null : normalizeEndpoint(String(input.endpoint));
       const packEndsAt = input.packEndsAt == null ? null : this.futureTime(input.packEndsAt);
       const now = this.now();
       const upstreamTokenFile = input.upstreamTokenFile == null ? null : validateTokenFile(input.upstreamTokenFile);
       const deployment = (this.deps.deploymentId ?? randomUUID)();
       const instance: Instance = { id, deployment, model: input.model, endpoint, state: 'pending', packEndsAt, upstreamTokenFile, createdAt: now, updatedAt: now };
-      const ev = this.event({ type: 'instance.added', instance: id, state: 'pending', packEndsAt });
-      await this.write([{ op: 'putInstance', instance }, { op: 'appendEvent', event: ev }]);
-      this.registry.instances.set(id, instance);
-      this.emit([ev]);
+      await this.commit([{ op: 'putInstance', instance }], this.event({ type: 'instance.added', instance: id, state: 'pending', packEndsAt }));
       return instance;
     });
   }
@@ -264,12 +271,12 @@ export class LifecycleService {
     const p = new Promise<KeyRecord | null>((resolve, reject) => {
       setImmediate(() => {
         this.mutex.run(async () => {
-          const inst = this.registry.instances.get(id);
+          const inst = this.reg.instances.get(id);
           if (inst === undefined || inst.state !== 'ready') return null;
-          const hasDefault = this.registry.keysOfDeployment(inst).some((k) => k.isDefault && k.status === 'active');
+          const hasDefault = this.reg.keysOfDeployment(inst).some((k) => k.isDefault && k.status === 'active');
           if (hasDefault) return null;
           const created = await this.mintKey(inst, DEFAULT_KEY_NAME, true);
-          this.undisplayed.set(created.key.id, created.secret);
+          this.undisplayed.keep(created.key.id, created.secret);
           return created.key;
         }).then(resolve, reject).finally(() => this.inflightDefaults.delete(id));
       });
@@ -280,10 +287,7 @@ export class LifecycleService {
 
   /** Hands out an undisplayed default secret once; null if already shown. */
   claimSecret(keyId: string): string | null {
-    const secret = this.undisplayed.get(keyId);
-    if (secret === undefined) return null;
-    this.undisplayed.delete(keyId);
-    return secret;
+    return this.undisplayed.claim(keyId);
   }
 
   hasUndisplayedSecret(keyId: string): boolean {
@@ -298,11 +302,8 @@ export class LifecycleService {
           message: `The secret of key ${keyId} cannot be shown: it was already displayed${key.status === 'revoked' ? ' and the key is revoked' : ''}, or the daemon restarted since it was made. Create a new key with \`ob-proxy keys create\`.`,
         });
       }
-      const ev = this.event({ type: 'key.revealed', instance: key.instance, keyId, keyName: key.name });
-      await this.write([{ op: 'appendEvent', event: ev }]);
-      const secret = this.claimSecret(keyId) as string;
-      this.emit([ev]);
-      return { key, secret };
+      await this.commit([], this.event({ type: 'key.revealed', instance: key.instance, keyId, keyName: key.name }));
+      return { key, secret: this.undisplayed.claim(keyId) as string };
     });
   }
 
@@ -327,8 +328,8 @@ export class LifecycleService {
     const updated: Instance = { ...inst, state: next, updatedAt: this.now() };
     const { mutations, events } = this.revokeAllInMemory(inst.id, reason);
     const ev = this.event({ type: 'instance.state', instance: inst.id, state: next, reason });
-    this.registry.instances.set(inst.id, updated);
-    for (const k of this.registry.keysOf(inst.id)) this.undisplayed.delete(k.id);
+    this.reg.putInstance(updated);
+    this.undisplayed.drop(this.reg.keysOf(inst.id));
     await this.writeRevocations([...mutations, { op: 'putInstance', instance: updated, prev: inst }, { op: 'appendEvent', event: ev }], [...events, ev]);
     return updated;
   }
@@ -338,11 +339,9 @@ export class LifecycleService {
     const mutations: Mutation[] = [];
     const events: AuditEvent[] = [];
     const now = this.now();
-    for (const key of this.registry.keysOf(instanceId)) {
+    for (const key of this.reg.keysOf(instanceId)) {
       if (key.status !== 'active') continue;
-      key.status = 'revoked';
-      key.revokedAt = now;
-      key.revokeReason = reason;
+      this.reg.revoke(key, now, reason);
       const ev = this.event({ type: 'key.revoked', instance: instanceId, keyId: key.id, keyName: key.name, reason });
       mutations.push({ op: 'putKey', key: { ...key } }, { op: 'appendEvent', event: ev });
       events.push(ev);
@@ -377,10 +376,7 @@ export class LifecycleService {
 
   private async moveTo(inst: Instance, next: InstanceState, patch: Partial<Instance>): Promise<Instance> {
     const updated: Instance = { ...inst, ...patch, state: next, updatedAt: this.now() };
-    const ev = this.event({ type: 'instance.state', instance: inst.id, state: next });
-    await this.write([{ op: 'putInstance', instance: updated, prev: inst }, { op: 'appendEvent', event: ev }]);
-    this.registry.instances.set(inst.id, updated);
-    this.emit([ev]);
+    await this.commit([{ op: 'putInstance', instance: updated, prev: inst }], this.event({ type: 'instance.state', instance: inst.id, state: next }));
     return updated;
   }
 
@@ -395,10 +391,7 @@ export class LifecycleService {
         throw obError('invalid_transition', { message: `The pack of "${id}" has already ended; its keys are revoked.` });
       }
       const updated: Instance = { ...inst, packEndsAt: at, updatedAt: this.now() };
-      const ev = this.event({ type: 'instance.extended', instance: id, packEndsAt: at });
-      await this.write([{ op: 'putInstance', instance: updated, prev: inst }, { op: 'appendEvent', event: ev }]);
-      this.registry.instances.set(id, updated);
-      this.emit([ev]);
+      await this.commit([{ op: 'putInstance', instance: updated, prev: inst }], this.event({ type: 'instance.extended', instance: id, packEndsAt: at }));
       return updated;
     });
   }
@@ -412,8 +405,8 @@ export class LifecycleService {
       const inst = this.getInstance(id);
       const { mutations, events } = this.revokeAllInMemory(id, 'instance_removed');
       const ev = this.event({ type: 'instance.removed', instance: id, state: inst.state });
-      this.registry.instances.delete(id);
-      for (const k of this.registry.keysOf(id)) this.undisplayed.delete(k.id);
+      this.reg.deleteInstance(id);
+      this.undisplayed.drop(this.reg.keysOf(id));
       await this.writeRevocations([...mutations, { op: 'deleteInstance', id, deployment: inst.deployment }, { op: 'appendEvent', event: ev }], [...events, ev]);
       return inst;
     });
@@ -427,7 +420,7 @@ export class LifecycleService {
       // packEndsAt meanwhile, and hear the revocations from it).
       if (this.deps.store.holdsChores?.() === false) return ended;
       const now = this.deps.clock.now();
-      for (const inst of [...this.registry.instances.values()]) {
+      for (const inst of [...this.reg.instances.values()]) {
         if (inst.packEndsAt !== null && isLive(inst) && Date.parse(inst.packEndsAt) <= now) {
           ended.push(await this.haltLocked(inst, 'stopped', 'pack_ended'));
         }
@@ -439,7 +432,7 @@ export class LifecycleService {
   /** The earliest pack end still to come, for the daemon's timer. */
   nextPackEnd(): number | null {
     let next: number | null = null;
-    for (const inst of this.registry.instances.values()) {
+    for (const inst of this.reg.instances.values()) {
       if (inst.packEndsAt === null || !isLive(inst)) continue;
       const t = Date.parse(inst.packEndsAt);
       if (next === null || t < next) next = t;
@@ -469,32 +462,26 @@ export class LifecycleService {
       const key = this.getKey(keyId);
       if (key.status === 'revoked') throw obError('key_revoked', { message: `Key ${keyId} was revoked at ${key.revokedAt} (${key.revokeReason}); its limits no longer matter.` });
       const limits: KeyLimits = validateLimits(patch, key.limits);
-      const ev = this.event({ type: 'key.limited', instance: key.instance, keyId, keyName: key.name, limits: { ...limits } });
-      await this.write([{ op: 'setKeyLimits', keyId, limits }, { op: 'appendEvent', event: ev }]);
-      key.limits = limits;
-      this.emit([ev]);
+      await this.commit([{ op: 'setKeyLimits', keyId, limits }], this.event({ type: 'key.limited', instance: key.instance, keyId, keyName: key.name, limits: { ...limits } }));
       return key;
     });
   }
 
   private async mintKey(inst: Instance, name: string, isDefault: boolean, limits: KeyLimits = noLimits()): Promise<CreatedKey> {
     let minted = mintSecret(this.deps.secrets);
-    while (this.registry.keys.has(minted.keyId)) minted = mintSecret(this.deps.secrets);
+    while (this.reg.keys.has(minted.keyId)) minted = mintSecret(this.deps.secrets);
     const key: KeyRecord = {
       id: minted.keyId, name, instance: inst.id, deployment: inst.deployment, hash: minted.hash, hint: minted.hint, isDefault,
       status: 'active', createdAt: this.now(), lastUsedAt: null, revokedAt: null, revokeReason: null, usage: emptyUsage(), limits,
     };
     // Limits given at creation are in the trail too: with key.limited, their whole history.
     const limited = limits.rpm !== null || limits.tpm !== null || limits.concurrency !== null;
-    const ev = this.event({ type: 'key.created', instance: inst.id, keyId: key.id, keyName: name, ...(limited ? { limits: { ...limits } } : {}) });
-    await this.write([{ op: 'putKey', key }, { op: 'appendEvent', event: ev }]);
-    this.registry.putKey(key);
-    this.emit([ev]);
-    return { key, secret: minted.secret };
+    await this.commit([{ op: 'putKey', key }], this.event({ type: 'key.created', instance: inst.id, keyId: key.id, keyName: name, ...(limited ? { limits: { ...limits } } : {}) }));
+    return { key: this.reg.keys.get(key.id) as KeyRecord, secret: minted.secret };
   }
 
   getKey(keyId: string): KeyRecord {
-    const key = this.registry.keys.get(keyId);
+    const key = this.reg.keys.get(keyId);
     if (key === undefined) throw obError('key_not_found', { message: `No key "${keyId}". List keys with \`ob-proxy keys list\`.` });
     return key;
   }
@@ -503,10 +490,8 @@ export class LifecycleService {
     return this.fresh(async () => {
       const key = this.getKey(keyId);
       if (key.status === 'revoked') throw obError('key_revoked', { message: `Key ${keyId} was already revoked at ${key.revokedAt} (${key.revokeReason}).` });
-      key.status = 'revoked';
-      key.revokedAt = this.now();
-      key.revokeReason = 'manual';
-      this.undisplayed.delete(keyId);
+      this.reg.revoke(key, this.now(), 'manual');
+      this.undisplayed.drop([key]);
       const ev = this.event({ type: 'key.revoked', instance: key.instance, keyId, keyName: key.name, reason: 'manual' });
       await this.writeRevocations([{ op: 'putKey', key: { ...key } }, { op: 'appendEvent', event: ev }], [ev]);
       return key;
@@ -520,7 +505,7 @@ export class LifecycleService {
    */
   snapshot(): Promise<StoreData> {
     return this.mutex.run(async () => structuredClone({
-      version: STORE_VERSION, instances: [...this.registry.instances.values()], keys: [...this.registry.keys.values()], events: this.registry.events,
+      version: STORE_VERSION, instances: [...this.reg.instances.values()], keys: [...this.reg.keys.values()], events: [...this.reg.events],
     }));
   }
 

@@ -1,47 +1,161 @@
 import { hasSecretShape, hashSecret } from '../domain/api-key.js';
 import type { Instance } from '../domain/instance.js';
-import type { AuditEvent, KeyRecord } from '../domain/key.js';
-import type { StoreData } from '../store/store.js';
+import { type AuditEvent, type KeyLimits, type KeyRecord, type KeyUsage, type RevokeReason, addUsage } from '../domain/key.js';
+import type { StoreData, UsageDelta } from '../store/store.js';
 
 export type AuthResult =
   | { ok: true; key: KeyRecord; instance: Instance }
   | { ok: false; code: 'invalid_api_key' | 'revoked_api_key' | 'deployment_not_found' | 'deployment_not_ready'; key?: KeyRecord; instance?: Instance; packEnded?: boolean };
 
 /**
- * The daemon's in-memory view of the store: the data plane authenticates and routes from these
- * maps alone, with no I/O. Only LifecycleService mutates it.
+ * What everyone but the lifecycle sees of the registry: the maps as read-only views, the
+ * request path's checks, and the key lists. LifecycleService holds the MutableRegistry behind
+ * it and is the only one that changes it; UsageTracker counts through KeyCounters.
  */
-export class Registry {
-  readonly instances = new Map<string, Instance>();
-  readonly keys = new Map<string, KeyRecord>();
-  readonly byHash = new Map<string, KeyRecord>();
-  events: AuditEvent[] = [];
-  lastSeq = 0;
+export interface Registry {
+  readonly instances: ReadonlyMap<string, Instance>;
+  readonly keys: ReadonlyMap<string, KeyRecord>;
+  readonly events: readonly AuditEvent[];
+  authenticate(secret: string, nowMs: number, requireReady: boolean): AuthResult;
+  check(key: KeyRecord, nowMs: number, requireReady: boolean): AuthResult;
+  activeKeyCount(instanceId: string): number;
+  keysOf(instanceId: string): KeyRecord[];
+  keysOfDeployment(instance: Instance): KeyRecord[];
+}
 
-  static from(data: StoreData): Registry {
-    const r = new Registry();
-    for (const i of data.instances) r.instances.set(i.id, i);
-    for (const k of data.keys) r.putKey(k);
-    r.events = data.events;
-    r.lastSeq = data.events.reduce((m, e) => Math.max(m, e.seq), 0);
-    return r;
-  }
+/** How a request sent to the model server ended, for the key's counters. */
+export type RequestOutcome = 'ok' | 'error' | 'disconnect';
 
+/** What one finished exchange adds to its key. */
+export interface ExchangeCounts {
+  prompt: number;
+  completion: number;
+  /** Part of `completion`, when the model server reports it. */
+  reasoning: number;
+  outcome: RequestOutcome;
+}
+
+/** The request path's only writes to the registry: a key's running usage, in place. */
+export interface KeyCounters {
+  countRequest(key: KeyRecord, at: string, promptTokens: number, completionTokens: number): void;
+  countExchange(key: KeyRecord, c: ExchangeCounts): void;
+}
+
+/**
+ * The daemon's in-memory view of the store: the data plane authenticates and routes from these
+ * maps alone, with no I/O. Records are changed in place, so a request in flight that holds a
+ * key sees its revocation or new limits at its next check.
+ */
+export class MutableRegistry implements Registry, KeyCounters {
+  private readonly instanceMap = new Map<string, Instance>();
+  private readonly keyMap = new Map<string, KeyRecord>();
+  private readonly byHash = new Map<string, KeyRecord>();
   /**
    * Keys by instance id, in the order they were added: a stop or a listing of one instance's keys
    * looks at its own keys, not at every key of the store (10,000 on a large one).
    */
   private readonly byInstance = new Map<string, KeyRecord[]>();
+  private eventList: AuditEvent[] = [];
+  private seq = 0;
+
+  static from(data: StoreData): MutableRegistry {
+    const r = new MutableRegistry();
+    for (const i of data.instances) r.instanceMap.set(i.id, i);
+    for (const k of data.keys) r.putKey(k);
+    r.eventList = data.events;
+    r.seq = data.events.reduce((m, e) => Math.max(m, e.seq), 0);
+    return r;
+  }
+
+  get instances(): ReadonlyMap<string, Instance> {
+    return this.instanceMap;
+  }
+
+  get keys(): ReadonlyMap<string, KeyRecord> {
+    return this.keyMap;
+  }
+
+  get events(): readonly AuditEvent[] {
+    return this.eventList;
+  }
+
+  /** The next audit sequence number, taken. */
+  nextSeq(): number {
+    return ++this.seq;
+  }
+
+  /**
+   * Adds an event in sequence order: a shared store numbers events at commit, and this daemon may
+   * hear another's earlier commit after adding its own later one.
+   */
+  addEvent(e: AuditEvent): void {
+    const list = this.eventList;
+    let at = list.length;
+    while (at > 0 && list[at - 1]!.seq > e.seq) at--;
+    if (at === list.length) list.push(e);
+    else list.splice(at, 0, e);
+    if (e.seq > this.seq) this.seq = e.seq;
+  }
+
+  putInstance(instance: Instance): void {
+    this.instanceMap.set(instance.id, instance);
+  }
+
+  deleteInstance(id: string): void {
+    this.instanceMap.delete(id);
+  }
 
   putKey(key: KeyRecord): void {
-    const known = this.keys.get(key.id);
-    this.keys.set(key.id, key);
+    const known = this.keyMap.get(key.id);
+    this.keyMap.set(key.id, key);
     this.byHash.set(key.hash, key);
     const list = this.byInstance.get(key.instance) ?? [];
     const at = known === undefined ? -1 : list.indexOf(known);
     if (at >= 0) list[at] = key;
     else list.push(key);
     this.byInstance.set(key.instance, list);
+  }
+
+  /** Revoked wins: a key is never made active again, so this is the only status change. */
+  revoke(key: KeyRecord, at: string | null, reason: RevokeReason | null): void {
+    key.status = 'revoked';
+    key.revokedAt = at;
+    key.revokeReason = reason;
+  }
+
+  setLimits(key: KeyRecord, limits: KeyLimits): void {
+    key.limits = { ...limits };
+  }
+
+  /** Usage written by another daemon of a shared store, added to this daemon's running totals. */
+  addStoredUsage(key: KeyRecord, d: UsageDelta): void {
+    key.usage = addUsage(key.usage, d);
+    if (d.lastUsedAt !== null && (key.lastUsedAt === null || d.lastUsedAt > key.lastUsedAt)) key.lastUsedAt = d.lastUsedAt;
+  }
+
+  /** The store's counters and limits for a key, after a reload of the whole state. */
+  resetFromStore(key: KeyRecord, stored: Pick<KeyRecord, 'usage' | 'lastUsedAt' | 'limits'>): void {
+    key.usage = { ...stored.usage };
+    key.lastUsedAt = stored.lastUsedAt;
+    key.limits = { ...stored.limits };
+  }
+
+  countRequest(key: KeyRecord, at: string, promptTokens: number, completionTokens: number): void {
+    key.lastUsedAt = at;
+    const u: KeyUsage = key.usage;
+    u.requests += 1;
+    u.promptTokens += promptTokens;
+    u.completionTokens += completionTokens;
+    u.firstUsedAt ??= at;
+  }
+
+  countExchange(key: KeyRecord, c: ExchangeCounts): void {
+    const u = key.usage;
+    u.promptTokens += c.prompt;
+    u.completionTokens += c.completion;
+    u.reasoningTokens += c.reasoning;
+    if (c.outcome === 'error') u.errors += 1;
+    else if (c.outcome === 'disconnect') u.disconnects += 1;
   }
 
   /**
@@ -60,7 +174,7 @@ export class Registry {
    * deployment may have changed while the body was arriving.
    */
   check(key: KeyRecord, nowMs: number, requireReady: boolean): AuthResult {
-    const instance = this.instances.get(key.instance);
+    const instance = this.instanceMap.get(key.instance);
     // The id may have been removed and added again: that is another deployment, not this key's.
     if (instance === undefined || instance.deployment !== key.deployment) return { ok: false, code: 'deployment_not_found', key };
     if (key.status !== 'active') return { ok: false, code: 'revoked_api_key', key, instance };
@@ -87,7 +201,7 @@ export class Registry {
 
   activeKeyCount(instanceId: string): number {
     let n = 0;
-    const inst = this.instances.get(instanceId);
+    const inst = this.instanceMap.get(instanceId);
     if (inst === undefined) return 0;
     for (const k of this.byInstance.get(instanceId) ?? []) if (k.deployment === inst.deployment && k.status === 'active') n++;
     return n;

@@ -1,24 +1,16 @@
 import { iso } from '../clock.js';
 import { type KeyRecord, emptyUsage } from '../domain/key.js';
 import type { UsageDelta } from '../store/store.js';
+import type { ExchangeCounts, KeyCounters } from './registry.js';
 
-/** How a request sent to the model server ended, for the key's counters. */
-export type RequestOutcome = 'ok' | 'error' | 'disconnect';
-
-/** What one finished exchange adds to its key. */
-export interface ExchangeCounts {
-  prompt: number;
-  completion: number;
-  /** Part of `completion`, when the model server reports it. */
-  reasoning: number;
-  outcome: RequestOutcome;
-}
+export type { ExchangeCounts, RequestOutcome } from './registry.js';
 
 /**
  * Per-key usage gathered in memory on the request path and written in batches: a request
- * never waits for, or causes, a write of its own. The registry's key shows the running total;
- * what is written is what this daemon added since its last flush, so that several daemons
- * sharing a store add to the stored counters instead of writing over each other's.
+ * never waits for, or causes, a write of its own. The registry's key shows the running total
+ * (counted through the registry's KeyCounters, the one place that changes it); what is written
+ * is what this daemon added since its last flush, so that several daemons sharing a store add
+ * to the stored counters instead of writing over each other's.
  */
 export class UsageTracker {
   private dirty = new Map<KeyRecord, UsageDelta>();
@@ -26,6 +18,8 @@ export class UsageTracker {
   // made once per second, and each request adds its milliseconds.
   private lastSecond = Number.NaN;
   private secondText = '';
+
+  constructor(private readonly counters: KeyCounters) {}
 
   record(key: KeyRecord, nowMs: number, promptTokens: number, completionTokens: number): void {
     const second = Math.floor(nowMs / 1000);
@@ -35,12 +29,7 @@ export class UsageTracker {
     }
     const ms = nowMs - second * 1000;
     const at = `${this.secondText}${ms < 10 ? '00' : ms < 100 ? '0' : ''}${ms}Z`;
-    key.lastUsedAt = at;
-    const u = key.usage;
-    u.requests += 1;
-    u.promptTokens += promptTokens;
-    u.completionTokens += completionTokens;
-    u.firstUsedAt ??= at;
+    this.counters.countRequest(key, at, promptTokens, completionTokens);
     const d = this.delta(key);
     d.requests += 1;
     d.promptTokens += promptTokens;
@@ -51,21 +40,13 @@ export class UsageTracker {
 
   /** The exchange is over: its tokens, and whether it failed or the client left. */
   finished(key: KeyRecord, c: ExchangeCounts): void {
-    const u = key.usage;
+    this.counters.countExchange(key, c);
     const d = this.delta(key);
-    u.promptTokens += c.prompt;
-    u.completionTokens += c.completion;
-    u.reasoningTokens += c.reasoning;
     d.promptTokens += c.prompt;
     d.completionTokens += c.completion;
     d.reasoningTokens += c.reasoning;
-    if (c.outcome === 'error') {
-      u.errors += 1;
-      d.errors += 1;
-    } else if (c.outcome === 'disconnect') {
-      u.disconnects += 1;
-      d.disconnects += 1;
-    }
+    if (c.outcome === 'error') d.errors += 1;
+    else if (c.outcome === 'disconnect') d.disconnects += 1;
   }
 
   private delta(key: KeyRecord): UsageDelta {

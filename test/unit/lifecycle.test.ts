@@ -5,6 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { cryptoSecretSource } from '../../src/domain/api-key.js';
 import { ObProxyError } from '../../src/errors.js';
 import { LifecycleService } from '../../src/services/lifecycle.js';
+import { MutableRegistry } from '../../src/services/registry.js';
 import { LowdbStore } from '../../src/store/lowdb-store.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { PostgresStore } from '../../src/store/postgres-store.js';
@@ -172,7 +173,7 @@ describe('UsageTracker', () => {
   it('counts how each exchange ended: reasoning tokens, errors and disconnects, in the key and in the delta to flush', async () => {
     const { UsageTracker } = await import('../../src/services/usage.js');
     const { emptyUsage } = await import('../../src/domain/key.js');
-    const usage = new UsageTracker();
+    const usage = new UsageTracker(new MutableRegistry());
     const key = { id: 'k1', lastUsedAt: null, usage: emptyUsage() } as unknown as Parameters<typeof usage.record>[0];
     const at = Date.UTC(2026, 10, 23, 5, 0, 0, 0);
     for (const outcome of ['ok', 'error', 'disconnect', 'ok'] as const) {
@@ -187,7 +188,7 @@ describe('UsageTracker', () => {
 
   it('records lastUsedAt as the ISO time of the request, to the millisecond', async () => {
     const { UsageTracker } = await import('../../src/services/usage.js');
-    const usage = new UsageTracker();
+    const usage = new UsageTracker(new MutableRegistry());
     const key = { lastUsedAt: null, usage: { requests: 0, promptTokens: 0, completionTokens: 0 } } as unknown as Parameters<typeof usage.record>[0];
     for (const ms of [Date.UTC(2026, 10, 23, 5, 57, 33, 7), Date.UTC(2026, 10, 23, 5, 57, 33, 42), Date.UTC(2026, 10, 23, 5, 57, 33, 999), Date.UTC(2026, 10, 23, 5, 57, 34, 0), Date.UTC(2027, 0, 1, 0, 0, 0, 120)]) {
       usage.record(key, ms, 1, 2);
