@@ -353,9 +353,11 @@ export class PostgresStore implements Store {
       await this.keepSession();
       this.wake();
       await this.pulling;
-      if (this.chores && this.session !== null) {
-        await this.session.query(`DELETE FROM ob_changes WHERE at < now() - interval '${CHANGE_LOG_KEEP}' AND no < $1`, [this.lastChange]).catch(() => {});
-        await this.session.query(`DELETE FROM ob_limit_counts WHERE at < now() - interval '${LIMIT_ROWS_KEEP}'`).catch(() => {});
+      const session = this.session;
+      if (this.chores && session !== null) {
+        await session.query(`DELETE FROM ob_changes WHERE at < now() - interval '${CHANGE_LOG_KEEP}' AND no < $1`, [this.lastChange]).catch(() => {});
+        // The session may have ended meanwhile (close): the query then fails, and is let go.
+        await session.query(`DELETE FROM ob_limit_counts WHERE at < now() - interval '${LIMIT_ROWS_KEEP}'`).catch(() => {});
       }
     } finally {
       if (!this.closed) {
