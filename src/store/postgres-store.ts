@@ -80,6 +80,7 @@ export class PostgresStore implements Store {
   private limitsTimer: NodeJS.Timeout | undefined;
   private lastLimitTick = 0;
   private exchanging: Promise<void> | null = null;
+  private limitsFailing = false;
 
   constructor(private readonly url: string, private readonly options: PostgresStoreOptions = {}) {
     this.location = redactUrl(url);
@@ -274,8 +275,12 @@ export class PostgresStore implements Store {
       const nodes = new Map<string, LimitCounts>();
       for (const r of rows) if (isLimitCounts(r.counts)) nodes.set(r.node, r.counts);
       ex.received({ tick: tick - 1, self: this.origin, nodes });
+      if (this.limitsFailing) this.options.onNotice?.(`Exchanging per-key limit counts through ${this.location} again.`);
+      this.limitsFailing = false;
     } catch (err) {
-      this.notice(`Cannot exchange per-key limit counts through ${this.location} (${errText(err)}): this daemon keeps to its last share of each key's limits.`);
+      // Said once, apart from the change log's notices: this runs every period.
+      if (!this.limitsFailing) this.options.onNotice?.(`Cannot exchange per-key limit counts through ${this.location} (${errText(err)}): this daemon keeps to its last share of each key's limits.`);
+      this.limitsFailing = true;
     }
   }
 
