@@ -128,6 +128,36 @@ describe('per-key limits across three daemons on one PostgreSQL', () => {
     for (const n of nodes) expect(byNode[n.name]).toBeGreaterThan(0);
   });
 
+  it('tpm: the tokens the model server reported, per window over the three daemons, stay within tpm × 1.1', { timeout: 60_000 }, async () => {
+    const TPM = 600;
+    const k = await nodes[0]!.api.createKey(instance, 'tokens', { tpm: TPM });
+    for (const n of nodes) await eventually(async () => (await n.pool.request({ method: 'GET', path: '/v1/models', headers: { authorization: `Bearer ${k.secret}` } }).then(async (r) => { await r.body.dump(); return r.statusCode; })) === 200, `${n.name} knows the key`, 15_000);
+    const outcomes: (Outcome & { doneAt: number })[] = [];
+    const until = (Math.floor(Date.now() / WINDOW_MS) + 5) * WINDOW_MS;
+    let next = 0;
+    await Promise.all(Array.from({ length: 6 }, async () => {
+      while (Date.now() < until && outcomes.length < 20_000) {
+        const o = await chat(nodes[next++ % nodes.length]!, k.secret, 'count these tokens please');
+        outcomes.push({ ...o, doneAt: Date.now() });
+        await new Promise((r) => setTimeout(r, 15));
+      }
+    }));
+    const ok = outcomes.filter((o) => o.status === 200);
+    for (const o of outcomes.filter((x) => x.status !== 200)) expectRateLimited(o, 'tokens per minute \\(tpm\\)');
+    // Tokens are charged when the answer ends, between sending and the answer: an answer whose
+    // span crosses a window's end is counted in both windows (an upper bound).
+    const perWindow = new Map<number, number>();
+    for (const o of ok) {
+      const tokens = (o.body as { usage: { total_tokens: number } }).usage.total_tokens;
+      for (let w = Math.floor(o.sentAt / WINDOW_MS); w <= Math.floor(o.doneAt / WINDOW_MS); w++) perWindow.set(w, (perWindow.get(w) ?? 0) + tokens);
+    }
+    console.log(JSON.stringify({ suite: 'cluster-limits', tpm: TPM, asked: outcomes.length, admitted: ok.length, tokensPerWindow: [...perWindow.values()] }));
+    const windows = [...perWindow.keys()].sort((a, b) => a - b).slice(1, -1);
+    expect(windows.length).toBeGreaterThanOrEqual(3);
+    for (const w of windows) expect(perWindow.get(w)).toBeLessThanOrEqual(Math.floor(TPM * 1.1));
+    for (const w of windows) expect(perWindow.get(w)).toBeGreaterThanOrEqual(Math.floor(TPM * 0.75));
+  });
+
   it('concurrency: twelve slow requests at once over the three daemons, at most the limit in flight in all', { timeout: 60_000 }, async () => {
     const LIMIT = 3;
     const k = await nodes[2]!.api.createKey(instance, 'parallel', { concurrency: LIMIT });
