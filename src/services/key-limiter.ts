@@ -1,6 +1,6 @@
 import type { KeyLimits, KeyRecord } from '../domain/key.js';
 import type { LimitCounts, LimitExchange, LimitSnapshot } from '../store/store.js';
-import { shareOf } from './limit-shares.js';
+import { type ClusterView, readSnapshot, shareOf } from './limit-shares.js';
 
 export type LimitName = keyof KeyLimits;
 
@@ -64,7 +64,7 @@ class KeyState {
    * What this daemon promised the others at each capture not yet in a snapshot. A key counted
    * since the last capture was left out of it: a promise of nothing, until that snapshot is read.
    */
-  promises: Promise[];
+  promises: LimitPromise[];
   /** This daemon's caps, worked out once per snapshot, capture and window. */
   caps: Caps | null = null;
 
@@ -80,7 +80,7 @@ class KeyState {
  * of that capture is read (in another window: within `x*`): the others split only what nobody
  * promised, so a share given never overlaps one being spent.
  */
-interface Promise {
+interface LimitPromise {
   tick: number;
   window: number;
   requests: number;
@@ -110,27 +110,6 @@ interface Caps {
   share: { requests: number; tokens: number; inflight: number };
 }
 
-/**
- * A snapshot as the limiter reads it: daemons in one order, and per key, one array per count
- * (requests and tokens of the snapshot's window), and what each daemon promised (totals).
- */
-interface ClusterView {
-  tick: number;
-  window: number;
-  self: number;
-  size: number;
-  keys: Map<string, KeyView>;
-}
-
-interface KeyView {
-  requests: number[];
-  tokens: number[];
-  asked: number[];
-  promised: { requests: number[]; tokens: number[]; inflight: number[] };
-  /** In another window than the snapshot's: only what was promised on top counts. */
-  promisedAfter: { requests: number[]; tokens: number[] };
-}
-
 export interface Verdict {
   /** The limit that refuses the request, or null when it may go on. */
   refused: LimitName | null;
@@ -150,6 +129,9 @@ export interface Verdict {
  */
 export const LIMIT_SYNC_MS = 250;
 
+/** Promises kept per key while no snapshot clears them (more than the store's 8-tick look-back). */
+const MAX_PROMISES = 10;
+
 /** How long to wait when a key is at its concurrency limit: unknown, so a short retry. */
 export const CONCURRENCY_RETRY_MS = 1000;
 
@@ -157,9 +139,10 @@ export const CONCURRENCY_RETRY_MS = 1000;
  * Per-key rpm, tpm and concurrency, in memory: a few map look-ups per request, nothing for keys
  * without limits (the caller skips them). On a store of its own, the daemon's counts are the
  * key's; on a shared store, each daemon stays within its share of the key's limits, worked out
- * from a snapshot of every daemon's counts taken each period (docs/scale-out.md). Tokens are charged when the model
- * server reports them, at the end of an answer: a key over its tpm is refused from its next
- * request until the window ends. The clock is the caller's (ms), so tests need no sleeps.
+ * from a snapshot of every daemon's counts taken each period (docs/scale-out.md). Tokens are
+ * charged when the model server reports them, at the end of an answer: a key over its tpm is
+ * refused from its next request until the window ends. The clock is the caller's (ms), so tests
+ * need no sleeps.
  */
 export class KeyLimiter {
   private readonly keys = new Map<string, KeyState>();
@@ -332,6 +315,9 @@ export class KeyLimiter {
       const xTokens = promise(share.tokens - s.tokens.count, Math.max(charged, asked > 0 ? 1 : 0));
       const xInflight = promise(share.inflight - s.inflight, asked);
       s.promises.push({ tick, window, requests: s.requests.count + xRequests, tokens: s.tokens.count + xTokens, inflight: s.inflight + xInflight, xRequests, xTokens });
+      // Cut off from the store, no snapshot clears them: the others read a daemon's latest row,
+      // and stop counting it after a few ticks without one, so only the latest promises matter.
+      if (s.promises.length > MAX_PROMISES) s.promises.shift();
       s.caps = null;
       keys[id] = [s.requests.count, s.tokens.count, s.inflight, asked, xRequests, xTokens, xInflight];
     }
@@ -345,38 +331,8 @@ export class KeyLimiter {
    * is not used: the others left it out of their split, so it keeps the caps of the one before.
    */
   received(snap: LimitSnapshot): void {
-    const nodes = [...snap.nodes.keys()].sort();
-    const self = nodes.indexOf(snap.self);
-    if (self < 0) return;
     if (this.view !== null && snap.tick <= this.view.tick) return;
-    const size = nodes.length;
-    const window = snap.nodes.get(snap.self)!.window;
-    const keys = new Map<string, KeyView>();
-    const zeros = (): number[] => new Array<number>(size).fill(0);
-    nodes.forEach((n, i) => {
-      const counts = snap.nodes.get(n)!;
-      // A daemon still in the window before (it captured just before the boundary): its counts
-      // are of that window, only its promise on top counts in this one.
-      const sameWindow = counts.window === window;
-      for (const [id, [requests, tokens, inflight, asked, xRequests, xTokens, xInflight]] of Object.entries(counts.keys)) {
-        let k = keys.get(id);
-        if (k === undefined) {
-          k = { requests: zeros(), tokens: zeros(), asked: zeros(), promised: { requests: zeros(), tokens: zeros(), inflight: zeros() }, promisedAfter: { requests: zeros(), tokens: zeros() } };
-          keys.set(id, k);
-        }
-        if (sameWindow) {
-          k.requests[i] = requests;
-          k.tokens[i] = tokens;
-        }
-        k.asked[i] = asked;
-        k.promised.requests[i] = (sameWindow ? requests : 0) + xRequests;
-        k.promised.tokens[i] = (sameWindow ? tokens : 0) + xTokens;
-        k.promised.inflight[i] = inflight + xInflight;
-        k.promisedAfter.requests[i] = xRequests;
-        k.promisedAfter.tokens[i] = xTokens;
-      }
-    });
-    this.view = { tick: snap.tick, window, self, size, keys };
+    this.view = readSnapshot(snap) ?? this.view;
   }
 
   /** A request admitted by `admit` is over. */
