@@ -56,6 +56,13 @@ function windowOf(o: Outcome): number {
   return Math.round((o.sentAt + resetMs(String(o.headers['x-ratelimit-reset-requests']))) / WINDOW_MS);
 }
 
+/** The windows wholly between `from` and `to` (`to` a window's start): four here. */
+function wholeWindows(from: number, to: number): number[] {
+  const out: number[] = [];
+  for (let w = Math.floor(from / WINDOW_MS) + 1; (w + 1) * WINDOW_MS <= to; w++) out.push(w);
+  return out;
+}
+
 function expectRateLimited(o: Outcome, limit: string): void {
   expect(o.status).toBe(429);
   expect(o.body).toEqual({ error: { message: expect.stringMatching(new RegExp(`^This API key is over its limit of \\d+ ${limit}. Retry in \\d+ s;`)) as unknown, type: 'rate_limit_error', param: null, code: 'rate_limited' } });
@@ -100,7 +107,8 @@ describe('per-key limits across three daemons on one PostgreSQL', () => {
 
     // Six workers, round robin over the daemons, for four whole windows and a bit.
     const outcomes: Outcome[] = [];
-    const until = (Math.floor(Date.now() / WINDOW_MS) + 5) * WINDOW_MS;
+    const started = Date.now();
+    const until = (Math.floor(started / WINDOW_MS) + 5) * WINDOW_MS;
     let next = 0;
     await Promise.all(Array.from({ length: 6 }, async () => {
       while (Date.now() < until && outcomes.length < 20_000) {
@@ -118,12 +126,10 @@ describe('per-key limits across three daemons on one PostgreSQL', () => {
     console.log(JSON.stringify({ suite: 'cluster-limits', rpm: RPM, asked: outcomes.length, admitted: ok.length, perWindow: [...perWindow.values()], byNode }));
     // The model server received exactly the admitted requests.
     expect((await sim.requests()).filter((r) => r.path === '/v1/chat/completions').length - chatsBefore).toBe(ok.length);
-    // The whole windows the client ran through (not the first, partly before the key was warm).
-    const windows = [...perWindow.keys()].sort((a, b) => a - b).slice(1, -1);
-    expect(windows.length).toBeGreaterThanOrEqual(3);
-    for (const w of windows) expect(perWindow.get(w)).toBeLessThanOrEqual(Math.floor(RPM * 1.1));
-    // And the limit is not starved either: each whole window got most of it.
-    for (const w of windows) expect(perWindow.get(w)).toBeGreaterThanOrEqual(Math.floor(RPM * 0.75));
+    // Every window: within the limit + 10 %. The whole windows the client ran through (not the
+    // first, entered partway): most of the limit used, so it is not starved either.
+    for (const n of perWindow.values()) expect(n).toBeLessThanOrEqual(Math.floor(RPM * 1.1));
+    for (const w of wholeWindows(started, until)) expect(perWindow.get(w) ?? 0).toBeGreaterThanOrEqual(Math.floor(RPM * 0.75));
     // Through all three daemons.
     for (const n of nodes) expect(byNode[n.name]).toBeGreaterThan(0);
   });
@@ -133,7 +139,8 @@ describe('per-key limits across three daemons on one PostgreSQL', () => {
     const k = await nodes[0]!.api.createKey(instance, 'tokens', { tpm: TPM });
     for (const n of nodes) await eventually(async () => (await n.pool.request({ method: 'GET', path: '/v1/models', headers: { authorization: `Bearer ${k.secret}` } }).then(async (r) => { await r.body.dump(); return r.statusCode; })) === 200, `${n.name} knows the key`, 15_000);
     const outcomes: (Outcome & { doneAt: number })[] = [];
-    const until = (Math.floor(Date.now() / WINDOW_MS) + 5) * WINDOW_MS;
+    const started = Date.now();
+    const until = (Math.floor(started / WINDOW_MS) + 5) * WINDOW_MS;
     let next = 0;
     await Promise.all(Array.from({ length: 6 }, async () => {
       while (Date.now() < until && outcomes.length < 20_000) {
@@ -152,10 +159,8 @@ describe('per-key limits across three daemons on one PostgreSQL', () => {
       for (let w = Math.floor(o.sentAt / WINDOW_MS); w <= Math.floor(o.doneAt / WINDOW_MS); w++) perWindow.set(w, (perWindow.get(w) ?? 0) + tokens);
     }
     console.log(JSON.stringify({ suite: 'cluster-limits', tpm: TPM, asked: outcomes.length, admitted: ok.length, tokensPerWindow: [...perWindow.values()] }));
-    const windows = [...perWindow.keys()].sort((a, b) => a - b).slice(1, -1);
-    expect(windows.length).toBeGreaterThanOrEqual(3);
-    for (const w of windows) expect(perWindow.get(w)).toBeLessThanOrEqual(Math.floor(TPM * 1.1));
-    for (const w of windows) expect(perWindow.get(w)).toBeGreaterThanOrEqual(Math.floor(TPM * 0.75));
+    for (const n of perWindow.values()) expect(n).toBeLessThanOrEqual(Math.floor(TPM * 1.1));
+    for (const w of wholeWindows(started, until)) expect(perWindow.get(w) ?? 0).toBeGreaterThanOrEqual(Math.floor(TPM * 0.75));
   });
 
   it('concurrency: twelve slow requests at once over the three daemons, at most the limit in flight in all', { timeout: 60_000 }, async () => {
