@@ -10,7 +10,7 @@ import { InstanceHealth } from '../src/services/instance-health.js';
 import { LifecycleService } from '../src/services/lifecycle.js';
 import { LiveStats } from '../src/services/live-stats.js';
 import type { UnwrittenAtShutdownError } from '../src/services/unwritten.js';
-import { KeyLimiter } from '../src/services/key-limiter.js';
+import { KeyLimiter, LIMIT_SYNC_MS } from '../src/services/key-limiter.js';
 import { UsageTracker } from '../src/services/usage.js';
 import { LowdbStore } from '../src/store/lowdb-store.js';
 import type { Store } from '../src/store/store.js';
@@ -164,7 +164,7 @@ async function assemble(config: Config, deps: DaemonDeps, opened: Opened): Promi
     health,
     upstream: new UpstreamClient({ timeoutMs: config.upstreamTimeoutMs, connectTimeoutMs: config.connectTimeoutMs, idleTimeoutMs: config.idleTimeoutMs }),
     badKeys: new BadKeyLimiter(config.badKeyLimit),
-    keyLimits: new KeyLimiter(config.limitWindowMs),
+    keyLimits: new KeyLimiter(config.limitWindowMs, store.shareLimits === undefined ? null : { periodMs: LIMIT_SYNC_MS }),
     admission: config.maxConcurrency === null ? null
       : new Admission(config.maxConcurrency, config.queueSize, config.queueTimeoutMs, metrics === null ? undefined : (instance, depth) => metrics.queueDepth(instance, depth)),
     inflight: new InflightRequests(),
@@ -183,6 +183,9 @@ async function assemble(config: Config, deps: DaemonDeps, opened: Opened): Promi
       stale: ctx.storeStale, holdsChores: store.holdsChores?.() ?? true,
     })),
   };
+  // Per-key limits hold cluster-wide on a shared store (docs/scale-out.md).
+  const limitExchange = ctx.keyLimits.exchange();
+  if (limitExchange !== null) store.shareLimits?.(limitExchange);
   // The audit trail in the log too, event by event: key creations and revocations (by hand, by a
   // stop, by a pack end with no command), instance changes. Never a secret: events hold none.
   // Changes heard from other daemons of a shared store are logged as such, and counted by the

@@ -19,7 +19,7 @@ export interface KeyUsage {
 }
 
 /**
- * Per-key rate limits (null: none). Enforced per daemon, in memory (docs/operations.md). Stores
+ * Per-key rate limits (null: none). Enforced in memory; cluster-wide on a shared store (docs/scale-out.md). Stores
  * written before limits existed have none: normalised to all-null when they are loaded.
  */
 export interface KeyLimits {

@@ -1,4 +1,6 @@
 import type { KeyLimits, KeyRecord } from '../domain/key.js';
+import type { LimitCounts, LimitExchange, LimitSnapshot } from '../store/store.js';
+import { type ClusterView, readSnapshot, shareOf } from './limit-shares.js';
 
 export type LimitName = keyof KeyLimits;
 
@@ -6,7 +8,8 @@ export type LimitName = keyof KeyLimits;
  * One fixed window: it starts with the first request (or tokens) counted after the last one
  * ended, and lasts `windowMs`. Simple and exact to report (the reset is the window's end); the
  * price is that a key may spend its whole allowance at the end of one window and again at the
- * start of the next (docs/operations.md).
+ * start of the next (docs/operations.md). On a shared store windows are aligned to the clock
+ * instead (a multiple of `windowMs`), so that every daemon counts the same window.
  */
 class Window {
   start = 0;
@@ -14,13 +17,15 @@ class Window {
   private resetAt = -1;
   private resetText = '0ms';
 
+  constructor(private readonly aligned: boolean) {}
+
   roll(now: number, windowMs: number): void {
     if (this.count > 0 && now >= this.start + windowMs) this.count = 0;
   }
 
   add(now: number, windowMs: number, n: number): void {
     this.roll(now, windowMs);
-    if (this.count === 0) this.start = now;
+    if (this.count === 0) this.start = this.aligned ? now - (now % windowMs) : now;
     this.count += n;
   }
 
@@ -41,11 +46,68 @@ class Window {
 }
 
 class KeyState {
-  readonly requests = new Window();
-  readonly tokens = new Window();
+  readonly requests: Window;
+  readonly tokens: Window;
   inflight = 0;
   /** When a refusal was last reported (logged), so that it is once per window, not per request. */
   reportedAt = Number.NEGATIVE_INFINITY;
+  // Shared store only (see KeyLimiter.caps).
+  /** The key's limits as last seen, for the capture. */
+  limits: KeyLimits | null = null;
+  /** Requests asked (admitted or refused) and tokens charged, in all, and as of the last capture. */
+  asked = 0;
+  askedAtCapture = 0;
+  charged = 0;
+  chargedAtCapture = 0;
+  lastAskedAt = Number.NEGATIVE_INFINITY;
+  /**
+   * What this daemon promised the others at each capture not yet in a snapshot. A key counted
+   * since the last capture was left out of it: a promise of nothing, until that snapshot is read.
+   */
+  promises: LimitPromise[];
+  /** This daemon's caps, worked out once per snapshot, capture and window. */
+  caps: Caps | null = null;
+
+  constructor(aligned: boolean, lastCapture: number, window: number) {
+    this.requests = new Window(aligned);
+    this.tokens = new Window(aligned);
+    this.promises = [{ tick: lastCapture, window, requests: 0, tokens: 0, inflight: 0, xRequests: 0, xTokens: 0 }];
+  }
+}
+
+/**
+ * At a capture, a daemon promises to stay within its counts plus `x*` more until the snapshot
+ * of that capture is read (in another window: within `x*`): the others split only what nobody
+ * promised, so a share given never overlaps one being spent.
+ */
+interface LimitPromise {
+  tick: number;
+  window: number;
+  requests: number;
+  tokens: number;
+  inflight: number;
+  xRequests: number;
+  xTokens: number;
+}
+
+/**
+ * What this daemon may reach: its promise plus its share of what was left at the last snapshot,
+ * and within its promises since (`others*`: the other daemons' counts, for the headers and to
+ * tell a full window from a spent share).
+ */
+interface Caps {
+  snapshot: ClusterView | null;
+  limits: KeyLimits;
+  window: number;
+  requests: number;
+  tokens: number;
+  inflight: number;
+  othersRequests: number;
+  othersTokens: number;
+  /** Requests the other daemons were asked for the key in the period before the snapshot. */
+  othersAsked: number;
+  /** From the snapshot alone (before the promises since): what the next promise may reach. */
+  share: { requests: number; tokens: number; inflight: number };
 }
 
 export interface Verdict {
@@ -61,24 +123,46 @@ export interface Verdict {
   report: boolean;
 }
 
+/**
+ * How often daemons of a shared store exchange their limit counts (ms). Short, so that a burst
+ * meets a recent split; one small write and read per daemon per period (docs/scale-out.md).
+ */
+export const LIMIT_SYNC_MS = 250;
+
+/** Promises kept per key while no snapshot clears them (more than the store's 8-tick look-back). */
+const MAX_PROMISES = 10;
+
 /** How long to wait when a key is at its concurrency limit: unknown, so a short retry. */
 export const CONCURRENCY_RETRY_MS = 1000;
 
 /**
- * Per-key rpm, tpm and concurrency, in memory and per daemon: a few map look-ups per request,
- * nothing for keys without limits (the caller skips them). Tokens are charged when the model
- * server reports them, at the end of an answer: a key over its tpm is refused from its next
- * request until the window ends. The clock is the caller's (ms), so tests need no sleeps.
+ * Per-key rpm, tpm and concurrency, in memory: a few map look-ups per request, nothing for keys
+ * without limits (the caller skips them). On a store of its own, the daemon's counts are the
+ * key's; on a shared store, each daemon stays within its share of the key's limits, worked out
+ * from a snapshot of every daemon's counts taken each period (docs/scale-out.md). Tokens are
+ * charged when the model server reports them, at the end of an answer: a key over its tpm is
+ * refused from its next request until the window ends. The clock is the caller's (ms), so tests
+ * need no sleeps.
  */
 export class KeyLimiter {
   private readonly keys = new Map<string, KeyState>();
+  private readonly shared: boolean;
+  private view: ClusterView | null = null;
+  private lastCapture = Number.NEGATIVE_INFINITY;
+  private lastCaptureWindow = 0;
 
-  constructor(private readonly windowMs: number) {}
+  /**
+   * `sync`: the store is shared, and limits hold cluster-wide from snapshots of every daemon's
+   * counts taken every `periodMs` (exchange()); windows are then aligned to the clock.
+   */
+  constructor(private readonly windowMs: number, private readonly sync: { periodMs: number } | null = null) {
+    this.shared = sync !== null;
+  }
 
   private state(id: string): KeyState {
     let s = this.keys.get(id);
     if (s === undefined) {
-      s = new KeyState();
+      s = new KeyState(this.shared, this.lastCapture, this.lastCaptureWindow);
       this.keys.set(id, s);
     }
     return s;
@@ -93,7 +177,28 @@ export class KeyLimiter {
     s.tokens.roll(now, w);
     let refused: LimitName | null = null;
     let retryAfterMs = 0;
-    if (rpm !== null && s.requests.count >= rpm) {
+    const c = this.shared ? this.caps(key, s, now) : null;
+    if (c !== null) {
+      s.asked++;
+      s.lastAskedAt = now;
+      s.limits = key.limits;
+      // Over its share but not the cluster's limit: the next snapshots give it more (its demand counts).
+      const soon = this.untilNextShare(now);
+      // The cluster's count as far as known: tokens are charged after the answers, so a share
+      // can be overspent, and a window spent by the others is spent for this daemon too.
+      const spentRequests = rpm !== null && c.othersRequests + s.requests.count >= rpm;
+      const spentTokens = tpm !== null && c.othersTokens + s.tokens.count >= tpm;
+      if (rpm !== null && (spentRequests || s.requests.count >= c.requests)) {
+        refused = 'rpm';
+        retryAfterMs = spentRequests ? this.windowLeft(now) : soon;
+      } else if (tpm !== null && (spentTokens || s.tokens.count >= c.tokens)) {
+        refused = 'tpm';
+        retryAfterMs = spentTokens ? this.windowLeft(now) : soon;
+      } else if (concurrency !== null && s.inflight >= c.inflight) {
+        refused = 'concurrency';
+        retryAfterMs = c.snapshot === null ? soon : CONCURRENCY_RETRY_MS;
+      }
+    } else if (rpm !== null && s.requests.count >= rpm) {
       refused = 'rpm';
       retryAfterMs = s.requests.resetMs(now, w);
     } else if (tpm !== null && s.tokens.count >= tpm) {
@@ -111,7 +216,123 @@ export class KeyLimiter {
       s.reportedAt = now;
       report = true;
     }
-    return { refused, retryAfterMs, headers: this.headers(key.limits, s, now), entered: refused === null, report };
+    return { refused, retryAfterMs, headers: this.headers(key.limits, s, now, c), entered: refused === null, report };
+  }
+
+  private windowLeft(now: number): number {
+    return this.windowMs - (now % this.windowMs);
+  }
+
+  /** A refusal is counted in the next capture, which is in the snapshot read at the tick after. */
+  private untilNextShare(now: number): number {
+    const p = this.sync!.periodMs;
+    return p - (now % p) + p;
+  }
+
+  /**
+   * This daemon's caps for the key (shared store). From the last snapshot: what it promised then,
+   * plus its share of what nobody promised, shares weighted by each daemon's demand in the period
+   * before (plus one, so a daemon with none still gets a little). Every daemon computes the same
+   * split and the shares add up to what was left, so the cluster stays within the limit whatever
+   * the spread of requests. Then no more than what it promised at the captures since.
+   * A snapshot of an ended window: only the promises on top count. In-flight counts carry over.
+   * Without a snapshot yet (a daemon just started: three periods at most), it has no share; a key
+   * it had not counted at its last capture it promised nothing of, until that capture's snapshot
+   * is read (two periods at most). Both refuse with a short wait.
+   */
+  private caps(key: KeyRecord, s: KeyState, now: number): Caps {
+    const v = this.view;
+    const window = Math.floor(now / this.windowMs);
+    const cached = s.caps;
+    if (cached !== null && cached.snapshot === v && cached.limits === key.limits && cached.window === window) return cached;
+    const { rpm, tpm, concurrency } = key.limits;
+    const c: Caps = { snapshot: v, limits: key.limits, window, requests: 0, tokens: 0, inflight: 0, othersRequests: 0, othersTokens: 0, othersAsked: 0, share: { requests: 0, tokens: 0, inflight: 0 } };
+    s.caps = c;
+    if (v === null) return c;
+    s.promises = s.promises.filter((p) => p.tick > v.tick);
+    const k = v.keys.get(key.id);
+    const current = v.window === window;
+    const zeros = new Array<number>(v.size).fill(0);
+    const weights = k === undefined ? new Array<number>(v.size).fill(1) : k.asked.map((a) => a + 1);
+    const cap = (limit: number | null, promised: number[]): number => {
+      if (limit === null) return Number.POSITIVE_INFINITY;
+      return promised[v.self]! + shareOf(limit - sum(promised), weights, v.self);
+    };
+    c.requests = c.share.requests = cap(rpm, k === undefined ? zeros : current ? k.promised.requests : k.promisedAfter.requests);
+    c.tokens = c.share.tokens = cap(tpm, k === undefined ? zeros : current ? k.promised.tokens : k.promisedAfter.tokens);
+    c.inflight = c.share.inflight = cap(concurrency, k === undefined ? zeros : k.promised.inflight);
+    for (const p of s.promises) {
+      const same = p.window === window;
+      c.requests = Math.min(c.requests, same ? p.requests : p.xRequests);
+      c.tokens = Math.min(c.tokens, same ? p.tokens : p.xTokens);
+      c.inflight = Math.min(c.inflight, p.inflight);
+    }
+    if (k !== undefined) c.othersAsked = sum(k.asked) - k.asked[v.self]!;
+    if (k !== undefined && current) {
+      c.othersRequests = sum(k.requests) - k.requests[v.self]!;
+      c.othersTokens = sum(k.tokens) - k.tokens[v.self]!;
+    }
+    return c;
+  }
+
+  /** What the daemon hands its shared store (Store.shareLimits); null on a store of its own. */
+  exchange(): LimitExchange | null {
+    if (this.sync === null) return null;
+    return { periodMs: this.sync.periodMs, capture: (now) => this.capture(now), received: (snap) => this.received(snap) };
+  }
+
+  /**
+   * This daemon's counts, its demand since the last capture, and its promise for each key: its
+   * demand in the last period (plus one while it has room to spare, so a key's next request
+   * passes at once), within its caps. A key neither asked for nor counted for a whole window is
+   * dropped: its next request waits for a snapshot.
+   */
+  capture(now: number): LimitCounts {
+    const w = this.windowMs;
+    const window = Math.floor(now / w);
+    const tick = Math.floor(now / this.sync!.periodMs);
+    const keys: LimitCounts['keys'] = {};
+    for (const [id, s] of this.keys) {
+      s.requests.roll(now, w);
+      s.tokens.roll(now, w);
+      const asked = s.asked - s.askedAtCapture;
+      const charged = s.charged - s.chargedAtCapture;
+      s.askedAtCapture = s.asked;
+      s.chargedAtCapture = s.charged;
+      if (s.limits === null || (s.requests.count === 0 && s.tokens.count === 0 && s.inflight === 0 && now - s.lastAskedAt >= w)) {
+        this.keys.delete(id);
+        continue;
+      }
+      // Within its share of the snapshot every daemon is reading now, so the promises add up to
+      // no more than the limit; the promises since only hold until their snapshots are read.
+      const c = this.caps({ id, limits: s.limits } as KeyRecord, s, now);
+      const { share } = c;
+      // One to spare while there is room for two, or while no other daemon wants the key: a
+      // spare kept when room is scarce would starve a daemon that asks.
+      const spare = (room: number): number => (room >= 2 || (room >= 1 && c.othersAsked === 0) ? 1 : 0);
+      const promise = (room: number, demand: number): number => (room === Number.POSITIVE_INFINITY ? 0 : Math.max(0, Math.min(room, demand + spare(room))));
+      const xRequests = promise(share.requests - s.requests.count, asked);
+      const xTokens = promise(share.tokens - s.tokens.count, Math.max(charged, asked > 0 ? 1 : 0));
+      const xInflight = promise(share.inflight - s.inflight, asked);
+      s.promises.push({ tick, window, requests: s.requests.count + xRequests, tokens: s.tokens.count + xTokens, inflight: s.inflight + xInflight, xRequests, xTokens });
+      // Cut off from the store, no snapshot clears them: the others read a daemon's latest row,
+      // and stop counting it after a few ticks without one, so only the latest promises matter.
+      if (s.promises.length > MAX_PROMISES) s.promises.shift();
+      s.caps = null;
+      keys[id] = [s.requests.count, s.tokens.count, s.inflight, asked, xRequests, xTokens, xInflight];
+    }
+    this.lastCapture = tick;
+    this.lastCaptureWindow = window;
+    return { window, keys };
+  }
+
+  /**
+   * Every daemon's counts for one tick. A snapshot this daemon is missing from (its write failed)
+   * is not used: the others left it out of their split, so it keeps the caps of the one before.
+   */
+  received(snap: LimitSnapshot): void {
+    if (this.view !== null && snap.tick <= this.view.tick) return;
+    this.view = readSnapshot(snap) ?? this.view;
   }
 
   /** A request admitted by `admit` is over. */
@@ -122,7 +343,10 @@ export class KeyLimiter {
 
   /** Tokens the model server reported for one of the key's answers. */
   chargeTokens(keyId: string, tokens: number, now: number): void {
-    if (tokens > 0) this.state(keyId).tokens.add(now, this.windowMs, tokens);
+    if (tokens <= 0) return;
+    const s = this.state(keyId);
+    s.tokens.add(now, this.windowMs, tokens);
+    s.charged += tokens;
   }
 
   /** The key is gone (revoked): its counters with it. */
@@ -135,35 +359,44 @@ export class KeyLimiter {
   }
 
   /** Built as one literal per case (one shape, no property added one by one): they are made per request. */
-  private headers(limits: KeyLimits, s: KeyState, now: number): Record<string, string> {
+  private headers(limits: KeyLimits, s: KeyState, now: number, c: Caps | null): Record<string, string> {
     const { rpm, tpm } = limits;
     const w = this.windowMs;
+    // Remaining: the cluster's as far as this daemon knows (the others' counts at the last snapshot).
+    const usedRequests = s.requests.count + (c === null ? 0 : c.othersRequests);
+    const usedTokens = s.tokens.count + (c === null ? 0 : c.othersTokens);
     if (rpm !== null && tpm !== null) {
       return {
         'x-ratelimit-limit-requests': String(rpm),
-        'x-ratelimit-remaining-requests': String(Math.max(0, rpm - s.requests.count)),
+        'x-ratelimit-remaining-requests': String(Math.max(0, rpm - usedRequests)),
         'x-ratelimit-reset-requests': s.requests.reset(now, w),
         'x-ratelimit-limit-tokens': String(tpm),
-        'x-ratelimit-remaining-tokens': String(Math.max(0, tpm - s.tokens.count)),
+        'x-ratelimit-remaining-tokens': String(Math.max(0, tpm - usedTokens)),
         'x-ratelimit-reset-tokens': s.tokens.reset(now, w),
       };
     }
     if (rpm !== null) {
       return {
         'x-ratelimit-limit-requests': String(rpm),
-        'x-ratelimit-remaining-requests': String(Math.max(0, rpm - s.requests.count)),
+        'x-ratelimit-remaining-requests': String(Math.max(0, rpm - usedRequests)),
         'x-ratelimit-reset-requests': s.requests.reset(now, w),
       };
     }
     if (tpm !== null) {
       return {
         'x-ratelimit-limit-tokens': String(tpm),
-        'x-ratelimit-remaining-tokens': String(Math.max(0, tpm - s.tokens.count)),
+        'x-ratelimit-remaining-tokens': String(Math.max(0, tpm - usedTokens)),
         'x-ratelimit-reset-tokens': s.tokens.reset(now, w),
       };
     }
     return {};
   }
+}
+
+function sum(xs: readonly number[]): number {
+  let t = 0;
+  for (const x of xs) t += x;
+  return t;
 }
 
 /**

@@ -6,7 +6,7 @@ import { ObProxyError, obError } from '../errors.js';
 import { applyBatch } from './postgres/apply.js';
 import { type TableCounts, countTables, countsOf, importData } from './postgres/import.js';
 import { CHORES_LOCK, LOCK_SPACE, migrate } from './postgres/migrations.js';
-import { STORE_VERSION, type Mutation, type Store, type StoreChange, type StoreData, type StoreFeed } from './store.js';
+import { type LimitCounts, type LimitExchange, STORE_VERSION, type Mutation, type Store, type StoreChange, type StoreData, type StoreFeed } from './store.js';
 import { validateStoreData } from './store-validation.js';
 
 export interface PostgresStoreOptions {
@@ -24,6 +24,10 @@ const CHANNEL = 'ob_proxy_changes';
 // Keep the change log this long: a daemon away longer reloads the whole state instead.
 const CHANGE_LOG_KEEP = '1 hour';
 const PAGE = 500;
+// A daemon's own limit rows are kept this many ticks (and a daemon that stopped writing is
+// counted with its last row as long); rows of daemons gone are deleted after this long.
+const LIMIT_ROWS_KEEP_TICKS = 8;
+const LIMIT_ROWS_KEEP = '1 minute';
 
 export function isPostgresUrl(store: string): boolean {
   return /^postgres(ql)?:\/\//i.test(store);
@@ -72,6 +76,11 @@ export class PostgresStore implements Store {
   private closed = false;
   private migrated = false;
   private lastNotice = '';
+  private limits: LimitExchange | null = null;
+  private limitsTimer: NodeJS.Timeout | undefined;
+  private lastLimitTick = 0;
+  private exchanging: Promise<void> | null = null;
+  private limitsFailing = false;
 
   constructor(private readonly url: string, private readonly options: PostgresStoreOptions = {}) {
     this.location = redactUrl(url);
@@ -223,6 +232,58 @@ export class PostgresStore implements Store {
     await this.pulling;
   }
 
+  shareLimits(exchange: LimitExchange): void {
+    this.limits = exchange;
+    this.scheduleLimits();
+  }
+
+  /** The next tick: the next multiple of the period, the same instant on every daemon. */
+  private scheduleLimits(): void {
+    if (this.closed || this.limits === null) return;
+    const p = this.limits.periodMs;
+    this.limitsTimer = setTimeout(() => this.limitTick(), p - (this.now() % p) + 1);
+    this.limitsTimer.unref();
+  }
+
+  private limitTick(): void {
+    const ex = this.limits!;
+    const now = this.now();
+    const tick = Math.floor(now / ex.periodMs);
+    this.scheduleLimits();
+    // A round trip still under way (a slow database): this tick is skipped, its demand counted in the next.
+    if (tick <= this.lastLimitTick || this.exchanging !== null) return;
+    this.lastLimitTick = tick;
+    this.exchanging = this.exchangeLimits(ex, tick, ex.capture(now)).finally(() => { this.exchanging = null; });
+  }
+
+  /**
+   * One statement a tick: this daemon's counts written for this tick, its rows of long ago
+   * deleted, and every daemon's counts of the tick before read back. That tick's rows were all
+   * written a period ago, so every daemon reads the same ones (not a race between the writes).
+   * A daemon whose last write is older (slow, or cut off from the database) counts with its
+   * latest row for a few more ticks, so the others do not share out what it may still be using.
+   */
+  private async exchangeLimits(ex: LimitExchange, tick: number, counts: LimitCounts): Promise<void> {
+    try {
+      const { rows } = await this.pool.query<{ node: string; counts: LimitCounts }>(
+        `WITH put AS (INSERT INTO ob_limit_counts (tick, node, counts) VALUES ($1, $2, $3)
+                        ON CONFLICT (tick, node) DO UPDATE SET counts = EXCLUDED.counts, at = now()),
+              old AS (DELETE FROM ob_limit_counts WHERE node = $2 AND tick < $4)
+         SELECT DISTINCT ON (node) node, counts FROM ob_limit_counts WHERE tick BETWEEN $4 AND $5 ORDER BY node, tick DESC`,
+        [tick, this.origin, JSON.stringify(counts), tick - LIMIT_ROWS_KEEP_TICKS, tick - 1],
+      );
+      const nodes = new Map<string, LimitCounts>();
+      for (const r of rows) if (isLimitCounts(r.counts)) nodes.set(r.node, r.counts);
+      ex.received({ tick: tick - 1, self: this.origin, nodes });
+      if (this.limitsFailing) this.options.onNotice?.(`Exchanging per-key limit counts through ${this.location} again.`);
+      this.limitsFailing = false;
+    } catch (err) {
+      // Said once, apart from the change log's notices: this runs every period.
+      if (!this.limitsFailing) this.options.onNotice?.(`Cannot exchange per-key limit counts through ${this.location} (${errText(err)}): this daemon keeps to its last share of each key's limits.`);
+      this.limitsFailing = true;
+    }
+  }
+
   /** Reads the change log now (a notification, or a commit that made extras). */
   private wake(): void {
     if (this.feed === null || this.closed) return;
@@ -297,8 +358,11 @@ export class PostgresStore implements Store {
       await this.keepSession();
       this.wake();
       await this.pulling;
-      if (this.chores && this.session !== null) {
-        await this.session.query(`DELETE FROM ob_changes WHERE at < now() - interval '${CHANGE_LOG_KEEP}' AND no < $1`, [this.lastChange]).catch(() => {});
+      const session = this.session;
+      if (this.chores && session !== null) {
+        await session.query(`DELETE FROM ob_changes WHERE at < now() - interval '${CHANGE_LOG_KEEP}' AND no < $1`, [this.lastChange]).catch(() => {});
+        // The session may have ended meanwhile (close): the query then fails, and is let go.
+        await session.query(`DELETE FROM ob_limit_counts WHERE at < now() - interval '${LIMIT_ROWS_KEEP}'`).catch(() => {});
       }
     } finally {
       if (!this.closed) {
@@ -363,11 +427,19 @@ export class PostgresStore implements Store {
   async close(): Promise<void> {
     this.closed = true;
     clearTimeout(this.timer);
+    clearTimeout(this.limitsTimer);
+    await this.exchanging;
     await this.pulling?.catch(() => {});
     await this.sessionStarting?.catch(() => {});
     this.dropSession();
     await this.pool.end().catch(() => {});
   }
+}
+
+/** A row as this version writes it (another version's, or a damaged one, is left out of the split). */
+function isLimitCounts(x: unknown): x is LimitCounts {
+  const c = x as LimitCounts | null;
+  return typeof c === 'object' && c !== null && typeof c.window === 'number' && typeof c.keys === 'object' && c.keys !== null;
 }
 
 function errText(err: unknown): string {

@@ -47,6 +47,35 @@ export interface StoreFeed {
 }
 
 /**
+ * One daemon's per-key limit counts at one tick of the clock, for the others (Store.shareLimits):
+ * the window they are for (its number, now / window length), and per key the requests and tokens
+ * counted in it, the requests in flight, the requests asked since the last tick (admitted or not),
+ * and how many more requests, tokens and requests in flight it promised to stay within until the
+ * others have read this.
+ */
+export interface LimitCounts {
+  window: number;
+  keys: Record<string, [requests: number, tokens: number, inflight: number, asked: number, moreRequests: number, moreTokens: number, moreInflight: number]>;
+}
+
+/** Every daemon's counts published for one tick, by daemon (this one's under `self`). */
+export interface LimitSnapshot {
+  tick: number;
+  self: string;
+  nodes: Map<string, LimitCounts>;
+}
+
+/** What a daemon gives a shared store to exchange its limit counts with the others. */
+export interface LimitExchange {
+  /** Ticks fall on multiples of this (ms since the epoch), on every daemon alike. */
+  periodMs: number;
+  /** This daemon's counts now. */
+  capture(now: number): LimitCounts;
+  /** The counts every daemon published for an earlier tick. */
+  received(snapshot: LimitSnapshot): void;
+}
+
+/**
  * The daemon's only way to persistence. Narrow on purpose: a PostgreSQL store implements the
  * same three calls. `commit` resolves only once every mutation is durable, and persists all of
  * them or none.
@@ -80,6 +109,11 @@ export interface Store {
    * a shared store at a time. Absent: always.
    */
   holdsChores?(): boolean;
+  /**
+   * A shared store: at every tick, publishes this daemon's limit counts (one write) and hands back
+   * those every daemon published for the tick before, so per-key limits hold cluster-wide.
+   */
+  shareLimits?(exchange: LimitExchange): void;
 }
 
 export function emptyData(): StoreData {

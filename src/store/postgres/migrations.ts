@@ -76,6 +76,23 @@ export const MIGRATIONS: readonly { version: number; name: string; sql: string }
         ADD COLUMN first_used_at text;
     `,
   },
+  {
+    version: 4,
+    name: 'per-key limit counts shared between daemons',
+    sql: `
+      -- Each daemon's per-key limit counts, one row per daemon per tick of the clock (a few per
+      -- second while it runs): every daemon reads the row each daemon wrote for the tick before,
+      -- and splits what is left of each limit the same way (docs/scale-out.md). Short-lived: a
+      -- daemon deletes its own old rows, and the one holding the chores those of daemons gone.
+      CREATE TABLE ob_limit_counts (
+        tick bigint NOT NULL,
+        node text NOT NULL,
+        at timestamptz NOT NULL DEFAULT now(),
+        counts jsonb NOT NULL,
+        PRIMARY KEY (tick, node)
+      );
+    `,
+  },
 ];
 
 /** Advisory lock keys (two int4: ob-proxy's, then the lock's). */
