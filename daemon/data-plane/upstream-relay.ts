@@ -92,6 +92,7 @@ abstract class Relay implements Dispatcher.DispatchHandler {
 
   /** From now on the upstream gets `ms` more (the drain after [DONE]), not the whole deadline. */
   protected shortenDeadline(ms: number): void {
+    if (this.settled) return;
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = setTimeout(() => {
       this.timer = null;
@@ -280,6 +281,8 @@ export class StreamRelay extends Relay {
   private begun = false;
   /** Bytes read after [DONE]. */
   private drained = 0;
+  /** [DONE] came: the drain's deadline replaces the response's on the next microtask (`flushQueued`). */
+  private drainDue = false;
 
   /** `layouts` null: every event takes the slow path (config `relayFastPath` off). */
   constructor(c: RelayContext, forwardUsage: boolean, layouts: EventLayouts | null) {
@@ -324,7 +327,11 @@ export class StreamRelay extends Relay {
       this.controller?.abort(new Error('the model server sent an error event'));
       this.count();
     } else {
-      this.shortenDeadline(DRAIN_MS);
+      // The drain's timer is set on the microtask that follows, not now: when the upstream's
+      // end came in the same read as [DONE] (the usual case), the exchange is over by then, and
+      // a timer made and cleared in one turn was a Timeout and a closure per stream for nothing.
+      this.drainDue = true;
+      this.schedule();
     }
   }
 
@@ -349,6 +356,10 @@ export class StreamRelay extends Relay {
   private readonly flushQueued = (): void => {
     this.scheduled = false;
     this.flush();
+    if (this.drainDue) {
+      this.drainDue = false;
+      this.shortenDeadline(DRAIN_MS);
+    }
   };
 
   private flush(): void {
