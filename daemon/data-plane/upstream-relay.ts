@@ -145,12 +145,16 @@ abstract class Relay implements Dispatcher.DispatchHandler {
     this.errorBody = [];
   }
 
+  // Kept small, as is StreamRelay.data: undici's per-chunk path (onBody) is inlined into its
+  // parser's callback only while what it calls leaves room in Turbofan's inlining budget; when
+  // it did not, each chunk paid a megamorphic `socket.destroyed` (docs/performance.md).
   onResponseData(_controller: Controller, chunk: Buffer): void {
-    if (this.errorBody === null) {
-      this.data(chunk);
-      return;
-    }
-    if (this.settled) return;
+    if (this.errorBody === null) this.data(chunk);
+    else this.errorData(chunk);
+  }
+
+  private errorData(chunk: Buffer): void {
+    if (this.errorBody === null || this.settled) return;
     this.errorBytes += chunk.length;
     if (this.errorBytes > this.c.limits.maxErrorBytes) {
       this.errorBody = [];
@@ -309,12 +313,22 @@ export class StreamRelay extends Relay {
   protected data(chunk: Buffer): void {
     const relay = this.relay;
     if (relay.stopped) {
-      if (relay.done && (this.drained += chunk.length) > DRAIN_BYTES) this.controller?.abort(new Error('the model server went on after [DONE]'));
+      this.afterStop(chunk);
       return;
     }
     relay.pushInto(chunk, this.pending);
     if (this.pending.length > 0) this.schedule();
-    if (!relay.stopped) return;
+    if (relay.stopped) this.stopped();
+  }
+
+  /** A read after the relay stopped: after [DONE], drained up to DRAIN_BYTES. */
+  private afterStop(chunk: Buffer): void {
+    if (this.relay.done && (this.drained += chunk.length) > DRAIN_BYTES) this.controller?.abort(new Error('the model server went on after [DONE]'));
+  }
+
+  /** The read just processed stopped the relay: [DONE], an error event, or a refusal. */
+  private stopped(): void {
+    const relay = this.relay;
     this.flush();
     if (relay.invalid) {
       this.upstreamFailed('upstream_error');
