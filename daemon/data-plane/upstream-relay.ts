@@ -92,6 +92,7 @@ abstract class Relay implements Dispatcher.DispatchHandler {
 
   /** From now on the upstream gets `ms` more (the drain after [DONE]), not the whole deadline. */
   protected shortenDeadline(ms: number): void {
+    if (this.settled) return;
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = setTimeout(() => {
       this.timer = null;
@@ -144,12 +145,16 @@ abstract class Relay implements Dispatcher.DispatchHandler {
     this.errorBody = [];
   }
 
+  // Kept small, as is StreamRelay.data: undici's per-chunk path (onBody) is inlined into its
+  // parser's callback only while what it calls leaves room in Turbofan's inlining budget; when
+  // it did not, each chunk paid a megamorphic `socket.destroyed` (docs/performance.md).
   onResponseData(_controller: Controller, chunk: Buffer): void {
-    if (this.errorBody === null) {
-      this.data(chunk);
-      return;
-    }
-    if (this.settled) return;
+    if (this.errorBody === null) this.data(chunk);
+    else this.errorData(chunk);
+  }
+
+  private errorData(chunk: Buffer): void {
+    if (this.errorBody === null || this.settled) return;
     this.errorBytes += chunk.length;
     if (this.errorBytes > this.c.limits.maxErrorBytes) {
       this.errorBody = [];
@@ -280,6 +285,8 @@ export class StreamRelay extends Relay {
   private begun = false;
   /** Bytes read after [DONE]. */
   private drained = 0;
+  /** [DONE] came: the drain's deadline replaces the response's on the next microtask (`flushQueued`). */
+  private drainDue = false;
 
   /** `layouts` null: every event takes the slow path (config `relayFastPath` off). */
   constructor(c: RelayContext, forwardUsage: boolean, layouts: EventLayouts | null) {
@@ -306,12 +313,22 @@ export class StreamRelay extends Relay {
   protected data(chunk: Buffer): void {
     const relay = this.relay;
     if (relay.stopped) {
-      if (relay.done && (this.drained += chunk.length) > DRAIN_BYTES) this.controller?.abort(new Error('the model server went on after [DONE]'));
+      this.afterStop(chunk);
       return;
     }
     relay.pushInto(chunk, this.pending);
     if (this.pending.length > 0) this.schedule();
-    if (!relay.stopped) return;
+    if (relay.stopped) this.stopped();
+  }
+
+  /** A read after the relay stopped: after [DONE], drained up to DRAIN_BYTES. */
+  private afterStop(chunk: Buffer): void {
+    if (this.relay.done && (this.drained += chunk.length) > DRAIN_BYTES) this.controller?.abort(new Error('the model server went on after [DONE]'));
+  }
+
+  /** The read just processed stopped the relay: [DONE], an error event, or a refusal. */
+  private stopped(): void {
+    const relay = this.relay;
     this.flush();
     if (relay.invalid) {
       this.upstreamFailed('upstream_error');
@@ -324,7 +341,11 @@ export class StreamRelay extends Relay {
       this.controller?.abort(new Error('the model server sent an error event'));
       this.count();
     } else {
-      this.shortenDeadline(DRAIN_MS);
+      // The drain's timer is set on the microtask that follows, not now: when the upstream's
+      // end came in the same read as [DONE] (the usual case), the exchange is over by then, and
+      // a timer made and cleared in one turn was a Timeout and a closure per stream for nothing.
+      this.drainDue = true;
+      this.schedule();
     }
   }
 
@@ -349,6 +370,10 @@ export class StreamRelay extends Relay {
   private readonly flushQueued = (): void => {
     this.scheduled = false;
     this.flush();
+    if (this.drainDue) {
+      this.drainDue = false;
+      this.shortenDeadline(DRAIN_MS);
+    }
   };
 
   private flush(): void {

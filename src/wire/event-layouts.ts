@@ -142,7 +142,6 @@ export class EventLayout {
    * it ends, where its id ends and where its string hole is.
    */
   match(buf: Buffer, s: number, m: LayoutMatch): boolean {
-    if (this.prefix !== null) return this.matchToken(buf, s, m);
     const { runs, holes } = this;
     const n = buf.length;
     let pos = s;
@@ -188,39 +187,32 @@ export class EventLayout {
     return true;
   }
 
+  /** A stream's own layout: bytes from the event's start to its string, which the client gets after `prefix`. */
+  get skip(): number {
+    return (this.runs[0] as Buffer).length;
+  }
+
   /**
-   * `match` for a stream's own layout (one run, the token, one run): the same test, written out
-   * for the two runs it has: most of a stream's events come here, and the generic loop cost 1.3 %
-   * more instructions per plain event (docs/performance.md, step 15).
+   * `match` for a stream's own layout (one run, the token, one run), written out and without a
+   * `LayoutMatch` to fill: the event's end (just past its blank line), or -1. Most of a stream's
+   * events come here; the generic loop, and filling the match, cost about 200 instructions more
+   * per event than 874cc1c's template match (docs/performance.md).
    */
-  private matchToken(buf: Buffer, s: number, m: LayoutMatch): boolean {
+  ownEnd(buf: Buffer, s: number): number {
     const runs = this.runs;
     const first = runs[0] as Buffer;
     const n = buf.length;
     const fl = first.length;
-    if (s + fl >= n || buf.compare(first, 0, fl, s, s + fl) !== 0) return false;
+    if (s + fl >= n || buf.compare(first, 0, fl, s, s + fl) !== 0) return -1;
     const stringEnd = byteLiteralEnd(buf, s + fl, n);
-    if (stringEnd === -1) return false;
+    if (stringEnd === -1) return -1;
     const last = runs[1] as Buffer;
     const ll = last.length;
     const e = stringEnd + ll;
-    if (e + (this.crlf ? 4 : 2) > n) return false;
-    for (let i = 0; i < ll; i++) if (buf[stringEnd + i] !== last[i]) return false;
-    let end: number;
-    if (this.crlf) {
-      if (buf[e] !== CR || buf[e + 1] !== LF || buf[e + 2] !== CR || buf[e + 3] !== LF) return false;
-      end = e + 4;
-    } else {
-      if (buf[e] !== LF || buf[e + 1] !== LF) return false;
-      end = e + 2;
-    }
-    m.layout = this;
-    m.end = end;
-    m.idEnd = s + this.idAt;
-    m.copyFrom = s + fl;
-    m.stringStart = s + fl;
-    m.stringEnd = stringEnd;
-    return true;
+    if (e + (this.crlf ? 4 : 2) > n) return -1;
+    for (let i = 0; i < ll; i++) if (buf[stringEnd + i] !== last[i]) return -1;
+    if (this.crlf) return buf[e] === CR && buf[e + 1] === LF && buf[e + 2] === CR && buf[e + 3] === LF ? e + 4 : -1;
+    return buf[e] === LF && buf[e + 1] === LF ? e + 2 : -1;
   }
 
   /**

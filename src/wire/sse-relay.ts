@@ -124,23 +124,28 @@ export class SseRelay {
     const max = this.maxFrameBytes;
     const n = buf.length;
     while (start < n) {
-      // This stream's own token event first (one compare), then the server's layouts.
+      // This stream's own token event first (one compare and a literal scan), then the server's layouts.
       const own = this.own;
+      if (own !== null) {
+        const next = own.ownEnd(buf, start);
+        if (next !== -1) {
+          if (next - start > max) return this.refuse('frame_too_large');
+          this.contentChunks++;
+          this.copy(own, own.prefix as Buffer, buf, start + own.skip, next, out);
+          start = next;
+          continue;
+        }
+      }
       const m = this.matched;
-      if ((own !== null && own.match(buf, start, m)) || (this.layouts !== null && this.layouts.match(buf, start, m))) {
+      if (this.layouts !== null && this.layouts.match(buf, start, m)) {
         const next = m.end;
         if (next - start > max) return this.refuse('frame_too_large');
         this.contentChunks++;
         const layout = m.layout as EventLayout;
-        // Everything after the id is the same bytes in and out: a prefix, then one range.
-        const prefix = layout.prefix ?? this.headFor(layout.head);
-        if (layout.crlf) {
-          out.add(prefix, buf, m.copyFrom, next - 4);
-          out.add(LFLF, buf, next, next);
-        } else {
-          out.add(prefix, buf, m.copyFrom, next);
-        }
-        if (layout !== own && m.stringStart !== -1) this.own = layout.forStream(buf, start, m, prefix);
+        // Everything after the id is the same bytes in and out: our head, then one range.
+        const prefix = this.headFor(layout.head);
+        this.copy(layout, prefix, buf, m.copyFrom, next, out);
+        if (m.stringStart !== -1) this.own = layout.forStream(buf, start, m, prefix);
         start = next;
         continue;
       }
@@ -153,6 +158,16 @@ export class SseRelay {
       if (this.stopped) return n;
     }
     return start;
+  }
+
+  /** Adds `prefix`, then the event's bytes `buf[from, next)`, its blank line as LF LF. */
+  private copy(layout: EventLayout, prefix: Buffer, buf: Buffer, from: number, next: number, out: OutputBatch): void {
+    if (layout.crlf) {
+      out.add(prefix, buf, from, next - 4);
+      out.add(LFLF, buf, next, next);
+    } else {
+      out.add(prefix, buf, from, next);
+    }
   }
 
   /** Keeps `buf[from…]`, an unfinished frame, as a copy (a piece must not pin its whole read). */
