@@ -208,7 +208,7 @@ describe('EventLayouts: event layouts shared by the streams of one model server'
     return { out: Buffer.from(out), invalid: false, chunks };
   }
 
-  it('gives every stream exactly what the string path gives, whatever the earlier streams taught', async () => {
+  it('gives every stream exactly what the string path gives, whatever the earlier streams taught', { timeout: 180_000 }, async () => {
     const { SseRelay } = await import('../../src/wire/sse-relay.js');
     const { OutputBatch } = await import('../../src/wire/output-batch.js');
     const { EventLayouts } = await import('../../src/wire/event-layouts.js');
@@ -389,7 +389,7 @@ describe('SseRelay on agents\' streams (issue 11): reasoning, tool calls whole a
     return out.take().toString('utf8');
   }
 
-  it('gives the client every event, valid JSON, only the id replaced, in order, on the fast path and on the forced slow path alike', async () => {
+  it('gives the client every event, valid JSON, only the id replaced, in order, on the fast path and on the forced slow path alike', { timeout: 180_000 }, async () => {
     const { SseRelay } = await import('../../src/wire/sse-relay.js');
     const { EventLayouts } = await import('../../src/wire/event-layouts.js');
     const { clientEvents, clientTexts, cutsOf, expectedEvents, expectedTexts, streamCase, upstreamBytes } = await import('../helpers/agent-stream.js');
