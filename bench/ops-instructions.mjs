@@ -1,7 +1,7 @@
 /* global process, console, setTimeout, Buffer */
 /**
  * `node bench/ops-instructions.mjs [--requests N] [--warmup N] [--concurrency C] [--stream]
- * [--rounds R] [--variants plain,metrics,limits,ops] [--checkout DIR] [--node-flags=…]`: what metrics and per-key limits cost,
+ * [--rounds R] [--variants plain,metrics,limits,concurrency,ops] [--checkout DIR] [--node-flags=…]`: what metrics and per-key limits cost,
  * counted in instructions rather than time, because wall time on a shared machine moves by
  * more than the few microseconds in question. For each variant, ob-proxy runs under
  * `valgrind --tool=callgrind`; after `--warmup` requests (JIT, pools, sockets) the counters are
@@ -35,6 +35,7 @@ const N = Number(a.requests ?? 3000);
 const WARM = Number(a.warmup ?? 2000);
 const C = Number(a.concurrency ?? 16);
 const ROUNDS = Number(a.rounds ?? 1);
+const IDLE_MS = 30_000;
 const variants = (a.variants ?? 'plain,ops').split(',');
 const nodeFlags = (a['node-flags'] ?? '--max-semi-space-size=4 --single-threaded').split(' ').filter(Boolean);
 const bin = a.checkout === undefined ? OB_BIN : join(resolve(a.checkout), 'dist/bin/ob-proxy.js');
@@ -43,6 +44,7 @@ const OPTIONS = {
   plain: {},
   metrics: { metrics: true },
   limits: { limits: true },
+  concurrency: { limits: 'concurrency' },
   ops: { metrics: true, limits: true },
 };
 
@@ -108,9 +110,12 @@ try {
         await send(t.url, t.headers, N, C);
         const ms = Date.now() - t0;
         const ir = await count();
+        // The idle count is taken over at most IDLE_MS and scaled to the round's length: it is work per unit of time.
+        const idleMs = Math.min(ms, IDLE_MS);
         execFileSync('callgrind_control', ['-z', pid], { stdio: 'ignore' });
-        await new Promise((res) => setTimeout(res, ms));
-        const idle = await count();
+        const i0 = Date.now();
+        await new Promise((res) => setTimeout(res, idleMs));
+        const idle = Math.round(await count() * ms / Math.max(1, Date.now() - i0));
         const net = Math.round((ir - idle) / N);
         nets.push(net);
         console.log(JSON.stringify({ variant: v, checkout: a.checkout ?? '.', stream: a.stream === true, round: r, requests: N, concurrency: C, instructions: ir, perRequest: Math.round(ir / N), idle, ms, netPerRequest: net }));
