@@ -9,10 +9,11 @@
  * per request, start-up and warm-up excluded. Valgrind slows the daemon about fiftyfold, so
  * work that runs per unit of time (the event-loop delay monitor, timers) weighs more per
  * request here than in production: read it beside `npm run bench -- --ops`. So each round is
- * followed by as long a wait with no request, also counted, and `netPerRequest` is the round's
- * count less that idle count, per request: what the requests themselves cost. `--rounds R`: R
- * rounds in the same daemon (the median is printed last), because one round moves with garbage
- * collections and JIT tiers. `--checkout DIR`: the daemon of another built checkout (a change's
+ * followed by a wait with no request (at most 30 s, scaled to the round's length), also counted:
+ * `netPerRequest` is the round's count less that idle count, per request. Read it with care: with
+ * `--single-threaded` the idle wait also catches work the requests left behind (a major GC, the
+ * memory reducer), so it swings from a few million instructions to hundreds (docs/performance.md).
+ * `--rounds R`: R rounds in the same daemon (medians printed last). `--checkout DIR`: the daemon of another built checkout (a change's
  * parent, for an A/B).
  */
 import { execFileSync } from 'node:child_process';
@@ -104,6 +105,7 @@ try {
         return ir;
       };
       const nets = [];
+      const grosses = [];
       for (let r = 0; r < ROUNDS; r++) {
         execFileSync('callgrind_control', ['-z', pid], { stdio: 'ignore' });
         const t0 = Date.now();
@@ -118,10 +120,11 @@ try {
         const idle = Math.round(await count() * ms / Math.max(1, Date.now() - i0));
         const net = Math.round((ir - idle) / N);
         nets.push(net);
+        grosses.push(Math.round(ir / N));
         console.log(JSON.stringify({ variant: v, checkout: a.checkout ?? '.', stream: a.stream === true, round: r, requests: N, concurrency: C, instructions: ir, perRequest: Math.round(ir / N), idle, ms, netPerRequest: net }));
       }
-      nets.sort((x, y) => x - y);
-      console.log(JSON.stringify({ variant: v, checkout: a.checkout ?? '.', stream: a.stream === true, medianNetPerRequest: nets[Math.floor(nets.length / 2)], nets }));
+      const median = (xs) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
+      console.log(JSON.stringify({ variant: v, checkout: a.checkout ?? '.', stream: a.stream === true, medianPerRequest: median(grosses), medianNetPerRequest: median(nets), perRequest: grosses, nets }));
     } finally {
       // Counted: its graceful shutdown under valgrind is only slow.
       process.kill(t.pids()[0], 'SIGKILL');
