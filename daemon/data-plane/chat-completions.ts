@@ -77,7 +77,6 @@ export function makeChatHandler(ctx: DaemonContext) {
  */
 class QueuedRequest implements Waiter {
   readonly key: string;
-  timer?: NodeJS.Timeout;
   private readonly queuedAt = performance.now();
   /** The proxy's own time until now; a wait in the queue is measured apart (queueWait). */
   private readonly added: number;
@@ -120,6 +119,12 @@ class QueuedRequest implements Waiter {
   expire(): void {
     this.reply.raw.off('close', this.onClose);
     this.guarded(() => refuseQueued(this.ctx, this.reply, 'queue_timeout', this.instance));
+  }
+
+  /** Its place went to a key holding less than its share: the answer a full queue gives. */
+  evict(): void {
+    this.reply.raw.off('close', this.onClose);
+    this.guarded(() => refuseQueued(this.ctx, this.reply, 'queue_full', this.instance));
   }
 
   /** Runs on a timer or a microtask, where a throw would end the process: logged and the socket closed instead. */

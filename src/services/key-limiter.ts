@@ -45,9 +45,35 @@ class Window {
   }
 }
 
+/** A count as a header value, remade only when it changes: most of a key's values repeat from one request to the next. */
+class CountText {
+  private n = -1;
+  private text = '';
+
+  of(n: number): string {
+    if (n !== this.n) {
+      this.n = n;
+      this.text = String(n);
+    }
+    return this.text;
+  }
+}
+
+/** The x-ratelimit-* values last sent for a key. */
+class HeaderTexts {
+  readonly limitRequests = new CountText();
+  readonly remainingRequests = new CountText();
+  readonly limitTokens = new CountText();
+  readonly remainingTokens = new CountText();
+}
+
+/** A key with only a concurrency limit has no x-ratelimit-* header: one empty object for all. */
+const NO_HEADERS: Record<string, string> = Object.freeze({});
+
 class KeyState {
   readonly requests: Window;
   readonly tokens: Window;
+  readonly texts = new HeaderTexts();
   inflight = 0;
   /** When a refusal was last reported (logged), so that it is once per window, not per request. */
   reportedAt = Number.NEGATIVE_INFINITY;
@@ -358,38 +384,44 @@ export class KeyLimiter {
     return this.keys.get(keyId)?.inflight ?? 0;
   }
 
-  /** Built as one literal per case (one shape, no property added one by one): they are made per request. */
+  /**
+   * Built as one literal per case (one shape, no property added one by one): they are made per
+   * request, and each request keeps its own (it is written with the answer, later). The values
+   * are strings kept per key (`HeaderTexts`, and the reset per millisecond): only what changed
+   * is formatted again.
+   */
   private headers(limits: KeyLimits, s: KeyState, now: number, c: Caps | null): Record<string, string> {
     const { rpm, tpm } = limits;
     const w = this.windowMs;
+    const t = s.texts;
     // Remaining: the cluster's as far as this daemon knows (the others' counts at the last snapshot).
     const usedRequests = s.requests.count + (c === null ? 0 : c.othersRequests);
     const usedTokens = s.tokens.count + (c === null ? 0 : c.othersTokens);
     if (rpm !== null && tpm !== null) {
       return {
-        'x-ratelimit-limit-requests': String(rpm),
-        'x-ratelimit-remaining-requests': String(Math.max(0, rpm - usedRequests)),
+        'x-ratelimit-limit-requests': t.limitRequests.of(rpm),
+        'x-ratelimit-remaining-requests': t.remainingRequests.of(Math.max(0, rpm - usedRequests)),
         'x-ratelimit-reset-requests': s.requests.reset(now, w),
-        'x-ratelimit-limit-tokens': String(tpm),
-        'x-ratelimit-remaining-tokens': String(Math.max(0, tpm - usedTokens)),
+        'x-ratelimit-limit-tokens': t.limitTokens.of(tpm),
+        'x-ratelimit-remaining-tokens': t.remainingTokens.of(Math.max(0, tpm - usedTokens)),
         'x-ratelimit-reset-tokens': s.tokens.reset(now, w),
       };
     }
     if (rpm !== null) {
       return {
-        'x-ratelimit-limit-requests': String(rpm),
-        'x-ratelimit-remaining-requests': String(Math.max(0, rpm - usedRequests)),
+        'x-ratelimit-limit-requests': t.limitRequests.of(rpm),
+        'x-ratelimit-remaining-requests': t.remainingRequests.of(Math.max(0, rpm - usedRequests)),
         'x-ratelimit-reset-requests': s.requests.reset(now, w),
       };
     }
     if (tpm !== null) {
       return {
-        'x-ratelimit-limit-tokens': String(tpm),
-        'x-ratelimit-remaining-tokens': String(Math.max(0, tpm - usedTokens)),
+        'x-ratelimit-limit-tokens': t.limitTokens.of(tpm),
+        'x-ratelimit-remaining-tokens': t.remainingTokens.of(Math.max(0, tpm - usedTokens)),
         'x-ratelimit-reset-tokens': s.tokens.reset(now, w),
       };
     }
-    return {};
+    return NO_HEADERS;
   }
 }
 

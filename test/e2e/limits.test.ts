@@ -255,26 +255,38 @@ describe('per-instance admission: --max-concurrency 1 --queue 4', () => {
     return { release: async () => { ctl.abort(); await held; } };
   }
 
-  it('a sixth concurrent request gets 429; the queued ones are served in order, round robin across keys', async () => {
+  it('a sixth concurrent request gets 429; the queued ones are served in order, round robin across keys; a key under its share takes a place of the key filling the queue', async () => {
     const slot = await holdSlot('hold-1');
     const answers: Promise<Answer>[] = [];
     for (const [key, tag] of [[a, 'a1'], [a, 'a2'], [a, 'a3'], [b.secret, 'b1']] as const) {
       answers.push(ask(serve.baseUrl, key, tag));
       await depth(answers.length);
     }
-    const sixth = await ask(serve.baseUrl, b.secret, 'b2');
+    const full = rateLimited('The deployment "gpu-1" is busy: its queue is full. Retry shortly.');
+    // The sixth, from the key holding 3 of the 4 places (over its share of 4 / 2 keys): refused.
+    const sixth = await ask(serve.baseUrl, a, 'a4');
     expect(sixth.status).toBe(429);
     expect(sixth.headers.get('retry-after')).toBe('1');
-    expect(sixth.json).toEqual(rateLimited('The deployment "gpu-1" is busy: its queue is full. Retry shortly.'));
+    expect(sixth.json).toEqual(full);
     expect(await metric('ob_proxy_rate_limited_total', 'instance="gpu-1",limit="queue_full"')).toBe(1);
     // The log line is written beside the answer, not before it: wait for it to arrive.
     await eventually(() => serve.logs().some((l) => l.reason === 'queue_full'), 'the queue_full warning');
     expect(serve.logs().filter((l) => l.reason === 'queue_full').map((l) => [l.level, l.instance, l.code])).toEqual([[40, 'gpu-1', 'rate_limited']]);
 
+    // The seventh, from b (1 place, under its share of 2): queued; a3, a's newest, gets the full queue's 429.
+    const b2 = ask(serve.baseUrl, b.secret, 'b2');
+    const evicted = await answers[2]!;
+    expect(evicted.status).toBe(429);
+    expect(evicted.headers.get('retry-after')).toBe('1');
+    expect(evicted.json).toEqual(full);
+    expect(await metric('ob_proxy_rate_limited_total', 'instance="gpu-1",limit="queue_full"')).toBe(2);
+    await depth(4);
+
     await slot.release();
-    const served = await Promise.all(answers);
+    const served = await Promise.all([answers[0]!, answers[1]!, answers[3]!, b2]);
     expect(served.map((r) => r.status)).toEqual([200, 200, 200, 200]);
-    expect((await upstreamContents()).slice(-5)).toEqual(['[[sim fail=hang]] hold-1', 'a1', 'b1', 'a2', 'a3']);
+    expect((await upstreamContents()).slice(-5)).toEqual(['[[sim fail=hang]] hold-1', 'a1', 'b1', 'a2', 'b2']);
+    expect((await upstreamContents()).filter((t) => t === 'a3' || t === 'a4')).toEqual([]);
     await depth(0);
     expect(await metric('ob_proxy_queue_wait_seconds_count', 'instance="gpu-1"')).toBe(4);
   }, 30_000);
