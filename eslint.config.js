@@ -27,32 +27,95 @@ export default tseslint.config(
     files: ['src/**/*.ts'],
     rules: {
       'no-restricted-globals': ['error', { name: 'process', message: 'src/ is pure: pass config in.' }],
-      'no-restricted-imports': ['error', { patterns: [
-        { group: ['fastify', 'fastify/*', 'ink', 'react', 'commander', 'chalk'], message: 'src/ is the pure core.' },
-        { group: ['../daemon/*', '../cli/*', '../../daemon/*', '../../cli/*', '../bin/*'], message: 'src/ imports nothing outside src/.' },
-      ] }],
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['fastify', 'fastify/*', 'ink', 'react', 'commander', 'chalk'],
+              message: 'src/ is the pure core.',
+            },
+            {
+              group: ['../daemon/*', '../cli/*', '../../daemon/*', '../../cli/*', '../bin/*'],
+              message: 'src/ imports nothing outside src/.',
+            },
+          ],
+        },
+      ],
     },
   },
   {
     // The simulator stands where a GPU model server would: it shares no code with the gateway.
     files: ['simulator/**/*.ts'],
-    rules: { 'no-restricted-imports': ['error', { patterns: [{ group: ['../src/*', '../daemon/*', '../cli/*', '../bin/*'], message: 'simulator/ imports nothing of the gateway.' }] }] },
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['../src/*', '../daemon/*', '../cli/*', '../bin/*'],
+              message: 'simulator/ imports nothing of the gateway.',
+            },
+          ],
+        },
+      ],
+    },
   },
   {
     files: ['daemon/**/*.ts', 'daemon/**/*.tsx'],
-    rules: { 'no-restricted-imports': ['error', { patterns: [{ group: ['../cli/*', '../../cli/*', '../../../cli/*'], message: 'daemon/ and cli/ never import each other.' }] }] },
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['../cli/*', '../../cli/*', '../../../cli/*'],
+              message: 'daemon/ and cli/ never import each other.',
+            },
+          ],
+        },
+      ],
+    },
   },
   {
     files: ['cli/**/*.ts', 'cli/**/*.tsx'],
-    rules: { 'no-restricted-imports': ['error', { patterns: [{ group: ['../daemon/*', '../../daemon/*', '../../../daemon/*'], message: 'daemon/ and cli/ never import each other.' }] }] },
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['../daemon/*', '../../daemon/*', '../../../daemon/*'],
+              message: 'daemon/ and cli/ never import each other.',
+            },
+          ],
+        },
+      ],
+    },
   },
   {
     // Names and messages may hold control characters: the console draws text only through its own Text.
     files: ['cli/console/**/*.ts', 'cli/console/**/*.tsx'],
     ignores: ['cli/console/components/text.tsx'],
-    rules: { 'no-restricted-imports': ['error', {
-      paths: [{ name: 'ink', importNames: ['Text'], message: 'Use Text from cli/console/components/text.tsx: it escapes control characters.' }],
-      patterns: [{ group: ['../daemon/*', '../../daemon/*', '../../../daemon/*'], message: 'daemon/ and cli/ never import each other.' }],
-    }] },
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: [
+            {
+              name: 'ink',
+              importNames: ['Text'],
+              message: 'Use Text from cli/console/components/text.tsx: it escapes control characters.',
+            },
+          ],
+          patterns: [
+            {
+              group: ['../daemon/*', '../../daemon/*', '../../../daemon/*'],
+              message: 'daemon/ and cli/ never import each other.',
+            },
+          ],
+        },
+      ],
+    },
   },
 );

@@ -29,8 +29,14 @@ import { freePort, startUpstream } from './targets.mjs';
 const ROOT = resolve(import.meta.dirname, '..');
 const { values: a } = parseArgs({
   options: {
-    dir: { type: 'string' }, streams: { type: 'string' }, warmup: { type: 'string' }, concurrency: { type: 'string' },
-    body: { type: 'string' }, env: { type: 'string', multiple: true }, label: { type: 'string' }, functions: { type: 'string' },
+    dir: { type: 'string' },
+    streams: { type: 'string' },
+    warmup: { type: 'string' },
+    concurrency: { type: 'string' },
+    body: { type: 'string' },
+    env: { type: 'string', multiple: true },
+    label: { type: 'string' },
+    functions: { type: 'string' },
   },
 });
 const dir = resolve(a.dir ?? ROOT);
@@ -39,7 +45,9 @@ const warm = Number(a.warmup ?? 3000);
 const conc = Number(a.concurrency ?? 8);
 const kind = a.body ?? 'stream';
 const body = Buffer.from(bodies()[kind]);
-const extraEnv = Object.fromEntries((a.env ?? []).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
+const extraEnv = Object.fromEntries(
+  (a.env ?? []).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+);
 const out = join(ROOT, 'bench/results/callgrind');
 mkdirSync(out, { recursive: true });
 const label = a.label ?? `${dir === ROOT ? 'this' : dir.split('/').pop()}-${kind}`;
@@ -49,32 +57,47 @@ const wait = (ms) => new Promise((r) => setTimeout(r, ms));
 
 function cli(home, args) {
   return new Promise((done, fail) => {
-    execFile(NODE, [join(dir, 'dist/bin/ob-proxy.js'), ...args, '--home', home, '--json'], { timeout: 300_000 }, (err, stdout, stderr) => {
-      if (err !== null) fail(new Error(`ob-proxy ${args.join(' ')}: ${stderr}`));
-      else done(JSON.parse(stdout));
-    });
+    execFile(
+      NODE,
+      [join(dir, 'dist/bin/ob-proxy.js'), ...args, '--home', home, '--json'],
+      { timeout: 300_000 },
+      (err, stdout, stderr) => {
+        if (err !== null) fail(new Error(`ob-proxy ${args.join(' ')}: ${stderr}`));
+        else done(JSON.parse(stdout));
+      },
+    );
   });
 }
 
 /** `count` requests, `conc` at a time over keep-alive sockets; every answer read whole and checked. */
 async function drive(url, secret, count) {
   const agent = new Agent({ keepAlive: true, maxSockets: conc });
-  const headers = { authorization: `Bearer ${secret}`, 'content-type': 'application/json', 'content-length': String(body.length) };
+  const headers = {
+    authorization: `Bearer ${secret}`,
+    'content-type': 'application/json',
+    'content-length': String(body.length),
+  };
   let next = 0;
   let bad = 0;
-  const one = () => new Promise((done) => {
-    const req = request(new URL('/v1/chat/completions', url), { method: 'POST', agent, headers }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (s) => { text += s; });
-      res.on('end', () => {
-        if (res.statusCode !== 200 || (kind === 'stream' && !text.trimEnd().endsWith('data: [DONE]'))) bad++;
+  const one = () =>
+    new Promise((done) => {
+      const req = request(new URL('/v1/chat/completions', url), { method: 'POST', agent, headers }, (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (s) => {
+          text += s;
+        });
+        res.on('end', () => {
+          if (res.statusCode !== 200 || (kind === 'stream' && !text.trimEnd().endsWith('data: [DONE]'))) bad++;
+          done();
+        });
+      });
+      req.on('error', () => {
+        bad++;
         done();
       });
+      req.end(body);
     });
-    req.on('error', () => { bad++; done(); });
-    req.end(body);
-  });
   const worker = async () => {
     while (next < count) {
       next++;
@@ -94,7 +117,10 @@ function summary(file) {
 
 /** callgrind_annotate's self cost per function: [name, instructions], the frames every instruction runs under left out. */
 function selfCosts(dumpFile) {
-  const text = execFileSync('callgrind_annotate', ['--threshold=100', dumpFile], { encoding: 'utf8', maxBuffer: 64 << 20 });
+  const text = execFileSync('callgrind_annotate', ['--threshold=100', dumpFile], {
+    encoding: 'utf8',
+    maxBuffer: 64 << 20,
+  });
   const rows = [];
   let total = 0;
   for (const line of text.split('\n')) {
@@ -110,7 +136,8 @@ function selfCosts(dumpFile) {
 
 // V8's collector and its optimising compilers: their share per request depends on when a full
 // collection or a tier-up falls inside the measured window, so the report gives them apart.
-const GC = /Heap|Scaveng|heap::|Marking|MarkCompact|IterateObjectCache|Evacuat|Sweeper|RecordMigrated|RememberedSet|MemoryAllocator|FreeList|BodyDescriptor/;
+const GC =
+  /Heap|Scaveng|heap::|Marking|MarkCompact|IterateObjectCache|Evacuat|Sweeper|RecordMigrated|RememberedSet|MemoryAllocator|FreeList|BodyDescriptor/;
 const COMPILER = /compiler::|maglev::|turboshaft|Turbofan|Maglev|Compile|Parser|Bytecode|interpreter::/;
 // The write barrier's slow path runs while a full collection is marking: it follows the collector.
 const BARRIER = /RecordWrite|WriteBarrier/;
@@ -129,10 +156,14 @@ function shares(rows) {
 
 /** The functions with the most instructions per request; JIT code named from the perf map (the last entry covering an address wins). */
 function printFunctions(rows, mapFile) {
-  const entries = readFileSync(mapFile, 'utf8').split('\n').filter(Boolean).map((l, i) => {
-    const [s, size, ...name] = l.split(' ');
-    return { start: parseInt(s, 16), end: parseInt(s, 16) + parseInt(size, 16), i, name: name.join(' ') };
-  }).sort((x, y) => x.start - y.start);
+  const entries = readFileSync(mapFile, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l, i) => {
+      const [s, size, ...name] = l.split(' ');
+      return { start: parseInt(s, 16), end: parseInt(s, 16) + parseInt(size, 16), i, name: name.join(' ') };
+    })
+    .sort((x, y) => x.start - y.start);
   const resolveJit = (addr) => {
     let lo = 0;
     let hi = entries.length;
@@ -164,12 +195,31 @@ const home = mkdtempSync(join(tmpdir(), 'obcg-'));
 const port = await freePort();
 const cgFile = join(out, `${label}.out`);
 for (const f of readdirSync(out)) if (f.startsWith(`${label}.out`)) rmSync(join(out, f));
-const proc = spawn('valgrind', ['--tool=callgrind', '--smc-check=all-non-file', `--callgrind-out-file=${cgFile}`,
-  NODE, '--single-threaded', '--max-semi-space-size=4', ...(functions > 0 ? ['--perf-basic-prof'] : []), join(dir, 'dist/bin/ob-proxy.js'),
-  'serve', '--home', home, '--port', String(port), '--log-level', 'warn'],
-{ stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, NO_COLOR: '1', ...extraEnv } });
+const proc = spawn(
+  'valgrind',
+  [
+    '--tool=callgrind',
+    '--smc-check=all-non-file',
+    `--callgrind-out-file=${cgFile}`,
+    NODE,
+    '--single-threaded',
+    '--max-semi-space-size=4',
+    ...(functions > 0 ? ['--perf-basic-prof'] : []),
+    join(dir, 'dist/bin/ob-proxy.js'),
+    'serve',
+    '--home',
+    home,
+    '--port',
+    String(port),
+    '--log-level',
+    'warn',
+  ],
+  { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, NO_COLOR: '1', ...extraEnv } },
+);
 let stderr = '';
-proc.stderr.setEncoding('utf8').on('data', (s) => { stderr += s; });
+proc.stderr.setEncoding('utf8').on('data', (s) => {
+  stderr += s;
+});
 try {
   // Start-up under valgrind takes minutes when other jobs share the machine.
   const deadline = Date.now() + 900_000;
@@ -178,7 +228,8 @@ try {
       await cli(home, ['instances', 'list']);
       break;
     } catch (err) {
-      if (Date.now() > deadline || proc.exitCode !== null) throw new Error(`daemon did not start: ${stderr.slice(-2000)}`, { cause: err });
+      if (Date.now() > deadline || proc.exitCode !== null)
+        throw new Error(`daemon did not start: ${stderr.slice(-2000)}`, { cause: err });
       await wait(1000);
     }
   }
@@ -189,21 +240,39 @@ try {
   execFileSync('callgrind_control', ['-z', String(proc.pid)], { stdio: 'ignore' });
   await drive(url, ready.defaultKey.secret, n);
   execFileSync('callgrind_control', ['-d', String(proc.pid)], { stdio: 'ignore' });
-  const dump = readdirSync(out).filter((f) => f.startsWith(`${label}.out.`)).sort().pop();
+  const dump = readdirSync(out)
+    .filter((f) => f.startsWith(`${label}.out.`))
+    .sort()
+    .pop();
   const ir = summary(join(out, dump));
   const rows = selfCosts(join(out, dump));
   const { gc, compiler, barrier } = shares(rows);
   const per = (x) => Math.round(x / n);
-  console.log(JSON.stringify({
-    label, dir, kind, requests: n, concurrency: conc, env: extraEnv, instructions: ir,
-    perRequest: per(ir), gcPerRequest: per(gc), compilerPerRequest: per(compiler), barrierPerRequest: per(barrier),
-    mutatorPerRequest: per(ir - gc - compiler - barrier), dump: join(out, dump),
-  }));
+  console.log(
+    JSON.stringify({
+      label,
+      dir,
+      kind,
+      requests: n,
+      concurrency: conc,
+      env: extraEnv,
+      instructions: ir,
+      perRequest: per(ir),
+      gcPerRequest: per(gc),
+      compilerPerRequest: per(compiler),
+      barrierPerRequest: per(barrier),
+      mutatorPerRequest: per(ir - gc - compiler - barrier),
+      dump: join(out, dump),
+    }),
+  );
   // valgrind runs node in its own process, so V8's map is named by valgrind's pid.
   if (functions > 0) printFunctions(rows, `/tmp/perf-${proc.pid}.map`);
 } finally {
   proc.kill('SIGTERM');
-  await new Promise((r) => { if (proc.exitCode !== null) r(); else proc.once('exit', r); });
+  await new Promise((r) => {
+    if (proc.exitCode !== null) r();
+    else proc.once('exit', r);
+  });
   await upstream.stop();
   rmSync(home, { recursive: true, force: true });
 }

@@ -11,9 +11,14 @@ import { spawn } from 'node:child_process';
 function wallMs(args) {
   return new Promise((done, fail) => {
     const t0 = process.hrtime.bigint();
-    const proc = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, NO_COLOR: '1' } });
+    const proc = spawn(process.execPath, args, {
+      stdio: ['ignore', 'ignore', 'pipe'],
+      env: { ...process.env, NO_COLOR: '1' },
+    });
     let err = '';
-    proc.stderr.setEncoding('utf8').on('data', (s) => { err += s; });
+    proc.stderr.setEncoding('utf8').on('data', (s) => {
+      err += s;
+    });
     proc.once('error', fail);
     proc.once('exit', (code) => {
       const ms = Number(process.hrtime.bigint() - t0) / 1e6;
@@ -47,7 +52,13 @@ export async function measureCli({ bin, home, runs }) {
     node: process.version,
     commands: commands.map(([name]) => {
       const m = median(times[name]);
-      return { command: name, medianMs: m, overNodeMs: m - base, minMs: Math.min(...times[name]), maxMs: Math.max(...times[name]) };
+      return {
+        command: name,
+        medianMs: m,
+        overNodeMs: m - base,
+        minMs: Math.min(...times[name]),
+        maxMs: Math.max(...times[name]),
+      };
     }),
   };
 }

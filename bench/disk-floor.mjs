@@ -21,7 +21,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 
-const { values: a } = parseArgs({ options: { dir: { type: 'string' }, n: { type: 'string' }, bytes: { type: 'string' }, reps: { type: 'string' } } });
+const { values: a } = parseArgs({
+  options: { dir: { type: 'string' }, n: { type: 'string' }, bytes: { type: 'string' }, reps: { type: 'string' } },
+});
 const N = Number(a.n ?? 500);
 const BYTES = Number(a.bytes ?? 600);
 const home = mkdtempSync(join(a.dir ?? tmpdir(), 'diskfloor-'));
@@ -66,7 +68,12 @@ async function twoFiles(name, together) {
   for (let i = 0; i < N; i++) {
     const t = performance.now();
     if (together) {
-      await Promise.all(fhs.map(async (fh) => { await fh.write(line, 0, BYTES, i * BYTES); await fh.datasync(); }));
+      await Promise.all(
+        fhs.map(async (fh) => {
+          await fh.write(line, 0, BYTES, i * BYTES);
+          await fh.datasync();
+        }),
+      );
     } else {
       for (const fh of fhs) {
         await fh.write(line, 0, BYTES, i * BYTES);

@@ -20,19 +20,41 @@ const b = bodies();
 const tool = (i) => ({
   type: 'function',
   function: {
-    name: `tool_${i}`, description: 'Looks something up.',
-    parameters: { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer', minimum: 1 }, units: { enum: ['c', 'f'] } }, required: ['city'] },
+    name: `tool_${i}`,
+    description: 'Looks something up.',
+    parameters: {
+      type: 'object',
+      properties: { city: { type: 'string' }, days: { type: 'integer', minimum: 1 }, units: { enum: ['c', 'f'] } },
+      required: ['city'],
+    },
   },
 });
 const cases = {
   'plain (SDK hello, 77 B)': b.plain,
   'agent (10 tools, 6 turns)': JSON.stringify({
-    model: MODEL, stream: true, tools: Array.from({ length: 10 }, (_, i) => tool(i)),
-    messages: Array.from({ length: 6 }, (_, i) => ({ role: i % 2 === 0 ? 'user' : 'assistant', content: `turn ${i} `.repeat(20) })),
+    model: MODEL,
+    stream: true,
+    tools: Array.from({ length: 10 }, (_, i) => tool(i)),
+    messages: Array.from({ length: 6 }, (_, i) => ({
+      role: i % 2 === 0 ? 'user' : 'assistant',
+      content: `turn ${i} `.repeat(20),
+    })),
   }),
   'large (200 KB of turns)': b.large,
   'image (1 MiB base64 part)': JSON.stringify({
-    model: MODEL, messages: [{ role: 'user', content: [{ type: 'text', text: 'What is this?' }, { type: 'image_url', image_url: { url: `data:image/png;base64,${Buffer.alloc(768 * 1024, 7).toString('base64')}` } }] }],
+    model: MODEL,
+    messages: [
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'What is this?' },
+          {
+            type: 'image_url',
+            image_url: { url: `data:image/png;base64,${Buffer.alloc(768 * 1024, 7).toString('base64')}` },
+          },
+        ],
+      },
+    ],
   }),
 };
 
@@ -63,6 +85,15 @@ for (const [name, text] of Object.entries(cases)) {
   for (let r = 0; r < reps; r++) for (const [v, fn] of Object.entries(variants)) samples[v].push(timeUs(fn, raw));
   // Ratios as medians of per-repetition pairs: the machine's speed drifts within a run.
   const ratio = (v) => median(samples[v].map((x, i) => x / samples.parse[i]));
-  rows.push(`| ${name} | ${raw.length} | ${median(samples.parse).toFixed(2)} | ${median(samples.check).toFixed(2)} (${ratio('check').toFixed(2)}×) | ${median(samples.canonical).toFixed(2)} (${ratio('canonical').toFixed(2)}×) |`);
+  rows.push(
+    `| ${name} | ${raw.length} | ${median(samples.parse).toFixed(2)} | ${median(samples.check).toFixed(2)} (${ratio('check').toFixed(2)}×) | ${median(samples.canonical).toFixed(2)} (${ratio('canonical').toFixed(2)}×) |`,
+  );
 }
-process.stdout.write(['| body | bytes | parse µs | check µs (× parse) | canonical µs (× parse) |', '|---|---|---|---|---|', ...rows, ''].join('\n'));
+process.stdout.write(
+  [
+    '| body | bytes | parse µs | check µs (× parse) | canonical µs (× parse) |',
+    '|---|---|---|---|---|',
+    ...rows,
+    '',
+  ].join('\n'),
+);

@@ -118,10 +118,20 @@ if (o.once) {
 const elapsed = o.measuredMs ?? performance.now() - started;
 latencies.sort((a, b) => a - b);
 firsts.sort((a, b) => a - b);
-console.log(JSON.stringify({
-  requests: latencies.length, errors, errorSamples, non200, badStreams, mergedReads, maxOpen,
-  rps: (latencies.length / elapsed) * 1000,
-  p50: pct(latencies, 50), p99: pct(latencies, 99),
-  firstP50: pct(firsts, 50), firstP99: pct(firsts, 99),
-}));
+console.log(
+  JSON.stringify({
+    requests: latencies.length,
+    errors,
+    errorSamples,
+    non200,
+    badStreams,
+    mergedReads,
+    maxOpen,
+    rps: (latencies.length / elapsed) * 1000,
+    p50: pct(latencies, 50),
+    p99: pct(latencies, 99),
+    firstP50: pct(firsts, 50),
+    firstP99: pct(firsts, 99),
+  }),
+);
 agent.destroy();

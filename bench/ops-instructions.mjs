@@ -27,8 +27,13 @@ import { OB_BIN, startObProxy, startUpstream } from './targets.mjs';
 
 const { values: a } = parseArgs({
   options: {
-    requests: { type: 'string' }, warmup: { type: 'string' }, concurrency: { type: 'string' },
-    stream: { type: 'boolean' }, variants: { type: 'string' }, 'node-flags': { type: 'string' }, checkout: { type: 'string' },
+    requests: { type: 'string' },
+    warmup: { type: 'string' },
+    concurrency: { type: 'string' },
+    stream: { type: 'boolean' },
+    variants: { type: 'string' },
+    'node-flags': { type: 'string' },
+    checkout: { type: 'string' },
     rounds: { type: 'string' },
   },
 });
@@ -55,22 +60,25 @@ async function send(url, headers, n, c) {
   const h = { ...headers, 'content-type': 'application/json', 'content-length': String(body.length) };
   let left = n;
   let bad = 0;
-  const one = () => new Promise((resolve, reject) => {
-    const req = request(`${url}/v1/chat/completions`, { method: 'POST', agent, headers: h }, (res) => {
-      if (res.statusCode !== 200) bad++;
-      res.resume();
-      res.on('end', resolve);
-      res.on('error', reject);
+  const one = () =>
+    new Promise((resolve, reject) => {
+      const req = request(`${url}/v1/chat/completions`, { method: 'POST', agent, headers: h }, (res) => {
+        if (res.statusCode !== 200) bad++;
+        res.resume();
+        res.on('end', resolve);
+        res.on('error', reject);
+      });
+      req.on('error', reject);
+      req.end(body);
     });
-    req.on('error', reject);
-    req.end(body);
-  });
-  await Promise.all(Array.from({ length: c }, async () => {
-    while (left > 0) {
-      left--;
-      await one();
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: c }, async () => {
+      while (left > 0) {
+        left--;
+        await one();
+      }
+    }),
+  );
   agent.destroy();
   if (bad > 0) throw new Error(`${bad} of ${n} requests were not answered 200`);
 }
@@ -85,8 +93,21 @@ const upstream = await startUpstream();
 try {
   for (const v of variants) {
     const dir = mkdtempSync(join(tmpdir(), 'obcg-'));
-    const launcher = ['valgrind', '--tool=callgrind', `--callgrind-out-file=${join(dir, 'cg.out')}`, '--dump-instr=no', '--collect-atstart=yes'];
-    const t = await startObProxy(upstream.url, { name: v, bin, nodeArgs: nodeFlags, launcher, slow: true, ...OPTIONS[v] });
+    const launcher = [
+      'valgrind',
+      '--tool=callgrind',
+      `--callgrind-out-file=${join(dir, 'cg.out')}`,
+      '--dump-instr=no',
+      '--collect-atstart=yes',
+    ];
+    const t = await startObProxy(upstream.url, {
+      name: v,
+      bin,
+      nodeArgs: nodeFlags,
+      launcher,
+      slow: true,
+      ...OPTIONS[v],
+    });
     try {
       const pid = String(t.pids()[0]);
       await send(t.url, t.headers, WARM, C);
@@ -117,14 +138,38 @@ try {
         execFileSync('callgrind_control', ['-z', pid], { stdio: 'ignore' });
         const i0 = Date.now();
         await new Promise((res) => setTimeout(res, idleMs));
-        const idle = Math.round(await count() * ms / Math.max(1, Date.now() - i0));
+        const idle = Math.round(((await count()) * ms) / Math.max(1, Date.now() - i0));
         const net = Math.round((ir - idle) / N);
         nets.push(net);
         grosses.push(Math.round(ir / N));
-        console.log(JSON.stringify({ variant: v, checkout: a.checkout ?? '.', stream: a.stream === true, round: r, requests: N, concurrency: C, instructions: ir, perRequest: Math.round(ir / N), idle, ms, netPerRequest: net }));
+        console.log(
+          JSON.stringify({
+            variant: v,
+            checkout: a.checkout ?? '.',
+            stream: a.stream === true,
+            round: r,
+            requests: N,
+            concurrency: C,
+            instructions: ir,
+            perRequest: Math.round(ir / N),
+            idle,
+            ms,
+            netPerRequest: net,
+          }),
+        );
       }
       const median = (xs) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
-      console.log(JSON.stringify({ variant: v, checkout: a.checkout ?? '.', stream: a.stream === true, medianPerRequest: median(grosses), medianNetPerRequest: median(nets), perRequest: grosses, nets }));
+      console.log(
+        JSON.stringify({
+          variant: v,
+          checkout: a.checkout ?? '.',
+          stream: a.stream === true,
+          medianPerRequest: median(grosses),
+          medianNetPerRequest: median(nets),
+          perRequest: grosses,
+          nets,
+        }),
+      );
     } finally {
       // Counted: its graceful shutdown under valgrind is only slow.
       process.kill(t.pids()[0], 'SIGKILL');

@@ -25,12 +25,30 @@ writeFileSync(bodyFile, bodies()[sc.body]);
 
 const upstream = await startUpstream();
 const nodeArgs = ['--cpu-prof', '--cpu-prof-dir', dir];
-const target = reference ? await startReference(upstream.url, { nodeArgs }) : await startObProxy(upstream.url, { nodeArgs, ops });
+const target = reference
+  ? await startReference(upstream.url, { nodeArgs })
+  : await startObProxy(upstream.url, { nodeArgs, ops });
 const before = new Set(readdirSync(dir));
 let r;
 try {
-  await runWrk({ url: target.url, path: '/v1/chat/completions', bodyFile, headers: target.headers, connections: sc.connections, durationS: 1, scriptFile: join(dir, 'w.lua') });
-  r = await runWrk({ url: target.url, path: '/v1/chat/completions', bodyFile, headers: target.headers, connections: sc.connections, durationS: seconds, scriptFile: join(dir, 'w.lua') });
+  await runWrk({
+    url: target.url,
+    path: '/v1/chat/completions',
+    bodyFile,
+    headers: target.headers,
+    connections: sc.connections,
+    durationS: 1,
+    scriptFile: join(dir, 'w.lua'),
+  });
+  r = await runWrk({
+    url: target.url,
+    path: '/v1/chat/completions',
+    bodyFile,
+    headers: target.headers,
+    connections: sc.connections,
+    durationS: seconds,
+    scriptFile: join(dir, 'w.lua'),
+  });
 } finally {
   await target.stop();
   await upstream.stop();
@@ -38,7 +56,8 @@ try {
 const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile') && !before.has(f));
 const prof = JSON.parse(readFileSync(join(dir, file), 'utf8'));
 const dt = new Map();
-for (let i = 0; i < prof.samples.length; i++) dt.set(prof.samples[i], (dt.get(prof.samples[i]) ?? 0) + (prof.timeDeltas[i] ?? 0));
+for (let i = 0; i < prof.samples.length; i++)
+  dt.set(prof.samples[i], (dt.get(prof.samples[i]) ?? 0) + (prof.timeDeltas[i] ?? 0));
 const byFn = new Map();
 const byFile = new Map();
 let total = 0;
@@ -46,17 +65,25 @@ for (const n of prof.nodes) {
   const us = dt.get(n.id) ?? 0;
   total += us;
   const cf = n.callFrame;
-  const where = cf.url === '' ? '(native)' : cf.url.replace(/^file:\/\//, '').replace(`${ROOT}/`, '').replace(/.*node_modules\//, 'node_modules/');
+  const where =
+    cf.url === ''
+      ? '(native)'
+      : cf.url
+          .replace(/^file:\/\//, '')
+          .replace(`${ROOT}/`, '')
+          .replace(/.*node_modules\//, 'node_modules/');
   const fn = `${cf.functionName || '(anonymous)'} ${where}:${cf.lineNumber + 1}`;
   byFn.set(fn, (byFn.get(fn) ?? 0) + us);
   const key = where.startsWith('node_modules/') ? where.split('/').slice(0, 2).join('/') : where;
   // Idle is not work: kept out of the per-file shares, which are shares of busy time.
   if (cf.functionName !== '(idle)') byFile.set(key, (byFile.get(key) ?? 0) + us);
 }
-const idle = (byFn.get('(idle) (native):0') ?? 0);
+const idle = byFn.get('(idle) (native):0') ?? 0;
 const busy = total - idle;
 const top = (m, n) => [...m.entries()].sort((a, b) => b[1] - a[1]).slice(0, n);
-console.log(`${reference ? 'reference' : ops ? 'ob-proxy-ops' : 'ob-proxy'} ${sc.id}: ${r.rps} req/s, ${r.requests} requests; busy ${(busy / 1e3).toFixed(0)} ms of ${(total / 1e3).toFixed(0)} ms sampled; ${(busy / r.requests).toFixed(1)} µs busy per request (profile incl. warm-up)`);
+console.log(
+  `${reference ? 'reference' : ops ? 'ob-proxy-ops' : 'ob-proxy'} ${sc.id}: ${r.rps} req/s, ${r.requests} requests; busy ${(busy / 1e3).toFixed(0)} ms of ${(total / 1e3).toFixed(0)} ms sampled; ${(busy / r.requests).toFixed(1)} µs busy per request (profile incl. warm-up)`,
+);
 console.log('\nself time by function:');
 for (const [k, v] of top(byFn, 30)) console.log(`${((v / busy) * 100).toFixed(1).padStart(5)}%  ${k}`);
 console.log('\nself time by file:');

@@ -16,7 +16,18 @@ const upstream = process.argv[process.argv.indexOf('--upstream') + 1];
 const pool = new Pool(upstream, { connections: null, pipelining: 1, keepAliveTimeout: 4_000 });
 
 // Hop-by-hop headers are the proxy's own business, never forwarded (RFC 9110 §7.6.1).
-const HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'proxy-connection', 'host', 'authorization', 'content-length']);
+const HOP = new Set([
+  'connection',
+  'keep-alive',
+  'transfer-encoding',
+  'te',
+  'trailer',
+  'upgrade',
+  'proxy-connection',
+  'host',
+  'authorization',
+  'content-length',
+]);
 
 function forwardHeaders(raw) {
   const out = {};
@@ -46,23 +57,26 @@ const server = createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
     res.on('close', () => {
       if (!res.writableFinished) abort.abort();
     });
-    pool.request({
-      method: req.method,
-      path: req.url,
-      headers: forwardHeaders(req.headers),
-      body: req.method === 'GET' || req.method === 'HEAD' ? null : body,
-      signal: abort.signal,
-    }).then(async (up) => {
-      res.writeHead(up.statusCode, forwardHeaders(up.headers));
-      // Each upstream chunk is written as it comes: no chunk waits for the next one.
-      for await (const chunk of up.body) {
-        if (!res.write(chunk)) await new Promise((r) => res.once('drain', r));
-      }
-      res.end();
-    }).catch((err) => {
-      if (abort.signal.aborted) return;
-      fail(res, err?.code === 'UND_ERR_HEADERS_TIMEOUT' ? 504 : 502, `upstream: ${err?.message ?? err}`);
-    });
+    pool
+      .request({
+        method: req.method,
+        path: req.url,
+        headers: forwardHeaders(req.headers),
+        body: req.method === 'GET' || req.method === 'HEAD' ? null : body,
+        signal: abort.signal,
+      })
+      .then(async (up) => {
+        res.writeHead(up.statusCode, forwardHeaders(up.headers));
+        // Each upstream chunk is written as it comes: no chunk waits for the next one.
+        for await (const chunk of up.body) {
+          if (!res.write(chunk)) await new Promise((r) => res.once('drain', r));
+        }
+        res.end();
+      })
+      .catch((err) => {
+        if (abort.signal.aborted) return;
+        fail(res, err?.code === 'UND_ERR_HEADERS_TIMEOUT' ? 504 : 502, `upstream: ${err?.message ?? err}`);
+      });
   });
 });
 server.maxRequestsPerSocket = 0;

@@ -7,15 +7,21 @@
 const f = (v, d = 2) => (v === null || v === undefined || !Number.isFinite(v) ? '—' : v.toFixed(d));
 
 export function postgresSection(doc) {
-  const rows = Object.entries(doc.results).filter(([, byTarget]) => byTarget['ob-proxy-pg'] !== undefined && byTarget['ob-proxy'] !== undefined);
+  const rows = Object.entries(doc.results).filter(
+    ([, byTarget]) => byTarget['ob-proxy-pg'] !== undefined && byTarget['ob-proxy'] !== undefined,
+  );
   if (rows.length === 0) return [];
   return [
-    '## PostgreSQL store vs lowdb (issue 12)', '',
-    'Medians of per-repetition ratios, `ob-proxy-pg` req/s over `ob-proxy` (lowdb) req/s. Goal: at least 0.95.', '',
-    '| scenario | lowdb req/s | PostgreSQL req/s | PostgreSQL / lowdb | lowdb CPU µs/req | PostgreSQL CPU µs/req | goal met |', '|---|---|---|---|---|---|---|',
+    '## PostgreSQL store vs lowdb (issue 12)',
+    '',
+    'Medians of per-repetition ratios, `ob-proxy-pg` req/s over `ob-proxy` (lowdb) req/s. Goal: at least 0.95.',
+    '',
+    '| scenario | lowdb req/s | PostgreSQL req/s | PostgreSQL / lowdb | lowdb CPU µs/req | PostgreSQL CPU µs/req | goal met |',
+    '|---|---|---|---|---|---|---|',
     ...rows.map(([id, t]) => {
       const ratio = t['ob-proxy-pg'].paired?.rpsVsLowdb;
       return `| \`${id}\` | ${f(t['ob-proxy'].rps, 0)} | ${f(t['ob-proxy-pg'].rps, 0)} | ${f(ratio)} | ${f(t['ob-proxy'].cpuUsPerReq, 0)} | ${f(t['ob-proxy-pg'].cpuUsPerReq, 0)} | ${ratio == null ? '—' : ratio >= 0.95 ? 'yes' : '**no**'} |`;
-    }), '',
+    }),
+    '',
   ];
 }

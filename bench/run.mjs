@@ -34,11 +34,24 @@ import { benchDatabase } from './postgres.mjs';
 const ROOT = resolve(import.meta.dirname, '..');
 const { values: a } = parseArgs({
   options: {
-    reps: { type: 'string' }, duration: { type: 'string' }, warmup: { type: 'string' }, streams: { type: 'string' },
-    out: { type: 'string' }, json: { type: 'string' }, 'no-wrk': { type: 'boolean' }, 'no-nginx': { type: 'boolean' },
-    'no-build': { type: 'boolean' }, 'log-level': { type: 'string' }, smoke: { type: 'boolean' },
-    only: { type: 'string' }, 'no-held': { type: 'boolean' }, 'node-flags': { type: 'string' },
-    baseline: { type: 'string' }, 'cli-runs': { type: 'string' }, 'no-cli': { type: 'boolean' }, postgres: { type: 'string' },
+    reps: { type: 'string' },
+    duration: { type: 'string' },
+    warmup: { type: 'string' },
+    streams: { type: 'string' },
+    out: { type: 'string' },
+    json: { type: 'string' },
+    'no-wrk': { type: 'boolean' },
+    'no-nginx': { type: 'boolean' },
+    'no-build': { type: 'boolean' },
+    'log-level': { type: 'string' },
+    smoke: { type: 'boolean' },
+    only: { type: 'string' },
+    'no-held': { type: 'boolean' },
+    'node-flags': { type: 'string' },
+    baseline: { type: 'string' },
+    'cli-runs': { type: 'string' },
+    'no-cli': { type: 'boolean' },
+    postgres: { type: 'string' },
     ops: { type: 'boolean' },
   },
 });
@@ -62,14 +75,19 @@ const only = a.only === undefined ? null : new Set(a.only.split(','));
 const scenarios = SCENARIOS.filter((sc) => only === null || only.has(sc.id));
 if (only !== null && !only.has('cli')) opts.cliRuns = 0;
 // A partial run (--only, --no-held) never overwrites the committed full table.
-const partial = only !== null || a['no-held'] === true || a.baseline !== undefined || a.postgres !== undefined || a.ops === true;
+const partial =
+  only !== null || a['no-held'] === true || a.baseline !== undefined || a.postgres !== undefined || a.ops === true;
 const out = resolve(a.out ?? join(ROOT, partial ? 'bench/results/partial.md' : 'bench/RESULTS.md'));
 const jsonOut = resolve(a.json ?? join(ROOT, 'bench/results/latest.json'));
 const log = (s) => process.stderr.write(`${s}\n`);
 
 if (a['no-build'] !== true) {
   log('building dist/ …');
-  execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')], { stdio: 'inherit' });
+  execFileSync(
+    process.execPath,
+    [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')],
+    { stdio: 'inherit' },
+  );
 }
 
 // Issue 12: the lowdb store at 10,000 keys and 100,000 events, through a daemon's management
@@ -92,14 +110,26 @@ for (const [k, v] of Object.entries(bodies(opts))) {
 
 function runLoadgen(target, sc, { durationMs, warmupMs = 0, once = false, concurrency }) {
   const o = {
-    url: target.url, path: '/v1/chat/completions', headers: target.headers, bodyFile: files[sc.body],
-    concurrency, durationMs, warmupMs, once, expectChunks: sc.expectChunks,
+    url: target.url,
+    path: '/v1/chat/completions',
+    headers: target.headers,
+    bodyFile: files[sc.body],
+    concurrency,
+    durationMs,
+    warmupMs,
+    once,
+    expectChunks: sc.expectChunks,
   };
   return new Promise((done, fail) => {
-    execFile(process.execPath, [join(ROOT, 'bench/loadgen.mjs'), JSON.stringify(o)], { timeout: 120_000, maxBuffer: 1 << 20 }, (err, stdout, stderr) => {
-      if (err !== null) fail(new Error(`loadgen failed: ${stderr || err.message}`));
-      else done(JSON.parse(stdout));
-    });
+    execFile(
+      process.execPath,
+      [join(ROOT, 'bench/loadgen.mjs'), JSON.stringify(o)],
+      { timeout: 120_000, maxBuffer: 1 << 20 },
+      (err, stdout, stderr) => {
+        if (err !== null) fail(new Error(`loadgen failed: ${stderr || err.message}`));
+        else done(JSON.parse(stdout));
+      },
+    );
   });
 }
 
@@ -109,16 +139,33 @@ async function measure(target, sc, durationS, warmup = false) {
   const cpu0 = cpuSeconds(pids);
   const sys0 = syscalls(pids);
   const rss = sampleRss(pids);
-  const r = sc.tool === 'wrk' && opts.wrk
-    ? await runWrk({ url: target.url, path: '/v1/chat/completions', bodyFile: files[sc.body], headers: target.headers, connections: sc.connections, durationS, scriptFile: join(tmp, `${target.name}-${sc.id}.lua`) })
-    : await runLoadgen(target, sc, { durationMs: durationS * 1000, warmupMs: warmup ? 0 : Math.min(200, durationS * 400), concurrency: sc.connections });
+  const r =
+    sc.tool === 'wrk' && opts.wrk
+      ? await runWrk({
+          url: target.url,
+          path: '/v1/chat/completions',
+          bodyFile: files[sc.body],
+          headers: target.headers,
+          connections: sc.connections,
+          durationS,
+          scriptFile: join(tmp, `${target.name}-${sc.id}.lua`),
+        })
+      : await runLoadgen(target, sc, {
+          durationMs: durationS * 1000,
+          warmupMs: warmup ? 0 : Math.min(200, durationS * 400),
+          concurrency: sc.connections,
+        });
   const cpu = cpuSeconds(pids) - cpu0;
   const sys1 = syscalls(pids);
   const peakKiB = rss.stop();
   const per = (n) => (r.requests > 0 ? n / r.requests : null);
   return {
-    ...r, tool: sc.tool === 'wrk' && opts.wrk ? 'wrk' : 'loadgen', cpuUsPerReq: per(cpu * 1e6), peakRssMiB: peakKiB / 1024,
-    readsPerReq: per(sys1.reads - sys0.reads), writesPerReq: per(sys1.writes - sys0.writes),
+    ...r,
+    tool: sc.tool === 'wrk' && opts.wrk ? 'wrk' : 'loadgen',
+    cpuUsPerReq: per(cpu * 1e6),
+    peakRssMiB: peakKiB / 1024,
+    readsPerReq: per(sys1.reads - sys0.reads),
+    writesPerReq: per(sys1.writes - sys0.writes),
   };
 }
 
@@ -157,11 +204,16 @@ function paired(rs, byTarget) {
   const ob = byTarget['ob-proxy'];
   const pair = (other, key, op) => (other === undefined ? null : median(rs.map((x, i) => op(x[key], other[i]?.[key]))));
   return {
-    rpsVsRef: pair(ref, 'rps', div), cpuVsRef: pair(ref, 'cpuUsPerReq', div), rpsVsDirect: pair(dir, 'rps', div),
-    addedP50: pair(dir, 'p50', sub), addedP99: pair(dir, 'p99', sub), addedFirstP50: pair(dir, 'firstP50', sub),
+    rpsVsRef: pair(ref, 'rps', div),
+    cpuVsRef: pair(ref, 'cpuUsPerReq', div),
+    rpsVsDirect: pair(dir, 'rps', div),
+    addedP50: pair(dir, 'p50', sub),
+    addedP99: pair(dir, 'p99', sub),
+    addedFirstP50: pair(dir, 'firstP50', sub),
     // --postgres: each target against ob-proxy on lowdb, in the same repetition (bench/report-postgres.mjs).
     rpsVsLowdb: pair(byTarget['ob-proxy'], 'rps', div),
-    rpsVsObProxy: pair(ob, 'rps', div), cpuVsObProxy: pair(ob, 'cpuUsPerReq', div),
+    rpsVsObProxy: pair(ob, 'rps', div),
+    cpuVsObProxy: pair(ob, 'cpuUsPerReq', div),
   };
 }
 
@@ -182,17 +234,40 @@ try {
   targets.push(await startObProxy(upstream.url, { logLevel: opts.logLevel, nodeArgs: opts.nodeFlags }));
   if (a.baseline !== undefined) {
     const bin = join(resolve(a.baseline), 'dist/bin/ob-proxy.js');
-    targets.push(await startObProxy(upstream.url, { logLevel: opts.logLevel, nodeArgs: opts.nodeFlags, name: 'baseline', bin }));
+    targets.push(
+      await startObProxy(upstream.url, { logLevel: opts.logLevel, nodeArgs: opts.nodeFlags, name: 'baseline', bin }),
+    );
   }
-  if (a.ops === true) targets.push(await startObProxy(upstream.url, { logLevel: opts.logLevel, nodeArgs: opts.nodeFlags, name: 'ob-proxy-ops', ops: true }));
+  if (a.ops === true)
+    targets.push(
+      await startObProxy(upstream.url, {
+        logLevel: opts.logLevel,
+        nodeArgs: opts.nodeFlags,
+        name: 'ob-proxy-ops',
+        ops: true,
+      }),
+    );
   if (a.postgres !== undefined) {
     const db = await benchDatabase(a.postgres);
-    const pgTarget = await startObProxy(upstream.url, { logLevel: opts.logLevel, nodeArgs: opts.nodeFlags, name: 'ob-proxy-pg', store: db.url });
-    targets.push({ ...pgTarget, stop: async () => { await pgTarget.stop(); await db.drop(); } });
+    const pgTarget = await startObProxy(upstream.url, {
+      logLevel: opts.logLevel,
+      nodeArgs: opts.nodeFlags,
+      name: 'ob-proxy-pg',
+      store: db.url,
+    });
+    targets.push({
+      ...pgTarget,
+      stop: async () => {
+        await pgTarget.stop();
+        await db.drop();
+      },
+    });
   }
   targets.push(await startReference(upstream.url, { nodeArgs: opts.nodeFlags }));
   if (opts.nginx) targets.push(await startNginx(upstream.url));
-  log(`targets: ${targets.map((t) => `${t.name} ${t.url}`).join(', ')}; wrk ${opts.wrk ? 'yes' : 'no (loadgen instead)'}`);
+  log(
+    `targets: ${targets.map((t) => `${t.name} ${t.url}`).join(', ')}; wrk ${opts.wrk ? 'yes' : 'no (loadgen instead)'}`,
+  );
 
   // Warm-up: JIT, connection pools and sockets, untimed.
   for (const t of targets) for (const sc of scenarios) await measure(t, sc, opts.warmupS, true);
@@ -207,18 +282,23 @@ try {
         const t = targets[(j + rep) % targets.length];
         const r = await measure(t, sc, opts.durationS);
         ((runs[sc.id] ??= {})[t.name] ??= []).push(r);
-        log(`rep ${rep + 1}/${opts.reps} ${sc.id} ${t.name}: ${r.rps?.toFixed(0)} req/s p50 ${r.p50?.toFixed(3)} ms p99 ${r.p99?.toFixed(3)} ms${r.firstP50 != null ? ` first ${r.firstP50.toFixed(3)} ms` : ''} errors ${r.errors + r.non200 + (r.badStreams ?? 0)}`);
+        log(
+          `rep ${rep + 1}/${opts.reps} ${sc.id} ${t.name}: ${r.rps?.toFixed(0)} req/s p50 ${r.p50?.toFixed(3)} ms p99 ${r.p99?.toFixed(3)} ms${r.firstP50 != null ? ` first ${r.firstP50.toFixed(3)} ms` : ''} errors ${r.errors + r.non200 + (r.badStreams ?? 0)}`,
+        );
       }
     }
   }
   const results = {};
   for (const [id, byTarget] of Object.entries(runs)) {
-    results[id] = Object.fromEntries(Object.entries(byTarget).map(([n, rs]) => [n, { ...reduce(rs), paired: paired(rs, byTarget) }]));
+    results[id] = Object.fromEntries(
+      Object.entries(byTarget).map(([n, rs]) => [n, { ...reduce(rs), paired: paired(rs, byTarget) }]),
+    );
   }
 
   // Paced streams: every chunk delivered, in order, each in its own read (none merged or held back).
   const paced = {};
-  for (const t of targets) paced[t.name] = await runLoadgen(t, PACED, { durationMs: smoke ? 500 : 2000, concurrency: 1 });
+  for (const t of targets)
+    paced[t.name] = await runLoadgen(t, PACED, { durationMs: smoke ? 500 : 2000, concurrency: 1 });
 
   // Held streams: RSS growth while N slow streams are open at once, per stream.
   const held = {};
@@ -227,20 +307,42 @@ try {
     const pids = t.pids();
     const base = rssKiB(pids);
     const rss = sampleRss(pids, 100);
-    const r = await runLoadgen(t, { ...HELD, expectChunks: opts.heldChunks }, { once: true, concurrency: opts.streams });
+    const r = await runLoadgen(
+      t,
+      { ...HELD, expectChunks: opts.heldChunks },
+      { once: true, concurrency: opts.streams },
+    );
     const peak = rss.stop();
-    held[t.name] = { ...r, baseMiB: base / 1024, peakMiB: peak / 1024, perStreamKB: ((peak - base) * 1024) / 1000 / opts.streams };
-    log(`held ${opts.streams} streams ${t.name}: ${r.requests} done, max open ${r.maxOpen}, ${held[t.name].perStreamKB.toFixed(1)} KB each, errors ${r.errors + r.non200 + r.badStreams}`);
+    held[t.name] = {
+      ...r,
+      baseMiB: base / 1024,
+      peakMiB: peak / 1024,
+      perStreamKB: ((peak - base) * 1024) / 1000 / opts.streams,
+    };
+    log(
+      `held ${opts.streams} streams ${t.name}: ${r.requests} done, max open ${r.maxOpen}, ${held[t.name].perStreamKB.toFixed(1)} KB each, errors ${r.errors + r.non200 + r.badStreams}`,
+    );
   }
 
   // CLI start-up, with the ob-proxy target's daemon answering the list commands.
   let cli = null;
   if (opts.cliRuns > 0) {
     cli = await measureCli({ bin: OB_BIN, home: targets.find((t) => t.name === 'ob-proxy').home, runs: opts.cliRuns });
-    for (const c of cli.commands) log(`cli ${c.command}: median ${c.medianMs.toFixed(1)} ms (+${c.overNodeMs.toFixed(1)} ms over node -e 0)`);
+    for (const c of cli.commands)
+      log(`cli ${c.command}: median ${c.medianMs.toFixed(1)} ms (+${c.overNodeMs.toFixed(1)} ms over node -e 0)`);
   }
 
-  const doc = { started: started.toISOString(), finished: new Date().toISOString(), load: { start: loadStart, end: loadavg()[0], stolenShare: stealShare() }, opts, targets: targets.map((t) => t.name), results, paced, held, cli };
+  const doc = {
+    started: started.toISOString(),
+    finished: new Date().toISOString(),
+    load: { start: loadStart, end: loadavg()[0], stolenShare: stealShare() },
+    opts,
+    targets: targets.map((t) => t.name),
+    results,
+    paced,
+    held,
+    cli,
+  };
   mkdirSync(dirname(jsonOut), { recursive: true });
   writeFileSync(jsonOut, `${JSON.stringify(doc, null, 2)}\n`);
   writeFileSync(out, renderReport(doc));

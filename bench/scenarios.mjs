@@ -7,16 +7,27 @@
 const MODEL = 'gemma4:26b';
 
 export function bodies({ heldChunks = 20, heldPaceMs = 300 } = {}) {
-  const turn = (i) => ({ role: i % 2 === 0 ? 'user' : 'assistant', content: `Turn ${i}: ${'lorem ipsum dolor sit amet '.repeat(150)}` });
+  const turn = (i) => ({
+    role: i % 2 === 0 ? 'user' : 'assistant',
+    content: `Turn ${i}: ${'lorem ipsum dolor sit amet '.repeat(150)}`,
+  });
   const large = { model: MODEL, messages: Array.from({ length: 50 }, (_, i) => turn(i)) };
   large.messages.push({ role: 'user', content: 'Summarise the conversation.' });
   return {
     plain: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'Say hello.' }] }),
     stream: JSON.stringify({ model: MODEL, stream: true, messages: [{ role: 'user', content: 'Say hello.' }] }),
     // Paced: 16 chunks 5 ms apart, so every chunk must reach the client on its own.
-    paced: JSON.stringify({ model: MODEL, stream: true, messages: [{ role: 'user', content: 'Say hello. [[chunks=16 pace=5]]' }] }),
+    paced: JSON.stringify({
+      model: MODEL,
+      stream: true,
+      messages: [{ role: 'user', content: 'Say hello. [[chunks=16 pace=5]]' }],
+    }),
     // Held: 2,000 of these at once, each alive for about 20 × 300 ms.
-    slow: JSON.stringify({ model: MODEL, stream: true, messages: [{ role: 'user', content: `Say hello. [[chunks=${heldChunks} pace=${heldPaceMs}]]` }] }),
+    slow: JSON.stringify({
+      model: MODEL,
+      stream: true,
+      messages: [{ role: 'user', content: `Say hello. [[chunks=${heldChunks} pace=${heldPaceMs}]]` }],
+    }),
     large: JSON.stringify(large),
   };
 }
@@ -25,9 +36,28 @@ export function bodies({ heldChunks = 20, heldPaceMs = 300 } = {}) {
 export const SCENARIOS = [
   { id: 'plain-c1', title: 'Non-streaming, 1 connection (latency)', body: 'plain', connections: 1, tool: 'wrk' },
   { id: 'plain-c64', title: 'Non-streaming, 64 connections (throughput)', body: 'plain', connections: 64, tool: 'wrk' },
-  { id: 'stream-c1', title: 'Streaming 64 chunks, 1 connection (time to first chunk, total)', body: 'stream', connections: 1, tool: 'loadgen', expectChunks: 64 },
-  { id: 'stream-c64', title: 'Streaming 64 chunks, 64 connections (throughput)', body: 'stream', connections: 64, tool: 'wrk' },
-  { id: 'large-c1', title: 'Large request body (200 KB of messages), 1 connection', body: 'large', connections: 1, tool: 'wrk' },
+  {
+    id: 'stream-c1',
+    title: 'Streaming 64 chunks, 1 connection (time to first chunk, total)',
+    body: 'stream',
+    connections: 1,
+    tool: 'loadgen',
+    expectChunks: 64,
+  },
+  {
+    id: 'stream-c64',
+    title: 'Streaming 64 chunks, 64 connections (throughput)',
+    body: 'stream',
+    connections: 64,
+    tool: 'wrk',
+  },
+  {
+    id: 'large-c1',
+    title: 'Large request body (200 KB of messages), 1 connection',
+    body: 'large',
+    connections: 1,
+    tool: 'wrk',
+  },
 ];
 
 /** Run once per target: correctness of paced streams, and memory of many held streams. */

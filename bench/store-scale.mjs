@@ -21,8 +21,15 @@ const ALNUM = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 export function bigStore({ instances = 100, keys = 10_000, events = 100_000 } = {}) {
   const at = '2026-11-01T00:00:00.000Z';
   const insts = Array.from({ length: instances }, (_, i) => ({
-    id: `big-${i}`, deployment: `dep-${i}`, model: 'gemma4:26b', endpoint: 'http://127.0.0.1:9/v1', state: 'ready',
-    packEndsAt: null, upstreamTokenFile: null, createdAt: at, updatedAt: at,
+    id: `big-${i}`,
+    deployment: `dep-${i}`,
+    model: 'gemma4:26b',
+    endpoint: 'http://127.0.0.1:9/v1',
+    state: 'ready',
+    packEndsAt: null,
+    upstreamTokenFile: null,
+    createdAt: at,
+    updatedAt: at,
   }));
   const evs = [];
   const ks = Array.from({ length: keys }, (_, i) => {
@@ -31,14 +38,40 @@ export function bigStore({ instances = 100, keys = 10_000, events = 100_000 } = 
     for (let n = i, d = 0; d < 12; d++, n = Math.floor(n / 62)) id = ALNUM[n % 62] + id;
     const revoked = i % 5 === 4;
     evs.push({ seq: evs.length + 1, at, type: 'key.created', instance: inst.id, keyId: id, keyName: `k${i}` });
-    if (revoked) evs.push({ seq: evs.length + 1, at, type: 'key.revoked', instance: inst.id, keyId: id, keyName: `k${i}`, reason: 'manual' });
+    if (revoked)
+      evs.push({
+        seq: evs.length + 1,
+        at,
+        type: 'key.revoked',
+        instance: inst.id,
+        keyId: id,
+        keyName: `k${i}`,
+        reason: 'manual',
+      });
     return {
-      id, name: `k${i}`, instance: inst.id, deployment: inst.deployment, hash: createHash('sha256').update(`big-${i}`).digest('hex'),
-      hint: `ob_sk_…${id.slice(-4)}`, isDefault: false, status: revoked ? 'revoked' : 'active', createdAt: at, lastUsedAt: null,
-      revokedAt: revoked ? at : null, revokeReason: revoked ? 'manual' : null, usage: { requests: i, promptTokens: 2 * i, completionTokens: 3 * i },
+      id,
+      name: `k${i}`,
+      instance: inst.id,
+      deployment: inst.deployment,
+      hash: createHash('sha256').update(`big-${i}`).digest('hex'),
+      hint: `ob_sk_…${id.slice(-4)}`,
+      isDefault: false,
+      status: revoked ? 'revoked' : 'active',
+      createdAt: at,
+      lastUsedAt: null,
+      revokedAt: revoked ? at : null,
+      revokeReason: revoked ? 'manual' : null,
+      usage: { requests: i, promptTokens: 2 * i, completionTokens: 3 * i },
     };
   });
-  while (evs.length < events) evs.push({ seq: evs.length + 1, at, type: 'instance.state', instance: insts[evs.length % instances].id, state: 'ready' });
+  while (evs.length < events)
+    evs.push({
+      seq: evs.length + 1,
+      at,
+      type: 'instance.state',
+      instance: insts[evs.length % instances].id,
+      state: 'ready',
+    });
   return { version: 2, instances: insts, keys: ks, events: evs };
 }
 
@@ -67,9 +100,15 @@ async function measureStore(label, data, { rounds, nodeArgs, log, dir, build = {
   const dbBytes = data === null ? 0 : statSync(join(home, 'db.json')).size;
   const port = await freePort();
   const t0 = performance.now();
-  const proc = spawn(process.execPath, [...nodeArgs, build.bin, 'serve', '--home', home, '--port', String(port), '--log-level', 'warn'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const proc = spawn(
+    process.execPath,
+    [...nodeArgs, build.bin, 'serve', '--home', home, '--port', String(port), '--log-level', 'warn'],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  );
   let stderr = '';
-  proc.stderr.setEncoding('utf8').on('data', (s) => { stderr += s; });
+  proc.stderr.setEncoding('utf8').on('data', (s) => {
+    stderr += s;
+  });
   const client = new DaemonClient(join(home, 'ob-proxy.sock'));
   try {
     await waitFor(() => existsSync(join(home, 'ob-proxy.sock')) || proc.exitCode !== null, 'the daemon to start');
@@ -112,8 +151,23 @@ async function measureStore(label, data, { rounds, nodeArgs, log, dir, build = {
       stop.push(performance.now() - t);
     }
     const journalBytes = statSync(join(home, 'db.json.journal')).size;
-    const result = { build: build.name, load: loadavg()[0], store: label, dir, dbBytesAtStart: dbBytes, startMs, create: summary(create), stop: summary(stop), control: summary(control), journalBytes, rounds, folds };
-    log(`${build.name}: store ${label} in ${dir} (load ${result.load.toFixed(1)}): start ${startMs.toFixed(0)} ms, ${folds} fold(s) during the rounds; key creation p50 ${result.create.p50.toFixed(2)} p99 ${result.create.p99.toFixed(2)} max ${result.create.max.toFixed(2)} ms; stop (12 keys) p50 ${result.stop.p50.toFixed(2)} p99 ${result.stop.p99.toFixed(2)} max ${result.stop.max.toFixed(2)} ms; status (control) p99 ${result.control.p99.toFixed(2)} max ${result.control.max.toFixed(2)} ms`);
+    const result = {
+      build: build.name,
+      load: loadavg()[0],
+      store: label,
+      dir,
+      dbBytesAtStart: dbBytes,
+      startMs,
+      create: summary(create),
+      stop: summary(stop),
+      control: summary(control),
+      journalBytes,
+      rounds,
+      folds,
+    };
+    log(
+      `${build.name}: store ${label} in ${dir} (load ${result.load.toFixed(1)}): start ${startMs.toFixed(0)} ms, ${folds} fold(s) during the rounds; key creation p50 ${result.create.p50.toFixed(2)} p99 ${result.create.p99.toFixed(2)} max ${result.create.max.toFixed(2)} ms; stop (12 keys) p50 ${result.stop.p50.toFixed(2)} p99 ${result.stop.p99.toFixed(2)} max ${result.stop.max.toFixed(2)} ms; status (control) p99 ${result.control.p99.toFixed(2)} max ${result.control.max.toFixed(2)} ms`,
+    );
     return result;
   } finally {
     await client.close?.();
@@ -134,7 +188,10 @@ async function measureStore(label, data, { rounds, nodeArgs, log, dir, build = {
  */
 export async function runStoreBench({ rounds = 600, reps = 2, nodeArgs = [], log }) {
   const big = bigStore();
-  const dirs = process.env.OB_STORE_BENCH_DIRS?.split(',') ?? [tmpdir(), ...(existsSync('/dev/shm') ? ['/dev/shm'] : [])];
+  const dirs = process.env.OB_STORE_BENCH_DIRS?.split(',') ?? [
+    tmpdir(),
+    ...(existsSync('/dev/shm') ? ['/dev/shm'] : []),
+  ];
   const builds = [
     ...(process.env.OB_STORE_BENCH_BASE?.split(',') ?? []).map((b) => {
       const [name, bin] = b.includes('=') ? b.split('=') : ['base', b];
@@ -145,9 +202,13 @@ export async function runStoreBench({ rounds = 600, reps = 2, nodeArgs = [], log
   const runs = [];
   for (let rep = 0; rep < reps; rep++) {
     for (const dir of dirs) {
-      for (const [label, data] of [['empty', null], ['10k keys, 100k events', big]]) {
+      for (const [label, data] of [
+        ['empty', null],
+        ['10k keys, 100k events', big],
+      ]) {
         // The order of the builds alternates between repetitions: neither always runs first.
-        for (const build of rep % 2 === 0 ? builds : [...builds].reverse()) runs.push(await measureStore(label, data, { rounds, nodeArgs, log, dir, build }));
+        for (const build of rep % 2 === 0 ? builds : [...builds].reverse())
+          runs.push(await measureStore(label, data, { rounds, nodeArgs, log, dir, build }));
       }
     }
   }
@@ -159,7 +220,10 @@ export function renderStoreBench(doc) {
   return [
     '| build | load | store | folder | db.json at start | daemon start ms | folds during the run | key creation p50 / p99 / max ms | stop (12 keys revoked) p50 / p99 / max ms | control: `status`, no write, p50 / p99 / max ms |',
     '|---|---|---|---|---|---|---|---|---|---|',
-    ...doc.runs.map((r) => `| ${r.build} | ${r.load.toFixed(1)} | ${r.store} | ${r.dir} | ${(r.dbBytesAtStart / 1e6).toFixed(1)} MB | ${r.startMs.toFixed(0)} | ${r.folds} | ${f(r.create.p50)} / ${f(r.create.p99)} / ${f(r.create.max)} | ${f(r.stop.p50)} / ${f(r.stop.p99)} / ${f(r.stop.max)} | ${f(r.control.p50)} / ${f(r.control.p99)} / ${f(r.control.max)} |`),
+    ...doc.runs.map(
+      (r) =>
+        `| ${r.build} | ${r.load.toFixed(1)} | ${r.store} | ${r.dir} | ${(r.dbBytesAtStart / 1e6).toFixed(1)} MB | ${r.startMs.toFixed(0)} | ${r.folds} | ${f(r.create.p50)} / ${f(r.create.p99)} / ${f(r.create.max)} | ${f(r.stop.p50)} / ${f(r.stop.p99)} / ${f(r.stop.max)} | ${f(r.control.p50)} / ${f(r.control.p99)} / ${f(r.control.max)} |`,
+    ),
     '',
   ].join('\n');
 }

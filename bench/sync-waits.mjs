@@ -15,8 +15,18 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 
 const ROOT = resolve(import.meta.dirname, '..');
-const { values: a } = parseArgs({ options: { build: { type: 'string', multiple: true }, rounds: { type: 'string' }, delay: { type: 'string' }, dir: { type: 'string' } } });
-const builds = (a.build ?? [`this=${join(ROOT, 'dist')}`]).map((b) => { const [name, dist] = b.split('='); return { name, dist: resolve(dist) }; });
+const { values: a } = parseArgs({
+  options: {
+    build: { type: 'string', multiple: true },
+    rounds: { type: 'string' },
+    delay: { type: 'string' },
+    dir: { type: 'string' },
+  },
+});
+const builds = (a.build ?? [`this=${join(ROOT, 'dist')}`]).map((b) => {
+  const [name, dist] = b.split('=');
+  return { name, dist: resolve(dist) };
+});
 const rounds = Number(a.rounds ?? 40);
 const delay = Number(a.delay ?? 20);
 const dir = a.dir ?? '/dev/shm';
@@ -47,13 +57,20 @@ for (const { name, dist } of builds) {
   const home = mkdtempSync(join(dir, 'syncwaits-'));
   try {
     const store = new LowdbStore(join(home, 'db.json'));
-    const lc = await LifecycleService.open({ store, clock: { now: () => Date.now() }, secrets: cryptoSecretSource, models: ['gemma4:26b'] });
+    const lc = await LifecycleService.open({
+      store,
+      clock: { now: () => Date.now() },
+      secrets: cryptoSecretSource,
+      models: ['gemma4:26b'],
+    });
     const create = [];
     const stop = [];
     for (let r = 0; r < rounds; r++) {
       const id = `m-${r}`;
       await lc.addInstance({ id, model: 'gemma4:26b', endpoint: 'http://127.0.0.1:9/v1' });
-      await (await lc.ready(id)).defaultKey;
+      await (
+        await lc.ready(id)
+      ).defaultKey;
       for (let k = 0; k < 10; k++) await lc.createKey(id, `k${k}`);
       let t = performance.now();
       await lc.createKey(id, 'timed');
@@ -63,7 +80,9 @@ for (const { name, dist } of builds) {
       stop.push(performance.now() - t);
     }
     await lc.close();
-    process.stdout.write(`${name.padEnd(10)} each sync +${delay} ms, ${rounds} rounds: key creation ${summary(create)}; stop (12 keys) ${summary(stop)}\n`);
+    process.stdout.write(
+      `${name.padEnd(10)} each sync +${delay} ms, ${rounds} rounds: key creation ${summary(create)}; stop (12 keys) ${summary(stop)}\n`,
+    );
   } finally {
     rmSync(home, { recursive: true, force: true });
   }

@@ -19,7 +19,9 @@ function spawnWithUrl(cmd, args, what) {
   const proc = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1' } });
   let out = '';
   let err = '';
-  proc.stderr.setEncoding('utf8').on('data', (s) => { err += s; });
+  proc.stderr.setEncoding('utf8').on('data', (s) => {
+    err += s;
+  });
   return new Promise((done, fail) => {
     const timer = setTimeout(() => fail(new Error(`${what} did not start: ${err}`)), 15_000);
     proc.stdout.setEncoding('utf8').on('data', (s) => {
@@ -35,12 +37,13 @@ function spawnWithUrl(cmd, args, what) {
 }
 
 function stopper(proc) {
-  return () => new Promise((done) => {
-    if (proc.exitCode !== null || proc.signalCode !== null) return done();
-    proc.once('exit', () => done());
-    proc.kill('SIGTERM');
-    setTimeout(() => proc.kill('SIGKILL'), 5_000).unref();
-  });
+  return () =>
+    new Promise((done) => {
+      if (proc.exitCode !== null || proc.signalCode !== null) return done();
+      proc.once('exit', () => done());
+      proc.kill('SIGTERM');
+      setTimeout(() => proc.kill('SIGKILL'), 5_000).unref();
+    });
 }
 
 export function freePort() {
@@ -59,7 +62,10 @@ async function waitForPort(port, what, timeoutMs = 15_000) {
   for (;;) {
     const ok = await new Promise((done) => {
       const sock = connect(port, '127.0.0.1');
-      sock.once('connect', () => { sock.destroy(); done(true); });
+      sock.once('connect', () => {
+        sock.destroy();
+        done(true);
+      });
       sock.once('error', () => done(false));
     });
     if (ok) return;
@@ -74,17 +80,25 @@ export async function startUpstream() {
 }
 
 export async function startReference(upstreamUrl, { nodeArgs = [] } = {}) {
-  const { proc, url } = await spawnWithUrl(NODE, [...nodeArgs, join(ROOT, 'bench/reference-proxy.mjs'), '--upstream', upstreamUrl], 'reference proxy');
+  const { proc, url } = await spawnWithUrl(
+    NODE,
+    [...nodeArgs, join(ROOT, 'bench/reference-proxy.mjs'), '--upstream', upstreamUrl],
+    'reference proxy',
+  );
   return { name: 'reference', url, headers: {}, pids: () => [proc.pid], stop: stopper(proc) };
 }
 
-
 function cli(args, timeout = 20_000) {
   return new Promise((done, fail) => {
-    execFile(NODE, [OB_BIN, ...args, '--json'], { env: { ...process.env, NO_COLOR: '1' }, timeout }, (err, stdout, stderr) => {
-      if (err !== null) fail(new Error(`ob-proxy ${args[0]} ${args[1]} failed: ${stderr}`));
-      else done(JSON.parse(stdout));
-    });
+    execFile(
+      NODE,
+      [OB_BIN, ...args, '--json'],
+      { env: { ...process.env, NO_COLOR: '1' }, timeout },
+      (err, stdout, stderr) => {
+        if (err !== null) fail(new Error(`ob-proxy ${args[0]} ${args[1]} failed: ${stderr}`));
+        else done(JSON.parse(stdout));
+      },
+    );
   });
 }
 
@@ -94,20 +108,54 @@ function cli(args, timeout = 20_000) {
  * measured; `metrics` and `limits` turn on one of the two alone (bench/ops-instructions.mjs).
  * `launcher`: a command the daemon runs under (valgrind), with `slow` for its longer start-up.
  */
-export async function startObProxy(upstreamUrl, { logLevel = 'warn', name = 'ob-proxy', nodeArgs = [], bin = OB_BIN, store, ops = false, metrics = ops, limits = ops, launcher = [], slow = false } = {}) {
+export async function startObProxy(
+  upstreamUrl,
+  {
+    logLevel = 'warn',
+    name = 'ob-proxy',
+    nodeArgs = [],
+    bin = OB_BIN,
+    store,
+    ops = false,
+    metrics = ops,
+    limits = ops,
+    launcher = [],
+    slow = false,
+  } = {},
+) {
   const home = mkdtempSync(join(tmpdir(), 'obb-'));
   const port = await freePort();
-  const extra = [...(store === undefined ? [] : ['--store', store]), ...(metrics ? ['--metrics-port', String(await freePort())] : [])];
+  const extra = [
+    ...(store === undefined ? [] : ['--store', store]),
+    ...(metrics ? ['--metrics-port', String(await freePort())] : []),
+  ];
   // Slow (valgrind): no health probes, work that comes per unit of time rather than per request.
-  const argv = [NODE, ...nodeArgs, bin, 'serve', '--home', home, '--port', String(port), '--log-level', logLevel, ...extra, ...(slow ? ['--probe-interval', '0'] : [])];
+  const argv = [
+    NODE,
+    ...nodeArgs,
+    bin,
+    'serve',
+    '--home',
+    home,
+    '--port',
+    String(port),
+    '--log-level',
+    logLevel,
+    ...extra,
+    ...(slow ? ['--probe-interval', '0'] : []),
+  ];
   const full = [...launcher, ...argv];
-  const proc = spawn(full[0], full.slice(1),
+  const proc = spawn(
+    full[0],
+    full.slice(1),
     // Logs go to a file, as under systemd or a container runtime: the bench must not pay for a pipe it never reads.
-    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, NO_COLOR: '1' } });
+    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, NO_COLOR: '1' } },
+  );
   const wait = slow ? 300_000 : 20_000;
   await waitForPort(port, 'ob-proxy serve', wait);
   // The management socket may come up a moment after the port (long under valgrind).
-  for (const end = Date.now() + wait; !existsSync(join(home, 'ob-proxy.sock')) && Date.now() < end;) await new Promise((r) => setTimeout(r, 50));
+  for (const end = Date.now() + wait; !existsSync(join(home, 'ob-proxy.sock')) && Date.now() < end;)
+    await new Promise((r) => setTimeout(r, 50));
   await cli(['instances', 'add', 'bench', '--model', 'gemma4:26b', '--endpoint', upstreamUrl, '--home', home], wait);
   // Under valgrind on a busy machine the daemon's probe of the upstream can miss its 5 s: the upstream is ours and up.
   const ready = await cli(['instances', 'ready', 'bench', '--home', home, ...(slow ? ['--no-probe'] : [])], wait);
@@ -115,11 +163,30 @@ export async function startObProxy(upstreamUrl, { logLevel = 'warn', name = 'ob-
   // `limits: 'concurrency'`: that limit alone, which sends no x-ratelimit-* header (what the headers cost, by difference).
   const only = limits === 'concurrency' ? [] : ['--rpm', '1000000000', '--tpm', '1000000000'];
   const secret = limits
-    ? (await cli(['keys', 'create', '--instance', 'bench', '--name', 'bench-ops', ...only, '--concurrency', '1000000', '--home', home], wait)).secret
+    ? (
+        await cli(
+          [
+            'keys',
+            'create',
+            '--instance',
+            'bench',
+            '--name',
+            'bench-ops',
+            ...only,
+            '--concurrency',
+            '1000000',
+            '--home',
+            home,
+          ],
+          wait,
+        )
+      ).secret
     : ready.defaultKey.secret;
   const stop = stopper(proc);
   return {
-    name, url: `http://127.0.0.1:${port}`, home,
+    name,
+    url: `http://127.0.0.1:${port}`,
+    home,
     headers: { Authorization: `Bearer ${secret}` },
     pids: () => [proc.pid],
     stop: async () => {
@@ -176,20 +243,30 @@ http {
 }
 `;
   writeFileSync(join(prefix, 'nginx.conf'), conf);
-  const proc = spawn('nginx', ['-p', prefix, '-c', join(prefix, 'nginx.conf'), '-e', join(prefix, 'error.log')], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const proc = spawn('nginx', ['-p', prefix, '-c', join(prefix, 'nginx.conf'), '-e', join(prefix, 'error.log')], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   let err = '';
-  proc.stderr.setEncoding('utf8').on('data', (s) => { err += s; });
+  proc.stderr.setEncoding('utf8').on('data', (s) => {
+    err += s;
+  });
   try {
     await waitForPort(port, 'nginx');
   } catch (e) {
     proc.kill('SIGKILL');
     let log = '';
-    try { log = readFileSync(join(prefix, 'error.log'), 'utf8'); } catch { /* none */ }
+    try {
+      log = readFileSync(join(prefix, 'error.log'), 'utf8');
+    } catch {
+      /* none */
+    }
     throw new Error(`${e.message}: ${err}${log}`, { cause: e });
   }
   const stop = stopper(proc);
   return {
-    name: 'nginx', url: `http://127.0.0.1:${port}`, headers: {},
+    name: 'nginx',
+    url: `http://127.0.0.1:${port}`,
+    headers: {},
     pids: () => [proc.pid, ...childPids(proc.pid)],
     stop: async () => {
       await stop();

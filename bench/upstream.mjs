@@ -15,17 +15,30 @@ const DEFAULT_CHUNKS = argChunks === -1 ? 64 : Number(process.argv[argChunks + 1
 const MODEL = 'gemma4:26b';
 const CREATED = Math.floor(Date.now() / 1000);
 
-const PLAIN = Buffer.from(JSON.stringify({
-  id: 'chatcmpl-bench', object: 'chat.completion', created: CREATED, model: MODEL, system_fingerprint: 'fp_ollama',
-  choices: [{ index: 0, message: { role: 'assistant', content: 'The quick brown fox jumps over the lazy dog. '.repeat(4) }, finish_reason: 'stop' }],
-  usage: { prompt_tokens: 24, completion_tokens: 40, total_tokens: 64 },
-}));
+const PLAIN = Buffer.from(
+  JSON.stringify({
+    id: 'chatcmpl-bench',
+    object: 'chat.completion',
+    created: CREATED,
+    model: MODEL,
+    system_fingerprint: 'fp_ollama',
+    choices: [
+      {
+        index: 0,
+        message: { role: 'assistant', content: 'The quick brown fox jumps over the lazy dog. '.repeat(4) },
+        finish_reason: 'stop',
+      },
+    ],
+    usage: { prompt_tokens: 24, completion_tokens: 40, total_tokens: 64 },
+  }),
+);
 const HEAD = `data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":${CREATED},"model":"${MODEL}","system_fingerprint":"fp_ollama","choices":`;
 /** Content frame i carries the token `t<i> `, so a client can check order and completeness. */
 const frame = (i) => `${HEAD}[{"index":0,"delta":{"role":"assistant","content":"t${i} "},"finish_reason":null}]}\n\n`;
 const FRAMES = Array.from({ length: 4096 }, (_, i) => frame(i));
 const STOP = `${HEAD}[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n`;
-const usageFrame = (n) => `data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":${CREATED},"model":"${MODEL}","choices":[],"usage":{"prompt_tokens":24,"completion_tokens":${n},"total_tokens":${24 + n}}}\n\n`;
+const usageFrame = (n) =>
+  `data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":${CREATED},"model":"${MODEL}","choices":[],"usage":{"prompt_tokens":24,"completion_tokens":${n},"total_tokens":${24 + n}}}\n\n`;
 const DONE = 'data: [DONE]\n\n';
 const SSE_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' };
 const JSON_HEADERS = { 'content-type': 'application/json', 'content-length': String(PLAIN.length) };
@@ -34,7 +47,9 @@ function directive(body) {
   const at = body.lastIndexOf('[[chunks=');
   if (at === -1) return { chunks: DEFAULT_CHUNKS, pace: 0 };
   const m = /^\[\[chunks=(\d+)(?: pace=(\d+))?\]\]/.exec(body.slice(at, at + 40));
-  return m === null ? { chunks: DEFAULT_CHUNKS, pace: 0 } : { chunks: Math.min(Number(m[1]), FRAMES.length), pace: Number(m[2] ?? 0) };
+  return m === null
+    ? { chunks: DEFAULT_CHUNKS, pace: 0 }
+    : { chunks: Math.min(Number(m[1]), FRAMES.length), pace: Number(m[2] ?? 0) };
 }
 
 function stream(res, body) {
@@ -68,7 +83,9 @@ const server = createServer({ keepAliveTimeout: 60_000 }, (req, res) => {
   req.on('end', () => {
     // As Ollama and vLLM do: `instances ready` asks which models are served.
     if (req.method === 'GET' && req.url === '/v1/models') {
-      res.writeHead(200, { 'content-type': 'application/json' }).end('{"object":"list","data":[{"id":"gemma4:26b","object":"model","created":0,"owned_by":"library"}]}');
+      res
+        .writeHead(200, { 'content-type': 'application/json' })
+        .end('{"object":"list","data":[{"id":"gemma4:26b","object":"model","created":0,"owned_by":"library"}]}');
       return;
     }
     if (req.method !== 'POST') {

@@ -33,7 +33,8 @@ export function parseWrk(out) {
   return {
     rps: rps === null ? null : Number(rps[1]),
     requests: total === null ? 0 : Number(total[1]),
-    p50: lat(50), p99: lat(99),
+    p50: lat(50),
+    p99: lat(99),
     non200: non2xx === null ? 0 : Number(non2xx[1]),
     errors: sock === null ? 0 : Number(sock[1]) + Number(sock[2]) + Number(sock[3]) + Number(sock[4]),
   };
@@ -51,10 +52,24 @@ export function runWrk({ url, path, bodyFile, headers, connections, durationS, s
   ];
   writeFileSync(scriptFile, `${lines.join('\n')}\n`, { mode: 0o600 });
   return new Promise((resolve, reject) => {
-    execFile('wrk', ['-t1', `-c${connections}`, `-d${Math.max(1, Math.round(durationS))}s`, '--latency', '--timeout', '10s', '-s', scriptFile, `${url}${path}`],
-      { timeout: (durationS + 30) * 1000 }, (err, stdout, stderr) => {
+    execFile(
+      'wrk',
+      [
+        '-t1',
+        `-c${connections}`,
+        `-d${Math.max(1, Math.round(durationS))}s`,
+        '--latency',
+        '--timeout',
+        '10s',
+        '-s',
+        scriptFile,
+        `${url}${path}`,
+      ],
+      { timeout: (durationS + 30) * 1000 },
+      (err, stdout, stderr) => {
         if (err !== null) reject(new Error(`wrk failed: ${stderr || err.message}`));
         else resolve(parseWrk(stdout));
-      });
+      },
+    );
   });
 }

@@ -58,10 +58,17 @@ const deps: ProgramDeps = {
     // People read a terminal, machines read pipes and journald.
     const cfg = config(o, { logFormat: process.stdout.isTTY ? 'pretty' : 'json' });
     const { resolveGroup, runServe } = await import('../daemon/run-serve.js');
-    const socketGid = cfg.socketGroup === null ? undefined : await resolveGroup(cfg.socketGroup).catch((err: unknown) => {
-      throw err instanceof ObProxyError ? new UsageError(err.message) : err;
-    });
-    await runServe(cfg, { version: pkg.version, ...(socketGid === undefined ? {} : { socketGid }) }, { pidFile: o.pidFile });
+    const socketGid =
+      cfg.socketGroup === null
+        ? undefined
+        : await resolveGroup(cfg.socketGroup).catch((err: unknown) => {
+            throw err instanceof ObProxyError ? new UsageError(err.message) : err;
+          });
+    await runServe(
+      cfg,
+      { version: pkg.version, ...(socketGid === undefined ? {} : { socketGid }) },
+      { pidFile: o.pidFile },
+    );
   },
   // Loaded only when asked for, so the other commands never load Ink and React.
   console: async (socketPath, o) => {
@@ -105,7 +112,11 @@ const deps: ProgramDeps = {
     const pidFile = o.pidFile;
     const pids = pidFile === undefined ? null : await import('../daemon/pid-file.js');
     // Once listening, so a script that waits for the file can call the simulator straight away.
-    if (pidFile !== undefined) await pids?.writePidFile(pidFile).catch(async (err: unknown) => { await sim.close(); throw err; });
+    if (pidFile !== undefined)
+      await pids?.writePidFile(pidFile).catch(async (err: unknown) => {
+        await sim.close();
+        throw err;
+      });
     process.stdout.write(`${JSON.stringify({ msg: 'simulator listening', url, models: o.model })}\n`);
     await stopped;
     if (pidFile !== undefined) await pids?.removePidFile(pidFile);

@@ -40,7 +40,11 @@ export function socketPath(opts: CommonOptions, deps: CliDeps): string {
 }
 
 /** Runs `fn` with a client to the daemon, and always closes it. */
-export async function withClient<T>(opts: CommonOptions, deps: CliDeps, fn: (client: DaemonClient) => Promise<T>): Promise<T> {
+export async function withClient<T>(
+  opts: CommonOptions,
+  deps: CliDeps,
+  fn: (client: DaemonClient) => Promise<T>,
+): Promise<T> {
   const client = await deps.connect(socketPath(opts, deps));
   try {
     return await fn(client);
@@ -50,5 +54,8 @@ export async function withClient<T>(opts: CommonOptions, deps: CliDeps, fn: (cli
 }
 
 export function example(cmd: Command, ...lines: string[]): Command {
-  return cmd.addHelpText('after', `\nExample${lines.length > 1 ? 's' : ''}:\n${lines.map((l) => `  $ ${l}`).join('\n')}\n`);
+  return cmd.addHelpText(
+    'after',
+    `\nExample${lines.length > 1 ? 's' : ''}:\n${lines.map((l) => `  $ ${l}`).join('\n')}\n`,
+  );
 }

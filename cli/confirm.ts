@@ -6,7 +6,11 @@ import { obError } from '../src/errors.js';
  * stderr) runs as it always did, and `--yes` skips the question. `describe` reads what dies from
  * the daemon, so the question names it; it is called only when there is someone to ask.
  */
-export async function confirmed(deps: CliDeps, yes: boolean | undefined, describe: () => Promise<string | null>): Promise<void> {
+export async function confirmed(
+  deps: CliDeps,
+  yes: boolean | undefined,
+  describe: () => Promise<string | null>,
+): Promise<void> {
   const ask = deps.io.ask;
   if (yes === true || ask === undefined) return;
   const question = await describe();
@@ -14,6 +18,7 @@ export async function confirmed(deps: CliDeps, yes: boolean | undefined, describ
   if (question === null) return;
   const answer = (await ask(`${question} [y/N] `)).trim().toLowerCase();
   if (answer === 'y' || answer === 'yes') return;
-  throw obError('invalid_argument', { message: 'Not confirmed: nothing was changed (pass --yes to skip the question).' });
+  throw obError('invalid_argument', {
+    message: 'Not confirmed: nothing was changed (pass --yes to skip the question).',
+  });
 }
-

@@ -30,7 +30,12 @@ export class DaemonClient {
     let text: string;
     let status: number;
     try {
-      const res = await socketRequest(this.socketPath, method, path, body === undefined ? undefined : JSON.stringify(body));
+      const res = await socketRequest(
+        this.socketPath,
+        method,
+        path,
+        body === undefined ? undefined : JSON.stringify(body),
+      );
       status = res.status;
       const chunks: Buffer[] = [];
       for await (const chunk of res.body) chunks.push(chunk);
@@ -56,16 +61,31 @@ export class DaemonClient {
     return parsed as T;
   }
 
-  status(): Promise<StatusView> { return this.call('GET', '/v1/status'); }
-  backup(): Promise<{ store: string; data: StoreData }> { return this.call('GET', '/v1/store/backup'); }
+  status(): Promise<StatusView> {
+    return this.call('GET', '/v1/status');
+  }
+  backup(): Promise<{ store: string; data: StoreData }> {
+    return this.call('GET', '/v1/store/backup');
+  }
   listInstances(state?: string): Promise<InstanceView[]> {
     return this.call('GET', `/v1/instances${state === undefined ? '' : `?state=${encodeURIComponent(state)}`}`);
   }
-  getInstance(id: string): Promise<InstanceView> { return this.call('GET', `/v1/instances/${encodeURIComponent(id)}`); }
-  addInstance(input: { id: string; model: string; endpoint?: string | undefined; packEndsAt?: string | undefined; upstreamTokenFile?: string | undefined }): Promise<InstanceView> {
+  getInstance(id: string): Promise<InstanceView> {
+    return this.call('GET', `/v1/instances/${encodeURIComponent(id)}`);
+  }
+  addInstance(input: {
+    id: string;
+    model: string;
+    endpoint?: string | undefined;
+    packEndsAt?: string | undefined;
+    upstreamTokenFile?: string | undefined;
+  }): Promise<InstanceView> {
     return this.call('POST', '/v1/instances', input);
   }
-  ready(id: string, options: { endpoint?: string | undefined; upstreamTokenFile?: string | undefined; wait: boolean; probe?: boolean }): Promise<ReadyView> {
+  ready(
+    id: string,
+    options: { endpoint?: string | undefined; upstreamTokenFile?: string | undefined; wait: boolean; probe?: boolean },
+  ): Promise<ReadyView> {
     return this.call('POST', `/v1/instances/${encodeURIComponent(id)}/ready`, options);
   }
   move(id: string, action: HaltAction): Promise<InstanceView> {
@@ -74,7 +94,9 @@ export class DaemonClient {
   extend(id: string, packEndsAt: string): Promise<InstanceView> {
     return this.call('POST', `/v1/instances/${encodeURIComponent(id)}/extend`, { packEndsAt });
   }
-  remove(id: string): Promise<InstanceView> { return this.call('DELETE', `/v1/instances/${encodeURIComponent(id)}`); }
+  remove(id: string): Promise<InstanceView> {
+    return this.call('DELETE', `/v1/instances/${encodeURIComponent(id)}`);
+  }
   listKeys(instance?: string): Promise<KeyView[]> {
     return this.call('GET', `/v1/keys${instance === undefined ? '' : `?instance=${encodeURIComponent(instance)}`}`);
   }
@@ -82,17 +104,35 @@ export class DaemonClient {
     return this.call('POST', '/v1/keys', { instance, name, ...(limits === undefined ? {} : { limits }) });
   }
   /** Fields absent are kept, null removes the limit. */
-  setKeyLimits(id: string, limits: Partial<KeyLimits>): Promise<KeyView> { return this.call('POST', `/v1/keys/${encodeURIComponent(id)}/limits`, limits); }
-  revokeKey(id: string): Promise<KeyView> { return this.call('POST', `/v1/keys/${encodeURIComponent(id)}/revoke`, {}); }
-  revealKey(id: string): Promise<KeyWithSecret> { return this.call('POST', `/v1/keys/${encodeURIComponent(id)}/reveal`, {}); }
-  usage(filter: { instance?: string | undefined; key?: string | undefined; since?: string | undefined }): Promise<UsageReport> {
-    const q = Object.entries(filter).filter(([, v]) => v !== undefined).map(([k, v]) => `${k}=${encodeURIComponent(v as string)}`).join('&');
+  setKeyLimits(id: string, limits: Partial<KeyLimits>): Promise<KeyView> {
+    return this.call('POST', `/v1/keys/${encodeURIComponent(id)}/limits`, limits);
+  }
+  revokeKey(id: string): Promise<KeyView> {
+    return this.call('POST', `/v1/keys/${encodeURIComponent(id)}/revoke`, {});
+  }
+  revealKey(id: string): Promise<KeyWithSecret> {
+    return this.call('POST', `/v1/keys/${encodeURIComponent(id)}/reveal`, {});
+  }
+  usage(filter: {
+    instance?: string | undefined;
+    key?: string | undefined;
+    since?: string | undefined;
+  }): Promise<UsageReport> {
+    const q = Object.entries(filter)
+      .filter(([, v]) => v !== undefined)
+      .map(([k, v]) => `${k}=${encodeURIComponent(v as string)}`)
+      .join('&');
     return this.call('GET', `/v1/usage${q === '' ? '' : `?${q}`}`);
   }
   /** Live figures per instance (the console's live view). */
-  stats(): Promise<LiveStatsView> { return this.call('GET', '/v1/stats'); }
+  stats(): Promise<LiveStatsView> {
+    return this.call('GET', '/v1/stats');
+  }
   revocations(instance?: string): Promise<RevocationView[]> {
-    return this.call('GET', `/v1/revocations${instance === undefined ? '' : `?instance=${encodeURIComponent(instance)}`}`);
+    return this.call(
+      'GET',
+      `/v1/revocations${instance === undefined ? '' : `?instance=${encodeURIComponent(instance)}`}`,
+    );
   }
 
   /**

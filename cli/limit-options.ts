@@ -11,7 +11,8 @@ const HELP: Record<keyof KeyLimits, string> = {
 
 /** --rpm, --tpm, --concurrency; `none` (keys limit) removes a limit. */
 export function withLimitOptions(cmd: Command, none: boolean): Command {
-  for (const name of LIMIT_NAMES) cmd.option(`--${name} <${none ? 'n|none' : 'n'}>`, `${HELP[name]}${none ? '; none removes the limit' : ''}`);
+  for (const name of LIMIT_NAMES)
+    cmd.option(`--${name} <${none ? 'n|none' : 'n'}>`, `${HELP[name]}${none ? '; none removes the limit' : ''}`);
   return cmd;
 }
 
@@ -26,7 +27,8 @@ export function limitsFrom(o: Partial<Record<keyof KeyLimits, string>>): Partial
       continue;
     }
     const n = /^\d+$/.test(raw) ? Number(raw) : Number.NaN;
-    if (!Number.isSafeInteger(n) || n < 1 || n > LIMIT_MAX) throw new UsageError(`--${name} must be a whole number from 1 to ${LIMIT_MAX}, or none; got "${raw}".`);
+    if (!Number.isSafeInteger(n) || n < 1 || n > LIMIT_MAX)
+      throw new UsageError(`--${name} must be a whole number from 1 to ${LIMIT_MAX}, or none; got "${raw}".`);
     out[name] = n;
   }
   return out;

@@ -43,7 +43,16 @@ export function errorLine(message: string): string {
 export function table(rows: string[][]): string {
   if (rows.length === 0) return '';
   const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => visibleLength(r[c] ?? ''))));
-  return rows.map((r) => r.map((cell, c) => (c === r.length - 1 ? cell : cell + ' '.repeat(widths[c]! - visibleLength(cell)))).join('  ').trimEnd()).join('\n') + '\n';
+  return (
+    rows
+      .map((r) =>
+        r
+          .map((cell, c) => (c === r.length - 1 ? cell : cell + ' '.repeat(widths[c]! - visibleLength(cell))))
+          .join('  ')
+          .trimEnd(),
+      )
+      .join('\n') + '\n'
+  );
 }
 
 // eslint-disable-next-line no-control-regex
@@ -54,22 +63,30 @@ function visibleLength(s: string): number {
 
 export function stateColour(c: ChalkInstance, state: string): string {
   switch (state) {
-    case 'ready': return c.green(state);
-    case 'pending': return c.yellow(state);
-    case 'stopped': return c.gray(state);
-    default: return c.red(state);
+    case 'ready':
+      return c.green(state);
+    case 'pending':
+      return c.yellow(state);
+    case 'stopped':
+      return c.gray(state);
+    default:
+      return c.red(state);
   }
 }
 
 /** The one display of a secret: boxed, with what to do next. */
 export function secretBlock(c: ChalkInstance, title: string, secret: string, baseUrl: string): string {
-  return [
-    c.bold(title),
-    '',
-    `  ${c.cyan(secret)}`,
-    '',
-    `  This secret is shown once and stored only as a hash. Save it now.`,
-    baseUrl === '' ? '' : `  Use it with any OpenAI SDK: baseURL ${baseUrl}/v1, apiKey <the secret>.`,
-    '',
-  ].filter((l, i, a) => !(l === '' && a[i - 1] === '')).join('\n') + '\n';
+  return (
+    [
+      c.bold(title),
+      '',
+      `  ${c.cyan(secret)}`,
+      '',
+      `  This secret is shown once and stored only as a hash. Save it now.`,
+      baseUrl === '' ? '' : `  Use it with any OpenAI SDK: baseURL ${baseUrl}/v1, apiKey <the secret>.`,
+      '',
+    ]
+      .filter((l, i, a) => !(l === '' && a[i - 1] === ''))
+      .join('\n') + '\n'
+  );
 }

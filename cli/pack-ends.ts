@@ -14,7 +14,8 @@ export function parsePackEnds(raw: string, now: number): string {
   if (duration !== null) {
     let ms = 0;
     for (const [, n, unit] of duration[1]!.matchAll(/(\d+)([smhdw])/g)) ms += Number(n) * UNIT_MS[unit!]!;
-    if (ms <= 0 || !Number.isSafeInteger(now + ms) || now + ms > 8.64e15) throw new UsageError(`--pack-ends ${raw} is not a duration ob-proxy can use: give one from +1m to some years.`);
+    if (ms <= 0 || !Number.isSafeInteger(now + ms) || now + ms > 8.64e15)
+      throw new UsageError(`--pack-ends ${raw} is not a duration ob-proxy can use: give one from +1m to some years.`);
     return new Date(now + ms).toISOString();
   }
   let at: string;
@@ -22,8 +23,11 @@ export function parsePackEnds(raw: string, now: number): string {
     at = validateTimestamp(raw, '--pack-ends');
   } catch (err) {
     if (!(err instanceof ObProxyError)) throw err;
-    throw new UsageError(`--pack-ends must be an ISO 8601 time with a zone (2026-12-01T18:00:00Z) or a duration from now (+8h, +30d, +90m), got "${raw}".`);
+    throw new UsageError(
+      `--pack-ends must be an ISO 8601 time with a zone (2026-12-01T18:00:00Z) or a duration from now (+8h, +30d, +90m), got "${raw}".`,
+    );
   }
-  if (Date.parse(at) <= now) throw new UsageError(`--pack-ends ${raw} is in the past: give a later time, or a duration from now such as +8h.`);
+  if (Date.parse(at) <= now)
+    throw new UsageError(`--pack-ends ${raw} is in the past: give a later time, or a duration from now such as +8h.`);
   return at;
 }

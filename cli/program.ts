@@ -18,11 +18,25 @@ export interface ServeOptions extends CommonOptions, Partial<Record<FlagName, st
   pidFile?: string;
 }
 export interface SimulateOptions {
-  port: string; host: string; model: string[]; firstTokenMs?: string; tokensPerSecond?: string; chunks?: string;
-  fail?: string; failAfter?: string; errorStatus?: string; status?: string; bodyBytes?: string; reasoning?: boolean; flavor?: string;
+  port: string;
+  host: string;
+  model: string[];
+  firstTokenMs?: string;
+  tokensPerSecond?: string;
+  chunks?: string;
+  fail?: string;
+  failAfter?: string;
+  errorStatus?: string;
+  status?: string;
+  bodyBytes?: string;
+  reasoning?: boolean;
+  flavor?: string;
   pidFile?: string;
 }
-export interface DemoOptions extends CommonOptions { port?: string; host?: string }
+export interface DemoOptions extends CommonOptions {
+  port?: string;
+  host?: string;
+}
 
 /** Long-running commands, injected by the entry point so cli/ never imports daemon/. */
 export interface ProgramDeps extends CliDeps {
@@ -39,32 +53,42 @@ export function makeProgram(deps: ProgramDeps): Command {
     .version(deps.version)
     .showSuggestionAfterError();
 
-  program.addCommand(example(withCommon(new Command('serve'))
-    .description('run the daemon in the foreground: proxy on TCP, management on the Unix socket')
-    .addOption(settingOption('host'))
-    .addOption(settingOption('port'))
-    .addOption(settingOption('store'))
-    .addOption(settingOption('maxStale'))
-    .addOption(settingOption('upstreamTimeout'))
-    .addOption(settingOption('grace'))
-    .addOption(settingOption('bodyLimit'))
-    .addOption(settingOption('maxFrameBytes'))
-    .addOption(settingOption('maxAnswerBytes'))
-    .addOption(settingOption('maxErrorBytes'))
-    .addOption(settingOption('responseDeadline'))
-    .addOption(settingOption('probeInterval'))
-    .addOption(settingOption('logLevel'))
-    .addOption(settingOption('logFormat'))
-    .addOption(settingOption('metricsPort'))
-    .addOption(settingOption('metricsHost'))
-    .addOption(settingOption('tlsCert'))
-    .addOption(settingOption('tlsKey'))
-    .addOption(settingOption('socketGroup'))
-    .option('--pid-file <file>', 'write the daemon\'s pid here once it serves (removed at exit): what a script signals to stop it')
-    .addOption(settingOption('maxConcurrency'))
-    .addOption(settingOption('queue'))
-    .addOption(settingOption('queueTimeout'))
-    .action((o: ServeOptions) => deps.serve(o)), 'ob-proxy serve --port 8080', 'ob-proxy serve --max-concurrency 4 --queue 32 --queue-timeout 30', 'OB_PROXY_HOME=/var/lib/ob-proxy ob-proxy serve --host 0.0.0.0'));
+  program.addCommand(
+    example(
+      withCommon(new Command('serve'))
+        .description('run the daemon in the foreground: proxy on TCP, management on the Unix socket')
+        .addOption(settingOption('host'))
+        .addOption(settingOption('port'))
+        .addOption(settingOption('store'))
+        .addOption(settingOption('maxStale'))
+        .addOption(settingOption('upstreamTimeout'))
+        .addOption(settingOption('grace'))
+        .addOption(settingOption('bodyLimit'))
+        .addOption(settingOption('maxFrameBytes'))
+        .addOption(settingOption('maxAnswerBytes'))
+        .addOption(settingOption('maxErrorBytes'))
+        .addOption(settingOption('responseDeadline'))
+        .addOption(settingOption('probeInterval'))
+        .addOption(settingOption('logLevel'))
+        .addOption(settingOption('logFormat'))
+        .addOption(settingOption('metricsPort'))
+        .addOption(settingOption('metricsHost'))
+        .addOption(settingOption('tlsCert'))
+        .addOption(settingOption('tlsKey'))
+        .addOption(settingOption('socketGroup'))
+        .option(
+          '--pid-file <file>',
+          "write the daemon's pid here once it serves (removed at exit): what a script signals to stop it",
+        )
+        .addOption(settingOption('maxConcurrency'))
+        .addOption(settingOption('queue'))
+        .addOption(settingOption('queueTimeout'))
+        .action((o: ServeOptions) => deps.serve(o)),
+      'ob-proxy serve --port 8080',
+      'ob-proxy serve --max-concurrency 4 --queue 32 --queue-timeout 30',
+      'OB_PROXY_HOME=/var/lib/ob-proxy ob-proxy serve --host 0.0.0.0',
+    ),
+  );
 
   program.addCommand(makeInstancesCommand(deps));
   program.addCommand(makeKeysCommand(deps));
@@ -73,36 +97,55 @@ export function makeProgram(deps: ProgramDeps): Command {
   program.addCommand(makeStoreCommand(deps));
   program.addCommand(makeStatusCommand(deps));
 
-  program.addCommand(example(withCommon(new Command('console'))
-    .description('the interactive terminal console')
-    .action(async (o: CommonOptions) => {
-      if (deps.console === undefined) throw new UsageError('The console is not available in this build.');
-      await deps.console(socketPath(o, deps), o);
-    }), 'ob-proxy console'));
+  program.addCommand(
+    example(
+      withCommon(new Command('console'))
+        .description('the interactive terminal console')
+        .action(async (o: CommonOptions) => {
+          if (deps.console === undefined) throw new UsageError('The console is not available in this build.');
+          await deps.console(socketPath(o, deps), o);
+        }),
+      'ob-proxy console',
+    ),
+  );
 
-  program.addCommand(example(new Command('simulate')
-    .description('a simulated model server speaking the Ollama OpenAI-compatible API')
-    .requiredOption('--port <port>', 'port to listen on (0 picks one)')
-    .option('--host <host>', 'address to listen on', '127.0.0.1')
-    .requiredOption('--model <model...>', 'model id(s) served')
-    .option('--first-token-ms <ms>', 'delay before the first token')
-    .option('--tokens-per-second <n>', 'pace of streamed tokens (0 = as fast as possible)')
-    .option('--chunks <n>', 'tokens per reply')
-    .option('--fail <mode>', 'failure mode: http-error, html-500, invalid-json, hang, reset-before-headers, hang-mid-stream, drop-mid-stream, eof-mid-stream, garbage, slow-drip; hostile: endless-line, endless-body, huge-body, huge-error, bad-status, hang-after-done, error-event, broken-error-event, named-error-event, sse-fields, named-event, html-frames')
-    .option('--status <status>', 'HTTP status for --fail bad-status (default 201)')
-    .option('--body-bytes <n>', 'body size for --fail huge-body / huge-error (default 200 MiB)')
-    .option('--fail-after <n>', 'chunks sent before a mid-stream failure')
-    .option('--error-status <status>', 'HTTP status for --fail http-error')
-    .option('--reasoning', 'the model thinks: reasoning output before the answer (as qwen3.6)')
-    .option('--flavor <flavor>', 'wire shape: ollama (>= 0.32.6, default), ollama-old, vllm')
-    .option('--pid-file <file>', 'write the simulator\'s pid here once it listens (removed at exit)')
-    .action((o: SimulateOptions) => deps.simulate(o)), 'ob-proxy simulate --port 11434 --model gemma4:26b'));
+  program.addCommand(
+    example(
+      new Command('simulate')
+        .description('a simulated model server speaking the Ollama OpenAI-compatible API')
+        .requiredOption('--port <port>', 'port to listen on (0 picks one)')
+        .option('--host <host>', 'address to listen on', '127.0.0.1')
+        .requiredOption('--model <model...>', 'model id(s) served')
+        .option('--first-token-ms <ms>', 'delay before the first token')
+        .option('--tokens-per-second <n>', 'pace of streamed tokens (0 = as fast as possible)')
+        .option('--chunks <n>', 'tokens per reply')
+        .option(
+          '--fail <mode>',
+          'failure mode: http-error, html-500, invalid-json, hang, reset-before-headers, hang-mid-stream, drop-mid-stream, eof-mid-stream, garbage, slow-drip; hostile: endless-line, endless-body, huge-body, huge-error, bad-status, hang-after-done, error-event, broken-error-event, named-error-event, sse-fields, named-event, html-frames',
+        )
+        .option('--status <status>', 'HTTP status for --fail bad-status (default 201)')
+        .option('--body-bytes <n>', 'body size for --fail huge-body / huge-error (default 200 MiB)')
+        .option('--fail-after <n>', 'chunks sent before a mid-stream failure')
+        .option('--error-status <status>', 'HTTP status for --fail http-error')
+        .option('--reasoning', 'the model thinks: reasoning output before the answer (as qwen3.6)')
+        .option('--flavor <flavor>', 'wire shape: ollama (>= 0.32.6, default), ollama-old, vllm')
+        .option('--pid-file <file>', "write the simulator's pid here once it listens (removed at exit)")
+        .action((o: SimulateOptions) => deps.simulate(o)),
+      'ob-proxy simulate --port 11434 --model gemma4:26b',
+    ),
+  );
 
-  program.addCommand(example(withCommon(new Command('demo'))
-    .description('daemon + simulated instances for both models, ready, with a working key')
-    .addOption(settingOption('port'))
-    .addOption(settingOption('host'))
-    .action((o: DemoOptions) => deps.demo(o)), 'npm run demo', 'ob-proxy demo --port 9090'));
+  program.addCommand(
+    example(
+      withCommon(new Command('demo'))
+        .description('daemon + simulated instances for both models, ready, with a working key')
+        .addOption(settingOption('port'))
+        .addOption(settingOption('host'))
+        .action((o: DemoOptions) => deps.demo(o)),
+      'npm run demo',
+      'ob-proxy demo --port 9090',
+    ),
+  );
 
   applyRecursively(program, deps);
   return program;
@@ -114,7 +157,14 @@ function applyRecursively(cmd: Command, deps: CliDeps): void {
   // "(Did you mean …?)" goes on the error's own line, as every error is one line.
   cmd.configureOutput({
     writeOut: (s) => deps.io.out(s),
-    writeErr: (s) => deps.io.err(s.replace(/\n\(Did you mean (.*)\?\)\n/g, ' (did you mean $1?)\n').split('\n').map(printable).join('\n')),
+    writeErr: (s) =>
+      deps.io.err(
+        s
+          .replace(/\n\(Did you mean (.*)\?\)\n/g, ' (did you mean $1?)\n')
+          .split('\n')
+          .map(printable)
+          .join('\n'),
+      ),
   });
   checkMandatoryLast(cmd);
   for (const sub of cmd.commands) applyRecursively(sub, deps);
@@ -133,7 +183,10 @@ function checkMandatoryLast(cmd: Command): void {
     if (action !== cmd) return;
     for (const o of mandatory) {
       if (cmd.getOptionValue(o.attributeName()) === undefined) {
-        cmd.error(`error: required option '${o.flags}' not specified`, { code: 'commander.missingMandatoryOptionValue', exitCode: 2 });
+        cmd.error(`error: required option '${o.flags}' not specified`, {
+          code: 'commander.missingMandatoryOptionValue',
+          exitCode: 2,
+        });
       }
     }
   });
@@ -147,7 +200,8 @@ export async function runCli(argv: string[], deps: ProgramDeps): Promise<number>
     return 0;
   } catch (err) {
     if (err instanceof CommanderError) {
-      if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help') return 0;
+      if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help')
+        return 0;
       if (err.code === 'commander.executeSubCommandAsync') return 0;
       return 2;
     }
@@ -158,7 +212,8 @@ export async function runCli(argv: string[], deps: ProgramDeps): Promise<number>
       if (err.code === 'daemon_unreachable') return 3;
       return 1;
     }
-    if (debugWanted(deps.io.env) && err instanceof Error && err.stack !== undefined) deps.io.err(`${err.stack.split('\n').map(printable).join('\n')}\n`);
+    if (debugWanted(deps.io.env) && err instanceof Error && err.stack !== undefined)
+      deps.io.err(`${err.stack.split('\n').map(printable).join('\n')}\n`);
     return 1;
   }
 }

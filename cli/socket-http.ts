@@ -22,7 +22,13 @@ function cut(): Error {
   return Object.assign(new Error('the daemon closed the connection mid-response'), { code: 'ECONNRESET' });
 }
 
-export async function socketRequest(socketPath: string, method: string, path: string, body: string | undefined, signal?: AbortSignal): Promise<SocketResponse> {
+export async function socketRequest(
+  socketPath: string,
+  method: string,
+  path: string,
+  body: string | undefined,
+  signal?: AbortSignal,
+): Promise<SocketResponse> {
   const socket: Socket = connect(socketPath);
   const abort = (): void => void socket.destroy(Object.assign(new Error('aborted'), { name: 'AbortError' }));
   signal?.addEventListener('abort', abort, { once: true });
@@ -30,9 +36,12 @@ export async function socketRequest(socketPath: string, method: string, path: st
     await once(socket, 'connect');
     const payload = body === undefined ? undefined : Buffer.from(body, 'utf8');
     const head = [
-      `${method} ${path} HTTP/1.1`, 'Host: ob-proxy', 'Connection: close',
+      `${method} ${path} HTTP/1.1`,
+      'Host: ob-proxy',
+      'Connection: close',
       ...(payload === undefined ? [] : ['Content-Type: application/json', `Content-Length: ${payload.length}`]),
-      '', '',
+      '',
+      '',
     ].join('\r\n');
     socket.write(payload === undefined ? head : Buffer.concat([Buffer.from(head, 'latin1'), payload]));
     const reader = (socket as AsyncIterable<Buffer>)[Symbol.asyncIterator]();
@@ -55,9 +64,14 @@ export async function socketRequest(socketPath: string, method: string, path: st
     const rest = buf.subarray(end + 4);
     const chunked = /\bchunked\b/i.test(headers.get('transfer-encoding') ?? '');
     const length = headers.has('content-length') ? Number(headers.get('content-length')) : null;
-    const decoded = chunked ? dechunk(rest, reader) : length !== null ? exactly(rest, reader, length) : toEnd(rest, reader);
+    const decoded = chunked
+      ? dechunk(rest, reader)
+      : length !== null
+        ? exactly(rest, reader, length)
+        : toEnd(rest, reader);
     return {
-      status, headers,
+      status,
+      headers,
       body: (async function* () {
         try {
           yield* decoded;

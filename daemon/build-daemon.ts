@@ -82,12 +82,16 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
  */
 export async function buildDaemon(config: Config, deps: DaemonDeps): Promise<Daemon> {
   const clock = deps.clock ?? systemClock;
-  const log = deps.logger ?? await buildLogger(config.logLevel, deps.logStream, config.logFormat ?? 'json');
+  const log = deps.logger ?? (await buildLogger(config.logLevel, deps.logStream, config.logFormat ?? 'json'));
   // Before anything is opened: a certificate that cannot serve, or an unknown group, is a start-up error.
   const tls = config.tls === null ? null : await (await import('./tls.js')).loadTls(config.tls);
   const socketGid = deps.socketGid ?? (config.socketGroup === null ? null : await resolveGroup(config.socketGroup));
   const loosened = await ensurePrivateHome(config.home);
-  if (loosened !== null) log.warn({ home: config.home, was: octal(loosened), now: '0700' }, `the home folder was mode ${octal(loosened)}, readable by other users: made it 0700`);
+  if (loosened !== null)
+    log.warn(
+      { home: config.home, was: octal(loosened), now: '0700' },
+      `the home folder was mode ${octal(loosened)}, readable by other users: made it 0700`,
+    );
   // Several daemons on one PostgreSQL are the point of that store: no lock, no files of its own.
   const shared = /^postgres(ql)?:\/\//i.test(config.store);
   if (!shared) await mkdir(dirname(config.store), { recursive: true, mode: 0o700 });
@@ -98,15 +102,36 @@ export async function buildDaemon(config: Config, deps: DaemonDeps): Promise<Dae
   // Made once the registry exists; the metrics read it at scrape time.
   let health: InstanceHealth | undefined;
   // prom-client and pg are loaded only by the daemons that use them: less memory for the others.
-  const metrics = config.metricsPort === null ? null
-    : new (await import('./metrics/metrics.js')).Metrics({ keyLabel: config.metricsKeyLabel, keys: () => lifecycle?.registry, health: () => health?.statuses() ?? [] });
+  const metrics =
+    config.metricsPort === null
+      ? null
+      : new (await import('./metrics/metrics.js')).Metrics({
+          keyLabel: config.metricsKeyLabel,
+          keys: () => lifecycle?.registry,
+          health: () => health?.statuses() ?? [],
+        });
   try {
     await prepareSocketPath(config.socket, shared ? [] : ownFiles(config.store));
-    store = deps.store ?? (shared
-      ? new (await import('../src/store/postgres-store.js')).PostgresStore(config.store, { catchupMs: config.storeCatchupMs, notify: config.storeNotify, onNotice: (message) => log.warn({ store: 'postgres' }, message) })
-      : new LowdbStore(config.store, { onNotice: (message) => log.warn({ store: config.store }, message), ...(config.storeFoldBytes === null ? {} : { foldBytes: config.storeFoldBytes }) }));
-    if (metrics !== null) store = (await import('./metrics/timed-store.js')).timedStore(store, (s) => metrics.storeWrite(s));
-    lifecycle = await LifecycleService.open({ store, clock, secrets: deps.secrets ?? cryptoSecretSource, models: config.models });
+    store =
+      deps.store ??
+      (shared
+        ? new (await import('../src/store/postgres-store.js')).PostgresStore(config.store, {
+            catchupMs: config.storeCatchupMs,
+            notify: config.storeNotify,
+            onNotice: (message) => log.warn({ store: 'postgres' }, message),
+          })
+        : new LowdbStore(config.store, {
+            onNotice: (message) => log.warn({ store: config.store }, message),
+            ...(config.storeFoldBytes === null ? {} : { foldBytes: config.storeFoldBytes }),
+          }));
+    if (metrics !== null)
+      store = (await import('./metrics/timed-store.js')).timedStore(store, (s) => metrics.storeWrite(s));
+    lifecycle = await LifecycleService.open({
+      store,
+      clock,
+      secrets: deps.secrets ?? cryptoSecretSource,
+      models: config.models,
+    });
   } catch (err) {
     await store?.close().catch(() => {});
     await lock?.release();
@@ -117,14 +142,42 @@ export async function buildDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     const upstreamTokens = new UpstreamTokens();
     const probe = new ModelProbe({ timeoutMs: config.probeTimeoutMs, maxBytes: 1024 * 1024 });
     health = new InstanceHealth({
-      clock, probe: (endpoint, model, token) => probe.probe(endpoint, model, token), token: (id) => upstreamTokens.get(id),
-      instances: () => registry.instances.values(), instance: (id) => registry.instances.get(id),
+      clock,
+      probe: (endpoint, model, token) => probe.probe(endpoint, model, token),
+      token: (id) => upstreamTokens.get(id),
+      instances: () => registry.instances.values(),
+      instance: (id) => registry.instances.get(id),
       changed: (inst, now, before) => {
-        if (now.status === 'reachable') log.info({ instance: inst.id, endpoint: inst.endpoint, health: now.status, ...(before === null ? {} : { was: before.status }) }, 'model server probe');
-        else log.warn({ instance: inst.id, endpoint: inst.endpoint, health: now.status, error: now.error }, 'model server probe failed');
+        if (now.status === 'reachable')
+          log.info(
+            {
+              instance: inst.id,
+              endpoint: inst.endpoint,
+              health: now.status,
+              ...(before === null ? {} : { was: before.status }),
+            },
+            'model server probe',
+          );
+        else
+          log.warn(
+            { instance: inst.id, endpoint: inst.endpoint, health: now.status, error: now.error },
+            'model server probe failed',
+          );
       },
     });
-    return await assemble(config, deps, { clock, log, store, lifecycle, lock, metrics, probe, health, upstreamTokens, tls, socketGid });
+    return await assemble(config, deps, {
+      clock,
+      log,
+      store,
+      lifecycle,
+      lock,
+      metrics,
+      probe,
+      health,
+      upstreamTokens,
+      tls,
+      socketGid,
+    });
   } catch (err) {
     await store.close().catch(() => {});
     await lock?.release();
@@ -134,7 +187,15 @@ export async function buildDaemon(config: Config, deps: DaemonDeps): Promise<Dae
 
 /** The store's file and its companions, which no other path option may name. */
 function ownFiles(store: string): string[] {
-  return [store, `${store}.tmp`, `${store}.revocations`, `${store}.journal`, `${store}.audit`, `${store}.pid`, `${store}.lock`];
+  return [
+    store,
+    `${store}.tmp`,
+    `${store}.revocations`,
+    `${store}.journal`,
+    `${store}.audit`,
+    `${store}.pid`,
+    `${store}.lock`,
+  ];
 }
 
 interface Opened {
@@ -157,16 +218,32 @@ async function assemble(config: Config, deps: DaemonDeps, opened: Opened): Promi
   let packTimer: NodeJS.Timeout | undefined;
   let listening = false;
   const ctx: DaemonContext = {
-    config, clock, lifecycle,
+    config,
+    clock,
+    lifecycle,
     usage: new UsageTracker(lifecycle.usageCounters),
     live: new LiveStats(clock.now()),
     upstreamTokens,
     health,
-    upstream: new UpstreamClient({ timeoutMs: config.upstreamTimeoutMs, connectTimeoutMs: config.connectTimeoutMs, idleTimeoutMs: config.idleTimeoutMs }),
+    upstream: new UpstreamClient({
+      timeoutMs: config.upstreamTimeoutMs,
+      connectTimeoutMs: config.connectTimeoutMs,
+      idleTimeoutMs: config.idleTimeoutMs,
+    }),
     badKeys: new BadKeyLimiter(config.badKeyLimit),
-    keyLimits: new KeyLimiter(config.limitWindowMs, store.shareLimits === undefined ? null : { periodMs: LIMIT_SYNC_MS }),
-    admission: config.maxConcurrency === null ? null
-      : new Admission(config.maxConcurrency, config.queueSize, config.queueTimeoutMs, metrics === null ? undefined : (instance, depth) => metrics.queueDepth(instance, depth)),
+    keyLimits: new KeyLimiter(
+      config.limitWindowMs,
+      store.shareLimits === undefined ? null : { periodMs: LIMIT_SYNC_MS },
+    ),
+    admission:
+      config.maxConcurrency === null
+        ? null
+        : new Admission(
+            config.maxConcurrency,
+            config.queueSize,
+            config.queueTimeoutMs,
+            metrics === null ? undefined : (instance, depth) => metrics.queueDepth(instance, depth),
+          ),
     inflight: new InflightRequests(),
     eventLayouts: new EventLayoutsByServer(),
     log,
@@ -178,10 +255,17 @@ async function assemble(config: Config, deps: DaemonDeps, opened: Opened): Promi
     metricsUrl: null,
     storeLocation: store.location,
     storeStale: false,
-    storeSync: () => (store.lastInSync === undefined ? null : storeSyncView({
-      location: store.location, lastInSync: store.lastInSync(), now: clock.now(), maxStaleMs: config.maxStaleMs,
-      stale: ctx.storeStale, holdsChores: store.holdsChores?.() ?? true,
-    })),
+    storeSync: () =>
+      store.lastInSync === undefined
+        ? null
+        : storeSyncView({
+            location: store.location,
+            lastInSync: store.lastInSync(),
+            now: clock.now(),
+            maxStaleMs: config.maxStaleMs,
+            stale: ctx.storeStale,
+            holdsChores: store.holdsChores?.() ?? true,
+          }),
   };
   // Per-key limits hold cluster-wide on a shared store (docs/scale-out.md).
   const limitExchange = ctx.keyLimits.exchange();
@@ -191,7 +275,19 @@ async function assemble(config: Config, deps: DaemonDeps, opened: Opened): Promi
   // Changes heard from other daemons of a shared store are logged as such, and counted by the
   // daemon that made them only, so a cluster's sum of revocations is not multiplied by its size.
   lifecycle.onChange((e, origin) => {
-    log.info({ audit: e.type, instance: e.instance, ...(e.keyId === undefined ? {} : { key: e.keyId, keyName: e.keyName }), ...(e.state === undefined ? {} : { state: e.state }), ...(e.reason === undefined ? {} : { reason: e.reason }), ...(e.limits === undefined ? {} : { limits: e.limits }), seq: e.seq, ...(origin === 'remote' ? { origin } : {}) }, 'audit');
+    log.info(
+      {
+        audit: e.type,
+        instance: e.instance,
+        ...(e.keyId === undefined ? {} : { key: e.keyId, keyName: e.keyName }),
+        ...(e.state === undefined ? {} : { state: e.state }),
+        ...(e.reason === undefined ? {} : { reason: e.reason }),
+        ...(e.limits === undefined ? {} : { limits: e.limits }),
+        seq: e.seq,
+        ...(origin === 'remote' ? { origin } : {}),
+      },
+      'audit',
+    );
     if (e.type === 'key.revoked' && e.keyId !== undefined) ctx.keyLimits.forget(e.keyId);
     if (metrics !== null && e.type === 'key.revoked' && origin !== 'remote') metrics.revoked(e.reason ?? 'manual');
   });
@@ -208,22 +304,39 @@ async function assemble(config: Config, deps: DaemonDeps, opened: Opened): Promi
     const wait = Math.max(0, next - clock.now());
     const delay = Math.min(wait === 0 && store.holdsChores?.() === false ? 1000 : wait + 5, 2 ** 31 - 1);
     packTimer = setTimeout(() => {
-      lifecycle.endDuePacks().then((ended) => {
-        for (const i of ended) log.info({ instance: i.id }, 'pack ended: instance stopped, keys revoked');
-      }, (err: unknown) => log.error({ err }, 'ending packs failed')).finally(schedulePackTimer);
+      lifecycle
+        .endDuePacks()
+        .then(
+          (ended) => {
+            for (const i of ended) log.info({ instance: i.id }, 'pack ended: instance stopped, keys revoked');
+          },
+          (err: unknown) => log.error({ err }, 'ending packs failed'),
+        )
+        .finally(schedulePackTimer);
     }, delay);
   }
 
   for (const inst of lifecycle.registry.instances.values()) {
     // A missing token file must not keep the daemon down: the instance's requests will be
     // refused by its model server, and the operator is told here.
-    await ctx.upstreamTokens.load(inst).catch((err: unknown) => log.error({ instance: inst.id, err: (err as Error).message }, 'upstream token not loaded'));
+    await ctx.upstreamTokens
+      .load(inst)
+      .catch((err: unknown) =>
+        log.error({ instance: inst.id, err: (err as Error).message }, 'upstream token not loaded'),
+      );
   }
   // A store that cannot be written now does not keep the daemon down: the packs are ended in
   // memory (and in the revocation journal) all the same, and the write is retried.
-  await lifecycle.endDuePacks().then((ended) => {
-    for (const i of ended) log.info({ instance: i.id }, 'pack ended while the daemon was down: keys revoked');
-  }, (err: unknown) => log.error({ err: (err as Error).message }, 'ending packs that ran out while the daemon was down: not written yet'));
+  await lifecycle.endDuePacks().then(
+    (ended) => {
+      for (const i of ended) log.info({ instance: i.id }, 'pack ended while the daemon was down: keys revoked');
+    },
+    (err: unknown) =>
+      log.error(
+        { err: (err as Error).message },
+        'ending packs that ran out while the daemon was down: not written yet',
+      ),
+  );
 
   const flushUsage = async (): Promise<void> => {
     const dirty = ctx.usage.takeDirty();
@@ -235,7 +348,12 @@ async function assemble(config: Config, deps: DaemonDeps, opened: Opened): Promi
     }
   };
 
-  const stopFollowing = followLifecycle({ lifecycle, tokens: upstreamTokens, packTimerChanged: schedulePackTimer, log });
+  const stopFollowing = followLifecycle({
+    lifecycle,
+    tokens: upstreamTokens,
+    packTimerChanged: schedulePackTimer,
+    log,
+  });
 
   // Also during the drain: a key revoked then still ends its streams. Its sweep needs no listener.
   const stopWatching = watchRevocations(ctx);
@@ -287,14 +405,21 @@ async function assemble(config: Config, deps: DaemonDeps, opened: Opened): Promi
     // Bounded staleness (CONTRACT §4): a flag the request path reads, set here, so a request
     // never computes it, and a change of state is logged once.
     const lastInSync = store.lastInSync?.bind(store);
-    staleTimer = lastInSync === undefined ? undefined : setInterval(() => {
-      const behindMs = clock.now() - lastInSync();
-      const stale = behindMs > config.maxStaleMs;
-      if (stale === ctx.storeStale) return;
-      ctx.storeStale = stale;
-      if (stale) log.error({ store: store.location, behindMs, maxStaleMs: config.maxStaleMs }, 'out of sync with the store for longer than --max-stale: refusing every key with 503 store_unreachable until in sync again');
-      else log.info({ store: store.location }, 'in sync with the store again: serving keys');
-    }, 100);
+    staleTimer =
+      lastInSync === undefined
+        ? undefined
+        : setInterval(() => {
+            const behindMs = clock.now() - lastInSync();
+            const stale = behindMs > config.maxStaleMs;
+            if (stale === ctx.storeStale) return;
+            ctx.storeStale = stale;
+            if (stale)
+              log.error(
+                { store: store.location, behindMs, maxStaleMs: config.maxStaleMs },
+                'out of sync with the store for longer than --max-stale: refusing every key with 503 store_unreachable until in sync again',
+              );
+            else log.info({ store: store.location }, 'in sync with the store again: serving keys');
+          }, 100);
     staleTimer?.unref();
 
     // The console's live view: rates from counters in memory, sampled off the request path.
@@ -313,7 +438,10 @@ async function assemble(config: Config, deps: DaemonDeps, opened: Opened): Promi
       await abandon();
       const code = (err as NodeJS.ErrnoException).code;
       if (code === 'EADDRINUSE' || code === 'EACCES' || code === 'EADDRNOTAVAIL') {
-        throw new Error(`Cannot listen on ${config.host}:${config.port} (${code}): ${code === 'EADDRINUSE' ? 'something else holds that port' : 'the address or port is not available'}. Choose another with ${settingLabel(SETTINGS.port)} / ${settingLabel(SETTINGS.host)}.`, { cause: err });
+        throw new Error(
+          `Cannot listen on ${config.host}:${config.port} (${code}): ${code === 'EADDRINUSE' ? 'something else holds that port' : 'the address or port is not available'}. Choose another with ${settingLabel(SETTINGS.port)} / ${settingLabel(SETTINGS.host)}.`,
+          { cause: err },
+        );
       }
       throw err;
     }
@@ -324,10 +452,15 @@ async function assemble(config: Config, deps: DaemonDeps, opened: Opened): Promi
     try {
       if (metrics !== null) {
         const { listenMetrics } = await import('./metrics/metrics-server.js');
-        metricsListener = await listenMetrics(metrics, config.metricsHost, config.metricsPort ?? 0).catch((err: unknown) => {
-          const code = (err as NodeJS.ErrnoException).code ?? 'error';
-          throw new Error(`Cannot serve metrics on ${config.metricsHost}:${String(config.metricsPort)} (${code}). Choose another with --metrics-port / --metrics-host.`, { cause: err });
-        });
+        metricsListener = await listenMetrics(metrics, config.metricsHost, config.metricsPort ?? 0).catch(
+          (err: unknown) => {
+            const code = (err as NodeJS.ErrnoException).code ?? 'error';
+            throw new Error(
+              `Cannot serve metrics on ${config.metricsHost}:${String(config.metricsPort)} (${code}). Choose another with --metrics-port / --metrics-host.`,
+              { cause: err },
+            );
+          },
+        );
       }
       await management.listen({ path: config.socket });
       await chmod(config.socket, 0o600);
@@ -340,7 +473,16 @@ async function assemble(config: Config, deps: DaemonDeps, opened: Opened): Promi
       throw err;
     }
     ctx.metricsUrl = metricsListener?.url ?? null;
-    log.info({ baseUrl: ctx.baseUrl, socket: config.socket, store: store.location, version: deps.version, metrics: ctx.metricsUrl }, 'ob-proxy serving');
+    log.info(
+      {
+        baseUrl: ctx.baseUrl,
+        socket: config.socket,
+        store: store.location,
+        version: deps.version,
+        metrics: ctx.metricsUrl,
+      },
+      'ob-proxy serving',
+    );
     startTimers();
   }
 
@@ -357,7 +499,9 @@ async function assemble(config: Config, deps: DaemonDeps, opened: Opened): Promi
       // connections as soon as they are idle.
       const idleSweep = setInterval(() => dataPlane.server.closeIdleConnections(), 50);
       let timer: NodeJS.Timeout | undefined;
-      const expired = new Promise<'expired'>((resolve) => { timer = setTimeout(() => resolve('expired'), graceMs); });
+      const expired = new Promise<'expired'>((resolve) => {
+        timer = setTimeout(() => resolve('expired'), graceMs);
+      });
       const outcome = await Promise.race([drained.then(() => 'drained' as const), expired]);
       clearTimeout(timer);
       clearInterval(idleSweep);
@@ -375,7 +519,9 @@ async function assemble(config: Config, deps: DaemonDeps, opened: Opened): Promi
       let failure: Error | null = null;
       const dirty = ctx.usage.takeDirty();
       let usageLost: unknown = null;
-      await lifecycle.flushUsage(dirty).catch((err: unknown) => { usageLost = err; });
+      await lifecycle.flushUsage(dirty).catch((err: unknown) => {
+        usageLost = err;
+      });
       try {
         await lifecycle.close();
       } catch (err) {
@@ -383,9 +529,14 @@ async function assemble(config: Config, deps: DaemonDeps, opened: Opened): Promi
       }
       if (usageLost !== null) {
         const note = `Usage counters of ${dirty.length} key(s) since the last flush were not written.`;
-        failure = failure === null ? new Error(`The store could not be written at shutdown (${(usageLost as Error).message}) ${note}`) : Object.assign(failure, { message: `${failure.message} ${note}` });
+        failure =
+          failure === null
+            ? new Error(`The store could not be written at shutdown (${(usageLost as Error).message}) ${note}`)
+            : Object.assign(failure, { message: `${failure.message} ${note}` });
       }
-      await store.close().catch((err: unknown) => { failure ??= err as Error; });
+      await store.close().catch((err: unknown) => {
+        failure ??= err as Error;
+      });
       await metricsListener?.close();
       await probe.close();
       management.server.closeAllConnections();

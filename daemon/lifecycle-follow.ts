@@ -29,7 +29,11 @@ export function followLifecycle(deps: FollowDeps): () => void {
       return;
     }
     if (e.type === 'instance.added' || (e.type === 'instance.state' && e.state === 'ready')) {
-      tokens.follow(inst, origin)?.catch((err: unknown) => log.error({ instance: inst.id, err: (err as Error).message }, 'upstream token not loaded'));
+      tokens
+        .follow(inst, origin)
+        ?.catch((err: unknown) =>
+          log.error({ instance: inst.id, err: (err as Error).message }, 'upstream token not loaded'),
+        );
     }
   });
 }

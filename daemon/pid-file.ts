@@ -14,7 +14,10 @@ export async function writePidFile(path: string): Promise<void> {
   try {
     fh = await open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644);
   } catch (err) {
-    throw new Error(`Cannot write the pid file ${path} (${(err as NodeJS.ErrnoException).code ?? 'error'}). Give --pid-file a path in a folder this user may write.`, { cause: err });
+    throw new Error(
+      `Cannot write the pid file ${path} (${(err as NodeJS.ErrnoException).code ?? 'error'}). Give --pid-file a path in a folder this user may write.`,
+      { cause: err },
+    );
   }
   try {
     await fh.writeFile(`${process.pid}\n`);
@@ -23,7 +26,9 @@ export async function writePidFile(path: string): Promise<void> {
   }
   await rename(tmp, path).catch(async (err: unknown) => {
     await unlink(tmp).catch(() => {});
-    throw new Error(`Cannot write the pid file ${path} (${(err as NodeJS.ErrnoException).code ?? 'error'}).`, { cause: err });
+    throw new Error(`Cannot write the pid file ${path} (${(err as NodeJS.ErrnoException).code ?? 'error'}).`, {
+      cause: err,
+    });
   });
 }
 

@@ -72,7 +72,7 @@ export function demoText(run: DemoRun, config: Config, cli = cliCommand()): stri
     '',
     ...run.keys.map((k) => `  ${k.instance}  ${k.model.padEnd(12)}  key ${k.secret}`),
     '',
-    'Keys are shown once; these are for this demo. Put the first in your shell\'s environment:',
+    "Keys are shown once; these are for this demo. Put the first in your shell's environment:",
     '',
     `export OB_KEY=${first.secret}`,
     '',

@@ -5,7 +5,10 @@ import { dirname, resolve } from 'node:path';
 function probe(path: string): Promise<boolean> {
   return new Promise((resolve) => {
     const s = connect(path);
-    s.once('connect', () => { s.destroy(); resolve(true); });
+    s.once('connect', () => {
+      s.destroy();
+      resolve(true);
+    });
     s.once('error', () => resolve(false));
   });
 }
@@ -27,24 +30,34 @@ function kind(st: Awaited<ReturnType<typeof lstat>>): string {
 export async function prepareSocketPath(path: string, ownFiles: readonly string[] = []): Promise<void> {
   const clash = ownFiles.find((f) => resolve(f) === resolve(path));
   if (clash !== undefined) {
-    throw new Error(`The socket path ${path} is one of ob-proxy's own files (${clash}). Give --socket a path of its own, e.g. <home>/ob-proxy.sock.`);
+    throw new Error(
+      `The socket path ${path} is one of ob-proxy's own files (${clash}). Give --socket a path of its own, e.g. <home>/ob-proxy.sock.`,
+    );
   }
   const dir = dirname(path);
   await mkdir(dir, { recursive: true, mode: 0o700 });
   const st = await stat(dir);
   if ((st.mode & 0o022) !== 0 && (st.mode & 0o1000) === 0) {
-    throw new Error(`The socket directory ${dir} is writable by other users; anyone could replace the socket. Use a private directory (chmod 700 ${dir}) or --socket elsewhere.`);
+    throw new Error(
+      `The socket directory ${dir} is writable by other users; anyone could replace the socket. Use a private directory (chmod 700 ${dir}) or --socket elsewhere.`,
+    );
   }
   if ((st.mode & 0o002) !== 0) {
-    throw new Error(`The socket directory ${dir} is writable by everyone. Put the socket in a private directory with --socket or --home.`);
+    throw new Error(
+      `The socket directory ${dir} is writable by everyone. Put the socket in a private directory with --socket or --home.`,
+    );
   }
   const existing = await lstat(path).catch(() => null);
   if (existing === null) return;
   if (!existing.isSocket()) {
-    throw new Error(`The socket path ${path} exists and is ${kind(existing)}, not a socket; ob-proxy removes only a stale socket there. Give --socket a new path, or move that file away yourself.`);
+    throw new Error(
+      `The socket path ${path} exists and is ${kind(existing)}, not a socket; ob-proxy removes only a stale socket there. Give --socket a new path, or move that file away yourself.`,
+    );
   }
   if (await probe(path)) {
-    throw new Error(`Another ob-proxy daemon is already serving on ${path}. Stop it first, or give this one its own --home or --socket.`);
+    throw new Error(
+      `Another ob-proxy daemon is already serving on ${path}. Stop it first, or give this one its own --home or --socket.`,
+    );
   }
   await unlink(path);
 }

@@ -17,7 +17,10 @@ function getent(name: string): Promise<string | null> {
  */
 export async function resolveGroup(group: string): Promise<number> {
   if (/^\d+$/.test(group)) return Number(group);
-  const unknown = obError('invalid_argument', { param: 'socket-group', message: `--socket-group "${group}" is not a group on this system. Give an existing group name or a numeric gid (getent group ${GROUP_NAME.test(group) ? group : 'NAME'}).` });
+  const unknown = obError('invalid_argument', {
+    param: 'socket-group',
+    message: `--socket-group "${group}" is not a group on this system. Give an existing group name or a numeric gid (getent group ${GROUP_NAME.test(group) ? group : 'NAME'}).`,
+  });
   if (!GROUP_NAME.test(group)) throw unknown;
   const line = await getent(group);
   const gid = line === null ? NaN : Number(line.split(':')[2]);
@@ -32,11 +35,16 @@ export async function resolveGroup(group: string): Promise<number> {
  */
 export async function shareSocket(path: string, gid: number): Promise<string | null> {
   await chown(path, -1, gid).catch((err: unknown) => {
-    throw new Error(`Cannot give the socket ${path} to group ${gid} for --socket-group (${(err as NodeJS.ErrnoException).code ?? 'error'}): the daemon's user must be root or a member of that group.`, { cause: err });
+    throw new Error(
+      `Cannot give the socket ${path} to group ${gid} for --socket-group (${(err as NodeJS.ErrnoException).code ?? 'error'}): the daemon's user must be root or a member of that group.`,
+      { cause: err },
+    );
   });
   await chmod(path, 0o660);
   const dir = dirname(path);
   const st = await stat(dir);
   const reachable = (st.mode & 0o001) !== 0 || (st.gid === gid && (st.mode & 0o010) !== 0);
-  return reachable ? null : `--socket-group: the socket's folder ${dir} does not let group ${gid} in (mode 0${(st.mode & 0o777).toString(8)}, group ${st.gid}), so its members cannot reach the socket. Put the socket in a folder of that group, e.g. --socket /run/ob-proxy/ob-proxy.sock with /run/ob-proxy mode 0750, group ${gid}.`;
+  return reachable
+    ? null
+    : `--socket-group: the socket's folder ${dir} does not let group ${gid} in (mode 0${(st.mode & 0o777).toString(8)}, group ${st.gid}), so its members cannot reach the socket. Put the socket in a folder of that group, e.g. --socket /run/ob-proxy/ob-proxy.sock with /run/ob-proxy mode 0750, group ${gid}.`;
 }

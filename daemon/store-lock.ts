@@ -33,7 +33,10 @@ export class StoreLockedError extends Error {
 export async function lockStore(storePath: string): Promise<StoreLock> {
   const path = resolve(storePath);
   const dir = await stat(dirname(path));
-  const digest = createHash('sha256').update(`${dir.dev}:${dir.ino}/${basename(path)}`).digest('hex').slice(0, 32);
+  const digest = createHash('sha256')
+    .update(`${dir.dev}:${dir.ino}/${basename(path)}`)
+    .digest('hex')
+    .slice(0, 32);
   const abstract = process.platform === 'linux';
   const name = abstract ? `\0ob-proxy-store-${digest}` : `${path}.lock`;
   const server = createServer((c) => c.destroy());
@@ -41,7 +44,7 @@ export async function lockStore(storePath: string): Promise<StoreLock> {
     await listen(server, name);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
-    if (abstract || await alive(name)) throw await lockedError(path, digest);
+    if (abstract || (await alive(name))) throw await lockedError(path, digest);
     await unlink(name).catch(() => {});
     await listen(server, name).catch(async (again: unknown) => {
       if ((again as NodeJS.ErrnoException).code === 'EADDRINUSE') throw await lockedError(path, digest);
@@ -75,7 +78,10 @@ function listen(server: Server, name: string): Promise<void> {
 function alive(path: string): Promise<boolean> {
   return new Promise((done) => {
     const s = connect(path);
-    s.once('connect', () => { s.destroy(); done(true); });
+    s.once('connect', () => {
+      s.destroy();
+      done(true);
+    });
     s.once('error', () => done(false));
   });
 }
@@ -86,7 +92,11 @@ async function writePidFile(pidFile: string): Promise<void> {
     fh = await open(pidFile, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW, 0o600);
   } catch (err) {
     // The pid is only for messages; the lock holds without it.
-    if ((err as NodeJS.ErrnoException).code === 'ELOOP') throw new Error(`${pidFile} is a symbolic link; ob-proxy does not follow links for its own files. Remove it and start again.`, { cause: err });
+    if ((err as NodeJS.ErrnoException).code === 'ELOOP')
+      throw new Error(
+        `${pidFile} is a symbolic link; ob-proxy does not follow links for its own files. Remove it and start again.`,
+        { cause: err },
+      );
     return;
   }
   try {
@@ -99,9 +109,11 @@ async function writePidFile(pidFile: string): Promise<void> {
 async function lockedError(path: string, digest: string): Promise<StoreLockedError> {
   const recorded = Number((await readFile(`${path}.pid`, 'utf8').catch(() => '')).trim());
   const pid = Number.isSafeInteger(recorded) && recorded > 0 && processExists(recorded) ? recorded : null;
-  const why = 'Two daemons on one store would undo each other\'s revocations.';
+  const why = "Two daemons on one store would undo each other's revocations.";
   if (pid !== null) {
-    return new StoreLockedError(`Another ob-proxy daemon (pid ${pid}) is already using the store ${path}. ${why} Stop it first (kill -TERM ${pid}), or give this daemon its own --home.`);
+    return new StoreLockedError(
+      `Another ob-proxy daemon (pid ${pid}) is already using the store ${path}. ${why} Stop it first (kill -TERM ${pid}), or give this daemon its own --home.`,
+    );
   }
   return new StoreLockedError(
     `The store ${path} is locked by another process that did not record its pid in ${path}.pid (find it with: ss -xlp | grep ob-proxy-store-${digest}). ${why} Stop that process first, or give this daemon its own --home.`,

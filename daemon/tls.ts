@@ -14,9 +14,13 @@ async function readPem(path: string, flag: string): Promise<Buffer> {
   try {
     data = await readFile(path);
   } catch (err) {
-    throw new Error(`Cannot read ${flag} ${path} (${(err as NodeJS.ErrnoException).code ?? 'error'}): give a PEM file this user may read.`, { cause: err });
+    throw new Error(
+      `Cannot read ${flag} ${path} (${(err as NodeJS.ErrnoException).code ?? 'error'}): give a PEM file this user may read.`,
+      { cause: err },
+    );
   }
-  if (data.length > MAX_PEM_BYTES) throw new Error(`${flag} ${path} is larger than ${MAX_PEM_BYTES} bytes: it is not a PEM certificate or key.`);
+  if (data.length > MAX_PEM_BYTES)
+    throw new Error(`${flag} ${path} is larger than ${MAX_PEM_BYTES} bytes: it is not a PEM certificate or key.`);
   return data;
 }
 
@@ -32,7 +36,10 @@ export async function loadTls(files: { cert: string; key: string }): Promise<Tls
   } catch (err) {
     // OpenSSL's reason ("key values mismatch", "no start line"), never the file content.
     const reason = (err as Error).message.replace(/\s+/g, ' ');
-    throw new Error(`--tls-cert ${files.cert} and --tls-key ${files.key} cannot serve HTTPS: ${reason}. Give the PEM certificate and its own private key.`, { cause: err });
+    throw new Error(
+      `--tls-cert ${files.cert} and --tls-key ${files.key} cannot serve HTTPS: ${reason}. Give the PEM certificate and its own private key.`,
+      { cause: err },
+    );
   }
   return { cert, key };
 }

@@ -69,7 +69,10 @@ export async function readToken(path: string): Promise<string> {
   const token = text.trim();
   // eslint-disable-next-line no-control-regex -- refusing control characters is the point
   if (token === '' || /[\s\u0000-\u001f]/.test(token)) {
-    throw obError('invalid_argument', { param: 'upstreamTokenFile', message: `The upstream token file ${path} must hold one token on one line.` });
+    throw obError('invalid_argument', {
+      param: 'upstreamTokenFile',
+      message: `The upstream token file ${path} must hold one token on one line.`,
+    });
   }
   return token;
 }

@@ -13,7 +13,16 @@
  *    stripped of its debug symbols when `strip` is there.
  */
 import { execFileSync } from 'node:child_process';
-import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { build } from 'esbuild';
@@ -25,14 +34,18 @@ const output = join(outDir, 'ob-proxy');
 const FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
 
 if (Number(process.versions.node.split('.')[0]) < 24) {
-  console.error(`build:binary needs Node 24 (the node devDependency), not ${process.version}: run it as \`npm run build:binary\`.`);
+  console.error(
+    `build:binary needs Node 24 (the node devDependency), not ${process.version}: run it as \`npm run build:binary\`.`,
+  );
   process.exit(1);
 }
 
 // macOS and Windows need the executable's signature removed and made again around the
 // injection (and postject a Mach-O segment name): not done here, because not tested here.
 if (process.platform !== 'linux') {
-  console.error(`build:binary makes a Linux executable, on Linux; this is ${process.platform}. See docs/operations.md, "Single binary".`);
+  console.error(
+    `build:binary makes a Linux executable, on Linux; this is ${process.platform}. See docs/operations.md, "Single binary".`,
+  );
   process.exit(1);
 }
 
@@ -50,7 +63,13 @@ const versionLiteral = {
     b.onLoad({ filter: /[\\/]bin[\\/]ob-proxy\.ts$/ }, (args) => {
       const source = readFileSync(args.path, 'utf8');
       if (!source.includes(VERSION_READ)) {
-        return { errors: [{ text: `bin/ob-proxy.ts no longer reads its version as ${VERSION_READ}; update versionLiteral in scripts/build-binary.mjs` }] };
+        return {
+          errors: [
+            {
+              text: `bin/ob-proxy.ts no longer reads its version as ${VERSION_READ}; update versionLiteral in scripts/build-binary.mjs`,
+            },
+          ],
+        };
       }
       return { contents: source.replace(VERSION_READ, JSON.stringify({ version })), loader: 'ts' };
     });
@@ -112,19 +131,24 @@ try {
     logLevel: 'warning',
     metafile: true,
   });
-  const chunks = Object.keys(result.metafile.outputs).map((p) => relative(bundleDir, resolve(root, p)).split('\\').join('/'));
+  const chunks = Object.keys(result.metafile.outputs).map((p) =>
+    relative(bundleDir, resolve(root, p)).split('\\').join('/'),
+  );
 
   const assets = Object.fromEntries(chunks.map((c) => [c, join(bundleDir, c)]));
   writeFileSync(join(work, 'chunks.json'), JSON.stringify(chunks));
   assets['chunks.json'] = join(work, 'chunks.json');
   const seaConfig = join(work, 'sea-config.json');
   const blob = join(work, 'sea.blob');
-  writeFileSync(seaConfig, JSON.stringify({
-    main: join(root, 'scripts', 'sea-main.cjs'),
-    output: blob,
-    disableExperimentalSEAWarning: true,
-    assets,
-  }));
+  writeFileSync(
+    seaConfig,
+    JSON.stringify({
+      main: join(root, 'scripts', 'sea-main.cjs'),
+      output: blob,
+      disableExperimentalSEAWarning: true,
+      assets,
+    }),
+  );
   run(process.execPath, ['--experimental-sea-config', seaConfig], 'node --experimental-sea-config');
 
   mkdirSync(outDir, { recursive: true });
@@ -138,7 +162,18 @@ try {
   chmodSync(output, 0o755);
   try {
     // postject prints warnings about ELF notes it leaves alone; shown only if it fails.
-    run(process.execPath, [join(root, 'node_modules', 'postject', 'dist', 'cli.js'), output, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', FUSE], 'postject');
+    run(
+      process.execPath,
+      [
+        join(root, 'node_modules', 'postject', 'dist', 'cli.js'),
+        output,
+        'NODE_SEA_BLOB',
+        blob,
+        '--sentinel-fuse',
+        FUSE,
+      ],
+      'postject',
+    );
     // A binary that cannot start is no build: run it once, as a user would first.
     const printed = execFileSync(output, ['--version'], { encoding: 'utf8', env: { PATH: '' } }).trim();
     if (printed !== version) throw new Error(`dist-bin/ob-proxy --version printed "${printed}", not ${version}`);

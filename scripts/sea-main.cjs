@@ -24,7 +24,11 @@ function chunkOf(url) {
 
 registerHooks({
   resolve(specifier, context, nextResolve) {
-    if ((specifier.startsWith('./') || specifier.startsWith('../')) && context.parentURL !== undefined && context.parentURL.startsWith(base)) {
+    if (
+      (specifier.startsWith('./') || specifier.startsWith('../')) &&
+      context.parentURL !== undefined &&
+      context.parentURL.startsWith(base)
+    ) {
       const url = new URL(specifier, context.parentURL).href;
       if (chunkOf(url) !== null) return { url, format: 'module', shortCircuit: true };
     }
@@ -39,6 +43,8 @@ registerHooks({
 });
 
 import(`${base}ob-proxy.js`).catch((err) => {
-  process.stderr.write(`ob-proxy: could not start: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
+  process.stderr.write(
+    `ob-proxy: could not start: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+  );
   process.exit(1);
 });

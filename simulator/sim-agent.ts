@@ -36,15 +36,22 @@ export function sampleOf(schema: unknown, depth = 0): unknown {
   if ('const' in schema) return schema.const;
   const type = Array.isArray(schema.type) ? schema.type[0] : schema.type;
   switch (type) {
-    case 'string': return SAMPLE_STRING;
-    case 'integer': return 3;
-    case 'number': return 2.5;
-    case 'boolean': return true;
-    case 'null': return null;
-    case 'array': return [sampleOf(schema.items, depth + 1)];
+    case 'string':
+      return SAMPLE_STRING;
+    case 'integer':
+      return 3;
+    case 'number':
+      return 2.5;
+    case 'boolean':
+      return true;
+    case 'null':
+      return null;
+    case 'array':
+      return [sampleOf(schema.items, depth + 1)];
     default: {
       const out: Json = {};
-      if (isObject(schema.properties)) for (const [k, v] of Object.entries(schema.properties)) out[k] = sampleOf(v, depth + 1);
+      if (isObject(schema.properties))
+        for (const [k, v] of Object.entries(schema.properties)) out[k] = sampleOf(v, depth + 1);
       return out;
     }
   }
@@ -63,8 +70,14 @@ export function refuseInput(messages: readonly unknown[]): string | null {
         if (part.type === 'text') continue;
         if (part.type === 'input_audio') continue;
         if (part.type !== 'image_url') return 'invalid message format';
-        const url = typeof part.image_url === 'string' ? part.image_url : isObject(part.image_url) ? part.image_url.url : undefined;
-        if (typeof url !== 'string' || !/^data:(image\/(jpeg|jpg|png|webp))?;base64,/.test(url)) return 'invalid image input';
+        const url =
+          typeof part.image_url === 'string'
+            ? part.image_url
+            : isObject(part.image_url)
+              ? part.image_url.url
+              : undefined;
+        if (typeof url !== 'string' || !/^data:(image\/(jpeg|jpg|png|webp))?;base64,/.test(url))
+          return 'invalid image input';
       }
     }
     if (Array.isArray(m.tool_calls)) {
@@ -117,17 +130,24 @@ export function planReply({ body, reasoning, flavor }: PlanInput): AgentReply | 
   const lastRole = isObject(last) ? last.role : undefined;
   const thinks = reasoning && body.reasoning_effort !== 'none';
   const out: AgentReply = { reasoning: thinks ? ['r0 ', 'r1 ', 'r2 '] : [], content: [], toolCalls: [] };
-  const tools = Array.isArray(body.tools) ? body.tools.filter((t) => isObject(t) && isObject(t.function)) as Json[] : [];
+  const tools = Array.isArray(body.tools)
+    ? (body.tools.filter((t) => isObject(t) && isObject(t.function)) as Json[])
+    : [];
   if (tools.length > 0 && lastRole === 'user' && body.tool_choice !== 'none') {
-    const chosen = isObject(body.tool_choice) && isObject(body.tool_choice.function) ? body.tool_choice.function.name : undefined;
+    const chosen =
+      isObject(body.tool_choice) && isObject(body.tool_choice.function) ? body.tool_choice.function.name : undefined;
     const tool = tools.find((t) => (t.function as Json).name === chosen) ?? (tools[0] as Json);
     const fn = tool.function as Json;
-    out.toolCalls.push({ id: callId(flavor), name: String(fn.name), arguments: JSON.stringify(sampleOf(fn.parameters)) });
+    out.toolCalls.push({
+      id: callId(flavor),
+      name: String(fn.name),
+      arguments: JSON.stringify(sampleOf(fn.parameters)),
+    });
     return out;
   }
   if (lastRole === 'tool') {
     const result = typeof last === 'object' && last !== null ? (last as Json).content : '';
-    const name = typeof (last as Json).name === 'string' ? (last as Json).name as string : 'the tool';
+    const name = typeof (last as Json).name === 'string' ? ((last as Json).name as string) : 'the tool';
     out.content = words(`Final answer from ${name}: ${typeof result === 'string' ? result : JSON.stringify(result)}`);
     return out;
   }
@@ -156,7 +176,12 @@ export interface Meta {
   flavor: Flavor;
 }
 
-const toolCallJson = (c: ToolCall, index: number): Json => ({ id: c.id, index, type: 'function', function: { name: c.name, arguments: c.arguments } });
+const toolCallJson = (c: ToolCall, index: number): Json => ({
+  id: c.id,
+  index,
+  type: 'function',
+  function: { name: c.name, arguments: c.arguments },
+});
 
 /** A non-streaming body in the flavour's shape. */
 export function agentCompletion(r: AgentReply, m: Meta, promptTokens: number): string {
@@ -165,16 +190,29 @@ export function agentCompletion(r: AgentReply, m: Meta, promptTokens: number): s
   if (m.flavor === 'vllm') {
     message.content = r.toolCalls.length > 0 && content === '' ? null : content;
     if (r.reasoning.length > 0) message.reasoning = r.reasoning.join('');
-    message.tool_calls = r.toolCalls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } }));
+    message.tool_calls = r.toolCalls.map((c) => ({
+      id: c.id,
+      type: 'function',
+      function: { name: c.name, arguments: c.arguments },
+    }));
   } else {
     message.content = content;
     if (r.reasoning.length > 0) message.reasoning = r.reasoning.join('');
     if (r.toolCalls.length > 0) message.tool_calls = r.toolCalls.map(toolCallJson);
   }
   const completion = completionTokens(r);
-  const choice: Json = { index: 0, message, ...(m.flavor === 'vllm' ? { logprobs: null } : {}), finish_reason: finishReason(r), ...(m.flavor === 'vllm' ? { stop_reason: null } : {}) };
+  const choice: Json = {
+    index: 0,
+    message,
+    ...(m.flavor === 'vllm' ? { logprobs: null } : {}),
+    finish_reason: finishReason(r),
+    ...(m.flavor === 'vllm' ? { stop_reason: null } : {}),
+  };
   const body: Json = {
-    id: m.id, object: 'chat.completion', created: m.created, model: m.model,
+    id: m.id,
+    object: 'chat.completion',
+    created: m.created,
+    model: m.model,
     ...(m.flavor === 'vllm' ? {} : { system_fingerprint: 'fp_ollama' }),
     choices: [choice],
     usage: { prompt_tokens: promptTokens, completion_tokens: completion, total_tokens: promptTokens + completion },
@@ -184,9 +222,18 @@ export function agentCompletion(r: AgentReply, m: Meta, promptTokens: number): s
 
 /** Every frame of the stream before the usage chunk and [DONE], in the flavour's shape. */
 export function agentFrames(r: AgentReply, m: Meta): string[] {
-  const head = { id: m.id, object: 'chat.completion.chunk', created: m.created, model: m.model, ...(m.flavor === 'vllm' ? {} : { system_fingerprint: 'fp_ollama' }) };
+  const head = {
+    id: m.id,
+    object: 'chat.completion.chunk',
+    created: m.created,
+    model: m.model,
+    ...(m.flavor === 'vllm' ? {} : { system_fingerprint: 'fp_ollama' }),
+  };
   const frame = (delta: Json, finish: string | null = null): string => {
-    const choice: Json = m.flavor === 'vllm' ? { index: 0, delta, logprobs: null, finish_reason: finish } : { index: 0, delta, finish_reason: finish };
+    const choice: Json =
+      m.flavor === 'vllm'
+        ? { index: 0, delta, logprobs: null, finish_reason: finish }
+        : { index: 0, delta, finish_reason: finish };
     return `data: ${JSON.stringify({ ...head, choices: [choice] })}\n\n`;
   };
   const deltas: Json[] = [];
@@ -204,11 +251,22 @@ export function agentFrames(r: AgentReply, m: Meta): string[] {
   const finish = finishReason(r);
   if (m.flavor === 'ollama-old') {
     // Before v0.32.6: role on every chunk, the finish reason on the last content chunk.
-    return deltas.map((d, i) => frame({ role: 'assistant', ...('content' in d ? {} : { content: '' }), ...d }, i === deltas.length - 1 ? finish : null));
+    return deltas.map((d, i) =>
+      frame(
+        { role: 'assistant', ...('content' in d ? {} : { content: '' }), ...d },
+        i === deltas.length - 1 ? finish : null,
+      ),
+    );
   }
   const frames: string[] = [];
   if (m.flavor === 'vllm') frames.push(frame({ role: 'assistant', content: '' }));
-  deltas.forEach((d, i) => frames.push(frame(i === 0 && m.flavor === 'ollama' ? { role: 'assistant', ...('content' in d ? {} : { content: '' }), ...d } : d)));
+  deltas.forEach((d, i) =>
+    frames.push(
+      frame(
+        i === 0 && m.flavor === 'ollama' ? { role: 'assistant', ...('content' in d ? {} : { content: '' }), ...d } : d,
+      ),
+    ),
+  );
   frames.push(frame({}, finish));
   return frames;
 }

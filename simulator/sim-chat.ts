@@ -5,12 +5,30 @@
  */
 import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { type AgentReply, type Flavor, agentCompletion, agentFrames, completionTokens, planReply, refuseInput } from './sim-agent.js';
+import {
+  type AgentReply,
+  type Flavor,
+  agentCompletion,
+  agentFrames,
+  completionTokens,
+  planReply,
+  refuseInput,
+} from './sim-agent.js';
 import { resolveKnobs } from './sim-directives.js';
 import { HOSTILE_MODES, hostile } from './sim-hostile.js';
 import {
-  completionBody, completionId, contentOf, countPromptTokens, DONE_FRAME, errorBody, GARBAGE, HTML_500,
-  nowSeconds, runnerErrorMessage, StreamFrames, tokenText,
+  completionBody,
+  completionId,
+  contentOf,
+  countPromptTokens,
+  DONE_FRAME,
+  errorBody,
+  GARBAGE,
+  HTML_500,
+  nowSeconds,
+  runnerErrorMessage,
+  StreamFrames,
+  tokenText,
 } from './sim-responses.js';
 import type { Knobs, RecordedRequest } from './sim-types.js';
 
@@ -95,20 +113,27 @@ function validate(parsed: ParsedBody, env: ChatEnv): SimChatRequest | { status: 
   if (!parsed.ok) return { status: 400, message: parsed.message, ct: GIN_JSON_CT };
   const body = parsed.value ?? {};
   if (typeof body !== 'object' || Array.isArray(body)) {
-    return { status: 400, message: `json: cannot unmarshal ${goType(body)} into Go value of type openai.ChatCompletionRequest`, ct: GIN_JSON_CT };
+    return {
+      status: 400,
+      message: `json: cannot unmarshal ${goType(body)} into Go value of type openai.ChatCompletionRequest`,
+      ct: GIN_JSON_CT,
+    };
   }
   const b = body as Record<string, unknown>;
   const { model = null, messages = null, stream = null, max_tokens: maxTokens = null } = b;
   const streamOptions = (b.stream_options ?? null) as { include_usage?: unknown } | null;
-  if (model !== null && typeof model !== 'string') return { status: 400, message: typeError(model, 'model', 'string'), ct: GIN_JSON_CT };
+  if (model !== null && typeof model !== 'string')
+    return { status: 400, message: typeError(model, 'model', 'string'), ct: GIN_JSON_CT };
   if (messages !== null && !Array.isArray(messages)) {
     return { status: 400, message: typeError(messages, 'messages', '[]openai.Message'), ct: GIN_JSON_CT };
   }
-  if (stream !== null && typeof stream !== 'boolean') return { status: 400, message: typeError(stream, 'stream', 'bool'), ct: GIN_JSON_CT };
+  if (stream !== null && typeof stream !== 'boolean')
+    return { status: 400, message: typeError(stream, 'stream', 'bool'), ct: GIN_JSON_CT };
   if (maxTokens !== null && !Number.isInteger(maxTokens)) {
     return { status: 400, message: typeError(maxTokens, 'max_tokens', 'int'), ct: GIN_JSON_CT };
   }
-  if (messages === null || messages.length === 0) return { status: 400, message: "[] is too short - 'messages'", ct: GIN_JSON_CT };
+  if (messages === null || messages.length === 0)
+    return { status: 400, message: "[] is too short - 'messages'", ct: GIN_JSON_CT };
   if (model === null || model === '') return { status: 400, message: 'model is required', ct: JSON_CT };
   const refused = refuseInput(messages);
   if (refused !== null) return { status: 400, message: refused, ct: JSON_CT };
@@ -147,7 +172,9 @@ export function handleChat(job: Job, parsed: ParsedBody, env: ChatEnv): void {
       });
       return;
     case 'http-error':
-      later(job, k.firstTokenDelayMs, () => sendJson(job.res, k.errorStatus, errorBody(k.errorStatus, runnerErrorMessage(k.errorStatus))));
+      later(job, k.firstTokenDelayMs, () =>
+        sendJson(job.res, k.errorStatus, errorBody(k.errorStatus, runnerErrorMessage(k.errorStatus))),
+      );
       return;
     case 'html-500':
       later(job, k.firstTokenDelayMs, () => sendJson(job.res, 500, HTML_500, 'text/html'));
@@ -295,8 +322,16 @@ function agentReply(job: Job, req: SimChatRequest, k: Readonly<Knobs>, plan: Age
     const frames = agentFrames(plan, meta);
     if (req.includeUsage) {
       const completion = completionTokens(plan);
-      const head = { id: meta.id, object: 'chat.completion.chunk', created: meta.created, model: meta.model, ...(meta.flavor === 'vllm' ? {} : { system_fingerprint: 'fp_ollama' }) };
-      frames.push(`data: ${JSON.stringify({ ...head, choices: [], usage: { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion } })}\n\n`);
+      const head = {
+        id: meta.id,
+        object: 'chat.completion.chunk',
+        created: meta.created,
+        model: meta.model,
+        ...(meta.flavor === 'vllm' ? {} : { system_fingerprint: 'fp_ollama' }),
+      };
+      frames.push(
+        `data: ${JSON.stringify({ ...head, choices: [], usage: { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion } })}\n\n`,
+      );
     }
     frames.push(DONE_FRAME);
     res.writeHead(200, SSE_HEADERS);

@@ -62,7 +62,8 @@ export function normalizePatch(patch: unknown): Partial<SimulatorOptions> {
       if (typeof value !== 'boolean') throw new SimConfigError('reasoning must be true or false');
       out.reasoning = value;
     } else if (key === 'flavor') {
-      if (!(FLAVORS as readonly unknown[]).includes(value)) throw new SimConfigError(`flavor must be one of ${FLAVORS.join(', ')}`);
+      if (!(FLAVORS as readonly unknown[]).includes(value))
+        throw new SimConfigError(`flavor must be one of ${FLAVORS.join(', ')}`);
       out.flavor = value as Flavor;
     } else if (isKnobKey(key)) {
       const v = checkKnob(key, value);

@@ -8,8 +8,16 @@
  */
 import type { Job, SimChatRequest } from './sim-chat.js';
 import {
-  completionBody, completionId, contentOf, countPromptTokens, DONE_FRAME, errorBody, nowSeconds, runnerErrorMessage,
-  StreamFrames, tokenText,
+  completionBody,
+  completionId,
+  contentOf,
+  countPromptTokens,
+  DONE_FRAME,
+  errorBody,
+  nowSeconds,
+  runnerErrorMessage,
+  StreamFrames,
+  tokenText,
 } from './sim-responses.js';
 import type { FailMode, Knobs } from './sim-types.js';
 
@@ -19,12 +27,23 @@ const PIECE = 64 * 1024;
 const FILLER = Buffer.alloc(PIECE, 'a');
 
 export const HOSTILE_MODES: ReadonlySet<FailMode> = new Set<FailMode>([
-  'endless-line', 'endless-body', 'huge-body', 'huge-error', 'bad-status', 'hang-after-done',
-  'error-event', 'broken-error-event', 'named-error-event', 'sse-fields', 'named-event', 'html-frames',
+  'endless-line',
+  'endless-body',
+  'huge-body',
+  'huge-error',
+  'bad-status',
+  'hang-after-done',
+  'error-event',
+  'broken-error-event',
+  'named-error-event',
+  'sse-fields',
+  'named-event',
+  'html-frames',
 ]);
 
 /** An HTML page with blank lines, so an SSE reader finds "events" in it. */
-export const HTML_PAGE = '<!DOCTYPE html>\n<html>\n\n<head><title>Welcome to nginx!</title></head>\n\n<body>\n<h1>It works</h1>\n</body>\n\n</html>\n\n';
+export const HTML_PAGE =
+  '<!DOCTYPE html>\n<html>\n\n<head><title>Welcome to nginx!</title></head>\n\n<body>\n<h1>It works</h1>\n</body>\n\n</html>\n\n';
 
 /**
  * Writes `head`, then what `next` gives until it gives null (then ends the response), pausing
@@ -76,15 +95,21 @@ function streamBody(frames: StreamFrames, req: SimChatRequest, k: Readonly<Knobs
 
 function plainBody(req: SimChatRequest, k: Readonly<Knobs>): string {
   return completionBody({
-    id: completionId(), created: nowSeconds(), model: req.model, content: contentOf(k.chunks), finishReason: 'stop',
-    promptTokens: countPromptTokens(req.messages), completionTokens: k.chunks,
+    id: completionId(),
+    created: nowSeconds(),
+    model: req.model,
+    content: contentOf(k.chunks),
+    finishReason: 'stop',
+    promptTokens: countPromptTokens(req.messages),
+    completionTokens: k.chunks,
   });
 }
 
 /** The first chunks of a stream (failAfterChunks of them). */
 function someChunks(frames: StreamFrames, k: Readonly<Knobs>): string {
   let s = '';
-  for (let i = 0; i < Math.min(k.failAfterChunks, k.chunks); i++) s += i === 0 ? frames.first(tokenText(0)) : frames.content(tokenText(i));
+  for (let i = 0; i < Math.min(k.failAfterChunks, k.chunks); i++)
+    s += i === 0 ? frames.first(tokenText(0)) : frames.content(tokenText(i));
   return s;
 }
 
@@ -98,13 +123,23 @@ export function hostile(job: Job, req: SimChatRequest, k: Readonly<Knobs>, chang
     case 'endless-line':
       // One event that never ends: its content string grows for ever, no newline ever comes.
       res.writeHead(200, req.stream ? SSE : JSON_CT);
-      pump(job, req.stream ? `${open}"` : `{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"`, () => FILLER);
+      pump(
+        job,
+        req.stream
+          ? `${open}"`
+          : `{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"`,
+        () => FILLER,
+      );
       return;
     case 'endless-body': {
       // Well-formed events for ever (streaming), or a plain answer that never ends.
       res.writeHead(200, req.stream ? SSE : JSON_CT);
       if (!req.stream) {
-        pump(job, '{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"', () => FILLER);
+        pump(
+          job,
+          '{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"',
+          () => FILLER,
+        );
         return;
       }
       let i = 0;
@@ -131,9 +166,16 @@ export function hostile(job: Job, req: SimChatRequest, k: Readonly<Knobs>, chang
     }
     case 'huge-body': {
       // A well-formed answer (or one event) of bodyBytes bytes.
-      const head = req.stream ? `${open}"` : `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":${JSON.stringify(req.model)},"choices":[{"index":0,"message":{"role":"assistant","content":"`;
-      const tail = req.stream ? `"},"finish_reason":null}]}\n\n${frames.finish('stop')}${DONE_FRAME}` : '"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}\n';
-      res.writeHead(200, { ...(req.stream ? SSE : JSON_CT), ...(req.stream ? {} : { 'Content-Length': Buffer.byteLength(head) + k.bodyBytes + Buffer.byteLength(tail) }) });
+      const head = req.stream
+        ? `${open}"`
+        : `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":${JSON.stringify(req.model)},"choices":[{"index":0,"message":{"role":"assistant","content":"`;
+      const tail = req.stream
+        ? `"},"finish_reason":null}]}\n\n${frames.finish('stop')}${DONE_FRAME}`
+        : '"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}\n';
+      res.writeHead(200, {
+        ...(req.stream ? SSE : JSON_CT),
+        ...(req.stream ? {} : { 'Content-Length': Buffer.byteLength(head) + k.bodyBytes + Buffer.byteLength(tail) }),
+      });
       pump(job, head, filler(k.bodyBytes, tail));
       return;
     }
@@ -175,7 +217,9 @@ export function hostile(job: Job, req: SimChatRequest, k: Readonly<Knobs>, chang
       // Valid SSE that OpenAI's wire format never has: comments, retry, ids, `event: message`.
       res.writeHead(200, SSE);
       let s = ': keep-alive\n\nretry: 3000\n\n';
-      const body = streamBody(frames, req, k).split('\n\n').filter((f) => f !== '');
+      const body = streamBody(frames, req, k)
+        .split('\n\n')
+        .filter((f) => f !== '');
       body.forEach((f, i) => {
         s += i % 2 === 0 ? `id: ${i}\nevent: message\n${f}\n\n` : `: tick ${i}\n${f}\r\n\r\n`;
       });

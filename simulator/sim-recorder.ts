@@ -23,8 +23,16 @@ export class Recorder {
   /** A new record for an arriving request; counted as received and in flight. */
   begin(method: string, path: string, headers: RecordedRequest['headers']): RecordedRequest {
     const r: RecordedRequest = {
-      seq: ++this.seq, method, path, headers, body: null,
-      startedAt: Date.now(), endedAt: null, aborted: false, completed: false, chunksSent: 0,
+      seq: ++this.seq,
+      method,
+      path,
+      headers,
+      body: null,
+      startedAt: Date.now(),
+      endedAt: null,
+      aborted: false,
+      completed: false,
+      chunksSent: 0,
     };
     this.counters.received++;
     this.counters.inFlight++;

@@ -64,10 +64,12 @@ export interface CompletionParts {
 
 /** A non-streaming `chat.completion` body. */
 export function completionBody(p: CompletionParts): string {
-  return `{"id":"${p.id}","object":"chat.completion","created":${p.created},"model":${JSON.stringify(p.model)},`
-    + `"system_fingerprint":"fp_ollama","choices":[{"index":0,"message":{"role":"assistant","content":${JSON.stringify(p.content)}},`
-    + `"finish_reason":${p.finishReason === null ? 'null' : JSON.stringify(p.finishReason)}}],`
-    + `"usage":${usageJson(p.promptTokens, p.completionTokens)}}\n`;
+  return (
+    `{"id":"${p.id}","object":"chat.completion","created":${p.created},"model":${JSON.stringify(p.model)},` +
+    `"system_fingerprint":"fp_ollama","choices":[{"index":0,"message":{"role":"assistant","content":${JSON.stringify(p.content)}},` +
+    `"finish_reason":${p.finishReason === null ? 'null' : JSON.stringify(p.finishReason)}}],` +
+    `"usage":${usageJson(p.promptTokens, p.completionTokens)}}\n`
+  );
 }
 
 export const DONE_FRAME = 'data: [DONE]\n\n';
@@ -77,8 +79,9 @@ export class StreamFrames {
   private readonly head: string;
 
   constructor(id: string, created: number, model: string) {
-    this.head = `data: {"id":"${id}","object":"chat.completion.chunk","created":${created},"model":${JSON.stringify(model)},`
-      + '"system_fingerprint":"fp_ollama","choices":';
+    this.head =
+      `data: {"id":"${id}","object":"chat.completion.chunk","created":${created},"model":${JSON.stringify(model)},` +
+      '"system_fingerprint":"fp_ollama","choices":';
   }
 
   /** The first chunk: role and content (content may be ""). */
@@ -104,8 +107,9 @@ export class StreamFrames {
   }
 }
 
-export const HTML_500 = '<html>\r\n<head><title>500 Internal Server Error</title></head>\r\n<body>\r\n'
-  + '<center><h1>500 Internal Server Error</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n';
+export const HTML_500 =
+  '<html>\r\n<head><title>500 Internal Server Error</title></head>\r\n<body>\r\n' +
+  '<center><h1>500 Internal Server Error</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n';
 
 /** Bytes that are neither SSE nor JSON. */
 export const GARBAGE = Buffer.concat([

@@ -30,10 +30,29 @@ export type FailMode =
   | 'html-frames';
 
 export const FAIL_MODES: readonly FailMode[] = [
-  'none', 'http-error', 'html-500', 'invalid-json', 'hang', 'reset-before-headers',
-  'hang-mid-stream', 'drop-mid-stream', 'eof-mid-stream', 'garbage', 'slow-drip',
-  'endless-line', 'endless-body', 'huge-body', 'huge-error', 'bad-status', 'hang-after-done',
-  'error-event', 'broken-error-event', 'named-error-event', 'sse-fields', 'named-event', 'html-frames',
+  'none',
+  'http-error',
+  'html-500',
+  'invalid-json',
+  'hang',
+  'reset-before-headers',
+  'hang-mid-stream',
+  'drop-mid-stream',
+  'eof-mid-stream',
+  'garbage',
+  'slow-drip',
+  'endless-line',
+  'endless-body',
+  'huge-body',
+  'huge-error',
+  'bad-status',
+  'hang-after-done',
+  'error-event',
+  'broken-error-event',
+  'named-error-event',
+  'sse-fields',
+  'named-event',
+  'html-frames',
 ];
 
 export interface SimulatorOptions {

@@ -17,8 +17,13 @@ import { isLoopbackAddress, makeHostCheck } from './sim-host-check.js';
 import { Recorder } from './sim-recorder.js';
 import { errorBody } from './sim-responses.js';
 import {
-  DEFAULT_KNOBS, DEFAULT_RECORD_LIMIT,
-  type Knobs, type RecordedRequest, type Simulator, type SimulatorOptions, type SimulatorStats,
+  DEFAULT_KNOBS,
+  DEFAULT_RECORD_LIMIT,
+  type Knobs,
+  type RecordedRequest,
+  type Simulator,
+  type SimulatorOptions,
+  type SimulatorStats,
 } from './sim-types.js';
 
 export type { FailMode, RecordedRequest, Simulator, SimulatorOptions, SimulatorStats } from './sim-types.js';
@@ -38,17 +43,24 @@ function parseBody(raw: string): ParsedBody {
   } catch (e) {
     const msg = e instanceof Error ? e.message : '';
     const token = /Unexpected token '(.)'/.exec(msg)?.[1];
-    if (token !== undefined) return { ok: false, message: `invalid character '${token}' looking for beginning of value` };
+    if (token !== undefined)
+      return { ok: false, message: `invalid character '${token}' looking for beginning of value` };
     const at = Number(/at position (\d+)/.exec(msg)?.[1] ?? NaN);
-    if (/end of (JSON )?input|Unterminated/i.test(msg) || at >= raw.trimEnd().length) return { ok: false, message: 'unexpected EOF' };
-    return { ok: false, message: `invalid character '${Number.isNaN(at) ? '?' : raw.charAt(at)}' after top-level value` };
+    if (/end of (JSON )?input|Unterminated/i.test(msg) || at >= raw.trimEnd().length)
+      return { ok: false, message: 'unexpected EOF' };
+    return {
+      ok: false,
+      message: `invalid character '${Number.isNaN(at) ? '?' : raw.charAt(at)}' after top-level value`,
+    };
   }
 }
 
 function readBody(req: IncomingMessage, done: (raw: string) => void): void {
   const parts: Buffer[] = [];
   req.on('data', (b: Buffer) => parts.push(b));
-  req.on('end', () => done(parts.length === 1 ? (parts[0] as Buffer).toString('utf8') : Buffer.concat(parts).toString('utf8')));
+  req.on('end', () =>
+    done(parts.length === 1 ? (parts[0] as Buffer).toString('utf8') : Buffer.concat(parts).toString('utf8')),
+  );
 }
 
 export function buildSimulator(options: SimulatorOptions): Simulator {
@@ -56,7 +68,7 @@ export function buildSimulator(options: SimulatorOptions): Simulator {
   let models = new Set(initial.models ?? []);
   let knobs: Readonly<Knobs> = { ...DEFAULT_KNOBS, ...knobsOf(initial) };
   let recordLimit = initial.recordLimit ?? DEFAULT_RECORD_LIMIT;
-  let agent = { reasoning: initial.reasoning ?? false, flavor: initial.flavor ?? 'ollama' as const };
+  let agent = { reasoning: initial.reasoning ?? false, flavor: initial.flavor ?? ('ollama' as const) };
   const recorder = new Recorder(recordLimit);
   const jobs = new Set<Job>();
   const hostAllowed = makeHostCheck();
@@ -64,7 +76,12 @@ export function buildSimulator(options: SimulatorOptions): Simulator {
   let hostCheck = true;
   let closing = false;
 
-  const env: ChatEnv = { hasModel: (m) => models.has(m), knobs: () => knobs, agent: () => agent, changed: (r) => recorder.changed(r) };
+  const env: ChatEnv = {
+    hasModel: (m) => models.has(m),
+    knobs: () => knobs,
+    agent: () => agent,
+    changed: (r) => recorder.changed(r),
+  };
 
   const configure = (patch: Partial<SimulatorOptions>): void => {
     const p = normalizePatch(patch);
@@ -160,7 +177,14 @@ export function buildSimulator(options: SimulatorOptions): Simulator {
       control(req, res, path);
       return;
     }
-    const job: Job = { res, socket: req.socket, record: recorder.begin(req.method ?? '', path, req.headers), timer: null, done: false, cut: false };
+    const job: Job = {
+      res,
+      socket: req.socket,
+      record: recorder.begin(req.method ?? '', path, req.headers),
+      timer: null,
+      done: false,
+      cut: false,
+    };
     jobs.add(job);
     res.on('close', () => onResponseClose(job));
     if (hostCheck && !hostAllowed(req.headers.host)) {

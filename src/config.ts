@@ -30,60 +30,402 @@ interface NumberSetting extends SettingBase {
   readonly integer?: true;
   readonly unit?: 'seconds' | 'milliseconds' | 'bytes';
 }
-interface ChoiceSetting extends SettingBase { readonly type: 'choice'; readonly choices: readonly string[]; readonly default: string | null }
+interface ChoiceSetting extends SettingBase {
+  readonly type: 'choice';
+  readonly choices: readonly string[];
+  readonly default: string | null;
+}
 /** A listen address: a name or an IP, not a URL (`--host http://0.0.0.0` is a common slip). */
-interface AddressSetting extends SettingBase { readonly type: 'address'; readonly default: string }
-interface TextSetting extends SettingBase { readonly type: 'text'; readonly shown: string }
+interface AddressSetting extends SettingBase {
+  readonly type: 'address';
+  readonly default: string;
+}
+interface TextSetting extends SettingBase {
+  readonly type: 'text';
+  readonly shown: string;
+}
 export type Setting = NumberSetting | ChoiceSetting | AddressSetting | TextSetting;
 
 const MiB = 1024 * 1024;
 const GiB = 1024 ** 3;
 
 export const SETTINGS = {
-  home: { type: 'text', flag: 'home', value: '<dir>', env: 'OB_PROXY_HOME', shown: '~/.ob-proxy', help: 'ob-proxy home folder (store, socket)' },
-  socket: { type: 'text', flag: 'socket', value: '<path>', env: 'OB_PROXY_SOCKET', shown: '<home>/ob-proxy.sock', help: 'management socket of the daemon' },
-  store: { type: 'text', flag: 'store', value: '<path-or-url>', env: 'OB_PROXY_STORE', shown: '<home>/db.json', help: 'store file, or postgres://… shared by several daemons' },
-  host: { type: 'address', flag: 'host', value: '<host>', env: 'OB_PROXY_HOST', default: '127.0.0.1', help: 'public listener address' },
-  port: { type: 'number', flag: 'port', value: '<port>', env: 'OB_PROXY_PORT', default: 8080, min: 0, max: 65535, integer: true, help: 'public listener port' },
-  maxStale: { type: 'number', flag: 'max-stale', value: '<seconds>', env: 'OB_PROXY_MAX_STALE', default: 30, min: 1, max: 86400, unit: 'seconds', help: 'with postgres://: refuse keys when out of sync with it for longer' },
-  upstreamTimeout: { type: 'number', flag: 'upstream-timeout', value: '<seconds>', env: 'OB_PROXY_UPSTREAM_TIMEOUT', default: 300, min: 0.001, max: 86400, unit: 'seconds', help: 'wait for model server headers / between chunks' },
-  grace: { type: 'number', flag: 'grace', value: '<seconds>', env: 'OB_PROXY_GRACE', default: 30, min: 0, max: 86400, unit: 'seconds', help: 'on SIGTERM, time for in-flight requests to finish' },
-  bodyLimit: { type: 'number', flag: 'body-limit', value: '<bytes>', env: 'OB_PROXY_BODY_LIMIT', default: 16 * MiB, min: 1024, max: GiB, integer: true, unit: 'bytes', help: 'largest request body' },
-  maxFrameBytes: { type: 'number', flag: 'max-frame-bytes', value: '<bytes>', env: 'OB_PROXY_MAX_FRAME_BYTES', default: DEFAULT_ANSWER_LIMITS.maxFrameBytes, min: 1024, max: GiB, integer: true, unit: 'bytes', help: 'largest SSE event from a model server' },
-  maxAnswerBytes: { type: 'number', flag: 'max-answer-bytes', value: '<bytes>', env: 'OB_PROXY_MAX_ANSWER_BYTES', default: DEFAULT_ANSWER_LIMITS.maxAnswerBytes, min: 1024, max: GiB, integer: true, unit: 'bytes', help: 'largest non-streaming answer from a model server' },
-  maxErrorBytes: { type: 'number', flag: 'max-error-bytes', value: '<bytes>', env: 'OB_PROXY_MAX_ERROR_BYTES', default: DEFAULT_ANSWER_LIMITS.maxErrorBytes, min: 1024, max: GiB, integer: true, unit: 'bytes', help: 'largest error body from a model server' },
-  responseDeadline: { type: 'number', flag: 'response-deadline', value: '<seconds>', env: 'OB_PROXY_RESPONSE_DEADLINE', default: DEFAULT_ANSWER_LIMITS.responseDeadlineMs / 1000, min: 1, max: 7 * 86400, unit: 'seconds', help: 'longest a model server\'s whole answer may take' },
-  probeInterval: { type: 'number', flag: 'probe-interval', value: '<seconds>', env: 'OB_PROXY_PROBE_INTERVAL', default: 15, min: 0, max: 86400, unit: 'seconds', help: 'ask each ready instance\'s model server for its models this often; 0: never' },
-  logLevel: { type: 'choice', flag: 'log-level', value: '<level>', env: 'OB_PROXY_LOG_LEVEL', choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], default: 'info', help: 'fatal, error, warn, info, debug, trace or silent' },
-  logFormat: { type: 'choice', flag: 'log-format', value: '<format>', env: 'OB_PROXY_LOG_FORMAT', choices: ['json', 'pretty'], default: null, shown: 'pretty on a terminal, json otherwise', help: 'json (for machines) or pretty (for people)' },
-  metricsPort: { type: 'number', flag: 'metrics-port', value: '<port>', env: 'OB_PROXY_METRICS_PORT', default: null, shown: 'off', min: 0, max: 65535, integer: true, help: 'serve Prometheus metrics on this port (never the public port)' },
-  metricsHost: { type: 'address', flag: 'metrics-host', value: '<host>', env: 'OB_PROXY_METRICS_HOST', default: '127.0.0.1', help: 'address of the metrics listener' },
-  tlsCert: { type: 'text', flag: 'tls-cert', value: '<file>', env: 'OB_PROXY_TLS_CERT', shown: 'none: plain HTTP', help: 'serve the public listener over HTTPS with this PEM certificate (chain); reloaded on SIGHUP' },
-  tlsKey: { type: 'text', flag: 'tls-key', value: '<file>', env: 'OB_PROXY_TLS_KEY', shown: 'none', help: 'the certificate\'s PEM private key; reloaded on SIGHUP' },
-  socketGroup: { type: 'text', flag: 'socket-group', value: '<group>', env: 'OB_PROXY_SOCKET_GROUP', shown: 'none: the owner only, mode 0600', help: 'let this group use the management socket (mode 0660); its members are operators' },
-  maxConcurrency: { type: 'number', flag: 'max-concurrency', value: '<n>', env: 'OB_PROXY_MAX_CONCURRENCY', default: null, shown: 'no limit', min: 1, max: 100_000, integer: true, help: 'per instance: requests sent to its model server at once; the rest wait in its queue' },
-  queue: { type: 'number', flag: 'queue', value: '<n>', env: 'OB_PROXY_QUEUE', default: 100, min: 0, max: 100_000, integer: true, help: 'per instance, with --max-concurrency: requests that may wait, served round robin between keys' },
-  queueTimeout: { type: 'number', flag: 'queue-timeout', value: '<seconds>', env: 'OB_PROXY_QUEUE_TIMEOUT', default: 60, min: 0.001, max: 3600, unit: 'seconds', help: 'longest a request waits in the queue before 429' },
+  home: {
+    type: 'text',
+    flag: 'home',
+    value: '<dir>',
+    env: 'OB_PROXY_HOME',
+    shown: '~/.ob-proxy',
+    help: 'ob-proxy home folder (store, socket)',
+  },
+  socket: {
+    type: 'text',
+    flag: 'socket',
+    value: '<path>',
+    env: 'OB_PROXY_SOCKET',
+    shown: '<home>/ob-proxy.sock',
+    help: 'management socket of the daemon',
+  },
+  store: {
+    type: 'text',
+    flag: 'store',
+    value: '<path-or-url>',
+    env: 'OB_PROXY_STORE',
+    shown: '<home>/db.json',
+    help: 'store file, or postgres://… shared by several daemons',
+  },
+  host: {
+    type: 'address',
+    flag: 'host',
+    value: '<host>',
+    env: 'OB_PROXY_HOST',
+    default: '127.0.0.1',
+    help: 'public listener address',
+  },
+  port: {
+    type: 'number',
+    flag: 'port',
+    value: '<port>',
+    env: 'OB_PROXY_PORT',
+    default: 8080,
+    min: 0,
+    max: 65535,
+    integer: true,
+    help: 'public listener port',
+  },
+  maxStale: {
+    type: 'number',
+    flag: 'max-stale',
+    value: '<seconds>',
+    env: 'OB_PROXY_MAX_STALE',
+    default: 30,
+    min: 1,
+    max: 86400,
+    unit: 'seconds',
+    help: 'with postgres://: refuse keys when out of sync with it for longer',
+  },
+  upstreamTimeout: {
+    type: 'number',
+    flag: 'upstream-timeout',
+    value: '<seconds>',
+    env: 'OB_PROXY_UPSTREAM_TIMEOUT',
+    default: 300,
+    min: 0.001,
+    max: 86400,
+    unit: 'seconds',
+    help: 'wait for model server headers / between chunks',
+  },
+  grace: {
+    type: 'number',
+    flag: 'grace',
+    value: '<seconds>',
+    env: 'OB_PROXY_GRACE',
+    default: 30,
+    min: 0,
+    max: 86400,
+    unit: 'seconds',
+    help: 'on SIGTERM, time for in-flight requests to finish',
+  },
+  bodyLimit: {
+    type: 'number',
+    flag: 'body-limit',
+    value: '<bytes>',
+    env: 'OB_PROXY_BODY_LIMIT',
+    default: 16 * MiB,
+    min: 1024,
+    max: GiB,
+    integer: true,
+    unit: 'bytes',
+    help: 'largest request body',
+  },
+  maxFrameBytes: {
+    type: 'number',
+    flag: 'max-frame-bytes',
+    value: '<bytes>',
+    env: 'OB_PROXY_MAX_FRAME_BYTES',
+    default: DEFAULT_ANSWER_LIMITS.maxFrameBytes,
+    min: 1024,
+    max: GiB,
+    integer: true,
+    unit: 'bytes',
+    help: 'largest SSE event from a model server',
+  },
+  maxAnswerBytes: {
+    type: 'number',
+    flag: 'max-answer-bytes',
+    value: '<bytes>',
+    env: 'OB_PROXY_MAX_ANSWER_BYTES',
+    default: DEFAULT_ANSWER_LIMITS.maxAnswerBytes,
+    min: 1024,
+    max: GiB,
+    integer: true,
+    unit: 'bytes',
+    help: 'largest non-streaming answer from a model server',
+  },
+  maxErrorBytes: {
+    type: 'number',
+    flag: 'max-error-bytes',
+    value: '<bytes>',
+    env: 'OB_PROXY_MAX_ERROR_BYTES',
+    default: DEFAULT_ANSWER_LIMITS.maxErrorBytes,
+    min: 1024,
+    max: GiB,
+    integer: true,
+    unit: 'bytes',
+    help: 'largest error body from a model server',
+  },
+  responseDeadline: {
+    type: 'number',
+    flag: 'response-deadline',
+    value: '<seconds>',
+    env: 'OB_PROXY_RESPONSE_DEADLINE',
+    default: DEFAULT_ANSWER_LIMITS.responseDeadlineMs / 1000,
+    min: 1,
+    max: 7 * 86400,
+    unit: 'seconds',
+    help: "longest a model server's whole answer may take",
+  },
+  probeInterval: {
+    type: 'number',
+    flag: 'probe-interval',
+    value: '<seconds>',
+    env: 'OB_PROXY_PROBE_INTERVAL',
+    default: 15,
+    min: 0,
+    max: 86400,
+    unit: 'seconds',
+    help: "ask each ready instance's model server for its models this often; 0: never",
+  },
+  logLevel: {
+    type: 'choice',
+    flag: 'log-level',
+    value: '<level>',
+    env: 'OB_PROXY_LOG_LEVEL',
+    choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'],
+    default: 'info',
+    help: 'fatal, error, warn, info, debug, trace or silent',
+  },
+  logFormat: {
+    type: 'choice',
+    flag: 'log-format',
+    value: '<format>',
+    env: 'OB_PROXY_LOG_FORMAT',
+    choices: ['json', 'pretty'],
+    default: null,
+    shown: 'pretty on a terminal, json otherwise',
+    help: 'json (for machines) or pretty (for people)',
+  },
+  metricsPort: {
+    type: 'number',
+    flag: 'metrics-port',
+    value: '<port>',
+    env: 'OB_PROXY_METRICS_PORT',
+    default: null,
+    shown: 'off',
+    min: 0,
+    max: 65535,
+    integer: true,
+    help: 'serve Prometheus metrics on this port (never the public port)',
+  },
+  metricsHost: {
+    type: 'address',
+    flag: 'metrics-host',
+    value: '<host>',
+    env: 'OB_PROXY_METRICS_HOST',
+    default: '127.0.0.1',
+    help: 'address of the metrics listener',
+  },
+  tlsCert: {
+    type: 'text',
+    flag: 'tls-cert',
+    value: '<file>',
+    env: 'OB_PROXY_TLS_CERT',
+    shown: 'none: plain HTTP',
+    help: 'serve the public listener over HTTPS with this PEM certificate (chain); reloaded on SIGHUP',
+  },
+  tlsKey: {
+    type: 'text',
+    flag: 'tls-key',
+    value: '<file>',
+    env: 'OB_PROXY_TLS_KEY',
+    shown: 'none',
+    help: "the certificate's PEM private key; reloaded on SIGHUP",
+  },
+  socketGroup: {
+    type: 'text',
+    flag: 'socket-group',
+    value: '<group>',
+    env: 'OB_PROXY_SOCKET_GROUP',
+    shown: 'none: the owner only, mode 0600',
+    help: 'let this group use the management socket (mode 0660); its members are operators',
+  },
+  maxConcurrency: {
+    type: 'number',
+    flag: 'max-concurrency',
+    value: '<n>',
+    env: 'OB_PROXY_MAX_CONCURRENCY',
+    default: null,
+    shown: 'no limit',
+    min: 1,
+    max: 100_000,
+    integer: true,
+    help: 'per instance: requests sent to its model server at once; the rest wait in its queue',
+  },
+  queue: {
+    type: 'number',
+    flag: 'queue',
+    value: '<n>',
+    env: 'OB_PROXY_QUEUE',
+    default: 100,
+    min: 0,
+    max: 100_000,
+    integer: true,
+    help: 'per instance, with --max-concurrency: requests that may wait, served round robin between keys',
+  },
+  queueTimeout: {
+    type: 'number',
+    flag: 'queue-timeout',
+    value: '<seconds>',
+    env: 'OB_PROXY_QUEUE_TIMEOUT',
+    default: 60,
+    min: 0.001,
+    max: 3600,
+    unit: 'seconds',
+    help: 'longest a request waits in the queue before 429',
+  },
 
-  connectTimeout: { type: 'number', env: 'OB_PROXY_CONNECT_TIMEOUT', default: 10, min: 0.001, max: 3600, unit: 'seconds', help: 'longest a connection to a model server may take' },
+  connectTimeout: {
+    type: 'number',
+    env: 'OB_PROXY_CONNECT_TIMEOUT',
+    default: 10,
+    min: 0.001,
+    max: 3600,
+    unit: 'seconds',
+    help: 'longest a connection to a model server may take',
+  },
   // A loading model can be silent for minutes between chunks too: same default as time-to-headers.
-  idleTimeout: { type: 'number', env: 'OB_PROXY_IDLE_TIMEOUT', default: null, shown: 'the upstream time-out', min: 0.001, max: 86400, unit: 'seconds', help: 'longest silence between a model server\'s body chunks' },
-  requestTimeout: { type: 'number', env: 'OB_PROXY_REQUEST_TIMEOUT', default: 120, min: 0.1, max: 3600, unit: 'seconds', help: 'a client must have sent its whole request within this time' },
-  usageFlushMs: { type: 'number', env: 'OB_PROXY_USAGE_FLUSH_MS', default: 5000, min: 10, max: 3_600_000, unit: 'milliseconds', help: 'usage counters are written to the store this often' },
-  badKeyLimit: { type: 'number', env: 'OB_PROXY_BAD_KEY_LIMIT', default: 30, min: 0, max: 1_000_000, integer: true, help: 'bad keys per address per minute before 429; 0 turns it off' },
-  probeTimeout: { type: 'number', env: 'OB_PROXY_PROBE_TIMEOUT', default: 5, min: 0.1, max: 600, unit: 'seconds', help: 'a health probe (connect and answer) gives up after this long' },
-  corsOrigins: { type: 'text', env: 'OB_PROXY_CORS_ORIGINS', shown: 'none: CORS off', help: 'browser origins allowed by CORS, comma-separated, or *' },
-  models: { type: 'text', env: 'OB_PROXY_MODELS', shown: DEFAULT_MODELS.join(','), help: 'the model ids instances may run, comma-separated' },
-  metricsKeyLabel: { type: 'choice', env: 'OB_PROXY_METRICS_KEY_LABEL', choices: ['on', 'off'], default: 'on', help: 'label request and token metrics with the key id (off for very many keys)' },
-  relayFastPath: { type: 'choice', env: 'OB_PROXY_RELAY_FAST_PATH', choices: ['0', '1'], default: '1', help: 'stream events of a learned layout are relayed as bytes; 0 decodes, parses and encodes every event again' },
-  storeCatchupMs: { type: 'number', env: 'OB_PROXY_STORE_CATCHUP_MS', default: 2000, min: 50, max: 600_000, integer: true, unit: 'milliseconds', help: 'PostgreSQL store: its change log is read this often, notified or not' },
-  debug: { type: 'text', env: 'OB_PROXY_DEBUG', shown: 'unset', help: 'set to anything: a CLI command that fails unexpectedly prints the stack trace after its error line' },
+  idleTimeout: {
+    type: 'number',
+    env: 'OB_PROXY_IDLE_TIMEOUT',
+    default: null,
+    shown: 'the upstream time-out',
+    min: 0.001,
+    max: 86400,
+    unit: 'seconds',
+    help: "longest silence between a model server's body chunks",
+  },
+  requestTimeout: {
+    type: 'number',
+    env: 'OB_PROXY_REQUEST_TIMEOUT',
+    default: 120,
+    min: 0.1,
+    max: 3600,
+    unit: 'seconds',
+    help: 'a client must have sent its whole request within this time',
+  },
+  usageFlushMs: {
+    type: 'number',
+    env: 'OB_PROXY_USAGE_FLUSH_MS',
+    default: 5000,
+    min: 10,
+    max: 3_600_000,
+    unit: 'milliseconds',
+    help: 'usage counters are written to the store this often',
+  },
+  badKeyLimit: {
+    type: 'number',
+    env: 'OB_PROXY_BAD_KEY_LIMIT',
+    default: 30,
+    min: 0,
+    max: 1_000_000,
+    integer: true,
+    help: 'bad keys per address per minute before 429; 0 turns it off',
+  },
+  probeTimeout: {
+    type: 'number',
+    env: 'OB_PROXY_PROBE_TIMEOUT',
+    default: 5,
+    min: 0.1,
+    max: 600,
+    unit: 'seconds',
+    help: 'a health probe (connect and answer) gives up after this long',
+  },
+  corsOrigins: {
+    type: 'text',
+    env: 'OB_PROXY_CORS_ORIGINS',
+    shown: 'none: CORS off',
+    help: 'browser origins allowed by CORS, comma-separated, or *',
+  },
+  models: {
+    type: 'text',
+    env: 'OB_PROXY_MODELS',
+    shown: DEFAULT_MODELS.join(','),
+    help: 'the model ids instances may run, comma-separated',
+  },
+  metricsKeyLabel: {
+    type: 'choice',
+    env: 'OB_PROXY_METRICS_KEY_LABEL',
+    choices: ['on', 'off'],
+    default: 'on',
+    help: 'label request and token metrics with the key id (off for very many keys)',
+  },
+  relayFastPath: {
+    type: 'choice',
+    env: 'OB_PROXY_RELAY_FAST_PATH',
+    choices: ['0', '1'],
+    default: '1',
+    help: 'stream events of a learned layout are relayed as bytes; 0 decodes, parses and encodes every event again',
+  },
+  storeCatchupMs: {
+    type: 'number',
+    env: 'OB_PROXY_STORE_CATCHUP_MS',
+    default: 2000,
+    min: 50,
+    max: 600_000,
+    integer: true,
+    unit: 'milliseconds',
+    help: 'PostgreSQL store: its change log is read this often, notified or not',
+  },
+  debug: {
+    type: 'text',
+    env: 'OB_PROXY_DEBUG',
+    shown: 'unset',
+    help: 'set to anything: a CLI command that fails unexpectedly prints the stack trace after its error line',
+  },
 
   // Not a flag: a minute is what rpm and tpm mean. Tests shorten it so a client's retry after
   // the window passes is seconds, not a minute.
-  limitWindowMs: { type: 'number', env: 'OB_PROXY_LIMIT_WINDOW_MS', default: 60_000, min: 100, max: 3_600_000, integer: true, unit: 'milliseconds', forTests: true, help: 'the window of per-key rpm and tpm limits' },
-  storeFoldBytes: { type: 'number', env: 'OB_PROXY_STORE_FOLD_BYTES', default: null, shown: 'db.json\'s own size, at least 1 MiB', min: 4096, max: GiB, integer: true, unit: 'bytes', forTests: true, help: 'lowdb store: the journal is folded into db.json at this size' },
-  testNoNotify: { type: 'choice', env: 'OB_PROXY_TEST_NO_NOTIFY', choices: ['0', '1'], default: '0', forTests: true, help: 'PostgreSQL store: 1 drops LISTEN, so other daemons\' changes arrive by the catch-up read alone' },
+  limitWindowMs: {
+    type: 'number',
+    env: 'OB_PROXY_LIMIT_WINDOW_MS',
+    default: 60_000,
+    min: 100,
+    max: 3_600_000,
+    integer: true,
+    unit: 'milliseconds',
+    forTests: true,
+    help: 'the window of per-key rpm and tpm limits',
+  },
+  storeFoldBytes: {
+    type: 'number',
+    env: 'OB_PROXY_STORE_FOLD_BYTES',
+    default: null,
+    shown: "db.json's own size, at least 1 MiB",
+    min: 4096,
+    max: GiB,
+    integer: true,
+    unit: 'bytes',
+    forTests: true,
+    help: 'lowdb store: the journal is folded into db.json at this size',
+  },
+  testNoNotify: {
+    type: 'choice',
+    env: 'OB_PROXY_TEST_NO_NOTIFY',
+    choices: ['0', '1'],
+    default: '0',
+    forTests: true,
+    help: "PostgreSQL store: 1 drops LISTEN, so other daemons' changes arrive by the catch-up read alone",
+  },
 } as const satisfies Record<string, Setting>;
 
 export type SettingName = keyof typeof SETTINGS;
@@ -162,7 +504,8 @@ export interface CommandDefaults {
 /** The value given, flag first, then variable; an empty one counts as not given. */
 export function givenValue(name: SettingName, flags: ConfigFlags, env: Env): string | undefined {
   const s: Setting = SETTINGS[name];
-  const flag = s.flag === undefined ? undefined : (flags as Readonly<Record<string, string | number | undefined>>)[name];
+  const flag =
+    s.flag === undefined ? undefined : (flags as Readonly<Record<string, string | number | undefined>>)[name];
   if (flag !== undefined && flag !== '') return String(flag);
   const raw = env[s.env];
   return raw === undefined || raw === '' ? undefined : raw;
@@ -198,7 +541,10 @@ function readNumber(s: NumberSetting, raw: string | undefined): number | null {
   const n = raw.trim() === '' ? NaN : Number(raw);
   if (!Number.isFinite(n) || n < s.min || n > s.max || (s.integer === true && !Number.isInteger(n))) {
     const unit = s.unit === undefined ? '' : ` of ${s.unit}`;
-    refuse(s, `${settingLabel(s)} must be a number${unit} from ${s.min} to ${s.max}${s.integer === true ? ', without a fraction' : ''}, got "${raw}".`);
+    refuse(
+      s,
+      `${settingLabel(s)} must be a number${unit} from ${s.min} to ${s.max}${s.integer === true ? ', without a fraction' : ''}, got "${raw}".`,
+    );
   }
   return n;
 }
@@ -244,18 +590,28 @@ export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string, def
 
   const paths = resolvePaths(flags, env, homedir);
   if (/^[a-z][a-z0-9+.-]*:\/\//i.test(paths.store) && !/^postgres(ql)?:\/\//i.test(paths.store)) {
-    refuse(SETTINGS.store, `${settingLabel(SETTINGS.store)} "${paths.store.split('@').pop()}" is not supported: use a lowdb file path (default <home>/db.json) or a postgres:// URL.`);
+    refuse(
+      SETTINGS.store,
+      `${settingLabel(SETTINGS.store)} "${paths.store.split('@').pop()}" is not supported: use a lowdb file path (default <home>/db.json) or a postgres:// URL.`,
+    );
   }
   const maxStaleMs = seconds('maxStale');
   const storeCatchupMs = num('storeCatchupMs')!;
   // In sync means a catch-up read succeeded: a bound shorter than their period would refuse
   // every key all the time.
   if (maxStaleMs <= storeCatchupMs) {
-    refuse(SETTINGS.maxStale, `${settingLabel(SETTINGS.maxStale)} (${maxStaleMs / 1000} s) must be longer than the store's catch-up period (${storeCatchupMs / 1000} s, ${SETTINGS.storeCatchupMs.env}).`);
+    refuse(
+      SETTINGS.maxStale,
+      `${settingLabel(SETTINGS.maxStale)} (${maxStaleMs / 1000} s) must be longer than the store's catch-up period (${storeCatchupMs / 1000} s, ${SETTINGS.storeCatchupMs.env}).`,
+    );
   }
   const upstreamTimeoutMs = seconds('upstreamTimeout');
   const idle = num('idleTimeout');
-  const logFormat = readChoice(SETTINGS.logFormat, text('logFormat'), defaults.logFormat ?? null) as Config['logFormat'];
+  const logFormat = readChoice(
+    SETTINGS.logFormat,
+    text('logFormat'),
+    defaults.logFormat ?? null,
+  ) as Config['logFormat'];
   const maxConcurrency = num('maxConcurrency');
   return {
     ...paths,
@@ -279,7 +635,10 @@ export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string, def
     storeCatchupMs,
     storeNotify: choice('testNoNotify') !== '1',
     storeFoldBytes: num('storeFoldBytes'),
-    corsOrigins: (text('corsOrigins') ?? '').split(',').map((o) => o.trim().replace(/\/$/, '')).filter((o) => o !== ''),
+    corsOrigins: (text('corsOrigins') ?? '')
+      .split(',')
+      .map((o) => o.trim().replace(/\/$/, ''))
+      .filter((o) => o !== ''),
     metricsPort: num('metricsPort'),
     metricsHost: readAddress(SETTINGS.metricsHost, text('metricsHost')),
     metricsKeyLabel: choice('metricsKeyLabel') === 'on',
@@ -300,7 +659,10 @@ function tlsConfig(cert: string | undefined, key: string | undefined): Config['t
   if (cert === undefined && key === undefined) return null;
   if (cert === undefined || key === undefined) {
     const missing = cert === undefined ? SETTINGS.tlsCert : SETTINGS.tlsKey;
-    refuse(missing, `--${SETTINGS.tlsCert.flag} and --${SETTINGS.tlsKey.flag} go together: ${settingLabel(missing)} is missing.`);
+    refuse(
+      missing,
+      `--${SETTINGS.tlsCert.flag} and --${SETTINGS.tlsKey.flag} go together: ${settingLabel(missing)} is missing.`,
+    );
   }
   return { cert, key };
 }

@@ -23,149 +23,194 @@ interface ErrorSpec {
 export const ERRORS = {
   // Data plane, in the contract's check order.
   missing_api_key: {
-    status: 400, type: 'invalid_request_error',
+    status: 400,
+    type: 'invalid_request_error',
     message: 'No API key: send the header "Authorization: Bearer ob_sk_…" (SDKs: set apiKey).',
   },
   invalid_api_key: {
-    status: 401, type: 'authentication_error',
+    status: 401,
+    type: 'authentication_error',
     message: 'The API key is not valid. Check that it was copied whole, or generate a new key in the console.',
   },
   revoked_api_key: {
-    status: 401, type: 'authentication_error',
+    status: 401,
+    type: 'authentication_error',
     message: 'This API key has been revoked and can never be used again. Generate a new key for a ready instance.',
   },
   pack_ended: {
-    status: 401, type: 'authentication_error',
-    message: 'The pack of this API key\'s deployment ended while the request was in flight; its keys are revoked. Extend the pack before it ends, or generate a key for a ready instance.',
+    status: 401,
+    type: 'authentication_error',
+    message:
+      "The pack of this API key's deployment ended while the request was in flight; its keys are revoked. Extend the pack before it ends, or generate a key for a ready instance.",
   },
   deployment_not_found: {
-    status: 404, type: 'not_found_error',
+    status: 404,
+    type: 'not_found_error',
     message: 'No deployment exists for this API key any more. Generate a key for a running instance.',
   },
   deployment_not_ready: {
-    status: 409, type: 'conflict_error',
+    status: 409,
+    type: 'conflict_error',
     message: 'The deployment for this API key is not ready. Retry when the instance is ready.',
   },
   payload_too_large: {
-    status: 413, type: 'invalid_request_error',
-    message: 'The request body is larger than the proxy accepts. Shorten the conversation or ask the operator to raise --body-limit.',
+    status: 413,
+    type: 'invalid_request_error',
+    message:
+      'The request body is larger than the proxy accepts. Shorten the conversation or ask the operator to raise --body-limit.',
   },
   invalid_json: {
-    status: 400, type: 'invalid_request_error',
+    status: 400,
+    type: 'invalid_request_error',
     message: 'The request body is not a valid JSON object. Send a JSON chat completion request.',
   },
   invalid_request: {
-    status: 400, type: 'invalid_request_error',
+    status: 400,
+    type: 'invalid_request_error',
     message: 'The request is malformed.',
   },
   model_mismatch: {
-    status: 400, type: 'invalid_request_error',
+    status: 400,
+    type: 'invalid_request_error',
     message: 'The model does not match the model of the deployment this API key is bound to.',
   },
   model_not_found: {
-    status: 404, type: 'not_found_error',
+    status: 404,
+    type: 'not_found_error',
     message: 'No such model for this API key. GET /v1/models lists the one model it serves.',
   },
   route_not_found: {
-    status: 404, type: 'not_found_error',
-    message: 'No such route. The proxy serves POST /v1/chat/completions and GET /v1/models; set your SDK base URL to {base_url}/v1.',
+    status: 404,
+    type: 'not_found_error',
+    message:
+      'No such route. The proxy serves POST /v1/chat/completions and GET /v1/models; set your SDK base URL to {base_url}/v1.',
   },
   request_timeout: {
-    status: 408, type: 'invalid_request_error',
+    status: 408,
+    type: 'invalid_request_error',
     message: 'The request was not received in time. Send the whole request at once, then wait for the answer.',
   },
   headers_too_large: {
-    status: 431, type: 'invalid_request_error',
+    status: 431,
+    type: 'invalid_request_error',
     message: 'The request headers are too large. Send fewer or shorter headers.',
   },
   malformed_http: {
-    status: 400, type: 'invalid_request_error',
+    status: 400,
+    type: 'invalid_request_error',
     message: 'The request is not valid HTTP/1.1. Use an HTTP client or an OpenAI SDK.',
   },
   expectation_failed: {
-    status: 417, type: 'invalid_request_error',
+    status: 417,
+    type: 'invalid_request_error',
     message: 'The proxy supports only "Expect: 100-continue". Send the request without this Expect header.',
   },
   rate_limited: {
-    status: 429, type: 'rate_limit_error',
+    status: 429,
+    type: 'rate_limit_error',
     message: 'Too many requests with invalid API keys from this address. Wait and retry with a valid key.',
   },
   upstream_unavailable: {
-    status: 502, type: 'api_error',
-    message: 'The model server could not be reached or closed the connection. Retry; if it persists, check the instance.',
+    status: 502,
+    type: 'api_error',
+    message:
+      'The model server could not be reached or closed the connection. Retry; if it persists, check the instance.',
   },
   upstream_timeout: {
-    status: 504, type: 'api_error',
+    status: 504,
+    type: 'api_error',
     message: 'The model server did not answer in time. Retry; a model may still be loading.',
   },
   upstream_error: {
-    status: 502, type: 'api_error',
+    status: 502,
+    type: 'api_error',
     message: 'The model server answered with an error.',
   },
   shutting_down: {
-    status: 503, type: 'api_error',
+    status: 503,
+    type: 'api_error',
     message: 'The proxy is shutting down. Retry in a moment.',
   },
   store_unreachable: {
-    status: 503, type: 'api_error',
-    message: 'The proxy has lost touch with its store for too long to be sure this key is still valid. Retry in a moment; if it persists, the operator must check the database.',
+    status: 503,
+    type: 'api_error',
+    message:
+      'The proxy has lost touch with its store for too long to be sure this key is still valid. Retry in a moment; if it persists, the operator must check the database.',
   },
   internal_error: {
-    status: 500, type: 'api_error',
+    status: 500,
+    type: 'api_error',
     message: 'Internal error in the proxy. Retry; if it persists, report it with the x-request-id header.',
   },
 
   // Management API and CLI.
   invalid_argument: {
-    status: 400, type: 'invalid_request_error',
+    status: 400,
+    type: 'invalid_request_error',
     message: 'An argument is not valid.',
   },
   unknown_model: {
-    status: 400, type: 'invalid_request_error',
+    status: 400,
+    type: 'invalid_request_error',
     message: 'Unknown model id.',
   },
   instance_not_found: {
-    status: 404, type: 'not_found_error',
+    status: 404,
+    type: 'not_found_error',
     message: 'No instance with this id. List instances with `ob-proxy instances list`.',
   },
   instance_exists: {
-    status: 409, type: 'conflict_error',
+    status: 409,
+    type: 'conflict_error',
     message: 'An instance with this id already exists.',
   },
   invalid_transition: {
-    status: 409, type: 'conflict_error',
+    status: 409,
+    type: 'conflict_error',
     message: 'The instance cannot make this state change.',
   },
   instance_not_ready: {
-    status: 409, type: 'conflict_error',
+    status: 409,
+    type: 'conflict_error',
     message: 'Keys can be created only for a ready instance.',
   },
   endpoint_unreachable: {
-    status: 502, type: 'api_error',
-    message: 'The model server did not answer GET /v1/models with a model list. Check the endpoint and that the server is up, or skip the check with --no-probe.',
+    status: 502,
+    type: 'api_error',
+    message:
+      'The model server did not answer GET /v1/models with a model list. Check the endpoint and that the server is up, or skip the check with --no-probe.',
   },
   model_not_served: {
-    status: 409, type: 'conflict_error',
-    message: 'The model server does not serve the instance\'s model. Pull or load the model on it, or skip the check with --no-probe.',
+    status: 409,
+    type: 'conflict_error',
+    message:
+      "The model server does not serve the instance's model. Pull or load the model on it, or skip the check with --no-probe.",
   },
   key_not_found: {
-    status: 404, type: 'not_found_error',
+    status: 404,
+    type: 'not_found_error',
     message: 'No key with this id. List keys with `ob-proxy keys list`.',
   },
   key_revoked: {
-    status: 409, type: 'conflict_error',
+    status: 409,
+    type: 'conflict_error',
     message: 'This key is already revoked.',
   },
   reveal_refused: {
-    status: 409, type: 'conflict_error',
-    message: 'This key\'s secret cannot be shown: secrets are shown once, and only an undisplayed default key can be revealed. Create a new key instead.',
+    status: 409,
+    type: 'conflict_error',
+    message:
+      "This key's secret cannot be shown: secrets are shown once, and only an undisplayed default key can be revealed. Create a new key instead.",
   },
   store_write_failed: {
-    status: 503, type: 'store_error',
-    message: 'The store could not be written; nothing was changed. Check free disk space and permissions of the home folder.',
+    status: 503,
+    type: 'store_error',
+    message:
+      'The store could not be written; nothing was changed. Check free disk space and permissions of the home folder.',
   },
   daemon_unreachable: {
-    status: 503, type: 'api_error',
+    status: 503,
+    type: 'api_error',
     message: 'The ob-proxy daemon is not running or its socket cannot be reached. Start it with `ob-proxy serve`.',
   },
 } as const satisfies Record<string, ErrorSpec>;

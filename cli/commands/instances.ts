@@ -8,21 +8,29 @@ import type { DaemonClient } from '../daemon-client.js';
 import { colours, printJson, secretBlock, shown, stateColour, table } from '../output.js';
 import { parsePackEnds } from '../pack-ends.js';
 
-const PACK_ENDS_HELP = 'when the paid uptime ends: an ISO 8601 time (2026-12-01T18:00:00Z) or a duration from now (+8h, +30d)';
+const PACK_ENDS_HELP =
+  'when the paid uptime ends: an ISO 8601 time (2026-12-01T18:00:00Z) or a duration from now (+8h, +30d)';
 
 /** What the confirmation of each irreversible move says dies with it. */
 const DOOM = {
   stop: (i: InstanceView) => `Stop instance ${i.id} (${i.model}) and revoke ${keysOf(i)} for ever?`,
   fail: (i: InstanceView) => `Mark instance ${i.id} (${i.model}) failed and revoke ${keysOf(i)} for ever?`,
   terminate: (i: InstanceView) => `Terminate instance ${i.id} (${i.model}) for good and revoke ${keysOf(i)} for ever?`,
-  remove: (i: InstanceView) => `Remove instance ${i.id} (${i.model}): revoke ${keysOf(i)} for ever (they answer 404) and forget the record?`,
+  remove: (i: InstanceView) =>
+    `Remove instance ${i.id} (${i.model}): revoke ${keysOf(i)} for ever (they answer 404) and forget the record?`,
 };
 
 function keysOf(i: InstanceView): string {
   return i.activeKeys === 1 ? 'its 1 active key' : `its ${i.activeKeys} active keys`;
 }
 
-async function confirmDoom(deps: CliDeps, o: CommonOptions & { yes?: boolean }, cl: DaemonClient, id: string, action: keyof typeof DOOM): Promise<void> {
+async function confirmDoom(
+  deps: CliDeps,
+  o: CommonOptions & { yes?: boolean },
+  cl: DaemonClient,
+  id: string,
+  action: keyof typeof DOOM,
+): Promise<void> {
   await confirmed(deps, o.yes, async () => DOOM[action](shown(await cl.getInstance(id))));
 }
 
@@ -46,68 +54,160 @@ function healthText(c: ChalkInstance, h: InstanceView['health'] | undefined): st
   return h.status === 'reachable' ? c.green(h.status) : c.red(h.status);
 }
 
-function render(deps: CliDeps, opts: CommonOptions, answer: InstanceView | InstanceView[], line?: (i: InstanceView) => string): void {
+function render(
+  deps: CliDeps,
+  opts: CommonOptions,
+  answer: InstanceView | InstanceView[],
+  line?: (i: InstanceView) => string,
+): void {
   const { io } = deps;
   if (opts.json === true) return printJson(io, answer);
   const value = shown(answer);
   const c = colours(io);
   if (Array.isArray(value)) {
-    if (value.length === 0) return io.out('No instances. Add one with `ob-proxy instances add <id> --model <model> --endpoint <url>`.\n');
-    io.out(table([
-      ['ID', 'MODEL', 'STATE', 'HEALTH', 'KEYS', 'ENDPOINT', 'PACK ENDS'].map((h) => c.bold(h)),
-      ...value.map((i) => [i.id, i.model, stateColour(c, i.state), healthText(c, i.health), String(i.activeKeys), i.endpoint ?? '-', timeLeft(i.packEndsAt)]),
-    ]));
+    if (value.length === 0)
+      return io.out('No instances. Add one with `ob-proxy instances add <id> --model <model> --endpoint <url>`.\n');
+    io.out(
+      table([
+        ['ID', 'MODEL', 'STATE', 'HEALTH', 'KEYS', 'ENDPOINT', 'PACK ENDS'].map((h) => c.bold(h)),
+        ...value.map((i) => [
+          i.id,
+          i.model,
+          stateColour(c, i.state),
+          healthText(c, i.health),
+          String(i.activeKeys),
+          i.endpoint ?? '-',
+          timeLeft(i.packEndsAt),
+        ]),
+      ]),
+    );
     return;
   }
   if (line !== undefined) return io.out(`${line(value)}\n`);
-  io.out(table([
-    ['id', value.id], ['model', value.model], ['state', stateColour(c, value.state)], ['endpoint', value.endpoint ?? '-'],
-    ['health', healthText(c, value.health)], ...(value.health?.error == null ? [] : [['probe error', value.health.error]]),
-    ['pack ends', timeLeft(value.packEndsAt)], ['active keys', String(value.activeKeys)], ['created', value.createdAt], ['updated', value.updatedAt],
-  ]));
+  io.out(
+    table([
+      ['id', value.id],
+      ['model', value.model],
+      ['state', stateColour(c, value.state)],
+      ['endpoint', value.endpoint ?? '-'],
+      ['health', healthText(c, value.health)],
+      ...(value.health?.error == null ? [] : [['probe error', value.health.error]]),
+      ['pack ends', timeLeft(value.packEndsAt)],
+      ['active keys', String(value.activeKeys)],
+      ['created', value.createdAt],
+      ['updated', value.updatedAt],
+    ]),
+  );
 }
 
 export function makeInstancesCommand(deps: CliDeps): Command {
   const cmd = new Command('instances').description('register model instances and move them through their states');
 
-  example(withCommon(cmd.command('add <id>'))
-    .description('register an instance (state pending)')
-    .requiredOption('--model <model>', 'model id the instance runs (gemma4:26b, qwen3.6:27b, or OB_PROXY_MODELS)')
-    .option('--endpoint <url>', "model server's base URL, e.g. http://10.0.0.5:11434")
-    .option('--pack-ends <time>', PACK_ENDS_HELP)
-    .option('--upstream-token-file <path>', "file holding the model server's bearer token (e.g. vLLM --api-key), read by the daemon")
-    .action(async (id: string, o: CommonOptions & { model: string; endpoint?: string; packEnds?: string; upstreamTokenFile?: string }) => {
-      const inst = await withClient(o, deps, (cl) => cl.addInstance({ id, model: o.model, endpoint: o.endpoint, packEndsAt: o.packEnds === undefined ? undefined : parsePackEnds(o.packEnds, Date.now()), upstreamTokenFile: absolute(o.upstreamTokenFile) }));
-      render(deps, o, inst, (i) => `Added instance ${i.id} (${i.model}), state pending. Make it ready with \`ob-proxy instances ready ${i.id}${i.endpoint === null ? ' --endpoint <url>' : ''}\`.`);
-    }), 'ob-proxy instances add gpu-1 --model gemma4:26b --endpoint http://10.0.0.5:11434 --pack-ends +8h');
+  example(
+    withCommon(cmd.command('add <id>'))
+      .description('register an instance (state pending)')
+      .requiredOption('--model <model>', 'model id the instance runs (gemma4:26b, qwen3.6:27b, or OB_PROXY_MODELS)')
+      .option('--endpoint <url>', "model server's base URL, e.g. http://10.0.0.5:11434")
+      .option('--pack-ends <time>', PACK_ENDS_HELP)
+      .option(
+        '--upstream-token-file <path>',
+        "file holding the model server's bearer token (e.g. vLLM --api-key), read by the daemon",
+      )
+      .action(
+        async (
+          id: string,
+          o: CommonOptions & { model: string; endpoint?: string; packEnds?: string; upstreamTokenFile?: string },
+        ) => {
+          const inst = await withClient(o, deps, (cl) =>
+            cl.addInstance({
+              id,
+              model: o.model,
+              endpoint: o.endpoint,
+              packEndsAt: o.packEnds === undefined ? undefined : parsePackEnds(o.packEnds, Date.now()),
+              upstreamTokenFile: absolute(o.upstreamTokenFile),
+            }),
+          );
+          render(
+            deps,
+            o,
+            inst,
+            (i) =>
+              `Added instance ${i.id} (${i.model}), state pending. Make it ready with \`ob-proxy instances ready ${i.id}${i.endpoint === null ? ' --endpoint <url>' : ''}\`.`,
+          );
+        },
+      ),
+    'ob-proxy instances add gpu-1 --model gemma4:26b --endpoint http://10.0.0.5:11434 --pack-ends +8h',
+  );
 
-  example(withCommon(cmd.command('ready <id>'))
-    .description('mark an instance ready; prints its default key once')
-    .option('--endpoint <url>', "model server's base URL (required if not given before)")
-    .option('--upstream-token-file <path>', "file holding the model server's bearer token, read by the daemon")
-    .option('--no-wait', 'return at once; reveal the default key later with `keys reveal` or the console')
-    .option('--no-probe', 'do not check first that the endpoint answers GET /v1/models and serves the model')
-    .action(async (id: string, o: CommonOptions & { endpoint?: string; upstreamTokenFile?: string; wait: boolean; probe: boolean }) => {
-      const [answer, status] = await withClient(o, deps, async (cl) => [await cl.ready(id, { endpoint: o.endpoint, upstreamTokenFile: absolute(o.upstreamTokenFile), wait: o.wait, probe: o.probe }), await cl.status()] as const);
-      if (o.json === true) return printJson(deps.io, answer);
-      const view = shown(answer);
-      const c = colours(deps.io);
-      deps.io.out(`Instance ${view.id} is ready (${view.model} at ${view.endpoint}).\n`);
-      if (view.defaultKey?.secret != null) {
-        deps.io.out('\n' + secretBlock(c, `Default key "${view.defaultKey.name}" (id ${view.defaultKey.id}):`, view.defaultKey.secret, shown(status.baseUrl)));
-      } else if (!o.wait) {
-        deps.io.out('The default key is being created; reveal it once with `ob-proxy keys reveal <key-id>` (see `ob-proxy keys list`) or in the console.\n');
-      } else {
-        deps.io.out('Its keys are still active; no new default key was made.\n');
-      }
-    }), 'ob-proxy instances ready gpu-1 --endpoint http://10.0.0.5:11434', 'ob-proxy instances ready gpu-1 --no-wait --json', 'ob-proxy instances ready gpu-1 --no-probe');
+  example(
+    withCommon(cmd.command('ready <id>'))
+      .description('mark an instance ready; prints its default key once')
+      .option('--endpoint <url>', "model server's base URL (required if not given before)")
+      .option('--upstream-token-file <path>', "file holding the model server's bearer token, read by the daemon")
+      .option('--no-wait', 'return at once; reveal the default key later with `keys reveal` or the console')
+      .option('--no-probe', 'do not check first that the endpoint answers GET /v1/models and serves the model')
+      .action(
+        async (
+          id: string,
+          o: CommonOptions & { endpoint?: string; upstreamTokenFile?: string; wait: boolean; probe: boolean },
+        ) => {
+          const [answer, status] = await withClient(
+            o,
+            deps,
+            async (cl) =>
+              [
+                await cl.ready(id, {
+                  endpoint: o.endpoint,
+                  upstreamTokenFile: absolute(o.upstreamTokenFile),
+                  wait: o.wait,
+                  probe: o.probe,
+                }),
+                await cl.status(),
+              ] as const,
+          );
+          if (o.json === true) return printJson(deps.io, answer);
+          const view = shown(answer);
+          const c = colours(deps.io);
+          deps.io.out(`Instance ${view.id} is ready (${view.model} at ${view.endpoint}).\n`);
+          if (view.defaultKey?.secret != null) {
+            deps.io.out(
+              '\n' +
+                secretBlock(
+                  c,
+                  `Default key "${view.defaultKey.name}" (id ${view.defaultKey.id}):`,
+                  view.defaultKey.secret,
+                  shown(status.baseUrl),
+                ),
+            );
+          } else if (!o.wait) {
+            deps.io.out(
+              'The default key is being created; reveal it once with `ob-proxy keys reveal <key-id>` (see `ob-proxy keys list`) or in the console.\n',
+            );
+          } else {
+            deps.io.out('Its keys are still active; no new default key was made.\n');
+          }
+        },
+      ),
+    'ob-proxy instances ready gpu-1 --endpoint http://10.0.0.5:11434',
+    'ob-proxy instances ready gpu-1 --no-wait --json',
+    'ob-proxy instances ready gpu-1 --no-probe',
+  );
 
-  example(withCommon(cmd.command('pending <id>'))
-    .description('move a ready instance back to pending (keys stay active, answered 409 until ready)')
-    .action(async (id: string, o: CommonOptions) => {
-      const inst = await withClient(o, deps, (cl) => cl.move(id, 'pending'));
-      render(deps, o, inst, (i) => `Instance ${i.id} is now ${i.state}. Its ${i.activeKeys} key(s) stay active and answer 409 until it is ready.`);
-    }), 'ob-proxy instances pending gpu-1');
+  example(
+    withCommon(cmd.command('pending <id>'))
+      .description('move a ready instance back to pending (keys stay active, answered 409 until ready)')
+      .action(async (id: string, o: CommonOptions) => {
+        const inst = await withClient(o, deps, (cl) => cl.move(id, 'pending'));
+        render(
+          deps,
+          o,
+          inst,
+          (i) =>
+            `Instance ${i.id} is now ${i.state}. Its ${i.activeKeys} key(s) stay active and answer 409 until it is ready.`,
+        );
+      }),
+    'ob-proxy instances pending gpu-1',
+  );
 
   const halts = [
     ['stop', 'stop the instance and revoke all its keys for ever'],
@@ -115,50 +215,78 @@ export function makeInstancesCommand(deps: CliDeps): Command {
     ['terminate', 'terminate the instance and revoke all its keys for ever'],
   ] as const;
   for (const [action, description] of halts) {
-    example(withCommon(cmd.command(`${action} <id>`))
-      .description(`${description} (asks first on a terminal)`)
+    example(
+      withCommon(cmd.command(`${action} <id>`))
+        .description(`${description} (asks first on a terminal)`)
+        .option('-y, --yes', 'do not ask for confirmation')
+        .action(async (id: string, o: CommonOptions & { yes?: boolean }) => {
+          const inst = await withClient(o, deps, async (cl) => {
+            await confirmDoom(deps, o, cl, id, action);
+            return cl.move(id, action);
+          });
+          render(deps, o, inst, (i) => `Instance ${i.id} is now ${i.state}. All its keys are revoked.`);
+        }),
+      `ob-proxy instances ${action} gpu-1`,
+      `ob-proxy instances ${action} gpu-1 --yes`,
+    );
+  }
+
+  example(
+    withCommon(cmd.command('extend <id>'))
+      .description('extend the pack: same id, keys untouched')
+      .requiredOption('--pack-ends <time>', PACK_ENDS_HELP)
+      .action(async (id: string, o: CommonOptions & { packEnds: string }) => {
+        const packEndsAt = parsePackEnds(o.packEnds, Date.now());
+        const inst = await withClient(o, deps, (cl) => cl.extend(id, packEndsAt));
+        render(
+          deps,
+          o,
+          inst,
+          (i) => `Pack of ${i.id} now ends ${i.packEndsAt}; its ${i.activeKeys} key(s) keep working.`,
+        );
+      }),
+    'ob-proxy instances extend gpu-1 --pack-ends +30d',
+    'ob-proxy instances extend gpu-1 --pack-ends 2026-12-24T18:00:00Z',
+  );
+
+  example(
+    withCommon(cmd.command('remove <id>'))
+      .description('revoke all its keys and forget the instance (its keys then answer 404; asks first on a terminal)')
       .option('-y, --yes', 'do not ask for confirmation')
       .action(async (id: string, o: CommonOptions & { yes?: boolean }) => {
         const inst = await withClient(o, deps, async (cl) => {
-          await confirmDoom(deps, o, cl, id, action);
-          return cl.move(id, action);
+          await confirmDoom(deps, o, cl, id, 'remove');
+          return cl.remove(id);
         });
-        render(deps, o, inst, (i) => `Instance ${i.id} is now ${i.state}. All its keys are revoked.`);
-      }), `ob-proxy instances ${action} gpu-1`, `ob-proxy instances ${action} gpu-1 --yes`);
-  }
+        render(
+          deps,
+          o,
+          inst,
+          (i) => `Removed instance ${i.id}. All its keys are revoked; they answer 404 deployment_not_found.`,
+        );
+      }),
+    'ob-proxy instances remove gpu-1',
+    'ob-proxy instances remove gpu-1 --yes',
+  );
 
-  example(withCommon(cmd.command('extend <id>'))
-    .description('extend the pack: same id, keys untouched')
-    .requiredOption('--pack-ends <time>', PACK_ENDS_HELP)
-    .action(async (id: string, o: CommonOptions & { packEnds: string }) => {
-      const packEndsAt = parsePackEnds(o.packEnds, Date.now());
-      const inst = await withClient(o, deps, (cl) => cl.extend(id, packEndsAt));
-      render(deps, o, inst, (i) => `Pack of ${i.id} now ends ${i.packEndsAt}; its ${i.activeKeys} key(s) keep working.`);
-    }), 'ob-proxy instances extend gpu-1 --pack-ends +30d', 'ob-proxy instances extend gpu-1 --pack-ends 2026-12-24T18:00:00Z');
+  example(
+    withCommon(cmd.command('list'))
+      .description('list instances with state, model, endpoint, pack end, active keys')
+      .option('--state <state>', 'only this state: pending, ready, stopped, failed, terminated')
+      .action(async (o: CommonOptions & { state?: string }) => {
+        render(deps, o, await withClient(o, deps, (cl) => cl.listInstances(o.state)));
+      }),
+    'ob-proxy instances list --state ready',
+  );
 
-  example(withCommon(cmd.command('remove <id>'))
-    .description('revoke all its keys and forget the instance (its keys then answer 404; asks first on a terminal)')
-    .option('-y, --yes', 'do not ask for confirmation')
-    .action(async (id: string, o: CommonOptions & { yes?: boolean }) => {
-      const inst = await withClient(o, deps, async (cl) => {
-        await confirmDoom(deps, o, cl, id, 'remove');
-        return cl.remove(id);
-      });
-      render(deps, o, inst, (i) => `Removed instance ${i.id}. All its keys are revoked; they answer 404 deployment_not_found.`);
-    }), 'ob-proxy instances remove gpu-1', 'ob-proxy instances remove gpu-1 --yes');
-
-  example(withCommon(cmd.command('list'))
-    .description('list instances with state, model, endpoint, pack end, active keys')
-    .option('--state <state>', 'only this state: pending, ready, stopped, failed, terminated')
-    .action(async (o: CommonOptions & { state?: string }) => {
-      render(deps, o, await withClient(o, deps, (cl) => cl.listInstances(o.state)));
-    }), 'ob-proxy instances list --state ready');
-
-  example(withCommon(cmd.command('show <id>'))
-    .description('show one instance')
-    .action(async (id: string, o: CommonOptions) => {
-      render(deps, o, await withClient(o, deps, (cl) => cl.getInstance(id)));
-    }), 'ob-proxy instances show gpu-1 --json');
+  example(
+    withCommon(cmd.command('show <id>'))
+      .description('show one instance')
+      .action(async (id: string, o: CommonOptions) => {
+        render(deps, o, await withClient(o, deps, (cl) => cl.getInstance(id)));
+      }),
+    'ob-proxy instances show gpu-1 --json',
+  );
 
   return cmd;
 }

@@ -11,10 +11,20 @@ type LimitFlags = { rpm?: string; tpm?: string; concurrency?: string };
 function keyRows(deps: CliDeps, keys: KeyView[]): string {
   const c = colours(deps.io);
   return table([
-    ['ID', 'NAME', 'INSTANCE', 'STATUS', 'HINT', 'DEFAULT', 'CREATED', 'LAST USED', 'REQUESTS', 'LIMITS'].map((h) => c.bold(h)),
+    ['ID', 'NAME', 'INSTANCE', 'STATUS', 'HINT', 'DEFAULT', 'CREATED', 'LAST USED', 'REQUESTS', 'LIMITS'].map((h) =>
+      c.bold(h),
+    ),
     ...keys.map((k) => [
-      k.id, k.name, k.instance, k.status === 'active' ? c.green('active') : c.red(`revoked (${k.revokeReason})`), k.hint,
-      k.isDefault ? (k.revealable ? 'yes (unrevealed)' : 'yes') : '', k.createdAt, k.lastUsedAt ?? '-', String(k.usage.requests), formatLimits(k.limits),
+      k.id,
+      k.name,
+      k.instance,
+      k.status === 'active' ? c.green('active') : c.red(`revoked (${k.revokeReason})`),
+      k.hint,
+      k.isDefault ? (k.revealable ? 'yes (unrevealed)' : 'yes') : '',
+      k.createdAt,
+      k.lastUsedAt ?? '-',
+      String(k.usage.requests),
+      formatLimits(k.limits),
     ]),
   ]);
 }
@@ -22,84 +32,142 @@ function keyRows(deps: CliDeps, keys: KeyView[]): string {
 export function makeKeysCommand(deps: CliDeps): Command {
   const cmd = new Command('keys').description('create, list, limit, revoke and reveal API keys');
 
-  example(withLimitOptions(withCommon(cmd.command('create'))
-    .description('create a named key for a ready instance; prints the secret once')
-    .requiredOption('--instance <id>', 'the ready instance the key is bound to')
-    .requiredOption('--name <name>', 'a name for the key (who or what uses it)')
-    .option('-q, --quiet', 'print only the secret, for OB_KEY=$(ob-proxy keys create … -q)'), false)
-    .action(async (o: CommonOptions & LimitFlags & { instance: string; name: string; quiet?: boolean }) => {
+  example(
+    withLimitOptions(
+      withCommon(cmd.command('create'))
+        .description('create a named key for a ready instance; prints the secret once')
+        .requiredOption('--instance <id>', 'the ready instance the key is bound to')
+        .requiredOption('--name <name>', 'a name for the key (who or what uses it)')
+        .option('-q, --quiet', 'print only the secret, for OB_KEY=$(ob-proxy keys create … -q)'),
+      false,
+    ).action(async (o: CommonOptions & LimitFlags & { instance: string; name: string; quiet?: boolean }) => {
       const limits = limitsFrom(o);
-      const [answer, status] = await withClient(o, deps, async (cl) => [await cl.createKey(o.instance, o.name, Object.keys(limits).length === 0 ? undefined : limits), await cl.status()] as const);
+      const [answer, status] = await withClient(
+        o,
+        deps,
+        async (cl) =>
+          [
+            await cl.createKey(o.instance, o.name, Object.keys(limits).length === 0 ? undefined : limits),
+            await cl.status(),
+          ] as const,
+      );
       if (o.json === true) return printJson(deps.io, answer);
       if (o.quiet === true) return deps.io.out(`${shown(answer.secret)}\n`);
       const key = shown(answer);
-      deps.io.out(secretBlock(colours(deps.io), `Key "${key.name}" (id ${key.id}) for instance ${key.instance}:`, key.secret, shown(status.baseUrl)));
+      deps.io.out(
+        secretBlock(
+          colours(deps.io),
+          `Key "${key.name}" (id ${key.id}) for instance ${key.instance}:`,
+          key.secret,
+          shown(status.baseUrl),
+        ),
+      );
       if (formatLimits(key.limits) !== '-') deps.io.out(`Limits: ${formatLimits(key.limits)}.\n`);
-    }), 'ob-proxy keys create --instance gpu-1 --name ci-bot', 'ob-proxy keys create --instance gpu-1 --name notebook --rpm 60 --tpm 20000 --concurrency 2', 'OB_KEY=$(ob-proxy keys create --instance gpu-1 --name ci-bot -q)');
+    }),
+    'ob-proxy keys create --instance gpu-1 --name ci-bot',
+    'ob-proxy keys create --instance gpu-1 --name notebook --rpm 60 --tpm 20000 --concurrency 2',
+    'OB_KEY=$(ob-proxy keys create --instance gpu-1 --name ci-bot -q)',
+  );
 
-  example(withCommon(cmd.command('list'))
-    .description('list key records (never secrets)')
-    .option('--instance <id>', 'only keys of this instance')
-    .action(async (o: CommonOptions & { instance?: string }) => {
-      const keys = await withClient(o, deps, (cl) => cl.listKeys(o.instance));
-      if (o.json === true) return printJson(deps.io, keys);
-      deps.io.out(keys.length === 0 ? 'No keys.\n' : keyRows(deps, shown(keys)));
-    }), 'ob-proxy keys list --instance gpu-1');
+  example(
+    withCommon(cmd.command('list'))
+      .description('list key records (never secrets)')
+      .option('--instance <id>', 'only keys of this instance')
+      .action(async (o: CommonOptions & { instance?: string }) => {
+        const keys = await withClient(o, deps, (cl) => cl.listKeys(o.instance));
+        if (o.json === true) return printJson(deps.io, keys);
+        deps.io.out(keys.length === 0 ? 'No keys.\n' : keyRows(deps, shown(keys)));
+      }),
+    'ob-proxy keys list --instance gpu-1',
+  );
 
-  example(withLimitOptions(withCommon(cmd.command('limit <key-id>'))
-    .description("change a key's limits at once, on every daemon of the store (none removes one; others are kept)"), true)
-    .action(async (id: string, o: CommonOptions & LimitFlags) => {
+  example(
+    withLimitOptions(
+      withCommon(cmd.command('limit <key-id>')).description(
+        "change a key's limits at once, on every daemon of the store (none removes one; others are kept)",
+      ),
+      true,
+    ).action(async (id: string, o: CommonOptions & LimitFlags) => {
       const limits = limitsFrom(o);
-      if (Object.keys(limits).length === 0) throw new UsageError('Give at least one of --rpm, --tpm, --concurrency (a number, or none).');
+      if (Object.keys(limits).length === 0)
+        throw new UsageError('Give at least one of --rpm, --tpm, --concurrency (a number, or none).');
       const answer = await withClient(o, deps, (cl) => cl.setKeyLimits(id, limits));
       if (o.json === true) return printJson(deps.io, answer);
       const key = shown(answer);
-      deps.io.out(`Limits of key ${key.id} ("${key.name}"): ${formatLimits(key.limits) === '-' ? 'none' : formatLimits(key.limits)}.\n`);
-    }), 'ob-proxy keys limit 3fA9kQ2mXz1B --rpm 120 --concurrency 4', 'ob-proxy keys limit 3fA9kQ2mXz1B --tpm none');
+      deps.io.out(
+        `Limits of key ${key.id} ("${key.name}"): ${formatLimits(key.limits) === '-' ? 'none' : formatLimits(key.limits)}.\n`,
+      );
+    }),
+    'ob-proxy keys limit 3fA9kQ2mXz1B --rpm 120 --concurrency 4',
+    'ob-proxy keys limit 3fA9kQ2mXz1B --tpm none',
+  );
 
-  example(withCommon(cmd.command('revoke <key-id>'))
-    .description('revoke one key, for ever (asks first on a terminal)')
-    .option('-y, --yes', 'do not ask for confirmation')
-    .action(async (id: string, o: CommonOptions & { yes?: boolean }) => {
-      const answer = await withClient(o, deps, async (cl) => {
-        await confirmed(deps, o.yes, async () => {
-          const key = (await cl.listKeys()).find((k) => k.id === id);
-          // An unknown or revoked key: nothing to ask, the daemon's refusal says why.
-          if (key === undefined || key.status !== 'active') return null;
-          const k = shown(key);
-          return `Revoke key "${k.name}" (${k.hint}) of instance ${k.instance} for ever?`;
+  example(
+    withCommon(cmd.command('revoke <key-id>'))
+      .description('revoke one key, for ever (asks first on a terminal)')
+      .option('-y, --yes', 'do not ask for confirmation')
+      .action(async (id: string, o: CommonOptions & { yes?: boolean }) => {
+        const answer = await withClient(o, deps, async (cl) => {
+          await confirmed(deps, o.yes, async () => {
+            const key = (await cl.listKeys()).find((k) => k.id === id);
+            // An unknown or revoked key: nothing to ask, the daemon's refusal says why.
+            if (key === undefined || key.status !== 'active') return null;
+            const k = shown(key);
+            return `Revoke key "${k.name}" (${k.hint}) of instance ${k.instance} for ever?`;
+          });
+          return cl.revokeKey(id);
         });
-        return cl.revokeKey(id);
-      });
-      if (o.json === true) return printJson(deps.io, answer);
-      const key = shown(answer);
-      deps.io.out(`Revoked key ${key.id} ("${key.name}") of instance ${key.instance}. It answers 401 from now on.\n`);
-    }), 'ob-proxy keys revoke 3fA9kQ2mXz1B', 'ob-proxy keys revoke 3fA9kQ2mXz1B --yes');
+        if (o.json === true) return printJson(deps.io, answer);
+        const key = shown(answer);
+        deps.io.out(`Revoked key ${key.id} ("${key.name}") of instance ${key.instance}. It answers 401 from now on.\n`);
+      }),
+    'ob-proxy keys revoke 3fA9kQ2mXz1B',
+    'ob-proxy keys revoke 3fA9kQ2mXz1B --yes',
+  );
 
-  example(withCommon(cmd.command('reveal <key-id>'))
-    .description("print a default key's secret that was never displayed (after `ready --no-wait`)")
-    .action(async (id: string, o: CommonOptions) => {
-      const [answer, status] = await withClient(o, deps, async (cl) => [await cl.revealKey(id), await cl.status()] as const);
-      if (o.json === true) return printJson(deps.io, answer);
-      const key = shown(answer);
-      deps.io.out(secretBlock(colours(deps.io), `Key "${key.name}" (id ${key.id}) for instance ${key.instance}:`, key.secret, shown(status.baseUrl)));
-    }), 'ob-proxy keys reveal 3fA9kQ2mXz1B');
+  example(
+    withCommon(cmd.command('reveal <key-id>'))
+      .description("print a default key's secret that was never displayed (after `ready --no-wait`)")
+      .action(async (id: string, o: CommonOptions) => {
+        const [answer, status] = await withClient(
+          o,
+          deps,
+          async (cl) => [await cl.revealKey(id), await cl.status()] as const,
+        );
+        if (o.json === true) return printJson(deps.io, answer);
+        const key = shown(answer);
+        deps.io.out(
+          secretBlock(
+            colours(deps.io),
+            `Key "${key.name}" (id ${key.id}) for instance ${key.instance}:`,
+            key.secret,
+            shown(status.baseUrl),
+          ),
+        );
+      }),
+    'ob-proxy keys reveal 3fA9kQ2mXz1B',
+  );
 
   return cmd;
 }
 
 export function makeRevocationsCommand(deps: CliDeps): Command {
-  return example(withCommon(new Command('revocations'))
-    .description('revoked keys, with when and why')
-    .option('--instance <id>', 'only keys of this instance')
-    .action(async (o: CommonOptions & { instance?: string }) => {
-      const list: RevocationView[] = await withClient(o, deps, (cl) => cl.revocations(o.instance));
-      if (o.json === true) return printJson(deps.io, list);
-      if (list.length === 0) return deps.io.out('No revocations.\n');
-      const c = colours(deps.io);
-      deps.io.out(table([
-        ['REVOKED AT', 'KEY', 'NAME', 'INSTANCE', 'REASON'].map((h) => c.bold(h)),
-        ...shown(list).map((r) => [r.revokedAt, r.keyId, r.name, r.instance, r.reason]),
-      ]));
-    }), 'ob-proxy revocations --instance gpu-1');
+  return example(
+    withCommon(new Command('revocations'))
+      .description('revoked keys, with when and why')
+      .option('--instance <id>', 'only keys of this instance')
+      .action(async (o: CommonOptions & { instance?: string }) => {
+        const list: RevocationView[] = await withClient(o, deps, (cl) => cl.revocations(o.instance));
+        if (o.json === true) return printJson(deps.io, list);
+        if (list.length === 0) return deps.io.out('No revocations.\n');
+        const c = colours(deps.io);
+        deps.io.out(
+          table([
+            ['REVOKED AT', 'KEY', 'NAME', 'INSTANCE', 'REASON'].map((h) => c.bold(h)),
+            ...shown(list).map((r) => [r.revokedAt, r.keyId, r.name, r.instance, r.reason]),
+          ]),
+        );
+      }),
+    'ob-proxy revocations --instance gpu-1',
+  );
 }

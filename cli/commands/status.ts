@@ -12,27 +12,38 @@ function storeLine(deps: CliDeps, s: StatusView): string {
   const c = colours(deps.io);
   const sync = s.storeSync;
   if (sync == null) return `${s.store} (this daemon only)`;
-  const state = sync.state === 'in_sync'
-    ? c.green('in sync')
-    : c.red(`stale: out of sync for longer than --max-stale (${seconds(sync.maxStaleMs)}), every key refused with 503`);
-  const chores = sync.holdsChores ? 'this daemon does the cluster\'s chores (ending packs)' : 'another daemon does the cluster\'s chores';
+  const state =
+    sync.state === 'in_sync'
+      ? c.green('in sync')
+      : c.red(
+          `stale: out of sync for longer than --max-stale (${seconds(sync.maxStaleMs)}), every key refused with 503`,
+        );
+  const chores = sync.holdsChores
+    ? "this daemon does the cluster's chores (ending packs)"
+    : "another daemon does the cluster's chores";
   return `${sync.location} (shared): ${state}; last in sync ${seconds(sync.lastSyncAgeMs)} ago (${sync.lastSyncAt}); ${chores}`;
 }
 
 export function makeStatusCommand(deps: CliDeps): Command {
-  return example(withCommon(new Command('status'))
-    .description('the daemon: version, addresses, store (and, for a shared store, whether it is in sync)')
-    .action(async (o: CommonOptions) => {
-      const status = await withClient(o, deps, (cl) => cl.status());
-      if (o.json === true) return printJson(deps.io, status);
-      const s = shown(status);
-      const c = colours(deps.io);
-      deps.io.out(table([
-        [c.bold('daemon'), `ob-proxy ${s.version}, pid ${s.pid}, since ${s.startedAt}`],
-        [c.bold('serving'), s.baseUrl],
-        [c.bold('socket'), s.socket],
-        [c.bold('models'), s.models.join(', ')],
-        [c.bold('store'), storeLine(deps, s)],
-      ]));
-    }), 'ob-proxy status', 'ob-proxy status --json');
+  return example(
+    withCommon(new Command('status'))
+      .description('the daemon: version, addresses, store (and, for a shared store, whether it is in sync)')
+      .action(async (o: CommonOptions) => {
+        const status = await withClient(o, deps, (cl) => cl.status());
+        if (o.json === true) return printJson(deps.io, status);
+        const s = shown(status);
+        const c = colours(deps.io);
+        deps.io.out(
+          table([
+            [c.bold('daemon'), `ob-proxy ${s.version}, pid ${s.pid}, since ${s.startedAt}`],
+            [c.bold('serving'), s.baseUrl],
+            [c.bold('socket'), s.socket],
+            [c.bold('models'), s.models.join(', ')],
+            [c.bold('store'), storeLine(deps, s)],
+          ]),
+        );
+      }),
+    'ob-proxy status',
+    'ob-proxy status --json',
+  );
 }

@@ -14,45 +14,68 @@ export function parseSince(raw: string, now: number): string {
   if (duration !== null) {
     let ms = 0;
     for (const [, n, unit] of duration[1]!.matchAll(/(\d+)([smhdw])/g)) ms += Number(n) * UNIT_MS[unit!]!;
-    if (!Number.isSafeInteger(ms) || now - ms < 0) throw new UsageError(`--since ${raw} reaches before 1970: give a shorter duration or a time.`);
+    if (!Number.isSafeInteger(ms) || now - ms < 0)
+      throw new UsageError(`--since ${raw} reaches before 1970: give a shorter duration or a time.`);
     return new Date(now - ms).toISOString();
   }
   try {
     return validateTimestamp(raw, '--since');
   } catch (err) {
     if (!(err instanceof ObProxyError)) throw err;
-    throw new UsageError(`--since must be an ISO 8601 time with a zone (2026-11-01T00:00:00Z) or a duration back from now (24h, 7d), got "${raw}".`);
+    throw new UsageError(
+      `--since must be an ISO 8601 time with a zone (2026-11-01T00:00:00Z) or a duration back from now (24h, 7d), got "${raw}".`,
+    );
   }
 }
 
 const HEAD = ['REQUESTS', 'PROMPT', 'COMPLETION', 'REASONING', 'ERRORS', 'DISCONNECTS', 'FIRST USE', 'LAST USE'];
 
 function cells(u: UsageCounts): string[] {
-  return [u.requests, u.promptTokens, u.completionTokens, u.reasoningTokens, u.errors, u.disconnects].map(String).concat(u.firstUsedAt ?? '-', u.lastUsedAt ?? '-');
+  return [u.requests, u.promptTokens, u.completionTokens, u.reasoningTokens, u.errors, u.disconnects]
+    .map(String)
+    .concat(u.firstUsedAt ?? '-', u.lastUsedAt ?? '-');
 }
 
 function packTitle(p: PackUsage): string {
-  const what = [p.model, p.state, p.packEndsAt === null ? null : `pack ends ${p.packEndsAt}`].filter((x) => x !== null).join(', ');
+  const what = [p.model, p.state, p.packEndsAt === null ? null : `pack ends ${p.packEndsAt}`]
+    .filter((x) => x !== null)
+    .join(', ');
   return `Instance ${p.instance}, deployment ${p.deployment} (${what})`;
 }
 
 export function makeUsageCommand(deps: CliDeps): Command {
-  return example(withCommon(new Command('usage'))
-    .description('requests and tokens per key and per pack (a deployment of an instance): the receipt for the renter')
-    .option('--instance <id>', 'only the packs of this instance id')
-    .option('--key <key-id>', 'only this key')
-    .option('--since <time>', 'only keys used at or after this time (ISO 8601, or a duration back: 24h, 7d); counters stay whole-life totals')
-    .action(async (o: CommonOptions & { instance?: string; key?: string; since?: string }) => {
-      const since = o.since === undefined ? undefined : parseSince(o.since, Date.now());
-      const report = await withClient(o, deps, (cl) => cl.usage({ instance: o.instance, key: o.key, since }));
-      if (o.json === true) return printJson(deps.io, report);
-      const c = colours(deps.io);
-      const packs = shown(report.packs);
-      if (packs.length === 0) return deps.io.out(since === undefined ? 'No keys, so no usage.\n' : `No key was used since ${since}.\n`);
-      deps.io.out(packs.map((p) => `${c.bold(packTitle(p))}\n${table([
-        ['KEY', 'NAME', 'STATUS', ...HEAD].map((h) => c.bold(h)),
-        ...p.keys.map((k) => [k.id, k.name, k.status, ...cells(k)]),
-        [c.bold('TOTAL'), `${p.keys.length} key${p.keys.length === 1 ? '' : 's'}`, '', ...cells(p.total)],
-      ])}`).join('\n'));
-    }), 'ob-proxy usage --instance gpu-1', 'ob-proxy usage --since 24h --json', 'ob-proxy usage --key Xy12ab34Cd56');
+  return example(
+    withCommon(new Command('usage'))
+      .description('requests and tokens per key and per pack (a deployment of an instance): the receipt for the renter')
+      .option('--instance <id>', 'only the packs of this instance id')
+      .option('--key <key-id>', 'only this key')
+      .option(
+        '--since <time>',
+        'only keys used at or after this time (ISO 8601, or a duration back: 24h, 7d); counters stay whole-life totals',
+      )
+      .action(async (o: CommonOptions & { instance?: string; key?: string; since?: string }) => {
+        const since = o.since === undefined ? undefined : parseSince(o.since, Date.now());
+        const report = await withClient(o, deps, (cl) => cl.usage({ instance: o.instance, key: o.key, since }));
+        if (o.json === true) return printJson(deps.io, report);
+        const c = colours(deps.io);
+        const packs = shown(report.packs);
+        if (packs.length === 0)
+          return deps.io.out(since === undefined ? 'No keys, so no usage.\n' : `No key was used since ${since}.\n`);
+        deps.io.out(
+          packs
+            .map(
+              (p) =>
+                `${c.bold(packTitle(p))}\n${table([
+                  ['KEY', 'NAME', 'STATUS', ...HEAD].map((h) => c.bold(h)),
+                  ...p.keys.map((k) => [k.id, k.name, k.status, ...cells(k)]),
+                  [c.bold('TOTAL'), `${p.keys.length} key${p.keys.length === 1 ? '' : 's'}`, '', ...cells(p.total)],
+                ])}`,
+            )
+            .join('\n'),
+        );
+      }),
+    'ob-proxy usage --instance gpu-1',
+    'ob-proxy usage --since 24h --json',
+    'ob-proxy usage --key Xy12ab34Cd56',
+  );
 }

@@ -6,5 +6,14 @@ import type { DaemonClient } from '../daemon-client.js';
  */
 export type ConsoleClient = Pick<
   DaemonClient,
-  'socketPath' | 'status' | 'listInstances' | 'listKeys' | 'createKey' | 'revokeKey' | 'revealKey' | 'revocations' | 'follow' | 'stats'
+  | 'socketPath'
+  | 'status'
+  | 'listInstances'
+  | 'listKeys'
+  | 'createKey'
+  | 'revokeKey'
+  | 'revealKey'
+  | 'revocations'
+  | 'follow'
+  | 'stats'
 >;

@@ -61,22 +61,32 @@ export function reasonText(reason: RevokeReason | null): string {
 /** Why keys cannot be created for this instance now; null when they can. */
 export function whyNotReady(i: Pick<InstanceView, 'id' | 'state'>): string | null {
   switch (i.state) {
-    case 'ready': return null;
-    case 'pending': return `${i.id} is pending, not ready yet: make it ready with \`ob-proxy instances ready ${i.id}\`.`;
-    case 'stopped': return `${i.id} is stopped and its keys were revoked: make it ready again to create keys.`;
-    case 'failed': return `${i.id} failed and its keys were revoked: make it ready again to create keys.`;
-    case 'terminated': return `${i.id} is terminated for good: it can never have keys again.`;
+    case 'ready':
+      return null;
+    case 'pending':
+      return `${i.id} is pending, not ready yet: make it ready with \`ob-proxy instances ready ${i.id}\`.`;
+    case 'stopped':
+      return `${i.id} is stopped and its keys were revoked: make it ready again to create keys.`;
+    case 'failed':
+      return `${i.id} failed and its keys were revoked: make it ready again to create keys.`;
+    case 'terminated':
+      return `${i.id} is terminated for good: it can never have keys again.`;
   }
 }
 
 /** The same, in a few words, for lists. */
 export function whyNotShort(state: InstanceView['state']): string | null {
   switch (state) {
-    case 'ready': return null;
-    case 'pending': return 'not ready yet';
-    case 'stopped': return 'stopped, keys revoked';
-    case 'failed': return 'failed, keys revoked';
-    case 'terminated': return 'terminated for good';
+    case 'ready':
+      return null;
+    case 'pending':
+      return 'not ready yet';
+    case 'stopped':
+      return 'stopped, keys revoked';
+    case 'failed':
+      return 'failed, keys revoked';
+    case 'terminated':
+      return 'terminated for good';
   }
 }
 

@@ -11,9 +11,7 @@ import type { InstanceView, KeyView, RevocationView, StatusView } from '../../sr
 import type { ConsoleClient } from './console-client.js';
 
 export type Connection =
-  | { state: 'connecting' }
-  | { state: 'live' }
-  | { state: 'down'; message: string; attempts: number };
+  { state: 'connecting' } | { state: 'live' } | { state: 'down'; message: string; attempts: number };
 
 export interface DaemonData {
   connection: Connection;
@@ -33,15 +31,26 @@ export interface UseDaemonOptions {
   onEvent(event: AuditEvent): void;
 }
 
-const INITIAL: DaemonData = { connection: { state: 'connecting' }, status: null, instances: [], keys: [], revocations: [], loaded: false };
+const INITIAL: DaemonData = {
+  connection: { state: 'connecting' },
+  status: null,
+  instances: [],
+  keys: [],
+  revocations: [],
+  loaded: false,
+};
 
 function pause(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     const timer = setTimeout(resolve, ms);
-    signal.addEventListener('abort', () => {
-      clearTimeout(timer);
-      resolve();
-    }, { once: true });
+    signal.addEventListener(
+      'abort',
+      () => {
+        clearTimeout(timer);
+        resolve();
+      },
+      { once: true },
+    );
   });
 }
 
@@ -49,7 +58,10 @@ function messageOf(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
-export function useDaemon(client: ConsoleClient, options: UseDaemonOptions): { data: DaemonData; refresh(): Promise<void> } {
+export function useDaemon(
+  client: ConsoleClient,
+  options: UseDaemonOptions,
+): { data: DaemonData; refresh(): Promise<void> } {
   const [data, setData] = useState<DaemonData>(INITIAL);
   const onEvent = useRef(options.onEvent);
   onEvent.current = options.onEvent;
@@ -67,10 +79,26 @@ export function useDaemon(client: ConsoleClient, options: UseDaemonOptions): { d
     // Status is read every time too: a daemon still starting answers on its socket before its
     // public port is bound, with an empty baseUrl.
     const read = async (): Promise<void> => {
-      const [status, instances, keys, revocations] = await Promise.all([client.status(), client.listInstances(), client.listKeys(), client.revocations()]);
+      const [status, instances, keys, revocations] = await Promise.all([
+        client.status(),
+        client.listInstances(),
+        client.listKeys(),
+        client.revocations(),
+      ]);
       if (ac.signal.aborted) return;
-      const next = { status: JSON.stringify(status), instances: JSON.stringify(instances), keys: JSON.stringify(keys), revocations: JSON.stringify(revocations) };
-      if (next.status === last.status && next.instances === last.instances && next.keys === last.keys && next.revocations === last.revocations) return;
+      const next = {
+        status: JSON.stringify(status),
+        instances: JSON.stringify(instances),
+        keys: JSON.stringify(keys),
+        revocations: JSON.stringify(revocations),
+      };
+      if (
+        next.status === last.status &&
+        next.instances === last.instances &&
+        next.keys === last.keys &&
+        next.revocations === last.revocations
+      )
+        return;
       Object.assign(last, next);
       setData((d) => ({ ...d, status, instances, keys, revocations, loaded: true }));
     };
@@ -108,11 +136,14 @@ export function useDaemon(client: ConsoleClient, options: UseDaemonOptions): { d
             },
             ac.signal,
             () => {
-              void refresh().then(() => {
-                attempts = 0;
-                live = true;
-                setData((d) => ({ ...d, connection: { state: 'live' } }));
-              }, () => {});
+              void refresh().then(
+                () => {
+                  attempts = 0;
+                  live = true;
+                  setData((d) => ({ ...d, connection: { state: 'live' } }));
+                },
+                () => {},
+              );
             },
           );
           if (ac.signal.aborted) break;

@@ -7,23 +7,30 @@ import type { ConsoleClient } from './console-client.js';
  * older than the stats route, or one going away) shows nothing rather than stale figures; the
  * connection itself is reported by useDaemon.
  */
-export function useLiveStats(client: ConsoleClient, enabled: boolean, everyMs: number): ReadonlyMap<string, InstanceLiveView> {
+export function useLiveStats(
+  client: ConsoleClient,
+  enabled: boolean,
+  everyMs: number,
+): ReadonlyMap<string, InstanceLiveView> {
   const [stats, setStats] = useState<ReadonlyMap<string, InstanceLiveView>>(new Map());
   useEffect(() => {
     if (!enabled) return;
     let stopped = false;
     let last = '';
     const read = (): void => {
-      client.stats().then((view: LiveStatsView) => {
-        const text = JSON.stringify(view.instances);
-        if (stopped || text === last) return;
-        last = text;
-        setStats(new Map(view.instances.map((i) => [i.instance, i])));
-      }, () => {
-        if (stopped || last === '') return;
-        last = '';
-        setStats(new Map());
-      });
+      client.stats().then(
+        (view: LiveStatsView) => {
+          const text = JSON.stringify(view.instances);
+          if (stopped || text === last) return;
+          last = text;
+          setStats(new Map(view.instances.map((i) => [i.instance, i])));
+        },
+        () => {
+          if (stopped || last === '') return;
+          last = '';
+          setStats(new Map());
+        },
+      );
     };
     read();
     const t = setInterval(read, everyMs);

@@ -36,9 +36,17 @@ export function makeAuthHook(ctx: DaemonContext, requireReady: boolean) {
     const match = header === undefined ? null : BEARER.exec(header);
     if (match === null || match[1] === undefined) {
       ctx.metrics?.keyRefused('missing_api_key');
-      replyError(reply, obError('missing_api_key', header === undefined ? undefined : {
-        message: 'The Authorization header must be "Bearer ob_sk_…" (SDKs: set apiKey).',
-      }));
+      replyError(
+        reply,
+        obError(
+          'missing_api_key',
+          header === undefined
+            ? undefined
+            : {
+                message: 'The Authorization header must be "Bearer ob_sk_…" (SDKs: set apiKey).',
+              },
+        ),
+      );
       return;
     }
     // Out of sync with a shared store for too long: any key may have been revoked elsewhere.
@@ -55,12 +63,18 @@ export function makeAuthHook(ctx: DaemonContext, requireReady: boolean) {
       if (result.code === 'invalid_api_key') {
         if (ctx.badKeys.blocked(address, now)) {
           ctx.metrics?.keyRefused('rate_limited');
-          replyError(reply, obError('rate_limited'), { 'retry-after': String(ctx.badKeys.retryAfterSeconds(address, now)) });
+          replyError(reply, obError('rate_limited'), {
+            'retry-after': String(ctx.badKeys.retryAfterSeconds(address, now)),
+          });
           return;
         }
         // One line when an address starts being refused, not one per refusal: a guesser must not
         // be able to fill the operator's disk with log lines.
-        if (ctx.badKeys.strike(address, now)) request.log.warn({ address, limit: ctx.config.badKeyLimit }, 'too many invalid keys from this address: refusing its invalid keys with 429 for the rest of the minute');
+        if (ctx.badKeys.strike(address, now))
+          request.log.warn(
+            { address, limit: ctx.config.badKeyLimit },
+            'too many invalid keys from this address: refusing its invalid keys with 429 for the rest of the minute',
+          );
       }
       refuse(ctx, reply, result);
       return;
@@ -75,13 +89,21 @@ export function makeAuthHook(ctx: DaemonContext, requireReady: boolean) {
 export type Refusal = Extract<AuthResult, { ok: false }>;
 
 /** Answers a failed check 2 to 5 (also for a body refused after its key was revoked). */
-export function refuse(ctx: DaemonContext, reply: FastifyReply, result: Refusal, headers?: Record<string, string>): void {
+export function refuse(
+  ctx: DaemonContext,
+  reply: FastifyReply,
+  result: Refusal,
+  headers?: Record<string, string>,
+): void {
   // A pack that ended between timer ticks: revoke now; this request is already refused.
   if (result.packEnded === true) endDuePacksSoon(ctx);
   ctx.metrics?.keyRefused(result.code);
-  const extra = result.code === 'deployment_not_ready' && result.instance !== undefined
-    ? { message: `The deployment "${result.instance.id}" for this API key is ${result.instance.state === 'ready' ? 'without an endpoint' : result.instance.state}. Retry when it is ready.` }
-    : undefined;
+  const extra =
+    result.code === 'deployment_not_ready' && result.instance !== undefined
+      ? {
+          message: `The deployment "${result.instance.id}" for this API key is ${result.instance.state === 'ready' ? 'without an endpoint' : result.instance.state}. Retry when it is ready.`,
+        }
+      : undefined;
   replyError(reply, obError(result.code, extra), headers, result.key?.id);
 }
 

@@ -5,7 +5,10 @@
 export class BadKeyLimiter {
   private readonly windows = new Map<string, { start: number; count: number }>();
 
-  constructor(private readonly limit: number, private readonly windowMs = 60_000) {}
+  constructor(
+    private readonly limit: number,
+    private readonly windowMs = 60_000,
+  ) {}
 
   blocked(address: string, nowMs: number): boolean {
     if (this.limit === 0) return false;

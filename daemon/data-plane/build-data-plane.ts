@@ -1,4 +1,12 @@
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest, type HookHandlerDoneFunction } from 'fastify';
+import Fastify, {
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  type HookHandlerDoneFunction,
+} from 'fastify';
 import type { Instance } from '../../src/domain/instance.js';
 import { obError } from '../../src/errors.js';
 import { requestId } from '../../src/ids.js';
@@ -73,7 +81,8 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
   // application/json is named as well as '*': Fastify caches the parser it finds by name, but
   // looks the catch-all up again, parsing the Content-Type header anew, on every request.
   app.removeAllContentTypeParsers();
-  const asBytes = (_req: unknown, body: Buffer | string, done: (err: null, body: Buffer | string) => void): void => done(null, body);
+  const asBytes = (_req: unknown, body: Buffer | string, done: (err: null, body: Buffer | string) => void): void =>
+    done(null, body);
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, asBytes);
   app.addContentTypeParser('*', { parseAs: 'buffer' }, asBytes);
 
@@ -89,35 +98,50 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
   // Every answer to a chat completion, whoever gave it: the auth hook, validation, the relay. A
   // hook of the route, not of the app: no other route pays for it, nor for asking which route it is.
   const metrics = ctx.metrics;
-  const answered = metrics === null ? {} : {
-    onResponse(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
-      const auth = request.auth;
-      metrics.answered(auth?.instance.id ?? '', auth?.key.id ?? '', reply.statusCode, reply.elapsedTime / 1000);
-      done();
-    },
-  };
+  const answered =
+    metrics === null
+      ? {}
+      : {
+          onResponse(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
+            const auth = request.auth;
+            metrics.answered(auth?.instance.id ?? '', auth?.key.id ?? '', reply.statusCode, reply.elapsedTime / 1000);
+            done();
+          },
+        };
 
   // Checks 3 to 5 run again at the start of the handler, once the body is in (recheck).
   app.post('/v1/chat/completions', { onRequest: makeAuthHook(ctx, true), ...answered }, makeChatHandler(ctx));
 
   // The key's one model, whatever the instance's state (OpenAI's list and model shapes).
-  const modelOf = (inst: Instance) => ({ id: inst.model, object: 'model', created: Math.floor(Date.parse(inst.createdAt) / 1000), owned_by: 'ob-proxy' });
+  const modelOf = (inst: Instance) => ({
+    id: inst.model,
+    object: 'model',
+    created: Math.floor(Date.parse(inst.createdAt) / 1000),
+    owned_by: 'ob-proxy',
+  });
   app.get('/v1/models', { onRequest: makeAuthHook(ctx, false) }, async (request) => {
     const inst = request.auth?.instance;
     if (inst === undefined) throw obError('internal_error');
     return { object: 'list', data: [modelOf(inst)] };
   });
-  app.get<{ Params: { model: string } }>('/v1/models/:model', { onRequest: makeAuthHook(ctx, false) }, async (request, reply) => {
-    const inst = request.auth?.instance;
-    if (inst === undefined) throw obError('internal_error');
-    if (request.params.model !== inst.model) {
-      return replyError(reply, obError('model_not_found', {
-        param: 'model',
-        message: `This API key serves only "${inst.model}"; there is no model "${request.params.model}" for it.`,
-      }));
-    }
-    return modelOf(inst);
-  });
+  app.get<{ Params: { model: string } }>(
+    '/v1/models/:model',
+    { onRequest: makeAuthHook(ctx, false) },
+    async (request, reply) => {
+      const inst = request.auth?.instance;
+      if (inst === undefined) throw obError('internal_error');
+      if (request.params.model !== inst.model) {
+        return replyError(
+          reply,
+          obError('model_not_found', {
+            param: 'model',
+            message: `This API key serves only "${inst.model}"; there is no model "${request.params.model}" for it.`,
+          }),
+        );
+      }
+      return modelOf(inst);
+    },
+  );
 
   app.get('/healthz', async (_request, reply) => {
     if (ctx.draining) return reply.code(503).send({ status: 'draining' });
@@ -128,14 +152,22 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
   // than --max-stale (every key would be refused), so traffic goes to the other daemons.
   app.get('/readyz', async (_request, reply) => {
     if (ctx.draining) return reply.code(503).send({ status: 'draining' });
-    if (ctx.storeStale) return reply.code(503).header('retry-after', '5').send({ status: 'store_unreachable', store: ctx.storeLocation });
+    if (ctx.storeStale)
+      return reply.code(503).header('retry-after', '5').send({ status: 'store_unreachable', store: ctx.storeLocation });
     return { status: 'ready' };
   });
 
   app.setNotFoundHandler((request, reply) => {
-    const hint = request.url.startsWith('/chat/completions') || request.url.startsWith('/models')
-      ? ' Your base URL is missing /v1: use {base_url}/v1.' : '';
-    replyError(reply, obError('route_not_found', { message: `No route ${request.method} ${request.url.split('?')[0]}. The proxy serves POST /v1/chat/completions, GET /v1/models and GET /v1/models/{model}.${hint}` }));
+    const hint =
+      request.url.startsWith('/chat/completions') || request.url.startsWith('/models')
+        ? ' Your base URL is missing /v1: use {base_url}/v1.'
+        : '';
+    replyError(
+      reply,
+      obError('route_not_found', {
+        message: `No route ${request.method} ${request.url.split('?')[0]}. The proxy serves POST /v1/chat/completions, GET /v1/models and GET /v1/models/{model}.${hint}`,
+      }),
+    );
   });
 
   app.setErrorHandler((error: FastifyError, request, reply) => {
@@ -147,11 +179,23 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
     }
     switch (error.code) {
       case 'FST_ERR_CTP_BODY_TOO_LARGE':
-        return replyError(reply, obError('payload_too_large', { message: `The request body is larger than the proxy accepts (${ctx.config.bodyLimit} bytes). Shorten the conversation or ask the operator to raise --body-limit.` }), { connection: 'close' });
+        return replyError(
+          reply,
+          obError('payload_too_large', {
+            message: `The request body is larger than the proxy accepts (${ctx.config.bodyLimit} bytes). Shorten the conversation or ask the operator to raise --body-limit.`,
+          }),
+          { connection: 'close' },
+        );
       case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
-        return replyError(reply, obError('invalid_request', { message: 'The Content-Length header does not match the body.' }));
+        return replyError(
+          reply,
+          obError('invalid_request', { message: 'The Content-Length header does not match the body.' }),
+        );
       case 'FST_ERR_CTP_EMPTY_JSON_BODY':
-        return replyError(reply, obError('invalid_json', { message: 'The request body is empty. Send a JSON chat completion request.' }));
+        return replyError(
+          reply,
+          obError('invalid_json', { message: 'The request body is empty. Send a JSON chat completion request.' }),
+        );
       default:
         break;
     }

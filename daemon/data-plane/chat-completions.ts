@@ -39,7 +39,9 @@ export function makeChatHandler(ctx: DaemonContext) {
       }
       const charset = CHARSET.exec(type);
       if (charset !== null && !UTF8.test(charset[1] ?? '')) {
-        throw obError('invalid_request', { message: 'The body must be UTF-8: send Content-Type: application/json (charset=utf-8, if any).' });
+        throw obError('invalid_request', {
+          message: 'The body must be UTF-8: send Content-Type: application/json (charset=utf-8, if any).',
+        });
       }
       chat = validateChatRequest(body);
       if (chat.model !== auth.instance.model) {
@@ -65,7 +67,8 @@ export function makeChatHandler(ctx: DaemonContext) {
     if (admission.take(instance)) {
       ctx.metrics?.addedTime(reply.elapsedTime / 1000);
       send(ctx, request, reply, chat, upstream, instance);
-    } else if (admission.wait(instance, new QueuedRequest(ctx, request, reply, chat, upstream, instance)) === 'full') refuseQueued(ctx, reply, 'queue_full', instance);
+    } else if (admission.wait(instance, new QueuedRequest(ctx, request, reply, chat, upstream, instance)) === 'full')
+      refuseQueued(ctx, reply, 'queue_full', instance);
   };
 }
 
@@ -138,14 +141,26 @@ class QueuedRequest implements Waiter {
   }
 }
 
-function refuseQueued(ctx: DaemonContext, reply: FastifyReply, reason: 'queue_full' | 'queue_timeout', instance: string): void {
+function refuseQueued(
+  ctx: DaemonContext,
+  reply: FastifyReply,
+  reason: 'queue_full' | 'queue_timeout',
+  instance: string,
+): void {
   ctx.metrics?.rateLimited(instance, reason);
   warnQueueRefusal(ctx, reason, instance);
   replyError(reply, queueRefusal(reason, instance, ctx.config.queueTimeoutMs), retryHeaders(1000));
 }
 
 /** Hijacks the reply and sends the request upstream; `slot`: the instance whose admission slot it holds. */
-function send(ctx: DaemonContext, request: FastifyRequest, reply: FastifyReply, chat: ChatRequest, upstream: Buffer | string, slot: string | null): void {
+function send(
+  ctx: DaemonContext,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  chat: ChatRequest,
+  upstream: Buffer | string,
+  slot: string | null,
+): void {
   const auth = request.auth as AuthContext;
   reply.hijack();
   const started = performance.now();
@@ -162,12 +177,30 @@ function send(ctx: DaemonContext, request: FastifyRequest, reply: FastifyReply, 
   // The access line; its object is not even built when info is off (--log-level warn).
   if (INFO_LEVELS.has(ctx.log.level)) {
     void done.then(() => {
-      ctx.log.info({ reqId: request.id, key: auth.key.id, instance: auth.instance.id, stream: chat.stream, status: reply.raw.statusCode, ms: Math.round((performance.now() - started) * 100) / 100 }, 'chat completion');
+      ctx.log.info(
+        {
+          reqId: request.id,
+          key: auth.key.id,
+          instance: auth.instance.id,
+          stream: chat.stream,
+          status: reply.raw.statusCode,
+          ms: Math.round((performance.now() - started) * 100) / 100,
+        },
+        'chat completion',
+      );
     });
   }
 }
 
-function proxy(ctx: DaemonContext, request: FastifyRequest, res: ServerResponse, auth: AuthContext, chat: ChatRequest, body: Buffer | string, slot: string | null): Promise<void> {
+function proxy(
+  ctx: DaemonContext,
+  request: FastifyRequest,
+  res: ServerResponse,
+  auth: AuthContext,
+  chat: ChatRequest,
+  body: Buffer | string,
+  slot: string | null,
+): Promise<void> {
   ctx.usage.record(auth.key, ctx.clock.now(), 0, 0);
   const live = ctx.live.counter(auth.instance.id);
   live.requests += 1;
@@ -200,13 +233,16 @@ function proxy(ctx: DaemonContext, request: FastifyRequest, res: ServerResponse,
   // In the turn the key was re-checked (recheck, above): from here a revocation ends it.
   inflight.add(auth.key, relay);
   try {
-    ctx.upstream.dispatch({
-      endpoint: auth.instance.endpoint as string,
-      body,
-      stream: chat.stream,
-      requestId: request.id,
-      token: ctx.upstreamTokens.get(auth.instance.id),
-    }, relay);
+    ctx.upstream.dispatch(
+      {
+        endpoint: auth.instance.endpoint as string,
+        body,
+        stream: chat.stream,
+        requestId: request.id,
+        token: ctx.upstreamTokens.get(auth.instance.id),
+      },
+      relay,
+    );
   } catch (err) {
     // Answered, and out of the in-flight set, rather than a socket held until the client leaves.
     ctx.log.error({ err, reqId: request.id }, 'upstream request not sent');

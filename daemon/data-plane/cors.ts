@@ -2,7 +2,8 @@ import type { FastifyInstance } from 'fastify';
 
 const ALLOW_METHODS = 'GET, POST, OPTIONS';
 // What OpenAI SDKs send from a browser: the key, JSON, and their x-stainless-* telemetry.
-const DEFAULT_ALLOW_HEADERS = 'authorization, content-type, openai-organization, openai-project, x-stainless-arch, x-stainless-lang, x-stainless-os, x-stainless-package-version, x-stainless-retry-count, x-stainless-runtime, x-stainless-runtime-version, x-stainless-timeout';
+const DEFAULT_ALLOW_HEADERS =
+  'authorization, content-type, openai-organization, openai-project, x-stainless-arch, x-stainless-lang, x-stainless-os, x-stainless-package-version, x-stainless-retry-count, x-stainless-runtime, x-stainless-runtime-version, x-stainless-timeout';
 
 /**
  * Opt-in CORS for browser clients (OB_PROXY_CORS_ORIGINS). Preflights are answered without a
@@ -31,11 +32,14 @@ export function registerCors(app: FastifyInstance, origins: readonly string[]): 
     app.options(path, async (request, reply) => {
       if (allow(request.headers.origin) === null) return reply.code(204).send();
       const asked = request.headers['access-control-request-headers'];
-      return reply.code(204).headers({
-        'access-control-allow-methods': ALLOW_METHODS,
-        'access-control-allow-headers': typeof asked === 'string' && asked !== '' ? asked : DEFAULT_ALLOW_HEADERS,
-        'access-control-max-age': '600',
-      }).send();
+      return reply
+        .code(204)
+        .headers({
+          'access-control-allow-methods': ALLOW_METHODS,
+          'access-control-allow-headers': typeof asked === 'string' && asked !== '' ? asked : DEFAULT_ALLOW_HEADERS,
+          'access-control-max-age': '600',
+        })
+        .send();
     });
   }
 }

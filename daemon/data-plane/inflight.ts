@@ -67,7 +67,8 @@ export class InflightRequests {
 }
 
 const REVOKED = obError('revoked_api_key', {
-  message: 'This API key was revoked (or its deployment stopped or removed) while the request was in flight; it can never be used again. Generate a new key for a ready instance.',
+  message:
+    'This API key was revoked (or its deployment stopped or removed) while the request was in flight; it can never be used again. Generate a new key for a ready instance.',
 });
 const PACK_ENDED = obError('pack_ended');
 
@@ -88,7 +89,8 @@ export const SWEEP_MS = 250;
  */
 export function watchRevocations(ctx: DaemonContext): () => void {
   const unsubscribe = ctx.lifecycle.onChange((e) => {
-    if (e.type === 'key.revoked' && e.keyId !== undefined) ctx.inflight.end(e.keyId, inflightError(e.reason === 'pack_ended'));
+    if (e.type === 'key.revoked' && e.keyId !== undefined)
+      ctx.inflight.end(e.keyId, inflightError(e.reason === 'pack_ended'));
   });
   const registry = ctx.lifecycle.registry;
   const timer = setInterval(() => {

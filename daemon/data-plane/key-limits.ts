@@ -27,7 +27,13 @@ declare module 'fastify' {
  * every header of its writeHead set one by one too.
  * Keys without limits pay one comparison. Returns false when the request was refused.
  */
-export function admitKey(ctx: DaemonContext, request: FastifyRequest, reply: FastifyReply, key: KeyRecord, instance: string): boolean {
+export function admitKey(
+  ctx: DaemonContext,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  key: KeyRecord,
+  instance: string,
+): boolean {
   const l = key.limits;
   if (l.rpm === null && l.tpm === null && l.concurrency === null) return true;
   const v = ctx.keyLimits.admit(key, ctx.clock.now());
@@ -37,10 +43,19 @@ export function admitKey(ctx: DaemonContext, request: FastifyRequest, reply: Fas
     const limit = l[v.refused] as number;
     const wait = retryAfterSeconds(v.retryAfterMs);
     // One line when a key starts being refused, not one per refusal (the metrics count them all).
-    if (v.report) request.log.info({ reqId: request.id, key: key.id, instance, limit: v.refused, value: limit, retryAfterS: wait }, 'key over its limit: refusing its requests with 429 until the window ends');
-    replyError(reply, obError('rate_limited', {
-      message: `This API key is over its limit of ${limit} ${WHAT[v.refused]} (${v.refused}). Retry in ${wait} s; the operator sets it with \`ob-proxy keys limit\`.`,
-    }), retryHeaders(v.retryAfterMs), key.id);
+    if (v.report)
+      request.log.info(
+        { reqId: request.id, key: key.id, instance, limit: v.refused, value: limit, retryAfterS: wait },
+        'key over its limit: refusing its requests with 429 until the window ends',
+      );
+    replyError(
+      reply,
+      obError('rate_limited', {
+        message: `This API key is over its limit of ${limit} ${WHAT[v.refused]} (${v.refused}). Retry in ${wait} s; the operator sets it with \`ob-proxy keys limit\`.`,
+      }),
+      retryHeaders(v.retryAfterMs),
+      key.id,
+    );
     return false;
   }
   // 'close' comes once, whether the answer was sent or the client left: `on` spares once's wrapper.
@@ -60,18 +75,26 @@ const warned = new WeakMap<DaemonContext, Map<string, number>>();
 
 export function warnQueueRefusal(ctx: DaemonContext, reason: 'queue_full' | 'queue_timeout', instance: string): void {
   let m = warned.get(ctx);
-  if (m === undefined) warned.set(ctx, m = new Map());
+  if (m === undefined) warned.set(ctx, (m = new Map()));
   const id = `${instance} ${reason}`;
   const now = ctx.clock.now();
   if (now - (m.get(id) ?? Number.NEGATIVE_INFINITY) < QUIET_MS) return;
   m.set(id, now);
-  ctx.log.warn({ instance, code: 'rate_limited', reason, maxConcurrency: ctx.config.maxConcurrency, queue: ctx.config.queueSize }, `instance busy (${reason === 'queue_full' ? 'its queue is full' : 'a request waited past --queue-timeout'}): refusing with 429; raise --max-concurrency or --queue if the model server can take more`);
+  ctx.log.warn(
+    { instance, code: 'rate_limited', reason, maxConcurrency: ctx.config.maxConcurrency, queue: ctx.config.queueSize },
+    `instance busy (${reason === 'queue_full' ? 'its queue is full' : 'a request waited past --queue-timeout'}): refusing with 429; raise --max-concurrency or --queue if the model server can take more`,
+  );
 }
 
-export function queueRefusal(reason: 'queue_full' | 'queue_timeout', instance: string, timeoutMs: number): ObProxyError {
+export function queueRefusal(
+  reason: 'queue_full' | 'queue_timeout',
+  instance: string,
+  timeoutMs: number,
+): ObProxyError {
   return obError('rate_limited', {
-    message: reason === 'queue_full'
-      ? `The deployment "${instance}" is busy: its queue is full. Retry shortly.`
-      : `The deployment "${instance}" is busy: the request waited ${timeoutMs / 1000} s in its queue without a turn. Retry shortly.`,
+    message:
+      reason === 'queue_full'
+        ? `The deployment "${instance}" is busy: its queue is full. Retry shortly.`
+        : `The deployment "${instance}" is busy: the request waited ${timeoutMs / 1000} s in its queue without a turn. Retry shortly.`,
   });
 }

@@ -21,15 +21,24 @@ export function answerNodeRefusals(app: FastifyInstance): void {
   });
 
   app.server.on('connect', (_req: IncomingMessage, socket: Duplex) => {
-    writeSocketError(socket, obError('route_not_found', {
-      message: 'No route for CONNECT: the proxy is not a forward proxy. It serves POST /v1/chat/completions and GET /v1/models.',
-    }));
+    writeSocketError(
+      socket,
+      obError('route_not_found', {
+        message:
+          'No route for CONNECT: the proxy is not a forward proxy. It serves POST /v1/chat/completions and GET /v1/models.',
+      }),
+    );
   });
 
   app.addHook('onRequest', (request, reply, done) => {
     if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) {
       reply.header('connection', 'close');
-      replyError(reply, obError('malformed_http', { message: 'An HTTP/1.1 request needs a Host header. Use an HTTP client or an OpenAI SDK.' }));
+      replyError(
+        reply,
+        obError('malformed_http', {
+          message: 'An HTTP/1.1 request needs a Host header. Use an HTTP client or an OpenAI SDK.',
+        }),
+      );
       return;
     }
     done();

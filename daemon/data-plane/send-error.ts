@@ -12,29 +12,58 @@ export function toObError(err: unknown): ObProxyError {
  * Answers `err` in the OpenAI envelope, and says so in the log: which route (its pattern, never
  * the raw URL, where a client may have put a secret), the code, and the key's id when known.
  */
-export function replyError(reply: FastifyReply, err: ObProxyError, headers: Record<string, string> = {}, keyId?: string): FastifyReply {
+export function replyError(
+  reply: FastifyReply,
+  err: ObProxyError,
+  headers: Record<string, string> = {},
+  keyId?: string,
+): FastifyReply {
   const request = reply.request;
   const key = keyId ?? (request as { auth?: { key: { id: string } } | null }).auth?.key.id;
   // A blocked guesser's 429s are counted (metrics), not logged one by one: the limiter logs the block.
-  if (err.code !== 'rate_limited') reply.log.info({ reqId: request.id, route: `${request.method} ${request.routeOptions.url ?? '(no route)'}`, status: err.status, code: err.wireCode, ...(key === undefined ? {} : { key }) }, 'refused');
+  if (err.code !== 'rate_limited')
+    reply.log.info(
+      {
+        reqId: request.id,
+        route: `${request.method} ${request.routeOptions.url ?? '(no route)'}`,
+        status: err.status,
+        code: err.wireCode,
+        ...(key === undefined ? {} : { key }),
+      },
+      'refused',
+    );
   return reply.code(err.status).headers(headers).type('application/json').send(err.toBody());
 }
 
 /** For hijacked responses: the same envelope written straight to the socket, with `extra` headers (the key's x-ratelimit-*). */
-export function writeRawError(res: ServerResponse, err: ObProxyError, requestId: string, extra: Readonly<Record<string, string>> | null = null): void {
+export function writeRawError(
+  res: ServerResponse,
+  err: ObProxyError,
+  requestId: string,
+  extra: Readonly<Record<string, string>> | null = null,
+): void {
   if (res.headersSent) return;
   closeIfBodyPending(res);
   const body = JSON.stringify(err.toBody());
-  res.writeHead(err.status, withHeaders({
-    'content-type': 'application/json',
-    'content-length': Buffer.byteLength(body),
-    'x-request-id': requestId,
-  }, extra));
+  res.writeHead(
+    err.status,
+    withHeaders(
+      {
+        'content-type': 'application/json',
+        'content-length': Buffer.byteLength(body),
+        'x-request-id': requestId,
+      },
+      extra,
+    ),
+  );
   res.end(body);
 }
 
 /** `headers` with `extra` added: one writeHead takes them all (see admitKey for why not setHeader). */
-export function withHeaders<T extends object>(headers: T, extra: Readonly<Record<string, string>> | null | undefined): T {
+export function withHeaders<T extends object>(
+  headers: T,
+  extra: Readonly<Record<string, string>> | null | undefined,
+): T {
   return extra == null ? headers : Object.assign(headers, extra);
 }
 
@@ -46,8 +75,10 @@ export function withHeaders<T extends object>(headers: T, extra: Readonly<Record
 export function writeSocketError(socket: Duplex, err: ObProxyError): void {
   if (socket.writable) {
     const body = JSON.stringify(err.toBody());
-    socket.write(`HTTP/1.1 ${err.status} ${STATUS_CODES[err.status] ?? 'Error'}\r\n`
-      + `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+    socket.write(
+      `HTTP/1.1 ${err.status} ${STATUS_CODES[err.status] ?? 'Error'}\r\n` +
+        `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
   }
   socket.destroy();
 }

@@ -70,7 +70,9 @@ abstract class Relay implements Dispatcher.DispatchHandler {
   /** The response deadline; after [DONE], the drain's. */
   private timer: NodeJS.Timeout | null;
   private resolve!: () => void;
-  readonly done = new Promise<void>((r) => { this.resolve = r; });
+  readonly done = new Promise<void>((r) => {
+    this.resolve = r;
+  });
 
   constructor(protected readonly c: RelayContext) {
     c.res.on('close', this.onClientClose);
@@ -168,7 +170,12 @@ abstract class Relay implements Dispatcher.DispatchHandler {
     if (this.settled) return;
     if (this.errorBody !== null) {
       this.upstreamFailed('upstream_error');
-      writeRawError(this.c.res, upstreamStatusError(this.status, this.errorType, Buffer.concat(this.errorBody).toString('utf8')), this.c.reqId, this.c.headers);
+      writeRawError(
+        this.c.res,
+        upstreamStatusError(this.status, this.errorType, Buffer.concat(this.errorBody).toString('utf8')),
+        this.c.reqId,
+        this.c.headers,
+      );
       this.finish(0, 0, 0);
       return;
     }
@@ -245,16 +252,32 @@ export class PlainRelay extends Relay {
     }
     // Parsed once, for the shape check and usage; re-serialised only when the shape needs fixing.
     let out: Buffer | string | null = spliceCompletionId(raw, text, parsed, this.c.id);
-    const body = out !== null ? (parsed as Record<string, unknown>) : normalizeCompletion(parsed, this.c.id, this.c.model, this.c.nowSec());
+    const body =
+      out !== null
+        ? (parsed as Record<string, unknown>)
+        : normalizeCompletion(parsed, this.c.id, this.c.model, this.c.nowSec());
     if (body === null) {
       this.errored = true;
-      writeRawError(this.c.res, obError('upstream_error', { message: 'The model server sent an answer that is not a chat completion. Check the instance\'s endpoint.' }), this.c.reqId, this.c.headers);
+      writeRawError(
+        this.c.res,
+        obError('upstream_error', {
+          message: "The model server sent an answer that is not a chat completion. Check the instance's endpoint.",
+        }),
+        this.c.reqId,
+        this.c.headers,
+      );
       this.finish(0, 0, 0);
       return;
     }
     const usage = usageOf(body);
     out ??= JSON.stringify(body);
-    this.c.res.writeHead(200, withHeaders({ 'content-type': 'application/json', 'content-length': Buffer.byteLength(out), 'x-request-id': this.c.reqId }, this.c.headers));
+    this.c.res.writeHead(
+      200,
+      withHeaders(
+        { 'content-type': 'application/json', 'content-length': Buffer.byteLength(out), 'x-request-id': this.c.reqId },
+        this.c.headers,
+      ),
+    );
     this.c.res.end(out);
     this.finish(usage.prompt, usage.completion, usage.reasoning);
   }
@@ -297,12 +320,18 @@ export class StreamRelay extends Relay {
   protected start(): void {
     this.begun = true;
     const res = this.c.res;
-    res.writeHead(200, withHeaders({
-      'content-type': 'text/event-stream; charset=utf-8',
-      'cache-control': 'no-cache',
-      'x-accel-buffering': 'no',
-      'x-request-id': this.c.reqId,
-    }, this.c.headers));
+    res.writeHead(
+      200,
+      withHeaders(
+        {
+          'content-type': 'text/event-stream; charset=utf-8',
+          'cache-control': 'no-cache',
+          'x-accel-buffering': 'no',
+          'x-request-id': this.c.reqId,
+        },
+        this.c.headers,
+      ),
+    );
     // The headers leave with the first chunk when it is already here (one write, not two); when
     // the model is slow to its first token, they leave on the next turn of the event loop.
     setImmediate(() => {
@@ -323,7 +352,8 @@ export class StreamRelay extends Relay {
 
   /** A read after the relay stopped: after [DONE], drained up to DRAIN_BYTES. */
   private afterStop(chunk: Buffer): void {
-    if (this.relay.done && (this.drained += chunk.length) > DRAIN_BYTES) this.controller?.abort(new Error('the model server went on after [DONE]'));
+    if (this.relay.done && (this.drained += chunk.length) > DRAIN_BYTES)
+      this.controller?.abort(new Error('the model server went on after [DONE]'));
   }
 
   /** The read just processed stopped the relay: [DONE], an error event, or a refusal. */
@@ -408,9 +438,10 @@ export class StreamRelay extends Relay {
     this.flush();
     if (!this.relay.done && !this.relay.sawError) {
       this.upstreamFailed('upstream_unavailable');
-      this.endWithError(obError('upstream_unavailable', { message: 'The model server ended the stream before it was complete.' }));
-    }
-    else if (!this.c.res.writableEnded) this.c.res.end();
+      this.endWithError(
+        obError('upstream_unavailable', { message: 'The model server ended the stream before it was complete.' }),
+      );
+    } else if (!this.c.res.writableEnded) this.c.res.end();
     this.count();
   }
 
@@ -439,9 +470,10 @@ export class StreamRelay extends Relay {
   private endWithError(err: ObProxyError): void {
     const res = this.c.res;
     if (res.writableEnded) return;
-    const e = err.code === 'upstream_timeout'
-      ? obError('upstream_timeout', { message: 'The model server sent nothing for too long; the stream was ended.' })
-      : err;
+    const e =
+      err.code === 'upstream_timeout'
+        ? obError('upstream_timeout', { message: 'The model server sent nothing for too long; the stream was ended.' })
+        : err;
     res.end(`data: ${JSON.stringify(e.toBody())}\n\n`);
   }
 }

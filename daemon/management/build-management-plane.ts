@@ -15,18 +15,24 @@ import { registerStatsRoutes } from './stats.js';
  */
 export function buildManagementPlane(ctx: DaemonContext): FastifyInstance {
   const app = Fastify({
-    loggerInstance: ctx.log, logController: new LogController({ disableRequestLogging: true }), bodyLimit: 1024 * 1024,
+    loggerInstance: ctx.log,
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit: 1024 * 1024,
     // The routes' schemas check what was sent as sent: no coercion of 42 into "42", no field dropped.
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false } },
     schemaErrorFormatter: schemaError,
     // Router refusals (an id too long for it, broken percent-encoding) in our envelope, with a
     // sentence the CLI can print, instead of Fastify's own 414/400 bodies.
     frameworkErrors: (error, _request, reply) => {
-      replyError(reply, obError('invalid_argument', {
-        message: error.code === 'FST_ERR_MAX_PARAM_LENGTH'
-          ? 'An id in the path is too long: instance ids are at most 64 characters.'
-          : 'The request path is not valid percent-encoding.',
-      }));
+      replyError(
+        reply,
+        obError('invalid_argument', {
+          message:
+            error.code === 'FST_ERR_MAX_PARAM_LENGTH'
+              ? 'An id in the path is too long: instance ids are at most 64 characters.'
+              : 'The request path is not valid percent-encoding.',
+        }),
+      );
     },
   });
 
@@ -38,14 +44,29 @@ export function buildManagementPlane(ctx: DaemonContext): FastifyInstance {
       const body = request.body as Record<string, unknown> | undefined;
       const instance = typeof body?.instance === 'string' ? body.instance : undefined;
       const id = typeof body?.id === 'string' ? body.id : undefined;
-      request.log.info({ action: `${request.method} ${request.routeOptions.url ?? ''}`, ...(id === undefined ? {} : { id }), ...params, ...(instance === undefined ? {} : { instance }), status: reply.statusCode }, 'management action');
+      request.log.info(
+        {
+          action: `${request.method} ${request.routeOptions.url ?? ''}`,
+          ...(id === undefined ? {} : { id }),
+          ...params,
+          ...(instance === undefined ? {} : { instance }),
+          status: reply.statusCode,
+        },
+        'management action',
+      );
     }
     done();
   });
 
   app.get('/v1/status', async () => ({
-    version: ctx.version, pid: process.pid, baseUrl: ctx.baseUrl, store: ctx.storeLocation,
-    socket: ctx.config.socket, startedAt: ctx.startedAt, models: [...ctx.config.models], storeSync: ctx.storeSync(),
+    version: ctx.version,
+    pid: process.pid,
+    baseUrl: ctx.baseUrl,
+    store: ctx.storeLocation,
+    socket: ctx.config.socket,
+    startedAt: ctx.startedAt,
+    models: [...ctx.config.models],
+    storeSync: ctx.storeSync(),
   }));
   // `ob-proxy store backup`: the state as this daemon holds it, taken under the lifecycle's
   // mutex; the CLI writes the file (as the operator, where the operator chose).
@@ -57,7 +78,13 @@ export function buildManagementPlane(ctx: DaemonContext): FastifyInstance {
   registerEventRoutes(app, ctx);
 
   app.setNotFoundHandler((request, reply) => {
-    replyError(reply, obError('invalid_argument', { status: 404, message: `No management route ${request.method} ${request.url}. Is the CLI newer than the daemon?` }));
+    replyError(
+      reply,
+      obError('invalid_argument', {
+        status: 404,
+        message: `No management route ${request.method} ${request.url}. Is the CLI newer than the daemon?`,
+      }),
+    );
   });
   app.setErrorHandler((error: FastifyError | ObProxyError, request, reply) => {
     if (error instanceof ObProxyError) return replyError(reply, error);

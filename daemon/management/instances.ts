@@ -4,7 +4,16 @@ import { ObProxyError, obError } from '../../src/errors.js';
 import type { HealthView } from '../../src/services/instance-health.js';
 import type { ReadyView } from '../../src/wire/views.js';
 import type { DaemonContext } from '../context.js';
-import { ADD_INSTANCE_BODY, type AddInstanceBody, EXTEND_BODY, ID_PARAMS, INSTANCES_QUERY, NO_BODY, READY_BODY, type ReadyBody } from './schemas.js';
+import {
+  ADD_INSTANCE_BODY,
+  type AddInstanceBody,
+  EXTEND_BODY,
+  ID_PARAMS,
+  INSTANCES_QUERY,
+  NO_BODY,
+  READY_BODY,
+  type ReadyBody,
+} from './schemas.js';
 import { viewInstance } from './views.js';
 
 type Params = { id: string };
@@ -14,7 +23,12 @@ type Params = { id: string };
  * nothing listens, or that lacks the model, is refused before any key is made for it. A state
  * or endpoint that cannot go ready is left for lifecycle.ready to refuse, with its own message.
  */
-async function probeBeforeReady(ctx: DaemonContext, current: Instance, rawEndpoint: unknown, token: string | undefined): Promise<{ endpoint: string; view: HealthView } | null> {
+async function probeBeforeReady(
+  ctx: DaemonContext,
+  current: Instance,
+  rawEndpoint: unknown,
+  token: string | undefined,
+): Promise<{ endpoint: string; view: HealthView } | null> {
   try {
     assertTransition(current, 'ready');
   } catch {
@@ -24,10 +38,14 @@ async function probeBeforeReady(ctx: DaemonContext, current: Instance, rawEndpoi
   if (endpoint === null) return null;
   const view = await ctx.health.check(current, endpoint, token);
   if (view.status === 'unreachable') {
-    throw obError('endpoint_unreachable', { message: `Instance ${current.id} was not made ready: ${view.error ?? endpoint}. Check the endpoint and that the model server is up, or skip this check with --no-probe.` });
+    throw obError('endpoint_unreachable', {
+      message: `Instance ${current.id} was not made ready: ${view.error ?? endpoint}. Check the endpoint and that the model server is up, or skip this check with --no-probe.`,
+    });
   }
   if (view.status === 'model missing') {
-    throw obError('model_not_served', { message: `Instance ${current.id} was not made ready: ${view.error ?? endpoint}. Pull or load the model on the model server, or skip this check with --no-probe.` });
+    throw obError('model_not_served', {
+      message: `Instance ${current.id} was not made ready: ${view.error ?? endpoint}. Pull or load the model on the model server, or skip this check with --no-probe.`,
+    });
   }
   return { endpoint, view };
 }
@@ -40,65 +58,95 @@ export function registerInstanceRoutes(app: FastifyInstance, ctx: DaemonContext)
   const lc = ctx.lifecycle;
   const byId = { schema: { params: ID_PARAMS, body: NO_BODY } };
 
-  app.get<{ Querystring: { state?: InstanceState } }>('/v1/instances', { schema: { querystring: INSTANCES_QUERY } }, async (request) => {
-    const state = request.query.state;
-    return [...lc.registry.instances.values()]
-      .filter((i) => state === undefined || i.state === state)
-      .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id))
-      .map((i) => viewInstance(ctx, i));
-  });
+  app.get<{ Querystring: { state?: InstanceState } }>(
+    '/v1/instances',
+    { schema: { querystring: INSTANCES_QUERY } },
+    async (request) => {
+      const state = request.query.state;
+      return [...lc.registry.instances.values()]
+        .filter((i) => state === undefined || i.state === state)
+        .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id))
+        .map((i) => viewInstance(ctx, i));
+    },
+  );
 
-  app.get<{ Params: Params }>('/v1/instances/:id', { schema: { params: ID_PARAMS } }, async (request) => viewInstance(ctx, lc.getInstance(request.params.id)));
+  app.get<{ Params: Params }>('/v1/instances/:id', { schema: { params: ID_PARAMS } }, async (request) =>
+    viewInstance(ctx, lc.getInstance(request.params.id)),
+  );
 
-  app.post<{ Body: AddInstanceBody }>('/v1/instances', { schema: { body: ADD_INSTANCE_BODY } }, async (request, reply) => {
-    const b = request.body;
-    // Read before the change: an unreadable file refuses it, and the instance has its token from its first moment.
-    if (b.upstreamTokenFile != null) await ctx.upstreamTokens.prepare(b.upstreamTokenFile);
-    const inst = await lc.addInstance(b);
-    return reply.code(201).send(viewInstance(ctx, inst));
-  });
+  app.post<{ Body: AddInstanceBody }>(
+    '/v1/instances',
+    { schema: { body: ADD_INSTANCE_BODY } },
+    async (request, reply) => {
+      const b = request.body;
+      // Read before the change: an unreadable file refuses it, and the instance has its token from its first moment.
+      if (b.upstreamTokenFile != null) await ctx.upstreamTokens.prepare(b.upstreamTokenFile);
+      const inst = await lc.addInstance(b);
+      return reply.code(201).send(viewInstance(ctx, inst));
+    },
+  );
 
-  app.post<{ Params: Params; Body: ReadyBody | null }>('/v1/instances/:id/ready', { schema: { params: ID_PARAMS, body: READY_BODY } }, async (request) => {
-    const b = request.body ?? {};
-    const current = lc.getInstance(request.params.id);
-    // Read before the change, for the probe and so that no request goes out without it.
-    const tokenFile = b.upstreamTokenFile ?? current.upstreamTokenFile;
-    const token = tokenFile == null ? undefined : await ctx.upstreamTokens.prepare(tokenFile);
-    const probed = b.probe === false ? null : await probeBeforeReady(ctx, current, b.endpoint, token);
-    const { instance, defaultKey } = await lc.ready(request.params.id, { endpoint: b.endpoint, upstreamTokenFile: b.upstreamTokenFile });
-    if (probed !== null && probed.endpoint === instance.endpoint) ctx.health.record(instance, probed.endpoint, probed.view);
-    if (b.wait === false) {
-      defaultKey.catch((err: unknown) => ctx.log.error({ err: (err as Error).message, instance: instance.id }, 'default key creation failed'));
-      const view: ReadyView = { ...viewInstance(ctx, instance), defaultKey: null };
-      return view;
-    }
-    let key;
-    try {
-      key = await defaultKey;
-    } catch (err) {
-      // The move to ready was written; only the key was not. Say so, and how to get one.
-      if (err instanceof ObProxyError && err.code === 'store_write_failed') {
-        throw obError('store_write_failed', {
-          message: `Instance ${instance.id} is ready, but its default key could not be written (${err.message}) Once the store is writable, create one with \`ob-proxy keys create --instance ${instance.id} --name default\`.`,
-        });
+  app.post<{ Params: Params; Body: ReadyBody | null }>(
+    '/v1/instances/:id/ready',
+    { schema: { params: ID_PARAMS, body: READY_BODY } },
+    async (request) => {
+      const b = request.body ?? {};
+      const current = lc.getInstance(request.params.id);
+      // Read before the change, for the probe and so that no request goes out without it.
+      const tokenFile = b.upstreamTokenFile ?? current.upstreamTokenFile;
+      const token = tokenFile == null ? undefined : await ctx.upstreamTokens.prepare(tokenFile);
+      const probed = b.probe === false ? null : await probeBeforeReady(ctx, current, b.endpoint, token);
+      const { instance, defaultKey } = await lc.ready(request.params.id, {
+        endpoint: b.endpoint,
+        upstreamTokenFile: b.upstreamTokenFile,
+      });
+      if (probed !== null && probed.endpoint === instance.endpoint)
+        ctx.health.record(instance, probed.endpoint, probed.view);
+      if (b.wait === false) {
+        defaultKey.catch((err: unknown) =>
+          ctx.log.error({ err: (err as Error).message, instance: instance.id }, 'default key creation failed'),
+        );
+        const view: ReadyView = { ...viewInstance(ctx, instance), defaultKey: null };
+        return view;
       }
-      throw err;
-    }
-    const view: ReadyView = {
-      ...viewInstance(ctx, lc.getInstance(instance.id)),
-      defaultKey: key === null ? null : { id: key.id, name: key.name, secret: lc.claimSecret(key.id) },
-    };
-    return view;
-  });
+      let key;
+      try {
+        key = await defaultKey;
+      } catch (err) {
+        // The move to ready was written; only the key was not. Say so, and how to get one.
+        if (err instanceof ObProxyError && err.code === 'store_write_failed') {
+          throw obError('store_write_failed', {
+            message: `Instance ${instance.id} is ready, but its default key could not be written (${err.message}) Once the store is writable, create one with \`ob-proxy keys create --instance ${instance.id} --name default\`.`,
+          });
+        }
+        throw err;
+      }
+      const view: ReadyView = {
+        ...viewInstance(ctx, lc.getInstance(instance.id)),
+        defaultKey: key === null ? null : { id: key.id, name: key.name, secret: lc.claimSecret(key.id) },
+      };
+      return view;
+    },
+  );
 
-  app.post<{ Params: Params }>('/v1/instances/:id/pending', byId, async (request) => viewInstance(ctx, await lc.pending(request.params.id)));
+  app.post<{ Params: Params }>('/v1/instances/:id/pending', byId, async (request) =>
+    viewInstance(ctx, await lc.pending(request.params.id)),
+  );
 
   for (const action of ['stop', 'fail', 'terminate'] as const) {
-    app.post<{ Params: Params }>(`/v1/instances/:id/${action}`, byId, async (request) => viewInstance(ctx, await lc.halt(request.params.id, action)));
+    app.post<{ Params: Params }>(`/v1/instances/:id/${action}`, byId, async (request) =>
+      viewInstance(ctx, await lc.halt(request.params.id, action)),
+    );
   }
 
-  app.post<{ Params: Params; Body: { packEndsAt: string } }>('/v1/instances/:id/extend', { schema: { params: ID_PARAMS, body: EXTEND_BODY } },
-    async (request) => viewInstance(ctx, await lc.extend(request.params.id, request.body.packEndsAt)));
+  app.post<{ Params: Params; Body: { packEndsAt: string } }>(
+    '/v1/instances/:id/extend',
+    { schema: { params: ID_PARAMS, body: EXTEND_BODY } },
+    async (request) => viewInstance(ctx, await lc.extend(request.params.id, request.body.packEndsAt)),
+  );
 
-  app.delete<{ Params: Params }>('/v1/instances/:id', byId, async (request) => ({ ...viewInstance(ctx, await lc.remove(request.params.id)), removed: true }));
+  app.delete<{ Params: Params }>('/v1/instances/:id', byId, async (request) => ({
+    ...viewInstance(ctx, await lc.remove(request.params.id)),
+    removed: true,
+  }));
 }

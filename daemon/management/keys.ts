@@ -2,7 +2,15 @@ import type { FastifyInstance } from 'fastify';
 import type { KeyWithSecret, RevocationView } from '../../src/wire/views.js';
 import { revocationOfKey, revocationView } from '../../src/wire/views.js';
 import type { DaemonContext } from '../context.js';
-import { AUDIT_QUERY, CREATE_KEY_BODY, type CreateKeyBody, ID_PARAMS, INSTANCE_QUERY, LIMITS_BODY, NO_BODY } from './schemas.js';
+import {
+  AUDIT_QUERY,
+  CREATE_KEY_BODY,
+  type CreateKeyBody,
+  ID_PARAMS,
+  INSTANCE_QUERY,
+  LIMITS_BODY,
+  NO_BODY,
+} from './schemas.js';
 import { viewKey } from './views.js';
 
 type Params = { id: string };
@@ -11,13 +19,17 @@ export function registerKeyRoutes(app: FastifyInstance, ctx: DaemonContext): voi
   const lc = ctx.lifecycle;
   const byId = { schema: { params: ID_PARAMS, body: NO_BODY } };
 
-  app.get<{ Querystring: { instance?: string } }>('/v1/keys', { schema: { querystring: INSTANCE_QUERY } }, async (request) => {
-    const inst = request.query.instance;
-    return [...lc.registry.keys.values()]
-      .filter((k) => inst === undefined || k.instance === inst)
-      .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id))
-      .map((k) => viewKey(ctx, k));
-  });
+  app.get<{ Querystring: { instance?: string } }>(
+    '/v1/keys',
+    { schema: { querystring: INSTANCE_QUERY } },
+    async (request) => {
+      const inst = request.query.instance;
+      return [...lc.registry.keys.values()]
+        .filter((k) => inst === undefined || k.instance === inst)
+        .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id))
+        .map((k) => viewKey(ctx, k));
+    },
+  );
 
   app.post<{ Body: CreateKeyBody }>('/v1/keys', { schema: { body: CREATE_KEY_BODY } }, async (request, reply) => {
     const b = request.body;
@@ -27,9 +39,15 @@ export function registerKeyRoutes(app: FastifyInstance, ctx: DaemonContext): voi
   });
 
   // Body: any of rpm, tpm, concurrency; null removes that limit, an absent field keeps it.
-  app.post<{ Params: Params; Body: unknown }>('/v1/keys/:id/limits', { schema: { params: ID_PARAMS, body: LIMITS_BODY } }, async (request) => viewKey(ctx, await lc.setKeyLimits(request.params.id, request.body ?? {})));
+  app.post<{ Params: Params; Body: unknown }>(
+    '/v1/keys/:id/limits',
+    { schema: { params: ID_PARAMS, body: LIMITS_BODY } },
+    async (request) => viewKey(ctx, await lc.setKeyLimits(request.params.id, request.body ?? {})),
+  );
 
-  app.post<{ Params: Params }>('/v1/keys/:id/revoke', byId, async (request) => viewKey(ctx, await lc.revokeKey(request.params.id)));
+  app.post<{ Params: Params }>('/v1/keys/:id/revoke', byId, async (request) =>
+    viewKey(ctx, await lc.revokeKey(request.params.id)),
+  );
 
   app.post<{ Params: Params }>('/v1/keys/:id/reveal', byId, async (request) => {
     const { key, secret } = await lc.revealKey(request.params.id);
@@ -37,31 +55,39 @@ export function registerKeyRoutes(app: FastifyInstance, ctx: DaemonContext): voi
     return out;
   });
 
-  app.get<{ Querystring: { instance?: string } }>('/v1/revocations', { schema: { querystring: INSTANCE_QUERY } }, async (request) => {
-    const inst = request.query.instance;
-    const out: RevocationView[] = [];
-    const listed = new Set<string>();
-    for (const e of lc.registry.events) {
-      const r = revocationView(e);
-      if (r === null) continue;
-      listed.add(r.keyId);
-      if (inst === undefined || r.instance === inst) out.push(r);
-    }
-    // Revocations older than the audit trail the daemon holds (lowdb keeps the newest events and
-    // archives the rest): every revoked key is listed, from its own record, oldest first.
-    const older: RevocationView[] = [];
-    for (const k of lc.registry.keys.values()) {
-      if (listed.has(k.id) || (inst !== undefined && k.instance !== inst)) continue;
-      const r = revocationOfKey(k);
-      if (r !== null) older.push(r);
-    }
-    older.sort((a, b) => a.revokedAt.localeCompare(b.revokedAt) || a.keyId.localeCompare(b.keyId));
-    return [...older, ...out];
-  });
+  app.get<{ Querystring: { instance?: string } }>(
+    '/v1/revocations',
+    { schema: { querystring: INSTANCE_QUERY } },
+    async (request) => {
+      const inst = request.query.instance;
+      const out: RevocationView[] = [];
+      const listed = new Set<string>();
+      for (const e of lc.registry.events) {
+        const r = revocationView(e);
+        if (r === null) continue;
+        listed.add(r.keyId);
+        if (inst === undefined || r.instance === inst) out.push(r);
+      }
+      // Revocations older than the audit trail the daemon holds (lowdb keeps the newest events and
+      // archives the rest): every revoked key is listed, from its own record, oldest first.
+      const older: RevocationView[] = [];
+      for (const k of lc.registry.keys.values()) {
+        if (listed.has(k.id) || (inst !== undefined && k.instance !== inst)) continue;
+        const r = revocationOfKey(k);
+        if (r !== null) older.push(r);
+      }
+      older.sort((a, b) => a.revokedAt.localeCompare(b.revokedAt) || a.keyId.localeCompare(b.keyId));
+      return [...older, ...out];
+    },
+  );
 
-  app.get<{ Querystring: { instance?: string; limit?: string } }>('/v1/audit', { schema: { querystring: AUDIT_QUERY } }, async (request) => {
-    const inst = request.query.instance;
-    const limit = Math.min(Math.max(Number(request.query.limit ?? 500) || 500, 1), 10_000);
-    return lc.registry.events.filter((e) => inst === undefined || e.instance === inst).slice(-limit);
-  });
+  app.get<{ Querystring: { instance?: string; limit?: string } }>(
+    '/v1/audit',
+    { schema: { querystring: AUDIT_QUERY } },
+    async (request) => {
+      const inst = request.query.instance;
+      const limit = Math.min(Math.max(Number(request.query.limit ?? 500) || 500, 1), 10_000);
+      return lc.registry.events.filter((e) => inst === undefined || e.instance === inst).slice(-limit);
+    },
+  );
 }

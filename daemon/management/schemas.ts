@@ -17,7 +17,8 @@ const STRING_OR_NULL = { type: ['string', 'null'] } as const;
 const ABSOLUTE_PATH_OR_NULL = { type: ['string', 'null'], pattern: '^/' } as const;
 const LIMIT = { type: ['integer', 'null'], minimum: 1, maximum: LIMIT_MAX } as const;
 const LIMITS = {
-  type: 'object', additionalProperties: false,
+  type: 'object',
+  additionalProperties: false,
   properties: Object.fromEntries(LIMIT_NAMES.map((n) => [n, LIMIT])),
 } as const;
 
@@ -33,24 +34,52 @@ function optionalObject(properties: Record<string, object>): object {
 export const ID_PARAMS = object({ id: STRING }, ['id']);
 export const NO_BODY = optionalObject({});
 
-export const ADD_INSTANCE_BODY = object({
-  id: STRING, model: STRING, endpoint: STRING_OR_NULL, packEndsAt: STRING_OR_NULL, upstreamTokenFile: ABSOLUTE_PATH_OR_NULL,
-}, ['id', 'model']);
+export const ADD_INSTANCE_BODY = object(
+  {
+    id: STRING,
+    model: STRING,
+    endpoint: STRING_OR_NULL,
+    packEndsAt: STRING_OR_NULL,
+    upstreamTokenFile: ABSOLUTE_PATH_OR_NULL,
+  },
+  ['id', 'model'],
+);
 export const READY_BODY = optionalObject({
-  endpoint: STRING_OR_NULL, upstreamTokenFile: ABSOLUTE_PATH_OR_NULL, wait: { type: 'boolean' }, probe: { type: 'boolean' },
+  endpoint: STRING_OR_NULL,
+  upstreamTokenFile: ABSOLUTE_PATH_OR_NULL,
+  wait: { type: 'boolean' },
+  probe: { type: 'boolean' },
 });
 export const EXTEND_BODY = object({ packEndsAt: STRING }, ['packEndsAt']);
 export const INSTANCES_QUERY = object({ state: { type: 'string', enum: [...INSTANCE_STATES] } });
 
-export const CREATE_KEY_BODY = object({ instance: STRING, name: STRING, limits: { ...LIMITS, type: ['object', 'null'] } }, ['instance', 'name']);
+export const CREATE_KEY_BODY = object(
+  { instance: STRING, name: STRING, limits: { ...LIMITS, type: ['object', 'null'] } },
+  ['instance', 'name'],
+);
 export const LIMITS_BODY = { ...LIMITS, type: ['object', 'null'] };
 export const INSTANCE_QUERY = object({ instance: STRING });
 export const AUDIT_QUERY = object({ instance: STRING, limit: STRING });
 export const USAGE_QUERY = object({ instance: STRING, key: STRING, since: STRING });
 
-export interface AddInstanceBody { id: string; model: string; endpoint?: string | null; packEndsAt?: string | null; upstreamTokenFile?: string | null }
-export interface ReadyBody { endpoint?: string | null; upstreamTokenFile?: string | null; wait?: boolean; probe?: boolean }
-export interface CreateKeyBody { instance: string; name: string; limits?: Record<string, number | null> | null }
+export interface AddInstanceBody {
+  id: string;
+  model: string;
+  endpoint?: string | null;
+  packEndsAt?: string | null;
+  upstreamTokenFile?: string | null;
+}
+export interface ReadyBody {
+  endpoint?: string | null;
+  upstreamTokenFile?: string | null;
+  wait?: boolean;
+  probe?: boolean;
+}
+export interface CreateKeyBody {
+  instance: string;
+  name: string;
+  limits?: Record<string, number | null> | null;
+}
 
 const DATE = 'must be an ISO 8601 time with a zone, e.g. 2026-12-01T18:00:00Z.';
 
@@ -58,9 +87,9 @@ const DATE = 'must be an ISO 8601 time with a zone, e.g. 2026-12-01T18:00:00Z.';
 const HINTS: Record<string, string> = {
   id: 'Instance id must be 1-64 characters: letters, digits, and . _ : - (not first).',
   model: 'model must be the name of a model the daemon serves (`ob-proxy status` lists them).',
-  endpoint: 'Endpoint must be the model server\'s base URL, e.g. http://10.0.0.5:11434.',
+  endpoint: "Endpoint must be the model server's base URL, e.g. http://10.0.0.5:11434.",
   packEndsAt: `packEndsAt ${DATE}`,
-  upstreamTokenFile: '--upstream-token-file must be an absolute path to a file holding the model server\'s token.',
+  upstreamTokenFile: "--upstream-token-file must be an absolute path to a file holding the model server's token.",
   wait: 'wait must be true or false.',
   probe: 'probe must be true or false.',
   instance: 'instance must be an instance id: list them with `ob-proxy instances list`.',
@@ -76,7 +105,12 @@ const HINTS: Record<string, string> = {
 /** Fastify's name for the part of the request that failed (its SchemaErrorDataVar). */
 type Part = 'body' | 'headers' | 'params' | 'querystring';
 
-const PART: Record<Part, string> = { body: 'request body', params: 'request path', querystring: 'query string', headers: 'headers' };
+const PART: Record<Part, string> = {
+  body: 'request body',
+  params: 'request path',
+  querystring: 'query string',
+  headers: 'headers',
+};
 
 /**
  * A schema refusal in our error shape: 400 `invalid_argument`, `param` the field, and the sentence
@@ -96,5 +130,8 @@ export function schemaError(errors: FastifySchemaValidationError[], part: Part):
   }
   const field = params.missingProperty ?? e.instancePath.split('/').pop() ?? '';
   if (field === '') return obError('invalid_argument', { message: `The ${where} must be a JSON object.` });
-  return obError('invalid_argument', { param: field, message: HINTS[field] ?? `${field} in the ${where} ${e.message ?? 'is not valid'}.` });
+  return obError('invalid_argument', {
+    param: field,
+    message: HINTS[field] ?? `${field} in the ${where} ${e.message ?? 'is not valid'}.`,
+  });
 }

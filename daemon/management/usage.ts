@@ -10,13 +10,20 @@ type Query = { instance?: string; key?: string; since?: string };
 /** `ob-proxy usage`: the receipt of each pack, from the counters in memory. */
 export function registerUsageRoutes(app: FastifyInstance, ctx: DaemonContext): void {
   const registry = ctx.lifecycle.registry;
-  app.get<{ Querystring: Query }>('/v1/usage', { schema: { querystring: USAGE_QUERY } }, async (request): Promise<UsageReport> => {
-    const { instance, key } = request.query;
-    const since = request.query.since === undefined ? undefined : validateTimestamp(request.query.since, 'since');
-    if (key !== undefined && !registry.keys.has(key)) throw obError('key_not_found', { message: `No key with id ${key}. List keys with \`ob-proxy keys list\`.` });
-    if (instance !== undefined && !registry.instances.has(instance) && !registry.keysOf(instance).length) {
-      throw obError('instance_not_found', { message: `No instance ${instance}, and no keys of one by that id. List instances with \`ob-proxy instances list\`.` });
-    }
-    return usageReport(registry.instances, registry.keys.values(), { instance, key, since });
-  });
+  app.get<{ Querystring: Query }>(
+    '/v1/usage',
+    { schema: { querystring: USAGE_QUERY } },
+    async (request): Promise<UsageReport> => {
+      const { instance, key } = request.query;
+      const since = request.query.since === undefined ? undefined : validateTimestamp(request.query.since, 'since');
+      if (key !== undefined && !registry.keys.has(key))
+        throw obError('key_not_found', { message: `No key with id ${key}. List keys with \`ob-proxy keys list\`.` });
+      if (instance !== undefined && !registry.instances.has(instance) && !registry.keysOf(instance).length) {
+        throw obError('instance_not_found', {
+          message: `No instance ${instance}, and no keys of one by that id. List instances with \`ob-proxy instances list\`.`,
+        });
+      }
+      return usageReport(registry.instances, registry.keys.values(), { instance, key, since });
+    },
+  );
 }

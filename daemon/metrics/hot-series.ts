@@ -57,7 +57,7 @@ export class InstanceSeries {
 
   key(id: string): KeySeries {
     let k = this.keys.get(id);
-    if (k === undefined) this.keys.set(id, k = new KeySeries());
+    if (k === undefined) this.keys.set(id, (k = new KeySeries()));
     return k;
   }
 }
@@ -66,7 +66,11 @@ export class InstanceSeries {
  * A histogram read from `Buckets` at scrape time, registered with the registry like prom-client's
  * own (the registry asks a metric for `name`, `type` and `get()`; the text is prom-client's).
  */
-interface Sample { labels: Record<string, string>; value: number; metricName: string }
+interface Sample {
+  labels: Record<string, string>;
+  value: number;
+  metricName: string;
+}
 
 class CollectedHistogram {
   readonly type = 'histogram';
@@ -97,6 +101,11 @@ class CollectedHistogram {
   reset(): void {}
 }
 
-export function registerHistogram(registry: Registry, name: string, help: string, series: () => Iterable<readonly [Record<string, string>, Buckets]>): void {
+export function registerHistogram(
+  registry: Registry,
+  name: string,
+  help: string,
+  series: () => Iterable<readonly [Record<string, string>, Buckets]>,
+): void {
   registry.registerMetric(new CollectedHistogram(name, help, series) as unknown as Metric);
 }

@@ -6,7 +6,11 @@ import type { Metrics } from './metrics.js';
  * `GET /metrics` in Prometheus' text format, on a listener of its own: never on the public port,
  * where anyone with the address could read every instance's traffic.
  */
-export async function listenMetrics(metrics: Metrics, host: string, port: number): Promise<{ url: string; close(): Promise<void> }> {
+export async function listenMetrics(
+  metrics: Metrics,
+  host: string,
+  port: number,
+): Promise<{ url: string; close(): Promise<void> }> {
   const server: Server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     if (req.method !== 'GET' || path !== '/metrics') {
@@ -14,13 +18,16 @@ export async function listenMetrics(metrics: Metrics, host: string, port: number
       res.end('Not found: scrape GET /metrics.\n');
       return;
     }
-    metrics.registry.metrics().then((text) => {
-      res.writeHead(200, { 'content-type': metrics.registry.contentType });
-      res.end(text);
-    }, (err: unknown) => {
-      res.writeHead(500, { 'content-type': 'text/plain; charset=utf-8' });
-      res.end(`metrics failed: ${(err as Error).message}\n`);
-    });
+    metrics.registry.metrics().then(
+      (text) => {
+        res.writeHead(200, { 'content-type': metrics.registry.contentType });
+        res.end(text);
+      },
+      (err: unknown) => {
+        res.writeHead(500, { 'content-type': 'text/plain; charset=utf-8' });
+        res.end(`metrics failed: ${(err as Error).message}\n`);
+      },
+    );
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -33,9 +40,10 @@ export async function listenMetrics(metrics: Metrics, host: string, port: number
   const h = host.includes(':') ? `[${host}]` : host;
   return {
     url: `http://${h}:${addr.port}/metrics`,
-    close: () => new Promise<void>((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 }

@@ -26,57 +26,124 @@ export class Metrics {
   private readonly queued: Gauge<'instance'>;
   private readonly queueWaits: Histogram<'instance'>;
 
-  constructor(opts: { keyLabel: boolean; keys: () => KeyRegistry | undefined; health?: () => Iterable<{ instance: string; status: string }> }) {
+  constructor(opts: {
+    keyLabel: boolean;
+    keys: () => KeyRegistry | undefined;
+    health?: () => Iterable<{ instance: string; status: string }>;
+  }) {
     this.keyLabel = opts.keyLabel;
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry, prefix: 'ob_proxy_' });
     const series = (): Iterable<[string, InstanceSeries, string, KeySeries]> => this.keySeries();
     const keyLabel = opts.keyLabel;
     new Counter({
-      name: 'ob_proxy_requests_total', help: 'Chat completion requests answered, by instance, key id and HTTP status (refused before a key was known: instance and key empty).',
-      labelNames: keyLabel ? ['instance', 'key', 'code'] : ['instance', 'code'], registers,
+      name: 'ob_proxy_requests_total',
+      help: 'Chat completion requests answered, by instance, key id and HTTP status (refused before a key was known: instance and key empty).',
+      labelNames: keyLabel ? ['instance', 'key', 'code'] : ['instance', 'code'],
+      registers,
       collect() {
         this.reset();
         for (const [instance, , key, k] of series()) {
-          for (const [status, n] of k.codes) this.inc(keyLabel ? { instance, key, code: String(status) } : { instance, code: String(status) }, n);
+          for (const [status, n] of k.codes)
+            this.inc(keyLabel ? { instance, key, code: String(status) } : { instance, code: String(status) }, n);
         }
       },
     });
-    this.refusals = new Counter({ name: 'ob_proxy_key_refusals_total', help: 'Requests refused for their key, by code: missing_api_key, invalid_api_key, rate_limited (guessers), deployment_not_found, revoked_api_key, deployment_not_ready.', labelNames: ['code'], registers });
+    this.refusals = new Counter({
+      name: 'ob_proxy_key_refusals_total',
+      help: 'Requests refused for their key, by code: missing_api_key, invalid_api_key, rate_limited (guessers), deployment_not_found, revoked_api_key, deployment_not_ready.',
+      labelNames: ['code'],
+      registers,
+    });
     const instances = this.instances;
-    registerHistogram(this.registry, 'ob_proxy_request_duration_seconds', 'Whole chat completion requests, from their first byte to the answer\'s last.',
-      () => [...instances].map(([instance, s]) => [{ instance }, s.duration] as const));
-    registerHistogram(this.registry, 'ob_proxy_upstream_first_byte_seconds', 'From sending a request to the model server to its response headers.',
-      () => [...instances].filter(([, s]) => s.ttfb.count > 0).map(([instance, s]) => [{ instance }, s.ttfb] as const));
-    registerHistogram(this.registry, 'ob_proxy_added_seconds', 'The proxy\'s own time before the model server is asked: auth, body, validation.', () => [[{}, this.added]]);
+    registerHistogram(
+      this.registry,
+      'ob_proxy_request_duration_seconds',
+      "Whole chat completion requests, from their first byte to the answer's last.",
+      () => [...instances].map(([instance, s]) => [{ instance }, s.duration] as const),
+    );
+    registerHistogram(
+      this.registry,
+      'ob_proxy_upstream_first_byte_seconds',
+      'From sending a request to the model server to its response headers.',
+      () => [...instances].filter(([, s]) => s.ttfb.count > 0).map(([instance, s]) => [{ instance }, s.ttfb] as const),
+    );
+    registerHistogram(
+      this.registry,
+      'ob_proxy_added_seconds',
+      "The proxy's own time before the model server is asked: auth, body, validation.",
+      () => [[{}, this.added]],
+    );
     new Counter({
-      name: 'ob_proxy_tokens_total', help: 'Tokens the model servers reported in usage, by instance, key id and kind (prompt, completion, and reasoning where reported apart: part of completion).',
-      labelNames: keyLabel ? ['instance', 'key', 'kind'] : ['instance', 'kind'], registers,
+      name: 'ob_proxy_tokens_total',
+      help: 'Tokens the model servers reported in usage, by instance, key id and kind (prompt, completion, and reasoning where reported apart: part of completion).',
+      labelNames: keyLabel ? ['instance', 'key', 'kind'] : ['instance', 'kind'],
+      registers,
       collect() {
         this.reset();
         for (const [instance, , key, k] of series()) {
-          if (k.prompt > 0) this.inc(keyLabel ? { instance, key, kind: 'prompt' } : { instance, kind: 'prompt' }, k.prompt);
-          if (k.completion > 0) this.inc(keyLabel ? { instance, key, kind: 'completion' } : { instance, kind: 'completion' }, k.completion);
-          if (k.reasoning > 0) this.inc(keyLabel ? { instance, key, kind: 'reasoning' } : { instance, kind: 'reasoning' }, k.reasoning);
+          if (k.prompt > 0)
+            this.inc(keyLabel ? { instance, key, kind: 'prompt' } : { instance, kind: 'prompt' }, k.prompt);
+          if (k.completion > 0)
+            this.inc(keyLabel ? { instance, key, kind: 'completion' } : { instance, kind: 'completion' }, k.completion);
+          if (k.reasoning > 0)
+            this.inc(keyLabel ? { instance, key, kind: 'reasoning' } : { instance, kind: 'reasoning' }, k.reasoning);
         }
       },
     });
     new Gauge({
-      name: 'ob_proxy_open_streams', help: 'Streams being relayed now.', labelNames: ['instance'], registers,
+      name: 'ob_proxy_open_streams',
+      help: 'Streams being relayed now.',
+      labelNames: ['instance'],
+      registers,
       collect() {
         this.reset();
         for (const [instance, s] of instances) if (s.streamed) this.set({ instance }, s.streams);
       },
     });
-    this.upstreamErrors = new Counter({ name: 'ob_proxy_upstream_errors_total', help: 'Model server failures by kind: upstream_unavailable, upstream_timeout, upstream_error (an error status, or an answer over a limit).', labelNames: ['instance', 'kind'], registers });
-    this.revocations = new Counter({ name: 'ob_proxy_revocations_total', help: 'Keys revoked, by reason.', labelNames: ['reason'], registers });
-    this.storeWrites = new Histogram({ name: 'ob_proxy_store_write_seconds', help: 'Store commits, from the call to durable.', buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1], registers });
-    this.rateLimits = new Counter({ name: 'ob_proxy_rate_limited_total', help: 'Requests of valid keys refused with 429 rate_limited, by instance and limit: rpm, tpm, concurrency (the key\'s), queue_full, queue_timeout (the instance\'s admission).', labelNames: ['instance', 'limit'], registers });
-    this.queued = new Gauge({ name: 'ob_proxy_queue_depth', help: 'Requests waiting for a slot of their instance (--max-concurrency).', labelNames: ['instance'], registers });
-    this.queueWaits = new Histogram({ name: 'ob_proxy_queue_wait_seconds', help: 'How long requests that waited for a slot of their instance waited before their turn.', labelNames: ['instance'], buckets: SLOW, registers });
+    this.upstreamErrors = new Counter({
+      name: 'ob_proxy_upstream_errors_total',
+      help: 'Model server failures by kind: upstream_unavailable, upstream_timeout, upstream_error (an error status, or an answer over a limit).',
+      labelNames: ['instance', 'kind'],
+      registers,
+    });
+    this.revocations = new Counter({
+      name: 'ob_proxy_revocations_total',
+      help: 'Keys revoked, by reason.',
+      labelNames: ['reason'],
+      registers,
+    });
+    this.storeWrites = new Histogram({
+      name: 'ob_proxy_store_write_seconds',
+      help: 'Store commits, from the call to durable.',
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+      registers,
+    });
+    this.rateLimits = new Counter({
+      name: 'ob_proxy_rate_limited_total',
+      help: "Requests of valid keys refused with 429 rate_limited, by instance and limit: rpm, tpm, concurrency (the key's), queue_full, queue_timeout (the instance's admission).",
+      labelNames: ['instance', 'limit'],
+      registers,
+    });
+    this.queued = new Gauge({
+      name: 'ob_proxy_queue_depth',
+      help: 'Requests waiting for a slot of their instance (--max-concurrency).',
+      labelNames: ['instance'],
+      registers,
+    });
+    this.queueWaits = new Histogram({
+      name: 'ob_proxy_queue_wait_seconds',
+      help: 'How long requests that waited for a slot of their instance waited before their turn.',
+      labelNames: ['instance'],
+      buckets: SLOW,
+      registers,
+    });
     const keys = opts.keys;
     new Gauge({
-      name: 'ob_proxy_keys', help: 'API keys by instance and status.', labelNames: ['instance', 'status'], registers,
+      name: 'ob_proxy_keys',
+      help: 'API keys by instance and status.',
+      labelNames: ['instance', 'status'],
+      registers,
       // Counted at scrape time from the registry: nothing to keep in step.
       collect() {
         this.reset();
@@ -85,11 +152,15 @@ export class Metrics {
     });
     const health = opts.health;
     new Gauge({
-      name: 'ob_proxy_instance_health', help: 'Last probe of each ready instance\'s model server (GET /v1/models): 1 on the status it found (reachable, unreachable, model missing), 0 on the others.', labelNames: ['instance', 'status'], registers,
+      name: 'ob_proxy_instance_health',
+      help: "Last probe of each ready instance's model server (GET /v1/models): 1 on the status it found (reachable, unreachable, model missing), 0 on the others.",
+      labelNames: ['instance', 'status'],
+      registers,
       collect() {
         this.reset();
         for (const h of health?.() ?? []) {
-          for (const status of ['reachable', 'unreachable', 'model missing']) this.set({ instance: h.instance, status }, status === h.status ? 1 : 0);
+          for (const status of ['reachable', 'unreachable', 'model missing'])
+            this.set({ instance: h.instance, status }, status === h.status ? 1 : 0);
         }
       },
     });
@@ -102,7 +173,7 @@ export class Metrics {
   /** The series of an instance (created at its first request; instance '' before a key is known). */
   instance(id: string): InstanceSeries {
     let s = this.instances.get(id);
-    if (s === undefined) this.instances.set(id, s = new InstanceSeries(SLOW));
+    if (s === undefined) this.instances.set(id, (s = new InstanceSeries(SLOW)));
     return s;
   }
 

@@ -28,7 +28,11 @@ export interface Instance {
 export type InstanceAction = 'ready' | 'pending' | 'stop' | 'fail' | 'terminate';
 
 const TARGET: Record<InstanceAction, InstanceState> = {
-  ready: 'ready', pending: 'pending', stop: 'stopped', fail: 'failed', terminate: 'terminated',
+  ready: 'ready',
+  pending: 'pending',
+  stop: 'stopped',
+  fail: 'failed',
+  terminate: 'terminated',
 };
 
 // Terminated is final: its keys are revoked for ever and its id cannot be brought back.
@@ -65,13 +69,22 @@ export function normalizeEndpoint(raw: string): string {
   try {
     url = new URL(raw);
   } catch {
-    throw obError('invalid_argument', { param: 'endpoint', message: `Endpoint "${raw}" is not a URL; give the model server's base URL, e.g. http://10.0.0.5:11434.` });
+    throw obError('invalid_argument', {
+      param: 'endpoint',
+      message: `Endpoint "${raw}" is not a URL; give the model server's base URL, e.g. http://10.0.0.5:11434.`,
+    });
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-    throw obError('invalid_argument', { param: 'endpoint', message: `Endpoint must be http:// or https://, got "${url.protocol}".` });
+    throw obError('invalid_argument', {
+      param: 'endpoint',
+      message: `Endpoint must be http:// or https://, got "${url.protocol}".`,
+    });
   }
   if (url.username !== '' || url.password !== '' || url.search !== '' || url.hash !== '') {
-    throw obError('invalid_argument', { param: 'endpoint', message: 'Endpoint must be a plain base URL without credentials, query or fragment.' });
+    throw obError('invalid_argument', {
+      param: 'endpoint',
+      message: 'Endpoint must be a plain base URL without credentials, query or fragment.',
+    });
   }
   let path = url.pathname.replace(/\/+$/, '');
   if (path.endsWith('/v1')) path = path.slice(0, -3);

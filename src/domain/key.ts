@@ -1,4 +1,11 @@
-export const REVOKE_REASONS = ['instance_stopped', 'instance_failed', 'instance_terminated', 'instance_removed', 'pack_ended', 'manual'] as const;
+export const REVOKE_REASONS = [
+  'instance_stopped',
+  'instance_failed',
+  'instance_terminated',
+  'instance_removed',
+  'pack_ended',
+  'manual',
+] as const;
 export type RevokeReason = (typeof REVOKE_REASONS)[number];
 
 /**
@@ -60,8 +67,14 @@ export interface KeyRecord {
 }
 
 export type AuditEventType =
-  | 'instance.added' | 'instance.state' | 'instance.extended' | 'instance.removed'
-  | 'key.created' | 'key.revealed' | 'key.revoked' | 'key.limited';
+  | 'instance.added'
+  | 'instance.state'
+  | 'instance.extended'
+  | 'instance.removed'
+  | 'key.created'
+  | 'key.revealed'
+  | 'key.revoked'
+  | 'key.limited';
 
 /** The audit trail: every key event and instance change, in order. Never holds a secret. */
 export interface AuditEvent {
@@ -79,14 +92,29 @@ export interface AuditEvent {
 }
 
 export function emptyUsage(): KeyUsage {
-  return { requests: 0, promptTokens: 0, completionTokens: 0, reasoningTokens: 0, errors: 0, disconnects: 0, firstUsedAt: null };
+  return {
+    requests: 0,
+    promptTokens: 0,
+    completionTokens: 0,
+    reasoningTokens: 0,
+    errors: 0,
+    disconnects: 0,
+    firstUsedAt: null,
+  };
 }
 
 /** Counters of a store written before they existed: none counted then. */
-export function normalizeUsage(raw: Partial<KeyUsage> & Pick<KeyUsage, 'requests' | 'promptTokens' | 'completionTokens'>): KeyUsage {
+export function normalizeUsage(
+  raw: Partial<KeyUsage> & Pick<KeyUsage, 'requests' | 'promptTokens' | 'completionTokens'>,
+): KeyUsage {
   return {
-    requests: raw.requests, promptTokens: raw.promptTokens, completionTokens: raw.completionTokens,
-    reasoningTokens: raw.reasoningTokens ?? 0, errors: raw.errors ?? 0, disconnects: raw.disconnects ?? 0, firstUsedAt: raw.firstUsedAt ?? null,
+    requests: raw.requests,
+    promptTokens: raw.promptTokens,
+    completionTokens: raw.completionTokens,
+    reasoningTokens: raw.reasoningTokens ?? 0,
+    errors: raw.errors ?? 0,
+    disconnects: raw.disconnects ?? 0,
+    firstUsedAt: raw.firstUsedAt ?? null,
   };
 }
 
@@ -97,8 +125,12 @@ export function normalizeUsage(raw: Partial<KeyUsage> & Pick<KeyUsage, 'requests
 export function addUsage(a: KeyUsage, b: Partial<KeyUsage>): KeyUsage {
   const first = b.firstUsedAt ?? null;
   return {
-    requests: a.requests + (b.requests ?? 0), promptTokens: a.promptTokens + (b.promptTokens ?? 0), completionTokens: a.completionTokens + (b.completionTokens ?? 0),
-    reasoningTokens: a.reasoningTokens + (b.reasoningTokens ?? 0), errors: a.errors + (b.errors ?? 0), disconnects: a.disconnects + (b.disconnects ?? 0),
+    requests: a.requests + (b.requests ?? 0),
+    promptTokens: a.promptTokens + (b.promptTokens ?? 0),
+    completionTokens: a.completionTokens + (b.completionTokens ?? 0),
+    reasoningTokens: a.reasoningTokens + (b.reasoningTokens ?? 0),
+    errors: a.errors + (b.errors ?? 0),
+    disconnects: a.disconnects + (b.disconnects ?? 0),
     firstUsedAt: a.firstUsedAt === null || (first !== null && first < a.firstUsedAt) ? first : a.firstUsedAt,
   };
 }

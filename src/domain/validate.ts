@@ -19,18 +19,30 @@ export function validateInstanceId(id: unknown): string {
 export const KEY_NAME_MAX = 64;
 
 export function validateKeyName(name: unknown): string {
-  if (typeof name !== 'string') throw obError('invalid_argument', { param: 'name', message: 'Key name is required: give --name.' });
+  if (typeof name !== 'string')
+    throw obError('invalid_argument', { param: 'name', message: 'Key name is required: give --name.' });
   const trimmed = name.trim();
   if (trimmed === '') throw obError('invalid_argument', { param: 'name', message: 'Key name must not be empty.' });
-  if ([...trimmed].length > KEY_NAME_MAX) throw obError('invalid_argument', { param: 'name', message: `Key name must be at most ${KEY_NAME_MAX} characters.` });
-  if (!isPrintable(trimmed)) throw obError('invalid_argument', { param: 'name', message: 'Key name must not contain control or invisible characters.' });
+  if ([...trimmed].length > KEY_NAME_MAX)
+    throw obError('invalid_argument', {
+      param: 'name',
+      message: `Key name must be at most ${KEY_NAME_MAX} characters.`,
+    });
+  if (!isPrintable(trimmed))
+    throw obError('invalid_argument', {
+      param: 'name',
+      message: 'Key name must not contain control or invisible characters.',
+    });
   return trimmed;
 }
 
 /** An absolute path: the daemon resolves it, not the CLI's working directory. */
 export function validateTokenFile(value: unknown): string {
   if (typeof value !== 'string' || !value.startsWith('/') || value.length > 1024 || !isPrintable(value)) {
-    throw obError('invalid_argument', { param: 'upstreamTokenFile', message: '--upstream-token-file must be an absolute path to a file holding the model server\'s token.' });
+    throw obError('invalid_argument', {
+      param: 'upstreamTokenFile',
+      message: "--upstream-token-file must be an absolute path to a file holding the model server's token.",
+    });
   }
   return value;
 }
@@ -66,13 +78,20 @@ export const LIMIT_MAX = 1_000_000_000;
 export function validateLimits(input: unknown, current: KeyLimits): KeyLimits {
   const next: KeyLimits = { ...current };
   if (input === undefined || input === null) return next;
-  if (typeof input !== 'object' || Array.isArray(input)) throw obError('invalid_argument', { param: 'limits', message: 'Limits must be an object with rpm, tpm and concurrency.' });
+  if (typeof input !== 'object' || Array.isArray(input))
+    throw obError('invalid_argument', {
+      param: 'limits',
+      message: 'Limits must be an object with rpm, tpm and concurrency.',
+    });
   const o = input as Record<string, unknown>;
   for (const name of LIMIT_NAMES) {
     const v = o[name];
     if (v === undefined) continue;
     if (v !== null && (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1 || v > LIMIT_MAX)) {
-      throw obError('invalid_argument', { param: name, message: `--${name} must be a whole number from 1 to ${LIMIT_MAX}, or none.` });
+      throw obError('invalid_argument', {
+        param: name,
+        message: `--${name} must be a whole number from 1 to ${LIMIT_MAX}, or none.`,
+      });
     }
     next[name] = v;
   }

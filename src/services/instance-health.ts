@@ -44,7 +44,11 @@ export class InstanceHealth {
    * Probes one instance's endpoint now, as `instances ready` does before the move (with the
    * token it is about to use, which may not be loaded yet).
    */
-  async check(instance: Pick<Instance, 'id' | 'model'>, endpoint: string, token = this.deps.token(instance.id)): Promise<HealthView> {
+  async check(
+    instance: Pick<Instance, 'id' | 'model'>,
+    endpoint: string,
+    token = this.deps.token(instance.id),
+  ): Promise<HealthView> {
     const result = await this.deps.probe(endpoint, instance.model, token);
     const view: HealthView = { status: result.status, checkedAt: iso(this.deps.clock.now()), error: result.error };
     return view;
@@ -60,7 +64,13 @@ export class InstanceHealth {
   /** The last probe of a ready instance at its current endpoint; null if none applies. */
   view(instance: Instance): HealthView | null {
     const e = this.entries.get(instance.id);
-    if (e === undefined || instance.state !== 'ready' || e.deployment !== instance.deployment || e.endpoint !== instance.endpoint) return null;
+    if (
+      e === undefined ||
+      instance.state !== 'ready' ||
+      e.deployment !== instance.deployment ||
+      e.endpoint !== instance.endpoint
+    )
+      return null;
     return { status: e.status, checkedAt: e.checkedAt, error: e.error };
   }
 
@@ -80,11 +90,22 @@ export class InstanceHealth {
       const endpoint = inst.endpoint;
       if (inst.state !== 'ready' || endpoint === null || this.probing.has(inst.id)) continue;
       this.probing.add(inst.id);
-      running.push(this.check(inst, endpoint).then((view) => {
-        // The instance may have moved while the probe ran: keep the result only if it still applies.
-        const now = this.deps.instance(inst.id);
-        if (!this.stopped && now !== undefined && now.state === 'ready' && now.deployment === inst.deployment && now.endpoint === endpoint) this.record(now, endpoint, view);
-      }).finally(() => this.probing.delete(inst.id)));
+      running.push(
+        this.check(inst, endpoint)
+          .then((view) => {
+            // The instance may have moved while the probe ran: keep the result only if it still applies.
+            const now = this.deps.instance(inst.id);
+            if (
+              !this.stopped &&
+              now !== undefined &&
+              now.state === 'ready' &&
+              now.deployment === inst.deployment &&
+              now.endpoint === endpoint
+            )
+              this.record(now, endpoint, view);
+          })
+          .finally(() => this.probing.delete(inst.id)),
+      );
     }
     await Promise.all(running);
   }

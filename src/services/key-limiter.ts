@@ -181,7 +181,10 @@ export class KeyLimiter {
    * `sync`: the store is shared, and limits hold cluster-wide from snapshots of every daemon's
    * counts taken every `periodMs` (exchange()); windows are then aligned to the clock.
    */
-  constructor(private readonly windowMs: number, private readonly sync: { periodMs: number } | null = null) {
+  constructor(
+    private readonly windowMs: number,
+    private readonly sync: { periodMs: number } | null = null,
+  ) {
     this.shared = sync !== null;
   }
 
@@ -270,9 +273,21 @@ export class KeyLimiter {
     const v = this.view;
     const window = Math.floor(now / this.windowMs);
     const cached = s.caps;
-    if (cached !== null && cached.snapshot === v && cached.limits === key.limits && cached.window === window) return cached;
+    if (cached !== null && cached.snapshot === v && cached.limits === key.limits && cached.window === window)
+      return cached;
     const { rpm, tpm, concurrency } = key.limits;
-    const c: Caps = { snapshot: v, limits: key.limits, window, requests: 0, tokens: 0, inflight: 0, othersRequests: 0, othersTokens: 0, othersAsked: 0, share: { requests: 0, tokens: 0, inflight: 0 } };
+    const c: Caps = {
+      snapshot: v,
+      limits: key.limits,
+      window,
+      requests: 0,
+      tokens: 0,
+      inflight: 0,
+      othersRequests: 0,
+      othersTokens: 0,
+      othersAsked: 0,
+      share: { requests: 0, tokens: 0, inflight: 0 },
+    };
     s.caps = c;
     if (v === null) return c;
     s.promises = s.promises.filter((p) => p.tick > v.tick);
@@ -284,8 +299,14 @@ export class KeyLimiter {
       if (limit === null) return Number.POSITIVE_INFINITY;
       return promised[v.self]! + shareOf(limit - sum(promised), weights, v.self);
     };
-    c.requests = c.share.requests = cap(rpm, k === undefined ? zeros : current ? k.promised.requests : k.promisedAfter.requests);
-    c.tokens = c.share.tokens = cap(tpm, k === undefined ? zeros : current ? k.promised.tokens : k.promisedAfter.tokens);
+    c.requests = c.share.requests = cap(
+      rpm,
+      k === undefined ? zeros : current ? k.promised.requests : k.promisedAfter.requests,
+    );
+    c.tokens = c.share.tokens = cap(
+      tpm,
+      k === undefined ? zeros : current ? k.promised.tokens : k.promisedAfter.tokens,
+    );
     c.inflight = c.share.inflight = cap(concurrency, k === undefined ? zeros : k.promised.inflight);
     for (const p of s.promises) {
       const same = p.window === window;
@@ -304,7 +325,11 @@ export class KeyLimiter {
   /** What the daemon hands its shared store (Store.shareLimits); null on a store of its own. */
   exchange(): LimitExchange | null {
     if (this.sync === null) return null;
-    return { periodMs: this.sync.periodMs, capture: (now) => this.capture(now), received: (snap) => this.received(snap) };
+    return {
+      periodMs: this.sync.periodMs,
+      capture: (now) => this.capture(now),
+      received: (snap) => this.received(snap),
+    };
   }
 
   /**
@@ -325,7 +350,10 @@ export class KeyLimiter {
       const charged = s.charged - s.chargedAtCapture;
       s.askedAtCapture = s.asked;
       s.chargedAtCapture = s.charged;
-      if (s.limits === null || (s.requests.count === 0 && s.tokens.count === 0 && s.inflight === 0 && now - s.lastAskedAt >= w)) {
+      if (
+        s.limits === null ||
+        (s.requests.count === 0 && s.tokens.count === 0 && s.inflight === 0 && now - s.lastAskedAt >= w)
+      ) {
         this.keys.delete(id);
         continue;
       }
@@ -336,11 +364,20 @@ export class KeyLimiter {
       // One to spare while there is room for two, or while no other daemon wants the key: a
       // spare kept when room is scarce would starve a daemon that asks.
       const spare = (room: number): number => (room >= 2 || (room >= 1 && c.othersAsked === 0) ? 1 : 0);
-      const promise = (room: number, demand: number): number => (room === Number.POSITIVE_INFINITY ? 0 : Math.max(0, Math.min(room, demand + spare(room))));
+      const promise = (room: number, demand: number): number =>
+        room === Number.POSITIVE_INFINITY ? 0 : Math.max(0, Math.min(room, demand + spare(room)));
       const xRequests = promise(share.requests - s.requests.count, asked);
       const xTokens = promise(share.tokens - s.tokens.count, Math.max(charged, asked > 0 ? 1 : 0));
       const xInflight = promise(share.inflight - s.inflight, asked);
-      s.promises.push({ tick, window, requests: s.requests.count + xRequests, tokens: s.tokens.count + xTokens, inflight: s.inflight + xInflight, xRequests, xTokens });
+      s.promises.push({
+        tick,
+        window,
+        requests: s.requests.count + xRequests,
+        tokens: s.tokens.count + xTokens,
+        inflight: s.inflight + xInflight,
+        xRequests,
+        xTokens,
+      });
       // Cut off from the store, no snapshot clears them: the others read a daemon's latest row,
       // and stop counting it after a few ticks without one, so only the latest promises matter.
       if (s.promises.length > MAX_PROMISES) s.promises.shift();

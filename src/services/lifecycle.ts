@@ -2,12 +2,37 @@ import { randomUUID } from 'node:crypto';
 import { type Clock, iso } from '../clock.js';
 import { mintSecret, type SecretSource } from '../domain/api-key.js';
 import {
-  type Instance, type InstanceAction, type InstanceState, REVOKING_ACTIONS, assertTransition, normalizeEndpoint,
+  type Instance,
+  type InstanceAction,
+  type InstanceState,
+  REVOKING_ACTIONS,
+  assertTransition,
+  normalizeEndpoint,
 } from '../domain/instance.js';
-import { type AuditEvent, type KeyLimits, type KeyRecord, type RevokeReason, emptyUsage, noLimits } from '../domain/key.js';
-import { validateInstanceId, validateKeyName, validateLimits, validateTimestamp, validateTokenFile } from '../domain/validate.js';
+import {
+  type AuditEvent,
+  type KeyLimits,
+  type KeyRecord,
+  type RevokeReason,
+  emptyUsage,
+  noLimits,
+} from '../domain/key.js';
+import {
+  validateInstanceId,
+  validateKeyName,
+  validateLimits,
+  validateTimestamp,
+  validateTokenFile,
+} from '../domain/validate.js';
 import { ObProxyError, obError } from '../errors.js';
-import { STORE_VERSION, type Mutation, type Store, type StoreChange, type StoreData, type UsageDelta } from '../store/store.js';
+import {
+  STORE_VERSION,
+  type Mutation,
+  type Store,
+  type StoreChange,
+  type StoreData,
+  type UsageDelta,
+} from '../store/store.js';
 import { upgradeStoreData } from '../store/upgrade.js';
 import { Mutex } from './mutex.js';
 import { UndisplayedSecrets } from './default-secrets.js';
@@ -54,7 +79,10 @@ export class LifecycleService {
   private unwritten: Mutation[] = [];
   private readonly inflightDefaults = new Map<string, Promise<KeyRecord | null>>();
 
-  constructor(private readonly deps: LifecycleDeps, registry: MutableRegistry) {
+  constructor(
+    private readonly deps: LifecycleDeps,
+    registry: MutableRegistry,
+  ) {
     this.reg = registry;
   }
 
@@ -69,7 +97,10 @@ export class LifecycleService {
   }
 
   static async open(deps: LifecycleDeps): Promise<LifecycleService> {
-    const upgraded = upgradeStoreData(await deps.store.load(), { newId: deps.deploymentId ?? randomUUID, now: iso(deps.clock.now()) });
+    const upgraded = upgradeStoreData(await deps.store.load(), {
+      newId: deps.deploymentId ?? randomUUID,
+      now: iso(deps.clock.now()),
+    });
     // Written before the daemon serves: an old store's keys of removed deployments stay revoked.
     if (upgraded.mutations.length > 0) await deps.store.commit(upgraded.mutations);
     const lc = new LifecycleService(deps, MutableRegistry.from(upgraded.data));
@@ -119,7 +150,10 @@ export class LifecycleService {
           else this.applyState(m);
         }
       }
-      this.emit(events.sort((a, b) => a.seq - b.seq), 'remote');
+      this.emit(
+        events.sort((a, b) => a.seq - b.seq),
+        'remote',
+      );
     });
   }
 
@@ -135,7 +169,10 @@ export class LifecycleService {
         if (known !== undefined) this.reg.resetFromStore(known, key);
       }
       const seen = new Set(this.reg.events.map((e) => e.seq));
-      this.emit(data.events.filter((e) => !seen.has(e.seq)).sort((a, b) => a.seq - b.seq), 'remote');
+      this.emit(
+        data.events.filter((e) => !seen.has(e.seq)).sort((a, b) => a.seq - b.seq),
+        'remote',
+      );
     });
   }
 
@@ -213,11 +250,20 @@ export class LifecycleService {
 
   getInstance(id: string): Instance {
     const inst = this.reg.instances.get(id);
-    if (inst === undefined) throw obError('instance_not_found', { message: `No instance "${id}". List instances with \`ob-proxy instances list\`.` });
+    if (inst === undefined)
+      throw obError('instance_not_found', {
+        message: `No instance "${id}". List instances with \`ob-proxy instances list\`.`,
+      });
     return inst;
   }
 
-  addInstance(input: { id: unknown; model: unknown; endpoint?: unknown; packEndsAt?: unknown; upstreamTokenFile?: unknown }): Promise<Instance> {
+  addInstance(input: {
+    id: unknown;
+    model: unknown;
+    endpoint?: unknown;
+    packEndsAt?: unknown;
+    upstreamTokenFile?: unknown;
+  }): Promise<Instance> {
     return this.fresh(async () => {
       const id = validateInstanceId(input.id);
       if (typeof input.model !== 'string' || !this.deps.models.includes(input.model)) {
@@ -226,14 +272,30 @@ export class LifecycleService {
           message: `Unknown model "${String(input.model)}": use one of ${this.deps.models.join(', ')} (the operator can set OB_PROXY_MODELS).`,
         });
       }
-      if (this.reg.instances.has(id)) throw obError('instance_exists', { message: `Instance "${id}" already exists; pick another id or remove it first.` });
+      if (this.reg.instances.has(id))
+        throw obError('instance_exists', {
+          message: `Instance "${id}" already exists; pick another id or remove it first.`,
+        });
       const endpoint = input.endpoint == null ? null : normalizeEndpoint(String(input.endpoint));
       const packEndsAt = input.packEndsAt == null ? null : this.futureTime(input.packEndsAt);
       const now = this.now();
       const upstreamTokenFile = input.upstreamTokenFile == null ? null : validateTokenFile(input.upstreamTokenFile);
       const deployment = (this.deps.deploymentId ?? randomUUID)();
-      const instance: Instance = { id, deployment, model: input.model, endpoint, state: 'pending', packEndsAt, upstreamTokenFile, createdAt: now, updatedAt: now };
-      await this.commit([{ op: 'putInstance', instance }], this.event({ type: 'instance.added', instance: id, state: 'pending', packEndsAt }));
+      const instance: Instance = {
+        id,
+        deployment,
+        model: input.model,
+        endpoint,
+        state: 'pending',
+        packEndsAt,
+        upstreamTokenFile,
+        createdAt: now,
+        updatedAt: now,
+      };
+      await this.commit(
+        [{ op: 'putInstance', instance }],
+        this.event({ type: 'instance.added', instance: id, state: 'pending', packEndsAt }),
+      );
       return instance;
     });
   }
@@ -253,12 +315,20 @@ export class LifecycleService {
       assertTransition(inst, 'ready');
       const endpoint = options.endpoint == null ? inst.endpoint : normalizeEndpoint(String(options.endpoint));
       if (endpoint === null) {
-        throw obError('invalid_argument', { param: 'endpoint', message: `Instance "${id}" has no endpoint: give --endpoint URL (the model server's base URL).` });
+        throw obError('invalid_argument', {
+          param: 'endpoint',
+          message: `Instance "${id}" has no endpoint: give --endpoint URL (the model server's base URL).`,
+        });
       }
       if (inst.packEndsAt !== null && Date.parse(inst.packEndsAt) <= this.deps.clock.now()) {
-        throw obError('invalid_transition', { message: `The pack of "${id}" has ended; extend it before making it ready.` });
+        throw obError('invalid_transition', {
+          message: `The pack of "${id}" has ended; extend it before making it ready.`,
+        });
       }
-      const upstreamTokenFile = options.upstreamTokenFile == null ? (inst.upstreamTokenFile ?? null) : validateTokenFile(options.upstreamTokenFile);
+      const upstreamTokenFile =
+        options.upstreamTokenFile == null
+          ? (inst.upstreamTokenFile ?? null)
+          : validateTokenFile(options.upstreamTokenFile);
       return this.moveTo(inst, 'ready', { endpoint, upstreamTokenFile });
     });
     const defaultKey = this.scheduleDefaultKey(id);
@@ -270,15 +340,18 @@ export class LifecycleService {
     if (existing !== undefined) return existing;
     const p = new Promise<KeyRecord | null>((resolve, reject) => {
       setImmediate(() => {
-        this.mutex.run(async () => {
-          const inst = this.reg.instances.get(id);
-          if (inst === undefined || inst.state !== 'ready') return null;
-          const hasDefault = this.reg.keysOfDeployment(inst).some((k) => k.isDefault && k.status === 'active');
-          if (hasDefault) return null;
-          const created = await this.mintKey(inst, DEFAULT_KEY_NAME, true);
-          this.undisplayed.keep(created.key.id, created.secret);
-          return created.key;
-        }).then(resolve, reject).finally(() => this.inflightDefaults.delete(id));
+        this.mutex
+          .run(async () => {
+            const inst = this.reg.instances.get(id);
+            if (inst === undefined || inst.state !== 'ready') return null;
+            const hasDefault = this.reg.keysOfDeployment(inst).some((k) => k.isDefault && k.status === 'active');
+            if (hasDefault) return null;
+            const created = await this.mintKey(inst, DEFAULT_KEY_NAME, true);
+            this.undisplayed.keep(created.key.id, created.secret);
+            return created.key;
+          })
+          .then(resolve, reject)
+          .finally(() => this.inflightDefaults.delete(id));
       });
     });
     this.inflightDefaults.set(id, p);
@@ -330,7 +403,10 @@ export class LifecycleService {
     const ev = this.event({ type: 'instance.state', instance: inst.id, state: next, reason });
     this.reg.putInstance(updated);
     this.undisplayed.drop(this.reg.keysOf(inst.id));
-    await this.writeRevocations([...mutations, { op: 'putInstance', instance: updated, prev: inst }, { op: 'appendEvent', event: ev }], [...events, ev]);
+    await this.writeRevocations(
+      [...mutations, { op: 'putInstance', instance: updated, prev: inst }, { op: 'appendEvent', event: ev }],
+      [...events, ev],
+    );
     return updated;
   }
 
@@ -376,7 +452,10 @@ export class LifecycleService {
 
   private async moveTo(inst: Instance, next: InstanceState, patch: Partial<Instance>): Promise<Instance> {
     const updated: Instance = { ...inst, ...patch, state: next, updatedAt: this.now() };
-    await this.commit([{ op: 'putInstance', instance: updated, prev: inst }], this.event({ type: 'instance.state', instance: inst.id, state: next }));
+    await this.commit(
+      [{ op: 'putInstance', instance: updated, prev: inst }],
+      this.event({ type: 'instance.state', instance: inst.id, state: next }),
+    );
     return updated;
   }
 
@@ -384,14 +463,21 @@ export class LifecycleService {
     return this.fresh(async () => {
       const inst = this.getInstance(id);
       if (!isLive(inst)) {
-        throw obError('invalid_transition', { message: `Instance "${id}" is ${inst.state}; only a pending or ready instance's pack can be extended.` });
+        throw obError('invalid_transition', {
+          message: `Instance "${id}" is ${inst.state}; only a pending or ready instance's pack can be extended.`,
+        });
       }
       const at = this.futureTime(packEndsAt);
       if (inst.packEndsAt !== null && Date.parse(inst.packEndsAt) <= this.deps.clock.now()) {
-        throw obError('invalid_transition', { message: `The pack of "${id}" has already ended; its keys are revoked.` });
+        throw obError('invalid_transition', {
+          message: `The pack of "${id}" has already ended; its keys are revoked.`,
+        });
       }
       const updated: Instance = { ...inst, packEndsAt: at, updatedAt: this.now() };
-      await this.commit([{ op: 'putInstance', instance: updated, prev: inst }], this.event({ type: 'instance.extended', instance: id, packEndsAt: at }));
+      await this.commit(
+        [{ op: 'putInstance', instance: updated, prev: inst }],
+        this.event({ type: 'instance.extended', instance: id, packEndsAt: at }),
+      );
       return updated;
     });
   }
@@ -407,7 +493,10 @@ export class LifecycleService {
       const ev = this.event({ type: 'instance.removed', instance: id, state: inst.state });
       this.reg.deleteInstance(id);
       this.undisplayed.drop(this.reg.keysOf(id));
-      await this.writeRevocations([...mutations, { op: 'deleteInstance', id, deployment: inst.deployment }, { op: 'appendEvent', event: ev }], [...events, ev]);
+      await this.writeRevocations(
+        [...mutations, { op: 'deleteInstance', id, deployment: inst.deployment }, { op: 'appendEvent', event: ev }],
+        [...events, ev],
+      );
       return inst;
     });
   }
@@ -446,7 +535,9 @@ export class LifecycleService {
       const keyLimits = validateLimits(limits, noLimits());
       const inst = this.getInstance(instanceId);
       if (inst.state !== 'ready') {
-        throw obError('instance_not_ready', { message: `Instance "${instanceId}" is ${inst.state}; keys can be created only for a ready instance.` });
+        throw obError('instance_not_ready', {
+          message: `Instance "${instanceId}" is ${inst.state}; keys can be created only for a ready instance.`,
+        });
       }
       return this.mintKey(inst, keyName, false, keyLimits);
     });
@@ -460,40 +551,88 @@ export class LifecycleService {
   setKeyLimits(keyId: string, patch: unknown): Promise<KeyRecord> {
     return this.fresh(async () => {
       const key = this.getKey(keyId);
-      if (key.status === 'revoked') throw obError('key_revoked', { message: `Key ${keyId} was revoked at ${key.revokedAt} (${key.revokeReason}); its limits no longer matter.` });
+      if (key.status === 'revoked')
+        throw obError('key_revoked', {
+          message: `Key ${keyId} was revoked at ${key.revokedAt} (${key.revokeReason}); its limits no longer matter.`,
+        });
       const limits: KeyLimits = validateLimits(patch, key.limits);
-      await this.commit([{ op: 'setKeyLimits', keyId, limits }], this.event({ type: 'key.limited', instance: key.instance, keyId, keyName: key.name, limits: { ...limits } }));
+      await this.commit(
+        [{ op: 'setKeyLimits', keyId, limits }],
+        this.event({ type: 'key.limited', instance: key.instance, keyId, keyName: key.name, limits: { ...limits } }),
+      );
       return key;
     });
   }
 
-  private async mintKey(inst: Instance, name: string, isDefault: boolean, limits: KeyLimits = noLimits()): Promise<CreatedKey> {
+  private async mintKey(
+    inst: Instance,
+    name: string,
+    isDefault: boolean,
+    limits: KeyLimits = noLimits(),
+  ): Promise<CreatedKey> {
     let minted = mintSecret(this.deps.secrets);
     while (this.reg.keys.has(minted.keyId)) minted = mintSecret(this.deps.secrets);
     const key: KeyRecord = {
-      id: minted.keyId, name, instance: inst.id, deployment: inst.deployment, hash: minted.hash, hint: minted.hint, isDefault,
-      status: 'active', createdAt: this.now(), lastUsedAt: null, revokedAt: null, revokeReason: null, usage: emptyUsage(), limits,
+      id: minted.keyId,
+      name,
+      instance: inst.id,
+      deployment: inst.deployment,
+      hash: minted.hash,
+      hint: minted.hint,
+      isDefault,
+      status: 'active',
+      createdAt: this.now(),
+      lastUsedAt: null,
+      revokedAt: null,
+      revokeReason: null,
+      usage: emptyUsage(),
+      limits,
     };
     // Limits given at creation are in the trail too: with key.limited, their whole history.
     const limited = limits.rpm !== null || limits.tpm !== null || limits.concurrency !== null;
-    await this.commit([{ op: 'putKey', key }], this.event({ type: 'key.created', instance: inst.id, keyId: key.id, keyName: name, ...(limited ? { limits: { ...limits } } : {}) }));
+    await this.commit(
+      [{ op: 'putKey', key }],
+      this.event({
+        type: 'key.created',
+        instance: inst.id,
+        keyId: key.id,
+        keyName: name,
+        ...(limited ? { limits: { ...limits } } : {}),
+      }),
+    );
     return { key: this.reg.keys.get(key.id) as KeyRecord, secret: minted.secret };
   }
 
   getKey(keyId: string): KeyRecord {
     const key = this.reg.keys.get(keyId);
-    if (key === undefined) throw obError('key_not_found', { message: `No key "${keyId}". List keys with \`ob-proxy keys list\`.` });
+    if (key === undefined)
+      throw obError('key_not_found', { message: `No key "${keyId}". List keys with \`ob-proxy keys list\`.` });
     return key;
   }
 
   revokeKey(keyId: string): Promise<KeyRecord> {
     return this.fresh(async () => {
       const key = this.getKey(keyId);
-      if (key.status === 'revoked') throw obError('key_revoked', { message: `Key ${keyId} was already revoked at ${key.revokedAt} (${key.revokeReason}).` });
+      if (key.status === 'revoked')
+        throw obError('key_revoked', {
+          message: `Key ${keyId} was already revoked at ${key.revokedAt} (${key.revokeReason}).`,
+        });
       this.reg.revoke(key, this.now(), 'manual');
       this.undisplayed.drop([key]);
-      const ev = this.event({ type: 'key.revoked', instance: key.instance, keyId, keyName: key.name, reason: 'manual' });
-      await this.writeRevocations([{ op: 'putKey', key: { ...key } }, { op: 'appendEvent', event: ev }], [ev]);
+      const ev = this.event({
+        type: 'key.revoked',
+        instance: key.instance,
+        keyId,
+        keyName: key.name,
+        reason: 'manual',
+      });
+      await this.writeRevocations(
+        [
+          { op: 'putKey', key: { ...key } },
+          { op: 'appendEvent', event: ev },
+        ],
+        [ev],
+      );
       return key;
     });
   }
@@ -504,9 +643,14 @@ export class LifecycleService {
    * half of a change.
    */
   snapshot(): Promise<StoreData> {
-    return this.mutex.run(async () => structuredClone({
-      version: STORE_VERSION, instances: [...this.reg.instances.values()], keys: [...this.reg.keys.values()], events: [...this.reg.events],
-    }));
+    return this.mutex.run(async () =>
+      structuredClone({
+        version: STORE_VERSION,
+        instances: [...this.reg.instances.values()],
+        keys: [...this.reg.keys.values()],
+        events: [...this.reg.events],
+      }),
+    );
   }
 
   /** Persists usage gathered in memory by the data plane, as increments; never per request. */
@@ -536,7 +680,10 @@ export class LifecycleService {
       try {
         await this.write([]);
       } catch (err) {
-        throw new UnwrittenAtShutdownError(summariseUnwritten(this.unwritten, (id) => this.deps.store.isRevocationDurable?.(id) === true), err);
+        throw new UnwrittenAtShutdownError(
+          summariseUnwritten(this.unwritten, (id) => this.deps.store.isRevocationDurable?.(id) === true),
+          err,
+        );
       }
     });
   }

@@ -66,10 +66,18 @@ export function readSnapshot(snap: LimitSnapshot): ClusterView | null {
     // A daemon still in the window before (it captured just before the boundary): its counts
     // are of that window, only its promise on top counts in this one.
     const sameWindow = counts.window === window;
-    for (const [id, [requests, tokens, inflight, asked, xRequests, xTokens, xInflight]] of Object.entries(counts.keys)) {
+    for (const [id, [requests, tokens, inflight, asked, xRequests, xTokens, xInflight]] of Object.entries(
+      counts.keys,
+    )) {
       let k = keys.get(id);
       if (k === undefined) {
-        k = { requests: zeros(), tokens: zeros(), asked: zeros(), promised: { requests: zeros(), tokens: zeros(), inflight: zeros() }, promisedAfter: { requests: zeros(), tokens: zeros() } };
+        k = {
+          requests: zeros(),
+          tokens: zeros(),
+          asked: zeros(),
+          promised: { requests: zeros(), tokens: zeros(), inflight: zeros() },
+          promisedAfter: { requests: zeros(), tokens: zeros() },
+        };
         keys.set(id, k);
       }
       if (sameWindow) {

@@ -50,7 +50,10 @@ export class LiveStats {
   private readonly series = new Map<string, Series>();
   private lastSample: number;
 
-  constructor(nowMs: number, private readonly slots = 60) {
+  constructor(
+    nowMs: number,
+    private readonly slots = 60,
+  ) {
     this.lastSample = nowMs;
   }
 
@@ -58,7 +61,15 @@ export class LiveStats {
   counter(instance: string): LiveCounter {
     let s = this.series.get(instance);
     if (s === undefined) {
-      s = { counter: { requests: 0, tokens: 0, errors: 0, openStreams: 0 }, seen: { requests: 0, tokens: 0, errors: 0 }, requests: [], tokens: [], errors: [], streams: [], sampleMs: [] };
+      s = {
+        counter: { requests: 0, tokens: 0, errors: 0, openStreams: 0 },
+        seen: { requests: 0, tokens: 0, errors: 0 },
+        requests: [],
+        tokens: [],
+        errors: [],
+        streams: [],
+        sampleMs: [],
+      };
       this.series.set(instance, s);
     }
     return s.counter;
@@ -84,15 +95,25 @@ export class LiveStats {
   }
 
   view(nowMs: number): LiveStatsView {
-    const instances = [...this.series].map(([instance, s]): InstanceLiveView => {
-      const last = s.sampleMs.length - 1;
-      const perSecond = (a: number[]): number => (last < 0 ? 0 : ((a[last] ?? 0) * 1000) / (s.sampleMs[last] ?? 1000));
-      return {
-        instance, requestsPerSecond: perSecond(s.requests), tokensPerSecond: perSecond(s.tokens), errorsPerSecond: perSecond(s.errors),
-        openStreams: s.counter.openStreams,
-        requests: [...s.requests], tokens: [...s.tokens], errors: [...s.errors], streams: [...s.streams], sampleMs: [...s.sampleMs],
-      };
-    }).sort((a, b) => a.instance.localeCompare(b.instance));
+    const instances = [...this.series]
+      .map(([instance, s]): InstanceLiveView => {
+        const last = s.sampleMs.length - 1;
+        const perSecond = (a: number[]): number =>
+          last < 0 ? 0 : ((a[last] ?? 0) * 1000) / (s.sampleMs[last] ?? 1000);
+        return {
+          instance,
+          requestsPerSecond: perSecond(s.requests),
+          tokensPerSecond: perSecond(s.tokens),
+          errorsPerSecond: perSecond(s.errors),
+          openStreams: s.counter.openStreams,
+          requests: [...s.requests],
+          tokens: [...s.tokens],
+          errors: [...s.errors],
+          streams: [...s.streams],
+          sampleMs: [...s.sampleMs],
+        };
+      })
+      .sort((a, b) => a.instance.localeCompare(b.instance));
     return { at: iso(nowMs), instances };
   }
 }

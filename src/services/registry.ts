@@ -1,11 +1,24 @@
 import { hasSecretShape, hashSecret } from '../domain/api-key.js';
 import type { Instance } from '../domain/instance.js';
-import { type AuditEvent, type KeyLimits, type KeyRecord, type KeyUsage, type RevokeReason, addUsage } from '../domain/key.js';
+import {
+  type AuditEvent,
+  type KeyLimits,
+  type KeyRecord,
+  type KeyUsage,
+  type RevokeReason,
+  addUsage,
+} from '../domain/key.js';
 import type { StoreData, UsageDelta } from '../store/store.js';
 
 export type AuthResult =
   | { ok: true; key: KeyRecord; instance: Instance }
-  | { ok: false; code: 'invalid_api_key' | 'revoked_api_key' | 'deployment_not_found' | 'deployment_not_ready'; key?: KeyRecord; instance?: Instance; packEnded?: boolean };
+  | {
+      ok: false;
+      code: 'invalid_api_key' | 'revoked_api_key' | 'deployment_not_found' | 'deployment_not_ready';
+      key?: KeyRecord;
+      instance?: Instance;
+      packEnded?: boolean;
+    };
 
 /**
  * What everyone but the lifecycle sees of the registry: the maps as read-only views, the
@@ -130,7 +143,8 @@ export class MutableRegistry implements Registry, KeyCounters {
   /** Usage written by another daemon of a shared store, added to this daemon's running totals. */
   addStoredUsage(key: KeyRecord, d: UsageDelta): void {
     key.usage = addUsage(key.usage, d);
-    if (d.lastUsedAt !== null && (key.lastUsedAt === null || d.lastUsedAt > key.lastUsedAt)) key.lastUsedAt = d.lastUsedAt;
+    if (d.lastUsedAt !== null && (key.lastUsedAt === null || d.lastUsedAt > key.lastUsedAt))
+      key.lastUsedAt = d.lastUsedAt;
   }
 
   /** The store's counters and limits for a key, after a reload of the whole state. */
@@ -176,7 +190,8 @@ export class MutableRegistry implements Registry, KeyCounters {
   check(key: KeyRecord, nowMs: number, requireReady: boolean): AuthResult {
     const instance = this.instanceMap.get(key.instance);
     // The id may have been removed and added again: that is another deployment, not this key's.
-    if (instance === undefined || instance.deployment !== key.deployment) return { ok: false, code: 'deployment_not_found', key };
+    if (instance === undefined || instance.deployment !== key.deployment)
+      return { ok: false, code: 'deployment_not_found', key };
     if (key.status !== 'active') return { ok: false, code: 'revoked_api_key', key, instance };
     if (instance.packEndsAt !== null && this.packEndMs(instance, instance.packEndsAt) <= nowMs && isLive(instance)) {
       return { ok: false, code: 'revoked_api_key', key, instance, packEnded: true };
@@ -203,7 +218,8 @@ export class MutableRegistry implements Registry, KeyCounters {
     let n = 0;
     const inst = this.instanceMap.get(instanceId);
     if (inst === undefined) return 0;
-    for (const k of this.byInstance.get(instanceId) ?? []) if (k.deployment === inst.deployment && k.status === 'active') n++;
+    for (const k of this.byInstance.get(instanceId) ?? [])
+      if (k.deployment === inst.deployment && k.status === 'active') n++;
     return n;
   }
 

@@ -72,5 +72,4 @@ export class UsageTracker {
   restore(deltas: UsageDelta[]): void {
     for (const d of deltas) this.dirty.set({ id: d.keyId } as KeyRecord, { ...d });
   }
-
 }

@@ -41,7 +41,8 @@ export class AtomicJsonFile<T> implements Adapter<T> {
       throw err;
     }
     try {
-      if (!(await fh.stat()).isFile()) throw new UnsafeStorePathError(`${this.path} is not a regular file. Point --store at the store file.`);
+      if (!(await fh.stat()).isFile())
+        throw new UnsafeStorePathError(`${this.path} is not a regular file. Point --store at the store file.`);
       return JSON.parse(await fh.readFile('utf8')) as T;
     } finally {
       await fh.close();
@@ -103,7 +104,9 @@ export class AtomicJsonFile<T> implements Adapter<T> {
     const st = await lstat(this.path).catch(() => null);
     if (st !== null && !st.isFile()) {
       await unlink(this.tmp).catch(() => {});
-      throw st.isSymbolicLink() ? await this.linkError() : new UnsafeStorePathError(`${this.path} is not a regular file; nothing was written.`);
+      throw st.isSymbolicLink()
+        ? await this.linkError()
+        : new UnsafeStorePathError(`${this.path} is not a regular file; nothing was written.`);
     }
     await rename(this.tmp, this.path);
     const dir = await open(dirname(this.path), 'r');

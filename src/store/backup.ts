@@ -13,7 +13,13 @@ export interface BackupCounts {
 
 export function backupCounts(data: StoreData): BackupCounts {
   const active = data.keys.filter((k) => k.status === 'active').length;
-  return { instances: data.instances.length, keys: data.keys.length, activeKeys: active, revokedKeys: data.keys.length - active, events: data.events.length };
+  return {
+    instances: data.instances.length,
+    keys: data.keys.length,
+    activeKeys: active,
+    revokedKeys: data.keys.length - active,
+    events: data.events.length,
+  };
 }
 
 /**
@@ -24,7 +30,10 @@ export function backupCounts(data: StoreData): BackupCounts {
  */
 export async function readLowdbBackup(path: string): Promise<StoreData> {
   const there = await lstat(path).catch(() => null);
-  if (there === null) throw new Error(`There is no store at ${path}: no daemon answered, and no file is there. Give --home or --store of the daemon to back up.`);
+  if (there === null)
+    throw new Error(
+      `There is no store at ${path}: no daemon answered, and no file is there. Give --home or --store of the daemon to back up.`,
+    );
   const store = new LowdbStore(path, { readOnly: true });
   try {
     return await store.load();
@@ -40,7 +49,9 @@ export async function readLowdbBackup(path: string): Promise<StoreData> {
  */
 export async function writeBackup(file: string, data: StoreData, opts: { force: boolean }): Promise<void> {
   const existing = await lstat(file).catch(() => null);
-  if (existing !== null && !opts.force) throw new Error(`${file} already exists. Give another file, or --force to replace it.`);
-  if (existing !== null && !existing.isFile()) throw new Error(`${file} exists and is not a regular file; a backup replaces only a file.`);
+  if (existing !== null && !opts.force)
+    throw new Error(`${file} already exists. Give another file, or --force to replace it.`);
+  if (existing !== null && !existing.isFile())
+    throw new Error(`${file} exists and is not a regular file; a backup replaces only a file.`);
   await new AtomicJsonFile<StoreData>(file).write(data);
 }

@@ -37,7 +37,8 @@ function unframe(line: Buffer): Parsed {
   const len = Number(line.subarray(0, s1).toString('latin1'));
   const json = line.subarray(s2 + 1);
   if (!Number.isSafeInteger(len) || len !== json.length) return 'its length does not match';
-  if (crc32(json).toString(16).padStart(8, '0') !== line.subarray(s1 + 1, s2).toString('latin1')) return 'its checksum does not match';
+  if (crc32(json).toString(16).padStart(8, '0') !== line.subarray(s1 + 1, s2).toString('latin1'))
+    return 'its checksum does not match';
   let v: unknown;
   try {
     v = JSON.parse(json.toString('utf8'));
@@ -70,8 +71,13 @@ export async function readJournal(path: string): Promise<ReadJournal | null> {
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') return null;
-    if (code === 'ELOOP') throw new CommitJournalError(`The store journal ${path} is a symbolic link; ob-proxy does not follow links for its own files. Replace it with the file it points to and start again.`);
-    throw new CommitJournalError(`The store journal ${path} cannot be read (${code ?? (err as Error).message}). Check the permissions of the home folder.`);
+    if (code === 'ELOOP')
+      throw new CommitJournalError(
+        `The store journal ${path} is a symbolic link; ob-proxy does not follow links for its own files. Replace it with the file it points to and start again.`,
+      );
+    throw new CommitJournalError(
+      `The store journal ${path} cannot be read (${code ?? (err as Error).message}). Check the permissions of the home folder.`,
+    );
   }
   const entries: JournalEntry[] = [];
   let at = 0;
@@ -81,7 +87,8 @@ export async function readJournal(path: string): Promise<ReadJournal | null> {
     const nl = bytes.indexOf(0x0a, at);
     const parsed = nl < 0 ? 'unfinished' : unframe(bytes.subarray(at, nl));
     if (typeof parsed === 'string') {
-      if (nl < 0 || nl === bytes.length - 1 || isZeros(bytes.subarray(nl + 1))) return { entries, end: at, torn: Math.max(0, contentEnd(bytes) - at) };
+      if (nl < 0 || nl === bytes.length - 1 || isZeros(bytes.subarray(nl + 1)))
+        return { entries, end: at, torn: Math.max(0, contentEnd(bytes) - at) };
       throw new CommitJournalError(
         `The store journal ${path} line ${line} is damaged (${parsed}) and has whole entries after it, which no crash leaves behind. It was left untouched: move it away to start from db.json alone (revocations still hold through the revocation journal), or restore it from a backup.`,
       );
@@ -133,7 +140,13 @@ export class CommitJournal {
   private topping: Promise<void> | null = null;
   private toppingTo = 0;
 
-  private constructor(readonly path: string, private readonly ino: number, private end: number, size: number, private readonly reserve: number) {
+  private constructor(
+    readonly path: string,
+    private readonly ino: number,
+    private end: number,
+    size: number,
+    private readonly reserve: number,
+  ) {
     this.allocated = size;
   }
 
@@ -142,7 +155,8 @@ export class CommitJournal {
     const fh = await openJournal(path, constants.O_RDWR | constants.O_CREAT | constants.O_NOFOLLOW);
     try {
       const st = await fh.stat();
-      if (!st.isFile()) throw new CommitJournalError(`The store journal ${path} is not a regular file. Move it away and start again.`);
+      if (!st.isFile())
+        throw new CommitJournalError(`The store journal ${path} is not a regular file. Move it away and start again.`);
       let size = st.size;
       if (size > end) {
         // Zeroed in place rather than cut off: the zeros past it stay allocated for the next entries.
@@ -182,7 +196,10 @@ export class CommitJournal {
     try {
       const st = await fh.stat();
       if (st.ino !== this.ino || !st.isFile() || st.size < low || st.size > high) {
-        throw Object.assign(new CommitJournalError(`${this.path} was moved, replaced or changed while the daemon ran`), { code: 'EJOURNALREPLACED' });
+        throw Object.assign(
+          new CommitJournalError(`${this.path} was moved, replaced or changed while the daemon ran`),
+          { code: 'EJOURNALREPLACED' },
+        );
       }
       while (done < line.length) {
         const { bytesWritten } = await fh.write(line, done, line.length - done, this.end + done);
@@ -209,7 +226,11 @@ export class CommitJournal {
     this.allocated = Math.max(this.allocated, this.end);
     if (this.allocated - this.end < this.reserve / 2 && this.topping === null) {
       this.toppingTo = this.end + this.reserve;
-      this.topping = this.topUp(this.toppingTo).catch(() => {}).finally(() => { this.topping = null; });
+      this.topping = this.topUp(this.toppingTo)
+        .catch(() => {})
+        .finally(() => {
+          this.topping = null;
+        });
     }
   }
 
@@ -248,7 +269,8 @@ export class CommitJournal {
       const zeros = Buffer.alloc(to - from);
       let done = 0;
       try {
-        while (done < zeros.length) done += (await fh.write(zeros, done, zeros.length - done, from + done)).bytesWritten;
+        while (done < zeros.length)
+          done += (await fh.write(zeros, done, zeros.length - done, from + done)).bytesWritten;
         await fh.datasync();
       } finally {
         this.allocated = from + done;
@@ -280,8 +302,16 @@ async function openJournal(path: string, flags: number): Promise<FileHandle> {
     return await open(path, flags, 0o600);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'ELOOP') throw new CommitJournalError(`The store journal ${path} is a symbolic link; ob-proxy does not follow links for its own files. Replace it with the file it points to and start again.`);
-    throw Object.assign(new CommitJournalError(`The store journal ${path} cannot be opened (${code ?? (err as Error).message}). Check the permissions of the home folder.`), { code });
+    if (code === 'ELOOP')
+      throw new CommitJournalError(
+        `The store journal ${path} is a symbolic link; ob-proxy does not follow links for its own files. Replace it with the file it points to and start again.`,
+      );
+    throw Object.assign(
+      new CommitJournalError(
+        `The store journal ${path} cannot be opened (${code ?? (err as Error).message}). Check the permissions of the home folder.`,
+      ),
+      { code },
+    );
   }
 }
 

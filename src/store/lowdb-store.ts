@@ -80,7 +80,10 @@ export class LowdbStore implements Store {
   /** Journal size at which the next fold starts (pushed on after a failed one). */
   private foldAt = MIN_FOLD_BYTES;
 
-  constructor(path: string, private readonly options: LowdbStoreOptions = {}) {
+  constructor(
+    path: string,
+    private readonly options: LowdbStoreOptions = {},
+  ) {
     this.location = path;
     this.journalPath = `${path}.revocations`;
     this.commitJournalPath = `${path}.journal`;
@@ -97,7 +100,8 @@ export class LowdbStore implements Store {
     try {
       raw = await this.file.read();
     } catch (err) {
-      if (err instanceof UnsafeStorePathError) throw new Error(`The store cannot be used: ${err.message}`, { cause: err });
+      if (err instanceof UnsafeStorePathError)
+        throw new Error(`The store cannot be used: ${err.message}`, { cause: err });
       throw new Error(
         `The store ${this.location} cannot be read (${(err as Error).message}). It was left untouched; restore it from a backup or move it away to start empty.`,
         { cause: err },
@@ -115,7 +119,11 @@ export class LowdbStore implements Store {
 
     if (this.options.readOnly === true) {
       // A copy or a migration: the revocations are read, nothing is created or reserved.
-      const reconciled = revokedWins(tables.toData(), await RevocationJournal.readRecords(this.journalPath), this.meta.auditArchived?.at ?? null);
+      const reconciled = revokedWins(
+        tables.toData(),
+        await RevocationJournal.readRecords(this.journalPath),
+        this.meta.auditArchived?.at ?? null,
+      );
       for (const n of reconciled.notices) this.notice(n);
       this.tables = Tables.from(reconciled.data);
       return structuredClone(this.tables.toData());
@@ -128,7 +136,9 @@ export class LowdbStore implements Store {
     // Keys revoked before the journal existed: recorded now, so a backup restored later cannot
     // bring them back either. A full disk only delays this to their next write.
     await this.journal.append(reconciled.unjournaled).catch((err: unknown) => {
-      this.notice(`Could not record ${reconciled.unjournaled.length} earlier revocation(s) in ${this.journalPath} (${errCode(err)}); they are in the store and are recorded with its next write.`);
+      this.notice(
+        `Could not record ${reconciled.unjournaled.length} earlier revocation(s) in ${this.journalPath} (${errCode(err)}); they are in the store and are recorded with its next write.`,
+      );
     });
     this.tables = Tables.from(reconciled.data);
 
@@ -136,7 +146,13 @@ export class LowdbStore implements Store {
     // What was corrected in memory, and what the journal added, reach db.json now: a store
     // that was not closed cleanly starts from a complete db.json again.
     const keep = this.options.auditKeep ?? DEFAULT_AUDIT_KEEP;
-    if (!existed || replay.applied > 0 || this.segments.length > 0 || this.log.size > 0 || this.tables.events.length > keep) {
+    if (
+      !existed ||
+      replay.applied > 0 ||
+      this.segments.length > 0 ||
+      this.log.size > 0 ||
+      this.tables.events.length > keep
+    ) {
       await this.fold();
     }
     // After the fold: the daemon holds the audit events db.json keeps, not those just archived.
@@ -153,7 +169,8 @@ export class LowdbStore implements Store {
     const dir = dirname(this.commitJournalPath);
     const prefix = `${basename(this.commitJournalPath)}.`;
     const names = await readdir(dir).catch(() => [] as string[]);
-    const segments = names.filter((n) => n.startsWith(prefix) && /^\d+$/.test(n.slice(prefix.length)))
+    const segments = names
+      .filter((n) => n.startsWith(prefix) && /^\d+$/.test(n.slice(prefix.length)))
       .sort((a, b) => Number(a.slice(prefix.length)) - Number(b.slice(prefix.length)))
       .map((n) => join(dir, n));
     const files: { path: string; entries: JournalEntry[] }[] = [];
@@ -161,7 +178,10 @@ export class LowdbStore implements Store {
     for (const path of [...segments, this.commitJournalPath]) {
       const read = await readJournal(path);
       if (read === null) continue;
-      if (read.torn > 0) this.notice(`The store journal ${path} ended in a write a crash or a full disk cut off (${read.torn} bytes, never acknowledged); dropped.`);
+      if (read.torn > 0)
+        this.notice(
+          `The store journal ${path} ended in a write a crash or a full disk cut off (${read.torn} bytes, never acknowledged); dropped.`,
+        );
       if (path === this.commitJournalPath) liveEnd = read.end;
       files.push({ path, entries: read.entries });
     }
@@ -193,7 +213,7 @@ export class LowdbStore implements Store {
       this.liveFirst = expected;
       this.notice(
         `The store journal does not continue ${this.location} (it holds entry ${broken.n} where ${expected} was due: was db.json restored from an older backup?). ` +
-        `Its files were kept aside as *.unused-${stamp} and not applied; every revocation they held is still applied from ${this.journalPath}.`,
+          `Its files were kept aside as *.unused-${stamp} and not applied; every revocation they held is still applied from ${this.journalPath}.`,
       );
     }
     return { applied, liveEnd };
@@ -216,7 +236,8 @@ export class LowdbStore implements Store {
     const out: JournalRecord[] = [];
     for (const w of batch) {
       for (const m of w.mutations) {
-        if (m.op === 'putKey' && m.key.status === 'revoked' && this.journal?.has(m.key.id) === false) out.push(journalRecordOf(m.key));
+        if (m.op === 'putKey' && m.key.status === 'revoked' && this.journal?.has(m.key.id) === false)
+          out.push(journalRecordOf(m.key));
       }
     }
     return out;
@@ -244,19 +265,26 @@ export class LowdbStore implements Store {
         ]);
         if (rev.status === 'rejected') {
           if (commit.status === 'fulfilled') await log.retract(line.length).catch(() => {});
-          throw Object.assign(new Error(`revocation journal: ${errCode(rev.reason)}`, { cause: rev.reason }), { code: errCode(rev.reason), journal: true });
+          throw Object.assign(new Error(`revocation journal: ${errCode(rev.reason)}`, { cause: rev.reason }), {
+            code: errCode(rev.reason),
+            journal: true,
+          });
         }
         if (commit.status === 'rejected') throw commit.reason;
         this.nextN++;
         for (const m of mutations) this.tables.apply(m);
         for (const w of batch) w.resolve();
       } catch (err) {
-        const failure = err instanceof UnsafeStorePathError
-          ? obError('store_write_failed', { message: `The store ${this.location} was not written: ${err.message}`, cause: err })
-          : obError('store_write_failed', {
-            message: `The store ${this.location} could not be written (${errCode(err)}); nothing was changed. Check free disk space and that the home folder is writable.`,
-            cause: err,
-          });
+        const failure =
+          err instanceof UnsafeStorePathError
+            ? obError('store_write_failed', {
+                message: `The store ${this.location} was not written: ${err.message}`,
+                cause: err,
+              })
+            : obError('store_write_failed', {
+                message: `The store ${this.location} could not be written (${errCode(err)}); nothing was changed. Check free disk space and that the home folder is writable.`,
+                cause: err,
+              });
         for (const w of batch) w.reject(failure);
       }
       // Between batches, so no append can land in the file being renamed; the commits that
@@ -285,7 +313,11 @@ export class LowdbStore implements Store {
       this.foldFailed(err);
       return;
     }
-    this.folding = this.writeSnapshot().catch((err: unknown) => this.foldFailed(err)).finally(() => { this.folding = null; });
+    this.folding = this.writeSnapshot()
+      .catch((err: unknown) => this.foldFailed(err))
+      .finally(() => {
+        this.folding = null;
+      });
   }
 
   private async writeSnapshot(): Promise<void> {
@@ -323,7 +355,8 @@ export class LowdbStore implements Store {
     const segment = `${this.commitJournalPath}.${this.liveFirst}`;
     // Never a file put in its place: only what this process wrote is folded and deleted.
     await this.log.idle();
-    if (!(await this.log.isIntact())) throw Object.assign(new Error(`${this.commitJournalPath} was moved or replaced`), { code: 'EJOURNALREPLACED' });
+    if (!(await this.log.isIntact()))
+      throw Object.assign(new Error(`${this.commitJournalPath} was moved or replaced`), { code: 'EJOURNALREPLACED' });
     await rename(this.commitJournalPath, segment);
     this.segments.push(segment);
     // A new, empty file (open syncs the folder, so the rename is durable too).
@@ -335,7 +368,9 @@ export class LowdbStore implements Store {
     // Nothing is lost: the journal still holds every commit. Tried again once it has grown more.
     this.foldAt = (this.log?.size ?? 0) + (this.options.foldBytes ?? Math.max(MIN_FOLD_BYTES, this.snapshotBytes));
     const why = err instanceof UnsafeStorePathError ? err.message : `${errCode(err)}; check free disk space`;
-    this.notice(`Could not fold the store journal into ${this.location} (${why}). Every change is kept in the journal; the fold is tried again later.`);
+    this.notice(
+      `Could not fold the store journal into ${this.location} (${why}). Every change is kept in the journal; the fold is tried again later.`,
+    );
   }
 
   async close(): Promise<void> {

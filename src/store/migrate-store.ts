@@ -18,17 +18,31 @@ export interface MigrateReport {
  * revoked only in the journal arrives revoked) copied into PostgreSQL. Secrets were never in
  * db.json; key hashes, usage and the audit trail are copied as they are.
  */
-export async function migrateLowdbToPostgres(opts: { from: string; to: string; force: boolean; onNotice?: (message: string) => void }): Promise<MigrateReport> {
+export async function migrateLowdbToPostgres(opts: {
+  from: string;
+  to: string;
+  force: boolean;
+  onNotice?: (message: string) => void;
+}): Promise<MigrateReport> {
   if (!isPostgresUrl(opts.to)) {
-    throw obError('invalid_argument', { param: 'to', message: `--to must be a postgres:// URL, got "${opts.to.split('@').pop()}".` });
+    throw obError('invalid_argument', {
+      param: 'to',
+      message: `--to must be a postgres:// URL, got "${opts.to.split('@').pop()}".`,
+    });
   }
   try {
     await stat(opts.from);
   } catch (err) {
-    throw obError('invalid_argument', { param: 'from', message: `No store at ${opts.from} (${(err as NodeJS.ErrnoException).code ?? 'error'}): give the db.json of a daemon's home with --from.` });
+    throw obError('invalid_argument', {
+      param: 'from',
+      message: `No store at ${opts.from} (${(err as NodeJS.ErrnoException).code ?? 'error'}): give the db.json of a daemon's home with --from.`,
+    });
   }
   // Read only: the source may be a stopped daemon's store, left as it was (its journal replayed in memory).
-  const source = new LowdbStore(opts.from, { readOnly: true, ...(opts.onNotice === undefined ? {} : { onNotice: opts.onNotice }) });
+  const source = new LowdbStore(opts.from, {
+    readOnly: true,
+    ...(opts.onNotice === undefined ? {} : { onNotice: opts.onNotice }),
+  });
   let data;
   try {
     data = await source.load();

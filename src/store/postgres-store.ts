@@ -6,7 +6,16 @@ import { ObProxyError, obError } from '../errors.js';
 import { applyBatch } from './postgres/apply.js';
 import { type TableCounts, countTables, countsOf, importData } from './postgres/import.js';
 import { CHORES_LOCK, LOCK_SPACE, migrate } from './postgres/migrations.js';
-import { type LimitCounts, type LimitExchange, STORE_VERSION, type Mutation, type Store, type StoreChange, type StoreData, type StoreFeed } from './store.js';
+import {
+  type LimitCounts,
+  type LimitExchange,
+  STORE_VERSION,
+  type Mutation,
+  type Store,
+  type StoreChange,
+  type StoreData,
+  type StoreFeed,
+} from './store.js';
 import { validateStoreData } from './store-validation.js';
 
 export interface PostgresStoreOptions {
@@ -82,14 +91,23 @@ export class PostgresStore implements Store {
   private exchanging: Promise<void> | null = null;
   private limitsFailing = false;
 
-  constructor(private readonly url: string, private readonly options: PostgresStoreOptions = {}) {
+  constructor(
+    private readonly url: string,
+    private readonly options: PostgresStoreOptions = {},
+  ) {
     this.location = redactUrl(url);
     this.catchupMs = options.catchupMs ?? 2000;
     this.notify = options.notify ?? true;
     this.now = options.now ?? Date.now;
     // Fail fast when the database is away: a management command answers within seconds, and the
     // catch-up read notices on its next period.
-    this.pool = new pg.Pool({ connectionString: url, max: 4, connectionTimeoutMillis: 3000, query_timeout: 10_000, idleTimeoutMillis: 10_000 });
+    this.pool = new pg.Pool({
+      connectionString: url,
+      max: 4,
+      connectionTimeoutMillis: 3000,
+      query_timeout: 10_000,
+      idleTimeoutMillis: 10_000,
+    });
     // An idle client whose server went away: without a listener this would end the process.
     this.pool.on('error', (err) => this.notice(`PostgreSQL connection lost (${errText(err)}).`));
   }
@@ -106,7 +124,10 @@ export class PostgresStore implements Store {
     try {
       client = await this.pool.connect();
     } catch (err) {
-      throw new Error(`The store ${this.location} cannot be reached (${errText(err)}). Check that PostgreSQL is running and the URL is right.`, { cause: err });
+      throw new Error(
+        `The store ${this.location} cannot be reached (${errText(err)}). Check that PostgreSQL is running and the URL is right.`,
+        { cause: err },
+      );
     }
     try {
       if (!this.migrated) {
@@ -117,8 +138,18 @@ export class PostgresStore implements Store {
       await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
       const head = await client.query<{ change_no: string }>('SELECT change_no FROM ob_meta WHERE id = 1');
       const instances = await client.query<{ record: Instance }>('SELECT record FROM ob_instances ORDER BY id');
-      const keys = await client.query<{ record: KeyRecord; requests: string; prompt_tokens: string; completion_tokens: string; last_used_at: string | null; reasoning_tokens: string; errors: string; disconnects: string; first_used_at: string | null }>(
-        'SELECT record, requests, prompt_tokens, completion_tokens, last_used_at, reasoning_tokens, errors, disconnects, first_used_at FROM ob_keys ORDER BY record->>\'createdAt\', id',
+      const keys = await client.query<{
+        record: KeyRecord;
+        requests: string;
+        prompt_tokens: string;
+        completion_tokens: string;
+        last_used_at: string | null;
+        reasoning_tokens: string;
+        errors: string;
+        disconnects: string;
+        first_used_at: string | null;
+      }>(
+        "SELECT record, requests, prompt_tokens, completion_tokens, last_used_at, reasoning_tokens, errors, disconnects, first_used_at FROM ob_keys ORDER BY record->>'createdAt', id",
       );
       const events = await client.query<{ record: AuditEvent }>('SELECT record FROM ob_events ORDER BY seq');
       await client.query('COMMIT');
@@ -130,8 +161,13 @@ export class PostgresStore implements Store {
         keys: keys.rows.map((r) => ({
           ...r.record,
           usage: {
-            requests: Number(r.requests), promptTokens: Number(r.prompt_tokens), completionTokens: Number(r.completion_tokens),
-            reasoningTokens: Number(r.reasoning_tokens), errors: Number(r.errors), disconnects: Number(r.disconnects), firstUsedAt: r.first_used_at,
+            requests: Number(r.requests),
+            promptTokens: Number(r.prompt_tokens),
+            completionTokens: Number(r.completion_tokens),
+            reasoningTokens: Number(r.reasoning_tokens),
+            errors: Number(r.errors),
+            disconnects: Number(r.disconnects),
+            firstUsedAt: r.first_used_at,
           },
           lastUsedAt: r.last_used_at,
         })),
@@ -153,10 +189,17 @@ export class PostgresStore implements Store {
       client = await this.pool.connect();
       await client.query('BEGIN');
       // The counter first: it serialises every write, on every daemon (migrations.ts).
-      const { rows } = await client.query<{ change_no: string }>('UPDATE ob_meta SET change_no = change_no + 1 WHERE id = 1 RETURNING change_no');
+      const { rows } = await client.query<{ change_no: string }>(
+        'UPDATE ob_meta SET change_no = change_no + 1 WHERE id = 1 RETURNING change_no',
+      );
       const no = Number(rows[0]!.change_no);
       const applied = await applyBatch(client, mutations, new Date(this.now()).toISOString());
-      await client.query('INSERT INTO ob_changes (no, origin, mutations, extra) VALUES ($1, $2, $3, $4)', [no, this.origin, JSON.stringify(applied.mutations), JSON.stringify(applied.extra)]);
+      await client.query('INSERT INTO ob_changes (no, origin, mutations, extra) VALUES ($1, $2, $3, $4)', [
+        no,
+        this.origin,
+        JSON.stringify(applied.mutations),
+        JSON.stringify(applied.extra),
+      ]);
       // Delivered at commit, to every listening daemon (this one too: it reads back the extras).
       await client.query('SELECT pg_notify($1, $2)', [CHANNEL, String(no)]);
       await client.query('COMMIT');
@@ -194,14 +237,18 @@ export class PostgresStore implements Store {
       await client.query('SELECT change_no FROM ob_meta WHERE id = 1 FOR UPDATE');
       const before = await countTables(client);
       if (!force && before.instances + before.keys + before.events > 0) {
-        throw new Error(`The store ${this.location} is not empty (${before.instances} instance(s), ${before.keys} key(s), ${before.events} event(s)); nothing was changed. Pass --force to replace its contents.`);
+        throw new Error(
+          `The store ${this.location} is not empty (${before.instances} instance(s), ${before.keys} key(s), ${before.events} event(s)); nothing was changed. Pass --force to replace its contents.`,
+        );
       }
       await importData(client, data);
       const expected = countsOf(data);
       const found = await countTables(client);
       const wrong = (Object.keys(expected) as (keyof TableCounts)[]).filter((k) => expected[k] !== found[k]);
       if (wrong.length > 0) {
-        throw new Error(`The copy into ${this.location} does not match (${wrong.map((k) => `${k}: ${expected[k]} expected, ${found[k]} found`).join('; ')}); nothing was changed.`);
+        throw new Error(
+          `The copy into ${this.location} does not match (${wrong.map((k) => `${k}: ${expected[k]} expected, ${found[k]} found`).join('; ')}); nothing was changed.`,
+        );
       }
       await client.query('COMMIT');
       return found;
@@ -253,7 +300,9 @@ export class PostgresStore implements Store {
     // A round trip still under way (a slow database): this tick is skipped, its demand counted in the next.
     if (tick <= this.lastLimitTick || this.exchanging !== null) return;
     this.lastLimitTick = tick;
-    this.exchanging = this.exchangeLimits(ex, tick, ex.capture(now)).finally(() => { this.exchanging = null; });
+    this.exchanging = this.exchangeLimits(ex, tick, ex.capture(now)).finally(() => {
+      this.exchanging = null;
+    });
   }
 
   /**
@@ -275,11 +324,15 @@ export class PostgresStore implements Store {
       const nodes = new Map<string, LimitCounts>();
       for (const r of rows) if (isLimitCounts(r.counts)) nodes.set(r.node, r.counts);
       ex.received({ tick: tick - 1, self: this.origin, nodes });
-      if (this.limitsFailing) this.options.onNotice?.(`Exchanging per-key limit counts through ${this.location} again.`);
+      if (this.limitsFailing)
+        this.options.onNotice?.(`Exchanging per-key limit counts through ${this.location} again.`);
       this.limitsFailing = false;
     } catch (err) {
       // Said once, apart from the change log's notices: this runs every period.
-      if (!this.limitsFailing) this.options.onNotice?.(`Cannot exchange per-key limit counts through ${this.location} (${errText(err)}): this daemon keeps to its last share of each key's limits.`);
+      if (!this.limitsFailing)
+        this.options.onNotice?.(
+          `Cannot exchange per-key limit counts through ${this.location} (${errText(err)}): this daemon keeps to its last share of each key's limits.`,
+        );
       this.limitsFailing = true;
     }
   }
@@ -291,7 +344,9 @@ export class PostgresStore implements Store {
       this.pullAgain = true;
       return;
     }
-    this.pulling = this.pullLoop().finally(() => { this.pulling = null; });
+    this.pulling = this.pullLoop().finally(() => {
+      this.pulling = null;
+    });
   }
 
   private async pullLoop(): Promise<void> {
@@ -304,7 +359,9 @@ export class PostgresStore implements Store {
         this.inSyncAt = Math.max(this.inSyncAt, started);
         if (this.lastNotice.startsWith('Cannot')) this.notice(`In sync with ${this.location} again.`);
       } catch (err) {
-        this.notice(`Cannot read the change log of ${this.location} (${errText(err)}): serving from memory; keys are refused once out of sync for longer than --max-stale.`);
+        this.notice(
+          `Cannot read the change log of ${this.location} (${errText(err)}): serving from memory; keys are refused once out of sync for longer than --max-stale.`,
+        );
         return;
       }
     } while (this.pullAgain && !this.closed);
@@ -315,7 +372,12 @@ export class PostgresStore implements Store {
       // One statement, so one snapshot: a change's row and the counter commit together, so here
       // the head and the rows agree, and a gap seen is a real one (pruned), never a commit that
       // landed between two reads.
-      const { rows: [page] } = await this.pool.query<{ head: string; changes: { no: number; origin: string; mutations: Mutation[]; extra: Mutation[] }[] }>(
+      const {
+        rows: [page],
+      } = await this.pool.query<{
+        head: string;
+        changes: { no: number; origin: string; mutations: Mutation[]; extra: Mutation[] }[];
+      }>(
         `SELECT (SELECT change_no FROM ob_meta WHERE id = 1) AS head,
            coalesce((SELECT json_agg(c ORDER BY c.no) FROM
              (SELECT no, origin, mutations, extra FROM ob_changes WHERE no > $1 ORDER BY no LIMIT $2) c), '[]'::json) AS changes`,
@@ -328,7 +390,9 @@ export class PostgresStore implements Store {
         return;
       }
       if (Number(rows[0]!.no) !== this.lastChange + 1) {
-        await this.reload(`changes ${this.lastChange + 1} to ${Number(rows[0]!.no) - 1} are no longer in the change log`);
+        await this.reload(
+          `changes ${this.lastChange + 1} to ${Number(rows[0]!.no) - 1} are no longer in the change log`,
+        );
         return;
       }
       const changes: StoreChange[] = [];
@@ -360,9 +424,15 @@ export class PostgresStore implements Store {
       await this.pulling;
       const session = this.session;
       if (this.chores && session !== null) {
-        await session.query(`DELETE FROM ob_changes WHERE at < now() - interval '${CHANGE_LOG_KEEP}' AND no < $1`, [this.lastChange]).catch(() => {});
+        await session
+          .query(`DELETE FROM ob_changes WHERE at < now() - interval '${CHANGE_LOG_KEEP}' AND no < $1`, [
+            this.lastChange,
+          ])
+          .catch(() => {});
         // The session may have ended meanwhile (close): the query then fails, and is let go.
-        await session.query(`DELETE FROM ob_limit_counts WHERE at < now() - interval '${LIMIT_ROWS_KEEP}'`).catch(() => {});
+        await session
+          .query(`DELETE FROM ob_limit_counts WHERE at < now() - interval '${LIMIT_ROWS_KEEP}'`)
+          .catch(() => {});
       }
     } finally {
       if (!this.closed) {
@@ -387,7 +457,9 @@ export class PostgresStore implements Store {
         this.dropSession();
       }
     }
-    this.sessionStarting ??= this.startSession().finally(() => { this.sessionStarting = null; });
+    this.sessionStarting ??= this.startSession().finally(() => {
+      this.sessionStarting = null;
+    });
     await this.sessionStarting;
   }
 
@@ -406,14 +478,19 @@ export class PostgresStore implements Store {
       this.session = client;
       this.chores = await this.tryChoresLock(client);
     } catch (err) {
-      this.notice(`Cannot connect to ${this.location} (${errText(err)}): serving from memory; keys are refused once out of sync for longer than --max-stale.`);
+      this.notice(
+        `Cannot connect to ${this.location} (${errText(err)}): serving from memory; keys are refused once out of sync for longer than --max-stale.`,
+      );
       await client.end().catch(() => {});
       if (this.session === client) this.session = null;
     }
   }
 
   private async tryChoresLock(client: pg.Client): Promise<boolean> {
-    const { rows } = await client.query<{ locked: boolean }>('SELECT pg_try_advisory_lock($1, $2) AS locked', [LOCK_SPACE, CHORES_LOCK]);
+    const { rows } = await client.query<{ locked: boolean }>('SELECT pg_try_advisory_lock($1, $2) AS locked', [
+      LOCK_SPACE,
+      CHORES_LOCK,
+    ]);
     return rows[0]?.locked === true;
   }
 
@@ -439,11 +516,14 @@ export class PostgresStore implements Store {
 /** A row as this version writes it (another version's, or a damaged one, is left out of the split). */
 function isLimitCounts(x: unknown): x is LimitCounts {
   const c = x as LimitCounts | null;
-  return typeof c === 'object' && c !== null && typeof c.window === 'number' && typeof c.keys === 'object' && c.keys !== null;
+  return (
+    typeof c === 'object' && c !== null && typeof c.window === 'number' && typeof c.keys === 'object' && c.keys !== null
+  );
 }
 
 function errText(err: unknown): string {
   const e = err as { code?: string; message?: string };
-  if (typeof e.code === 'string' && e.code !== '') return e.message !== undefined && !e.message.includes(e.code) ? `${e.code}: ${e.message}` : e.code;
+  if (typeof e.code === 'string' && e.code !== '')
+    return e.message !== undefined && !e.message.includes(e.code) ? `${e.code}: ${e.message}` : e.code;
   return e.message ?? String(err);
 }

@@ -53,7 +53,10 @@ export class RevocationJournal {
   private appending: Promise<void> = Promise.resolve();
   readonly notices: string[] = [];
 
-  private constructor(readonly path: string, private readonly reserve: number) {}
+  private constructor(
+    readonly path: string,
+    private readonly reserve: number,
+  ) {}
 
   /**
    * Creates the journal if needed, reads every record and reserves space. A line that is not a
@@ -64,7 +67,11 @@ export class RevocationJournal {
   static async open(path: string, options: JournalOptions = {}): Promise<RevocationJournal> {
     const journal = new RevocationJournal(path, options.reserve ?? DEFAULT_RESERVE);
     try {
-      const fh = await open(path, constants.O_RDWR | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+      const fh = await open(
+        path,
+        constants.O_RDWR | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+        0o600,
+      );
       await fh.close();
       await syncDir(path);
     } catch (err) {
@@ -72,7 +79,9 @@ export class RevocationJournal {
     }
     await journal.withFile(async (fh) => {
       await journal.topUp(fh).catch((err: unknown) => {
-        journal.notices.push(`Could not reserve space in the revocation journal ${path} (${code(err)}); revocations are still recorded while the disk has room.`);
+        journal.notices.push(
+          `Could not reserve space in the revocation journal ${path} (${code(err)}); revocations are still recorded while the disk has room.`,
+        );
       });
     });
     return journal;
@@ -113,7 +122,10 @@ export class RevocationJournal {
     }
     try {
       const st = await fh.stat();
-      if (!st.isFile()) throw new JournalError(`The revocation journal ${this.path} is not a regular file. Move it away (keep it if it holds revocations) and start again.`);
+      if (!st.isFile())
+        throw new JournalError(
+          `The revocation journal ${this.path} is not a regular file. Move it away (keep it if it holds revocations) and start again.`,
+        );
       // Unchanged since this process last read or wrote it (same file, size and change time):
       // no need to read it again. A stop on a store of thousands of revoked keys would otherwise
       // read and parse them all.
@@ -144,7 +156,8 @@ export class RevocationJournal {
     const contentEnd = last + 1;
     // An unfinished last line is overwritten by the next record rather than kept behind it,
     // where it would read as a line edited by hand.
-    this.end = contentEnd === 0 || bytes[contentEnd - 1] === 0x0a ? contentEnd : bytes.lastIndexOf(0x0a, contentEnd - 1) + 1;
+    this.end =
+      contentEnd === 0 || bytes[contentEnd - 1] === 0x0a ? contentEnd : bytes.lastIndexOf(0x0a, contentEnd - 1) + 1;
     this.torn = contentEnd - this.end;
     const revoked = new Map<string, JournalRecord>();
     const hashes = new Set<string>();
@@ -154,10 +167,14 @@ export class RevocationJournal {
       const record = parseRecord(line);
       if (typeof record === 'string') {
         if (line.includes('\0') || i === lines.length - 1) {
-          this.notices.push(`The revocation journal ${this.path} line ${i + 1} was cut off (a power loss during a write never acknowledged); skipped.`);
+          this.notices.push(
+            `The revocation journal ${this.path} line ${i + 1} was cut off (a power loss during a write never acknowledged); skipped.`,
+          );
           return;
         }
-        throw new JournalError(`The revocation journal ${this.path} line ${i + 1} is not a revocation record (${record}). It was left untouched: fix or delete that line by hand and start again.`);
+        throw new JournalError(
+          `The revocation journal ${this.path} line ${i + 1} is not a revocation record (${record}). It was left untouched: fix or delete that line by hand and start again.`,
+        );
       }
       if (!revoked.has(record.keyId)) revoked.set(record.keyId, record);
       hashes.add(record.keyHash);
@@ -193,7 +210,10 @@ export class RevocationJournal {
     const run = this.appending.then(() => this.withFile((fh) => this.write(fh, [...this.lost, ...records])));
     // The reserve is topped up after the append resolves, off the revocation's path; the next
     // append waits for it.
-    this.appending = run.then(() => this.topUpLater(), () => {});
+    this.appending = run.then(
+      () => this.topUpLater(),
+      () => {},
+    );
     return run;
   }
 
@@ -215,7 +235,11 @@ export class RevocationJournal {
     } catch (err) {
       // A record cut off by a full disk must not stay behind as a line that reads as a hand
       // edit: zero what was written (in place, so no new space is needed).
-      if (done > 0) await fh.write(Buffer.alloc(done), 0, done, this.end).then(() => fh.datasync()).catch(() => {});
+      if (done > 0)
+        await fh
+          .write(Buffer.alloc(done), 0, done, this.end)
+          .then(() => fh.datasync())
+          .catch(() => {});
       throw err;
     }
     this.size = Math.max(this.size, this.end + buf.length);
@@ -272,9 +296,17 @@ function parseRecord(line: string): JournalRecord | string {
   if (typeof o.keyHash !== 'string' || !/^[0-9a-f]{64}$/.test(o.keyHash)) return 'no "keyHash"';
   if (typeof o.instance !== 'string') return 'no "instance"';
   if (o.deployment !== null && typeof o.deployment !== 'string') return 'no "deployment"';
-  if (typeof o.reason !== 'string' || !(REVOKE_REASONS as readonly string[]).includes(o.reason)) return 'no valid "reason"';
+  if (typeof o.reason !== 'string' || !(REVOKE_REASONS as readonly string[]).includes(o.reason))
+    return 'no valid "reason"';
   if (typeof o.at !== 'string' || !TIME_RE.test(o.at)) return 'no valid "at"';
-  return { keyId: o.keyId, keyHash: o.keyHash, instance: o.instance, deployment: o.deployment as string | null, reason: o.reason as RevokeReason, at: o.at };
+  return {
+    keyId: o.keyId,
+    keyHash: o.keyHash,
+    instance: o.instance,
+    deployment: o.deployment as string | null,
+    reason: o.reason as RevokeReason,
+    at: o.at,
+  };
 }
 
 function code(err: unknown): string {
@@ -284,9 +316,13 @@ function code(err: unknown): string {
 function openError(path: string, err: unknown): Error {
   const c = code(err);
   if (c === 'ELOOP') {
-    return new JournalError(`The revocation journal ${path} is a symbolic link; ob-proxy does not follow links for its own files. Replace it with the file it points to and start again.`);
+    return new JournalError(
+      `The revocation journal ${path} is a symbolic link; ob-proxy does not follow links for its own files. Replace it with the file it points to and start again.`,
+    );
   }
-  return new JournalError(`The revocation journal ${path} cannot be opened (${c}). Check the permissions of the home folder.`);
+  return new JournalError(
+    `The revocation journal ${path} cannot be opened (${c}). Check the permissions of the home folder.`,
+  );
 }
 
 async function syncDir(path: string): Promise<void> {

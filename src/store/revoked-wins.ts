@@ -10,7 +10,11 @@ export interface Reconciled {
   unjournaled: JournalRecord[];
 }
 
-interface Revocation { at: string; reason: RevokeReason; source: string }
+interface Revocation {
+  at: string;
+  reason: RevokeReason;
+  source: string;
+}
 
 /**
  * A key's status never disagrees with any record of its revocation: the audit trail in db.json,
@@ -19,7 +23,11 @@ interface Revocation { at: string; reason: RevokeReason; source: string }
  * cannot bring a key back. The journal is matched by key id and by hash, so editing the id does
  * not help either. `archivedThrough`: the time of the newest event moved to the audit archive.
  */
-export function revokedWins(input: StoreData, journal: readonly JournalRecord[], archivedThrough: string | null = null): Reconciled {
+export function revokedWins(
+  input: StoreData,
+  journal: readonly JournalRecord[],
+  archivedThrough: string | null = null,
+): Reconciled {
   const data = structuredClone(input);
   const notices: string[] = [];
   const byId = new Map<string, JournalRecord>();
@@ -29,7 +37,8 @@ export function revokedWins(input: StoreData, journal: readonly JournalRecord[],
     if (!byHash.has(r.keyHash)) byHash.set(r.keyHash, r);
   }
   const audited = new Map<string, AuditEvent>();
-  for (const e of data.events) if (e.type === 'key.revoked' && e.keyId !== undefined && !audited.has(e.keyId)) audited.set(e.keyId, e);
+  for (const e of data.events)
+    if (e.type === 'key.revoked' && e.keyId !== undefined && !audited.has(e.keyId)) audited.set(e.keyId, e);
   let seq = data.events.reduce((m, e) => Math.max(m, e.seq), 0);
 
   for (const key of data.keys) {
@@ -39,9 +48,19 @@ export function revokedWins(input: StoreData, journal: readonly JournalRecord[],
     key.status = 'revoked';
     key.revokedAt = found.at;
     key.revokeReason = found.reason;
-    notices.push(`Key ${key.id} (instance ${key.instance}) was active in the store, but ${found.source} records its revocation (${found.reason}, ${found.at}): it stays revoked.`);
+    notices.push(
+      `Key ${key.id} (instance ${key.instance}) was active in the store, but ${found.source} records its revocation (${found.reason}, ${found.at}): it stays revoked.`,
+    );
     if (!audited.has(key.id)) {
-      data.events.push({ seq: ++seq, at: found.at, type: 'key.revoked', instance: key.instance, keyId: key.id, keyName: key.name, reason: found.reason });
+      data.events.push({
+        seq: ++seq,
+        at: found.at,
+        type: 'key.revoked',
+        instance: key.instance,
+        keyId: key.id,
+        keyName: key.name,
+        reason: found.reason,
+      });
       audited.set(key.id, data.events[data.events.length - 1]!);
     }
   }
@@ -56,19 +75,38 @@ export function revokedWins(input: StoreData, journal: readonly JournalRecord[],
     // A revocation older than the newest archived event has its event in the archive.
     if (!audited.has(key.id) && !(archivedMs !== null && Date.parse(key.revokedAt ?? key.createdAt) <= archivedMs)) {
       const at = key.revokedAt ?? key.createdAt;
-      data.events.push({ seq: ++seq, at, type: 'key.revoked', instance: key.instance, keyId: key.id, keyName: key.name, reason: key.revokeReason ?? 'manual' });
+      data.events.push({
+        seq: ++seq,
+        at,
+        type: 'key.revoked',
+        instance: key.instance,
+        keyId: key.id,
+        keyName: key.name,
+        reason: key.revokeReason ?? 'manual',
+      });
       audited.set(key.id, data.events[data.events.length - 1]!);
-      notices.push(`Key ${key.id} (instance ${key.instance}) is revoked but its key.revoked event was missing from the audit trail: added again.`);
+      notices.push(
+        `Key ${key.id} (instance ${key.instance}) is revoked but its key.revoked event was missing from the audit trail: added again.`,
+      );
     }
   }
   return { data, notices, unjournaled };
 }
 
-function revocationOf(key: KeyRecord, journaled: JournalRecord | undefined, event: AuditEvent | undefined): Revocation | null {
+function revocationOf(
+  key: KeyRecord,
+  journaled: JournalRecord | undefined,
+  event: AuditEvent | undefined,
+): Revocation | null {
   if (journaled !== undefined) return { at: journaled.at, reason: journaled.reason, source: 'the revocation journal' };
-  if (event !== undefined) return { at: event.at, reason: event.reason ?? 'manual', source: `the audit trail (event ${event.seq})` };
+  if (event !== undefined)
+    return { at: event.at, reason: event.reason ?? 'manual', source: `the audit trail (event ${event.seq})` };
   if (key.revokedAt !== null || key.revokeReason !== null) {
-    return { at: key.revokedAt ?? key.createdAt, reason: key.revokeReason ?? 'manual', source: 'its own revokedAt/revokeReason' };
+    return {
+      at: key.revokedAt ?? key.createdAt,
+      reason: key.revokeReason ?? 'manual',
+      source: 'its own revokedAt/revokeReason',
+    };
   }
   return null;
 }

@@ -15,13 +15,28 @@ export function readSnapshotMeta(location: string, raw: unknown): SnapshotMeta {
   const o = (typeof raw === 'object' && raw !== null ? raw : {}) as Record<string, unknown>;
   const through = o.through ?? 0;
   if (typeof through !== 'number' || !Number.isSafeInteger(through) || through < 0) {
-    throw new StoreRecordError(location, 'the file', 'through', `expected a whole number ≥ 0, found ${JSON.stringify(through)}`);
+    throw new StoreRecordError(
+      location,
+      'the file',
+      'through',
+      `expected a whole number ≥ 0, found ${JSON.stringify(through)}`,
+    );
   }
   const a = o.auditArchived ?? null;
   if (a === null) return { through, auditArchived: null };
   const r = a as Record<string, unknown>;
-  if (typeof a !== 'object' || typeof r.seq !== 'number' || typeof r.at !== 'string' || Number.isNaN(Date.parse(r.at))) {
-    throw new StoreRecordError(location, 'the file', 'auditArchived', `expected {"seq","at"} or null, found ${JSON.stringify(a).slice(0, 60)}`);
+  if (
+    typeof a !== 'object' ||
+    typeof r.seq !== 'number' ||
+    typeof r.at !== 'string' ||
+    Number.isNaN(Date.parse(r.at))
+  ) {
+    throw new StoreRecordError(
+      location,
+      'the file',
+      'auditArchived',
+      `expected {"seq","at"} or null, found ${JSON.stringify(a).slice(0, 60)}`,
+    );
   }
   return { through, auditArchived: { seq: r.seq, at: r.at } };
 }
@@ -42,7 +57,12 @@ export interface SnapshotChunks extends Iterable<string> {
  * produced as the writer asks for them, so a store of 10,000 keys is never one string in memory
  * nor one long pause of the event loop.
  */
-export function snapshotChunks(meta: SnapshotMeta, instances: readonly Instance[], keys: readonly KeyRecord[], events: readonly AuditEvent[]): SnapshotChunks {
+export function snapshotChunks(
+  meta: SnapshotMeta,
+  instances: readonly Instance[],
+  keys: readonly KeyRecord[],
+  events: readonly AuditEvent[],
+): SnapshotChunks {
   let bytes = 0;
   function* pieces(): Generator<string> {
     yield `{"version":${STORE_VERSION},"through":${meta.through},"auditArchived":${JSON.stringify(meta.auditArchived)},\n"instances":[`;
@@ -55,7 +75,10 @@ export function snapshotChunks(meta: SnapshotMeta, instances: readonly Instance[
   }
   function* list(records: readonly unknown[]): Generator<string> {
     for (let i = 0; i < records.length; i += PIECE) {
-      yield `${i === 0 ? '\n' : ',\n'}${records.slice(i, i + PIECE).map((r) => JSON.stringify(r)).join(',\n')}`;
+      yield `${i === 0 ? '\n' : ',\n'}${records
+        .slice(i, i + PIECE)
+        .map((r) => JSON.stringify(r))
+        .join(',\n')}`;
     }
   }
   return {

@@ -1,5 +1,14 @@
 import { INSTANCE_STATES, type Instance } from '../domain/instance.js';
-import { type AuditEvent, type AuditEventType, type KeyRecord, type KeyUsage, LIMIT_NAMES, REVOKE_REASONS, noLimits, normalizeUsage } from '../domain/key.js';
+import {
+  type AuditEvent,
+  type AuditEventType,
+  type KeyRecord,
+  type KeyUsage,
+  LIMIT_NAMES,
+  REVOKE_REASONS,
+  noLimits,
+  normalizeUsage,
+} from '../domain/key.js';
 import { LIMIT_MAX } from '../domain/validate.js';
 import { STORE_VERSION, type StoreData } from './store.js';
 
@@ -10,18 +19,29 @@ import { STORE_VERSION, type StoreData } from './store.js';
  * every millisecond and never ended the pack.
  */
 export class StoreRecordError extends Error {
-  constructor(readonly location: string, readonly record: string, readonly field: string | null, problem: string) {
+  constructor(
+    readonly location: string,
+    readonly record: string,
+    readonly field: string | null,
+    problem: string,
+  ) {
     super(
       `The store ${location} has a record ob-proxy cannot use: ${record}${field === null ? '' : `, field "${field}"`}: ${problem}. ` +
-      'The file was left untouched. Fix that record by hand (or restore the file from a backup) and start again.',
+        'The file was left untouched. Fix that record by hand (or restore the file from a backup) and start again.',
     );
     this.name = 'StoreRecordError';
   }
 }
 
 const AUDIT_TYPES: readonly AuditEventType[] = [
-  'instance.added', 'instance.state', 'instance.extended', 'instance.removed',
-  'key.created', 'key.revealed', 'key.revoked', 'key.limited',
+  'instance.added',
+  'instance.state',
+  'instance.extended',
+  'instance.removed',
+  'key.created',
+  'key.revealed',
+  'key.revoked',
+  'key.limited',
 ];
 // Stored times are written by toISOString(); a zone is still required so nothing is guessed.
 const TIME_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/;
@@ -37,7 +57,11 @@ function isObj(v: unknown): v is Obj {
 
 /** Checks one record's fields; each failure names the record and the field. */
 class RecordCheck {
-  constructor(private readonly location: string, private readonly record: string, readonly o: Obj) {}
+  constructor(
+    private readonly location: string,
+    private readonly record: string,
+    readonly o: Obj,
+  ) {}
 
   fail(field: string | null, problem: string): never {
     throw new StoreRecordError(this.location, this.record, field, problem);
@@ -52,26 +76,32 @@ class RecordCheck {
 
   optionalString(field: string): void {
     const v = this.o[field];
-    if (v !== undefined && v !== null && typeof v !== 'string') this.fail(field, `expected a string or null, found ${show(v)}`);
+    if (v !== undefined && v !== null && typeof v !== 'string')
+      this.fail(field, `expected a string or null, found ${show(v)}`);
   }
 
   time(field: string, nullable = false): void {
     const v = this.o[field];
     if (nullable && v === null) return;
     if (typeof v !== 'string' || !TIME_RE.test(v) || Number.isNaN(Date.parse(v))) {
-      this.fail(field, `expected an ISO 8601 time with a zone (e.g. 2026-12-01T18:00:00.000Z)${nullable ? ' or null' : ''}, found ${show(v)}`);
+      this.fail(
+        field,
+        `expected an ISO 8601 time with a zone (e.g. 2026-12-01T18:00:00.000Z)${nullable ? ' or null' : ''}, found ${show(v)}`,
+      );
     }
   }
 
   oneOf(field: string, values: readonly string[], nullable = false): void {
     const v = this.o[field];
     if (nullable && v === null) return;
-    if (typeof v !== 'string' || !values.includes(v)) this.fail(field, `expected one of ${values.join(', ')}${nullable ? ' or null' : ''}, found ${show(v)}`);
+    if (typeof v !== 'string' || !values.includes(v))
+      this.fail(field, `expected one of ${values.join(', ')}${nullable ? ' or null' : ''}, found ${show(v)}`);
   }
 
   count(field: string, o: Obj = this.o, prefix = ''): void {
     const v = o[field];
-    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) this.fail(`${prefix}${field}`, `expected a whole number ≥ 0, found ${show(v)}`);
+    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0)
+      this.fail(`${prefix}${field}`, `expected a whole number ≥ 0, found ${show(v)}`);
   }
 }
 
@@ -82,7 +112,8 @@ function show(v: unknown): string {
 }
 
 function checkInstance(location: string, raw: unknown, index: number): Instance {
-  const label = isObj(raw) && typeof raw.id === 'string' ? `instances[${index}] (id ${show(raw.id)})` : `instances[${index}]`;
+  const label =
+    isObj(raw) && typeof raw.id === 'string' ? `instances[${index}] (id ${show(raw.id)})` : `instances[${index}]`;
   if (!isObj(raw)) throw new StoreRecordError(location, label, null, `expected an object, found ${show(raw)}`);
   const c = new RecordCheck(location, label, raw);
   c.string('id', INSTANCE_ID_RE, 'an instance id (1-64 letters, digits, . _ : -)');
@@ -118,10 +149,14 @@ function checkKey(location: string, raw: unknown, index: number): KeyRecord {
   c.time('revokedAt', true);
   c.oneOf('revokeReason', REVOKE_REASONS, true);
   if (raw.status === 'revoked' && (raw.revokedAt === null || raw.revokeReason === null)) {
-    c.fail(raw.revokedAt === null ? 'revokedAt' : 'revokeReason', 'a revoked key needs the time and the reason of its revocation');
+    c.fail(
+      raw.revokedAt === null ? 'revokedAt' : 'revokeReason',
+      'a revoked key needs the time and the reason of its revocation',
+    );
   }
   const usage = raw.usage;
-  if (!isObj(usage)) return c.fail('usage', `expected {"requests","promptTokens","completionTokens"}, found ${show(usage)}`);
+  if (!isObj(usage))
+    return c.fail('usage', `expected {"requests","promptTokens","completionTokens"}, found ${show(usage)}`);
   for (const f of ['requests', 'promptTokens', 'completionTokens']) c.count(f, usage, 'usage.');
   // Keys written before limits existed have none: no limit (no store version change needed).
   if (raw.limits === undefined) raw.limits = noLimits();
@@ -129,13 +164,18 @@ function checkKey(location: string, raw: unknown, index: number): KeyRecord {
   if (!isObj(limits)) return c.fail('limits', `expected {"rpm","tpm","concurrency"}, found ${show(limits)}`);
   for (const f of LIMIT_NAMES) {
     const v = limits[f] ?? null;
-    if (v !== null && (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1 || v > LIMIT_MAX)) c.fail(`limits.${f}`, `expected null or a whole number from 1 to ${LIMIT_MAX}, found ${show(v)}`);
+    if (v !== null && (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1 || v > LIMIT_MAX))
+      c.fail(`limits.${f}`, `expected null or a whole number from 1 to ${LIMIT_MAX}, found ${show(v)}`);
     limits[f] = v;
   }
   // Counted since issue 13: a store written before holds none of them, and none were counted.
   for (const f of ['reasoningTokens', 'errors', 'disconnects']) if (usage[f] !== undefined) c.count(f, usage, 'usage.');
   const first = usage.firstUsedAt;
-  if (first !== undefined && first !== null && (typeof first !== 'string' || !TIME_RE.test(first) || Number.isNaN(Date.parse(first)))) {
+  if (
+    first !== undefined &&
+    first !== null &&
+    (typeof first !== 'string' || !TIME_RE.test(first) || Number.isNaN(Date.parse(first)))
+  ) {
     c.fail('usage.firstUsedAt', `expected an ISO 8601 time with a zone or null, found ${show(first)}`);
   }
   raw.usage = normalizeUsage(usage as unknown as KeyUsage);
@@ -146,13 +186,15 @@ function checkEvent(location: string, raw: unknown, index: number): AuditEvent {
   const label = `events[${index}]`;
   if (!isObj(raw)) throw new StoreRecordError(location, label, null, `expected an object, found ${show(raw)}`);
   const c = new RecordCheck(location, label, raw);
-  if (typeof raw.seq !== 'number' || !Number.isSafeInteger(raw.seq) || raw.seq < 1) c.fail('seq', `expected a whole number ≥ 1, found ${show(raw.seq)}`);
+  if (typeof raw.seq !== 'number' || !Number.isSafeInteger(raw.seq) || raw.seq < 1)
+    c.fail('seq', `expected a whole number ≥ 1, found ${show(raw.seq)}`);
   c.time('at');
   c.oneOf('type', AUDIT_TYPES);
   c.string('instance');
   if (raw.keyId !== undefined) c.string('keyId');
   if (raw.reason !== undefined) c.oneOf('reason', REVOKE_REASONS);
-  if (raw.type === 'key.revoked' && typeof raw.keyId !== 'string') c.fail('keyId', 'a key.revoked event must name its key');
+  if (raw.type === 'key.revoked' && typeof raw.keyId !== 'string')
+    c.fail('keyId', 'a key.revoked event must name its key');
   return raw as unknown as AuditEvent;
 }
 
@@ -162,17 +204,27 @@ function checkEvent(location: string, raw: unknown, index: number): AuditEvent {
  */
 export function validateStoreData(location: string, raw: unknown): StoreData {
   if (!isObj(raw) || !Array.isArray(raw.instances) || !Array.isArray(raw.keys)) {
-    throw new Error(`The store ${location} is not an ob-proxy store (no "instances" and "keys" lists). It was left untouched.`);
+    throw new Error(
+      `The store ${location} is not an ob-proxy store (no "instances" and "keys" lists). It was left untouched.`,
+    );
   }
   const version = raw.version;
   if (typeof version !== 'number' || !Number.isSafeInteger(version) || version < 1) {
-    throw new StoreRecordError(location, 'the file', 'version', `expected a store version (1 to ${STORE_VERSION}), found ${show(version)}`);
+    throw new StoreRecordError(
+      location,
+      'the file',
+      'version',
+      `expected a store version (1 to ${STORE_VERSION}), found ${show(version)}`,
+    );
   }
   if (version > STORE_VERSION) {
-    throw new Error(`The store ${location} was written by a newer ob-proxy (version ${version}). Upgrade ob-proxy. It was left untouched.`);
+    throw new Error(
+      `The store ${location} was written by a newer ob-proxy (version ${version}). Upgrade ob-proxy. It was left untouched.`,
+    );
   }
   const events = raw.events ?? [];
-  if (!Array.isArray(events)) throw new StoreRecordError(location, 'the file', 'events', `expected a list, found ${show(events)}`);
+  if (!Array.isArray(events))
+    throw new StoreRecordError(location, 'the file', 'events', `expected a list, found ${show(events)}`);
 
   const instances = raw.instances.map((r, i) => checkInstance(location, r, i));
   const keys = raw.keys.map((r, i) => checkKey(location, r, i));
@@ -182,16 +234,29 @@ export function validateStoreData(location: string, raw: unknown): StoreData {
   const firstIndex = new Map<string, number>();
   instances.forEach((inst, i) => {
     const seen = firstIndex.get(inst.id);
-    if (seen !== undefined) throw new StoreRecordError(location, `instances[${i}] (id ${show(inst.id)})`, 'id', `instances[${seen}] has the same id`);
+    if (seen !== undefined)
+      throw new StoreRecordError(
+        location,
+        `instances[${i}] (id ${show(inst.id)})`,
+        'id',
+        `instances[${seen}] has the same id`,
+      );
     firstIndex.set(inst.id, i);
   });
   const keyIds = new Map<string, number>();
   const hashes = new Map<string, number>();
   keys.forEach((k, i) => {
     const byId = keyIds.get(k.id);
-    if (byId !== undefined) throw new StoreRecordError(location, `keys[${i}] (id ${show(k.id)})`, 'id', `keys[${byId}] has the same id`);
+    if (byId !== undefined)
+      throw new StoreRecordError(location, `keys[${i}] (id ${show(k.id)})`, 'id', `keys[${byId}] has the same id`);
     const byHash = hashes.get(k.hash);
-    if (byHash !== undefined) throw new StoreRecordError(location, `keys[${i}] (id ${show(k.id)})`, 'hash', `keys[${byHash}] has the same hash`);
+    if (byHash !== undefined)
+      throw new StoreRecordError(
+        location,
+        `keys[${i}] (id ${show(k.id)})`,
+        'hash',
+        `keys[${byHash}] has the same hash`,
+      );
     keyIds.set(k.id, i);
     hashes.set(k.hash, i);
   });

@@ -55,7 +55,18 @@ export interface StoreFeed {
  */
 export interface LimitCounts {
   window: number;
-  keys: Record<string, [requests: number, tokens: number, inflight: number, asked: number, moreRequests: number, moreTokens: number, moreInflight: number]>;
+  keys: Record<
+    string,
+    [
+      requests: number,
+      tokens: number,
+      inflight: number,
+      asked: number,
+      moreRequests: number,
+      moreTokens: number,
+      moreInflight: number,
+    ]
+  >;
 }
 
 /** Every daemon's counts published for one tick, by daemon (this one's under `self`). */
@@ -139,8 +150,12 @@ export class Tables {
 
   apply(m: Mutation): void {
     switch (m.op) {
-      case 'putInstance': this.instances.set(m.instance.id, structuredClone(m.instance)); break;
-      case 'deleteInstance': this.instances.delete(m.id); break;
+      case 'putInstance':
+        this.instances.set(m.instance.id, structuredClone(m.instance));
+        break;
+      case 'deleteInstance':
+        this.instances.delete(m.id);
+        break;
       case 'putKey': {
         const stored = this.keys.get(m.key.id);
         const key = structuredClone(m.key);
@@ -157,7 +172,9 @@ export class Tables {
         if (key !== undefined) key.limits = { ...m.limits };
         break;
       }
-      case 'appendEvent': this.events.push(structuredClone(m.event)); break;
+      case 'appendEvent':
+        this.events.push(structuredClone(m.event));
+        break;
       case 'addUsage': {
         const stored = this.keys.get(m.keyId);
         if (stored === undefined) break;
@@ -165,13 +182,19 @@ export class Tables {
         const key = { ...stored };
         this.keys.set(m.keyId, key);
         key.usage = addUsage(key.usage, m);
-        if (m.lastUsedAt !== null && (key.lastUsedAt === null || m.lastUsedAt > key.lastUsedAt)) key.lastUsedAt = m.lastUsedAt;
+        if (m.lastUsedAt !== null && (key.lastUsedAt === null || m.lastUsedAt > key.lastUsedAt))
+          key.lastUsedAt = m.lastUsedAt;
         break;
       }
     }
   }
 
   toData(): StoreData {
-    return { version: STORE_VERSION, instances: [...this.instances.values()], keys: [...this.keys.values()], events: this.events };
+    return {
+      version: STORE_VERSION,
+      instances: [...this.instances.values()],
+      keys: [...this.keys.values()],
+      events: this.events,
+    };
   }
 }

@@ -37,7 +37,15 @@ export function upgradeStoreData(data: StoreData, opts: { newId: () => string; n
       key = { ...key, deployment: current ? inst.deployment : `removed:${opts.newId()}` };
       if (!current && key.status === 'active') {
         key = { ...key, status: 'revoked', revokedAt: opts.now, revokeReason: 'instance_removed' };
-        const ev: AuditEvent = { seq: ++seq, at: opts.now, type: 'key.revoked', instance: key.instance, keyId: key.id, keyName: key.name, reason: 'instance_removed' };
+        const ev: AuditEvent = {
+          seq: ++seq,
+          at: opts.now,
+          type: 'key.revoked',
+          instance: key.instance,
+          keyId: key.id,
+          keyName: key.name,
+          reason: 'instance_removed',
+        };
         events.push(ev);
         mutations.push({ op: 'appendEvent', event: ev });
       }

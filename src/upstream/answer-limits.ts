@@ -31,15 +31,28 @@ export const DEFAULT_ANSWER_LIMITS: Readonly<AnswerLimits> = {
 export const DRAIN_BYTES = 16 * 1024;
 export const DRAIN_MS = 1_000;
 
-const notRelayed = (what: string): ObProxyError => obError('upstream_error', { message: `${what}; it was not relayed.` });
+const notRelayed = (what: string): ObProxyError =>
+  obError('upstream_error', { message: `${what}; it was not relayed.` });
 
 /** The answers for a model server past a limit; the stream forms end with "the stream was ended". */
 export const limitErrors = {
-  badStatus: (status: number): ObProxyError => notRelayed(`The model server answered HTTP ${status}, which is not a chat completion`),
+  badStatus: (status: number): ObProxyError =>
+    notRelayed(`The model server answered HTTP ${status}, which is not a chat completion`),
   answerTooLarge: (max: number): ObProxyError => notRelayed(`The model server's answer is larger than ${max} bytes`),
-  errorBodyTooLarge: (status: number, max: number): ObProxyError => notRelayed(`The model server answered HTTP ${status} with an error body larger than ${max} bytes`),
-  tooSlow: (ms: number): ObProxyError => obError('upstream_error', { message: `The model server's answer took longer than ${ms / 1000} s; it was ended.` }),
-  frameTooLarge: (max: number): ObProxyError => obError('upstream_error', { message: `The model server sent an event larger than ${max} bytes; the stream was ended.` }),
-  notSse: (): ObProxyError => obError('upstream_error', { message: 'The model server sent data that is not an OpenAI event stream; the stream was ended.' }),
-  notJson: (): ObProxyError => obError('upstream_error', { message: 'The model server sent an event that is not valid JSON; the stream was ended.' }),
+  errorBodyTooLarge: (status: number, max: number): ObProxyError =>
+    notRelayed(`The model server answered HTTP ${status} with an error body larger than ${max} bytes`),
+  tooSlow: (ms: number): ObProxyError =>
+    obError('upstream_error', { message: `The model server's answer took longer than ${ms / 1000} s; it was ended.` }),
+  frameTooLarge: (max: number): ObProxyError =>
+    obError('upstream_error', {
+      message: `The model server sent an event larger than ${max} bytes; the stream was ended.`,
+    }),
+  notSse: (): ObProxyError =>
+    obError('upstream_error', {
+      message: 'The model server sent data that is not an OpenAI event stream; the stream was ended.',
+    }),
+  notJson: (): ObProxyError =>
+    obError('upstream_error', {
+      message: 'The model server sent an event that is not valid JSON; the stream was ended.',
+    }),
 };

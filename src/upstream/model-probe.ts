@@ -39,9 +39,17 @@ export class ModelProbe {
     let text: string;
     try {
       const res = await this.agent.request({
-        origin: new URL(url).origin, path: new URL(url).pathname, method: 'GET', signal,
-        headers: { accept: 'application/json', 'accept-encoding': 'identity', ...(token === undefined ? {} : { authorization: `Bearer ${token}` }) },
-        headersTimeout: this.options.timeoutMs, bodyTimeout: this.options.timeoutMs,
+        origin: new URL(url).origin,
+        path: new URL(url).pathname,
+        method: 'GET',
+        signal,
+        headers: {
+          accept: 'application/json',
+          'accept-encoding': 'identity',
+          ...(token === undefined ? {} : { authorization: `Bearer ${token}` }),
+        },
+        headersTimeout: this.options.timeoutMs,
+        bodyTimeout: this.options.timeoutMs,
       });
       const chunks: Buffer[] = [];
       let bytes = 0;
@@ -54,7 +62,10 @@ export class ModelProbe {
         chunks.push(chunk);
       }
       text = Buffer.concat(chunks).toString('utf8');
-      if (res.statusCode !== 200) return unreachable(`HTTP ${res.statusCode}${res.statusCode === 401 || res.statusCode === 403 ? ' (does the model server need --upstream-token-file?)' : ''}`);
+      if (res.statusCode !== 200)
+        return unreachable(
+          `HTTP ${res.statusCode}${res.statusCode === 401 || res.statusCode === 403 ? ' (does the model server need --upstream-token-file?)' : ''}`,
+        );
     } catch (err) {
       return unreachable(signal.aborted ? `no answer within ${this.options.timeoutMs / 1000} s` : describe(err));
     }
@@ -62,10 +73,16 @@ export class ModelProbe {
     try {
       served = servedModels(JSON.parse(text));
     } catch {
-      return unreachable('the answer is not an OpenAI model list (is this the model server\'s base URL?)');
+      return unreachable("the answer is not an OpenAI model list (is this the model server's base URL?)");
     }
     if (served.includes(model)) return { status: 'reachable', error: null };
-    const list = served.length === 0 ? 'none' : served.slice(0, 10).map((m) => printable(m.slice(0, 100))).join(', ');
+    const list =
+      served.length === 0
+        ? 'none'
+        : served
+            .slice(0, 10)
+            .map((m) => printable(m.slice(0, 100)))
+            .join(', ');
     return { status: 'model missing', error: `GET ${url}: model ${model} is not served (it serves: ${list})` };
   }
 
@@ -80,7 +97,11 @@ function servedModels(body: unknown): string[] {
   const data = (body as { data?: unknown }).data;
   if (data === null) return [];
   if (!Array.isArray(data)) throw new Error('no data');
-  return data.flatMap((m) => (typeof m === 'object' && m !== null && typeof (m as { id?: unknown }).id === 'string' ? [(m as { id: string }).id] : []));
+  return data.flatMap((m) =>
+    typeof m === 'object' && m !== null && typeof (m as { id?: unknown }).id === 'string'
+      ? [(m as { id: string }).id]
+      : [],
+  );
 }
 
 function describe(err: unknown): string {

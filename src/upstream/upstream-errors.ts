@@ -8,10 +8,16 @@ export function translateUpstreamError(err: unknown): ObProxyError {
     return obError('upstream_timeout', { cause: err });
   }
   if (code === 'UND_ERR_CONNECT_TIMEOUT') {
-    return obError('upstream_unavailable', { message: 'The model server did not accept a connection in time. Check that the instance is up.', cause: err });
+    return obError('upstream_unavailable', {
+      message: 'The model server did not accept a connection in time. Check that the instance is up.',
+      cause: err,
+    });
   }
   if (code === 'ECONNREFUSED') {
-    return obError('upstream_unavailable', { message: 'The model server refused the connection. Check that the instance is up and its endpoint is right.', cause: err });
+    return obError('upstream_unavailable', {
+      message: 'The model server refused the connection. Check that the instance is up and its endpoint is right.',
+      cause: err,
+    });
   }
   return obError('upstream_unavailable', { cause: err });
 }
@@ -43,8 +49,10 @@ export function upstreamStatusError(status: number, contentType: string | undefi
       // not JSON after all: fall through to the generic sentence
     }
   }
-  const text = message ?? (bodyText.trim() === '' || contentType?.includes('html') === true
-    ? `The model server answered HTTP ${status} without an error message.`
-    : bodyText.trim().slice(0, 500));
+  const text =
+    message ??
+    (bodyText.trim() === '' || contentType?.includes('html') === true
+      ? `The model server answered HTTP ${status} without an error message.`
+      : bodyText.trim().slice(0, 500));
   return obError('upstream_error', { status, wireCode, message: `Model server error (HTTP ${status}): ${text}` });
 }

@@ -1,5 +1,14 @@
 import {
-  type Json, given, invalid, isObject, oneOf, optionalBoolean, optionalInteger, optionalNumber, optionalString, requiredString,
+  type Json,
+  given,
+  invalid,
+  isObject,
+  oneOf,
+  optionalBoolean,
+  optionalInteger,
+  optionalNumber,
+  optionalString,
+  requiredString,
 } from './request-checks.js';
 
 /**
@@ -17,13 +26,17 @@ function checkTools(tools: unknown): void {
     const tool: unknown = tools[j];
     const path = `tools[${j}]`;
     if (!isObject(tool)) invalid(path, `${path} must be an object like {"type":"function","function":{"name":"…"}}.`);
-    if (tool.type !== 'function') invalid(`${path}.type`, `${path}.type must be "function": the model servers call functions only.`);
+    if (tool.type !== 'function')
+      invalid(`${path}.type`, `${path}.type must be "function": the model servers call functions only.`);
     const fn = tool.function;
-    if (!isObject(fn)) invalid(`${path}.function`, `${path}.function is required: {"name","description","parameters"}.`);
-    const name = requiredString(fn.name, `${path}.function.name`, 'the function\'s name');
-    if (!FUNCTION_NAME.test(name)) invalid(`${path}.function.name`, `${path}.function.name must be 1-64 letters, digits, _ . : or -.`);
+    if (!isObject(fn))
+      invalid(`${path}.function`, `${path}.function is required: {"name","description","parameters"}.`);
+    const name = requiredString(fn.name, `${path}.function.name`, "the function's name");
+    if (!FUNCTION_NAME.test(name))
+      invalid(`${path}.function.name`, `${path}.function.name must be 1-64 letters, digits, _ . : or -.`);
     optionalString(fn.description, `${path}.function.description`);
-    if (given(fn.parameters) && !isObject(fn.parameters)) invalid(`${path}.function.parameters`, `${path}.function.parameters must be a JSON Schema object.`);
+    if (given(fn.parameters) && !isObject(fn.parameters))
+      invalid(`${path}.function.parameters`, `${path}.function.parameters must be a JSON Schema object.`);
     optionalBoolean(fn.strict, `${path}.function.strict`);
   }
 }
@@ -33,7 +46,11 @@ function checkToolChoice(choice: unknown): void {
     oneOf(choice, 'tool_choice', ['none', 'auto', 'required']);
     return;
   }
-  if (!isObject(choice)) invalid('tool_choice', 'tool_choice must be "none", "auto", "required" or {"type":"function","function":{"name":"…"}}.');
+  if (!isObject(choice))
+    invalid(
+      'tool_choice',
+      'tool_choice must be "none", "auto", "required" or {"type":"function","function":{"name":"…"}}.',
+    );
   if (choice.type !== 'function') invalid('tool_choice.type', 'tool_choice.type must be "function".');
   if (!isObject(choice.function)) invalid('tool_choice.function', 'tool_choice.function is required: {"name":"…"}.');
   requiredString(choice.function.name, 'tool_choice.function.name', 'the function to call');
@@ -44,10 +61,18 @@ function checkResponseFormat(rf: unknown): void {
   oneOf(rf.type, 'response_format.type', ['text', 'json_object', 'json_schema']);
   if (rf.type !== 'json_schema') return;
   const js = rf.json_schema;
-  if (!isObject(js)) invalid('response_format.json_schema', 'response_format.json_schema is required with type json_schema: {"name","schema"}.');
+  if (!isObject(js))
+    invalid(
+      'response_format.json_schema',
+      'response_format.json_schema is required with type json_schema: {"name","schema"}.',
+    );
   optionalString(js.name, 'response_format.json_schema.name');
   optionalString(js.description, 'response_format.json_schema.description');
-  if (!isObject(js.schema)) invalid('response_format.json_schema.schema', 'response_format.json_schema.schema is required: the JSON Schema the answer must follow.');
+  if (!isObject(js.schema))
+    invalid(
+      'response_format.json_schema.schema',
+      'response_format.json_schema.schema is required: the JSON Schema the answer must follow.',
+    );
   optionalBoolean(js.strict, 'response_format.json_schema.strict');
 }
 
@@ -70,7 +95,8 @@ function checkMetadata(meta: unknown): void {
   for (const k of keys) {
     if (k.length > 64) invalid('metadata', 'metadata keys must be at most 64 characters.');
     const v = meta[k];
-    if (typeof v !== 'string' || v.length > 512) invalid(`metadata.${k}`, `metadata.${k} must be a string of at most 512 characters.`);
+    if (typeof v !== 'string' || v.length > 512)
+      invalid(`metadata.${k}`, `metadata.${k} must be a string of at most 512 characters.`);
   }
 }
 
@@ -80,7 +106,8 @@ export function checkFields(body: Json): void {
   optionalBoolean(body.parallel_tool_calls, 'parallel_tool_calls');
   if (given(body.response_format)) checkResponseFormat(body.response_format);
   if (given(body.stop)) checkStop(body.stop);
-  if (given(body.seed) && (typeof body.seed !== 'number' || !Number.isInteger(body.seed))) invalid('seed', 'seed must be an integer.');
+  if (given(body.seed) && (typeof body.seed !== 'number' || !Number.isInteger(body.seed)))
+    invalid('seed', 'seed must be an integer.');
   optionalNumber(body.frequency_penalty, 'frequency_penalty', -2, 2);
   optionalNumber(body.presence_penalty, 'presence_penalty', -2, 2);
   if (given(body.logit_bias)) checkLogitBias(body.logit_bias);

@@ -1,6 +1,4 @@
-import {
-  type Json, given, invalid, isObject, oneOf, optionalString, requiredString,
-} from './request-checks.js';
+import { type Json, given, invalid, isObject, oneOf, optionalString, requiredString } from './request-checks.js';
 
 /**
  * The turns of a chat, as OpenAI's chat API and the SDKs' agent loops write them: system,
@@ -40,14 +38,16 @@ function checkPart(part: unknown, role: string, path: string): void {
       // model server reads data URLs and refuses http(s) ones itself.
       const img = part.image_url;
       if (typeof img === 'string') break;
-      if (!isObject(img)) invalid(`${path}.image_url`, `${path}.image_url is required: {"url":"data:image/png;base64,…"}.`);
+      if (!isObject(img))
+        invalid(`${path}.image_url`, `${path}.image_url is required: {"url":"data:image/png;base64,…"}.`);
       requiredString(img.url, `${path}.image_url.url`, 'a data: URL (or a URL the model server can read)');
       if (given(img.detail)) oneOf(img.detail, `${path}.image_url.detail`, IMAGE_DETAIL);
       break;
     }
     case 'input_audio': {
       const audio = part.input_audio;
-      if (!isObject(audio)) invalid(`${path}.input_audio`, `${path}.input_audio is required: {"data":"<base64>","format":"wav"}.`);
+      if (!isObject(audio))
+        invalid(`${path}.input_audio`, `${path}.input_audio is required: {"data":"<base64>","format":"wav"}.`);
       requiredString(audio.data, `${path}.input_audio.data`, 'the audio as base64');
       optionalString(audio.format, `${path}.input_audio.format`);
       break;
@@ -63,12 +63,14 @@ function checkToolCalls(calls: unknown, path: string): number {
   for (let j = 0; j < calls.length; j++) {
     const call: unknown = calls[j];
     const cp = `${path}[${j}]`;
-    if (!isObject(call)) invalid(cp, `${cp} must be an object like {"id","type":"function","function":{"name","arguments"}}.`);
+    if (!isObject(call))
+      invalid(cp, `${cp} must be an object like {"id","type":"function","function":{"name","arguments"}}.`);
     requiredString(call.id, `${cp}.id`, 'the id the tool result will name in tool_call_id');
     if (given(call.type)) oneOf(call.type, `${cp}.type`, ['function']);
     const fn = call.function;
     if (!isObject(fn)) invalid(`${cp}.function`, `${cp}.function is required: {"name","arguments"}.`);
-    if (requiredString(fn.name, `${cp}.function.name`, 'the function\'s name') === '') invalid(`${cp}.function.name`, `${cp}.function.name must not be empty.`);
+    if (requiredString(fn.name, `${cp}.function.name`, "the function's name") === '')
+      invalid(`${cp}.function.name`, `${cp}.function.name must not be empty.`);
     // A JSON text, as the model wrote it; the model server parses it.
     requiredString(fn.arguments, `${cp}.function.arguments`, 'the arguments as a JSON string');
   }
@@ -80,10 +82,14 @@ function checkContent(m: Json, role: string, path: string, hasToolCalls: boolean
   if (!given(content)) {
     // The SDKs write an assistant turn that only called tools (or refused) back with content null.
     if (role === 'assistant' && (hasToolCalls || typeof m.refusal === 'string' || isObject(m.function_call))) return;
-    invalid(`${path}.content`, `${path}.content is required: the text of the turn${role === 'assistant' ? ' (or tool_calls)' : ''}.`);
+    invalid(
+      `${path}.content`,
+      `${path}.content is required: the text of the turn${role === 'assistant' ? ' (or tool_calls)' : ''}.`,
+    );
   }
   if (typeof content === 'string') return;
-  if (!Array.isArray(content)) invalid(`${path}.content`, `${path}.content must be a string or an array of content parts.`);
+  if (!Array.isArray(content))
+    invalid(`${path}.content`, `${path}.content must be a string or an array of content parts.`);
   for (let j = 0; j < content.length; j++) checkPart(content[j], role, `${path}.content[${j}]`);
 }
 
@@ -102,14 +108,17 @@ export function checkMessages(messages: unknown): unknown[] | null {
     if (!isObject(m)) invalid(path, `${path} must be an object with role and content.`);
     const role = m.role;
     if (!given(role)) invalid(`${path}.role`, `${path}.role is required: one of ${ROLES.join(', ')}.`);
-    if (typeof role !== 'string' || !(ROLES as readonly string[]).includes(role)) invalid(`${path}.role`, `${path}.role must be one of ${ROLES.join(', ')}.`);
+    if (typeof role !== 'string' || !(ROLES as readonly string[]).includes(role))
+      invalid(`${path}.role`, `${path}.role must be one of ${ROLES.join(', ')}.`);
     let calls = 0;
     if (given(m.tool_calls)) {
-      if (role !== 'assistant') invalid(`${path}.tool_calls`, `${path}.tool_calls is allowed only in an assistant turn.`);
+      if (role !== 'assistant')
+        invalid(`${path}.tool_calls`, `${path}.tool_calls is allowed only in an assistant turn.`);
       calls = checkToolCalls(m.tool_calls, `${path}.tool_calls`);
     }
     checkContent(m, role, path, calls > 0);
-    if (role === 'tool') requiredString(m.tool_call_id, `${path}.tool_call_id`, 'the id of the tool call this turn answers');
+    if (role === 'tool')
+      requiredString(m.tool_call_id, `${path}.tool_call_id`, 'the id of the tool call this turn answers');
     else optionalString(m.tool_call_id, `${path}.tool_call_id`);
     optionalString(m.name, `${path}.name`);
     optionalString(m.refusal, `${path}.refusal`);

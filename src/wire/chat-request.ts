@@ -26,14 +26,60 @@ export interface ChatRequest {
 // The fields OpenAI's chat API, Ollama and vLLM decode at each position of a request. A key that
 // differs from one of these only by case is refused (see checkFieldNames).
 const TOP = fieldSet([
-  'model', 'messages', 'stream', 'stream_options', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p',
-  'n', 'seed', 'stop', 'frequency_penalty', 'presence_penalty', 'logit_bias', 'logprobs', 'top_logprobs',
-  'response_format', 'tools', 'tool_choice', 'parallel_tool_calls', 'functions', 'function_call', 'user',
-  'reasoning_effort', 'reasoning', 'metadata', 'store', 'service_tier', 'modalities', 'audio', 'prediction',
-  'verbosity', 'web_search_options', 'prompt_cache_key', 'safety_identifier', '_debug_render_only',
-  'top_k', 'min_p', 'repetition_penalty', 'include_reasoning', 'chat_template_kwargs',
+  'model',
+  'messages',
+  'stream',
+  'stream_options',
+  'max_tokens',
+  'max_completion_tokens',
+  'temperature',
+  'top_p',
+  'n',
+  'seed',
+  'stop',
+  'frequency_penalty',
+  'presence_penalty',
+  'logit_bias',
+  'logprobs',
+  'top_logprobs',
+  'response_format',
+  'tools',
+  'tool_choice',
+  'parallel_tool_calls',
+  'functions',
+  'function_call',
+  'user',
+  'reasoning_effort',
+  'reasoning',
+  'metadata',
+  'store',
+  'service_tier',
+  'modalities',
+  'audio',
+  'prediction',
+  'verbosity',
+  'web_search_options',
+  'prompt_cache_key',
+  'safety_identifier',
+  '_debug_render_only',
+  'top_k',
+  'min_p',
+  'repetition_penalty',
+  'include_reasoning',
+  'chat_template_kwargs',
 ]);
-const MESSAGE = fieldSet(['role', 'content', 'name', 'tool_calls', 'tool_call_id', 'refusal', 'reasoning', 'reasoning_content', 'audio', 'function_call']);
+const MESSAGE = fieldSet([
+  'role',
+  'content',
+  'name',
+  'tool_calls',
+  'tool_call_id',
+  'refusal',
+  'reasoning',
+  'reasoning_content',
+  'audio',
+  'function_call',
+]);
 const PART = fieldSet(['type', 'text', 'image_url', 'input_audio', 'file', 'refusal']);
 const IMAGE_URL = fieldSet(['url', 'detail']);
 const TOOL_CALL = fieldSet(['id', 'type', 'index', 'function']);
@@ -61,7 +107,8 @@ function checkNames(body: Json): void {
           const part: unknown = m.content[j];
           if (!isObject(part)) continue;
           checkFieldNames(part, PART.fields, PART.folded, `${path}.content[${j}]`);
-          if (isObject(part.image_url)) checkFieldNames(part.image_url, IMAGE_URL.fields, IMAGE_URL.folded, `${path}.content[${j}].image_url`);
+          if (isObject(part.image_url))
+            checkFieldNames(part.image_url, IMAGE_URL.fields, IMAGE_URL.folded, `${path}.content[${j}].image_url`);
         }
       }
       if (Array.isArray(m.tool_calls)) {
@@ -69,7 +116,8 @@ function checkNames(body: Json): void {
           const call: unknown = m.tool_calls[j];
           if (!isObject(call)) continue;
           checkFieldNames(call, TOOL_CALL.fields, TOOL_CALL.folded, `${path}.tool_calls[${j}]`);
-          if (isObject(call.function)) checkFieldNames(call.function, FUNCTION.fields, FUNCTION.folded, `${path}.tool_calls[${j}].function`);
+          if (isObject(call.function))
+            checkFieldNames(call.function, FUNCTION.fields, FUNCTION.folded, `${path}.tool_calls[${j}].function`);
         }
       }
     }
@@ -79,27 +127,31 @@ function checkNames(body: Json): void {
       const tool: unknown = body.tools[j];
       if (!isObject(tool)) continue;
       checkFieldNames(tool, TOOL.fields, TOOL.folded, `tools[${j}]`);
-      if (isObject(tool.function)) checkFieldNames(tool.function, FUNCTION.fields, FUNCTION.folded, `tools[${j}].function`);
+      if (isObject(tool.function))
+        checkFieldNames(tool.function, FUNCTION.fields, FUNCTION.folded, `tools[${j}].function`);
     }
   }
   const rf = body.response_format;
   if (isObject(rf)) {
     checkFieldNames(rf, RESPONSE_FORMAT.fields, RESPONSE_FORMAT.folded, 'response_format');
-    if (isObject(rf.json_schema)) checkFieldNames(rf.json_schema, JSON_SCHEMA.fields, JSON_SCHEMA.folded, 'response_format.json_schema');
+    if (isObject(rf.json_schema))
+      checkFieldNames(rf.json_schema, JSON_SCHEMA.fields, JSON_SCHEMA.folded, 'response_format.json_schema');
   }
   if (isObject(body.tool_choice)) {
     checkFieldNames(body.tool_choice, TOOL.fields, TOOL.folded, 'tool_choice');
-    if (isObject(body.tool_choice.function)) checkFieldNames(body.tool_choice.function, FUNCTION.fields, FUNCTION.folded, 'tool_choice.function');
+    if (isObject(body.tool_choice.function))
+      checkFieldNames(body.tool_choice.function, FUNCTION.fields, FUNCTION.folded, 'tool_choice.function');
   }
-  if (isObject(body.stream_options)) checkFieldNames(body.stream_options, STREAM_OPTIONS.fields, STREAM_OPTIONS.folded, 'stream_options');
+  if (isObject(body.stream_options))
+    checkFieldNames(body.stream_options, STREAM_OPTIONS.fields, STREAM_OPTIONS.folded, 'stream_options');
 }
 
 function optionalTokenCap(body: Json, field: string): void {
   const v = body[field];
   if (v === undefined || v === null) return;
-  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1) invalid(field, `${field} must be a positive integer.`);
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1)
+    invalid(field, `${field} must be a positive integer.`);
 }
-
 
 /**
  * The body as every decoder will read it, or 400 invalid_json: JSON, UTF-8, no repeated key, no
@@ -132,16 +184,19 @@ export function validateChatRequest(body: Json): ChatRequest {
   checkFields(body);
 
   const n = body.n;
-  if (n !== undefined && n !== null && n !== 1) invalid('n', 'n must be 1: the model server returns exactly one choice.');
+  if (n !== undefined && n !== null && n !== 1)
+    invalid('n', 'n must be 1: the model server returns exactly one choice.');
 
   const stream = body.stream;
-  if (stream !== undefined && stream !== null && typeof stream !== 'boolean') invalid('stream', 'stream must be true or false.');
+  if (stream !== undefined && stream !== null && typeof stream !== 'boolean')
+    invalid('stream', 'stream must be true or false.');
   const so = body.stream_options;
   let includeUsage = false;
   if (so !== undefined && so !== null) {
     if (!isObject(so)) invalid('stream_options', 'stream_options must be an object.');
     const iu = so.include_usage;
-    if (iu !== undefined && iu !== null && typeof iu !== 'boolean') invalid('stream_options.include_usage', 'stream_options.include_usage must be true or false.');
+    if (iu !== undefined && iu !== null && typeof iu !== 'boolean')
+      invalid('stream_options.include_usage', 'stream_options.include_usage must be true or false.');
     includeUsage = iu === true;
   }
   const streaming = stream === true;
@@ -160,7 +215,13 @@ export function validateChatRequest(body: Json): ChatRequest {
     }
     if (askUsage) rewritten.stream_options = { ...(isObject(so) ? so : {}), include_usage: true };
   }
-  return { model, stream: streaming, includeUsage: streaming && includeUsage, rewritten, addUsage: askUsage && !rewrite };
+  return {
+    model,
+    stream: streaming,
+    includeUsage: streaming && includeUsage,
+    rewritten,
+    addUsage: askUsage && !rewrite,
+  };
 }
 
 const USAGE_OPTION = Buffer.from('"stream_options":{"include_usage":true},');

@@ -19,7 +19,8 @@ export function spliceCompletionId(raw: Buffer, text: string, parsed: unknown, i
   for (const c of parsed.choices as unknown[]) {
     if (!isRecord(c) || typeof c.index !== 'number' || c.finish_reason === undefined) return null;
     const m = c.message;
-    if (!isRecord(m) || typeof m.role !== 'string' || (typeof m.content !== 'string' && m.content !== null)) return null;
+    if (!isRecord(m) || typeof m.role !== 'string' || (typeof m.content !== 'string' && m.content !== null))
+      return null;
   }
   // An ASCII id ends at the same offset in the bytes as in the text.
   for (let i = 7; i < end; i++) if (text.charCodeAt(i) > 0x7f) return null;

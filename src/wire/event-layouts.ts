@@ -21,7 +21,9 @@ const STRING = 2;
  */
 const HEADS = [Buffer.from('data: {"id":"'), Buffer.from('data:{"id":"')];
 
-const TOKEN_KEYS = ['"content":"', '"reasoning":"', '"reasoning_content":"', '"arguments":"', '"refusal":"'].map((k) => Buffer.from(k, 'latin1'));
+const TOKEN_KEYS = ['"content":"', '"reasoning":"', '"reasoning_content":"', '"arguments":"', '"refusal":"'].map((k) =>
+  Buffer.from(k, 'latin1'),
+);
 
 /**
  * Where an event matched a layout. One per relay, filled by `match`: a value made per event
@@ -172,7 +174,8 @@ export class EventLayout {
       if (pos === -1) return false;
     }
     if (this.crlf) {
-      if (pos + 4 > n || buf[pos] !== CR || buf[pos + 1] !== LF || buf[pos + 2] !== CR || buf[pos + 3] !== LF) return false;
+      if (pos + 4 > n || buf[pos] !== CR || buf[pos + 1] !== LF || buf[pos + 2] !== CR || buf[pos + 3] !== LF)
+        return false;
       pos += 4;
     } else {
       if (pos + 2 > n || buf[pos] !== LF || buf[pos + 1] !== LF) return false;
@@ -223,13 +226,24 @@ export class EventLayout {
   forStream(buf: Buffer, s: number, m: LayoutMatch, ourHead: Buffer): EventLayout {
     const blank = this.crlf ? 4 : 2;
     const runs = [Buffer.from(buf.subarray(s, m.stringStart)), Buffer.from(buf.subarray(m.stringEnd, m.end - blank))];
-    return new EventLayout(this.head, runs, [STRING], m.idEnd - s, this.crlf, Buffer.concat([ourHead, buf.subarray(m.idEnd, m.stringStart)]));
+    return new EventLayout(
+      this.head,
+      runs,
+      [STRING],
+      m.idEnd - s,
+      this.crlf,
+      Buffer.concat([ourHead, buf.subarray(m.idEnd, m.stringStart)]),
+    );
   }
 
   sameAs(other: EventLayout): boolean {
-    return this.crlf === other.crlf && this.idAt === other.idAt
-      && this.holes.length === other.holes.length && this.holes.every((h, i) => h === other.holes[i])
-      && this.runs.every((r, i) => r.equals(other.runs[i] as Buffer));
+    return (
+      this.crlf === other.crlf &&
+      this.idAt === other.idAt &&
+      this.holes.length === other.holes.length &&
+      this.holes.every((h, i) => h === other.holes[i]) &&
+      this.runs.every((r, i) => r.equals(other.runs[i] as Buffer))
+    );
   }
 }
 

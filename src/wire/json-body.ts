@@ -21,8 +21,10 @@ type Json = Record<string, unknown>;
  * are refused too: decoders repair them differently.
  */
 export function parseJsonBody(raw: Buffer): { body: Json; text: string } {
-  if (raw.length === 0) throw obError('invalid_json', { message: 'The request body is empty. Send a JSON chat completion request.' });
-  if (!isUtf8(raw)) throw obError('invalid_json', { message: 'The request body is not valid UTF-8. Send JSON encoded as UTF-8.' });
+  if (raw.length === 0)
+    throw obError('invalid_json', { message: 'The request body is empty. Send a JSON chat completion request.' });
+  if (!isUtf8(raw))
+    throw obError('invalid_json', { message: 'The request body is not valid UTF-8. Send JSON encoded as UTF-8.' });
   const text = raw.toString('utf8');
   let parsed: unknown;
   try {
@@ -35,11 +37,16 @@ export function parseJsonBody(raw: Buffer): { body: Json; text: string } {
   }
   const written = scanMembers(text);
   if (written < 0) {
-    throw obError('invalid_json', { message: `The request body nests objects or arrays deeper than ${MAX_DEPTH} levels. Flatten it.` });
+    throw obError('invalid_json', {
+      message: `The request body nests objects or arrays deeper than ${MAX_DEPTH} levels. Flatten it.`,
+    });
   }
   // Every member written in the text survives JSON.parse unless its key repeats in its object.
   if (countMembers(parsed, 0) !== written) {
-    throw obError('invalid_json', { message: 'The request body repeats a key inside one object. Send each key once: decoders disagree on which copy counts.' });
+    throw obError('invalid_json', {
+      message:
+        'The request body repeats a key inside one object. Send each key once: decoders disagree on which copy counts.',
+    });
   }
   return { body: parsed as Json, text };
 }
@@ -101,7 +108,12 @@ export function foldKey(key: string): string {
  * fields the model server decodes at this position), or for another key of the same object.
  * Keys of free-form objects (JSON schemas, metadata) are the client's own and are not checked.
  */
-export function checkFieldNames(obj: Json, fields: ReadonlySet<string>, folded: ReadonlyMap<string, string>, path: string): void {
+export function checkFieldNames(
+  obj: Json,
+  fields: ReadonlySet<string>,
+  folded: ReadonlyMap<string, string>,
+  path: string,
+): void {
   // Folds of the unknown keys only: a known field is its own fold, and an unknown key folding onto
   // a known name is refused below whether or not that field is present. Most bodies hold known
   // fields alone, so nothing is allocated for them.
@@ -112,16 +124,25 @@ export function checkFieldNames(obj: Json, fields: ReadonlySet<string>, folded: 
     const known = folded.get(f);
     const at = path === '' ? key : `${path}.${key}`;
     if (known !== undefined) {
-      throw obError('invalid_json', { param: at, message: `"${at}" differs from the field "${known}" only by case. Send the field as "${known}".` });
+      throw obError('invalid_json', {
+        param: at,
+        message: `"${at}" differs from the field "${known}" only by case. Send the field as "${known}".`,
+      });
     }
     if (seen?.has(f) === true) {
-      throw obError('invalid_json', { param: at, message: `"${at}" differs from another key of the same object only by case. Send each key once.` });
+      throw obError('invalid_json', {
+        param: at,
+        message: `"${at}" differs from another key of the same object only by case. Send each key once.`,
+      });
     }
     (seen ??= new Set()).add(f);
   }
 }
 
 /** A field set and its folded index, built once per position. */
-export function fieldSet(names: readonly string[]): { fields: ReadonlySet<string>; folded: ReadonlyMap<string, string> } {
+export function fieldSet(names: readonly string[]): {
+  fields: ReadonlySet<string>;
+  folded: ReadonlyMap<string, string>;
+} {
   return { fields: new Set(names), folded: new Map(names.map((n) => [foldKey(n), n])) };
 }

@@ -59,7 +59,12 @@ export class SseRelay {
    * (config `relayFastPath`). A frame of more than `maxFrameBytes` bytes (its blank line
    * included), finished or not, is refused.
    */
-  constructor(private readonly id: string, private readonly forwardUsage: boolean, layouts: EventLayouts | null = new EventLayouts(), private readonly maxFrameBytes = 1024 * 1024) {
+  constructor(
+    private readonly id: string,
+    private readonly forwardUsage: boolean,
+    layouts: EventLayouts | null = new EventLayouts(),
+    private readonly maxFrameBytes = 1024 * 1024,
+  ) {
     this.layouts = layouts;
   }
 

@@ -53,13 +53,20 @@ function later(a: string | null, b: string | null): string | null {
  * not flushed yet). Counters are whole-life totals of each key: `since` selects keys, it does
  * not cut their counters at that time.
  */
-export function usageReport(instances: ReadonlyMap<string, Instance>, keys: Iterable<KeyRecord>, filter: UsageFilter): UsageReport {
+export function usageReport(
+  instances: ReadonlyMap<string, Instance>,
+  keys: Iterable<KeyRecord>,
+  filter: UsageFilter,
+): UsageReport {
   const packs = new Map<string, PackUsage>();
   const since = filter.since ?? null;
   const chosen = [...keys]
-    .filter((k) => (filter.instance === undefined || k.instance === filter.instance)
-      && (filter.key === undefined || k.id === filter.key)
-      && (since === null || (k.lastUsedAt !== null && k.lastUsedAt >= since)))
+    .filter(
+      (k) =>
+        (filter.instance === undefined || k.instance === filter.instance) &&
+        (filter.key === undefined || k.id === filter.key) &&
+        (since === null || (k.lastUsedAt !== null && k.lastUsedAt >= since)),
+    )
     .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id));
   for (const k of chosen) {
     const id = `${k.instance}\u0000${k.deployment}`;
@@ -68,8 +75,13 @@ export function usageReport(instances: ReadonlyMap<string, Instance>, keys: Iter
       const inst = instances.get(k.instance);
       const current = inst !== undefined && inst.deployment === k.deployment ? inst : undefined;
       pack = {
-        instance: k.instance, deployment: k.deployment, model: current?.model ?? null, state: current?.state ?? 'removed',
-        packEndsAt: current?.packEndsAt ?? null, keys: [], total: { ...emptyUsage(), lastUsedAt: null },
+        instance: k.instance,
+        deployment: k.deployment,
+        model: current?.model ?? null,
+        state: current?.state ?? 'removed',
+        packEndsAt: current?.packEndsAt ?? null,
+        keys: [],
+        total: { ...emptyUsage(), lastUsedAt: null },
       };
       packs.set(id, pack);
     }
@@ -77,5 +89,10 @@ export function usageReport(instances: ReadonlyMap<string, Instance>, keys: Iter
     pack.total = { ...addUsage(pack.total, k.usage), lastUsedAt: later(pack.total.lastUsedAt, k.lastUsedAt) };
   }
   // The instance's current pack first, then older ones: by instance id, then by first key.
-  return { since, packs: [...packs.values()].sort((a, b) => a.instance.localeCompare(b.instance) || Number(a.state === 'removed') - Number(b.state === 'removed')) };
+  return {
+    since,
+    packs: [...packs.values()].sort(
+      (a, b) => a.instance.localeCompare(b.instance) || Number(a.state === 'removed') - Number(b.state === 'removed'),
+    ),
+  };
 }

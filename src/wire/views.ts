@@ -77,26 +77,54 @@ export interface StoreSyncView {
   holdsChores: boolean;
 }
 
-export function storeSyncView(s: { location: string; lastInSync: number; now: number; maxStaleMs: number; stale: boolean; holdsChores: boolean }): StoreSyncView {
+export function storeSyncView(s: {
+  location: string;
+  lastInSync: number;
+  now: number;
+  maxStaleMs: number;
+  stale: boolean;
+  holdsChores: boolean;
+}): StoreSyncView {
   return {
-    location: s.location, state: s.stale ? 'stale' : 'in_sync', lastSyncAt: new Date(s.lastInSync).toISOString(),
-    lastSyncAgeMs: Math.max(0, s.now - s.lastInSync), maxStaleMs: s.maxStaleMs, holdsChores: s.holdsChores,
+    location: s.location,
+    state: s.stale ? 'stale' : 'in_sync',
+    lastSyncAt: new Date(s.lastInSync).toISOString(),
+    lastSyncAgeMs: Math.max(0, s.now - s.lastInSync),
+    maxStaleMs: s.maxStaleMs,
+    holdsChores: s.holdsChores,
   };
 }
 
 export function instanceView(i: Instance, activeKeys: number, health: HealthView | null = null): InstanceView {
   return {
-    id: i.id, model: i.model, endpoint: i.endpoint, state: i.state, packEndsAt: i.packEndsAt,
-    upstreamTokenFile: i.upstreamTokenFile ?? null, activeKeys, createdAt: i.createdAt, updatedAt: i.updatedAt,
+    id: i.id,
+    model: i.model,
+    endpoint: i.endpoint,
+    state: i.state,
+    packEndsAt: i.packEndsAt,
+    upstreamTokenFile: i.upstreamTokenFile ?? null,
+    activeKeys,
+    createdAt: i.createdAt,
+    updatedAt: i.updatedAt,
     health: health === null ? null : { ...health },
   };
 }
 
 export function keyView(k: KeyRecord, revealable: boolean): KeyView {
   return {
-    id: k.id, name: k.name, instance: k.instance, status: k.status, hint: k.hint, isDefault: k.isDefault,
-    createdAt: k.createdAt, lastUsedAt: k.lastUsedAt, revokedAt: k.revokedAt, revokeReason: k.revokeReason,
-    usage: { ...k.usage }, limits: { ...k.limits }, revealable,
+    id: k.id,
+    name: k.name,
+    instance: k.instance,
+    status: k.status,
+    hint: k.hint,
+    isDefault: k.isDefault,
+    createdAt: k.createdAt,
+    lastUsedAt: k.lastUsedAt,
+    revokedAt: k.revokedAt,
+    revokeReason: k.revokeReason,
+    usage: { ...k.usage },
+    limits: { ...k.limits },
+    revealable,
   };
 }
 
@@ -111,6 +139,11 @@ export function revocationView(e: AuditEvent): RevocationView | null {
  */
 export function revocationOfKey(k: KeyRecord): RevocationView | null {
   if (k.status !== 'revoked') return null;
-  return { keyId: k.id, name: k.name, instance: k.instance, revokedAt: k.revokedAt ?? k.createdAt, reason: k.revokeReason ?? 'manual' };
+  return {
+    keyId: k.id,
+    name: k.name,
+    instance: k.instance,
+    revokedAt: k.revokedAt ?? k.createdAt,
+    reason: k.revokeReason ?? 'manual',
+  };
 }
-

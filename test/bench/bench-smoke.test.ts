@@ -19,8 +19,21 @@ const TARGETS = ['direct', 'ob-proxy', 'reference'];
 const SCENARIOS = ['plain-c1', 'plain-c64', 'stream-c1', 'stream-c64', 'large-c1'];
 const STREAMS = 50;
 
-interface Run { requests: number; errors: number; rps: number | null; p50: number | null; tool: string; peakRssMiB: number }
-interface StreamRun { requests: number; errors: number; non200: number; badStreams: number; maxOpen: number }
+interface Run {
+  requests: number;
+  errors: number;
+  rps: number | null;
+  p50: number | null;
+  tool: string;
+  peakRssMiB: number;
+}
+interface StreamRun {
+  requests: number;
+  errors: number;
+  non200: number;
+  badStreams: number;
+  maxOpen: number;
+}
 interface BenchDoc {
   targets: string[];
   results: Record<string, Record<string, Run>>;
@@ -31,9 +44,14 @@ interface BenchDoc {
 
 function runBench(args: string[]): Promise<{ code: number; stderr: string }> {
   return new Promise((done) => {
-    execFile(process.execPath, [join(ROOT, 'bench/run.mjs'), ...args], { cwd: ROOT, timeout: 150_000 }, (err, _stdout, stderr) => {
-      done({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : 1, stderr });
-    });
+    execFile(
+      process.execPath,
+      [join(ROOT, 'bench/run.mjs'), ...args],
+      { cwd: ROOT, timeout: 150_000 },
+      (err, _stdout, stderr) => {
+        done({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : 1, stderr });
+      },
+    );
   });
 }
 
@@ -47,7 +65,18 @@ describe('npm run bench (smoke)', () => {
     dir = await mkdtemp(join(tmpdir(), 'obbs-'));
     const md = join(dir, 'RESULTS.md');
     const json = join(dir, 'latest.json');
-    const r = await runBench(['--smoke', '--no-build', '--no-wrk', '--no-nginx', '--streams', String(STREAMS), '--out', md, '--json', json]);
+    const r = await runBench([
+      '--smoke',
+      '--no-build',
+      '--no-wrk',
+      '--no-nginx',
+      '--streams',
+      String(STREAMS),
+      '--out',
+      md,
+      '--json',
+      json,
+    ]);
     expect(r.code, r.stderr).toBe(0);
 
     const doc = JSON.parse(await readFile(json, 'utf8')) as BenchDoc;
@@ -73,13 +102,23 @@ describe('npm run bench (smoke)', () => {
     }
 
     // The CLI scenario ran every command against `node -e 0`; its figures are reported, never judged here.
-    expect(doc.cli!.commands.map((c) => c.command)).toEqual(['node -e 0', 'ob-proxy --help', 'ob-proxy instances list', 'ob-proxy keys list']);
+    expect(doc.cli!.commands.map((c) => c.command)).toEqual([
+      'node -e 0',
+      'ob-proxy --help',
+      'ob-proxy instances list',
+      'ob-proxy keys list',
+    ]);
     for (const c of doc.cli!.commands) expect(c.medianMs, c.command).toBeGreaterThan(0);
 
     const text = await readFile(md, 'utf8');
     expect(text).toContain('## Targets of issue 4 (ob-proxy)');
     expect(text).toContain('## CLI start-up (issue 14)');
-    for (const title of ['Non-streaming, 64 connections', 'Streaming 64 chunks, 1 connection', 'Large request body', `${STREAMS} concurrent slow streams`]) {
+    for (const title of [
+      'Non-streaming, 64 connections',
+      'Streaming 64 chunks, 1 connection',
+      'Large request body',
+      `${STREAMS} concurrent slow streams`,
+    ]) {
       expect(text).toContain(title);
     }
     expect(text).toMatch(/\| ob-proxy \| \d+ \|/);
@@ -90,7 +129,9 @@ describe('npm run bench (smoke)', () => {
 
   it('parses a wrk report', async () => {
     // Loaded by URL: the bench is plain .mjs, outside the TypeScript build.
-    const { parseWrk } = await import(pathToFileURL(join(ROOT, 'bench/wrk.mjs')).href) as { parseWrk: (s: string) => Record<string, number | null> };
+    const { parseWrk } = (await import(pathToFileURL(join(ROOT, 'bench/wrk.mjs')).href)) as {
+      parseWrk: (s: string) => Record<string, number | null>;
+    };
     const report = [
       'Running 2s test @ http://127.0.0.1:34641/v1/chat/completions',
       '  1 threads and 64 connections',

@@ -9,7 +9,18 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import OpenAI, { APIError } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BIN, NODE, type ServeProcess, type SimProcess, cliJson, eventually, runCli, startServe, startSimulate, tmpHome } from '../helpers/processes.js';
+import {
+  BIN,
+  NODE,
+  type ServeProcess,
+  type SimProcess,
+  cliJson,
+  eventually,
+  runCli,
+  startServe,
+  startSimulate,
+  tmpHome,
+} from '../helpers/processes.js';
 
 const MODEL = 'gemma4:26b';
 const SECRET = /ob_sk_[0-9A-Za-z]{12}_[0-9A-Za-z]{38}/;
@@ -36,7 +47,23 @@ function tmux(...args: string[]): Promise<string> {
 async function startConsole(session: string, consoleHome: string): Promise<string> {
   const exitFile = join(consoleHome, `${session}.exit`);
   const command = `'${NODE}' '${BIN}' console --home '${consoleHome}'; echo $? > '${exitFile}'`;
-  await tmux('new-session', '-d', '-s', session, '-x', '100', '-y', '30', command, ';', 'set-option', '-t', session, 'remain-on-exit', 'on');
+  await tmux(
+    'new-session',
+    '-d',
+    '-s',
+    session,
+    '-x',
+    '100',
+    '-y',
+    '30',
+    command,
+    ';',
+    'set-option',
+    '-t',
+    session,
+    'remain-on-exit',
+    'on',
+  );
   return exitFile;
 }
 
@@ -45,14 +72,23 @@ function screen(session: string): Promise<string> {
 }
 
 /** Polls the pane until `match` holds; fails with the last screen. */
-async function waitForScreen(session: string, match: string | RegExp | ((s: string) => boolean), what: string): Promise<string> {
+async function waitForScreen(
+  session: string,
+  match: string | RegExp | ((s: string) => boolean),
+  what: string,
+): Promise<string> {
   let last = '';
   try {
-    return await eventually(async () => {
-      last = await screen(session);
-      const ok = typeof match === 'string' ? last.includes(match) : match instanceof RegExp ? match.test(last) : match(last);
-      return ok ? last : false;
-    }, what, 15_000);
+    return await eventually(
+      async () => {
+        last = await screen(session);
+        const ok =
+          typeof match === 'string' ? last.includes(match) : match instanceof RegExp ? match.test(last) : match(last);
+        return ok ? last : false;
+      },
+      what,
+      15_000,
+    );
   } catch (err) {
     throw new Error(`${(err as Error).message}\n--- screen ---\n${last}`, { cause: err });
   }
@@ -102,15 +138,23 @@ describe('ob-proxy console in a real terminal (tmux)', () => {
 
     // The secret works through the proxy with the official SDK, and only gpu-1's model server saw the call.
     const before = (await sim.requests()).length;
-    const reply = await sdk(secret).chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Hello' }] });
-    expect(reply.choices).toEqual([{ index: 0, message: { role: 'assistant', content: 't0 t1 t2 t3 t4 t5 t6 t7 ' }, finish_reason: 'stop' }]);
+    const reply = await sdk(secret).chat.completions.create({
+      model: MODEL,
+      messages: [{ role: 'user', content: 'Hello' }],
+    });
+    expect(reply.choices).toEqual([
+      { index: 0, message: { role: 'assistant', content: 't0 t1 t2 t3 t4 t5 t6 t7 ' }, finish_reason: 'stop' },
+    ]);
     // Periodic health probes (GET /v1/models) may come in between: only calls count here.
     const seen = (await sim.requests()).slice(before).filter((r) => r.path !== '/v1/models');
     expect(seen.map((r) => [r.path, r.body, r.headers.authorization])).toEqual([
       ['/v1/chat/completions', { model: MODEL, messages: [{ role: 'user', content: 'Hello' }] }, undefined],
     ]);
     const listed = await cliJson<{ name: string; status: string }[]>(['keys', 'list', '--instance', 'gpu-1'], home);
-    expect(listed.map((k) => [k.name, k.status])).toEqual([['default', 'active'], ['tmux-key', 'active']]);
+    expect(listed.map((k) => [k.name, k.status])).toEqual([
+      ['default', 'active'],
+      ['tmux-key', 'active'],
+    ]);
 
     // Enter: the secret leaves the screen, and the alternate screen left nothing in the scrollback.
     await keys('main', 'Enter');
@@ -124,7 +168,9 @@ describe('ob-proxy console in a real terminal (tmux)', () => {
     await waitForScreen('main', 'Revoke key "tmux-key"', 'the confirmation naming the key');
     await keys('main', 'y');
     await waitForScreen('main', /tmux-key +ob_sk_…\w{4} +revoked/, 'the key shown revoked');
-    const refused = await sdk(secret).chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Hello' }] }).catch((e: unknown) => e);
+    const refused = await sdk(secret)
+      .chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Hello' }] })
+      .catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(APIError);
     expect([(refused as APIError).status, (refused as APIError).code]).toEqual([401, 'revoked_api_key']);
 
@@ -141,7 +187,11 @@ describe('ob-proxy console in a real terminal (tmux)', () => {
     const figures = await waitForScreen('main', /requests\/s +\S+ [▁▂▃▄▅▆▇█]*[▂▃▄▅▆▇█]/, 'a sparkline with the calls');
     expect(figures).toMatch(/open streams +0 [▁▂▃▄▅▆▇█]+/);
     await keys('main', 'q');
-    const status = await eventually(() => readFile(exitFile, 'utf8').then((s) => s.endsWith('\n') && s.trim()), 'the console to exit', 15_000);
+    const status = await eventually(
+      () => readFile(exitFile, 'utf8').then((s) => s.endsWith('\n') && s.trim()),
+      'the console to exit',
+      15_000,
+    );
     expect(status).toBe('0');
   });
 

@@ -31,7 +31,11 @@ interface Follower {
   end(): void;
 }
 
-const HALT_REASON: Record<string, RevokeReason> = { stopped: 'instance_stopped', failed: 'instance_failed', terminated: 'instance_terminated' };
+const HALT_REASON: Record<string, RevokeReason> = {
+  stopped: 'instance_stopped',
+  failed: 'instance_failed',
+  terminated: 'instance_terminated',
+};
 
 export class FakeDaemon implements ConsoleClient {
   readonly socketPath = '/tmp/obt-fake/ob-proxy.sock';
@@ -85,15 +89,29 @@ export class FakeDaemon implements ConsoleClient {
 
   private refresh(id: string): void {
     const inst = this.instances.find((i) => i.id === id);
-    if (inst !== undefined) inst.activeKeys = this.keys.filter((k) => k.instance === id && k.status === 'active').length;
+    if (inst !== undefined)
+      inst.activeKeys = this.keys.filter((k) => k.instance === id && k.status === 'active').length;
   }
 
   // ---- test controls ------------------------------------------------------------------------
 
-  addInstance(id: string, model: string, state: InstanceView['state'], extra: Partial<InstanceView> = {}): InstanceView {
+  addInstance(
+    id: string,
+    model: string,
+    state: InstanceView['state'],
+    extra: Partial<InstanceView> = {},
+  ): InstanceView {
     const inst: InstanceView = {
-      id, model, state, endpoint: `http://10.0.0.5:11434`, packEndsAt: null, activeKeys: 0,
-      createdAt: this.iso(), updatedAt: this.iso(), health: null, ...extra,
+      id,
+      model,
+      state,
+      endpoint: `http://10.0.0.5:11434`,
+      packEndsAt: null,
+      activeKeys: 0,
+      createdAt: this.iso(),
+      updatedAt: this.iso(),
+      health: null,
+      ...extra,
     };
     this.instances.push(inst);
     this.emit({ type: 'instance.added', instance: id, state });
@@ -105,9 +123,28 @@ export class FakeDaemon implements ConsoleClient {
     const id = this.base62(12);
     const secret = `ob_sk_${id}_${this.base62(38)}`;
     const key: KeyView = {
-      id, name, instance, status: 'active', hint: `ob_sk_…${secret.slice(-4)}`, isDefault: false,
-      createdAt: this.iso(), lastUsedAt: null, revokedAt: null, revokeReason: null,
-      usage: { requests: 0, promptTokens: 0, completionTokens: 0, reasoningTokens: 0, errors: 0, disconnects: 0, firstUsedAt: null }, limits: { rpm: null, tpm: null, concurrency: null }, revealable: false, ...extra,
+      id,
+      name,
+      instance,
+      status: 'active',
+      hint: `ob_sk_…${secret.slice(-4)}`,
+      isDefault: false,
+      createdAt: this.iso(),
+      lastUsedAt: null,
+      revokedAt: null,
+      revokeReason: null,
+      usage: {
+        requests: 0,
+        promptTokens: 0,
+        completionTokens: 0,
+        reasoningTokens: 0,
+        errors: 0,
+        disconnects: 0,
+        firstUsedAt: null,
+      },
+      limits: { rpm: null, tpm: null, concurrency: null },
+      revealable: false,
+      ...extra,
     };
     this.keys.push(key);
     this.refresh(instance);
@@ -164,7 +201,15 @@ export class FakeDaemon implements ConsoleClient {
 
   async status(): Promise<StatusView> {
     this.guard('status');
-    return { version: '0.1.0', pid: 1, baseUrl: this.baseUrl, store: '/tmp/db.json', socket: this.socketPath, startedAt: this.iso(), models: ['gemma4:26b', 'qwen3.6:27b'] };
+    return {
+      version: '0.1.0',
+      pid: 1,
+      baseUrl: this.baseUrl,
+      store: '/tmp/db.json',
+      socket: this.socketPath,
+      startedAt: this.iso(),
+      models: ['gemma4:26b', 'qwen3.6:27b'],
+    };
   }
 
   async listInstances(): Promise<InstanceView[]> {
@@ -182,15 +227,21 @@ export class FakeDaemon implements ConsoleClient {
 
   async stats(): Promise<LiveStatsView> {
     this.guard('stats');
-    if (this.live === null) throw obError('invalid_argument', { status: 404, message: 'No management route GET /v1/stats. Is the CLI newer than the daemon?' });
+    if (this.live === null)
+      throw obError('invalid_argument', {
+        status: 404,
+        message: 'No management route GET /v1/stats. Is the CLI newer than the daemon?',
+      });
     return structuredClone(this.live);
   }
 
   async revocations(): Promise<RevocationView[]> {
     this.guard('revocations');
-    return this.events.flatMap((e) => (e.type === 'key.revoked'
-      ? [{ keyId: e.keyId!, name: e.keyName!, instance: e.instance, revokedAt: e.at, reason: e.reason! }]
-      : []));
+    return this.events.flatMap((e) =>
+      e.type === 'key.revoked'
+        ? [{ keyId: e.keyId!, name: e.keyName!, instance: e.instance, revokedAt: e.at, reason: e.reason! }]
+        : [],
+    );
   }
 
   async createKey(instance: string, name: string): Promise<KeyWithSecret> {
@@ -198,7 +249,10 @@ export class FakeDaemon implements ConsoleClient {
     const valid = validateKeyName(name);
     const inst = this.instances.find((i) => i.id === instance);
     if (inst === undefined) throw obError('instance_not_found', { message: `No instance "${instance}".` });
-    if (inst.state !== 'ready') throw obError('instance_not_ready', { message: `Instance ${instance} is ${inst.state}: keys can be created only for a ready instance.` });
+    if (inst.state !== 'ready')
+      throw obError('instance_not_ready', {
+        message: `Instance ${instance} is ${inst.state}: keys can be created only for a ready instance.`,
+      });
     const created = this.addKey(instance, valid);
     this.emit({ type: 'key.created', instance, keyId: created.id, keyName: valid });
     this.issued.push(created.secret);

@@ -1,5 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { ago, compactCount, duration, fit, packEnd, reasonText, whyNotReady, whyNotShort } from '../../cli/console/format.js';
+import {
+  ago,
+  compactCount,
+  duration,
+  fit,
+  packEnd,
+  reasonText,
+  whyNotReady,
+  whyNotShort,
+} from '../../cli/console/format.js';
 import { osc52 } from '../../cli/console/clipboard.js';
 import { flexWidths, windowStart } from '../../cli/console/components/table.js';
 
@@ -7,8 +16,11 @@ const NOW = Date.parse('2026-11-23T12:00:00Z');
 
 describe('console formatting', () => {
   it('when a duration is formatted then it uses the two largest units', () => {
-    expect([59_000, 60_000, 59 * 60_000, 3_600_000 + 12 * 60_000, 26 * 3_600_000, 16 * 86_400_000 + 2 * 3_600_000].map(duration))
-      .toEqual(['<1m', '1m', '59m', '1h 12m', '1d 2h', '16d 2h']);
+    expect(
+      [59_000, 60_000, 59 * 60_000, 3_600_000 + 12 * 60_000, 26 * 3_600_000, 16 * 86_400_000 + 2 * 3_600_000].map(
+        duration,
+      ),
+    ).toEqual(['<1m', '1m', '59m', '1h 12m', '1d 2h', '16d 2h']);
   });
 
   it('when a pack end is formatted then it shows the UTC time and what is left, or that it ended', () => {
@@ -18,14 +30,21 @@ describe('console formatting', () => {
   });
 
   it('when a past time is formatted then it is relative, and null is never', () => {
-    expect([null, '2026-11-23T11:59:30Z', '2026-11-23T11:55:00Z', '2026-11-23T09:00:00Z', '2026-11-20T12:00:00Z'].map((t) => ago(t, NOW)))
-      .toEqual(['never', 'just now', '5m ago', '3h ago', '3d ago']);
+    expect(
+      [null, '2026-11-23T11:59:30Z', '2026-11-23T11:55:00Z', '2026-11-23T09:00:00Z', '2026-11-20T12:00:00Z'].map((t) =>
+        ago(t, NOW),
+      ),
+    ).toEqual(['never', 'just now', '5m ago', '3h ago', '3d ago']);
   });
 
   it('when an instance is not ready then the reason says what to do, and ready has none', () => {
     expect(whyNotReady({ id: 'g', state: 'ready' })).toBeNull();
-    expect(whyNotReady({ id: 'g', state: 'pending' })).toBe('g is pending, not ready yet: make it ready with `ob-proxy instances ready g`.');
-    expect(whyNotReady({ id: 'g', state: 'terminated' })).toBe('g is terminated for good: it can never have keys again.');
+    expect(whyNotReady({ id: 'g', state: 'pending' })).toBe(
+      'g is pending, not ready yet: make it ready with `ob-proxy instances ready g`.',
+    );
+    expect(whyNotReady({ id: 'g', state: 'terminated' })).toBe(
+      'g is terminated for good: it can never have keys again.',
+    );
     expect(whyNotShort('failed')).toBe('failed, keys revoked');
     expect(reasonText('pack_ended')).toBe('pack ended');
     expect(reasonText(null)).toBe('');

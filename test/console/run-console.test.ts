@@ -11,7 +11,8 @@ describe('ob-proxy console (process)', () => {
     expect(r).toEqual({
       code: 2,
       stdout: '',
-      stderr: 'error: The console needs an interactive terminal. In scripts, use `ob-proxy instances`, `ob-proxy keys` and `ob-proxy revocations`.\n',
+      stderr:
+        'error: The console needs an interactive terminal. In scripts, use `ob-proxy instances`, `ob-proxy keys` and `ob-proxy revocations`.\n',
     });
   });
 
@@ -20,7 +21,8 @@ describe('ob-proxy console (process)', () => {
     expect(r).toEqual({
       code: 2,
       stdout: '',
-      stderr: 'error: The console is interactive and has no --json output; use `ob-proxy instances list --json` or `ob-proxy keys list --json`.\n',
+      stderr:
+        'error: The console is interactive and has no --json output; use `ob-proxy instances list --json` or `ob-proxy keys list --json`.\n',
     });
   });
 });

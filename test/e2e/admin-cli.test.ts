@@ -5,13 +5,35 @@
  */
 import { execFile, spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BIN, NODE, type ServeProcess, type SimProcess, cliJson, eventually, runCli, startServe, startSimulate, tmpHome } from '../helpers/processes.js';
+import {
+  BIN,
+  NODE,
+  type ServeProcess,
+  type SimProcess,
+  cliJson,
+  eventually,
+  runCli,
+  startServe,
+  startSimulate,
+  tmpHome,
+} from '../helpers/processes.js';
 
 const MODEL = 'gemma4:26b';
 const SECRET = /ob_sk_[0-9A-Za-z]{12}_[0-9A-Za-z]{38}/;
 
-interface InstanceJson { id: string; state: string; activeKeys: number; packEndsAt: string | null }
-interface KeyJson { id: string; name: string; hint: string; status: string; secret?: string }
+interface InstanceJson {
+  id: string;
+  state: string;
+  activeKeys: number;
+  packEndsAt: string | null;
+}
+interface KeyJson {
+  id: string;
+  name: string;
+  hint: string;
+  status: string;
+  secret?: string;
+}
 
 let home: string;
 let serve: ServeProcess;
@@ -33,7 +55,8 @@ async function readyInstance(id: string, extra = 0): Promise<KeyJson[]> {
   await cliJson(['instances', 'add', id, '--model', MODEL, '--endpoint', sim.url], home);
   await cliJson(['instances', 'ready', id], home);
   const keys: KeyJson[] = [];
-  for (let n = 0; n < extra; n++) keys.push(await cliJson<KeyJson>(['keys', 'create', '--instance', id, '--name', `key-${n}`], home));
+  for (let n = 0; n < extra; n++)
+    keys.push(await cliJson<KeyJson>(['keys', 'create', '--instance', id, '--name', `key-${n}`], home));
   return keys;
 }
 
@@ -41,9 +64,16 @@ async function readyInstance(id: string, extra = 0): Promise<KeyJson[]> {
  * Runs `ob-proxy <args>` on a pseudo-terminal; once the screen shows `prompt`, types `answer`.
  * Resolves with the exit code and everything the terminal showed.
  */
-function onTerminal(args: string[], prompt: string | null, answer: string): Promise<{ code: number | null; screen: string }> {
+function onTerminal(
+  args: string[],
+  prompt: string | null,
+  answer: string,
+): Promise<{ code: number | null; screen: string }> {
   const command = [NODE, BIN, ...args, '--home', home].map((a) => `'${a}'`).join(' ');
-  const proc = spawn('script', ['-qec', command, '/dev/null'], { env: { ...process.env, NO_COLOR: '1' }, stdio: ['pipe', 'pipe', 'pipe'] });
+  const proc = spawn('script', ['-qec', command, '/dev/null'], {
+    env: { ...process.env, NO_COLOR: '1' },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   let screen = '';
   let answered = false;
   proc.stdout.setEncoding('utf8').on('data', (s: string) => {
@@ -53,11 +83,15 @@ function onTerminal(args: string[], prompt: string | null, answer: string): Prom
       proc.stdin.write(`${answer}\n`);
     }
   });
-  proc.stderr.setEncoding('utf8').on('data', (s: string) => { screen += s; });
-  return new Promise((resolve) => proc.once('exit', (code) => {
-    proc.stdin.end();
-    resolve({ code, screen });
-  }));
+  proc.stderr.setEncoding('utf8').on('data', (s: string) => {
+    screen += s;
+  });
+  return new Promise((resolve) =>
+    proc.once('exit', (code) => {
+      proc.stdin.end();
+      resolve({ code, screen });
+    }),
+  );
 }
 
 async function state(id: string): Promise<InstanceJson> {
@@ -103,12 +137,19 @@ describe('keys create -q', () => {
     expect(r.stderr).toBe('');
 
     // As a shell script would use it: the key goes straight into a variable and works.
-    const script = `OB_KEY=$('${NODE}' '${BIN}' keys create --instance quiet --name from-shell -q --home '${home}') && `
-      + `printf 'Authorization: Bearer %s\\n' "$OB_KEY" | curl -s -o /dev/null -w '%{http_code}' ${serve.baseUrl}/v1/models -H @-`;
+    const script =
+      `OB_KEY=$('${NODE}' '${BIN}' keys create --instance quiet --name from-shell -q --home '${home}') && ` +
+      `printf 'Authorization: Bearer %s\\n' "$OB_KEY" | curl -s -o /dev/null -w '%{http_code}' ${serve.baseUrl}/v1/models -H @-`;
     const status = await new Promise<string>((resolve, reject) => {
-      execFile('bash', ['-c', script], { timeout: 20_000 }, (err, stdout) => (err === null ? resolve(stdout) : reject(err)));
+      execFile('bash', ['-c', script], { timeout: 20_000 }, (err, stdout) =>
+        err === null ? resolve(stdout) : reject(err),
+      );
     });
     expect(status).toBe('200');
-    await eventually(async () => (await cliJson<KeyJson[]>(['keys', 'list', '--instance', 'quiet'], home)).some((k) => k.name === 'from-shell'), 'the key made in the shell');
+    await eventually(
+      async () =>
+        (await cliJson<KeyJson[]>(['keys', 'list', '--instance', 'quiet'], home)).some((k) => k.name === 'from-shell'),
+      'the key made in the shell',
+    );
   });
 });

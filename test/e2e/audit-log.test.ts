@@ -43,10 +43,13 @@ afterAll(async () => {
   await sim.close();
 });
 
-const pick = (l: Record<string, unknown>, ...fields: string[]): Record<string, unknown> => Object.fromEntries(fields.filter((f) => f in l).map((f) => [f, l[f]]));
+const pick = (l: Record<string, unknown>, ...fields: string[]): Record<string, unknown> =>
+  Object.fromEntries(fields.filter((f) => f in l).map((f) => [f, l[f]]));
 
 it('each management action and its result is a line', () => {
-  const actions = h.logs.filter((l) => l.msg === 'management action').map((l) => pick(l, 'action', 'id', 'instance', 'status'));
+  const actions = h.logs
+    .filter((l) => l.msg === 'management action')
+    .map((l) => pick(l, 'action', 'id', 'instance', 'status'));
   expect(actions).toEqual([
     { action: 'POST /v1/instances', id: 'gpu-1', status: 201 },
     { action: 'POST /v1/instances/:id/ready', id: 'gpu-1', status: 200 },
@@ -54,12 +57,16 @@ it('each management action and its result is a line', () => {
     { action: 'POST /v1/keys/:id/revoke', id: keyId, status: 200 },
     { action: 'POST /v1/instances/:id/stop', id: 'gpu-1', status: 200 },
   ]);
-  const refused = h.logs.filter((l) => l.msg === 'refused' && String(l.route).includes('/v1/keys')).map((l) => pick(l, 'route', 'status', 'code'));
+  const refused = h.logs
+    .filter((l) => l.msg === 'refused' && String(l.route).includes('/v1/keys'))
+    .map((l) => pick(l, 'route', 'status', 'code'));
   expect(refused).toEqual([{ route: 'POST /v1/keys', status: 404, code: 'instance_not_found' }]);
 });
 
 it('each audit event is a line: keys made and revoked by hand or by the stop', () => {
-  const audit = h.logs.filter((l) => l.msg === 'audit').map((l) => [l.audit, l.key ?? null, l.reason ?? l.state ?? null]);
+  const audit = h.logs
+    .filter((l) => l.msg === 'audit')
+    .map((l) => [l.audit, l.key ?? null, l.reason ?? l.state ?? null]);
   expect(audit).toEqual([
     ['instance.added', null, 'pending'],
     ['instance.state', null, 'ready'],
@@ -72,14 +79,18 @@ it('each audit event is a line: keys made and revoked by hand or by the stop', (
 });
 
 it('each refused request is a line with its code and the key id where known; a model server failure is a warning', () => {
-  const refused = h.logs.filter((l) => l.msg === 'refused' && l.route === 'POST /v1/chat/completions').map((l) => pick(l, 'status', 'code', 'key'));
+  const refused = h.logs
+    .filter((l) => l.msg === 'refused' && l.route === 'POST /v1/chat/completions')
+    .map((l) => pick(l, 'status', 'code', 'key'));
   expect(refused).toEqual([
     { status: 400, code: 'missing_api_key' },
     { status: 401, code: 'invalid_api_key' },
     { status: 400, code: 'invalid_request', key: keyId },
     { status: 401, code: 'revoked_api_key', key: keyId },
   ]);
-  const warned = h.logs.filter((l) => l.msg === 'model server failed').map((l) => pick(l, 'level', 'instance', 'key', 'code'));
+  const warned = h.logs
+    .filter((l) => l.msg === 'model server failed')
+    .map((l) => pick(l, 'level', 'instance', 'key', 'code'));
   expect(warned).toEqual([{ level: 40, instance: 'gpu-1', key: keyId, code: 'upstream_error' }]);
 });
 
@@ -93,10 +104,13 @@ it('no line holds a secret', () => {
 it('a guesser blocked by the bad-key limit gets one warning line, not a line per refusal', async () => {
   const g = await startHarness({ badKeyLimit: 3 });
   try {
-    for (let i = 0; i < 12; i++) await post(g.baseUrl, 'ob_sk_000000000000_00000000000000000000000000000000000000', chatBody('x'));
+    for (let i = 0; i < 12; i++)
+      await post(g.baseUrl, 'ob_sk_000000000000_00000000000000000000000000000000000000', chatBody('x'));
     const refused = g.logs.filter((l) => l.msg === 'refused').map((l) => l.code);
     expect(refused).toEqual(['invalid_api_key', 'invalid_api_key', 'invalid_api_key']);
-    expect(g.logs.filter((l) => String(l.msg).startsWith('too many invalid keys')).map((l) => [l.level, l.limit])).toEqual([[40, 3]]);
+    expect(
+      g.logs.filter((l) => String(l.msg).startsWith('too many invalid keys')).map((l) => [l.level, l.limit]),
+    ).toEqual([[40, 3]]);
   } finally {
     await g.stop();
   }

@@ -9,14 +9,26 @@ import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hello, postChat } from '../helpers/chat.js';
-import { BIN, NODE, type ServeProcess, type SimProcess, cliJson, runCli, startServe, startSimulate, tmpHome } from '../helpers/processes.js';
+import {
+  BIN,
+  NODE,
+  type ServeProcess,
+  type SimProcess,
+  cliJson,
+  runCli,
+  startServe,
+  startSimulate,
+  tmpHome,
+} from '../helpers/processes.js';
 
 const MODEL = 'gemma4:26b';
 let sim: SimProcess;
 let serve: ServeProcess;
 let home: string;
 
-interface ReadyJson { defaultKey: { secret: string } }
+interface ReadyJson {
+  defaultKey: { secret: string };
+}
 
 beforeAll(async () => {
   home = await tmpHome();
@@ -36,15 +48,27 @@ describe('the management socket', () => {
     const second = await new Promise<{ code: number | null; out: string }>((resolve) => {
       const p = spawn(NODE, [BIN, 'serve', '--home', home, '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
       let out = '';
-      p.stdout.on('data', (b: Buffer) => { out += b.toString(); });
-      p.stderr.on('data', (b: Buffer) => { out += b.toString(); });
+      p.stdout.on('data', (b: Buffer) => {
+        out += b.toString();
+      });
+      p.stderr.on('data', (b: Buffer) => {
+        out += b.toString();
+      });
       p.on('exit', (c) => resolve({ code: c, out }));
     });
     expect(second.code).toBe(1);
     // The same home: the store's lock refuses it before the socket is even looked at.
     expect(second.out).toMatch(/Another ob-proxy daemon \(pid \d+\) is already using the store/);
     // Another store, the same socket: the live socket refuses it.
-    const sameSocket = await runCli(['serve', '--port', '0', '--store', join(await tmpHome(), 'db.json'), '--socket', sock]);
+    const sameSocket = await runCli([
+      'serve',
+      '--port',
+      '0',
+      '--store',
+      join(await tmpHome(), 'db.json'),
+      '--socket',
+      sock,
+    ]);
     expect(sameSocket.code).toBe(1);
     expect(sameSocket.stderr).toContain('Another ob-proxy daemon is already serving');
 
@@ -67,9 +91,18 @@ describe('an upstream bearer token per instance', () => {
     await writeFile(tokenFile, 'upstream-secret-123\n', { mode: 0o600 });
     const s = await startServe(h);
     try {
-      const missing = await runCli(['instances', 'add', 'v0', '--model', MODEL, '--endpoint', sim.url, '--upstream-token-file', join(h, 'nope')], { home: h });
-      expect([missing.code, missing.stderr]).toEqual([1, expect.stringMatching(/cannot read the upstream token file .*nope \(ENOENT\)/)]);
-      const added = await cliJson<Record<string, unknown>>(['instances', 'add', 'v1', '--model', MODEL, '--endpoint', sim.url, '--upstream-token-file', tokenFile], h);
+      const missing = await runCli(
+        ['instances', 'add', 'v0', '--model', MODEL, '--endpoint', sim.url, '--upstream-token-file', join(h, 'nope')],
+        { home: h },
+      );
+      expect([missing.code, missing.stderr]).toEqual([
+        1,
+        expect.stringMatching(/cannot read the upstream token file .*nope \(ENOENT\)/),
+      ]);
+      const added = await cliJson<Record<string, unknown>>(
+        ['instances', 'add', 'v1', '--model', MODEL, '--endpoint', sim.url, '--upstream-token-file', tokenFile],
+        h,
+      );
       expect(added.upstreamTokenFile).toBe(tokenFile);
       const key = (await cliJson<ReadyJson>(['instances', 'ready', 'v1'], h)).defaultKey.secret;
       const r = await postChat(s.baseUrl, key, hello(MODEL, { messages: [{ role: 'user', content: 'token-check' }] }));

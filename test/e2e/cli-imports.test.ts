@@ -13,24 +13,42 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BIN, NODE, type ServeProcess, startServe, tmpHome } from '../helpers/processes.js';
 
 const HOOK = resolve(import.meta.dirname, '../helpers/record-imports.mjs');
-const HEAVY = /\/node_modules\/(fastify|@fastify|undici|pino|lowdb|pg|ink|react|yoga-layout)\/|\/dist\/daemon\/|\/dist\/cli\/console\//;
+const HEAVY =
+  /\/node_modules\/(fastify|@fastify|undici|pino|lowdb|pg|ink|react|yoga-layout)\/|\/dist\/daemon\/|\/dist\/cli\/console\//;
 
 async function imports(args: string[]): Promise<{ code: number; modules: string[] }> {
   const file = join(await mkdtemp(join(tmpdir(), 'obt-')), 'imports.txt');
   const code = await new Promise<number>((done) => {
-    execFile(NODE, ['--import', HOOK, BIN, ...args], { env: { ...process.env, OB_TEST_IMPORTS: file, NO_COLOR: '1' }, timeout: 20_000 }, (err) => {
-      done(err === null ? 0 : typeof err.code === 'number' ? err.code : 1);
-    });
+    execFile(
+      NODE,
+      ['--import', HOOK, BIN, ...args],
+      { env: { ...process.env, OB_TEST_IMPORTS: file, NO_COLOR: '1' }, timeout: 20_000 },
+      (err) => {
+        done(err === null ? 0 : typeof err.code === 'number' ? err.code : 1);
+      },
+    );
   });
   return { code, modules: (await readFile(file, 'utf8')).split('\n') };
 }
 
 let serve: ServeProcess;
-beforeAll(async () => { serve = await startServe(await tmpHome()); });
-afterAll(async () => { await serve.stop(); });
+beforeAll(async () => {
+  serve = await startServe(await tmpHome());
+});
+afterAll(async () => {
+  await serve.stop();
+});
 
 describe('each command loads only what it needs', () => {
-  for (const args of [['--help'], ['--version'], ['instances', 'list'], ['keys', 'list'], ['instances', 'list', '--json'], ['keys', 'create', '--help'], ['revocations']]) {
+  for (const args of [
+    ['--help'],
+    ['--version'],
+    ['instances', 'list'],
+    ['keys', 'list'],
+    ['instances', 'list', '--json'],
+    ['keys', 'create', '--help'],
+    ['revocations'],
+  ]) {
     it(`ob-proxy ${args.join(' ')}: no daemon, undici, Ink or React`, async () => {
       const r = await imports([...args, '--home', serve.home]);
       expect(r.code).toBe(0);
@@ -43,7 +61,13 @@ describe('each command loads only what it needs', () => {
     const taken: Server = createServer();
     await new Promise<void>((r) => taken.listen(0, '127.0.0.1', r));
     try {
-      const r = await imports(['serve', '--home', await tmpHome(), '--port', String((taken.address() as { port: number }).port)]);
+      const r = await imports([
+        'serve',
+        '--home',
+        await tmpHome(),
+        '--port',
+        String((taken.address() as { port: number }).port),
+      ]);
       expect(r.code).toBe(1);
       expect(r.modules.some((m) => m.includes('/node_modules/fastify/'))).toBe(true);
     } finally {

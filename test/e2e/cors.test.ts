@@ -1,5 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ServeProcess, type SimProcess, cliJson, startServe, startSimulate, tmpHome } from '../helpers/processes.js';
+import {
+  type ServeProcess,
+  type SimProcess,
+  cliJson,
+  startServe,
+  startSimulate,
+  tmpHome,
+} from '../helpers/processes.js';
 
 const MODEL = 'gemma4:26b';
 const APP = 'http://app.example';
@@ -27,7 +34,11 @@ describe('CORS for browser clients (OB_PROXY_CORS_ORIGINS)', () => {
   it('answers a preflight from an allowed origin without a key', async () => {
     const r = await fetch(`${serve.baseUrl}/v1/chat/completions`, {
       method: 'OPTIONS',
-      headers: { origin: APP, 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization, content-type, x-stainless-os' },
+      headers: {
+        origin: APP,
+        'access-control-request-method': 'POST',
+        'access-control-request-headers': 'authorization, content-type, x-stainless-os',
+      },
     });
     expect(r.status).toBe(204);
     expect(r.headers.get('access-control-allow-origin')).toBe(APP);
@@ -37,11 +48,12 @@ describe('CORS for browser clients (OB_PROXY_CORS_ORIGINS)', () => {
   });
 
   it('marks proxied answers and errors readable by the allowed origin, and no other', async () => {
-    const call = (origin: string, k: string): Promise<Response> => fetch(`${serve.baseUrl}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { origin, authorization: `Bearer ${k}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'hi' }] }),
-    });
+    const call = (origin: string, k: string): Promise<Response> =>
+      fetch(`${serve.baseUrl}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { origin, authorization: `Bearer ${k}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'hi' }] }),
+      });
     const ok = await call(APP, key);
     expect(ok.status).toBe(200);
     expect(ok.headers.get('access-control-allow-origin')).toBe(APP);

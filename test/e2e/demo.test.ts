@@ -16,7 +16,9 @@ describe('ob-proxy demo', () => {
     const home = await tmpHome();
     proc = spawn(NODE, [BIN, 'demo', '--port', '0', '--home', home], { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
-    proc.stdout!.setEncoding('utf8').on('data', (s: string) => { out += s; });
+    proc.stdout!.setEncoding('utf8').on('data', (s: string) => {
+      out += s;
+    });
     await eventually(() => out.includes('Press Ctrl-C to stop.'), 'the whole demo text', 15_000);
     const lines = out.split('\n');
     const exported = lines.find((l) => l.startsWith('export OB_KEY='));
@@ -27,7 +29,9 @@ describe('ob-proxy demo', () => {
     expect(out).toContain("new OpenAI({ baseURL: 'http://127.0.0.1:");
     expect(out).toContain('apiKey: process.env.OB_KEY');
     // From the npm package, npx finds the CLI again (the single binary names itself: test/package/binary.test.ts).
-    expect(lines).toContain(`Manage it from another terminal: npx ob-proxy instances list --home ${home}   (or: npx ob-proxy console --home ${home})`);
+    expect(lines).toContain(
+      `Manage it from another terminal: npx ob-proxy instances list --home ${home}   (or: npx ob-proxy console --home ${home})`,
+    );
 
     // Issue 10: the secret was inside the curl command line (argv, shell history). Only the key
     // list and the export line hold a secret; the examples read $OB_KEY.
@@ -41,12 +45,19 @@ describe('ob-proxy demo', () => {
     const env = { ...process.env };
     delete env.OB_KEY;
     const stdout = await new Promise<string>((resolve, reject) => {
-      execFile('bash', ['-c', `${exported!}\n${curl!}`], { env, timeout: 10_000 }, (err, so) => (err === null ? resolve(so) : reject(err)));
+      execFile('bash', ['-c', `${exported!}\n${curl!}`], { env, timeout: 10_000 }, (err, so) =>
+        err === null ? resolve(so) : reject(err),
+      );
     });
     expect(JSON.parse(stdout)).toEqual({
-      id: expect.stringMatching(/^chatcmpl-/), object: 'chat.completion', created: expect.any(Number), model: 'gemma4:26b',
+      id: expect.stringMatching(/^chatcmpl-/),
+      object: 'chat.completion',
+      created: expect.any(Number),
+      model: 'gemma4:26b',
       system_fingerprint: 'fp_ollama',
-      choices: [{ index: 0, message: { role: 'assistant', content: expect.stringMatching(/^t0 t1 /) }, finish_reason: 'stop' }],
+      choices: [
+        { index: 0, message: { role: 'assistant', content: expect.stringMatching(/^t0 t1 /) }, finish_reason: 'stop' },
+      ],
       usage: { prompt_tokens: expect.any(Number), completion_tokens: 12, total_tokens: expect.any(Number) },
     });
 

@@ -9,12 +9,30 @@ import { writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type ServeProcess, type SimProcess, cliJson, eventually, runCli, startServe, startSimulate, tmpHome } from '../helpers/processes.js';
+import {
+  type ServeProcess,
+  type SimProcess,
+  cliJson,
+  eventually,
+  runCli,
+  startServe,
+  startSimulate,
+  tmpHome,
+} from '../helpers/processes.js';
 
 const MODEL = 'gemma4:26b';
 
-interface Health { status: string; checkedAt: string; error: string | null }
-interface InstanceJson { id: string; state: string; activeKeys: number; health: Health | null }
+interface Health {
+  status: string;
+  checkedAt: string;
+  error: string | null;
+}
+interface InstanceJson {
+  id: string;
+  state: string;
+  activeKeys: number;
+  health: Health | null;
+}
 
 const running: { stop(): Promise<unknown> }[] = [];
 afterEach(async () => {
@@ -52,7 +70,9 @@ describe('instances ready probes the endpoint first', () => {
     const r = await runCli(['instances', 'ready', 'gpu-1'], { home });
     expect(r.code).toBe(1);
     expect(r.stdout).toBe('');
-    expect(r.stderr).toBe(`error: Instance gpu-1 was not made ready: GET ${dead}/v1/models: connection refused (is the model server running on that port?). Check the endpoint and that the model server is up, or skip this check with --no-probe.\n`);
+    expect(r.stderr).toBe(
+      `error: Instance gpu-1 was not made ready: GET ${dead}/v1/models: connection refused (is the model server running on that port?). Check the endpoint and that the model server is up, or skip this check with --no-probe.\n`,
+    );
 
     const json = await runCli(['instances', 'ready', 'gpu-1', '--json'], { home });
     expect(json.code).toBe(1);
@@ -62,7 +82,10 @@ describe('instances ready probes the endpoint first', () => {
     expect(await cliJson<unknown[]>(['keys', 'list'], home)).toEqual([]);
 
     // --no-probe: the operator knows better (the server is still loading, say).
-    const forced = await cliJson<InstanceJson & { defaultKey: { secret: string } }>(['instances', 'ready', 'gpu-1', '--no-probe'], home);
+    const forced = await cliJson<InstanceJson & { defaultKey: { secret: string } }>(
+      ['instances', 'ready', 'gpu-1', '--no-probe'],
+      home,
+    );
     expect(forced.state).toBe('ready');
     expect(forced.defaultKey.secret).toMatch(/^ob_sk_/);
     expect(forced.health).toBeNull();
@@ -76,7 +99,9 @@ describe('instances ready probes the endpoint first', () => {
 
     const r = await runCli(['instances', 'ready', 'gpu-1', '--endpoint', `${other.url}/v1`], { home });
     expect(r.code).toBe(1);
-    expect(r.stderr).toBe(`error: Instance gpu-1 was not made ready: GET ${other.url}/v1/models: model ${MODEL} is not served (it serves: qwen3.6:27b). Pull or load the model on the model server, or skip this check with --no-probe.\n`);
+    expect(r.stderr).toBe(
+      `error: Instance gpu-1 was not made ready: GET ${other.url}/v1/models: model ${MODEL} is not served (it serves: qwen3.6:27b). Pull or load the model on the model server, or skip this check with --no-probe.\n`,
+    );
     const [inst] = await cliJson<(InstanceJson & { endpoint: string | null })[]>(['instances', 'list'], home);
     // Refused before anything was written: not even the endpoint given with it.
     expect(inst).toMatchObject({ state: 'pending', endpoint: null, activeKeys: 0 });
@@ -84,15 +109,22 @@ describe('instances ready probes the endpoint first', () => {
     expect((await other.requests()).map((q) => `${q.method} ${q.path}`)).toEqual(['GET /v1/models']);
   });
 
-  it('probes with the instance\'s upstream token, never a client key, and records the result', async () => {
+  it("probes with the instance's upstream token, never a client key, and records the result", async () => {
     const home = await tmpHome();
     const sim = await simulate([MODEL]);
     await serveOn(home, ['--probe-interval', '0']);
     const tokenFile = join(home, 'upstream-token');
     await writeFile(tokenFile, 'vllm-token-123\n', { mode: 0o600 });
-    await cliJson(['instances', 'add', 'gpu-1', '--model', MODEL, '--endpoint', sim.url, '--upstream-token-file', tokenFile], home);
+    await cliJson(
+      ['instances', 'add', 'gpu-1', '--model', MODEL, '--endpoint', sim.url, '--upstream-token-file', tokenFile],
+      home,
+    );
     const ready = await cliJson<InstanceJson>(['instances', 'ready', 'gpu-1'], home);
-    expect(ready.health).toEqual({ status: 'reachable', checkedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT.*Z$/), error: null });
+    expect(ready.health).toEqual({
+      status: 'reachable',
+      checkedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT.*Z$/),
+      error: null,
+    });
     const probes = (await sim.requests()).filter((q) => q.path === '/v1/models');
     expect(probes).toHaveLength(1);
     expect(probes[0]!.headers.authorization).toBe('Bearer vllm-token-123');
@@ -112,7 +144,10 @@ describe('periodic probes', () => {
     running.splice(running.indexOf(first), 1);
     // Results live in memory: a new daemon knows none until it probes, an hour from now but for the one at start.
     await serveOn(home, ['--probe-interval', '3600']);
-    const health = await eventually(async () => (await cliJson<InstanceJson[]>(['instances', 'list'], home))[0]?.health ?? undefined, 'the probe at start');
+    const health = await eventually(
+      async () => (await cliJson<InstanceJson[]>(['instances', 'list'], home))[0]?.health ?? undefined,
+      'the probe at start',
+    );
     expect(health).toEqual({ status: 'reachable', checkedAt: expect.any(String), error: null });
   });
 
@@ -126,27 +161,43 @@ describe('periodic probes', () => {
     await cliJson(['instances', 'ready', 'gpu-1'], home);
 
     // Probed again by the timer, not only at ready.
-    await eventually(async () => (await sim.requests()).filter((q) => q.path === '/v1/models').length >= 2, 'a periodic probe');
+    await eventually(
+      async () => (await sim.requests()).filter((q) => q.path === '/v1/models').length >= 2,
+      'a periodic probe',
+    );
     const table = await runCli(['instances', 'list'], { home });
     expect(table.stdout.split('\n')[0]).toMatch(/^ID\s+MODEL\s+STATE\s+HEALTH\s+KEYS\s+ENDPOINT\s+PACK ENDS$/);
     expect(table.stdout.split('\n')[1]).toMatch(/^gpu-1\s+gemma4:26b\s+ready\s+reachable\s+1\s/);
-    const gauge = async (): Promise<string> => (await (await fetch(metricsUrl)).text()).split('\n').filter((l) => l.startsWith('ob_proxy_instance_health{')).sort().join('\n');
-    expect(await gauge()).toBe([
-      'ob_proxy_instance_health{instance="gpu-1",status="model missing"} 0',
-      'ob_proxy_instance_health{instance="gpu-1",status="reachable"} 1',
-      'ob_proxy_instance_health{instance="gpu-1",status="unreachable"} 0',
-    ].join('\n'));
+    const gauge = async (): Promise<string> =>
+      (await (await fetch(metricsUrl)).text())
+        .split('\n')
+        .filter((l) => l.startsWith('ob_proxy_instance_health{'))
+        .sort()
+        .join('\n');
+    expect(await gauge()).toBe(
+      [
+        'ob_proxy_instance_health{instance="gpu-1",status="model missing"} 0',
+        'ob_proxy_instance_health{instance="gpu-1",status="reachable"} 1',
+        'ob_proxy_instance_health{instance="gpu-1",status="unreachable"} 0',
+      ].join('\n'),
+    );
 
     const killedAt = Date.now();
     await sim.stop('SIGKILL');
-    const down = await eventually(async () => {
-      const [i] = await cliJson<InstanceJson[]>(['instances', 'list'], home);
-      return i?.health?.status === 'unreachable' ? i.health : undefined;
-    }, 'the probe to see the dead server', 10_000);
+    const down = await eventually(
+      async () => {
+        const [i] = await cliJson<InstanceJson[]>(['instances', 'list'], home);
+        return i?.health?.status === 'unreachable' ? i.health : undefined;
+      },
+      'the probe to see the dead server',
+      10_000,
+    );
     // The daemon's own clock says when it saw it: within two periods of the kill.
     expect(Date.parse(down.checkedAt) - killedAt).toBeLessThanOrEqual(2 * periodMs);
     expect(down.error).toBe(`GET ${sim.url}/v1/models: connection refused (is the model server running on that port?)`);
-    expect((await runCli(['instances', 'list'], { home })).stdout.split('\n')[1]).toMatch(/^gpu-1\s+gemma4:26b\s+ready\s+unreachable\s+1\s/);
+    expect((await runCli(['instances', 'list'], { home })).stdout.split('\n')[1]).toMatch(
+      /^gpu-1\s+gemma4:26b\s+ready\s+unreachable\s+1\s/,
+    );
     const show = await runCli(['instances', 'show', 'gpu-1'], { home });
     expect(show.stdout).toContain(`probe error  GET ${sim.url}/v1/models: connection refused`);
     expect(await gauge()).toContain('ob_proxy_instance_health{instance="gpu-1",status="unreachable"} 1');

@@ -7,14 +7,46 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { hello, postChat } from '../helpers/chat.js';
-import { type ServeProcess, type SimProcess, cliJson, eventually, runCli, startServe, startSimulate, tmpHome } from '../helpers/processes.js';
+import {
+  type ServeProcess,
+  type SimProcess,
+  cliJson,
+  eventually,
+  runCli,
+  startServe,
+  startSimulate,
+  tmpHome,
+} from '../helpers/processes.js';
 
 const MODEL = 'qwen3.6:27b';
 const SECRET = /ob_sk_[0-9A-Za-z]{12}_[0-9A-Za-z]{38}/g;
 
-interface KeyJson { id: string; name: string; instance: string; status: string; hint: string; isDefault: boolean; createdAt: string; lastUsedAt: string | null; revokedAt: string | null; revokeReason: string | null; secret?: string }
-interface ReadyJson { id: string; state: string; activeKeys: number; defaultKey: { id: string; name: string; secret: string } | null }
-interface Revocation { keyId: string; name: string; instance: string; revokedAt: string; reason: string }
+interface KeyJson {
+  id: string;
+  name: string;
+  instance: string;
+  status: string;
+  hint: string;
+  isDefault: boolean;
+  createdAt: string;
+  lastUsedAt: string | null;
+  revokedAt: string | null;
+  revokeReason: string | null;
+  secret?: string;
+}
+interface ReadyJson {
+  id: string;
+  state: string;
+  activeKeys: number;
+  defaultKey: { id: string; name: string; secret: string } | null;
+}
+interface Revocation {
+  keyId: string;
+  name: string;
+  instance: string;
+  revokedAt: string;
+  reason: string;
+}
 
 let serve: ServeProcess | undefined;
 let sim: SimProcess | undefined;
@@ -49,16 +81,38 @@ describe('key lifecycle through the real CLI against the real daemon', () => {
       return JSON.parse(r.stdout) as T;
     };
 
-    const added = await cli<Record<string, unknown>>(['instances', 'add', 'gpu-1', '--model', MODEL, '--endpoint', `${sim.url}/v1`, '--pack-ends', '2099-01-01T00:00:00Z']);
+    const added = await cli<Record<string, unknown>>([
+      'instances',
+      'add',
+      'gpu-1',
+      '--model',
+      MODEL,
+      '--endpoint',
+      `${sim.url}/v1`,
+      '--pack-ends',
+      '2099-01-01T00:00:00Z',
+    ]);
     expect(added).toEqual({
-      id: 'gpu-1', model: MODEL, endpoint: sim.url, state: 'pending', packEndsAt: '2099-01-01T00:00:00.000Z', upstreamTokenFile: null,
-      activeKeys: 0, createdAt: expect.any(String), updatedAt: expect.any(String), health: null,
+      id: 'gpu-1',
+      model: MODEL,
+      endpoint: sim.url,
+      state: 'pending',
+      packEndsAt: '2099-01-01T00:00:00.000Z',
+      upstreamTokenFile: null,
+      activeKeys: 0,
+      createdAt: expect.any(String),
+      updatedAt: expect.any(String),
+      health: null,
     });
 
     const ready = await cli<ReadyJson>(['instances', 'ready', 'gpu-1']);
     expect(ready.state).toBe('ready');
     expect(ready.activeKeys).toBe(1);
-    expect(ready.defaultKey).toEqual({ id: expect.any(String), name: 'default', secret: expect.stringMatching(/^ob_sk_/) });
+    expect(ready.defaultKey).toEqual({
+      id: expect.any(String),
+      name: 'default',
+      secret: expect.stringMatching(/^ob_sk_/),
+    });
     const k0 = ready.defaultKey!.secret;
     expect(await works(base, k0)).toBe(200);
 
@@ -70,12 +124,29 @@ describe('key lifecycle through the real CLI against the real daemon', () => {
 
     const k1 = await cli<KeyJson>(['keys', 'create', '--instance', 'gpu-1', '--name', 'ci-bot']);
     const k2 = await cli<KeyJson>(['keys', 'create', '--instance', 'gpu-1', '--name', 'notebook']);
-    expect(k1).toMatchObject({ name: 'ci-bot', instance: 'gpu-1', status: 'active', isDefault: false, hint: `ob_sk_…${k1.secret!.slice(-4)}` });
+    expect(k1).toMatchObject({
+      name: 'ci-bot',
+      instance: 'gpu-1',
+      status: 'active',
+      isDefault: false,
+      hint: `ob_sk_…${k1.secret!.slice(-4)}`,
+    });
     const secrets = [k0, k1.secret!, k2.secret!];
     for (const s of secrets) expect(await works(base, s)).toBe(200);
 
-    const extended = await cli<Record<string, unknown>>(['instances', 'extend', 'gpu-1', '--pack-ends', '2099-06-01T00:00:00Z']);
-    expect(extended).toMatchObject({ id: 'gpu-1', state: 'ready', packEndsAt: '2099-06-01T00:00:00.000Z', activeKeys: 3 });
+    const extended = await cli<Record<string, unknown>>([
+      'instances',
+      'extend',
+      'gpu-1',
+      '--pack-ends',
+      '2099-06-01T00:00:00Z',
+    ]);
+    expect(extended).toMatchObject({
+      id: 'gpu-1',
+      state: 'ready',
+      packEndsAt: '2099-06-01T00:00:00.000Z',
+      activeKeys: 3,
+    });
     for (const s of secrets) expect(await works(base, s)).toBe(200);
 
     const stopped = await cli<Record<string, unknown>>(['instances', 'stop', 'gpu-1']);
@@ -92,7 +163,9 @@ describe('key lifecycle through the real CLI against the real daemon', () => {
 
     const revs = await cli<Revocation[]>(['revocations']);
     expect(revs.map((r) => [r.name, r.instance, r.reason])).toEqual([
-      ['default', 'gpu-1', 'instance_stopped'], ['ci-bot', 'gpu-1', 'instance_stopped'], ['notebook', 'gpu-1', 'instance_stopped'],
+      ['default', 'gpu-1', 'instance_stopped'],
+      ['ci-bot', 'gpu-1', 'instance_stopped'],
+      ['notebook', 'gpu-1', 'instance_stopped'],
     ]);
 
     const manual = await cli<KeyJson>(['keys', 'revoke', k1.id]).catch(() => null);
@@ -122,15 +195,22 @@ describe('key lifecycle through the real CLI against the real daemon', () => {
     const home = await tmpHome();
     sim = await startSimulate([MODEL]);
     serve = await startServe(home);
-    await cliJson(['instances', 'add', 'gpu-1', '--model', MODEL, '--endpoint', sim.url, '--pack-ends', '2099-01-01T00:00:00Z'], home);
+    await cliJson(
+      ['instances', 'add', 'gpu-1', '--model', MODEL, '--endpoint', sim.url, '--pack-ends', '2099-01-01T00:00:00Z'],
+      home,
+    );
     const k = (await cliJson<ReadyJson>(['instances', 'ready', 'gpu-1'], home)).defaultKey!.secret;
     await cliJson(['keys', 'create', '--instance', 'gpu-1', '--name', 'second'], home);
     // Set up first, then bring the end close: a busy machine cannot make the pack end mid-setup.
     await cliJson(['instances', 'extend', 'gpu-1', '--pack-ends', new Date(Date.now() + 2000).toISOString()], home);
-    const revs = await eventually(async () => {
-      const r = await cliJson<Revocation[]>(['revocations', '--instance', 'gpu-1'], home);
-      return r.length === 2 ? r : undefined;
-    }, 'pack end revocations', 10_000);
+    const revs = await eventually(
+      async () => {
+        const r = await cliJson<Revocation[]>(['revocations', '--instance', 'gpu-1'], home);
+        return r.length === 2 ? r : undefined;
+      },
+      'pack end revocations',
+      10_000,
+    );
     expect(revs.map((r) => r.reason)).toEqual(['pack_ended', 'pack_ended']);
     expect((await cliJson<Record<string, unknown>>(['instances', 'show', 'gpu-1'], home)).state).toBe('stopped');
     expect(await codeOf(serve.baseUrl, k)).toEqual([401, 'revoked_api_key']);
@@ -153,12 +233,13 @@ describe('key lifecycle through the real CLI against the real daemon', () => {
     const insts = await cliJson<Array<Record<string, unknown>>>(['instances', 'list'], home);
     expect(insts).toEqual([expect.objectContaining({ id: 'gpu-1', state: 'ready', activeKeys: 1 })]);
     const revs = await cliJson<Revocation[]>(['revocations'], home);
-    expect(revs).toEqual([{ keyId: gone.id, name: 'gone', instance: 'gpu-1', revokedAt: expect.any(String), reason: 'manual' }]);
+    expect(revs).toEqual([
+      { keyId: gone.id, name: 'gone', instance: 'gpu-1', revokedAt: expect.any(String), reason: 'manual' },
+    ]);
     // Usage counted in memory was flushed at shutdown and survived the restart.
     const keys = await cliJson<Array<KeyJson & { usage: { requests: number } }>>(['keys', 'list'], home);
     expect(keys.find((k) => k.isDefault)!.usage.requests).toBe(2); // one before the restart (flushed at shutdown), one after
   });
-
 });
 
 describe('CLI conventions', () => {

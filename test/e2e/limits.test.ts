@@ -8,7 +8,17 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { SECRET_PATTERN } from '../../src/domain/api-key.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ServeProcess, type SimProcess, type SimRequest, cliJson, eventually, runCli, startServe, startSimulate, tmpHome } from '../helpers/processes.js';
+import {
+  type ServeProcess,
+  type SimProcess,
+  type SimRequest,
+  cliJson,
+  eventually,
+  runCli,
+  startServe,
+  startSimulate,
+  tmpHome,
+} from '../helpers/processes.js';
 import { type TestDatabase, freshDatabase } from '../helpers/postgres.js';
 import { MODEL, readyInstance } from '../helpers/store-home.js';
 
@@ -19,7 +29,11 @@ async function chatsOf(sim: SimProcess): Promise<SimRequest[]> {
 
 const WINDOW_MS = 4000;
 
-interface Answer { status: number; headers: Headers; json: unknown }
+interface Answer {
+  status: number;
+  headers: Headers;
+  json: unknown;
+}
 
 async function ask(baseUrl: string, key: string, content: string, signal?: AbortSignal): Promise<Answer> {
   const res = await fetch(`${baseUrl}/v1/chat/completions`, {
@@ -34,14 +48,21 @@ async function ask(baseUrl: string, key: string, content: string, signal?: Abort
 
 function rateHeaders(h: Headers): Record<string, string | null> {
   const out: Record<string, string | null> = {};
-  for (const n of ['limit-requests', 'remaining-requests', 'limit-tokens', 'remaining-tokens']) out[n] = h.get(`x-ratelimit-${n}`);
+  for (const n of ['limit-requests', 'remaining-requests', 'limit-tokens', 'remaining-tokens'])
+    out[n] = h.get(`x-ratelimit-${n}`);
   return out;
 }
 
 const RESET = /^(\d+ms|\d+(\.\d{1,3})?s|\d+m\d+(\.\d{1,3})?s)$/;
-const rateLimited = (message: string) => ({ error: { message, type: 'rate_limit_error', param: null, code: 'rate_limited' } });
+const rateLimited = (message: string) => ({
+  error: { message, type: 'rate_limit_error', param: null, code: 'rate_limited' },
+});
 
-interface KeyJson { id: string; secret: string; limits: { rpm: number | null; tpm: number | null; concurrency: number | null } }
+interface KeyJson {
+  id: string;
+  secret: string;
+  limits: { rpm: number | null; tpm: number | null; concurrency: number | null };
+}
 
 describe('per-key limits', () => {
   let home: string;
@@ -54,7 +75,9 @@ describe('per-key limits', () => {
   const GRACE = ['--grace', '1', '--metrics-port', '0'];
   const limited = async (limit: string): Promise<number> => {
     const url = serve.logs().find((l) => l.msg === 'ob-proxy serving')!.metrics as string;
-    const line = (await (await fetch(url)).text()).split('\n').find((l) => l.startsWith(`ob_proxy_rate_limited_total{instance="gpu-1",limit="${limit}"} `));
+    const line = (await (await fetch(url)).text())
+      .split('\n')
+      .find((l) => l.startsWith(`ob_proxy_rate_limited_total{instance="gpu-1",limit="${limit}"} `));
     return line === undefined ? 0 : Number(line.split(' ')[1]);
   };
 
@@ -70,18 +93,31 @@ describe('per-key limits', () => {
   });
 
   it('a key over its rpm gets 429 with Retry-After and the x-ratelimit headers; the SDK retries after the window; other keys are not slowed', async () => {
-    const bot = await cliJson<KeyJson>(['keys', 'create', '--instance', 'gpu-1', '--name', 'bot', '--rpm', '2', '--tpm', '100000'], home);
+    const bot = await cliJson<KeyJson>(
+      ['keys', 'create', '--instance', 'gpu-1', '--name', 'bot', '--rpm', '2', '--tpm', '100000'],
+      home,
+    );
     expect(bot.limits).toEqual({ rpm: 2, tpm: 100000, concurrency: null });
     const first = await ask(serve.baseUrl, bot.secret, 'one');
     expect(first.status).toBe(200);
     // Tokens are charged once the answer is known: the first answer's headers still show them all.
-    expect(rateHeaders(first.headers)).toEqual({ 'limit-requests': '2', 'remaining-requests': '1', 'limit-tokens': '100000', 'remaining-tokens': '100000' });
+    expect(rateHeaders(first.headers)).toEqual({
+      'limit-requests': '2',
+      'remaining-requests': '1',
+      'limit-tokens': '100000',
+      'remaining-tokens': '100000',
+    });
     expect(first.headers.get('x-ratelimit-reset-requests')).toMatch(RESET);
     expect(first.headers.get('x-ratelimit-reset-tokens')).toBe('0ms');
     const usage = (first.json as { usage: { total_tokens: number } }).usage.total_tokens;
     const second = await ask(serve.baseUrl, bot.secret, 'two');
     expect(second.status).toBe(200);
-    expect(rateHeaders(second.headers)).toEqual({ 'limit-requests': '2', 'remaining-requests': '0', 'limit-tokens': '100000', 'remaining-tokens': String(100000 - usage) });
+    expect(rateHeaders(second.headers)).toEqual({
+      'limit-requests': '2',
+      'remaining-requests': '0',
+      'limit-tokens': '100000',
+      'remaining-tokens': String(100000 - usage),
+    });
     const upstreamBefore = (await chatsOf(sim)).length;
 
     const third = await ask(serve.baseUrl, bot.secret, 'three');
@@ -90,8 +126,17 @@ describe('per-key limits', () => {
     expect(wait).toBeGreaterThanOrEqual(1);
     expect(wait).toBeLessThanOrEqual(WINDOW_MS / 1000);
     expect(Number(third.headers.get('retry-after-ms'))).toBeLessThanOrEqual(WINDOW_MS);
-    expect(third.json).toEqual(rateLimited(`This API key is over its limit of 2 requests per minute (rpm). Retry in ${wait} s; the operator sets it with \`ob-proxy keys limit\`.`));
-    expect(rateHeaders(third.headers)).toEqual({ 'limit-requests': '2', 'remaining-requests': '0', 'limit-tokens': '100000', 'remaining-tokens': String(100000 - 2 * usage) });
+    expect(third.json).toEqual(
+      rateLimited(
+        `This API key is over its limit of 2 requests per minute (rpm). Retry in ${wait} s; the operator sets it with \`ob-proxy keys limit\`.`,
+      ),
+    );
+    expect(rateHeaders(third.headers)).toEqual({
+      'limit-requests': '2',
+      'remaining-requests': '0',
+      'limit-tokens': '100000',
+      'remaining-tokens': String(100000 - 2 * usage),
+    });
     expect(third.headers.get('x-ratelimit-reset-requests')).toMatch(RESET);
 
     // Another key of the instance, without limits: served at once, and no x-ratelimit headers.
@@ -101,30 +146,63 @@ describe('per-key limits', () => {
 
     // The SDK with its default retries: refused, waits what it was told, then served.
     const client = new OpenAI({ baseURL: `${serve.baseUrl}/v1`, apiKey: bot.secret });
-    const { data, response } = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'sdk' }] }).withResponse();
+    const { data, response } = await client.chat.completions
+      .create({ model: MODEL, messages: [{ role: 'user', content: 'sdk' }] })
+      .withResponse();
     expect(data.choices[0]!.message.content).toEqual(expect.any(String));
     expect(response.headers.get('x-ratelimit-remaining-requests')).toBe('1');
     // Refused requests never reached the model server: the neighbour's and the SDK's one did.
-    const sent = (await chatsOf(sim)).slice(upstreamBefore).map((r) => (r.body as { messages: { content: string }[] }).messages[0]!.content);
+    const sent = (await chatsOf(sim))
+      .slice(upstreamBefore)
+      .map((r) => (r.body as { messages: { content: string }[] }).messages[0]!.content);
     expect(sent).toEqual(['neighbour', 'sdk']);
     // The SDK was refused once before its retry; one log line for the key's refusals in its window.
     expect(await limited('rpm')).toBe(2);
     await eventually(() => serve.logs().some((l) => l.key === bot.id && l.limit === 'rpm'), 'the over-limit line');
-    expect(serve.logs().filter((l) => l.key === bot.id && l.msg === 'key over its limit: refusing its requests with 429 until the window ends').map((l) => [l.limit, l.value])).toEqual([['rpm', 2]]);
+    expect(
+      serve
+        .logs()
+        .filter(
+          (l) =>
+            l.key === bot.id && l.msg === 'key over its limit: refusing its requests with 429 until the window ends',
+        )
+        .map((l) => [l.limit, l.value]),
+    ).toEqual([['rpm', 2]]);
   }, 30_000);
 
-  it('the x-ratelimit headers come with the relay\'s answers too: a completion and a model server\'s error, next to their own headers', async () => {
-    const k = await cliJson<KeyJson>(['keys', 'create', '--instance', 'gpu-1', '--name', 'both', '--rpm', '100', '--tpm', '100000'], home);
+  it("the x-ratelimit headers come with the relay's answers too: a completion and a model server's error, next to their own headers", async () => {
+    const k = await cliJson<KeyJson>(
+      ['keys', 'create', '--instance', 'gpu-1', '--name', 'both', '--rpm', '100', '--tpm', '100000'],
+      home,
+    );
     const ok = await ask(serve.baseUrl, k.secret, 'fine');
     expect(ok.status).toBe(200);
-    expect(rateHeaders(ok.headers)).toEqual({ 'limit-requests': '100', 'remaining-requests': '99', 'limit-tokens': '100000', 'remaining-tokens': '100000' });
-    expect([ok.headers.get('x-ratelimit-reset-requests'), ok.headers.get('x-ratelimit-reset-tokens')]).toEqual([expect.stringMatching(RESET), '0ms']);
-    expect([ok.headers.get('content-type'), ok.headers.get('x-request-id')]).toEqual(['application/json', expect.stringMatching(/^req_/)]);
+    expect(rateHeaders(ok.headers)).toEqual({
+      'limit-requests': '100',
+      'remaining-requests': '99',
+      'limit-tokens': '100000',
+      'remaining-tokens': '100000',
+    });
+    expect([ok.headers.get('x-ratelimit-reset-requests'), ok.headers.get('x-ratelimit-reset-tokens')]).toEqual([
+      expect.stringMatching(RESET),
+      '0ms',
+    ]);
+    expect([ok.headers.get('content-type'), ok.headers.get('x-request-id')]).toEqual([
+      'application/json',
+      expect.stringMatching(/^req_/),
+    ]);
     const failed = await ask(serve.baseUrl, k.secret, '[[sim fail=http-error errorStatus=503]] x');
     expect(failed.status).toBe(503);
-    expect(rateHeaders(failed.headers)).toMatchObject({ 'limit-requests': '100', 'remaining-requests': '98', 'limit-tokens': '100000' });
+    expect(rateHeaders(failed.headers)).toMatchObject({
+      'limit-requests': '100',
+      'remaining-requests': '98',
+      'limit-tokens': '100000',
+    });
     expect(Number(failed.headers.get('x-ratelimit-remaining-tokens'))).toBeLessThan(100000);
-    expect([failed.headers.get('content-type'), failed.headers.get('x-request-id')]).toEqual(['application/json', expect.stringMatching(/^req_/)]);
+    expect([failed.headers.get('content-type'), failed.headers.get('x-request-id')]).toEqual([
+      'application/json',
+      expect.stringMatching(/^req_/),
+    ]);
     expect((failed.json as { error: { code: string } }).error.code).toEqual(expect.any(String));
   });
 
@@ -136,31 +214,49 @@ describe('per-key limits', () => {
     expect(changed.limits).toEqual({ rpm: null, tpm: 5, concurrency: null });
     // An error after auth carries the headers, and so does a stream.
     const invalid = await fetch(`${serve.baseUrl}/v1/chat/completions`, {
-      method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${k.secret}` }, body: JSON.stringify({ model: 'other', messages: [] }),
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${k.secret}` },
+      body: JSON.stringify({ model: 'other', messages: [] }),
     });
     expect(invalid.status).toBe(400);
-    expect([invalid.headers.get('x-ratelimit-limit-requests'), invalid.headers.get('x-ratelimit-limit-tokens'), invalid.headers.get('x-ratelimit-remaining-tokens')]).toEqual([null, '5', '5']);
+    expect([
+      invalid.headers.get('x-ratelimit-limit-requests'),
+      invalid.headers.get('x-ratelimit-limit-tokens'),
+      invalid.headers.get('x-ratelimit-remaining-tokens'),
+    ]).toEqual([null, '5', '5']);
     const stream = await fetch(`${serve.baseUrl}/v1/chat/completions`, {
-      method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${k.secret}` },
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${k.secret}` },
       body: JSON.stringify({ model: MODEL, stream: true, messages: [{ role: 'user', content: 'streamed' }] }),
     });
     expect(stream.status).toBe(200);
     expect(stream.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
-    expect([stream.headers.get('x-ratelimit-limit-tokens'), stream.headers.get('x-ratelimit-remaining-tokens'), stream.headers.get('x-ratelimit-reset-tokens')]).toEqual(['5', '5', '0ms']);
+    expect([
+      stream.headers.get('x-ratelimit-limit-tokens'),
+      stream.headers.get('x-ratelimit-remaining-tokens'),
+      stream.headers.get('x-ratelimit-reset-tokens'),
+    ]).toEqual(['5', '5', '0ms']);
     expect(await stream.text()).toMatch(/data: \[DONE\]\n\n$/);
     const over = await ask(serve.baseUrl, k.secret, 'd');
     expect(over.status).toBe(429);
-    expect((over.json as { error: { message: string } }).error.message).toMatch(/^This API key is over its limit of 5 tokens per minute \(tpm\)\. Retry in \d s;/);
+    expect((over.json as { error: { message: string } }).error.message).toMatch(
+      /^This API key is over its limit of 5 tokens per minute \(tpm\)\. Retry in \d s;/,
+    );
     expect(over.headers.get('x-ratelimit-remaining-tokens')).toBe('0');
 
     await cliJson(['keys', 'limit', k.id, '--tpm', 'none', '--concurrency', '1'], home);
     const hold = new AbortController();
     const held = ask(serve.baseUrl, k.secret, '[[sim fail=hang]] held', hold.signal).catch(() => null);
-    await eventually(async () => (await chatsOf(sim)).some((r) => JSON.stringify(r.body).includes('held')), 'the held request upstream');
+    await eventually(
+      async () => (await chatsOf(sim)).some((r) => JSON.stringify(r.body).includes('held')),
+      'the held request upstream',
+    );
     const second = await ask(serve.baseUrl, k.secret, 'e');
     expect(second.status).toBe(429);
     expect(second.headers.get('retry-after')).toBe('1');
-    expect((second.json as { error: { message: string } }).error.message).toMatch(/limit of 1 requests at once \(concurrency\)/);
+    expect((second.json as { error: { message: string } }).error.message).toMatch(
+      /limit of 1 requests at once \(concurrency\)/,
+    );
     hold.abort();
     await held;
     await eventually(async () => (await ask(serve.baseUrl, k.secret, 'f')).status === 200, 'a slot of the key again');
@@ -185,9 +281,18 @@ describe('per-key limits', () => {
     expect(serve.lines.join('\n')).not.toMatch(SECRET_PATTERN);
     expect(serve.lines.some((l) => l.includes(k.secret))).toBe(false);
     // The audit trail, in the log too (its pipe may lag the answer).
-    await eventually(() => serve.logs().filter((l) => l.audit === 'key.limited' && l.key === k.id).length === 2, 'the audit lines');
-    expect(serve.logs().filter((l) => l.audit === 'key.limited' && l.key === k.id).map((l) => l.limits)).toEqual([
-      { rpm: null, tpm: 5, concurrency: null }, { rpm: null, tpm: null, concurrency: 1 },
+    await eventually(
+      () => serve.logs().filter((l) => l.audit === 'key.limited' && l.key === k.id).length === 2,
+      'the audit lines',
+    );
+    expect(
+      serve
+        .logs()
+        .filter((l) => l.audit === 'key.limited' && l.key === k.id)
+        .map((l) => l.limits),
+    ).toEqual([
+      { rpm: null, tpm: 5, concurrency: null },
+      { rpm: null, tpm: null, concurrency: 1 },
     ]);
   }, 30_000);
 
@@ -223,7 +328,18 @@ describe('per-instance admission: --max-concurrency 1 --queue 4', () => {
   beforeAll(async () => {
     home = await tmpHome();
     sim = await startSimulate([MODEL]);
-    serve = await startServe(home, ['--grace', '1', '--max-concurrency', '1', '--queue', '4', '--queue-timeout', '60', '--metrics-port', '0']);
+    serve = await startServe(home, [
+      '--grace',
+      '1',
+      '--max-concurrency',
+      '1',
+      '--queue',
+      '4',
+      '--queue-timeout',
+      '60',
+      '--metrics-port',
+      '0',
+    ]);
     metricsUrl = serve.logs().find((l) => l.msg === 'ob-proxy serving')!.metrics as string;
     a = (await readyInstance(home, 'gpu-1', sim.url)).secret;
     b = await cliJson<KeyJson>(['keys', 'create', '--instance', 'gpu-1', '--name', 'b'], home);
@@ -251,14 +367,27 @@ describe('per-instance admission: --max-concurrency 1 --queue 4', () => {
   async function holdSlot(tag: string): Promise<{ release(): Promise<void> }> {
     const ctl = new AbortController();
     const held = ask(serve.baseUrl, a, `[[sim fail=hang]] ${tag}`, ctl.signal).catch(() => null);
-    await eventually(async () => (await upstreamContents()).includes(`[[sim fail=hang]] ${tag}`), 'the held request upstream');
-    return { release: async () => { ctl.abort(); await held; } };
+    await eventually(
+      async () => (await upstreamContents()).includes(`[[sim fail=hang]] ${tag}`),
+      'the held request upstream',
+    );
+    return {
+      release: async () => {
+        ctl.abort();
+        await held;
+      },
+    };
   }
 
   it('a sixth concurrent request gets 429; the queued ones are served in order, round robin across keys; a key under its share takes a place of the key filling the queue', async () => {
     const slot = await holdSlot('hold-1');
     const answers: Promise<Answer>[] = [];
-    for (const [key, tag] of [[a, 'a1'], [a, 'a2'], [a, 'a3'], [b.secret, 'b1']] as const) {
+    for (const [key, tag] of [
+      [a, 'a1'],
+      [a, 'a2'],
+      [a, 'a3'],
+      [b.secret, 'b1'],
+    ] as const) {
       answers.push(ask(serve.baseUrl, key, tag));
       await depth(answers.length);
     }
@@ -271,7 +400,12 @@ describe('per-instance admission: --max-concurrency 1 --queue 4', () => {
     expect(await metric('ob_proxy_rate_limited_total', 'instance="gpu-1",limit="queue_full"')).toBe(1);
     // The log line is written beside the answer, not before it: wait for it to arrive.
     await eventually(() => serve.logs().some((l) => l.reason === 'queue_full'), 'the queue_full warning');
-    expect(serve.logs().filter((l) => l.reason === 'queue_full').map((l) => [l.level, l.instance, l.code])).toEqual([[40, 'gpu-1', 'rate_limited']]);
+    expect(
+      serve
+        .logs()
+        .filter((l) => l.reason === 'queue_full')
+        .map((l) => [l.level, l.instance, l.code]),
+    ).toEqual([[40, 'gpu-1', 'rate_limited']]);
 
     // The seventh, from b (1 place, under its share of 2): queued; a3, a's newest, gets the full queue's 429.
     const b2 = ask(serve.baseUrl, b.secret, 'b2');
@@ -329,11 +463,17 @@ describe('per-instance admission: --queue-timeout', () => {
       const waited = await ask(serve.baseUrl, secret, 'waited');
       expect(waited.status).toBe(429);
       expect(waited.headers.get('retry-after')).toBe('1');
-      expect(waited.json).toEqual(rateLimited('The deployment "gpu-1" is busy: the request waited 0.3 s in its queue without a turn. Retry shortly.'));
+      expect(waited.json).toEqual(
+        rateLimited(
+          'The deployment "gpu-1" is busy: the request waited 0.3 s in its queue without a turn. Retry shortly.',
+        ),
+      );
       hold.abort();
       await held;
       expect((await ask(serve.baseUrl, secret, 'next')).status).toBe(200);
-      expect((await chatsOf(sim)).map((r) => (r.body as { messages: { content: string }[] }).messages[0]!.content)).toEqual(['[[sim fail=hang]] held', 'next']);
+      expect(
+        (await chatsOf(sim)).map((r) => (r.body as { messages: { content: string }[] }).messages[0]!.content),
+      ).toEqual(['[[sim fail=hang]] held', 'next']);
       await eventually(() => serve.logs().some((l) => l.reason === 'queue_timeout'), 'the queue_timeout warning');
       expect(serve.logs().filter((l) => l.reason === 'queue_timeout')).toHaveLength(1);
     } finally {
@@ -357,7 +497,7 @@ describe('two daemons on one PostgreSQL store', () => {
     await db?.drop();
   });
 
-  it('a limit set through one daemon holds on the other at once; the key\'s requests are counted across both', async () => {
+  it("a limit set through one daemon holds on the other at once; the key's requests are counted across both", async () => {
     const [homeA, homeB] = await Promise.all([tmpHome(), tmpHome()]);
     // Windows are aligned to the clock on a shared store: an hour, so that none ends mid-test.
     const env = { OB_PROXY_LIMIT_WINDOW_MS: '3600000' };
@@ -366,7 +506,10 @@ describe('two daemons on one PostgreSQL store', () => {
     const b = await startServe(homeB, ['--grace', '1', '--store', db.url], env);
     daemons.push(b);
     await readyInstance(homeA, 'gpu-1', sim.url);
-    const k = await cliJson<KeyJson>(['keys', 'create', '--instance', 'gpu-1', '--name', 'shared', '--rpm', '1'], homeA);
+    const k = await cliJson<KeyJson>(
+      ['keys', 'create', '--instance', 'gpu-1', '--name', 'shared', '--rpm', '1'],
+      homeA,
+    );
     // Heard by b through the change log: the key and its limit.
     await eventually(async () => (await ask(b.baseUrl, k.secret, 'b1')).status === 200, 'the key on b');
     const refused = await ask(b.baseUrl, k.secret, 'b2');
@@ -387,6 +530,11 @@ describe('two daemons on one PostgreSQL store', () => {
     expect(onB.headers.get('x-ratelimit-limit-requests')).toBeNull();
     const listed = await cliJson<KeyJson[]>(['keys', 'list'], homeB);
     expect(listed.find((x) => x.id === k.id)!.limits).toEqual({ rpm: null, tpm: null, concurrency: null });
-    expect(b.logs().filter((l) => l.audit === 'key.limited' && l.key === k.id).map((l) => l.origin)).toEqual(['remote']);
+    expect(
+      b
+        .logs()
+        .filter((l) => l.audit === 'key.limited' && l.key === k.id)
+        .map((l) => l.origin),
+    ).toEqual(['remote']);
   }, 60_000);
 });

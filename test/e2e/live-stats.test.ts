@@ -8,7 +8,15 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DaemonClient } from '../../cli/daemon-client.js';
 import { hello, postChat } from '../helpers/chat.js';
-import { type ServeProcess, type SimProcess, cliJson, eventually, startServe, startSimulate, tmpHome } from '../helpers/processes.js';
+import {
+  type ServeProcess,
+  type SimProcess,
+  cliJson,
+  eventually,
+  startServe,
+  startSimulate,
+  tmpHome,
+} from '../helpers/processes.js';
 
 const MODEL = 'gemma4:26b';
 const sum = (a: number[]): number => a.reduce((n, x) => n + x, 0);
@@ -39,27 +47,62 @@ describe('GET /v1/stats', () => {
       const r = await postChat(serve.baseUrl, key, hello(MODEL));
       tokens += (r.json as { usage: { completion_tokens: number } }).usage.completion_tokens;
     }
-    expect((await postChat(serve.baseUrl, key, hello(MODEL, { messages: [{ role: 'user', content: '[[sim fail=http-error]]' }] }))).status).toBe(500);
+    expect(
+      (
+        await postChat(
+          serve.baseUrl,
+          key,
+          hello(MODEL, { messages: [{ role: 'user', content: '[[sim fail=http-error]]' }] }),
+        )
+      ).status,
+    ).toBe(500);
 
     // A slow stream: open while we look.
-    const slow = postChat(serve.baseUrl, key, hello(MODEL, { stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: '[[sim tokensPerSecond=10 chunks=15]]' }] }));
-    const open = await eventually(async () => {
-      const g = (await client.stats()).instances.find((i) => i.instance === 'gpu-1');
-      return g !== undefined && g.openStreams === 1 && g.streams.at(-1) === 1 ? g : undefined;
-    }, 'a sample with the stream open', 10_000);
+    const slow = postChat(
+      serve.baseUrl,
+      key,
+      hello(MODEL, {
+        stream: true,
+        stream_options: { include_usage: true },
+        messages: [{ role: 'user', content: '[[sim tokensPerSecond=10 chunks=15]]' }],
+      }),
+    );
+    const open = await eventually(
+      async () => {
+        const g = (await client.stats()).instances.find((i) => i.instance === 'gpu-1');
+        return g !== undefined && g.openStreams === 1 && g.streams.at(-1) === 1 ? g : undefined;
+      },
+      'a sample with the stream open',
+      10_000,
+    );
     expect(open.openStreams).toBe(1);
     const streamed = await slow;
-    const usage = JSON.parse(streamed.text.split('\n\n').filter((f) => f.includes('"usage"')).at(-1)!.slice(6)) as { usage: { completion_tokens: number } };
+    const usage = JSON.parse(
+      streamed.text
+        .split('\n\n')
+        .filter((f) => f.includes('"usage"'))
+        .at(-1)!
+        .slice(6),
+    ) as { usage: { completion_tokens: number } };
     tokens += usage.usage.completion_tokens;
 
-    const done = await eventually(async () => {
-      const g = (await client.stats()).instances.find((i) => i.instance === 'gpu-1');
-      return g !== undefined && sum(g.requests) === 5 && g.streams.at(-1) === 0 && sum(g.tokens) === tokens ? g : undefined;
-    }, 'the samples to hold every request', 10_000);
+    const done = await eventually(
+      async () => {
+        const g = (await client.stats()).instances.find((i) => i.instance === 'gpu-1');
+        return g !== undefined && sum(g.requests) === 5 && g.streams.at(-1) === 0 && sum(g.tokens) === tokens
+          ? g
+          : undefined;
+      },
+      'the samples to hold every request',
+      10_000,
+    );
     expect(sum(done.errors)).toBe(1);
     expect(done.openStreams).toBe(0);
     // One sample a second (the daemon's own timer), the rings of one length.
-    expect(new Set([done.requests.length, done.tokens.length, done.errors.length, done.streams.length, done.sampleMs.length]).size).toBe(1);
+    expect(
+      new Set([done.requests.length, done.tokens.length, done.errors.length, done.streams.length, done.sampleMs.length])
+        .size,
+    ).toBe(1);
     expect(done.sampleMs.every((ms) => ms > 0)).toBe(true);
     const lastMs = done.sampleMs.at(-1)!;
     expect(done.requestsPerSecond).toBeCloseTo((done.requests.at(-1)! * 1000) / lastMs, 6);

@@ -20,9 +20,13 @@ it('JSON lines carry ISO 8601 times', async () => {
 
 it('--log-format pretty prints lines for people, and refuses an unknown format with exit 2', async () => {
   const home = await tmpHome();
-  const proc = spawn(NODE, [BIN, 'serve', '--home', home, '--port', '0', '--log-format', 'pretty'], { env: { ...process.env, NO_COLOR: '1' } });
+  const proc = spawn(NODE, [BIN, 'serve', '--home', home, '--port', '0', '--log-format', 'pretty'], {
+    env: { ...process.env, NO_COLOR: '1' },
+  });
   let out = '';
-  proc.stdout.setEncoding('utf8').on('data', (s: string) => { out += s; });
+  proc.stdout.setEncoding('utf8').on('data', (s: string) => {
+    out += s;
+  });
   await new Promise<void>((resolve, reject) => {
     const t = setTimeout(() => reject(new Error(`no pretty line: ${out}`)), 15_000);
     proc.stdout.on('data', () => {
@@ -40,7 +44,9 @@ it('--log-format pretty prints lines for people, and refuses an unknown format w
 
   const bad = spawn(NODE, [BIN, 'serve', '--home', home, '--port', '0', '--log-format', 'xml']);
   let err = '';
-  bad.stderr.setEncoding('utf8').on('data', (s: string) => { err += s; });
+  bad.stderr.setEncoding('utf8').on('data', (s: string) => {
+    err += s;
+  });
   const code = await new Promise<number | null>((r) => bad.once('exit', r));
   expect(code).toBe(2);
   expect(err).toContain('--log-format (or OB_PROXY_LOG_FORMAT) must be json or pretty, got "xml".');

@@ -10,7 +10,11 @@ import { SECRET_PATTERN } from '../../src/domain/api-key.js';
 import { type Harness, MODEL, chatBody, post, readyInstance, startHarness, startSim } from '../reliability/harness.js';
 import type { Simulator } from '../../simulator/simulator.js';
 
-interface Sample { name: string; labels: Record<string, string>; value: number }
+interface Sample {
+  name: string;
+  labels: Record<string, string>;
+  value: number;
+}
 
 /** The samples of a Prometheus text exposition (comments skipped). */
 function parseExposition(text: string): Sample[] {
@@ -27,7 +31,12 @@ function parseExposition(text: string): Sample[] {
 }
 
 function value(samples: Sample[], name: string, labels: Record<string, string>): number | undefined {
-  const hit = samples.filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v) && Object.keys(s.labels).length === Object.keys(labels).length);
+  const hit = samples.filter(
+    (s) =>
+      s.name === name &&
+      Object.entries(labels).every(([k, v]) => s.labels[k] === v) &&
+      Object.keys(s.labels).length === Object.keys(labels).length,
+  );
   return hit.length === 1 ? hit[0]!.value : hit.length === 0 ? undefined : Number.NaN;
 }
 
@@ -62,12 +71,17 @@ describe('metrics with key labels', () => {
 
     const client = (key: string): OpenAI => new OpenAI({ baseURL: `${h.baseUrl}/v1`, apiKey: key, maxRetries: 0 });
     for (let i = 0; i < 3; i++) {
-      const r = await client(k1).chat.completions.create(chatBody('hi') as never) as OpenAI.ChatCompletion;
+      const r = (await client(k1).chat.completions.create(chatBody('hi') as never)) as OpenAI.ChatCompletion;
       completionTokens.k1 += r.usage!.completion_tokens;
       promptTokens.k1 += r.usage!.prompt_tokens;
     }
     for (let i = 0; i < 2; i++) {
-      const stream = await client(k1).chat.completions.create({ model: MODEL, stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'stream please' }] });
+      const stream = await client(k1).chat.completions.create({
+        model: MODEL,
+        stream: true,
+        stream_options: { include_usage: true },
+        messages: [{ role: 'user', content: 'stream please' }],
+      });
       for await (const c of stream) {
         if (c.usage) {
           completionTokens.k1 += c.usage.completion_tokens;
@@ -75,13 +89,15 @@ describe('metrics with key labels', () => {
         }
       }
     }
-    const r2 = await client(k2).chat.completions.create(chatBody('one two three') as never) as OpenAI.ChatCompletion;
+    const r2 = (await client(k2).chat.completions.create(chatBody('one two three') as never)) as OpenAI.ChatCompletion;
     completionTokens.k2 += r2.usage!.completion_tokens;
     promptTokens.k2 += r2.usage!.prompt_tokens;
     expect((await post(h.baseUrl, k2, chatBody('x', { model: 'qwen3.6:27b' }))).status).toBe(400);
     expect((await post(h.baseUrl, k1, chatBody('x [[sim fail=http-error errorStatus=503]]'))).status).toBe(503);
     expect((await post(h.baseUrl, null, chatBody('x'))).status).toBe(400);
-    expect((await post(h.baseUrl, 'ob_sk_000000000000_00000000000000000000000000000000000000', chatBody('x'))).status).toBe(401);
+    expect(
+      (await post(h.baseUrl, 'ob_sk_000000000000_00000000000000000000000000000000000000', chatBody('x'))).status,
+    ).toBe(401);
     expect((await post(h.baseUrl, 'ob_sk_nope', chatBody('x'))).status).toBe(401);
     await h.daemon.ctx.lifecycle.revokeKey(k2Id);
     expect((await post(h.baseUrl, k2, chatBody('x'))).status).toBe(401);
@@ -93,29 +109,45 @@ describe('metrics with key labels', () => {
 
   it('counts every request by instance, key id and status, and key refusals by code', async () => {
     const { samples } = await scrape(h);
-    const requests = samples.filter((s) => s.name === 'ob_proxy_requests_total').map((s) => [s.labels.instance, s.labels.key, s.labels.code, s.value]);
-    expect(requests.sort()).toEqual([
-      ['', '', '400', 1],
-      ['', '', '401', 3],
-      ['gpu-1', k1Id, '200', 5],
-      ['gpu-1', k1Id, '503', 1],
-      ['gpu-1', k2Id, '200', 1],
-      ['gpu-1', k2Id, '400', 1],
-    ].sort());
-    const refusals = samples.filter((s) => s.name === 'ob_proxy_key_refusals_total').map((s) => [s.labels.code, s.value]);
-    expect(refusals.sort()).toEqual([['invalid_api_key', 2], ['missing_api_key', 1], ['revoked_api_key', 1]]);
+    const requests = samples
+      .filter((s) => s.name === 'ob_proxy_requests_total')
+      .map((s) => [s.labels.instance, s.labels.key, s.labels.code, s.value]);
+    expect(requests.sort()).toEqual(
+      [
+        ['', '', '400', 1],
+        ['', '', '401', 3],
+        ['gpu-1', k1Id, '200', 5],
+        ['gpu-1', k1Id, '503', 1],
+        ['gpu-1', k2Id, '200', 1],
+        ['gpu-1', k2Id, '400', 1],
+      ].sort(),
+    );
+    const refusals = samples
+      .filter((s) => s.name === 'ob_proxy_key_refusals_total')
+      .map((s) => [s.labels.code, s.value]);
+    expect(refusals.sort()).toEqual([
+      ['invalid_api_key', 2],
+      ['missing_api_key', 1],
+      ['revoked_api_key', 1],
+    ]);
   });
 
-  it('histograms count what they measure; tokens are the model server\'s; streams, errors, keys and revocations', async () => {
+  it("histograms count what they measure; tokens are the model server's; streams, errors, keys and revocations", async () => {
     const { samples } = await scrape(h);
     expect(value(samples, 'ob_proxy_request_duration_seconds_count', { instance: 'gpu-1' })).toBe(8);
     expect(value(samples, 'ob_proxy_request_duration_seconds_count', { instance: '' })).toBe(4);
     // Only requests that reached the model server: 3 + 2 + 1 + the 503.
     expect(value(samples, 'ob_proxy_upstream_first_byte_seconds_count', { instance: 'gpu-1' })).toBe(7);
     expect(value(samples, 'ob_proxy_added_seconds_count', {})).toBe(7);
-    expect(value(samples, 'ob_proxy_tokens_total', { instance: 'gpu-1', key: k1Id, kind: 'completion' })).toBe(completionTokens.k1);
-    expect(value(samples, 'ob_proxy_tokens_total', { instance: 'gpu-1', key: k1Id, kind: 'prompt' })).toBe(promptTokens.k1);
-    expect(value(samples, 'ob_proxy_tokens_total', { instance: 'gpu-1', key: k2Id, kind: 'completion' })).toBe(completionTokens.k2);
+    expect(value(samples, 'ob_proxy_tokens_total', { instance: 'gpu-1', key: k1Id, kind: 'completion' })).toBe(
+      completionTokens.k1,
+    );
+    expect(value(samples, 'ob_proxy_tokens_total', { instance: 'gpu-1', key: k1Id, kind: 'prompt' })).toBe(
+      promptTokens.k1,
+    );
+    expect(value(samples, 'ob_proxy_tokens_total', { instance: 'gpu-1', key: k2Id, kind: 'completion' })).toBe(
+      completionTokens.k2,
+    );
     expect(value(samples, 'ob_proxy_open_streams', { instance: 'gpu-1' })).toBe(0);
     expect(value(samples, 'ob_proxy_upstream_errors_total', { instance: 'gpu-1', kind: 'upstream_error' })).toBe(1);
     expect(value(samples, 'ob_proxy_keys', { instance: 'gpu-1', status: 'active' })).toBe(1);
@@ -129,8 +161,14 @@ describe('metrics with key labels', () => {
   it('every series the Grafana dashboard in docs/ queries is one the daemon exposes', async () => {
     const { samples } = await scrape(h);
     const exposed = new Set(samples.map((s) => s.name));
-    const dashboard = JSON.parse(await readFile(new URL('../../docs/grafana-dashboard.json', import.meta.url), 'utf8')) as { panels: { targets: { expr: string }[] }[] };
-    const used = new Set(dashboard.panels.flatMap((p) => p.targets.flatMap((t) => [...t.expr.matchAll(/\bob_proxy_\w+/g)].map((m) => m[0]))));
+    const dashboard = JSON.parse(
+      await readFile(new URL('../../docs/grafana-dashboard.json', import.meta.url), 'utf8'),
+    ) as { panels: { targets: { expr: string }[] }[] };
+    const used = new Set(
+      dashboard.panels.flatMap((p) =>
+        p.targets.flatMap((t) => [...t.expr.matchAll(/\bob_proxy_\w+/g)].map((m) => m[0])),
+      ),
+    );
     expect(used.size).toBeGreaterThan(10);
     for (const name of used) expect(exposed.has(name), name).toBe(true);
   });
@@ -153,7 +191,9 @@ it('OB_PROXY_METRICS_KEY_LABEL=off drops the key label; without --metrics-port n
     const key = await readyInstance(h, 'gpu-2', url);
     expect((await post(h.baseUrl, key, chatBody('hi'))).status).toBe(200);
     const { samples } = await scrape(h);
-    expect(samples.filter((s) => s.name === 'ob_proxy_requests_total').map((s) => s.labels)).toEqual([{ instance: 'gpu-2', code: '200' }]);
+    expect(samples.filter((s) => s.name === 'ob_proxy_requests_total').map((s) => s.labels)).toEqual([
+      { instance: 'gpu-2', code: '200' },
+    ]);
     expect(samples.filter((s) => s.name === 'ob_proxy_tokens_total').every((s) => !('key' in s.labels))).toBe(true);
   } finally {
     await h.stop();

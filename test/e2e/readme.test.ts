@@ -19,7 +19,10 @@ import { afterAll, describe, expect, it } from 'vitest';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 
-interface Blocks { sh: string[]; js: { after: number; text: string }[] }
+interface Blocks {
+  sh: string[];
+  js: { after: number; text: string }[];
+}
 
 /** The fenced blocks of the README's Walk-through section, in order. */
 function walkThrough(readme: string): Blocks {
@@ -76,14 +79,20 @@ describe('README walk-through', () => {
     blocks.sh.forEach((b, i) => {
       script += `echo "@@block ${i}@@"\n${b}\n`;
       // The stream's tokens end without a newline: the echo ends the line, as a prompt would.
-      if (blocks.js[0]!.after === i + 1) script += `echo "@@js@@"\nnode ${JSON.stringify(join(jsDir, 'walkthrough.mjs'))}\necho\n`;
+      if (blocks.js[0]!.after === i + 1)
+        script += `echo "@@js@@"\nnode ${JSON.stringify(join(jsDir, 'walkthrough.mjs'))}\necho\n`;
     });
 
     const [port, simPort] = [await freePort(), await freePort()];
     const env: Record<string, string> = {};
-    for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('OB_') && k !== 'SIM_PORT') env[k] = v;
+    for (const [k, v] of Object.entries(process.env))
+      if (v !== undefined && !k.startsWith('OB_') && k !== 'SIM_PORT') env[k] = v;
     Object.assign(env, {
-      HOME: home, TMPDIR: tmp, OB_PROXY_PORT: String(port), SIM_PORT: String(simPort), NO_COLOR: '1',
+      HOME: home,
+      TMPDIR: tmp,
+      OB_PROXY_PORT: String(port),
+      SIM_PORT: String(simPort),
+      NO_COLOR: '1',
       // npx keeps its link to this checkout in npm's cache: the real one, so nothing is fetched.
       npm_config_cache: process.env.npm_config_cache ?? join(homedir(), '.npm'),
       // npm's own chatter ("new major version available") is not the walk-through's.
@@ -94,12 +103,21 @@ describe('README walk-through', () => {
     pgid = bash.pid!;
     let stdout = '';
     let stderr = '';
-    bash.stdout.setEncoding('utf8').on('data', (s: string) => { stdout += s; });
-    bash.stderr.setEncoding('utf8').on('data', (s: string) => { stderr += s; });
-    const guard = setTimeout(() => { if (groupAlive(pgid!)) process.kill(-pgid!, 'SIGKILL'); }, 110_000);
+    bash.stdout.setEncoding('utf8').on('data', (s: string) => {
+      stdout += s;
+    });
+    bash.stderr.setEncoding('utf8').on('data', (s: string) => {
+      stderr += s;
+    });
+    const guard = setTimeout(() => {
+      if (groupAlive(pgid!)) process.kill(-pgid!, 'SIGKILL');
+    }, 110_000);
     const code = await new Promise<number | null>((r) => bash.once('close', (c) => r(c)));
     clearTimeout(guard);
-    expect({ code, stderr: stderr.split('\n').filter((l) => l !== '' && !/^npm (warn|notice)/.test(l)) }).toEqual({ code: 0, stderr: [] });
+    expect({ code, stderr: stderr.split('\n').filter((l) => l !== '' && !/^npm (warn|notice)/.test(l)) }).toEqual({
+      code: 0,
+      stderr: [],
+    });
 
     // Nothing the walk-through started is left: the daemon and the simulator have exited.
     expect(groupAlive(pgid)).toBe(false);
@@ -120,28 +138,45 @@ describe('README walk-through', () => {
 
     const chat = JSON.parse(out.get('block 2')!) as unknown;
     expect(chat).toEqual({
-      id: expect.stringMatching(/^chatcmpl-/), object: 'chat.completion', created: expect.any(Number), model: 'gemma4:26b',
+      id: expect.stringMatching(/^chatcmpl-/),
+      object: 'chat.completion',
+      created: expect.any(Number),
+      model: 'gemma4:26b',
       system_fingerprint: 'fp_ollama',
-      choices: [{ index: 0, message: { role: 'assistant', content: 't0 t1 t2 t3 t4 t5 t6 t7 ' }, finish_reason: 'stop' }],
+      choices: [
+        { index: 0, message: { role: 'assistant', content: 't0 t1 t2 t3 t4 t5 t6 t7 ' }, finish_reason: 'stop' },
+      ],
       usage: { prompt_tokens: expect.any(Number), completion_tokens: 8, total_tokens: expect.any(Number) },
     });
     // The SDK's plain answer, then the stream's tokens, as the snippet prints them.
     expect(out.get('js')).toBe('t0 t1 t2 t3 t4 t5 t6 t7 \nt0 t1 t2 t3 t4 t5 t6 t7 \n');
 
     const stopBlock = out.get('block 3')!;
-    expect(stopBlock).toMatch(/^Pack of gpu-1 now ends \S+; its 2 key\(s\) keep working\.\nInstance gpu-1 is now stopped\. All its keys are revoked\.\n/);
-    const revoked = stopBlock.split('\n').filter((l) => /\binstance_stopped\b/.test(l)).map((l) => l.split(/\s+/).slice(1));
-    expect(revoked).toEqual([[defaultKeyId, 'default', 'gpu-1', 'instance_stopped'], [expect.any(String), 'notebook', 'gpu-1', 'instance_stopped']]);
+    expect(stopBlock).toMatch(
+      /^Pack of gpu-1 now ends \S+; its 2 key\(s\) keep working\.\nInstance gpu-1 is now stopped\. All its keys are revoked\.\n/,
+    );
+    const revoked = stopBlock
+      .split('\n')
+      .filter((l) => /\binstance_stopped\b/.test(l))
+      .map((l) => l.split(/\s+/).slice(1));
+    expect(revoked).toEqual([
+      [defaultKeyId, 'default', 'gpu-1', 'instance_stopped'],
+      [expect.any(String), 'notebook', 'gpu-1', 'instance_stopped'],
+    ]);
 
     // The home: the store is there, the socket and both pid files are gone, the daemon logged its stop.
     const [walkHome] = (await readdir(tmp)).filter((f) => f.startsWith('tmp.'));
     const files = await readdir(join(tmp, walkHome!));
     expect(files).toContain('db.json');
     expect(files.filter((f) => f.endsWith('.sock') || f.endsWith('.pid'))).toEqual([]);
-    const log = (await readFile(join(tmp, walkHome!, 'serve.log'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l) as { msg: string });
+    const log = (await readFile(join(tmp, walkHome!, 'serve.log'), 'utf8'))
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { msg: string });
     expect(log.at(-1)!.msg).toBe('stopped');
     // The secrets the walk-through printed are in no file it left.
-    for (const f of files) expect(await readFile(join(tmp, walkHome!, f), 'utf8')).not.toMatch(/ob_sk_[0-9A-Za-z]{12}_/);
+    for (const f of files)
+      expect(await readFile(join(tmp, walkHome!, f), 'utf8')).not.toMatch(/ob_sk_[0-9A-Za-z]{12}_/);
     await rm(tmp, { recursive: true, force: true });
   }, 120_000);
 });

@@ -8,7 +8,14 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { obError } from '../../src/errors.js';
 import { hello } from '../helpers/chat.js';
-import { type ServeProcess, type SimProcess, cliJson, startServe, startSimulate, tmpHome } from '../helpers/processes.js';
+import {
+  type ServeProcess,
+  type SimProcess,
+  cliJson,
+  startServe,
+  startSimulate,
+  tmpHome,
+} from '../helpers/processes.js';
 import { chatHead, openConnection } from '../helpers/raw-connection.js';
 
 const MODEL = 'gemma4:26b';
@@ -18,7 +25,9 @@ let serve: ServeProcess;
 let home: string;
 let key: string;
 
-interface ReadyJson { defaultKey: { secret: string } }
+interface ReadyJson {
+  defaultKey: { secret: string };
+}
 
 beforeAll(async () => {
   home = await tmpHome();
@@ -55,7 +64,9 @@ describe('a refused request whose body is still being sent', () => {
   // ended in a connection error (EPIPE) the SDK would have retried instead of the 401.
   it('an OpenAI SDK sending a large body with a bad key gets its 401 every time, not a connection error', async () => {
     // The key is checked first (CONTRACT §3), so a body over the limit is refused for its key.
-    expect(await outcomes('ob_sk_notakey', 'x'.repeat(2 * BODY_LIMIT), 10)).toEqual(Array(10).fill('401 invalid_api_key'));
+    expect(await outcomes('ob_sk_notakey', 'x'.repeat(2 * BODY_LIMIT), 10)).toEqual(
+      Array(10).fill('401 invalid_api_key'),
+    );
   }, 60_000);
 
   // It was already closed at once before the 413 was made to linger too.
@@ -76,7 +87,10 @@ describe('a refusal that leaves nothing unread keeps the connection', () => {
     conn.write(`GET /v1/models HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${key}\r\n\r\n`);
     const listed = await conn.answer();
     expect(listed.status).toBe(200);
-    expect(JSON.parse(listed.body)).toEqual({ object: 'list', data: [{ id: MODEL, object: 'model', created: expect.any(Number), owned_by: 'ob-proxy' }] });
+    expect(JSON.parse(listed.body)).toEqual({
+      object: 'list',
+      data: [{ id: MODEL, object: 'model', created: expect.any(Number), owned_by: 'ob-proxy' }],
+    });
     expect(conn.ended()).toBe(false);
     conn.close();
   });
@@ -88,12 +102,18 @@ describe('a refusal that leaves nothing unread keeps the connection', () => {
     const refused = await conn.answer();
     expect(refused.status).toBe(400);
     expect(refused.headers.connection).toBe('keep-alive');
-    expect(JSON.parse(refused.body)).toMatchObject({ error: { type: 'invalid_request_error', code: 'invalid_json', param: null } });
+    expect(JSON.parse(refused.body)).toMatchObject({
+      error: { type: 'invalid_request_error', code: 'invalid_json', param: null },
+    });
     const body = JSON.stringify(hello(MODEL, { messages: [{ role: 'user', content: 'same connection' }] }));
     conn.write(chatHead(host, key, Buffer.byteLength(body)) + body);
     const answered = await conn.answer();
     expect(answered.status).toBe(200);
-    expect(JSON.parse(answered.body)).toMatchObject({ object: 'chat.completion', model: MODEL, choices: [{ message: { role: 'assistant' } }] });
+    expect(JSON.parse(answered.body)).toMatchObject({
+      object: 'chat.completion',
+      model: MODEL,
+      choices: [{ message: { role: 'assistant' } }],
+    });
     expect((await sim.requests()).filter((r) => JSON.stringify(r.body).includes('same connection'))).toHaveLength(1);
     conn.close();
   });

@@ -1,7 +1,15 @@
 import OpenAI, { APIError } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { postChat } from '../helpers/chat.js';
-import { type ServeProcess, type SimProcess, cliJson, eventually, startServe, startSimulate, tmpHome } from '../helpers/processes.js';
+import {
+  type ServeProcess,
+  type SimProcess,
+  cliJson,
+  eventually,
+  startServe,
+  startSimulate,
+  tmpHome,
+} from '../helpers/processes.js';
 
 const MODEL = 'gemma4:26b';
 let sim: SimProcess;
@@ -10,7 +18,9 @@ let home: string;
 let key: string;
 let client: OpenAI;
 
-interface ReadyJson { defaultKey: { secret: string } }
+interface ReadyJson {
+  defaultKey: { secret: string };
+}
 
 beforeAll(async () => {
   home = await tmpHome();
@@ -38,14 +48,20 @@ async function sdkError(fn: () => Promise<unknown>): Promise<APIError> {
 
 describe('the official openai SDK against ob-proxy serve and ob-proxy simulate', () => {
   it('creates a plain chat completion with the SPEC 2.5 shape and our own id', async () => {
-    const r = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Hello' }], temperature: 0.2 });
+    const r = await client.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: 'user', content: 'Hello' }],
+      temperature: 0.2,
+    });
     expect(r).toEqual({
       id: expect.stringMatching(/^chatcmpl-[A-Za-z0-9]{24}$/),
       object: 'chat.completion',
       created: expect.any(Number),
       model: MODEL,
       system_fingerprint: 'fp_ollama',
-      choices: [{ index: 0, message: { role: 'assistant', content: 't0 t1 t2 t3 t4 t5 t6 t7 ' }, finish_reason: 'stop' }],
+      choices: [
+        { index: 0, message: { role: 'assistant', content: 't0 t1 t2 t3 t4 t5 t6 t7 ' }, finish_reason: 'stop' },
+      ],
       usage: { prompt_tokens: expect.any(Number), completion_tokens: 8, total_tokens: expect.any(Number) },
     });
     const got = (await sim.requests()).filter((r) => r.path === '/v1/chat/completions').at(-1)!;
@@ -54,7 +70,8 @@ describe('the official openai SDK against ob-proxy serve and ob-proxy simulate',
 
   it('streams chunk by chunk as the model produces them, with one id, and no usage chunk unless asked', async () => {
     const stream = await client.chat.completions.create({
-      model: MODEL, stream: true,
+      model: MODEL,
+      stream: true,
       messages: [{ role: 'user', content: 'count [[sim chunks=5 tokensPerSecond=8]]' }],
     });
     const chunks: OpenAI.Chat.Completions.ChatCompletionChunk[] = [];
@@ -78,14 +95,18 @@ describe('the official openai SDK against ob-proxy serve and ob-proxy simulate',
     // Usage is asked of the model server for every stream (for the key's counters), not shown.
     const got = (await sim.requests()).filter((r) => r.path === '/v1/chat/completions').at(-1)!;
     expect(got.body).toEqual({
-      model: MODEL, stream: true, stream_options: { include_usage: true },
+      model: MODEL,
+      stream: true,
+      stream_options: { include_usage: true },
       messages: [{ role: 'user', content: 'count [[sim chunks=5 tokensPerSecond=8]]' }],
     });
   });
 
   it('sends exactly one trailing usage chunk when stream_options.include_usage asks', async () => {
     const stream = await client.chat.completions.create({
-      model: MODEL, stream: true, stream_options: { include_usage: true },
+      model: MODEL,
+      stream: true,
+      stream_options: { include_usage: true },
       messages: [{ role: 'user', content: 'Hello' }],
     });
     const chunks: OpenAI.Chat.Completions.ChatCompletionChunk[] = [];
@@ -93,41 +114,74 @@ describe('the official openai SDK against ob-proxy serve and ob-proxy simulate',
     const withUsage = chunks.filter((c) => c.usage != null);
     expect(withUsage).toHaveLength(1);
     expect(chunks.at(-1)).toEqual({
-      id: chunks[0]!.id, object: 'chat.completion.chunk', created: expect.any(Number), model: MODEL,
-      system_fingerprint: 'fp_ollama', choices: [],
+      id: chunks[0]!.id,
+      object: 'chat.completion.chunk',
+      created: expect.any(Number),
+      model: MODEL,
+      system_fingerprint: 'fp_ollama',
+      choices: [],
       usage: { prompt_tokens: expect.any(Number), completion_tokens: 8, total_tokens: expect.any(Number) },
     });
   });
 
   it('maps the developer role to system, forwards content parts as sent and carries max_completion_tokens as max_tokens', async () => {
     await client.chat.completions.create({
-      model: MODEL, max_completion_tokens: 3,
+      model: MODEL,
+      max_completion_tokens: 3,
       messages: [
         { role: 'developer', content: 'Be brief.' },
-        { role: 'user', content: [{ type: 'text', text: 'Hello ' }, { type: 'text', text: 'there' }] },
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'Hello ' },
+            { type: 'text', text: 'there' },
+          ],
+        },
       ],
     });
     const got = (await sim.requests()).filter((r) => r.path === '/v1/chat/completions').at(-1)!;
     expect(got.body).toEqual({
-      model: MODEL, max_tokens: 3,
-      messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: [{ type: 'text', text: 'Hello ' }, { type: 'text', text: 'there' }] }],
+      model: MODEL,
+      max_tokens: 3,
+      messages: [
+        { role: 'system', content: 'Be brief.' },
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'Hello ' },
+            { type: 'text', text: 'there' },
+          ],
+        },
+      ],
     });
   });
 
-  it('lists the one model of the key\'s instance, and retrieves it by id (any other id is 404 model_not_found)', async () => {
+  it("lists the one model of the key's instance, and retrieves it by id (any other id is 404 model_not_found)", async () => {
     const page = await client.models.list();
     const model = { id: MODEL, object: 'model', created: expect.any(Number), owned_by: 'ob-proxy' };
     expect(page.data).toEqual([model]);
     expect(await client.models.retrieve(MODEL)).toEqual(model);
     const e = await sdkError(() => client.models.retrieve('llama3:70b'));
     expect(e).toBeInstanceOf(OpenAI.NotFoundError);
-    expect([e.status, e.code, e.param, e.message]).toEqual([404, 'model_not_found', 'model', '404 This API key serves only "gemma4:26b"; there is no model "llama3:70b" for it.']);
-    const bad = await sdkError(() => new OpenAI({ baseURL: `${serve.baseUrl}/v1`, apiKey: 'ob_sk_nope', maxRetries: 0 }).models.retrieve(MODEL));
+    expect([e.status, e.code, e.param, e.message]).toEqual([
+      404,
+      'model_not_found',
+      'model',
+      '404 This API key serves only "gemma4:26b"; there is no model "llama3:70b" for it.',
+    ]);
+    const bad = await sdkError(() =>
+      new OpenAI({ baseURL: `${serve.baseUrl}/v1`, apiKey: 'ob_sk_nope', maxRetries: 0 }).models.retrieve(MODEL),
+    );
     expect([bad.status, bad.code]).toEqual([401, 'invalid_api_key']);
   });
 
-  it('never forwards the client\'s Authorization or Host to the model server', async () => {
-    const r = await postChat(serve.baseUrl, key, { model: MODEL, messages: [{ role: 'user', content: 'headers?' }] }, { 'x-forwarded-host': 'api.example.com' });
+  it("never forwards the client's Authorization or Host to the model server", async () => {
+    const r = await postChat(
+      serve.baseUrl,
+      key,
+      { model: MODEL, messages: [{ role: 'user', content: 'headers?' }] },
+      { 'x-forwarded-host': 'api.example.com' },
+    );
     expect(r.status).toBe(200);
     const got = (await sim.requests()).filter((r) => r.path === '/v1/chat/completions').at(-1)!;
     expect(got.headers.authorization).toBeUndefined();
@@ -138,7 +192,11 @@ describe('the official openai SDK against ob-proxy serve and ob-proxy simulate',
   it('aborts the upstream request when the client goes away mid-stream', async () => {
     const ctrl = new AbortController();
     const stream = await client.chat.completions.create(
-      { model: MODEL, stream: true, messages: [{ role: 'user', content: 'long [[sim chunks=200 tokensPerSecond=20]]' }] },
+      {
+        model: MODEL,
+        stream: true,
+        messages: [{ role: 'user', content: 'long [[sim chunks=200 tokensPerSecond=20]]' }],
+      },
       { signal: ctrl.signal },
     );
     let n = 0;
@@ -153,7 +211,10 @@ describe('the official openai SDK against ob-proxy serve and ob-proxy simulate',
       // an aborted iteration may throw APIUserAbortError; either way the client is gone
     }
     expect(n).toBe(2);
-    const aborted = await eventually(async () => (await sim.requests()).find((r) => JSON.stringify(r.body).includes('long [[sim') && r.aborted), 'upstream abort');
+    const aborted = await eventually(
+      async () => (await sim.requests()).find((r) => JSON.stringify(r.body).includes('long [[sim') && r.aborted),
+      'upstream abort',
+    );
     expect(aborted.completed).toBe(false);
     expect(aborted.chunksSent).toBeLessThan(200);
   });
@@ -164,10 +225,16 @@ describe('the official openai SDK against ob-proxy serve and ob-proxy simulate',
       { model: MODEL, messages: [{ role: 'user', content: 'slow-plain [[sim firstTokenDelayMs=800]]' }] },
       { signal: ctrl.signal },
     );
-    await eventually(async () => (await sim.requests()).some((r) => JSON.stringify(r.body).includes('slow-plain')), 'upstream got it');
+    await eventually(
+      async () => (await sim.requests()).some((r) => JSON.stringify(r.body).includes('slow-plain')),
+      'upstream got it',
+    );
     ctrl.abort();
     await expect(p).rejects.toThrow();
-    await eventually(async () => (await sim.requests()).find((r) => JSON.stringify(r.body).includes('slow-plain') && r.aborted), 'upstream abort');
+    await eventually(
+      async () => (await sim.requests()).find((r) => JSON.stringify(r.body).includes('slow-plain') && r.aborted),
+      'upstream abort',
+    );
   });
 });
 
@@ -177,7 +244,14 @@ describe('each status of CONTRACT §3 surfaces as the SDK error class with our c
   it('400 missing_api_key with the whole OpenAI error body', async () => {
     const r = await postChat(serve.baseUrl, null, hello);
     expect(r.status).toBe(400);
-    expect(r.json).toEqual({ error: { message: expect.stringContaining('Authorization: Bearer'), type: 'invalid_request_error', code: 'missing_api_key', param: null } });
+    expect(r.json).toEqual({
+      error: {
+        message: expect.stringContaining('Authorization: Bearer'),
+        type: 'invalid_request_error',
+        code: 'missing_api_key',
+        param: null,
+      },
+    });
   });
 
   it('401 invalid_api_key', async () => {
@@ -191,16 +265,34 @@ describe('each status of CONTRACT §3 surfaces as the SDK error class with our c
     const e = await sdkError(() => client.chat.completions.create({ ...hello, temperature: 3 }));
     expect(e).toBeInstanceOf(OpenAI.BadRequestError);
     expect([e.status, e.code, e.param]).toEqual([400, 'invalid_request', 'temperature']);
-    const e2 = await sdkError(() => client.chat.completions.create({ model: MODEL, messages: [{ role: 'critic' as 'user', content: 'x' }] }));
+    const e2 = await sdkError(() =>
+      client.chat.completions.create({ model: MODEL, messages: [{ role: 'critic' as 'user', content: 'x' }] }),
+    );
     expect([e2.code, e2.param]).toEqual(['invalid_request', 'messages[0].role']);
-    const e3 = await sdkError(() => client.chat.completions.create({ model: MODEL, messages: [{ role: 'tool', content: 'x' } as unknown as OpenAI.ChatCompletionMessageParam] }));
-    expect([e3.code, e3.param, e3.message]).toEqual(['invalid_request', 'messages[0].tool_call_id', '400 messages[0].tool_call_id is required: the id of the tool call this turn answers.']);
+    const e3 = await sdkError(() =>
+      client.chat.completions.create({
+        model: MODEL,
+        messages: [{ role: 'tool', content: 'x' } as unknown as OpenAI.ChatCompletionMessageParam],
+      }),
+    );
+    expect([e3.code, e3.param, e3.message]).toEqual([
+      'invalid_request',
+      'messages[0].tool_call_id',
+      '400 messages[0].tool_call_id is required: the id of the tool call this turn answers.',
+    ]);
   });
 
   it('400 invalid_json for a body that is not JSON', async () => {
     const r = await postChat(serve.baseUrl, key, '{"model": ');
     expect(r.status).toBe(400);
-    expect(r.json).toEqual({ error: { message: expect.stringContaining('not valid JSON'), type: 'invalid_request_error', code: 'invalid_json', param: null } });
+    expect(r.json).toEqual({
+      error: {
+        message: expect.stringContaining('not valid JSON'),
+        type: 'invalid_request_error',
+        code: 'invalid_json',
+        param: null,
+      },
+    });
   });
 
   it('400 model_mismatch', async () => {
@@ -210,7 +302,12 @@ describe('each status of CONTRACT §3 surfaces as the SDK error class with our c
   });
 
   it('passes a model server error status on in our shape', async () => {
-    const e = await sdkError(() => client.chat.completions.create({ ...hello, messages: [{ role: 'user', content: 'x [[sim fail=http-error errorStatus=503]]' }] }));
+    const e = await sdkError(() =>
+      client.chat.completions.create({
+        ...hello,
+        messages: [{ role: 'user', content: 'x [[sim fail=http-error errorStatus=503]]' }],
+      }),
+    );
     expect(e).toBeInstanceOf(OpenAI.InternalServerError);
     expect(e.status).toBe(503);
     expect(e.code).toBe('upstream_error');
@@ -218,13 +315,19 @@ describe('each status of CONTRACT §3 surfaces as the SDK error class with our c
   });
 
   it('504 upstream_timeout when the model server sends no headers in time', async () => {
-    const e = await sdkError(() => client.chat.completions.create({ ...hello, messages: [{ role: 'user', content: 'x [[sim fail=hang]]' }] }));
+    const e = await sdkError(() =>
+      client.chat.completions.create({ ...hello, messages: [{ role: 'user', content: 'x [[sim fail=hang]]' }] }),
+    );
     expect(e).toBeInstanceOf(OpenAI.InternalServerError);
     expect([e.status, e.code]).toEqual([504, 'upstream_timeout']);
   });
 
   it('a stream the model server cuts short ends with an error event, which the SDK raises', async () => {
-    const stream = await client.chat.completions.create({ ...hello, stream: true, messages: [{ role: 'user', content: 'x [[sim fail=eof-mid-stream failAfterChunks=2]]' }] });
+    const stream = await client.chat.completions.create({
+      ...hello,
+      stream: true,
+      messages: [{ role: 'user', content: 'x [[sim fail=eof-mid-stream failAfterChunks=2]]' }],
+    });
     const seen: string[] = [];
     const e = await sdkError(async () => {
       for await (const c of stream) seen.push(c.choices[0]?.delta.content ?? '');
@@ -264,7 +367,7 @@ describe('each status of CONTRACT §3 surfaces as the SDK error class with our c
     expect([e.status, e.code]).toEqual([502, 'upstream_unavailable']);
   });
 
-  it('keeps every secret out of the daemon\'s logs', () => {
+  it("keeps every secret out of the daemon's logs", () => {
     const logs = serve.lines.join('\n');
     expect(logs).not.toMatch(/ob_sk_[0-9A-Za-z]{12}_/);
     expect(logs).not.toContain(key);

@@ -12,7 +12,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BIN, NODE, type ServeProcess, eventually, startServe, tmpHome } from '../helpers/processes.js';
 
 const root = process.getuid?.() === 0;
-if (!root) console.log('socket-group: not running as root, so no group can be made and no other user can try the socket; skipped');
+if (!root)
+  console.log(
+    'socket-group: not running as root, so no group can be made and no other user can try the socket; skipped',
+  );
 
 const NOBODY = 65534;
 const group = `obt${randomBytes(3).toString('hex')}`;
@@ -30,25 +33,43 @@ afterAll(() => {
 /** `ob-proxy <args>` as user nobody with the given primary group. */
 function runAs(groupId: number, args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(NODE, [BIN, ...args], { uid: NOBODY, gid: groupId, cwd: '/', env: { PATH: process.env.PATH ?? '', NO_COLOR: '1', HOME: '/nonexistent' }, timeout: 10_000 }, (err, stdout, stderr) => {
-      const e = err as (Error & { code?: number | string }) | null;
-      resolve({ code: e === null ? 0 : typeof e.code === 'number' ? e.code : null, stdout, stderr });
-    });
+    execFile(
+      NODE,
+      [BIN, ...args],
+      {
+        uid: NOBODY,
+        gid: groupId,
+        cwd: '/',
+        env: { PATH: process.env.PATH ?? '', NO_COLOR: '1', HOME: '/nonexistent' },
+        timeout: 10_000,
+      },
+      (err, stdout, stderr) => {
+        const e = err as (Error & { code?: number | string }) | null;
+        resolve({ code: e === null ? 0 : typeof e.code === 'number' ? e.code : null, stdout, stderr });
+      },
+    );
   });
 }
 
 function run(args: string[]): Promise<{ code: number | null; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(NODE, [BIN, ...args], { env: { ...process.env, NO_COLOR: '1' }, timeout: 10_000 }, (err, _stdout, stderr) => {
-      const e = err as (Error & { code?: number | string }) | null;
-      resolve({ code: e === null ? 0 : typeof e.code === 'number' ? e.code : null, stderr });
-    });
+    execFile(
+      NODE,
+      [BIN, ...args],
+      { env: { ...process.env, NO_COLOR: '1' }, timeout: 10_000 },
+      (err, _stdout, stderr) => {
+        const e = err as (Error & { code?: number | string }) | null;
+        resolve({ code: e === null ? 0 : typeof e.code === 'number' ? e.code : null, stderr });
+      },
+    );
   });
 }
 
 describe.skipIf(!root)('serve --socket-group', () => {
   let serve: ServeProcess | undefined;
-  afterAll(async () => { await serve?.stop(); });
+  afterAll(async () => {
+    await serve?.stop();
+  });
 
   it('gives the socket mode 0660 and the group: a member who is another user is an operator, others are not', async () => {
     const home = await tmpHome();
@@ -72,10 +93,14 @@ describe.skipIf(!root)('serve --socket-group', () => {
     expect(outsider.stdout).toBe('');
   });
 
-  it('warns when the socket\'s folder keeps the group out (the default socket in the 0700 home)', async () => {
+  it("warns when the socket's folder keeps the group out (the default socket in the 0700 home)", async () => {
     const s = await startServe(await tmpHome(), ['--socket-group', String(gid)]);
     try {
-      const warning = await eventually(() => s.logs().find((l) => typeof l.msg === 'string' && l.msg.startsWith('--socket-group: the socket\'s folder')), 'the warning');
+      const warning = await eventually(
+        () =>
+          s.logs().find((l) => typeof l.msg === 'string' && l.msg.startsWith("--socket-group: the socket's folder")),
+        'the warning',
+      );
       expect(warning.msg).toMatch(/mode 0700.*cannot reach the socket.*--socket \/run\/ob-proxy\/ob-proxy\.sock/);
       expect(((await stat(join(s.home, 'ob-proxy.sock'))).mode & 0o777).toString(8)).toBe('660');
     } finally {
@@ -88,7 +113,11 @@ describe('serve --socket-group with a group that does not exist', () => {
   it('is a usage error (exit 2) naming the flag, before anything is made', async () => {
     const home = await tmpHome();
     const r = await run(['serve', '--home', home, '--port', '0', '--socket-group', 'no-such-group-obt']);
-    expect(r).toEqual({ code: 2, stderr: 'error: --socket-group "no-such-group-obt" is not a group on this system. Give an existing group name or a numeric gid (getent group no-such-group-obt).\n' });
+    expect(r).toEqual({
+      code: 2,
+      stderr:
+        'error: --socket-group "no-such-group-obt" is not a group on this system. Give an existing group name or a numeric gid (getent group no-such-group-obt).\n',
+    });
     expect(await readdir(home)).toEqual([]);
   });
 });

@@ -12,14 +12,29 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BIN, NODE, type ServeProcess, startServe, tmpHome } from '../helpers/processes.js';
 
-interface Exit { code: number | null; signal: string | null; stdout: string; stderr: string }
+interface Exit {
+  code: number | null;
+  signal: string | null;
+  stdout: string;
+  stderr: string;
+}
 
 function run(args: string[], env: Record<string, string> = {}): Promise<Exit> {
   return new Promise((resolve) => {
-    execFile(NODE, [BIN, ...args], { env: { ...process.env, NO_COLOR: '1', ...env }, timeout: 10_000, killSignal: 'SIGKILL' }, (err, stdout, stderr) => {
-      const e = err as (NodeJS.ErrnoException & { code?: number | string; signal?: string | null }) | null;
-      resolve({ code: e === null ? 0 : typeof e.code === 'number' ? e.code : null, signal: e?.signal ?? null, stdout, stderr });
-    });
+    execFile(
+      NODE,
+      [BIN, ...args],
+      { env: { ...process.env, NO_COLOR: '1', ...env }, timeout: 10_000, killSignal: 'SIGKILL' },
+      (err, stdout, stderr) => {
+        const e = err as (NodeJS.ErrnoException & { code?: number | string; signal?: string | null }) | null;
+        resolve({
+          code: e === null ? 0 : typeof e.code === 'number' ? e.code : null,
+          signal: e?.signal ?? null,
+          stdout,
+          stderr,
+        });
+      },
+    );
   });
 }
 
@@ -78,7 +93,9 @@ describe('start-up errors end the process with their code and message', () => {
     const home = await tmpHome();
     const r = await run(['serve', '--home', home, '--port', 'eighty']);
     expect([r.signal, r.code]).toEqual([null, 2]);
-    expect(r.stderr).toBe('error: --port (or OB_PROXY_PORT) must be a number from 0 to 65535, without a fraction, got "eighty".\n');
+    expect(r.stderr).toBe(
+      'error: --port (or OB_PROXY_PORT) must be a number from 0 to 65535, without a fraction, got "eighty".\n',
+    );
     expect(await readdir(home)).toEqual([]);
   });
 
@@ -86,19 +103,27 @@ describe('start-up errors end the process with their code and message', () => {
     const home = await tmpHome();
     const r = await run(['serve', '--home', home, '--port', '0', '--pid-file', join(home, 'no-such-dir', 'serve.pid')]);
     expect([r.signal, r.code]).toEqual([null, 1]);
-    expect(r.stderr).toMatch(/^error: Cannot write the pid file .*serve\.pid \(ENOENT\)\. Give --pid-file a path in a folder this user may write\.\n$/);
+    expect(r.stderr).toMatch(
+      /^error: Cannot write the pid file .*serve\.pid \(ENOENT\)\. Give --pid-file a path in a folder this user may write\.\n$/,
+    );
     await noSocketIn(home);
   });
 
   describe('with a daemon running', () => {
     let serve: ServeProcess;
-    beforeAll(async () => { serve = await startServe(await tmpHome()); });
-    afterAll(async () => { await serve.stop(); });
+    beforeAll(async () => {
+      serve = await startServe(await tmpHome());
+    });
+    afterAll(async () => {
+      await serve.stop();
+    });
 
     it('store locked by another daemon: exits 1 naming its pid', async () => {
       const r = await run(['serve', '--home', serve.home, '--port', '0']);
       expect([r.signal, r.code]).toEqual([null, 1]);
-      expect(r.stderr).toMatch(new RegExp(`^error: Another ob-proxy daemon \\(pid ${serve.proc.pid}\\) is already using the store .*\\n$`));
+      expect(r.stderr).toMatch(
+        new RegExp(`^error: Another ob-proxy daemon \\(pid ${serve.proc.pid}\\) is already using the store .*\\n$`),
+      );
     });
 
     it('socket held by another daemon: exits 1, and the other daemon keeps its socket', async () => {

@@ -20,7 +20,11 @@ beforeAll(async () => {
   for (let i = 0; i < 2; i++) {
     const home = await tmpHome();
     homes.push(home);
-    daemons.push(await startServe(home, ['--store', cluster.url, '--max-stale', String(MAX_STALE_S)], { OB_PROXY_STORE_CATCHUP_MS: '200' }));
+    daemons.push(
+      await startServe(home, ['--store', cluster.url, '--max-stale', String(MAX_STALE_S)], {
+        OB_PROXY_STORE_CATCHUP_MS: '200',
+      }),
+    );
   }
 }, 60_000);
 
@@ -46,36 +50,59 @@ it('on lowdb: the store file, written by this daemon only', async () => {
   }
 });
 
-it('on PostgreSQL: in sync, one daemon doing the chores; stale once the database is away past --max-stale; in sync again', { timeout: 90_000 }, async () => {
-  // Both in sync, and exactly one holds the chores lock (it may take a catch-up period to settle).
-  const both = await eventually(async () => {
-    const s = await Promise.all(homes.map(status));
-    return s.every((x) => x.storeSync?.state === 'in_sync') && s.filter((x) => x.storeSync?.holdsChores).length === 1 ? s : undefined;
-  }, 'both daemons in sync, one holding the chores', 15_000);
-  for (const s of both) {
-    expect(s.store).toContain(`127.0.0.1:${cluster.port}`);
-    expect(s.storeSync).toMatchObject({ location: s.store, state: 'in_sync', maxStaleMs: MAX_STALE_S * 1000 });
-    // Synced by a catch-up read every 200 ms: never far behind.
-    expect(s.storeSync!.lastSyncAgeMs).toBeLessThan(MAX_STALE_S * 1000);
-    expect(Date.parse(s.storeSync!.lastSyncAt)).toBeGreaterThan(Date.now() - MAX_STALE_S * 1000);
-  }
-  const chores = both.findIndex((s) => s.storeSync!.holdsChores);
-  const human = await runCli(['status'], { home: homes[chores]! });
-  expect(human.stdout).toMatch(new RegExp(`store    ${both[chores]!.store.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')} \\(shared\\): in sync; last in sync \\d+\\.\\d s ago \\(.*\\); this daemon does the cluster's chores \\(ending packs\\)\\n`));
-  expect((await runCli(['status'], { home: homes[1 - chores]! })).stdout).toContain('another daemon does the cluster\'s chores');
+it(
+  'on PostgreSQL: in sync, one daemon doing the chores; stale once the database is away past --max-stale; in sync again',
+  { timeout: 90_000 },
+  async () => {
+    // Both in sync, and exactly one holds the chores lock (it may take a catch-up period to settle).
+    const both = await eventually(
+      async () => {
+        const s = await Promise.all(homes.map(status));
+        return s.every((x) => x.storeSync?.state === 'in_sync') &&
+          s.filter((x) => x.storeSync?.holdsChores).length === 1
+          ? s
+          : undefined;
+      },
+      'both daemons in sync, one holding the chores',
+      15_000,
+    );
+    for (const s of both) {
+      expect(s.store).toContain(`127.0.0.1:${cluster.port}`);
+      expect(s.storeSync).toMatchObject({ location: s.store, state: 'in_sync', maxStaleMs: MAX_STALE_S * 1000 });
+      // Synced by a catch-up read every 200 ms: never far behind.
+      expect(s.storeSync!.lastSyncAgeMs).toBeLessThan(MAX_STALE_S * 1000);
+      expect(Date.parse(s.storeSync!.lastSyncAt)).toBeGreaterThan(Date.now() - MAX_STALE_S * 1000);
+    }
+    const chores = both.findIndex((s) => s.storeSync!.holdsChores);
+    const human = await runCli(['status'], { home: homes[chores]! });
+    expect(human.stdout).toMatch(
+      new RegExp(
+        `store    ${both[chores]!.store.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')} \\(shared\\): in sync; last in sync \\d+\\.\\d s ago \\(.*\\); this daemon does the cluster's chores \\(ending packs\\)\\n`,
+      ),
+    );
+    expect((await runCli(['status'], { home: homes[1 - chores]! })).stdout).toContain(
+      "another daemon does the cluster's chores",
+    );
 
-  await cluster.kill9();
-  const stale = await eventually(async () => {
-    const s = await status(homes[0]!);
-    return s.storeSync?.state === 'stale' ? s : undefined;
-  }, 'the daemon to say it is stale', 20_000);
-  expect(stale.storeSync!.lastSyncAgeMs).toBeGreaterThan(MAX_STALE_S * 1000);
-  const staleHuman = await runCli(['status'], { home: homes[0]! });
-  expect(staleHuman.code).toBe(0);
-  expect(staleHuman.stdout).toContain('(shared): stale: out of sync for longer than --max-stale (3.0 s), every key refused with 503; last in sync');
+    await cluster.kill9();
+    const stale = await eventually(
+      async () => {
+        const s = await status(homes[0]!);
+        return s.storeSync?.state === 'stale' ? s : undefined;
+      },
+      'the daemon to say it is stale',
+      20_000,
+    );
+    expect(stale.storeSync!.lastSyncAgeMs).toBeGreaterThan(MAX_STALE_S * 1000);
+    const staleHuman = await runCli(['status'], { home: homes[0]! });
+    expect(staleHuman.code).toBe(0);
+    expect(staleHuman.stdout).toContain(
+      '(shared): stale: out of sync for longer than --max-stale (3.0 s), every key refused with 503; last in sync',
+    );
 
-  await cluster.start();
-  for (const home of homes) {
-    await eventually(async () => (await status(home)).storeSync?.state === 'in_sync', 'in sync again', 30_000);
-  }
-});
+    await cluster.start();
+    for (const home of homes) {
+      await eventually(async () => (await status(home)).storeSync?.state === 'in_sync', 'in sync again', 30_000);
+    }
+  },
+);

@@ -9,7 +9,15 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { hello, postChat } from '../helpers/chat.js';
 import { type TestDatabase, freshDatabase } from '../helpers/postgres.js';
-import { type ServeProcess, type SimProcess, cliJson, runCli, startServe, startSimulate, tmpHome } from '../helpers/processes.js';
+import {
+  type ServeProcess,
+  type SimProcess,
+  cliJson,
+  runCli,
+  startServe,
+  startSimulate,
+  tmpHome,
+} from '../helpers/processes.js';
 import { MODEL, type StoreFile, readStore, readyInstance, writeStore } from '../helpers/store-home.js';
 
 let serve: ServeProcess | undefined;
@@ -21,7 +29,17 @@ afterEach(async () => {
   sim = undefined;
 });
 
-interface BackupReport { file: string; from: string; via: string; version: number; instances: number; keys: number; activeKeys: number; revokedKeys: number; events: number }
+interface BackupReport {
+  file: string;
+  from: string;
+  via: string;
+  version: number;
+  instances: number;
+  keys: number;
+  activeKeys: number;
+  revokedKeys: number;
+  events: number;
+}
 
 async function backup(home: string, file: string, extra: string[] = []): Promise<BackupReport> {
   return cliJson<BackupReport>(['store', 'backup', file, ...extra], home);
@@ -40,17 +58,33 @@ describe('store backup', () => {
     sim = await startSimulate([MODEL]);
     serve = await startServe(home);
     const k0 = await readyInstance(home, 'gpu-1', sim.url);
-    const k1 = await cliJson<{ id: string; secret: string }>(['keys', 'create', '--instance', 'gpu-1', '--name', 'notebook'], home);
+    const k1 = await cliJson<{ id: string; secret: string }>(
+      ['keys', 'create', '--instance', 'gpu-1', '--name', 'notebook'],
+      home,
+    );
     expect((await postChat(serve.baseUrl, k1.secret, hello(MODEL))).status).toBe(200);
 
     // 1. Through the running daemon: its state now, usage included (not flushed to db.json yet).
     const early = join(out, 'early.json');
-    expect(await backup(home, early)).toEqual({ file: early, from: join(home, 'db.json'), via: 'daemon', version: 2, instances: 1, keys: 2, activeKeys: 2, revokedKeys: 0, events: 4 });
+    expect(await backup(home, early)).toEqual({
+      file: early,
+      from: join(home, 'db.json'),
+      via: 'daemon',
+      version: 2,
+      instances: 1,
+      keys: 2,
+      activeKeys: 2,
+      revokedKeys: 0,
+      events: 4,
+    });
     expect((await stat(early)).mode & 0o777).toBe(0o600);
     const b1 = await readBackup(early);
     expect(b1.version).toBe(2);
     expect(b1.instances.map((i) => [i.id, i.state])).toEqual([['gpu-1', 'ready']]);
-    expect(b1.keys.map((k) => [k.id, k.status])).toEqual([[k0.keyId, 'active'], [k1.id, 'active']]);
+    expect(b1.keys.map((k) => [k.id, k.status])).toEqual([
+      [k0.keyId, 'active'],
+      [k1.id, 'active'],
+    ]);
     expect(b1.keys.find((k) => k.id === k1.id)!.usage).toMatchObject({ requests: 1 });
     expect(b1.events.map((e) => e.type)).toEqual(['instance.added', 'instance.state', 'key.created', 'key.created']);
     // Hashes, never a secret.
@@ -58,7 +92,11 @@ describe('store backup', () => {
 
     // An existing file is replaced only with --force.
     const again = await runCli(['store', 'backup', early], { home });
-    expect([again.code, again.stdout, again.stderr]).toEqual([1, '', `error: ${early} already exists. Give another file, or --force to replace it.\n`]);
+    expect([again.code, again.stdout, again.stderr]).toEqual([
+      1,
+      '',
+      `error: ${early} already exists. Give another file, or --force to replace it.\n`,
+    ]);
 
     expect((await runCli(['keys', 'revoke', k1.id], { home })).code).toBe(0);
     await serve.stop();
@@ -67,7 +105,11 @@ describe('store backup', () => {
     // 2. No daemon: from the files. A revocation only the journal holds (db.json restored or
     // edited since) is folded in.
     const store = await readStore(home);
-    await writeStore(home, { ...store, keys: store.keys.map((k) => ({ ...k, status: 'active', revokedAt: null, revokeReason: null })), events: store.events.filter((e) => e.type !== 'key.revoked') });
+    await writeStore(home, {
+      ...store,
+      keys: store.keys.map((k) => ({ ...k, status: 'active', revokedAt: null, revokeReason: null })),
+      events: store.events.filter((e) => e.type !== 'key.revoked'),
+    });
     const offline = join(out, 'offline.json');
     const r2 = await backup(home, offline);
     expect(r2).toMatchObject({ via: 'file', from: join(home, 'db.json'), keys: 2, activeKeys: 1, revokedKeys: 1 });
@@ -80,10 +122,15 @@ describe('store backup', () => {
     // 3. Restore the older backup (k1 active in it): stop, copy back, start. k1 stays revoked.
     await copyFile(early, join(home, 'db.json'));
     serve = await startServe(home);
-    expect((await postChat(serve.baseUrl, k1.secret, hello(MODEL))).json).toMatchObject({ error: { code: 'revoked_api_key' } });
+    expect((await postChat(serve.baseUrl, k1.secret, hello(MODEL))).json).toMatchObject({
+      error: { code: 'revoked_api_key' },
+    });
     expect((await postChat(serve.baseUrl, k0.secret, hello(MODEL))).status).toBe(200);
     const keys = await cliJson<{ id: string; status: string }[]>(['keys', 'list'], home);
-    expect(keys.map((k) => [k.id, k.status])).toEqual([[k0.keyId, 'active'], [k1.id, 'revoked']]);
+    expect(keys.map((k) => [k.id, k.status])).toEqual([
+      [k0.keyId, 'active'],
+      [k1.id, 'revoked'],
+    ]);
   });
 
   it('no daemon after a crash: the copy holds what only the commit journal held, and the home is left as it was', async () => {
@@ -92,21 +139,37 @@ describe('store backup', () => {
     sim = await startSimulate([MODEL]);
     serve = await startServe(home);
     const k0 = await readyInstance(home, 'gpu-1', sim.url);
-    const k1 = await cliJson<{ id: string }>(['keys', 'create', '--instance', 'gpu-1', '--name', 'after-the-snapshot'], home);
+    const k1 = await cliJson<{ id: string }>(
+      ['keys', 'create', '--instance', 'gpu-1', '--name', 'after-the-snapshot'],
+      home,
+    );
     expect((await runCli(['keys', 'revoke', k0.keyId], { home })).code).toBe(0);
     // kill -9: no fold at close, so db.json is the snapshot and db.json.journal holds the rest.
     serve.proc.kill('SIGKILL');
     await serve.exited;
     serve = undefined;
-    const before = await Promise.all(['db.json', 'db.json.journal', 'db.json.revocations'].map((f) => readFile(join(home, f))));
+    const before = await Promise.all(
+      ['db.json', 'db.json.journal', 'db.json.revocations'].map((f) => readFile(join(home, f))),
+    );
     expect(before[1]!.length).toBeGreaterThan(0);
 
     const file = join(out, 'crashed.json');
-    expect(await backup(home, file)).toMatchObject({ via: 'file', instances: 1, keys: 2, activeKeys: 1, revokedKeys: 1 });
+    expect(await backup(home, file)).toMatchObject({
+      via: 'file',
+      instances: 1,
+      keys: 2,
+      activeKeys: 1,
+      revokedKeys: 1,
+    });
     const b = await readBackup(file);
-    expect(b.keys.map((k) => [k.id, k.status])).toEqual([[k0.keyId, 'revoked'], [k1.id, 'active']]);
+    expect(b.keys.map((k) => [k.id, k.status])).toEqual([
+      [k0.keyId, 'revoked'],
+      [k1.id, 'active'],
+    ]);
     // Read only: nothing folded, replayed into, or appended to the home's files.
-    const after = await Promise.all(['db.json', 'db.json.journal', 'db.json.revocations'].map((f) => readFile(join(home, f))));
+    const after = await Promise.all(
+      ['db.json', 'db.json.journal', 'db.json.revocations'].map((f) => readFile(join(home, f))),
+    );
     expect(after.map((x, i) => x.equals(before[i]!))).toEqual([true, true, true]);
   });
 
@@ -118,7 +181,14 @@ describe('store backup', () => {
       serve = await startServe(home, ['--store', dbs[0]!.url]);
       const k0 = await readyInstance(home, 'gpu-1', sim.url);
       const file = join(await tmpHome(), 'pg.json');
-      expect(await backup(home, file)).toMatchObject({ via: 'daemon', from: dbs[0]!.url.replace(/\/$/, ''), version: 2, instances: 1, keys: 1, activeKeys: 1 });
+      expect(await backup(home, file)).toMatchObject({
+        via: 'daemon',
+        from: dbs[0]!.url.replace(/\/$/, ''),
+        version: 2,
+        instances: 1,
+        keys: 1,
+        activeKeys: 1,
+      });
       await serve.stop();
       serve = undefined;
 
@@ -135,15 +205,23 @@ describe('store backup', () => {
 
   it('refuses a PostgreSQL store with no daemon, pointing at pg_dump', async () => {
     const home = await tmpHome();
-    const r = await runCli(['store', 'backup', join(home, 'b.json'), '--store', 'postgres://u@127.0.0.1:1/x'], { home });
+    const r = await runCli(['store', 'backup', join(home, 'b.json'), '--store', 'postgres://u@127.0.0.1:1/x'], {
+      home,
+    });
     expect([r.code, r.stdout]).toEqual([1, '']);
-    expect(r.stderr).toMatch(/^error: No daemon answered on the socket, and a PostgreSQL store is backed up through a daemon .* or with pg_dump\.\n$/);
+    expect(r.stderr).toMatch(
+      /^error: No daemon answered on the socket, and a PostgreSQL store is backed up through a daemon .* or with pg_dump\.\n$/,
+    );
   });
 
   it('no daemon and no store: says so, writes nothing', async () => {
     const home = await tmpHome();
     const r = await runCli(['store', 'backup', join(home, 'b.json')], { home });
-    expect(r).toEqual({ code: 1, stdout: '', stderr: `error: There is no store at ${join(home, 'db.json')}: no daemon answered, and no file is there. Give --home or --store of the daemon to back up.\n` });
+    expect(r).toEqual({
+      code: 1,
+      stdout: '',
+      stderr: `error: There is no store at ${join(home, 'db.json')}: no daemon answered, and no file is there. Give --home or --store of the daemon to back up.\n`,
+    });
   });
 });
 
@@ -154,7 +232,9 @@ describe('upgrades', () => {
     await writeFile(join(home, 'db.json'), newer, { mode: 0o600 });
     const r = await runCli(['serve', '--port', '0'], { home });
     expect(r.code).toBe(1);
-    expect(r.stderr).toMatch(/^error: The store .*db\.json was written by a newer ob-proxy \(version 3\)\. Upgrade ob-proxy\. It was left untouched\.\n$/);
+    expect(r.stderr).toMatch(
+      /^error: The store .*db\.json was written by a newer ob-proxy \(version 3\)\. Upgrade ob-proxy\. It was left untouched\.\n$/,
+    );
     expect(await readFile(join(home, 'db.json'), 'utf8')).toBe(newer);
   });
 });

@@ -23,48 +23,57 @@ afterAll(async () => {
   await db?.drop();
 });
 
-it('copies a lowdb store into PostgreSQL, refuses to overwrite without --force, and a daemon serves it', { timeout: 60_000 }, async () => {
-  const home = await tmpHome();
-  const lowdb = await startServe(home, [], { OB_PROXY_USAGE_FLUSH_MS: '50' });
-  const api = new DaemonClient(join(home, 'ob-proxy.sock'));
-  await api.addInstance({ id: 'gpu-1', model: MODEL, endpoint: sim.url });
-  const kept = (await api.ready('gpu-1', { wait: true })).defaultKey!.secret!;
-  const gone = await api.createKey('gpu-1', 'gone');
-  await api.revokeKey(gone.id);
-  await api.addInstance({ id: 'gpu-2', model: MODEL });
-  expect((await postChat(lowdb.baseUrl, kept, hello(MODEL))).status).toBe(200);
-  const audit = await api.call<AuditEvent[]>('GET', '/v1/audit?limit=10000');
-  await api.close();
-  expect(await lowdb.stop()).toBe(0);
+it(
+  'copies a lowdb store into PostgreSQL, refuses to overwrite without --force, and a daemon serves it',
+  { timeout: 60_000 },
+  async () => {
+    const home = await tmpHome();
+    const lowdb = await startServe(home, [], { OB_PROXY_USAGE_FLUSH_MS: '50' });
+    const api = new DaemonClient(join(home, 'ob-proxy.sock'));
+    await api.addInstance({ id: 'gpu-1', model: MODEL, endpoint: sim.url });
+    const kept = (await api.ready('gpu-1', { wait: true })).defaultKey!.secret!;
+    const gone = await api.createKey('gpu-1', 'gone');
+    await api.revokeKey(gone.id);
+    await api.addInstance({ id: 'gpu-2', model: MODEL });
+    expect((await postChat(lowdb.baseUrl, kept, hello(MODEL))).status).toBe(200);
+    const audit = await api.call<AuditEvent[]>('GET', '/v1/audit?limit=10000');
+    await api.close();
+    expect(await lowdb.stop()).toBe(0);
 
-  const first = await runCli(['store', 'migrate', '--from', join(home, 'db.json'), '--to', db.url, '--json']);
-  expect(first.code, first.stderr).toBe(0);
-  expect(JSON.parse(first.stdout)).toMatchObject({ copied: { instances: 2, keys: 2, activeKeys: 1, revokedKeys: 1, events: audit.length, requests: 1 } });
+    const first = await runCli(['store', 'migrate', '--from', join(home, 'db.json'), '--to', db.url, '--json']);
+    expect(first.code, first.stderr).toBe(0);
+    expect(JSON.parse(first.stdout)).toMatchObject({
+      copied: { instances: 2, keys: 2, activeKeys: 1, revokedKeys: 1, events: audit.length, requests: 1 },
+    });
 
-  const again = await runCli(['store', 'migrate', '--from', join(home, 'db.json'), '--to', db.url]);
-  expect(again.code).toBe(1);
-  expect(again.stderr).toMatch(/not empty.*--force/);
-  expect(again.stderr.trim().split('\n')).toHaveLength(1);
-  const forced = await runCli(['store', 'migrate', '--from', join(home, 'db.json'), '--to', db.url, '--force']);
-  expect(forced.code, forced.stderr).toBe(0);
-  expect(forced.stdout).toMatch(/counts verified/);
+    const again = await runCli(['store', 'migrate', '--from', join(home, 'db.json'), '--to', db.url]);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toMatch(/not empty.*--force/);
+    expect(again.stderr.trim().split('\n')).toHaveLength(1);
+    const forced = await runCli(['store', 'migrate', '--from', join(home, 'db.json'), '--to', db.url, '--force']);
+    expect(forced.code, forced.stderr).toBe(0);
+    expect(forced.stdout).toMatch(/counts verified/);
 
-  const pgHome = await tmpHome();
-  const pg = await startServe(pgHome, ['--store', db.url]);
-  try {
-    const pgApi = new DaemonClient(join(pgHome, 'ob-proxy.sock'));
-    expect((await postChat(pg.baseUrl, kept, hello(MODEL))).status).toBe(200);
-    expect((await postChat(pg.baseUrl, gone.secret, hello(MODEL))).status).toBe(401);
-    const keys = await pgApi.listKeys();
-    expect(keys.map((k) => [k.name, k.status])).toEqual([['default', 'active'], ['gone', 'revoked']]);
-    const pgAudit = await pgApi.call<AuditEvent[]>('GET', '/v1/audit?limit=10000');
-    expect(pgAudit.map((e) => [e.seq, e.type])).toEqual(audit.map((e) => [e.seq, e.type]));
-    // New events continue the numbering.
-    await pgApi.createKey('gpu-1', 'after');
-    const latest = await pgApi.call<AuditEvent[]>('GET', '/v1/audit?limit=10000');
-    expect(Math.max(...latest.map((e) => e.seq))).toBe(Math.max(...audit.map((e) => e.seq)) + 1);
-    await pgApi.close();
-  } finally {
-    await pg.stop();
-  }
-});
+    const pgHome = await tmpHome();
+    const pg = await startServe(pgHome, ['--store', db.url]);
+    try {
+      const pgApi = new DaemonClient(join(pgHome, 'ob-proxy.sock'));
+      expect((await postChat(pg.baseUrl, kept, hello(MODEL))).status).toBe(200);
+      expect((await postChat(pg.baseUrl, gone.secret, hello(MODEL))).status).toBe(401);
+      const keys = await pgApi.listKeys();
+      expect(keys.map((k) => [k.name, k.status])).toEqual([
+        ['default', 'active'],
+        ['gone', 'revoked'],
+      ]);
+      const pgAudit = await pgApi.call<AuditEvent[]>('GET', '/v1/audit?limit=10000');
+      expect(pgAudit.map((e) => [e.seq, e.type])).toEqual(audit.map((e) => [e.seq, e.type]));
+      // New events continue the numbering.
+      await pgApi.createKey('gpu-1', 'after');
+      const latest = await pgApi.call<AuditEvent[]>('GET', '/v1/audit?limit=10000');
+      expect(Math.max(...latest.map((e) => e.seq))).toBe(Math.max(...audit.map((e) => e.seq)) + 1);
+      await pgApi.close();
+    } finally {
+      await pg.stop();
+    }
+  },
+);

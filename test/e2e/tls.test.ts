@@ -14,17 +14,52 @@ import OpenAI from 'openai';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readyInstance } from '../helpers/store-home.js';
-import { BIN, NODE, type ServeProcess, type SimProcess, eventually, startServe, startSimulate, tmpHome } from '../helpers/processes.js';
+import {
+  BIN,
+  NODE,
+  type ServeProcess,
+  type SimProcess,
+  eventually,
+  startServe,
+  startSimulate,
+  tmpHome,
+} from '../helpers/processes.js';
 
 const MODEL = 'gemma4:26b';
 
-interface Pair { cert: string; key: string; pem: string; fingerprint: string }
+interface Pair {
+  cert: string;
+  key: string;
+  pem: string;
+  fingerprint: string;
+}
 
 function makePair(dir: string, name: string): Pair {
   const cert = join(dir, `${name}.crt`);
   const key = join(dir, `${name}.key`);
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '2',
-    '-subj', `/CN=${name}`, '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost', '-keyout', key, '-out', cert], { stdio: 'ignore' });
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-days',
+      '2',
+      '-subj',
+      `/CN=${name}`,
+      '-addext',
+      'subjectAltName=IP:127.0.0.1,DNS:localhost',
+      '-keyout',
+      key,
+      '-out',
+      cert,
+    ],
+    { stdio: 'ignore' },
+  );
   const pem = execFileSync('cat', [cert], { encoding: 'utf8' });
   return { cert, key, pem, fingerprint: new X509Certificate(pem).fingerprint256 };
 }
@@ -45,16 +80,24 @@ function servedFingerprint(baseUrl: string, ca: string[]): Promise<string> {
 /** The openai SDK whose connections trust the CAs of `agent` (as NODE_EXTRA_CA_CERTS would). */
 function sdk(baseUrl: string, apiKey: string, agent: Agent): OpenAI {
   const viaAgent = (input: string | URL | Request, init?: RequestInit): Promise<Response> =>
-    undiciFetch(input as string, { ...(init as object), dispatcher: agent } as Parameters<typeof undiciFetch>[1]) as unknown as Promise<Response>;
+    undiciFetch(
+      input as string,
+      { ...(init as object), dispatcher: agent } as Parameters<typeof undiciFetch>[1],
+    ) as unknown as Promise<Response>;
   return new OpenAI({ baseURL: `${baseUrl}/v1`, apiKey, fetch: viaAgent, maxRetries: 0 });
 }
 
 function run(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(NODE, [BIN, ...args], { env: { ...process.env, NO_COLOR: '1' }, timeout: 10_000, killSignal: 'SIGKILL' }, (err, stdout, stderr) => {
-      const e = err as (Error & { code?: number | string }) | null;
-      resolve({ code: e === null ? 0 : typeof e.code === 'number' ? e.code : null, stdout, stderr });
-    });
+    execFile(
+      NODE,
+      [BIN, ...args],
+      { env: { ...process.env, NO_COLOR: '1' }, timeout: 10_000, killSignal: 'SIGKILL' },
+      (err, stdout, stderr) => {
+        const e = err as (Error & { code?: number | string }) | null;
+        resolve({ code: e === null ? 0 : typeof e.code === 'number' ? e.code : null, stdout, stderr });
+      },
+    );
   });
 }
 
@@ -92,7 +135,11 @@ describe('serve over HTTPS', () => {
     const client = sdk(serve.baseUrl, secret, agent);
     expect(await servedFingerprint(serve.baseUrl, [a.pem])).toBe(a.fingerprint);
 
-    const stream = await client.chat.completions.create({ model: MODEL, stream: true, messages: [{ role: 'user', content: 'Count' }] });
+    const stream = await client.chat.completions.create({
+      model: MODEL,
+      stream: true,
+      messages: [{ role: 'user', content: 'Count' }],
+    });
     const it = stream[Symbol.asyncIterator]();
     let text = '';
     const first = await it.next();
@@ -101,14 +148,28 @@ describe('serve over HTTPS', () => {
     await copyFile(b.cert, live.cert);
     await copyFile(b.key, live.key);
     serve.proc.kill('SIGHUP');
-    await eventually(async () => (await servedFingerprint(serve.baseUrl, [b.pem])) === b.fingerprint, 'the new certificate served', 10_000);
-    expect(serve.logs().filter((l) => l.msg === 'TLS certificate reloaded: new connections get it, open ones keep theirs')).toHaveLength(1);
+    await eventually(
+      async () => (await servedFingerprint(serve.baseUrl, [b.pem])) === b.fingerprint,
+      'the new certificate served',
+      10_000,
+    );
+    expect(
+      serve.logs().filter((l) => l.msg === 'TLS certificate reloaded: new connections get it, open ones keep theirs'),
+    ).toHaveLength(1);
     // The stream opened before the reload is still being sent now that the new pair is served.
-    expect((await sim.requests()).at(-1)).toMatchObject({ path: '/v1/chat/completions', completed: false, aborted: false });
+    expect((await sim.requests()).at(-1)).toMatchObject({
+      path: '/v1/chat/completions',
+      completed: false,
+      aborted: false,
+    });
 
-    for (let r = await it.next(); r.done !== true; r = await it.next()) text += r.value.choices[0]?.delta?.content ?? '';
+    for (let r = await it.next(); r.done !== true; r = await it.next())
+      text += r.value.choices[0]?.delta?.content ?? '';
     // It ended whole, on the connection it was opened on.
-    expect((await sim.requests()).filter((r) => r.path === '/v1/chat/completions').at(-1)).toMatchObject({ completed: true, aborted: false });
+    expect((await sim.requests()).filter((r) => r.path === '/v1/chat/completions').at(-1)).toMatchObject({
+      completed: true,
+      aborted: false,
+    });
     expect(text).toBe(Array.from({ length: 12 }, (_, i) => `t${i} `).join(''));
 
     // A plain call on a new connection: served with the new certificate.
@@ -123,7 +184,10 @@ describe('serve over HTTPS', () => {
     const live = join(dir, 'live.crt');
     await writeFile(live, '-----BEGIN CERTIFICATE-----\nnot a certificate\n-----END CERTIFICATE-----\n');
     serve.proc.kill('SIGHUP');
-    const failed = await eventually(() => serve.logs().find((l) => l.msg === 'TLS reload failed: still serving the previous certificate'), 'the reload failure logged');
+    const failed = await eventually(
+      () => serve.logs().find((l) => l.msg === 'TLS reload failed: still serving the previous certificate'),
+      'the reload failure logged',
+    );
     expect(failed.err).toMatch(/^--tls-cert .*live\.crt and --tls-key .*live\.key cannot serve HTTPS: /);
     expect(await servedFingerprint(serve.baseUrl, [b.pem])).toBe(b.fingerprint);
     expect(serve.proc.exitCode).toBeNull();
@@ -131,17 +195,29 @@ describe('serve over HTTPS', () => {
 });
 
 describe('a pair that cannot serve stops the start-up', () => {
-  it('a key that is not the certificate\'s: exit 1, one line naming both flags, no socket left', async () => {
+  it("a key that is not the certificate's: exit 1, one line naming both flags, no socket left", async () => {
     const home = await tmpHome();
     const r = await run(['serve', '--home', home, '--port', '0', '--tls-cert', a.cert, '--tls-key', b.key]);
     expect(r.code).toBe(1);
     expect(r.stdout).toBe('');
-    expect(r.stderr).toMatch(/^error: --tls-cert \S+a\.crt and --tls-key \S+b\.key cannot serve HTTPS: .*mismatch.*\n$/);
+    expect(r.stderr).toMatch(
+      /^error: --tls-cert \S+a\.crt and --tls-key \S+b\.key cannot serve HTTPS: .*mismatch.*\n$/,
+    );
     expect(await readdir(home)).toEqual([]);
   });
 
   it('a missing file: exit 1 naming the flag and the path', async () => {
-    const r = await run(['serve', '--home', await tmpHome(), '--port', '0', '--tls-cert', join(dir, 'nope.crt'), '--tls-key', a.key]);
+    const r = await run([
+      'serve',
+      '--home',
+      await tmpHome(),
+      '--port',
+      '0',
+      '--tls-cert',
+      join(dir, 'nope.crt'),
+      '--tls-key',
+      a.key,
+    ]);
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/^error: Cannot read --tls-cert \S+nope\.crt \(ENOENT\): .*\n$/);
   });
@@ -158,7 +234,10 @@ describe('SIGHUP without TLS', () => {
     const serve = await startServe(await tmpHome());
     try {
       serve.proc.kill('SIGHUP');
-      await eventually(() => serve.logs().some((l) => l.msg === 'SIGHUP: nothing to reload (no --tls-cert)'), 'the SIGHUP logged');
+      await eventually(
+        () => serve.logs().some((l) => l.msg === 'SIGHUP: nothing to reload (no --tls-cert)'),
+        'the SIGHUP logged',
+      );
       expect((await fetch(`${serve.baseUrl}/healthz`)).status).toBe(200);
       expect(serve.proc.exitCode).toBeNull();
     } finally {

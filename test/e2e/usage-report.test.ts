@@ -10,41 +10,98 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hello, postChat } from '../helpers/chat.js';
-import { type ServeProcess, type SimProcess, cliJson, eventually, runCli, startServe, startSimulate, tmpHome } from '../helpers/processes.js';
+import {
+  type ServeProcess,
+  type SimProcess,
+  cliJson,
+  eventually,
+  runCli,
+  startServe,
+  startSimulate,
+  tmpHome,
+} from '../helpers/processes.js';
 
 const GEMMA = 'gemma4:26b';
 const QWEN = 'qwen3.6:27b';
 
-interface Counts { requests: number; promptTokens: number; completionTokens: number; reasoningTokens: number; errors: number; disconnects: number; firstUsedAt: string | null; lastUsedAt: string | null }
-interface KeyRow extends Counts { id: string; name: string; status: string }
-interface Pack { instance: string; deployment: string; model: string | null; state: string; packEndsAt: string | null; keys: KeyRow[]; total: Counts }
-interface Report { since: string | null; packs: Pack[] }
+interface Counts {
+  requests: number;
+  promptTokens: number;
+  completionTokens: number;
+  reasoningTokens: number;
+  errors: number;
+  disconnects: number;
+  firstUsedAt: string | null;
+  lastUsedAt: string | null;
+}
+interface KeyRow extends Counts {
+  id: string;
+  name: string;
+  status: string;
+}
+interface Pack {
+  instance: string;
+  deployment: string;
+  model: string | null;
+  state: string;
+  packEndsAt: string | null;
+  keys: KeyRow[];
+  total: Counts;
+}
+interface Report {
+  since: string | null;
+  packs: Pack[];
+}
 
 /** A model server that reports reasoning tokens apart, as OpenAI's API does. */
 function reasoningServer(): Promise<{ url: string; server: Server }> {
-  const usage = { prompt_tokens: 7, completion_tokens: 20, total_tokens: 27, completion_tokens_details: { reasoning_tokens: 12 } };
+  const usage = {
+    prompt_tokens: 7,
+    completion_tokens: 20,
+    total_tokens: 27,
+    completion_tokens_details: { reasoning_tokens: 12 },
+  };
   const server = createServer((req, res) => {
     if (req.method === 'GET' && req.url === '/v1/models') {
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ object: 'list', data: [{ id: QWEN, object: 'model', created: 0, owned_by: 'test' }] }));
+      res
+        .writeHead(200, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ object: 'list', data: [{ id: QWEN, object: 'model', created: 0, owned_by: 'test' }] }));
       return;
     }
     let body = '';
-    req.on('data', (c: Buffer) => { body += c.toString(); });
+    req.on('data', (c: Buffer) => {
+      body += c.toString();
+    });
     req.on('end', () => {
       const stream = (JSON.parse(body) as { stream?: boolean }).stream === true;
       const head = { id: 'x', created: 1, model: QWEN };
       if (!stream) {
-        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ ...head, object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }], usage }));
+        res.writeHead(200, { 'content-type': 'application/json' }).end(
+          JSON.stringify({
+            ...head,
+            object: 'chat.completion',
+            choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }],
+            usage,
+          }),
+        );
         return;
       }
       res.writeHead(200, { 'content-type': 'text/event-stream' });
-      res.write(`data: ${JSON.stringify({ ...head, object: 'chat.completion.chunk', choices: [{ index: 0, delta: { role: 'assistant', content: 'ok' }, finish_reason: null }] })}\n\n`);
-      res.write(`data: ${JSON.stringify({ ...head, object: 'chat.completion.chunk', choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] })}\n\n`);
+      res.write(
+        `data: ${JSON.stringify({ ...head, object: 'chat.completion.chunk', choices: [{ index: 0, delta: { role: 'assistant', content: 'ok' }, finish_reason: null }] })}\n\n`,
+      );
+      res.write(
+        `data: ${JSON.stringify({ ...head, object: 'chat.completion.chunk', choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] })}\n\n`,
+      );
       res.write(`data: ${JSON.stringify({ ...head, object: 'chat.completion.chunk', choices: [], usage })}\n\n`);
       res.end('data: [DONE]\n\n');
     });
   });
-  return new Promise((r) => server.listen(0, '127.0.0.1', () => r({ url: `http://127.0.0.1:${(server.address() as { port: number }).port}`, server })));
+  return new Promise((r) =>
+    server.listen(0, '127.0.0.1', () =>
+      r({ url: `http://127.0.0.1:${(server.address() as { port: number }).port}`, server }),
+    ),
+  );
 }
 
 function sumOf(rows: Counts[]): Omit<Counts, 'firstUsedAt' | 'lastUsedAt'> {
@@ -66,34 +123,75 @@ describe('ob-proxy usage', () => {
     sim = await startSimulate([GEMMA]);
     reasoning = await reasoningServer();
     serve = await startServe(home, ['--probe-interval', '0', '--metrics-port', '0']);
-    await cliJson(['instances', 'add', 'gpu-1', '--model', GEMMA, '--endpoint', sim.url, '--pack-ends', '2099-01-01T00:00:00Z'], home);
-    const d1 = (await cliJson<{ defaultKey: { id: string; secret: string } }>(['instances', 'ready', 'gpu-1'], home)).defaultKey;
-    const bot = await cliJson<{ id: string; secret: string }>(['keys', 'create', '--instance', 'gpu-1', '--name', 'ci-bot'], home);
+    await cliJson(
+      ['instances', 'add', 'gpu-1', '--model', GEMMA, '--endpoint', sim.url, '--pack-ends', '2099-01-01T00:00:00Z'],
+      home,
+    );
+    const d1 = (await cliJson<{ defaultKey: { id: string; secret: string } }>(['instances', 'ready', 'gpu-1'], home))
+      .defaultKey;
+    const bot = await cliJson<{ id: string; secret: string }>(
+      ['keys', 'create', '--instance', 'gpu-1', '--name', 'ci-bot'],
+      home,
+    );
     const idle = await cliJson<{ id: string }>(['keys', 'create', '--instance', 'gpu-1', '--name', 'idle'], home);
     await cliJson(['instances', 'add', 'gpu-2', '--model', QWEN, '--endpoint', reasoning.url], home);
-    const d2 = (await cliJson<{ defaultKey: { id: string; secret: string } }>(['instances', 'ready', 'gpu-2'], home)).defaultKey;
+    const d2 = (await cliJson<{ defaultKey: { id: string; secret: string } }>(['instances', 'ready', 'gpu-2'], home))
+      .defaultKey;
     Object.assign(ids, { d1: d1.id, bot: bot.id, idle: idle.id, d2: d2.id });
 
     // gpu-1's default key: two plain answers, a stream with its usage, an error from the model server.
     const p1 = await postChat(serve.baseUrl, d1.secret, hello(GEMMA));
-    const p2 = await postChat(serve.baseUrl, d1.secret, hello(GEMMA, { messages: [{ role: 'user', content: 'one two three four' }] }));
-    const s1 = await postChat(serve.baseUrl, d1.secret, hello(GEMMA, { stream: true, stream_options: { include_usage: true } }));
-    const e1 = await postChat(serve.baseUrl, d1.secret, hello(GEMMA, { messages: [{ role: 'user', content: '[[sim fail=http-error]]' }] }));
+    const p2 = await postChat(
+      serve.baseUrl,
+      d1.secret,
+      hello(GEMMA, { messages: [{ role: 'user', content: 'one two three four' }] }),
+    );
+    const s1 = await postChat(
+      serve.baseUrl,
+      d1.secret,
+      hello(GEMMA, { stream: true, stream_options: { include_usage: true } }),
+    );
+    const e1 = await postChat(
+      serve.baseUrl,
+      d1.secret,
+      hello(GEMMA, { messages: [{ role: 'user', content: '[[sim fail=http-error]]' }] }),
+    );
     expect([p1.status, p2.status, s1.status, e1.status]).toEqual([200, 200, 200, 500]);
-    const streamUsage = JSON.parse(s1.text.split('\n\n').filter((f) => f.includes('"usage"')).at(-1)!.slice(6)) as { usage: { prompt_tokens: number; completion_tokens: number } };
-    const u = [p1, p2].map((r) => (r.json as { usage: { prompt_tokens: number; completion_tokens: number } }).usage).concat(streamUsage.usage);
-    expected.d1 = { prompt: u.reduce((n, x) => n + x.prompt_tokens, 0), completion: u.reduce((n, x) => n + x.completion_tokens, 0) };
+    const streamUsage = JSON.parse(
+      s1.text
+        .split('\n\n')
+        .filter((f) => f.includes('"usage"'))
+        .at(-1)!
+        .slice(6),
+    ) as { usage: { prompt_tokens: number; completion_tokens: number } };
+    const u = [p1, p2]
+      .map((r) => (r.json as { usage: { prompt_tokens: number; completion_tokens: number } }).usage)
+      .concat(streamUsage.usage);
+    expected.d1 = {
+      prompt: u.reduce((n, x) => n + x.prompt_tokens, 0),
+      completion: u.reduce((n, x) => n + x.completion_tokens, 0),
+    };
 
     // ci-bot leaves before the (slow) answer comes.
     const ac = new AbortController();
     const left = fetch(`${serve.baseUrl}/v1/chat/completions`, {
-      method: 'POST', signal: ac.signal, headers: { authorization: `Bearer ${bot.secret}`, 'content-type': 'application/json' },
-      body: JSON.stringify(hello(GEMMA, { messages: [{ role: 'user', content: 'slow [[sim firstTokenDelayMs=10000]]' }] })),
+      method: 'POST',
+      signal: ac.signal,
+      headers: { authorization: `Bearer ${bot.secret}`, 'content-type': 'application/json' },
+      body: JSON.stringify(
+        hello(GEMMA, { messages: [{ role: 'user', content: 'slow [[sim firstTokenDelayMs=10000]]' }] }),
+      ),
     }).catch(() => 'aborted');
-    await eventually(async () => (await sim.requests()).some((r) => JSON.stringify(r.body).includes('slow [[sim')), 'the slow request upstream');
+    await eventually(
+      async () => (await sim.requests()).some((r) => JSON.stringify(r.body).includes('slow [[sim')),
+      'the slow request upstream',
+    );
     ac.abort();
     expect(await left).toBe('aborted');
-    await eventually(async () => (await sim.requests()).some((r) => JSON.stringify(r.body).includes('slow [[sim') && r.aborted), 'the upstream request aborted');
+    await eventually(
+      async () => (await sim.requests()).some((r) => JSON.stringify(r.body).includes('slow [[sim') && r.aborted),
+      'the upstream request aborted',
+    );
 
     // gpu-2's default key: reasoning reported apart, plain and streamed.
     expect((await postChat(serve.baseUrl, d2.secret, hello(QWEN))).status).toBe(200);
@@ -114,15 +212,79 @@ describe('ob-proxy usage', () => {
       return r.packs[0]?.keys.find((k) => k.name === 'ci-bot')?.disconnects === 1 ? r : undefined;
     }, 'the disconnect to be counted');
     const at = expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
-    const d1: KeyRow = { id: ids.d1!, name: 'default', status: 'active', requests: 4, promptTokens: expected.d1!.prompt, completionTokens: expected.d1!.completion, reasoningTokens: 0, errors: 1, disconnects: 0, firstUsedAt: at, lastUsedAt: at };
-    const bot: KeyRow = { id: ids.bot!, name: 'ci-bot', status: 'active', requests: 1, promptTokens: 0, completionTokens: 0, reasoningTokens: 0, errors: 0, disconnects: 1, firstUsedAt: at, lastUsedAt: at };
-    const idle: KeyRow = { id: ids.idle!, name: 'idle', status: 'active', requests: 0, promptTokens: 0, completionTokens: 0, reasoningTokens: 0, errors: 0, disconnects: 0, firstUsedAt: null, lastUsedAt: null };
-    const d2: KeyRow = { id: ids.d2!, name: 'default', status: 'active', requests: 2, promptTokens: 14, completionTokens: 40, reasoningTokens: 24, errors: 0, disconnects: 0, firstUsedAt: at, lastUsedAt: at };
+    const d1: KeyRow = {
+      id: ids.d1!,
+      name: 'default',
+      status: 'active',
+      requests: 4,
+      promptTokens: expected.d1!.prompt,
+      completionTokens: expected.d1!.completion,
+      reasoningTokens: 0,
+      errors: 1,
+      disconnects: 0,
+      firstUsedAt: at,
+      lastUsedAt: at,
+    };
+    const bot: KeyRow = {
+      id: ids.bot!,
+      name: 'ci-bot',
+      status: 'active',
+      requests: 1,
+      promptTokens: 0,
+      completionTokens: 0,
+      reasoningTokens: 0,
+      errors: 0,
+      disconnects: 1,
+      firstUsedAt: at,
+      lastUsedAt: at,
+    };
+    const idle: KeyRow = {
+      id: ids.idle!,
+      name: 'idle',
+      status: 'active',
+      requests: 0,
+      promptTokens: 0,
+      completionTokens: 0,
+      reasoningTokens: 0,
+      errors: 0,
+      disconnects: 0,
+      firstUsedAt: null,
+      lastUsedAt: null,
+    };
+    const d2: KeyRow = {
+      id: ids.d2!,
+      name: 'default',
+      status: 'active',
+      requests: 2,
+      promptTokens: 14,
+      completionTokens: 40,
+      reasoningTokens: 24,
+      errors: 0,
+      disconnects: 0,
+      firstUsedAt: at,
+      lastUsedAt: at,
+    };
     expect(report).toEqual({
       since: null,
       packs: [
-        { instance: 'gpu-1', deployment: expect.any(String), model: GEMMA, state: 'ready', packEndsAt: '2099-01-01T00:00:00.000Z', keys: [d1, bot, idle], total: { ...sumOf([d1, bot, idle]), firstUsedAt: at, lastUsedAt: at } },
-        { instance: 'gpu-2', deployment: expect.any(String), model: QWEN, state: 'ready', packEndsAt: null, keys: [d2], total: { ...sumOf([d2]), firstUsedAt: at, lastUsedAt: at } },
+        {
+          instance: 'gpu-1',
+          deployment: expect.any(String),
+          model: GEMMA,
+          state: 'ready',
+          packEndsAt: '2099-01-01T00:00:00.000Z',
+          keys: [d1, bot, idle],
+          total: { ...sumOf([d1, bot, idle]), firstUsedAt: at, lastUsedAt: at },
+        },
+        {
+          instance: 'gpu-2',
+          deployment: expect.any(String),
+          model: QWEN,
+          state: 'ready',
+          packEndsAt: null,
+          keys: [d2],
+          total: { ...sumOf([d2]), firstUsedAt: at, lastUsedAt: at },
+        },
       ],
     });
     expect(expected.d1!.prompt).toBeGreaterThan(0);
@@ -138,7 +300,10 @@ describe('ob-proxy usage', () => {
   it('the metrics count the reasoning tokens too, by instance and key', async () => {
     const metricsUrl = (serve.logs().find((l) => l.msg === 'ob-proxy serving') as { metrics: string }).metrics;
     const text = await (await fetch(metricsUrl)).text();
-    const tokens = text.split('\n').filter((l) => l.startsWith('ob_proxy_tokens_total{instance="gpu-2"')).sort();
+    const tokens = text
+      .split('\n')
+      .filter((l) => l.startsWith('ob_proxy_tokens_total{instance="gpu-2"'))
+      .sort();
     expect(tokens).toEqual([
       `ob_proxy_tokens_total{instance="gpu-2",key="${ids.d2}",kind="completion"} 40`,
       `ob_proxy_tokens_total{instance="gpu-2",key="${ids.d2}",kind="prompt"} 14`,
@@ -151,18 +316,35 @@ describe('ob-proxy usage', () => {
     const r = await runCli(['usage', '--instance', 'gpu-1'], { home });
     expect(r.code).toBe(0);
     const lines = r.stdout.trimEnd().split('\n');
-    expect(lines[0]).toMatch(new RegExp(`^Instance gpu-1, deployment \\S+ \\(${GEMMA}, ready, pack ends 2099-01-01T00:00:00.000Z\\)$`));
-    expect(lines[1]).toMatch(/^KEY\s+NAME\s+STATUS\s+REQUESTS\s+PROMPT\s+COMPLETION\s+REASONING\s+ERRORS\s+DISCONNECTS\s+FIRST USE\s+LAST USE$/);
-    expect(lines[2]).toMatch(new RegExp(`^${ids.d1}\\s+default\\s+active\\s+4\\s+${expected.d1!.prompt}\\s+${expected.d1!.completion}\\s+0\\s+1\\s+0\\s+\\S+Z\\s+\\S+Z$`));
+    expect(lines[0]).toMatch(
+      new RegExp(`^Instance gpu-1, deployment \\S+ \\(${GEMMA}, ready, pack ends 2099-01-01T00:00:00.000Z\\)$`),
+    );
+    expect(lines[1]).toMatch(
+      /^KEY\s+NAME\s+STATUS\s+REQUESTS\s+PROMPT\s+COMPLETION\s+REASONING\s+ERRORS\s+DISCONNECTS\s+FIRST USE\s+LAST USE$/,
+    );
+    expect(lines[2]).toMatch(
+      new RegExp(
+        `^${ids.d1}\\s+default\\s+active\\s+4\\s+${expected.d1!.prompt}\\s+${expected.d1!.completion}\\s+0\\s+1\\s+0\\s+\\S+Z\\s+\\S+Z$`,
+      ),
+    );
     expect(lines[4]).toMatch(new RegExp(`^${ids.idle}\\s+idle\\s+active\\s+0\\s+0\\s+0\\s+0\\s+0\\s+0\\s+-\\s+-$`));
-    expect(lines[5]).toMatch(new RegExp(`^TOTAL\\s+3 keys\\s+5\\s+${expected.d1!.prompt}\\s+${expected.d1!.completion}\\s+0\\s+1\\s+1\\s+\\S+Z\\s+\\S+Z$`));
+    expect(lines[5]).toMatch(
+      new RegExp(
+        `^TOTAL\\s+3 keys\\s+5\\s+${expected.d1!.prompt}\\s+${expected.d1!.completion}\\s+0\\s+1\\s+1\\s+\\S+Z\\s+\\S+Z$`,
+      ),
+    );
     expect(lines).toHaveLength(6);
   });
 
   it('a removed pack keeps its receipt; counters survive a restart; an older store loads with the new counters at zero', async () => {
     await cliJson(['instances', 'remove', 'gpu-2', '--yes'], home);
     const removed = (await cliJson<Report>(['usage', '--instance', 'gpu-2'], home)).packs[0]!;
-    expect(removed).toEqual({ ...before.packs[1], state: 'removed', model: null, keys: [{ ...before.packs[1]!.keys[0], status: 'revoked' }] });
+    expect(removed).toEqual({
+      ...before.packs[1],
+      state: 'removed',
+      model: null,
+      keys: [{ ...before.packs[1]!.keys[0], status: 'revoked' }],
+    });
 
     // SIGTERM flushes what is in memory.
     expect(await serve.stop()).toBe(0);
@@ -175,10 +357,21 @@ describe('ob-proxy usage', () => {
     expect(await serve.stop()).toBe(0);
     const file = join(home, 'db.json');
     const db = JSON.parse(await readFile(file, 'utf8')) as { keys: { id: string; usage: Record<string, unknown> }[] };
-    for (const k of db.keys) k.usage = { requests: k.usage.requests, promptTokens: k.usage.promptTokens, completionTokens: k.usage.completionTokens };
+    for (const k of db.keys)
+      k.usage = {
+        requests: k.usage.requests,
+        promptTokens: k.usage.promptTokens,
+        completionTokens: k.usage.completionTokens,
+      };
     await writeFile(file, JSON.stringify(db));
     serve = await startServe(home, ['--probe-interval', '0']);
     const old = (await cliJson<Report>(['usage', '--key', ids.d1!], home)).packs[0]!.keys[0]!;
-    expect(old).toEqual({ ...before.packs[0]!.keys[0], reasoningTokens: 0, errors: 0, disconnects: 0, firstUsedAt: null });
+    expect(old).toEqual({
+      ...before.packs[0]!.keys[0],
+      reasoningTokens: 0,
+      errors: 0,
+      disconnects: 0,
+      firstUsedAt: null,
+    });
   });
 });

@@ -19,8 +19,15 @@ function keyId(i: number): string {
 export function bigStoreData(opts: { instances: number; keys: number; events: number; at?: string }): StoreData {
   const at = opts.at ?? '2026-11-01T00:00:00.000Z';
   const instances: Instance[] = Array.from({ length: opts.instances }, (_, i) => ({
-    id: `big-${i}`, deployment: `dep-${i}`, model: 'gemma4:26b', endpoint: 'http://127.0.0.1:9/v1', state: 'ready',
-    packEndsAt: null, upstreamTokenFile: null, createdAt: at, updatedAt: at,
+    id: `big-${i}`,
+    deployment: `dep-${i}`,
+    model: 'gemma4:26b',
+    endpoint: 'http://127.0.0.1:9/v1',
+    state: 'ready',
+    packEndsAt: null,
+    upstreamTokenFile: null,
+    createdAt: at,
+    updatedAt: at,
   }));
   const events: AuditEvent[] = [];
   const keys: KeyRecord[] = Array.from({ length: opts.keys }, (_, i) => {
@@ -28,11 +35,39 @@ export function bigStoreData(opts: { instances: number; keys: number; events: nu
     const revoked = i % 5 === 4;
     const id = keyId(i);
     events.push({ seq: events.length + 1, at, type: 'key.created', instance: inst.id, keyId: id, keyName: `k${i}` });
-    if (revoked) events.push({ seq: events.length + 1, at, type: 'key.revoked', instance: inst.id, keyId: id, keyName: `k${i}`, reason: 'manual' });
+    if (revoked)
+      events.push({
+        seq: events.length + 1,
+        at,
+        type: 'key.revoked',
+        instance: inst.id,
+        keyId: id,
+        keyName: `k${i}`,
+        reason: 'manual',
+      });
     return {
-      id, name: `k${i}`, instance: inst.id, deployment: inst.deployment, hash: createHash('sha256').update(`big-${i}`).digest('hex'),
-      hint: `ob_sk_…${id.slice(-4)}`, isDefault: false, status: revoked ? 'revoked' : 'active', createdAt: at, lastUsedAt: null,
-      revokedAt: revoked ? at : null, revokeReason: revoked ? 'manual' : null, usage: { requests: i, promptTokens: 2 * i, completionTokens: 3 * i, reasoningTokens: 0, errors: 0, disconnects: 0, firstUsedAt: null }, limits: { rpm: null, tpm: null, concurrency: null },
+      id,
+      name: `k${i}`,
+      instance: inst.id,
+      deployment: inst.deployment,
+      hash: createHash('sha256').update(`big-${i}`).digest('hex'),
+      hint: `ob_sk_…${id.slice(-4)}`,
+      isDefault: false,
+      status: revoked ? 'revoked' : 'active',
+      createdAt: at,
+      lastUsedAt: null,
+      revokedAt: revoked ? at : null,
+      revokeReason: revoked ? 'manual' : null,
+      usage: {
+        requests: i,
+        promptTokens: 2 * i,
+        completionTokens: 3 * i,
+        reasoningTokens: 0,
+        errors: 0,
+        disconnects: 0,
+        firstUsedAt: null,
+      },
+      limits: { rpm: null, tpm: null, concurrency: null },
     };
   });
   while (events.length < opts.events) {

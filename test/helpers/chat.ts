@@ -1,5 +1,10 @@
 /** Plain HTTP calls to the data plane, for asserting whole bodies and headers. */
-export async function postChat(baseUrl: string, key: string | null, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; headers: Headers; json: unknown; text: string }> {
+export async function postChat(
+  baseUrl: string,
+  key: string | null,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; headers: Headers; json: unknown; text: string }> {
   const res = await fetch(`${baseUrl}/v1/chat/completions`, {
     method: 'POST',
     headers: {

@@ -8,8 +8,18 @@ import { expect } from 'vitest';
 import type { Config } from '../../src/config.js';
 import type { RecordedRequest, Simulator } from '../../simulator/simulator.js';
 import {
-  type Harness, type Reply, chatBody, eventually, expectedTokens, freshAgent, post, readyInstance, sseFrames, startHarness,
-  startSim, streamTokens,
+  type Harness,
+  type Reply,
+  chatBody,
+  eventually,
+  expectedTokens,
+  freshAgent,
+  post,
+  readyInstance,
+  sseFrames,
+  startHarness,
+  startSim,
+  streamTokens,
 } from '../reliability/harness.js';
 
 export interface HostilePair {
@@ -29,7 +39,11 @@ export async function startHostilePair(patch: Partial<Config> = {}): Promise<Hos
   const hostileKey = await readyInstance(h, 'hostile', bad.url);
   const healthyKey = await readyInstance(h, 'healthy', good.url);
   return {
-    h, hostile: bad.sim, healthy: good.sim, hostileKey, healthyKey,
+    h,
+    hostile: bad.sim,
+    healthy: good.sim,
+    hostileKey,
+    healthyKey,
     stop: async () => {
       await h.stop();
       await bad.sim.close();
@@ -51,7 +65,13 @@ export async function ask(p: HostilePair, directive: string, stream: boolean): P
 /** Runs `fault` while a paced stream to the healthy instance goes on; that stream must end whole. */
 export async function alongside<T>(p: HostilePair, fault: () => Promise<T>): Promise<T> {
   const agent = freshAgent();
-  const healthy = post(p.h.baseUrl, p.healthyKey, chatBody('neighbour [[sim tokensPerSecond=40]]', { stream: true }), {}, agent);
+  const healthy = post(
+    p.h.baseUrl,
+    p.healthyKey,
+    chatBody('neighbour [[sim tokensPerSecond=40]]', { stream: true }),
+    {},
+    agent,
+  );
   try {
     const result = await fault();
     const ok = await healthy;
@@ -67,10 +87,14 @@ export async function alongside<T>(p: HostilePair, fault: () => Promise<T>): Pro
 /** The hostile server's last chat request, once it has ended. */
 export async function lastChatEnded(sim: Simulator): Promise<RecordedRequest> {
   let last: RecordedRequest | undefined;
-  await eventually(() => {
-    last = sim.requests.filter((r) => r.path === '/v1/chat/completions').at(-1);
-    return last?.endedAt != null;
-  }, 'the upstream request ended', 10_000);
+  await eventually(
+    () => {
+      last = sim.requests.filter((r) => r.path === '/v1/chat/completions').at(-1);
+      return last?.endedAt != null;
+    },
+    'the upstream request ended',
+    10_000,
+  );
   return last as RecordedRequest;
 }
 
@@ -82,5 +106,7 @@ export async function expectUpstreamAborted(sim: Simulator): Promise<void> {
 
 /** The error events (`data: {"error"…}`) and whether `[DONE]` came. */
 export function errorEvents(text: string): unknown[] {
-  return sseFrames(text).filter((f) => f.startsWith('data: {"error"')).map((f) => JSON.parse(f.slice(6)) as unknown);
+  return sseFrames(text)
+    .filter((f) => f.startsWith('data: {"error"'))
+    .map((f) => JSON.parse(f.slice(6)) as unknown);
 }

@@ -29,7 +29,10 @@ export class FakeStdout extends EventEmitter {
   readonly clipboard: string[] = [];
   readonly control: string[] = [];
 
-  constructor(public columns: number, public rows: number) {
+  constructor(
+    public columns: number,
+    public rows: number,
+  ) {
     super();
   }
 
@@ -59,11 +62,21 @@ export class FakeStdin extends EventEmitter {
     this.isRaw = on;
     return this;
   }
-  setEncoding(): this { return this; }
-  ref(): this { return this; }
-  unref(): this { return this; }
-  pause(): this { return this; }
-  resume(): this { return this; }
+  setEncoding(): this {
+    return this;
+  }
+  ref(): this {
+    return this;
+  }
+  unref(): this {
+    return this;
+  }
+  pause(): this {
+    return this;
+  }
+  resume(): this {
+    return this;
+  }
 
   read(): string | null {
     return this.queue.shift() ?? null;
@@ -170,10 +183,18 @@ export function renderInk(tree: ReactElement, options: RenderInkOptions = {}): R
     }
   }
 
-  const exited = instance.waitUntilExit().then(() => {}, () => {});
+  const exited = instance.waitUntilExit().then(
+    () => {},
+    () => {},
+  );
 
   return {
-    stdout, stdin, frames, lastFrame, waitForFrame, exited,
+    stdout,
+    stdin,
+    frames,
+    lastFrame,
+    waitForFrame,
+    exited,
     async press(key) {
       // A frame is written at commit, but React subscribes new input handlers in passive effects
       // just after it: let those run first, as any human reaction time does.

@@ -22,13 +22,16 @@ export class InjectClient extends DaemonClient {
   override async call<T>(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<T> {
     this.paths.push(`${method} ${path}`);
     if (this.app === null) {
-      throw obError('daemon_unreachable', { message: `Cannot reach the ob-proxy daemon at ${this.socketPath} (ECONNREFUSED). Start it with \`ob-proxy serve\`, or pass the right --home/--socket.` });
+      throw obError('daemon_unreachable', {
+        message: `Cannot reach the ob-proxy daemon at ${this.socketPath} (ECONNREFUSED). Start it with \`ob-proxy serve\`, or pass the right --home/--socket.`,
+      });
     }
     const res = await this.app.inject({
-      method, url: path,
+      method,
+      url: path,
       ...(body === undefined ? {} : { headers: { 'content-type': 'application/json' }, payload: JSON.stringify(body) }),
     });
-    const parsed = res.body === '' ? null : JSON.parse(res.body) as unknown;
+    const parsed = res.body === '' ? null : (JSON.parse(res.body) as unknown);
     if (res.statusCode >= 400) {
       const e = (parsed as { error?: { code?: unknown; message?: unknown; param?: unknown } } | null)?.error;
       throw obError(isErrorCode(e?.code) ? e.code : 'internal_error', {
@@ -57,7 +60,10 @@ export interface InprocCli {
 }
 
 /** A CLI whose daemon is `app` (a management plane), or unreachable when null. */
-export function inprocCli(app: FastifyInstance | null, opts: { env?: Record<string, string>; ask?: (q: string) => Promise<string>; homedir?: string } = {}): InprocCli {
+export function inprocCli(
+  app: FastifyInstance | null,
+  opts: { env?: Record<string, string>; ask?: (q: string) => Promise<string>; homedir?: string } = {},
+): InprocCli {
   const client = new InjectClient(app);
   const connected: string[] = [];
   const refuse = (what: string) => (): Promise<void> => Promise.reject(new Error(`${what} is not run in process`));
@@ -65,22 +71,39 @@ export function inprocCli(app: FastifyInstance | null, opts: { env?: Record<stri
     let stdout = '';
     let stderr = '';
     const io: Io = {
-      out: (s) => { stdout += s; }, err: (s) => { stderr += s; }, isTTY: false, env: opts.env ?? {},
+      out: (s) => {
+        stdout += s;
+      },
+      err: (s) => {
+        stderr += s;
+      },
+      isTTY: false,
+      env: opts.env ?? {},
       ...(opts.ask === undefined ? {} : { ask: opts.ask }),
     };
     const deps: ProgramDeps = {
-      io, homedir: opts.homedir ?? '/home/inproc', version: '0.0.0-test',
-      connect: (path) => { connected.push(path); return Promise.resolve(client); },
-      serve: refuse('serve'), simulate: refuse('simulate'), demo: refuse('demo'),
+      io,
+      homedir: opts.homedir ?? '/home/inproc',
+      version: '0.0.0-test',
+      connect: (path) => {
+        connected.push(path);
+        return Promise.resolve(client);
+      },
+      serve: refuse('serve'),
+      simulate: refuse('simulate'),
+      demo: refuse('demo'),
     };
     const code = await runCli(argv, deps);
     return { code, stdout, stderr };
   };
   return {
-    run, connected, client,
+    run,
+    connected,
+    client,
     json: async <T>(...argv: string[]): Promise<T> => {
       const r = await run(...argv, '--json');
-      if (r.code !== 0 || r.stderr !== '') throw new Error(`ob-proxy ${argv.join(' ')} --json: exit ${r.code}: ${r.stderr}`);
+      if (r.code !== 0 || r.stderr !== '')
+        throw new Error(`ob-proxy ${argv.join(' ')} --json: exit ${r.code}: ${r.stderr}`);
       return JSON.parse(r.stdout) as T;
     },
   };

@@ -10,7 +10,12 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import type { LightMyRequestResponse } from 'fastify';
 import { type Daemon, buildDaemon } from '../../daemon/build-daemon.js';
-import { buildSimulator, type RecordedRequest, type Simulator, type SimulatorOptions } from '../../simulator/simulator.js';
+import {
+  buildSimulator,
+  type RecordedRequest,
+  type Simulator,
+  type SimulatorOptions,
+} from '../../simulator/simulator.js';
 import { type Config, resolveConfig } from '../../src/config.js';
 import type { SecretSource } from '../../src/domain/api-key.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
@@ -21,8 +26,12 @@ export const T0 = Date.parse('2026-11-23T12:00:00.000Z');
 /** Time moves only when a test moves it. */
 export class TestClock {
   constructor(public ms = T0) {}
-  now(): number { return this.ms; }
-  advance(ms: number): void { this.ms += ms; }
+  now(): number {
+    return this.ms;
+  }
+  advance(ms: number): void {
+    this.ms += ms;
+  }
 }
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
@@ -84,7 +93,8 @@ export async function buildInproc(patch: Partial<Config> = {}, env: Record<strin
   const logs: Record<string, unknown>[] = [];
   const logStream = new Writable({
     write(chunk: Buffer, _enc, done) {
-      for (const line of chunk.toString('utf8').split('\n')) if (line !== '') logs.push(JSON.parse(line) as Record<string, unknown>);
+      for (const line of chunk.toString('utf8').split('\n'))
+        if (line !== '') logs.push(JSON.parse(line) as Record<string, unknown>);
       done();
     },
   });
@@ -92,16 +102,34 @@ export async function buildInproc(patch: Partial<Config> = {}, env: Record<strin
   const store = new MemoryStore();
   const daemon = await buildDaemon(config, { version: 'test', clock, store, secrets: countingSecrets(), logStream });
   return {
-    daemon, config, clock, store, logs,
-    chat: async (key, body, headers = {}) => answer(await daemon.dataPlane.inject({
-      method: 'POST', url: '/v1/chat/completions',
-      headers: { 'content-type': 'application/json', ...(key === null ? {} : { authorization: `Bearer ${key}` }), ...headers },
-      payload: typeof body === 'string' ? body : JSON.stringify(body),
-    })),
-    manage: async (method, url, body) => answer(await daemon.management.inject({
-      method, url,
-      ...(body === undefined ? {} : { headers: { 'content-type': 'application/json' }, payload: JSON.stringify(body) }),
-    })),
+    daemon,
+    config,
+    clock,
+    store,
+    logs,
+    chat: async (key, body, headers = {}) =>
+      answer(
+        await daemon.dataPlane.inject({
+          method: 'POST',
+          url: '/v1/chat/completions',
+          headers: {
+            'content-type': 'application/json',
+            ...(key === null ? {} : { authorization: `Bearer ${key}` }),
+            ...headers,
+          },
+          payload: typeof body === 'string' ? body : JSON.stringify(body),
+        }),
+      ),
+    manage: async (method, url, body) =>
+      answer(
+        await daemon.management.inject({
+          method,
+          url,
+          ...(body === undefined
+            ? {}
+            : { headers: { 'content-type': 'application/json' }, payload: JSON.stringify(body) }),
+        }),
+      ),
     close: async () => {
       await daemon.shutdown(0);
       await rm(home, { recursive: true, force: true });

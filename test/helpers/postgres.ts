@@ -82,7 +82,8 @@ function pgCommand(bin: string, args: string[]): Promise<{ stdout: string }> {
 
 /** initdb and pg_ctl by absolute path: on PATH, or where Debian puts them (off PATH). */
 function serverBinary(bin: string): string {
-  for (const dir of (process.env.PATH ?? '').split(':')) if (dir !== '' && existsSync(join(dir, bin))) return join(dir, bin);
+  for (const dir of (process.env.PATH ?? '').split(':'))
+    if (dir !== '' && existsSync(join(dir, bin))) return join(dir, bin);
   const debian = '/usr/lib/postgresql';
   const versions = existsSync(debian) ? readdirSync(debian).sort((a, b) => Number(b) - Number(a)) : [];
   for (const v of versions) if (existsSync(join(debian, v, 'bin', bin))) return join(debian, v, 'bin', bin);
@@ -100,16 +101,35 @@ export async function startCluster(): Promise<Cluster> {
   await pgCommand('initdb', ['-A', 'trust', '-U', 'postgres', '-D', data, '--no-sync']);
   const port = await freePort();
   const start = async (): Promise<void> => {
-    await pgCommand('pg_ctl', ['-D', data, '-l', join(dir, 'log'), '-w', '-t', '30', 'start', '-o', `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off`]);
+    await pgCommand('pg_ctl', [
+      '-D',
+      data,
+      '-l',
+      join(dir, 'log'),
+      '-w',
+      '-t',
+      '30',
+      'start',
+      '-o',
+      `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off`,
+    ]);
   };
   await start();
   const url = `postgres://postgres@127.0.0.1:${port}/postgres`;
   return {
-    url, port, start,
+    url,
+    port,
+    start,
     async kill9() {
       const pid = Number((await readFile(join(data, 'postmaster.pid'), 'utf8')).split('\n')[0]);
       const { stdout } = await run('ps', ['-o', 'pid=', '--ppid', String(pid)]).catch(() => ({ stdout: '' }));
-      for (const p of [pid, ...stdout.split('\n').map((l) => Number(l.trim())).filter((n) => n > 0)]) {
+      for (const p of [
+        pid,
+        ...stdout
+          .split('\n')
+          .map((l) => Number(l.trim()))
+          .filter((n) => n > 0),
+      ]) {
         try {
           process.kill(p, 'SIGKILL');
         } catch {

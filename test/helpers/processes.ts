@@ -22,10 +22,15 @@ export interface CliResult {
 export function runCli(args: string[], opts: { home?: string; env?: Record<string, string> } = {}): Promise<CliResult> {
   const full = opts.home === undefined ? args : [...args, '--home', opts.home];
   return new Promise((done) => {
-    execFile(NODE, [BIN, ...full], { env: { ...process.env, NO_COLOR: '1', ...opts.env }, timeout: 20_000 }, (err, stdout, stderr) => {
-      const code = err === null ? 0 : typeof err.code === 'number' ? err.code : 1;
-      done({ code, stdout, stderr });
-    });
+    execFile(
+      NODE,
+      [BIN, ...full],
+      { env: { ...process.env, NO_COLOR: '1', ...opts.env }, timeout: 20_000 },
+      (err, stdout, stderr) => {
+        const code = err === null ? 0 : typeof err.code === 'number' ? err.code : 1;
+        done({ code, stdout, stderr });
+      },
+    );
   });
 }
 
@@ -47,7 +52,10 @@ export interface RunningProcess {
 }
 
 function spawnLogged(args: string[], env: Record<string, string> = {}): RunningProcess {
-  const proc = spawn(NODE, [BIN, ...args], { env: { ...process.env, NO_COLOR: '1', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(NODE, [BIN, ...args], {
+    env: { ...process.env, NO_COLOR: '1', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const lines: string[] = [];
   const stderr: string[] = [];
   let buf = '';
@@ -62,7 +70,10 @@ function spawnLogged(args: string[], env: Record<string, string> = {}): RunningP
   proc.stderr!.setEncoding('utf8').on('data', (s: string) => stderr.push(s));
   const exited = new Promise<number | null>((r) => proc.once('exit', (code) => r(code)));
   return {
-    proc, lines, stderr, exited,
+    proc,
+    lines,
+    stderr,
+    exited,
     stop(signal: NodeJS.Signals = 'SIGTERM') {
       if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
       return exited;
@@ -70,12 +81,18 @@ function spawnLogged(args: string[], env: Record<string, string> = {}): RunningP
   };
 }
 
-async function waitForLine(p: RunningProcess, match: (line: string) => boolean, what: string, timeoutMs = 15_000): Promise<string> {
+async function waitForLine(
+  p: RunningProcess,
+  match: (line: string) => boolean,
+  what: string,
+  timeoutMs = 15_000,
+): Promise<string> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const line = p.lines.find(match);
     if (line !== undefined) return line;
-    if (p.proc.exitCode !== null) throw new Error(`${what} exited ${p.proc.exitCode}: ${p.stderr.join('')}${p.lines.join('\n')}`);
+    if (p.proc.exitCode !== null)
+      throw new Error(`${what} exited ${p.proc.exitCode}: ${p.stderr.join('')}${p.lines.join('\n')}`);
     if (Date.now() > deadline) throw new Error(`${what} did not start: ${p.stderr.join('')}${p.lines.join('\n')}`);
     await new Promise((r) => setTimeout(r, 20));
   }
@@ -89,19 +106,26 @@ export interface ServeProcess extends RunningProcess {
 }
 
 /** `ob-proxy serve --port 0` on a home; resolves once both listeners are up. */
-export async function startServe(home: string, args: string[] = [], env: Record<string, string> = {}): Promise<ServeProcess> {
+export async function startServe(
+  home: string,
+  args: string[] = [],
+  env: Record<string, string> = {},
+): Promise<ServeProcess> {
   const p = spawnLogged(['serve', '--home', home, '--port', '0', ...args], env);
   const line = await waitForLine(p, (l) => l.includes('"ob-proxy serving"'), 'ob-proxy serve');
   const baseUrl = (JSON.parse(line) as { baseUrl: string }).baseUrl;
   return {
-    ...p, baseUrl, home,
-    logs: () => p.lines.flatMap((l) => {
-      try {
-        return [JSON.parse(l) as Record<string, unknown>];
-      } catch {
-        return [];
-      }
-    }),
+    ...p,
+    baseUrl,
+    home,
+    logs: () =>
+      p.lines.flatMap((l) => {
+        try {
+          return [JSON.parse(l) as Record<string, unknown>];
+        } catch {
+          return [];
+        }
+      }),
   };
 }
 
@@ -128,7 +152,8 @@ export async function startSimulate(models: string[], args: string[] = []): Prom
   const line = await waitForLine(p, (l) => l.includes('simulator listening'), 'ob-proxy simulate');
   const url = (JSON.parse(line) as { url: string }).url;
   return {
-    ...p, url,
+    ...p,
+    url,
     async requests() {
       const r = await fetch(`${url}/_sim/requests`);
       return (await r.json()) as SimRequest[];
@@ -137,7 +162,11 @@ export async function startSimulate(models: string[], args: string[] = []): Prom
 }
 
 /** Polls until `fn` returns a value that is not undefined/false; no fixed sleeps. */
-export async function eventually<T>(fn: () => Promise<T | undefined | false> | T | undefined | false, what: string, timeoutMs = 5_000): Promise<T> {
+export async function eventually<T>(
+  fn: () => Promise<T | undefined | false> | T | undefined | false,
+  what: string,
+  timeoutMs = 5_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
@@ -147,7 +176,8 @@ export async function eventually<T>(fn: () => Promise<T | undefined | false> | T
     } catch (err) {
       last = err;
     }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last === undefined ? '' : `: ${String(last)}`}`);
+    if (Date.now() > deadline)
+      throw new Error(`timed out waiting for ${what}${last === undefined ? '' : `: ${String(last)}`}`);
     await new Promise((r) => setTimeout(r, 20));
   }
 }

@@ -32,10 +32,18 @@ export async function openConnection(baseUrl: string, opts: { halfOpen?: boolean
   const socket = connect({ port: Number(url.port), host: url.hostname, allowHalfOpen: opts.halfOpen === true });
   let buf = Buffer.alloc(0);
   let ended = false;
-  socket.on('data', (d: Buffer) => { buf = Buffer.concat([buf, d]); });
-  socket.on('end', () => { ended = true; });
-  socket.on('close', () => { ended = true; });
-  socket.on('error', () => { ended = true; });
+  socket.on('data', (d: Buffer) => {
+    buf = Buffer.concat([buf, d]);
+  });
+  socket.on('end', () => {
+    ended = true;
+  });
+  socket.on('close', () => {
+    ended = true;
+  });
+  socket.on('error', () => {
+    ended = true;
+  });
   await new Promise((r) => socket.once('connect', r));
 
   function take(): RawAnswer | undefined {
@@ -56,15 +64,22 @@ export async function openConnection(baseUrl: string, opts: { halfOpen?: boolean
 
   return {
     socket,
-    write: (data) => { socket.write(data); },
-    answer: (timeoutMs = 5_000) => eventually(take, `an answer on the connection (so far ${JSON.stringify(buf.toString('latin1'))})`, timeoutMs),
+    write: (data) => {
+      socket.write(data);
+    },
+    answer: (timeoutMs = 5_000) =>
+      eventually(take, `an answer on the connection (so far ${JSON.stringify(buf.toString('latin1'))})`, timeoutMs),
     ended: () => ended,
-    close: () => { socket.destroy(); },
+    close: () => {
+      socket.destroy();
+    },
   };
 }
 
 /** The head of a POST /v1/chat/completions that announces `length` bytes of body. */
 export function chatHead(host: string, key: string | null, length: number | 'chunked', extra = ''): string {
-  return `POST /v1/chat/completions HTTP/1.1\r\nHost: ${host}\r\n${key === null ? '' : `Authorization: Bearer ${key}\r\n`}`
-    + `Content-Type: application/json\r\n${length === 'chunked' ? 'Transfer-Encoding: chunked' : `Content-Length: ${length}`}\r\n${extra}\r\n`;
+  return (
+    `POST /v1/chat/completions HTTP/1.1\r\nHost: ${host}\r\n${key === null ? '' : `Authorization: Bearer ${key}\r\n`}` +
+    `Content-Type: application/json\r\n${length === 'chunked' ? 'Transfer-Encoding: chunked' : `Content-Length: ${length}`}\r\n${extra}\r\n`
+  );
 }

@@ -55,19 +55,29 @@ export interface HeldRequest {
  * answered 100 Continue, which Node writes just before it hands the request to Fastify: by then
  * the key has been checked (onRequest) and the request waits for its body.
  */
-export async function holdBody(baseUrl: string, key: string, body: string, path = '/v1/chat/completions'): Promise<HeldRequest> {
+export async function holdBody(
+  baseUrl: string,
+  key: string,
+  body: string,
+  path = '/v1/chat/completions',
+): Promise<HeldRequest> {
   const url = new URL(baseUrl);
   const socket = connect(Number(url.port), url.hostname);
   socket.on('error', () => {});
   let text = '';
   const closed = new Promise<void>((r) => socket.once('close', () => r()));
-  socket.setEncoding('utf8').on('data', (s: string) => { text += s; });
+  socket.setEncoding('utf8').on('data', (s: string) => {
+    text += s;
+  });
   await new Promise((r) => socket.once('connect', r));
-  socket.write(`POST ${path} HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\n`
-    + `Content-Length: ${Buffer.byteLength(body)}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n`);
+  socket.write(
+    `POST ${path} HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n`,
+  );
   const deadline = Date.now() + 5_000;
   while (!text.startsWith('HTTP/1.1 100 ')) {
-    if (text.startsWith('HTTP/1.1 ') && !text.startsWith('HTTP/1.1 100 ')) throw new Error(`answered before the body: ${text}`);
+    if (text.startsWith('HTTP/1.1 ') && !text.startsWith('HTTP/1.1 100 '))
+      throw new Error(`answered before the body: ${text}`);
     if (Date.now() > deadline) throw new Error(`no 100 Continue: ${JSON.stringify(text)}`);
     await new Promise((r) => setTimeout(r, 5));
   }
@@ -103,19 +113,27 @@ export interface OpenStream {
 export function openChat(baseUrl: string, key: string, body: unknown): Promise<OpenStream> {
   const payload = JSON.stringify(body);
   return new Promise((resolve, reject) => {
-    const req = httpRequest(`${baseUrl}/v1/chat/completions`, {
-      method: 'POST',
-      agent: false,
-      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
-    }, (res) => {
-      const pieces: Piece[] = [];
-      const ended = new Promise<void>((r) => {
-        res.once('end', () => r());
-        res.once('close', () => r());
-      });
-      res.setEncoding('utf8').on('data', (s: string) => pieces.push({ at: Date.now(), text: s }));
-      resolve({ status: res.statusCode ?? 0, pieces, ended, text: () => pieces.map((p) => p.text).join('') });
-    });
+    const req = httpRequest(
+      `${baseUrl}/v1/chat/completions`,
+      {
+        method: 'POST',
+        agent: false,
+        headers: {
+          authorization: `Bearer ${key}`,
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(payload),
+        },
+      },
+      (res) => {
+        const pieces: Piece[] = [];
+        const ended = new Promise<void>((r) => {
+          res.once('end', () => r());
+          res.once('close', () => r());
+        });
+        res.setEncoding('utf8').on('data', (s: string) => pieces.push({ at: Date.now(), text: s }));
+        resolve({ status: res.statusCode ?? 0, pieces, ended, text: () => pieces.map((p) => p.text).join('') });
+      },
+    );
     req.on('error', reject);
     req.end(payload);
   });
@@ -123,7 +141,10 @@ export function openChat(baseUrl: string, key: string, body: unknown): Promise<O
 
 /** The `data:` payloads of an SSE body, in order. */
 export function sseData(text: string): string[] {
-  return text.split('\n\n').filter((e) => e.trim() !== '').map((e) => e.replace(/^data: /, ''));
+  return text
+    .split('\n\n')
+    .filter((e) => e.trim() !== '')
+    .map((e) => e.replace(/^data: /, ''));
 }
 
 /** The content tokens in SSE pieces (the simulator's `tN ` tokens). */
@@ -147,7 +168,8 @@ export class Management {
 
   async call<T>(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<T> {
     const res = await this.client.request({
-      method, path,
+      method,
+      path,
       ...(body === undefined ? {} : { body: JSON.stringify(body), headers: { 'content-type': 'application/json' } }),
     });
     const text = await res.body.text();

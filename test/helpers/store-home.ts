@@ -10,7 +10,11 @@ import { cliJson } from './processes.js';
 export const MODEL = 'gemma4:26b';
 
 /** `instances add` + `instances ready` through the CLI; the default key's id and secret. */
-export async function readyInstance(home: string, id: string, endpoint: string): Promise<{ keyId: string; secret: string }> {
+export async function readyInstance(
+  home: string,
+  id: string,
+  endpoint: string,
+): Promise<{ keyId: string; secret: string }> {
   await cliJson(['instances', 'add', id, '--model', MODEL, '--endpoint', endpoint], home);
   const ready = await cliJson<{ defaultKey: { id: string; secret: string } }>(['instances', 'ready', id], home);
   return { keyId: ready.defaultKey.id, secret: ready.defaultKey.secret };

@@ -13,7 +13,12 @@ it('built: both planes answer inject() with no port, no socket and no base URL; 
   const d = await buildInproc();
   try {
     const { dataPlane, management, ctx } = d.daemon;
-    expect([dataPlane.server.listening, management.server.listening, ctx.baseUrl, ctx.metricsUrl]).toEqual([false, false, '', null]);
+    expect([dataPlane.server.listening, management.server.listening, ctx.baseUrl, ctx.metricsUrl]).toEqual([
+      false,
+      false,
+      '',
+      null,
+    ]);
     expect(await isSocket(d.config.socket)).toBe(false);
     expect((await dataPlane.inject({ method: 'GET', url: '/healthz' })).json()).toEqual({ status: 'ok' });
     expect(d.logs.map((l) => l.msg)).not.toContain('ob-proxy serving');
@@ -23,7 +28,9 @@ it('built: both planes answer inject() with no port, no socket and no base URL; 
     expect(await isSocket(d.config.socket)).toBe(true);
     const health = await fetch(`${ctx.baseUrl}/healthz`);
     expect([health.status, await health.json()]).toEqual([200, { status: 'ok' }]);
-    expect(d.logs.filter((l) => l.msg === 'ob-proxy serving')).toEqual([expect.objectContaining({ baseUrl: ctx.baseUrl, socket: d.config.socket, store: 'memory' })]);
+    expect(d.logs.filter((l) => l.msg === 'ob-proxy serving')).toEqual([
+      expect.objectContaining({ baseUrl: ctx.baseUrl, socket: d.config.socket, store: 'memory' }),
+    ]);
     await expect(d.daemon.listen()).rejects.toThrow('This daemon has already listened, or is stopping.');
   } finally {
     await d.close();
@@ -52,7 +59,9 @@ it('a listen() that fails closes everything: a later shutdown() has nothing left
   const port = (taken.address() as { port: number }).port;
   const d = await buildInproc({ port });
   try {
-    await expect(d.daemon.listen()).rejects.toThrow(`Cannot listen on 127.0.0.1:${port} (EADDRINUSE): something else holds that port.`);
+    await expect(d.daemon.listen()).rejects.toThrow(
+      `Cannot listen on 127.0.0.1:${port} (EADDRINUSE): something else holds that port.`,
+    );
     expect(await isSocket(d.config.socket)).toBe(false);
     await d.daemon.shutdown(0);
     // The store was closed once, by the failed listen(): shutdown() did not run again.

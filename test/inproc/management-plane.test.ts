@@ -23,68 +23,200 @@ afterAll(async () => {
   await sim?.close();
 });
 
-const refusal = (status: number, type: string, code: string, message: string, param: string | null = null): unknown =>
-  ({ status, json: { error: { message, type, code, param } } });
+const refusal = (
+  status: number,
+  type: string,
+  code: string,
+  message: string,
+  param: string | null = null,
+): unknown => ({ status, json: { error: { message, type, code, param } } });
 
-async function call(method: 'GET' | 'POST' | 'DELETE', url: string, body?: unknown): Promise<{ status: number; json: unknown }> {
+async function call(
+  method: 'GET' | 'POST' | 'DELETE',
+  url: string,
+  body?: unknown,
+): Promise<{ status: number; json: unknown }> {
   const r = await d.manage(method, url, body);
   return { status: r.status, json: r.json };
 }
 
 function instance(over: Record<string, unknown> = {}): Record<string, unknown> {
-  return { id: 'gpu-1', model: MODEL, endpoint: simUrl, state: 'ready', packEndsAt: null, upstreamTokenFile: null, activeKeys: 1, createdAt: AT, updatedAt: AT, health: null, ...over };
+  return {
+    id: 'gpu-1',
+    model: MODEL,
+    endpoint: simUrl,
+    state: 'ready',
+    packEndsAt: null,
+    upstreamTokenFile: null,
+    activeKeys: 1,
+    createdAt: AT,
+    updatedAt: AT,
+    health: null,
+    ...over,
+  };
 }
 const REACHABLE = { status: 'reachable', checkedAt: AT, error: null };
-const NO_USAGE = { requests: 0, promptTokens: 0, completionTokens: 0, reasoningTokens: 0, errors: 0, disconnects: 0, firstUsedAt: null };
+const NO_USAGE = {
+  requests: 0,
+  promptTokens: 0,
+  completionTokens: 0,
+  reasoningTokens: 0,
+  errors: 0,
+  disconnects: 0,
+  firstUsedAt: null,
+};
 function key(over: Record<string, unknown> = {}): Record<string, unknown> {
   return {
-    id: 'k00000000001', name: 'default', instance: 'gpu-1', status: 'active', hint: 'ob_sk_…dnTO', isDefault: true, createdAt: AT, lastUsedAt: null,
-    revokedAt: null, revokeReason: null, usage: NO_USAGE, limits: { rpm: null, tpm: null, concurrency: null }, revealable: false, ...over,
+    id: 'k00000000001',
+    name: 'default',
+    instance: 'gpu-1',
+    status: 'active',
+    hint: 'ob_sk_…dnTO',
+    isDefault: true,
+    createdAt: AT,
+    lastUsedAt: null,
+    revokedAt: null,
+    revokeReason: null,
+    usage: NO_USAGE,
+    limits: { rpm: null, tpm: null, concurrency: null },
+    revealable: false,
+    ...over,
   };
 }
 const DEFAULT_SECRET = 'ob_sk_k00000000001_r00000000000000000000000000000010EdnTO';
 const BOT_SECRET = 'ob_sk_k00000000002_r00000000000000000000000000000024Y3TlC';
 const BOT = { id: 'k00000000002', name: 'ci-bot', hint: 'ob_sk_…3TlC', isDefault: false };
 
-describe('an instance\'s life, route by route', () => {
+describe("an instance's life, route by route", () => {
   it('status says what the daemon is, before it listens (no base URL yet)', async () => {
-    expect(await call('GET', '/v1/status')).toEqual({ status: 200, json: {
-      version: 'test', pid: process.pid, baseUrl: '', store: 'memory', socket: d.config.socket, startedAt: AT, models: [MODEL, 'qwen3.6:27b'], storeSync: null,
-    } });
+    expect(await call('GET', '/v1/status')).toEqual({
+      status: 200,
+      json: {
+        version: 'test',
+        pid: process.pid,
+        baseUrl: '',
+        store: 'memory',
+        socket: d.config.socket,
+        startedAt: AT,
+        models: [MODEL, 'qwen3.6:27b'],
+        storeSync: null,
+      },
+    });
   });
 
   it('add: pending, no endpoint; refusals name the field', async () => {
-    expect(await call('POST', '/v1/instances', { id: 'gpu-1', model: MODEL })).toEqual({ status: 201, json: instance({ endpoint: null, state: 'pending', activeKeys: 0 }) });
-    expect(await call('POST', '/v1/instances', { id: 'gpu-1', model: MODEL })).toEqual(refusal(409, 'conflict_error', 'instance_exists', 'Instance "gpu-1" already exists; pick another id or remove it first.'));
-    expect(await call('POST', '/v1/instances', { id: 'gpu-2', model: 'nope' })).toEqual(refusal(400, 'invalid_request_error', 'unknown_model', 'Unknown model "nope": use one of gemma4:26b, qwen3.6:27b (the operator can set OB_PROXY_MODELS).', 'model'));
-    expect(await call('POST', '/v1/instances', { id: 'bad id!', model: MODEL })).toEqual(refusal(400, 'invalid_request_error', 'invalid_argument', 'Instance id must be 1-64 characters: letters, digits, and . _ : - (not first).', 'id'));
+    expect(await call('POST', '/v1/instances', { id: 'gpu-1', model: MODEL })).toEqual({
+      status: 201,
+      json: instance({ endpoint: null, state: 'pending', activeKeys: 0 }),
+    });
+    expect(await call('POST', '/v1/instances', { id: 'gpu-1', model: MODEL })).toEqual(
+      refusal(
+        409,
+        'conflict_error',
+        'instance_exists',
+        'Instance "gpu-1" already exists; pick another id or remove it first.',
+      ),
+    );
+    expect(await call('POST', '/v1/instances', { id: 'gpu-2', model: 'nope' })).toEqual(
+      refusal(
+        400,
+        'invalid_request_error',
+        'unknown_model',
+        'Unknown model "nope": use one of gemma4:26b, qwen3.6:27b (the operator can set OB_PROXY_MODELS).',
+        'model',
+      ),
+    );
+    expect(await call('POST', '/v1/instances', { id: 'bad id!', model: MODEL })).toEqual(
+      refusal(
+        400,
+        'invalid_request_error',
+        'invalid_argument',
+        'Instance id must be 1-64 characters: letters, digits, and . _ : - (not first).',
+        'id',
+      ),
+    );
   });
 
   it('ready: refused without an endpoint, or where no model server answers; no key is made then', async () => {
-    expect(await call('POST', '/v1/instances/gpu-1/ready', {})).toEqual(refusal(400, 'invalid_request_error', 'invalid_argument', 'Instance "gpu-1" has no endpoint: give --endpoint URL (the model server\'s base URL).', 'endpoint'));
-    expect(await call('POST', '/v1/instances/gpu-1/ready', { endpoint: 'http://127.0.0.1:1' })).toEqual(refusal(502, 'api_error', 'endpoint_unreachable',
-      'Instance gpu-1 was not made ready: GET http://127.0.0.1:1/v1/models: connection refused (is the model server running on that port?). Check the endpoint and that the model server is up, or skip this check with --no-probe.'));
-    expect(await call('POST', '/v1/keys', { instance: 'gpu-1', name: 'x' })).toEqual(refusal(409, 'conflict_error', 'instance_not_ready', 'Instance "gpu-1" is pending; keys can be created only for a ready instance.'));
+    expect(await call('POST', '/v1/instances/gpu-1/ready', {})).toEqual(
+      refusal(
+        400,
+        'invalid_request_error',
+        'invalid_argument',
+        'Instance "gpu-1" has no endpoint: give --endpoint URL (the model server\'s base URL).',
+        'endpoint',
+      ),
+    );
+    expect(await call('POST', '/v1/instances/gpu-1/ready', { endpoint: 'http://127.0.0.1:1' })).toEqual(
+      refusal(
+        502,
+        'api_error',
+        'endpoint_unreachable',
+        'Instance gpu-1 was not made ready: GET http://127.0.0.1:1/v1/models: connection refused (is the model server running on that port?). Check the endpoint and that the model server is up, or skip this check with --no-probe.',
+      ),
+    );
+    expect(await call('POST', '/v1/keys', { instance: 'gpu-1', name: 'x' })).toEqual(
+      refusal(
+        409,
+        'conflict_error',
+        'instance_not_ready',
+        'Instance "gpu-1" is pending; keys can be created only for a ready instance.',
+      ),
+    );
     expect(await call('GET', '/v1/keys')).toEqual({ status: 200, json: [] });
   });
 
-  it('ready: probed, then the default key\'s secret, once; a second ready is an invalid transition', async () => {
-    expect(await call('POST', '/v1/instances/gpu-1/ready', { endpoint: simUrl })).toEqual({ status: 200, json: {
-      ...instance({ health: REACHABLE }), defaultKey: { id: 'k00000000001', name: 'default', secret: DEFAULT_SECRET },
-    } });
-    expect(await call('POST', '/v1/instances/gpu-1/ready', {})).toEqual(refusal(409, 'conflict_error', 'invalid_transition', 'Instance gpu-1 is ready; "ready" works only from pending, stopped, failed.'));
-    expect(await call('POST', '/v1/keys/k00000000001/reveal', {})).toEqual(refusal(409, 'conflict_error', 'reveal_refused',
-      'The secret of key k00000000001 cannot be shown: it was already displayed, or the daemon restarted since it was made. Create a new key with `ob-proxy keys create`.'));
+  it("ready: probed, then the default key's secret, once; a second ready is an invalid transition", async () => {
+    expect(await call('POST', '/v1/instances/gpu-1/ready', { endpoint: simUrl })).toEqual({
+      status: 200,
+      json: {
+        ...instance({ health: REACHABLE }),
+        defaultKey: { id: 'k00000000001', name: 'default', secret: DEFAULT_SECRET },
+      },
+    });
+    expect(await call('POST', '/v1/instances/gpu-1/ready', {})).toEqual(
+      refusal(
+        409,
+        'conflict_error',
+        'invalid_transition',
+        'Instance gpu-1 is ready; "ready" works only from pending, stopped, failed.',
+      ),
+    );
+    expect(await call('POST', '/v1/keys/k00000000001/reveal', {})).toEqual(
+      refusal(
+        409,
+        'conflict_error',
+        'reveal_refused',
+        'The secret of key k00000000001 cannot be shown: it was already displayed, or the daemon restarted since it was made. Create a new key with `ob-proxy keys create`.',
+      ),
+    );
   });
 
   it('keys create (with limits), limit, list: never a secret in a listing', async () => {
-    expect(await call('POST', '/v1/keys', { instance: 'gpu-1', name: 'ci-bot', limits: { rpm: 60 } })).toEqual({ status: 201, json: {
-      ...key({ ...BOT, limits: { rpm: 60, tpm: null, concurrency: null } }), secret: BOT_SECRET,
-    } });
-    expect(await call('POST', '/v1/keys', { instance: 'gpu-1', name: '' })).toEqual(refusal(400, 'invalid_request_error', 'invalid_argument', 'Key name must not be empty.', 'name'));
+    expect(await call('POST', '/v1/keys', { instance: 'gpu-1', name: 'ci-bot', limits: { rpm: 60 } })).toEqual({
+      status: 201,
+      json: {
+        ...key({ ...BOT, limits: { rpm: 60, tpm: null, concurrency: null } }),
+        secret: BOT_SECRET,
+      },
+    });
+    expect(await call('POST', '/v1/keys', { instance: 'gpu-1', name: '' })).toEqual(
+      refusal(400, 'invalid_request_error', 'invalid_argument', 'Key name must not be empty.', 'name'),
+    );
     // null removes a limit, an absent field keeps it.
-    expect(await call('POST', '/v1/keys/k00000000002/limits', { rpm: null, concurrency: 2 })).toEqual({ status: 200, json: key({ ...BOT, limits: { rpm: null, tpm: null, concurrency: 2 } }) });
-    expect(await call('POST', '/v1/keys/k00000000002/limits', { rpm: -1 })).toEqual(refusal(400, 'invalid_request_error', 'invalid_argument', '--rpm must be a whole number from 1 to 1000000000, or none.', 'rpm'));
+    expect(await call('POST', '/v1/keys/k00000000002/limits', { rpm: null, concurrency: 2 })).toEqual({
+      status: 200,
+      json: key({ ...BOT, limits: { rpm: null, tpm: null, concurrency: 2 } }),
+    });
+    expect(await call('POST', '/v1/keys/k00000000002/limits', { rpm: -1 })).toEqual(
+      refusal(
+        400,
+        'invalid_request_error',
+        'invalid_argument',
+        '--rpm must be a whole number from 1 to 1000000000, or none.',
+        'rpm',
+      ),
+    );
     const listed = await d.manage('GET', '/v1/keys?instance=gpu-1');
     expect(listed.json).toEqual([key(), key({ ...BOT, limits: { rpm: null, tpm: null, concurrency: 2 } })]);
     expect(listed.text).not.toContain('r0000000000');
@@ -93,25 +225,88 @@ describe('an instance\'s life, route by route', () => {
 
   it('usage: the receipt of the pack, from the counters in memory', async () => {
     expect((await d.chat(BOT_SECRET, { model: MODEL, messages: [{ role: 'user', content: 'hi' }] })).status).toBe(200);
-    const counted = { requests: 1, promptTokens: 1, completionTokens: 8, reasoningTokens: 0, errors: 0, disconnects: 0, firstUsedAt: AT, lastUsedAt: AT };
-    const idle = { requests: 0, promptTokens: 0, completionTokens: 0, reasoningTokens: 0, errors: 0, disconnects: 0, firstUsedAt: null, lastUsedAt: null };
-    expect(await call('GET', '/v1/usage?instance=gpu-1')).toEqual({ status: 200, json: { since: null, packs: [{
-      instance: 'gpu-1', deployment: expect.any(String), model: MODEL, state: 'ready', packEndsAt: null,
-      keys: [{ id: 'k00000000001', name: 'default', status: 'active', ...idle }, { id: 'k00000000002', name: 'ci-bot', status: 'active', ...counted }],
-      total: counted,
-    }] } });
-    expect(await call('GET', '/v1/usage?key=nope')).toEqual(refusal(404, 'not_found_error', 'key_not_found', 'No key with id nope. List keys with `ob-proxy keys list`.'));
-    expect(await call('GET', '/v1/usage?since=yesterday')).toEqual(refusal(400, 'invalid_request_error', 'invalid_argument', 'since must be an ISO 8601 time with a zone, e.g. 2026-12-01T18:00:00Z.', 'since'));
+    const counted = {
+      requests: 1,
+      promptTokens: 1,
+      completionTokens: 8,
+      reasoningTokens: 0,
+      errors: 0,
+      disconnects: 0,
+      firstUsedAt: AT,
+      lastUsedAt: AT,
+    };
+    const idle = {
+      requests: 0,
+      promptTokens: 0,
+      completionTokens: 0,
+      reasoningTokens: 0,
+      errors: 0,
+      disconnects: 0,
+      firstUsedAt: null,
+      lastUsedAt: null,
+    };
+    expect(await call('GET', '/v1/usage?instance=gpu-1')).toEqual({
+      status: 200,
+      json: {
+        since: null,
+        packs: [
+          {
+            instance: 'gpu-1',
+            deployment: expect.any(String),
+            model: MODEL,
+            state: 'ready',
+            packEndsAt: null,
+            keys: [
+              { id: 'k00000000001', name: 'default', status: 'active', ...idle },
+              { id: 'k00000000002', name: 'ci-bot', status: 'active', ...counted },
+            ],
+            total: counted,
+          },
+        ],
+      },
+    });
+    expect(await call('GET', '/v1/usage?key=nope')).toEqual(
+      refusal(404, 'not_found_error', 'key_not_found', 'No key with id nope. List keys with `ob-proxy keys list`.'),
+    );
+    expect(await call('GET', '/v1/usage?since=yesterday')).toEqual(
+      refusal(
+        400,
+        'invalid_request_error',
+        'invalid_argument',
+        'since must be an ISO 8601 time with a zone, e.g. 2026-12-01T18:00:00Z.',
+        'since',
+      ),
+    );
   });
 
-  it('stats: no samples until one is taken (the sampler is a listen() timer), then the instance\'s figures', async () => {
-    expect(await call('GET', '/v1/stats')).toEqual({ status: 200, json: { at: AT, instances: [{
-      instance: 'gpu-1', requestsPerSecond: 0, tokensPerSecond: 0, errorsPerSecond: 0, openStreams: 0, requests: [], tokens: [], errors: [], streams: [], sampleMs: [],
-    }] } });
+  it("stats: no samples until one is taken (the sampler is a listen() timer), then the instance's figures", async () => {
+    expect(await call('GET', '/v1/stats')).toEqual({
+      status: 200,
+      json: {
+        at: AT,
+        instances: [
+          {
+            instance: 'gpu-1',
+            requestsPerSecond: 0,
+            tokensPerSecond: 0,
+            errorsPerSecond: 0,
+            openStreams: 0,
+            requests: [],
+            tokens: [],
+            errors: [],
+            streams: [],
+            sampleMs: [],
+          },
+        ],
+      },
+    });
     d.clock.advance(1000);
     try {
       d.daemon.ctx.live.sample(d.clock.now(), () => true);
-      const stats = (await call('GET', '/v1/stats')).json as { at: string; instances: { instance: string; requests: number[]; tokens: number[] }[] };
+      const stats = (await call('GET', '/v1/stats')).json as {
+        at: string;
+        instances: { instance: string; requests: number[]; tokens: number[] }[];
+      };
       expect(stats.at).toBe(new Date(T0 + 1000).toISOString());
       expect(stats.instances.map((i) => [i.instance, i.requests.at(-1), i.tokens.at(-1)])).toEqual([['gpu-1', 1, 8]]);
     } finally {
@@ -121,45 +316,124 @@ describe('an instance\'s life, route by route', () => {
 
   it('revoke one key; a second revoke or an unknown id is refused', async () => {
     const revoked = await call('POST', '/v1/keys/k00000000002/revoke', {});
-    expect(revoked).toEqual({ status: 200, json: key({ ...BOT, status: 'revoked', revokedAt: AT, revokeReason: 'manual', limits: { rpm: null, tpm: null, concurrency: 2 },
-      lastUsedAt: AT, usage: { requests: 1, promptTokens: 1, completionTokens: 8, reasoningTokens: 0, errors: 0, disconnects: 0, firstUsedAt: AT } }) });
-    expect(await call('POST', '/v1/keys/nope/revoke', {})).toEqual(refusal(404, 'not_found_error', 'key_not_found', 'No key "nope". List keys with `ob-proxy keys list`.'));
+    expect(revoked).toEqual({
+      status: 200,
+      json: key({
+        ...BOT,
+        status: 'revoked',
+        revokedAt: AT,
+        revokeReason: 'manual',
+        limits: { rpm: null, tpm: null, concurrency: 2 },
+        lastUsedAt: AT,
+        usage: {
+          requests: 1,
+          promptTokens: 1,
+          completionTokens: 8,
+          reasoningTokens: 0,
+          errors: 0,
+          disconnects: 0,
+          firstUsedAt: AT,
+        },
+      }),
+    });
+    expect(await call('POST', '/v1/keys/nope/revoke', {})).toEqual(
+      refusal(404, 'not_found_error', 'key_not_found', 'No key "nope". List keys with `ob-proxy keys list`.'),
+    );
   });
 
   it('extend, then stop revokes every key; a second stop is an invalid transition', async () => {
-    expect(await call('POST', '/v1/instances/gpu-1/extend', { packEndsAt: '2026-12-01T00:00:00Z' })).toEqual({ status: 200, json: instance({ packEndsAt: '2026-12-01T00:00:00.000Z', health: REACHABLE }) });
-    expect(await call('POST', '/v1/instances/gpu-1/extend', { packEndsAt: '2020-12-01T00:00:00Z' })).toEqual(refusal(400, 'invalid_request_error', 'invalid_argument', 'packEndsAt 2020-12-01T00:00:00.000Z is not in the future.', 'packEndsAt'));
-    expect(await call('POST', '/v1/instances/gpu-1/stop', {})).toEqual({ status: 200, json: instance({ state: 'stopped', packEndsAt: '2026-12-01T00:00:00.000Z', activeKeys: 0 }) });
-    expect(await call('POST', '/v1/instances/gpu-1/stop', {})).toEqual(refusal(409, 'conflict_error', 'invalid_transition', 'Instance gpu-1 is stopped; "stop" works only from pending, ready.'));
-    expect(await call('GET', '/v1/revocations')).toEqual({ status: 200, json: [
-      { keyId: 'k00000000002', name: 'ci-bot', instance: 'gpu-1', revokedAt: AT, reason: 'manual' },
-      { keyId: 'k00000000001', name: 'default', instance: 'gpu-1', revokedAt: AT, reason: 'instance_stopped' },
-    ] });
+    expect(await call('POST', '/v1/instances/gpu-1/extend', { packEndsAt: '2026-12-01T00:00:00Z' })).toEqual({
+      status: 200,
+      json: instance({ packEndsAt: '2026-12-01T00:00:00.000Z', health: REACHABLE }),
+    });
+    expect(await call('POST', '/v1/instances/gpu-1/extend', { packEndsAt: '2020-12-01T00:00:00Z' })).toEqual(
+      refusal(
+        400,
+        'invalid_request_error',
+        'invalid_argument',
+        'packEndsAt 2020-12-01T00:00:00.000Z is not in the future.',
+        'packEndsAt',
+      ),
+    );
+    expect(await call('POST', '/v1/instances/gpu-1/stop', {})).toEqual({
+      status: 200,
+      json: instance({ state: 'stopped', packEndsAt: '2026-12-01T00:00:00.000Z', activeKeys: 0 }),
+    });
+    expect(await call('POST', '/v1/instances/gpu-1/stop', {})).toEqual(
+      refusal(
+        409,
+        'conflict_error',
+        'invalid_transition',
+        'Instance gpu-1 is stopped; "stop" works only from pending, ready.',
+      ),
+    );
+    expect(await call('GET', '/v1/revocations')).toEqual({
+      status: 200,
+      json: [
+        { keyId: 'k00000000002', name: 'ci-bot', instance: 'gpu-1', revokedAt: AT, reason: 'manual' },
+        { keyId: 'k00000000001', name: 'default', instance: 'gpu-1', revokedAt: AT, reason: 'instance_stopped' },
+      ],
+    });
   });
 
   it('list filters by state and refuses an unknown one', async () => {
     const stopped = instance({ state: 'stopped', packEndsAt: '2026-12-01T00:00:00.000Z', activeKeys: 0 });
     expect(await call('GET', '/v1/instances?state=stopped')).toEqual({ status: 200, json: [stopped] });
     expect(await call('GET', '/v1/instances?state=ready')).toEqual({ status: 200, json: [] });
-    expect(await call('GET', '/v1/instances?state=sleepy')).toEqual(refusal(400, 'invalid_request_error', 'invalid_argument', '--state must be one of pending, ready, stopped, failed, terminated.', 'state'));
+    expect(await call('GET', '/v1/instances?state=sleepy')).toEqual(
+      refusal(
+        400,
+        'invalid_request_error',
+        'invalid_argument',
+        '--state must be one of pending, ready, stopped, failed, terminated.',
+        'state',
+      ),
+    );
     expect(await call('GET', '/v1/instances/gpu-1')).toEqual({ status: 200, json: stopped });
   });
 
   it('remove forgets the instance; its audit trail stays', async () => {
-    expect(await call('DELETE', '/v1/instances/gpu-1')).toEqual({ status: 200, json: { ...instance({ state: 'stopped', packEndsAt: '2026-12-01T00:00:00.000Z', activeKeys: 0 }), removed: true } });
-    expect(await call('GET', '/v1/instances/gpu-1')).toEqual(refusal(404, 'not_found_error', 'instance_not_found', 'No instance "gpu-1". List instances with `ob-proxy instances list`.'));
-    expect(await call('GET', '/v1/audit?limit=3')).toEqual({ status: 200, json: [
-      { seq: 8, at: AT, type: 'key.revoked', instance: 'gpu-1', keyId: 'k00000000001', keyName: 'default', reason: 'instance_stopped' },
-      { seq: 9, at: AT, type: 'instance.state', instance: 'gpu-1', state: 'stopped', reason: 'instance_stopped' },
-      { seq: 10, at: AT, type: 'instance.removed', instance: 'gpu-1', state: 'stopped' },
-    ] });
+    expect(await call('DELETE', '/v1/instances/gpu-1')).toEqual({
+      status: 200,
+      json: { ...instance({ state: 'stopped', packEndsAt: '2026-12-01T00:00:00.000Z', activeKeys: 0 }), removed: true },
+    });
+    expect(await call('GET', '/v1/instances/gpu-1')).toEqual(
+      refusal(
+        404,
+        'not_found_error',
+        'instance_not_found',
+        'No instance "gpu-1". List instances with `ob-proxy instances list`.',
+      ),
+    );
+    expect(await call('GET', '/v1/audit?limit=3')).toEqual({
+      status: 200,
+      json: [
+        {
+          seq: 8,
+          at: AT,
+          type: 'key.revoked',
+          instance: 'gpu-1',
+          keyId: 'k00000000001',
+          keyName: 'default',
+          reason: 'instance_stopped',
+        },
+        { seq: 9, at: AT, type: 'instance.state', instance: 'gpu-1', state: 'stopped', reason: 'instance_stopped' },
+        { seq: 10, at: AT, type: 'instance.removed', instance: 'gpu-1', state: 'stopped' },
+      ],
+    });
   });
 
   it('every change is a line in the log, without a secret', () => {
     const actions = d.logs.filter((l) => l.msg === 'management action').map((l) => l.action);
     expect(actions).toEqual([
-      'POST /v1/instances', 'POST /v1/instances/:id/ready', 'POST /v1/keys', 'POST /v1/keys/:id/limits', 'POST /v1/keys/:id/revoke',
-      'POST /v1/instances/:id/extend', 'POST /v1/instances/:id/stop', 'DELETE /v1/instances/:id',
+      'POST /v1/instances',
+      'POST /v1/instances/:id/ready',
+      'POST /v1/keys',
+      'POST /v1/keys/:id/limits',
+      'POST /v1/keys/:id/revoke',
+      'POST /v1/instances/:id/extend',
+      'POST /v1/instances/:id/stop',
+      'DELETE /v1/instances/:id',
     ]);
     const all = JSON.stringify(d.logs);
     expect(all).not.toContain(DEFAULT_SECRET);
@@ -169,16 +443,54 @@ describe('an instance\'s life, route by route', () => {
 
 describe('refusals in our shape', () => {
   it('an unknown route, an id too long for the router, a body that is not JSON', async () => {
-    expect(await call('GET', '/v1/nothing')).toEqual(refusal(404, 'invalid_request_error', 'invalid_argument', 'No management route GET /v1/nothing. Is the CLI newer than the daemon?'));
-    expect(await call('GET', `/v1/instances/${'a'.repeat(200)}`)).toEqual(refusal(400, 'invalid_request_error', 'invalid_argument', 'An id in the path is too long: instance ids are at most 64 characters.'));
-    const bad = await d.daemon.management.inject({ method: 'POST', url: '/v1/instances', headers: { 'content-type': 'application/json' }, payload: '{nope' });
-    expect([bad.statusCode, bad.json()]).toEqual([400, { error: { message: 'Body is not valid JSON but content-type is set to \'application/json\'', type: 'invalid_request_error', code: 'invalid_argument', param: null } }]);
+    expect(await call('GET', '/v1/nothing')).toEqual(
+      refusal(
+        404,
+        'invalid_request_error',
+        'invalid_argument',
+        'No management route GET /v1/nothing. Is the CLI newer than the daemon?',
+      ),
+    );
+    expect(await call('GET', `/v1/instances/${'a'.repeat(200)}`)).toEqual(
+      refusal(
+        400,
+        'invalid_request_error',
+        'invalid_argument',
+        'An id in the path is too long: instance ids are at most 64 characters.',
+      ),
+    );
+    const bad = await d.daemon.management.inject({
+      method: 'POST',
+      url: '/v1/instances',
+      headers: { 'content-type': 'application/json' },
+      payload: '{nope',
+    });
+    expect([bad.statusCode, bad.json()]).toEqual([
+      400,
+      {
+        error: {
+          message: "Body is not valid JSON but content-type is set to 'application/json'",
+          type: 'invalid_request_error',
+          code: 'invalid_argument',
+          param: null,
+        },
+      },
+    ]);
   });
 
   it('the store backup is the state as the daemon holds it', async () => {
     const backup = await call('GET', '/v1/store/backup');
     expect(backup.status).toBe(200);
-    expect(backup.json).toMatchObject({ store: 'memory', data: { instances: [], keys: [expect.objectContaining({ id: 'k00000000001', status: 'revoked' }), expect.objectContaining({ id: 'k00000000002', status: 'revoked' })] } });
+    expect(backup.json).toMatchObject({
+      store: 'memory',
+      data: {
+        instances: [],
+        keys: [
+          expect.objectContaining({ id: 'k00000000001', status: 'revoked' }),
+          expect.objectContaining({ id: 'k00000000002', status: 'revoked' }),
+        ],
+      },
+    });
     expect(JSON.stringify(backup.json)).not.toContain(DEFAULT_SECRET);
   });
 });

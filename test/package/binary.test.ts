@@ -114,11 +114,18 @@ function start(args: string[], home: string): Proc {
   const proc = spawn(cmd, rest, { env: env(home), stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
-  proc.stdout!.setEncoding('utf8').on('data', (s: string) => { out += s; });
-  proc.stderr!.setEncoding('utf8').on('data', (s: string) => { err += s; });
+  proc.stdout!.setEncoding('utf8').on('data', (s: string) => {
+    out += s;
+  });
+  proc.stderr!.setEncoding('utf8').on('data', (s: string) => {
+    err += s;
+  });
   const exited = new Promise<number | null>((r) => proc.once('exit', (code) => r(code)));
   return {
-    proc, exited, out: () => out, err: () => err,
+    proc,
+    exited,
+    out: () => out,
+    err: () => err,
     stop(signal: NodeJS.Signals = 'SIGTERM') {
       if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
       return exited;
@@ -128,10 +135,19 @@ function start(args: string[], home: string): Proc {
 
 /** The first stdout line that holds `text`, once it is there. */
 function line(p: Proc, text: string, what: string, timeoutMs = 30_000): Promise<string> {
-  return eventually(() => {
-    if (p.proc.exitCode !== null) throw new Error(`${what} exited ${p.proc.exitCode}: ${p.err()}${p.out()}`);
-    return p.out().split('\n').find((l) => l.includes(text) && p.out().includes(`${l}\n`)) ?? false;
-  }, what, timeoutMs);
+  return eventually(
+    () => {
+      if (p.proc.exitCode !== null) throw new Error(`${what} exited ${p.proc.exitCode}: ${p.err()}${p.out()}`);
+      return (
+        p
+          .out()
+          .split('\n')
+          .find((l) => l.includes(text) && p.out().includes(`${l}\n`)) ?? false
+      );
+    },
+    what,
+    timeoutMs,
+  );
 }
 
 let home: string;
@@ -142,9 +158,14 @@ let simUrl: string;
 
 beforeAll(async () => {
   const built = await new Promise<{ code: number; output: string }>((done) => {
-    execFile('npm', ['run', 'build:binary'], { cwd: ROOT, timeout: 540_000, maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
-      done({ code: err === null ? 0 : 1, output: `${stdout}${stderr}` });
-    });
+    execFile(
+      'npm',
+      ['run', 'build:binary'],
+      { cwd: ROOT, timeout: 540_000, maxBuffer: 16 << 20 },
+      (err, stdout, stderr) => {
+        done({ code: err === null ? 0 : 1, output: `${stdout}${stderr}` });
+      },
+    );
   });
   expect(built.code, built.output).toBe(0);
   work = await mkdtemp(join(tmpdir(), 'obbin-'));
@@ -176,12 +197,18 @@ describe('the single binary', () => {
     await f.close();
     expect(head.toString('latin1')).toBe('\x7fELF');
     const [cmd, rest] = jail.length === 0 ? ['/bin/sh', []] : [jail[0]!, [...jail.slice(1), '/bin/sh']];
-    const probe = `command -v node || echo 'no node on PATH'; ${nodesOnThisMachine().map((n) => `${quote(n)} --version 2>/dev/null || echo 'no ${n}'`).join('; ')}`;
+    const probe = `command -v node || echo 'no node on PATH'; ${nodesOnThisMachine()
+      .map((n) => `${quote(n)} --version 2>/dev/null || echo 'no ${n}'`)
+      .join('; ')}`;
     const seen = execFileSync(cmd, [...rest, '-c', probe], { env: { PATH: emptyPath }, encoding: 'utf8' });
     expect(seen.trim().split('\n')[0]).toBe('no node on PATH');
     if (jail.length > 0) {
       expect(seen.trim().split('\n').slice(1)).toEqual(nodesOnThisMachine().map((n) => `no ${n}`));
-      const listed = execFileSync(jail[0]!, [...jail.slice(1), '/bin/ls', '-A', ROOT, realpathSync(join(ROOT, 'node_modules'))], { encoding: 'utf8' });
+      const listed = execFileSync(
+        jail[0]!,
+        [...jail.slice(1), '/bin/ls', '-A', ROOT, realpathSync(join(ROOT, 'node_modules'))],
+        { encoding: 'utf8' },
+      );
       expect(listed.split('\n').filter((l) => l !== '' && !l.endsWith(':'))).toEqual([]);
     }
   });
@@ -190,24 +217,43 @@ describe('the single binary', () => {
     expect(await run(['--version'], home)).toEqual({ code: 0, stdout: `${version}\n`, stderr: '' });
     const help = await run(['--help'], home);
     expect([help.code, help.stderr]).toEqual([0, '']);
-    for (const c of ['serve', 'instances', 'keys', 'console', 'simulate', 'demo']) expect(help.stdout).toMatch(new RegExp(`^  ${c} `, 'm'));
+    for (const c of ['serve', 'instances', 'keys', 'console', 'simulate', 'demo'])
+      expect(help.stdout).toMatch(new RegExp(`^  ${c} `, 'm'));
   });
 
   it('serve and simulate from the binary: instances add/ready, a completion and a stream through the openai SDK, keys list', async () => {
-    const added = await json<{ id: string; state: string }>(['instances', 'add', 'gpu-1', '--model', MODEL, '--endpoint', simUrl], home);
+    const added = await json<{ id: string; state: string }>(
+      ['instances', 'add', 'gpu-1', '--model', MODEL, '--endpoint', simUrl],
+      home,
+    );
     expect([added.id, added.state]).toEqual(['gpu-1', 'pending']);
-    const ready = await json<{ state: string; defaultKey: { name: string; secret: string } }>(['instances', 'ready', 'gpu-1'], home);
+    const ready = await json<{ state: string; defaultKey: { name: string; secret: string } }>(
+      ['instances', 'ready', 'gpu-1'],
+      home,
+    );
     expect([ready.state, ready.defaultKey.name]).toEqual(['ready', 'default']);
-    const made = await json<{ name: string; secret: string }>(['keys', 'create', '--instance', 'gpu-1', '--name', 'sdk'], home);
+    const made = await json<{ name: string; secret: string }>(
+      ['keys', 'create', '--instance', 'gpu-1', '--name', 'sdk'],
+      home,
+    );
     expect(made.secret).toMatch(/^ob_sk_[0-9A-Za-z]{12}_[0-9A-Za-z]{38}$/);
 
     const client = new OpenAI({ baseURL: `${baseUrl}/v1`, apiKey: made.secret, maxRetries: 0 });
-    const reply = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Hello' }] });
+    const reply = await client.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: 'user', content: 'Hello' }],
+    });
     expect(reply).toMatchObject({ object: 'chat.completion', model: MODEL });
     expect(reply.id).toMatch(/^chatcmpl-/);
-    expect(reply.choices).toEqual([{ index: 0, message: { role: 'assistant', content: 't0 t1 t2 t3 t4 t5 t6 t7 ' }, finish_reason: 'stop' }]);
+    expect(reply.choices).toEqual([
+      { index: 0, message: { role: 'assistant', content: 't0 t1 t2 t3 t4 t5 t6 t7 ' }, finish_reason: 'stop' },
+    ]);
 
-    const stream = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Stream' }], stream: true });
+    const stream = await client.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: 'user', content: 'Stream' }],
+      stream: true,
+    });
     let text = '';
     const finish: (string | null)[] = [];
     for await (const chunk of stream) {
@@ -221,40 +267,91 @@ describe('the single binary', () => {
     const all = (await (await fetch(`${simUrl}/_sim/requests`)).json()) as SimRequest[];
     expect(all[0]).toMatchObject({ method: 'GET', path: '/v1/models', body: null });
     const seen = all.filter((r) => r.path === '/v1/chat/completions');
-    expect(seen.map((r) => [r.path, (r.body as { messages: unknown }).messages, (r.body as { stream?: boolean }).stream, r.headers.authorization])).toEqual([
+    expect(
+      seen.map((r) => [
+        r.path,
+        (r.body as { messages: unknown }).messages,
+        (r.body as { stream?: boolean }).stream,
+        r.headers.authorization,
+      ]),
+    ).toEqual([
       ['/v1/chat/completions', [{ role: 'user', content: 'Hello' }], undefined, undefined],
       ['/v1/chat/completions', [{ role: 'user', content: 'Stream' }], true, undefined],
     ]);
 
     const listed = await json<{ name: string; status: string; instance: string }[]>(['keys', 'list'], home);
-    expect(listed.map((k) => [k.instance, k.name, k.status])).toEqual([['gpu-1', 'default', 'active'], ['gpu-1', 'sdk', 'active']]);
+    expect(listed.map((k) => [k.instance, k.name, k.status])).toEqual([
+      ['gpu-1', 'default', 'active'],
+      ['gpu-1', 'sdk', 'active'],
+    ]);
     expect(JSON.stringify(listed)).not.toContain(made.secret);
     expect(JSON.stringify(listed)).not.toContain(ready.defaultKey.secret);
   });
 
   it('runs the console in a real terminal (tmux): its first screen, live, and q quits with 0', async () => {
     const tmuxSocket = join(work, 'tmux.sock');
-    const tmux = (...args: string[]): string => execFileSync('tmux', ['-S', tmuxSocket, '-f', '/dev/null', ...args], { encoding: 'utf8', timeout: 10_000 });
+    const tmux = (...args: string[]): string =>
+      execFileSync('tmux', ['-S', tmuxSocket, '-f', '/dev/null', ...args], { encoding: 'utf8', timeout: 10_000 });
     const exitFile = join(work, 'console.exit');
     const errFile = join(work, 'console.err');
     // The pane's own environment is tmux's: env -i gives the console the same empty PATH. DEV=true
     // would make Ink look for its package.json and React DevTools, which the binary does not hold.
-    const argv = ['/usr/bin/env', '-i', `PATH=${emptyPath}`, `HOME=${home}`, 'TERM=xterm-256color', 'DEV=true', ...jail, bin, 'console', '--home', home];
-    tmux('new-session', '-d', '-s', 'binary', '-x', '110', '-y', '30', `${argv.map(quote).join(' ')} 2> ${quote(errFile)}; echo $? > ${quote(exitFile)}`, ';', 'set-option', '-t', 'binary', 'remain-on-exit', 'on');
+    const argv = [
+      '/usr/bin/env',
+      '-i',
+      `PATH=${emptyPath}`,
+      `HOME=${home}`,
+      'TERM=xterm-256color',
+      'DEV=true',
+      ...jail,
+      bin,
+      'console',
+      '--home',
+      home,
+    ];
+    tmux(
+      'new-session',
+      '-d',
+      '-s',
+      'binary',
+      '-x',
+      '110',
+      '-y',
+      '30',
+      `${argv.map(quote).join(' ')} 2> ${quote(errFile)}; echo $? > ${quote(exitFile)}`,
+      ';',
+      'set-option',
+      '-t',
+      'binary',
+      'remain-on-exit',
+      'on',
+    );
     try {
       let screen = '';
-      await eventually(() => {
-        screen = tmux('capture-pane', '-p', '-t', 'binary');
-        return screen.includes('● live') && screen.includes('gpu-1');
-      }, 'the console\'s first screen', 30_000).catch((e: unknown) => { throw new Error(`${String(e)}\n--- screen ---\n${screen}`); });
+      await eventually(
+        () => {
+          screen = tmux('capture-pane', '-p', '-t', 'binary');
+          return screen.includes('● live') && screen.includes('gpu-1');
+        },
+        "the console's first screen",
+        30_000,
+      ).catch((e: unknown) => {
+        throw new Error(`${String(e)}\n--- screen ---\n${screen}`);
+      });
       expect(screen).toContain(`ob-proxy console · ${baseUrl} · ● live`);
       expect(screen).toContain('[1 Instances (1)] 2 Keys: gpu-1 (2)  3 Revocations (0)');
       // `instances ready` probed the simulator: HEALTH ok.
-      expect(screen).toMatch(new RegExp(`› gpu-1 +gemma4:26b +ready +ok +${simUrl.replaceAll('.', '\\.')} +none +2\\n`));
+      expect(screen).toMatch(
+        new RegExp(`› gpu-1 +gemma4:26b +ready +ok +${simUrl.replaceAll('.', '\\.')} +none +2\\n`),
+      );
       expect(screen).toContain(`gpu-1 · gemma4:26b · ${simUrl}\n  Ready: Enter shows its keys, n generates a new one.`);
       expect(screen).toContain('q quit');
       tmux('send-keys', '-t', 'binary', 'q');
-      const status = await eventually(() => readFile(exitFile, 'utf8').then((s) => s.endsWith('\n') && s.trim()), 'the console to exit', 15_000);
+      const status = await eventually(
+        () => readFile(exitFile, 'utf8').then((s) => s.endsWith('\n') && s.trim()),
+        'the console to exit',
+        15_000,
+      );
       expect(status).toBe('0');
       // Nothing on stderr but the cursor shown again on the way out.
       expect((await readFile(errFile, 'utf8')).replaceAll('\x1b[?25h', '')).toBe('');
@@ -277,10 +374,19 @@ describe('the single binary', () => {
       const curl = lines.find((l) => l.startsWith('printf ') && l.includes('| curl '))!;
       // curl and bash are the user's tools, not the binary's: this shell may have them on PATH.
       const r = execFileSync('bash', ['-c', `${exported}\n${curl}`], { encoding: 'utf8' });
-      expect(JSON.parse(r)).toMatchObject({ object: 'chat.completion', model: MODEL, choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant' } }] });
-      expect(lines).toContain(`Manage it from another terminal: ${bin} instances list --home ${demoHome}   (or: ${bin} console --home ${demoHome})`);
+      expect(JSON.parse(r)).toMatchObject({
+        object: 'chat.completion',
+        model: MODEL,
+        choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant' } }],
+      });
+      expect(lines).toContain(
+        `Manage it from another terminal: ${bin} instances list --home ${demoHome}   (or: ${bin} console --home ${demoHome})`,
+      );
       const instances = await json<{ id: string; model: string; state: string }[]>(['instances', 'list'], demoHome);
-      expect(instances.map((i) => [i.id, i.model, i.state])).toEqual([['demo-gemma4', 'gemma4:26b', 'ready'], ['demo-qwen36', 'qwen3.6:27b', 'ready']]);
+      expect(instances.map((i) => [i.id, i.model, i.state])).toEqual([
+        ['demo-gemma4', 'gemma4:26b', 'ready'],
+        ['demo-qwen36', 'qwen3.6:27b', 'ready'],
+      ]);
     } finally {
       expect(await demo.stop('SIGINT')).toBe(0);
     }
@@ -292,11 +398,19 @@ describe('the single binary', () => {
     let daemon: Proc | undefined;
     try {
       db = await freshDatabase();
-      daemon = start(['serve', '--home', pgHome, '--port', '0', '--store', db.url, '--metrics-port', '0', '--log-format', 'pretty'], pgHome);
+      daemon = start(
+        ['serve', '--home', pgHome, '--port', '0', '--store', db.url, '--metrics-port', '0', '--log-format', 'pretty'],
+        pgHome,
+      );
       // pino-pretty's lines: a time in brackets, the level, the message, then its fields indented.
       await line(daemon, 'INFO: ob-proxy serving', 'serve with pretty logs');
-      const metricsUrl = await eventually(() => /^ {4}metrics: "(http:\/\/[^"]+)"$/m.exec(daemon!.out())?.[1], 'the metrics address');
-      expect(daemon.out()).toMatch(/^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} [+-]\d{4}\] INFO: ob-proxy serving\n {4}baseUrl: "http:\/\/127\.0\.0\.1:\d+"$/m);
+      const metricsUrl = await eventually(
+        () => /^ {4}metrics: "(http:\/\/[^"]+)"$/m.exec(daemon!.out())?.[1],
+        'the metrics address',
+      );
+      expect(daemon.out()).toMatch(
+        /^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} [+-]\d{4}\] INFO: ob-proxy serving\n {4}baseUrl: "http:\/\/127\.0\.0\.1:\d+"$/m,
+      );
       expect(daemon.out()).not.toMatch(/^\{/m);
 
       await json(['instances', 'add', 'pg-1', '--model', MODEL, '--endpoint', simUrl], pgHome);

@@ -15,11 +15,20 @@ const ROOT = resolve(import.meta.dirname, '../..');
 // npm's own notice about this machine's npmrc is not the package's doing.
 const NOISE = /Unknown (user|project|env) config/;
 
-function sh(cmd: string, args: string[], opts: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+function sh(
+  cmd: string,
+  args: string[],
+  opts: { cwd?: string; env?: NodeJS.ProcessEnv } = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((done) => {
-    execFile(cmd, args, { cwd: opts.cwd ?? ROOT, env: opts.env ?? process.env, timeout: 540_000, maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
-      done({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : 1, stdout, stderr });
-    });
+    execFile(
+      cmd,
+      args,
+      { cwd: opts.cwd ?? ROOT, env: opts.env ?? process.env, timeout: 540_000, maxBuffer: 16 << 20 },
+      (err, stdout, stderr) => {
+        done({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : 1, stdout, stderr });
+      },
+    );
   });
 }
 
@@ -37,7 +46,9 @@ beforeAll(async () => {
   expect(pack.code, pack.stderr).toBe(0);
   tarball = join(dir, pack.stdout.trim().split('\n').pop()!);
   const prefix = join(dir, 'prefix');
-  const install = await sh('npm', ['install', '-g', '--prefix', prefix, '--no-fund', '--no-audit', tarball], { cwd: dir });
+  const install = await sh('npm', ['install', '-g', '--prefix', prefix, '--no-fund', '--no-audit', tarball], {
+    cwd: dir,
+  });
   expect(install.code, install.stderr).toBe(0);
   // No EBADENGINE, no install-scripts notice: nothing for a user to wonder about.
   expect(warnings(install.stderr)).toEqual([]);
@@ -52,16 +63,28 @@ describe('the npm package', () => {
   it('holds only what runs: dist, docs, the service unit, README, LICENSE, package.json; and no build step for users', async () => {
     const list = await sh('tar', ['-tzf', tarball]);
     const files = list.stdout.trim().split('\n');
-    expect(files.filter((f) => !/^package\/(dist\/(bin|cli|daemon|src)\/|docs\/[^/]+\.(md|json)$|packaging\/ob-proxy\.service$|README\.md$|LICENSE$|package\.json$)/.test(f))).toEqual([]);
+    expect(
+      files.filter(
+        (f) =>
+          !/^package\/(dist\/(bin|cli|daemon|src)\/|docs\/[^/]+\.(md|json)$|packaging\/ob-proxy\.service$|README\.md$|LICENSE$|package\.json$)/.test(
+            f,
+          ),
+      ),
+    ).toEqual([]);
     expect(files).toContain('package/dist/bin/ob-proxy.js');
     expect(files).toContain('package/LICENSE');
-    const manifest = JSON.parse((await sh('tar', ['-xzOf', tarball, 'package/package.json'])).stdout) as Record<string, unknown>;
+    const manifest = JSON.parse((await sh('tar', ['-xzOf', tarball, 'package/package.json'])).stdout) as Record<
+      string,
+      unknown
+    >;
     expect(manifest.private).toBeUndefined();
     expect(manifest.scripts).toBeUndefined();
     expect(manifest.devDependencies).toBeUndefined();
     expect(manifest.engines).toEqual({ node: '>=22.12.0' });
     // The checkout's own manifest is back as it was after packing.
-    const checkout = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+    const checkout = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')) as {
+      scripts: Record<string, string>;
+    };
     expect(checkout.scripts.prepare).toBe('npm run build');
   });
 
@@ -75,14 +98,20 @@ describe('the npm package', () => {
     const proc = spawn(bin, ['demo', '--port', '0', '--home', home], { stdio: ['ignore', 'pipe', 'pipe'] });
     try {
       let out = '';
-      proc.stdout.setEncoding('utf8').on('data', (s: string) => { out += s; });
+      proc.stdout.setEncoding('utf8').on('data', (s: string) => {
+        out += s;
+      });
       await eventually(() => out.includes('Press Ctrl-C to stop.'), 'the demo text', 30_000);
       const lines = out.split('\n');
       const exported = lines.find((l) => l.startsWith('export OB_KEY='))!;
       const curl = lines.find((l) => l.startsWith('printf ') && l.includes('| curl '))!;
       const r = await sh('bash', ['-c', `${exported}\n${curl}`]);
       expect(r.code, r.stderr).toBe(0);
-      expect(JSON.parse(r.stdout)).toMatchObject({ object: 'chat.completion', model: 'gemma4:26b', choices: [{ finish_reason: 'stop' }] });
+      expect(JSON.parse(r.stdout)).toMatchObject({
+        object: 'chat.completion',
+        model: 'gemma4:26b',
+        choices: [{ finish_reason: 'stop' }],
+      });
     } finally {
       const exited = new Promise((r) => proc.once('exit', (code) => r(code)));
       proc.kill('SIGINT');

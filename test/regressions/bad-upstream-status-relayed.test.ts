@@ -7,7 +7,14 @@
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { obError } from '../../src/errors.js';
-import { type HostilePair, alongside, ask, expectUpstreamAborted, lastChatEnded, startHostilePair } from '../helpers/hostile-upstream.js';
+import {
+  type HostilePair,
+  alongside,
+  ask,
+  expectUpstreamAborted,
+  lastChatEnded,
+  startHostilePair,
+} from '../helpers/hostile-upstream.js';
 
 let p: HostilePair;
 beforeAll(async () => {
@@ -17,15 +24,20 @@ afterAll(async () => {
   await p.stop();
 });
 
-it.each([201, 202, 206, 204, 304, 301, 302, 307])('HTTP %i, plain and streaming: 502 upstream_error', async (status) => {
-  for (const stream of [false, true]) {
-    const r = await alongside(p, () => ask(p, `[[sim fail=bad-status status=${status}]]`, stream));
-    expect({ stream, status: r.status, json: r.json }).toEqual({
-      stream,
-      status: 502,
-      json: obError('upstream_error', { message: `The model server answered HTTP ${status}, which is not a chat completion; it was not relayed.` }).toBody(),
-    });
-    if (status === 204 || status === 304) await lastChatEnded(p.hostile);
-    else await expectUpstreamAborted(p.hostile);
-  }
-});
+it.each([201, 202, 206, 204, 304, 301, 302, 307])(
+  'HTTP %i, plain and streaming: 502 upstream_error',
+  async (status) => {
+    for (const stream of [false, true]) {
+      const r = await alongside(p, () => ask(p, `[[sim fail=bad-status status=${status}]]`, stream));
+      expect({ stream, status: r.status, json: r.json }).toEqual({
+        stream,
+        status: 502,
+        json: obError('upstream_error', {
+          message: `The model server answered HTTP ${status}, which is not a chat completion; it was not relayed.`,
+        }).toBody(),
+      });
+      if (status === 204 || status === 304) await lastChatEnded(p.hostile);
+      else await expectUpstreamAborted(p.hostile);
+    }
+  },
+);

@@ -25,8 +25,15 @@ const CLEAR = '\u001b[2J\u001b[H';
 const INSTANCE = 'gpu-1';
 const DEAD = 'old-2';
 const NAMES = [
-  `${CLEAR}ci-bot`, `csi\u009b31m`, `invoice\u202egpj.exe`, `zero\u200bwidth\u2060`, `line\u2028sep`,
-  `del\u007fete`, `multi\nline\r\tname`, `isolate\u2066x\u2069`, `bom\ufeff`,
+  `${CLEAR}ci-bot`,
+  `csi\u009b31m`,
+  `invoice\u202egpj.exe`,
+  `zero\u200bwidth\u2060`,
+  `line\u2028sep`,
+  `del\u007fete`,
+  `multi\nline\r\tname`,
+  `isolate\u2066x\u2069`,
+  `bom\ufeff`,
 ];
 const REVOKED_NAME = `gone${TITLE}`;
 
@@ -35,9 +42,19 @@ const usage = { requests: 0, promptTokens: 0, completionTokens: 0 };
 
 function key(id: string, name: string, instance: string, deployment: string, revoked = false) {
   return {
-    id, name, instance, deployment, hash: createHash('sha256').update(id).digest('hex'), hint: `ob_sk_…${CLEAR}AAAA`, isDefault: false,
-    status: revoked ? 'revoked' : 'active', createdAt: AT, lastUsedAt: null,
-    revokedAt: revoked ? AT : null, revokeReason: revoked ? 'manual' : null, usage,
+    id,
+    name,
+    instance,
+    deployment,
+    hash: createHash('sha256').update(id).digest('hex'),
+    hint: `ob_sk_…${CLEAR}AAAA`,
+    isDefault: false,
+    status: revoked ? 'revoked' : 'active',
+    createdAt: AT,
+    lastUsedAt: null,
+    revokedAt: revoked ? AT : null,
+    revokeReason: revoked ? 'manual' : null,
+    usage,
   };
 }
 
@@ -47,17 +64,43 @@ const KEY_IDS = NAMES.map((_, i) => `key${String(i).padStart(9, '0')}`);
 const STORE = {
   version: 2,
   instances: [
-    { id: INSTANCE, deployment: 'dep-1', model: 'gemma4:26b', endpoint: `http://127.0.0.1:9/${CLEAR}\u202e`, state: 'ready', packEndsAt: null, createdAt: AT, updatedAt: AT,
+    {
+      id: INSTANCE,
+      deployment: 'dep-1',
+      model: 'gemma4:26b',
+      endpoint: `http://127.0.0.1:9/${CLEAR}\u202e`,
+      state: 'ready',
+      packEndsAt: null,
+      createdAt: AT,
+      updatedAt: AT,
       // Missing, so the daemon logs the instance's id at start.
-      upstreamTokenFile: '/nonexistent/ob-proxy-token' },
-    { id: DEAD, deployment: 'dep-2', model: 'gemma4:26b', endpoint: null, state: 'terminated', packEndsAt: null, createdAt: AT, updatedAt: AT },
+      upstreamTokenFile: '/nonexistent/ob-proxy-token',
+    },
+    {
+      id: DEAD,
+      deployment: 'dep-2',
+      model: 'gemma4:26b',
+      endpoint: null,
+      state: 'terminated',
+      packEndsAt: null,
+      createdAt: AT,
+      updatedAt: AT,
+    },
   ],
   keys: [
     ...NAMES.map((name, i) => key(KEY_IDS[i]!, name, INSTANCE, 'dep-1')),
     key('keyrevoked01', REVOKED_NAME, DEAD, 'dep-2', true),
   ],
   events: [
-    { seq: 1, at: AT, type: 'key.revoked', instance: DEAD, keyId: 'keyrevoked01', keyName: REVOKED_NAME, reason: 'manual' },
+    {
+      seq: 1,
+      at: AT,
+      type: 'key.revoked',
+      instance: DEAD,
+      keyId: 'keyrevoked01',
+      keyName: REVOKED_NAME,
+      reason: 'manual',
+    },
   ],
 };
 
@@ -81,8 +124,14 @@ afterAll(async () => {
 
 async function human(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   const r = await runCli(args, { home });
-  for (const [stream, text] of [['stdout', r.stdout], ['stderr', r.stderr]] as const) {
-    expect(RAW.test(text), `ob-proxy ${args.join(' ')} wrote a raw control character on ${stream}: ${JSON.stringify(text)}`).toBe(false);
+  for (const [stream, text] of [
+    ['stdout', r.stdout],
+    ['stderr', r.stderr],
+  ] as const) {
+    expect(
+      RAW.test(text),
+      `ob-proxy ${args.join(' ')} wrote a raw control character on ${stream}: ${JSON.stringify(text)}`,
+    ).toBe(false);
   }
   return r;
 }
@@ -145,8 +194,10 @@ it("the daemon's log lines (JSON) escape what they quote from the store", () => 
 describe('the console draws names from the store escaped', () => {
   it('instances, keys, the revoke question and revocations: no frame holds a raw control character', async () => {
     const client = new DaemonClient(join(home, 'ob-proxy.sock'));
-    const ui = renderInk(createElement(ConsoleApp, { client, colour: true, retryMs: 20, pollMs: 3_600_000, tickMs: 3_600_000 }),
-      { columns: 120, rows: 30, input: (terminal) => new KeystrokeInput(terminal) });
+    const ui = renderInk(
+      createElement(ConsoleApp, { client, colour: true, retryMs: 20, pollMs: 3_600_000, tickMs: 3_600_000 }),
+      { columns: 120, rows: 30, input: (terminal) => new KeystrokeInput(terminal) },
+    );
     try {
       await ui.waitForFrame('http://127.0.0.1:9/\\x1b[2J\\x1b[H\\u202e');
       await ui.press('enter');
@@ -157,7 +208,10 @@ describe('the console draws names from the store escaped', () => {
       await ui.press('3');
       await ui.waitForFrame('gone\\x1b]0;pwned\\x07');
       for (const frame of ui.stdout.rawFrames) {
-        expect(RAW.test(frame.replace(SGR, '').replaceAll('\n', '')), `a console frame holds a raw control character: ${JSON.stringify(frame)}`).toBe(false);
+        expect(
+          RAW.test(frame.replace(SGR, '').replaceAll('\n', '')),
+          `a console frame holds a raw control character: ${JSON.stringify(frame)}`,
+        ).toBe(false);
       }
     } finally {
       await ui.unmount();

@@ -11,12 +11,20 @@ import { MODEL, post, setupReadyInstance } from '../reliability/harness.js';
 const env = setupReadyInstance({ id: 'gpu-1' });
 
 const nested = (levels: number): string => '['.repeat(levels) + ']'.repeat(levels);
-const body = (levels: number): string => `{"model":"${MODEL}","messages":[{"role":"developer","content":"be brief"},{"role":"user","content":"hi"}],"x":${nested(levels)}}`;
+const body = (levels: number): string =>
+  `{"model":"${MODEL}","messages":[{"role":"developer","content":"be brief"},{"role":"user","content":"hi"}],"x":${nested(levels)}}`;
 
 it('5,000 levels are refused with a 400 in our shape, every time, and nothing reaches the model server', async () => {
   const replies = await Promise.all(Array.from({ length: 20 }, () => post(env.h.baseUrl, env.key, body(5000))));
   for (const r of replies) {
-    expect(r.json).toEqual({ error: { message: `The request body nests objects or arrays deeper than ${MAX_DEPTH} levels. Flatten it.`, type: 'invalid_request_error', code: 'invalid_json', param: null } });
+    expect(r.json).toEqual({
+      error: {
+        message: `The request body nests objects or arrays deeper than ${MAX_DEPTH} levels. Flatten it.`,
+        type: 'invalid_request_error',
+        code: 'invalid_json',
+        param: null,
+      },
+    });
   }
   expect(env.sim.requests).toEqual([]);
 });

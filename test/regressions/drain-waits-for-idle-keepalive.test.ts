@@ -24,7 +24,8 @@ it('a drain with keep-alive clients ends when their streams end, not when the gr
   const agent = new Agent({ keepAliveTimeout: 600_000, keepAliveMaxTimeout: 600_000 });
   const streams = Array.from({ length: 5 }, async () => {
     const r = await request(`${h.baseUrl}/v1/chat/completions`, {
-      method: 'POST', dispatcher: agent,
+      method: 'POST',
+      dispatcher: agent,
       headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
       body: JSON.stringify(chatBody('[[sim tokensPerSecond=20 chunks=10]]', { stream: true })),
     });

@@ -6,7 +6,13 @@
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { obError } from '../../src/errors.js';
-import { type HostilePair, alongside, ask, expectUpstreamAborted, startHostilePair } from '../helpers/hostile-upstream.js';
+import {
+  type HostilePair,
+  alongside,
+  ask,
+  expectUpstreamAborted,
+  startHostilePair,
+} from '../helpers/hostile-upstream.js';
 
 let p: HostilePair;
 beforeAll(async () => {
@@ -21,7 +27,9 @@ it('an error body over the cap: 502 upstream_error, upstream aborted', async () 
     const r = await alongside(p, () => ask(p, '[[sim fail=huge-error errorStatus=503 bodyBytes=209715200]]', stream));
     expect({ status: r.status, json: r.json }).toEqual({
       status: 502,
-      json: obError('upstream_error', { message: 'The model server answered HTTP 503 with an error body larger than 65536 bytes; it was not relayed.' }).toBody(),
+      json: obError('upstream_error', {
+        message: 'The model server answered HTTP 503 with an error body larger than 65536 bytes; it was not relayed.',
+      }).toBody(),
     });
     await expectUpstreamAborted(p.hostile);
   }
@@ -31,6 +39,13 @@ it('an error body under the cap: the same status and its message', async () => {
   const r = await alongside(p, () => ask(p, '[[sim fail=huge-error errorStatus=503 bodyBytes=1000]]', false));
   expect({ status: r.status, json: r.json }).toEqual({
     status: 503,
-    json: { error: { message: `Model server error (HTTP 503): ${'a'.repeat(1000)}`, type: 'api_error', code: 'upstream_error', param: null } },
+    json: {
+      error: {
+        message: `Model server error (HTTP 503): ${'a'.repeat(1000)}`,
+        type: 'api_error',
+        code: 'upstream_error',
+        param: null,
+      },
+    },
   });
 });

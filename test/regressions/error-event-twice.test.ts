@@ -12,7 +12,10 @@ import { type HostilePair, alongside, ask, errorEvents, startHostilePair } from 
 const RUNNER = 'model runner has unexpectedly stopped, this may be due to resource limitations or an internal error';
 
 // Both relay paths: the learned layouts must never let an error event through as an ordinary one.
-describe.each([['fast path', true], ['slow path forced (OB_PROXY_RELAY_FAST_PATH=0)', false]])('%s', (_name, relayFastPath) => {
+describe.each([
+  ['fast path', true],
+  ['slow path forced (OB_PROXY_RELAY_FAST_PATH=0)', false],
+])('%s', (_name, relayFastPath) => {
   let p: HostilePair;
   beforeAll(async () => {
     p = await startHostilePair({ relayFastPath });
@@ -23,11 +26,13 @@ describe.each([['fast path', true], ['slow path forced (OB_PROXY_RELAY_FAST_PATH
 
   it('the relay stops at an error event', () => {
     const relay = new SseRelay('chatcmpl-x', false, relayFastPath ? undefined : null);
-    expect(relay.push(Buffer.from('data: {"error":{"message":"boom"}}\n\ndata: {"id":"a","choices":[]}\n\n'))).toBe('data: {"error":{"message":"boom"}}\n\n');
+    expect(relay.push(Buffer.from('data: {"error":{"message":"boom"}}\n\ndata: {"id":"a","choices":[]}\n\n'))).toBe(
+      'data: {"error":{"message":"boom"}}\n\n',
+    );
     expect(relay.sawError).toBe(true);
   });
 
-  it('an error event then EOF: the chunks so far and exactly one error event (the upstream\'s), no [DONE]', async () => {
+  it("an error event then EOF: the chunks so far and exactly one error event (the upstream's), no [DONE]", async () => {
     // Twice: the second stream meets layouts the first taught the instance.
     for (let i = 0; i < 2; i++) {
       const r = await alongside(p, () => ask(p, '[[sim fail=error-event failAfterChunks=2]]', true));
@@ -39,10 +44,12 @@ describe.each([['fast path', true], ['slow path forced (OB_PROXY_RELAY_FAST_PATH
     }
   });
 
-  it('an `event: error` then EOF: one error event in our shape, with the server\'s message and code', async () => {
+  it("an `event: error` then EOF: one error event in our shape, with the server's message and code", async () => {
     const r = await alongside(p, () => ask(p, '[[sim fail=named-error-event failAfterChunks=2]]', true));
     expect(streamTokens(sseFrames(r.text))).toEqual(expectedTokens(2));
-    expect(errorEvents(r.text)).toEqual([{ error: { message: 'Model server error: boom', type: 'api_error', code: 'overloaded', param: null } }]);
+    expect(errorEvents(r.text)).toEqual([
+      { error: { message: 'Model server error: boom', type: 'api_error', code: 'overloaded', param: null } },
+    ]);
     expect(r.text).not.toContain('event:');
     expect(r.text).not.toContain('[DONE]');
   });

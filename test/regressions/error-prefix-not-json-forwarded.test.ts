@@ -33,5 +33,9 @@ it('through the daemon: the chunks so far, then one upstream_error event; the br
   expect(r.text).not.toContain('not json');
   expect(r.text).not.toContain('[DONE]');
   for (const f of sseFrames(r.text)) expect(() => JSON.parse(f.slice(6)) as unknown).not.toThrow();
-  expect(errorEvents(r.text)).toEqual([obError('upstream_error', { message: 'The model server sent an event that is not valid JSON; the stream was ended.' }).toBody()]);
+  expect(errorEvents(r.text)).toEqual([
+    obError('upstream_error', {
+      message: 'The model server sent an event that is not valid JSON; the stream was ended.',
+    }).toBody(),
+  ]);
 });

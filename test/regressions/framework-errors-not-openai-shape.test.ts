@@ -26,7 +26,9 @@ function raw(bytes: string): Promise<string> {
   return new Promise((resolve) => {
     const s = connect(Number(url.port), url.hostname);
     let out = '';
-    s.setEncoding('latin1').on('data', (d: string) => { out += d; });
+    s.setEncoding('latin1').on('data', (d: string) => {
+      out += d;
+    });
     s.on('error', () => {});
     s.on('close', () => resolve(out));
     s.on('connect', () => s.end(bytes));
@@ -38,7 +40,10 @@ function parsed(text: string): { status: number; body: unknown } {
 }
 
 it('a malformed request head gets 400 malformed_http in the OpenAI shape', async () => {
-  expect(parsed(await raw('POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nBad Header Line\r\n\r\n'))).toEqual({ status: 400, body: obError('malformed_http').toBody() });
+  expect(parsed(await raw('POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nBad Header Line\r\n\r\n'))).toEqual({
+    status: 400,
+    body: obError('malformed_http').toBody(),
+  });
   expect(parsed(await raw('GARBAGE\r\n\r\n'))).toEqual({ status: 400, body: obError('malformed_http').toBody() });
 });
 
@@ -48,6 +53,12 @@ it('headers too large get 431 headers_too_large in the OpenAI shape', async () =
 });
 
 it('a management id too long for the router is a clear invalid_argument', async () => {
-  const err = await client.revokeKey('a'.repeat(5000)).then(() => null, (e: unknown) => e as { code: string; message: string });
-  expect(err).toMatchObject({ code: 'invalid_argument', message: 'An id in the path is too long: instance ids are at most 64 characters.' });
+  const err = await client.revokeKey('a'.repeat(5000)).then(
+    () => null,
+    (e: unknown) => e as { code: string; message: string },
+  );
+  expect(err).toMatchObject({
+    code: 'invalid_argument',
+    message: 'An id in the path is too long: instance ids are at most 64 characters.',
+  });
 });

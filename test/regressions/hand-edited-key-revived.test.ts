@@ -18,7 +18,9 @@ beforeAll(async () => {
 afterAll(() => sim.stop());
 
 /** A home with one revoked key, the daemon stopped; `edit` then changes db.json by hand. */
-async function revokedThenEdited(edit: (home: string, keyId: string) => Promise<void>): Promise<{ home: string; secret: string; keyId: string }> {
+async function revokedThenEdited(
+  edit: (home: string, keyId: string) => Promise<void>,
+): Promise<{ home: string; secret: string; keyId: string }> {
   const home = await tmpHome();
   const serve = await startServe(home);
   const { keyId, secret } = await readyInstance(home, 'gpu-1', sim.url);
@@ -42,7 +44,9 @@ async function expectRevoked(home: string, keyId: string, secret: string, source
     expect((await postChat(serve.baseUrl, secret, chat())).status).toBe(401);
     const keys = await cliJson<{ id: string; status: string; revokeReason: string }[]>(['keys', 'list'], home);
     expect(keys.find((k) => k.id === keyId)).toMatchObject({ status: 'revoked', revokeReason: 'manual' });
-    expect(serve.logs().some((l) => String(l.msg).includes(`Key ${keyId}`) && String(l.msg).includes(source))).toBe(true);
+    expect(serve.logs().some((l) => String(l.msg).includes(`Key ${keyId}`) && String(l.msg).includes(source))).toBe(
+      true,
+    );
   } finally {
     await serve.stop();
   }
@@ -61,4 +65,3 @@ it('a key set back to active with its audit event deleted too stays revoked (the
   const { home, keyId, secret } = await revokedThenEdited(async (h, id) => reactivate(h, id, true));
   await expectRevoked(home, keyId, secret, 'the revocation journal');
 });
-

@@ -8,7 +8,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { obError } from '../../src/errors.js';
 import { hello } from '../helpers/chat.js';
-import { type ServeProcess, type SimProcess, cliJson, eventually, startServe, startSimulate, tmpHome } from '../helpers/processes.js';
+import {
+  type ServeProcess,
+  type SimProcess,
+  cliJson,
+  eventually,
+  startServe,
+  startSimulate,
+  tmpHome,
+} from '../helpers/processes.js';
 import { type HeldRequest, type RawResponse, holdBody } from '../helpers/raw-http.js';
 
 const MODEL = 'gemma4:26b';
@@ -17,7 +25,9 @@ let other: SimProcess;
 let serve: ServeProcess;
 let home: string;
 
-interface ReadyJson { defaultKey: { id: string; secret: string } }
+interface ReadyJson {
+  defaultKey: { id: string; secret: string };
+}
 
 beforeAll(async () => {
   home = await tmpHome();
@@ -44,7 +54,10 @@ async function seenUpstream(s: SimProcess, tag: string): Promise<boolean> {
 }
 
 /** The whole answer: status, our envelope, the request id, nothing else. */
-function expectRefused(r: RawResponse, code: 'revoked_api_key' | 'deployment_not_found' | 'deployment_not_ready'): void {
+function expectRefused(
+  r: RawResponse,
+  code: 'revoked_api_key' | 'deployment_not_found' | 'deployment_not_ready',
+): void {
   expect(r.status).toBe(obError(code).status);
   expect(r.headers['content-type']).toMatch(/^application\/json/);
   expect(r.headers['x-request-id']).toMatch(/.+/);
@@ -53,13 +66,14 @@ function expectRefused(r: RawResponse, code: 'revoked_api_key' | 'deployment_not
 }
 
 describe('a body sent after the key lost its rights is refused, and never reaches the model server', () => {
-  const cases: [string, 'revoked_api_key' | 'deployment_not_found', (id: string, keyId: string) => Promise<unknown>][] = [
-    ['keys revoke', 'revoked_api_key', (_id, keyId) => cliJson(['keys', 'revoke', keyId], home)],
-    ['instances stop', 'revoked_api_key', (id) => cliJson(['instances', 'stop', id], home)],
-    ['instances terminate', 'revoked_api_key', (id) => cliJson(['instances', 'terminate', id], home)],
-    ['instances fail', 'revoked_api_key', (id) => cliJson(['instances', 'fail', id], home)],
-    ['instances remove', 'deployment_not_found', (id) => cliJson(['instances', 'remove', id], home)],
-  ];
+  const cases: [string, 'revoked_api_key' | 'deployment_not_found', (id: string, keyId: string) => Promise<unknown>][] =
+    [
+      ['keys revoke', 'revoked_api_key', (_id, keyId) => cliJson(['keys', 'revoke', keyId], home)],
+      ['instances stop', 'revoked_api_key', (id) => cliJson(['instances', 'stop', id], home)],
+      ['instances terminate', 'revoked_api_key', (id) => cliJson(['instances', 'terminate', id], home)],
+      ['instances fail', 'revoked_api_key', (id) => cliJson(['instances', 'fail', id], home)],
+      ['instances remove', 'deployment_not_found', (id) => cliJson(['instances', 'remove', id], home)],
+    ];
   for (const [action, code, act] of cases) {
     it(`${action} while the body is held: ${code}`, async () => {
       const id = `held-${action.split(' ')[1]}`;
@@ -76,7 +90,11 @@ describe('a body sent after the key lost its rights is refused, and never reache
     const packEndsAt = new Date(Date.now() + 3_000).toISOString();
     const key = await readyInstance('held-pack', ['--pack-ends', packEndsAt]);
     const held = await holdBody(serve.baseUrl, key.secret, body('tag-held-pack'));
-    await eventually(async () => (await cliJson<{ state: string }>(['instances', 'show', 'held-pack'], home)).state === 'stopped', 'the pack end', 10_000);
+    await eventually(
+      async () => (await cliJson<{ state: string }>(['instances', 'show', 'held-pack'], home)).state === 'stopped',
+      'the pack end',
+      10_000,
+    );
     expectRefused(await held.send(), 'revoked_api_key');
     expect(await seenUpstream(sim, 'tag-held-pack')).toBe(false);
   });
@@ -99,7 +117,9 @@ describe('a body sent after the key lost its rights is refused, and never reache
 
   it('many held requests, one revocation: every one is refused', async () => {
     const key = await readyInstance('held-many');
-    const helds = await Promise.all(Array.from({ length: 20 }, (_, i) => holdBody(serve.baseUrl, key.secret, body(`tag-many-${i}-`))));
+    const helds = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => holdBody(serve.baseUrl, key.secret, body(`tag-many-${i}-`))),
+    );
     await cliJson(['keys', 'revoke', key.id], home);
     const answers = await Promise.all(helds.map((h) => h.send()));
     for (const a of answers) expectRefused(a, 'revoked_api_key');

@@ -15,7 +15,11 @@ it('an existing 0755 home is made 0700, and the log says so', async () => {
   const serve = await startServe(home);
   try {
     expect((await stat(home)).mode & 0o777).toBe(0o700);
-    expect(serve.logs().find((l) => String(l.msg).includes('made it 0700'))).toMatchObject({ home, was: '0755', now: '0700' });
+    expect(serve.logs().find((l) => String(l.msg).includes('made it 0700'))).toMatchObject({
+      home,
+      was: '0755',
+      now: '0700',
+    });
   } finally {
     await serve.stop();
   }

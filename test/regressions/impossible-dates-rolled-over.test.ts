@@ -7,8 +7,16 @@ import { expect, it } from 'vitest';
 import { validateTimestamp } from '../../src/domain/validate.js';
 
 it('days that do not exist, and zones out of range, are refused', () => {
-  for (const v of ['2030-02-30T00:00:00Z', '2030-02-29T00:00:00Z', '2030-04-31T12:00:00Z', '2030-01-01T00:00:00+24:00', '2030-01-01T00:00:00+05:60']) {
-    expect(() => validateTimestamp(v, 'packEndsAt'), v).toThrow('packEndsAt must be an ISO 8601 time with a zone, e.g. 2026-12-01T18:00:00Z.');
+  for (const v of [
+    '2030-02-30T00:00:00Z',
+    '2030-02-29T00:00:00Z',
+    '2030-04-31T12:00:00Z',
+    '2030-01-01T00:00:00+24:00',
+    '2030-01-01T00:00:00+05:60',
+  ]) {
+    expect(() => validateTimestamp(v, 'packEndsAt'), v).toThrow(
+      'packEndsAt must be an ISO 8601 time with a zone, e.g. 2026-12-01T18:00:00Z.',
+    );
   }
 });
 

@@ -12,13 +12,24 @@ import { SseRelay } from '../../src/wire/sse-relay.js';
 import { expectedTokens, sseFrames, streamTokens } from '../reliability/harness.js';
 import { type HostilePair, alongside, ask, errorEvents, startHostilePair } from '../helpers/hostile-upstream.js';
 
-const notSse = obError('upstream_error', { message: 'The model server sent data that is not an OpenAI event stream; the stream was ended.' }).toBody();
+const notSse = obError('upstream_error', {
+  message: 'The model server sent data that is not an OpenAI event stream; the stream was ended.',
+}).toBody();
 
 it('the relay drops comments and id/retry fields, and refuses what is not SSE', () => {
   const relay = new SseRelay('chatcmpl-x', false);
-  const out = relay.push(Buffer.from(': ping\n\nretry: 10\n\nid: 7\nevent: message\ndata: {"id":"a","choices":[]}\n\n: c\r\ndata: {"id":"b","choices":[]}\r\n\r\n'));
+  const out = relay.push(
+    Buffer.from(
+      ': ping\n\nretry: 10\n\nid: 7\nevent: message\ndata: {"id":"a","choices":[]}\n\n: c\r\ndata: {"id":"b","choices":[]}\r\n\r\n',
+    ),
+  );
   expect(out).toBe('data: {"id":"chatcmpl-x","choices":[]}\n\ndata: {"id":"chatcmpl-x","choices":[]}\n\n');
-  for (const bad of ['<html>', 'event: telemetry\ndata: {}', 'data: {"id":"a","choices":[]}\nfoo: bar', 'hello world']) {
+  for (const bad of [
+    '<html>',
+    'event: telemetry\ndata: {}',
+    'data: {"id":"a","choices":[]}\nfoo: bar',
+    'hello world',
+  ]) {
     const r = new SseRelay('chatcmpl-x', false);
     expect(r.push(Buffer.from(`${bad}\n\ndata: [DONE]\n\n`))).toBe('');
     expect({ bad, invalid: r.invalid, reason: r.invalidReason }).toEqual({ bad, invalid: true, reason: 'not_sse' });

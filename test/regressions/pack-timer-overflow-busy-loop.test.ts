@@ -17,7 +17,12 @@ it('a pack that ends in 60 days arms a timer Node can hold', async () => {
   const spy = vi.spyOn(globalThis, 'setTimeout');
   try {
     // The daemon's subscription to the lifecycle re-arms the timer (daemon/lifecycle-follow.ts).
-    await h.daemon.ctx.lifecycle.addInstance({ id: 'long-pack', model: MODEL, endpoint: 'http://127.0.0.1:9', packEndsAt });
+    await h.daemon.ctx.lifecycle.addInstance({
+      id: 'long-pack',
+      model: MODEL,
+      endpoint: 'http://127.0.0.1:9',
+      packEndsAt,
+    });
     const delays = spy.mock.calls.map((c) => c[1] ?? 0);
     expect(delays.length).toBeGreaterThan(0);
     expect(Math.max(...delays)).toBeLessThanOrEqual(2 ** 31 - 1);

@@ -7,10 +7,18 @@
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { obError } from '../../src/errors.js';
-import { type HostilePair, alongside, ask, expectUpstreamAborted, startHostilePair } from '../helpers/hostile-upstream.js';
+import {
+  type HostilePair,
+  alongside,
+  ask,
+  expectUpstreamAborted,
+  startHostilePair,
+} from '../helpers/hostile-upstream.js';
 
 const CAP = 1024 * 1024;
-const tooLarge = obError('upstream_error', { message: `The model server's answer is larger than ${CAP} bytes; it was not relayed.` }).toBody();
+const tooLarge = obError('upstream_error', {
+  message: `The model server's answer is larger than ${CAP} bytes; it was not relayed.`,
+}).toBody();
 
 let p: HostilePair;
 beforeAll(async () => {

@@ -21,6 +21,8 @@ it('an event with a raw CR inside reaches the client as one line, and teaches th
 
 it('nor does an error event', () => {
   const relay = new SseRelay('ours', false);
-  expect(relay.push(Buffer.from('data: {"error":\r{"message":"boom"}}\n\n'))).toBe('data: {"error":{"message":"boom"}}\n\n');
+  expect(relay.push(Buffer.from('data: {"error":\r{"message":"boom"}}\n\n'))).toBe(
+    'data: {"error":{"message":"boom"}}\n\n',
+  );
   expect(relay.sawError).toBe(true);
 });

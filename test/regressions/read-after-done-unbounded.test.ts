@@ -7,7 +7,13 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { SseRelay } from '../../src/wire/sse-relay.js';
 import { expectedTokens, sseFrames, streamTokens } from '../reliability/harness.js';
-import { type HostilePair, alongside, ask, expectUpstreamAborted, startHostilePair } from '../helpers/hostile-upstream.js';
+import {
+  type HostilePair,
+  alongside,
+  ask,
+  expectUpstreamAborted,
+  startHostilePair,
+} from '../helpers/hostile-upstream.js';
 
 let p: HostilePair;
 beforeAll(async () => {

@@ -9,7 +9,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { obError } from '../../src/errors.js';
 import { hello } from '../helpers/chat.js';
-import { type ServeProcess, type SimProcess, cliJson, eventually, startServe, startSimulate, tmpHome } from '../helpers/processes.js';
+import {
+  type ServeProcess,
+  type SimProcess,
+  cliJson,
+  eventually,
+  startServe,
+  startSimulate,
+  tmpHome,
+} from '../helpers/processes.js';
 import { type RawAnswer, type RawConnection, chatHead, openConnection } from '../helpers/raw-connection.js';
 
 const MODEL = 'gemma4:26b';
@@ -24,21 +32,30 @@ let limitedKey: string;
 let pendingKey: string;
 const opened: RawConnection[] = [];
 
-interface ReadyJson { defaultKey: { secret: string } }
+interface ReadyJson {
+  defaultKey: { secret: string };
+}
 
 beforeAll(async () => {
   home = await tmpHome();
   sim = await startSimulate([MODEL]);
   serve = await startServe(home, ['--grace', String(GRACE_S)]);
   host = new URL(serve.baseUrl).host;
-  for (const id of ['live', 'pending']) await cliJson(['instances', 'add', id, '--model', MODEL, '--endpoint', sim.url], home);
+  for (const id of ['live', 'pending'])
+    await cliJson(['instances', 'add', id, '--model', MODEL, '--endpoint', sim.url], home);
   liveKey = (await cliJson<ReadyJson>(['instances', 'ready', 'live'], home)).defaultKey.secret;
   pendingKey = (await cliJson<ReadyJson>(['instances', 'ready', 'pending'], home)).defaultKey.secret;
   await cliJson(['instances', 'pending', 'pending'], home);
-  limitedKey = (await cliJson<{ secret: string }>(['keys', 'create', '--instance', 'live', '--name', 'one-a-minute', '--rpm', '1'], home)).secret;
+  limitedKey = (
+    await cliJson<{ secret: string }>(
+      ['keys', 'create', '--instance', 'live', '--name', 'one-a-minute', '--rpm', '1'],
+      home,
+    )
+  ).secret;
   // The one request of its minute: the next is over the limit.
   const first = await fetch(`${serve.baseUrl}/v1/chat/completions`, {
-    method: 'POST', headers: { authorization: `Bearer ${limitedKey}`, 'content-type': 'application/json' },
+    method: 'POST',
+    headers: { authorization: `Bearer ${limitedKey}`, 'content-type': 'application/json' },
     body: JSON.stringify(hello(MODEL)),
   });
   expect(first.status).toBe(200);
@@ -64,21 +81,48 @@ interface Case {
 }
 
 const cases: Case[] = [
-  { what: 'an unknown key (onRequest, 401), no body byte sent', status: 401, code: 'invalid_api_key',
-    send: (c) => c.write(chatHead(host, 'ob_sk_notakey', Buffer.byteLength(body))) },
-  { what: 'an unknown key (onRequest, 401), half the body sent', status: 401, code: 'invalid_api_key',
-    send: (c) => c.write(chatHead(host, 'ob_sk_notakey', Buffer.byteLength(body)) + body.slice(0, 20)) },
-  { what: 'no Authorization, a chunked body begun (onRequest, 400)', status: 400, code: 'missing_api_key',
-    send: (c) => c.write(`${chatHead(host, null, 'chunked')}10\r\n{"model":"gemma4`) },
-  { what: 'a key over its rpm limit (key limits, 429)', status: 429, code: 'rate_limited',
+  {
+    what: 'an unknown key (onRequest, 401), no body byte sent',
+    status: 401,
+    code: 'invalid_api_key',
+    send: (c) => c.write(chatHead(host, 'ob_sk_notakey', Buffer.byteLength(body))),
+  },
+  {
+    what: 'an unknown key (onRequest, 401), half the body sent',
+    status: 401,
+    code: 'invalid_api_key',
+    send: (c) => c.write(chatHead(host, 'ob_sk_notakey', Buffer.byteLength(body)) + body.slice(0, 20)),
+  },
+  {
+    what: 'no Authorization, a chunked body begun (onRequest, 400)',
+    status: 400,
+    code: 'missing_api_key',
+    send: (c) => c.write(`${chatHead(host, null, 'chunked')}10\r\n{"model":"gemma4`),
+  },
+  {
+    what: 'a key over its rpm limit (key limits, 429)',
+    status: 429,
+    code: 'rate_limited',
     message: /^This API key is over its limit of 1 requests per minute \(rpm\)\. Retry in \d+ s/,
-    send: (c) => c.write(chatHead(host, limitedKey, Buffer.byteLength(body))) },
-  { what: 'a deployment not ready (onRequest, 409)', status: 409, code: 'deployment_not_ready',
+    send: (c) => c.write(chatHead(host, limitedKey, Buffer.byteLength(body))),
+  },
+  {
+    what: 'a deployment not ready (onRequest, 409)',
+    status: 409,
+    code: 'deployment_not_ready',
     message: /^The deployment "pending" for this API key is pending\. Retry when it is ready\.$/,
-    send: (c) => c.write(chatHead(host, pendingKey, Buffer.byteLength(body))) },
-  { what: 'an HTTP/1.1 request without Host (node-refusals, 400)', status: 400, code: 'malformed_http',
+    send: (c) => c.write(chatHead(host, pendingKey, Buffer.byteLength(body))),
+  },
+  {
+    what: 'an HTTP/1.1 request without Host (node-refusals, 400)',
+    status: 400,
+    code: 'malformed_http',
     message: /^An HTTP\/1\.1 request needs a Host header\. Use an HTTP client or an OpenAI SDK\.$/,
-    send: (c) => c.write(`POST /v1/chat/completions HTTP/1.1\r\nAuthorization: Bearer ${liveKey}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n`) },
+    send: (c) =>
+      c.write(
+        `POST /v1/chat/completions HTTP/1.1\r\nAuthorization: Bearer ${liveKey}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n`,
+      ),
+  },
 ];
 
 function expectRefusal(a: RawAnswer, c: Case): void {
@@ -87,7 +131,14 @@ function expectRefusal(a: RawAnswer, c: Case): void {
   expect(a.headers['x-request-id']).toMatch(/^req_/);
   expect(a.headers.connection).toBe('close');
   const e = obError(c.code as 'invalid_api_key');
-  expect(JSON.parse(a.body)).toEqual({ error: { message: c.message === undefined ? e.message : expect.stringMatching(c.message), type: e.type, code: c.code, param: null } });
+  expect(JSON.parse(a.body)).toEqual({
+    error: {
+      message: c.message === undefined ? e.message : expect.stringMatching(c.message),
+      type: e.type,
+      code: c.code,
+      param: null,
+    },
+  });
 }
 
 describe('a refusal sent before the body is read', () => {
@@ -120,7 +171,7 @@ describe('a refusal sent before the body is read', () => {
       // Half the grace period is a wide margin on a noisy machine: the drain has nothing to wait for.
       const first = await Promise.race([
         serve.exited.then((code) => ({ exited: code })),
-        new Promise<'still running'>((r) => setTimeout(() => r('still running'), GRACE_S * 1000 / 2)),
+        new Promise<'still running'>((r) => setTimeout(() => r('still running'), (GRACE_S * 1000) / 2)),
       ]);
       expect(first).toEqual({ exited: 0 });
       // A figure for docs/reliability.md, not an assertion: the machine is shared.

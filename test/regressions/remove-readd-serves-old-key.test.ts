@@ -9,10 +9,23 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, expect, it } from 'vitest';
 import { hello, postChat } from '../helpers/chat.js';
-import { type ServeProcess, type SimProcess, cliJson, startServe, startSimulate, tmpHome } from '../helpers/processes.js';
+import {
+  type ServeProcess,
+  type SimProcess,
+  cliJson,
+  startServe,
+  startSimulate,
+  tmpHome,
+} from '../helpers/processes.js';
 
-interface ReadyJson { defaultKey: { id: string; secret: string } | null }
-interface Revocation { keyId: string; reason: string; instance: string }
+interface ReadyJson {
+  defaultKey: { id: string; secret: string } | null;
+}
+interface Revocation {
+  keyId: string;
+  reason: string;
+  instance: string;
+}
 
 const servers: (ServeProcess | SimProcess)[] = [];
 afterEach(async () => {
@@ -24,7 +37,7 @@ const codeOf = async (base: string, key: string, model: string): Promise<string>
   return `${r.status} ${(r.json as { error?: { code: string } }).error?.code ?? 'ok'}`;
 };
 
-it('the old renter\'s keys answer 404 after remove, and after the id is added again for someone else', async () => {
+it("the old renter's keys answer 404 after remove, and after the id is added again for someone else", async () => {
   const home = await tmpHome();
   const simA = await startSimulate(['gemma4:26b']);
   const simB = await startSimulate(['qwen3.6:27b']);
@@ -33,7 +46,10 @@ it('the old renter\'s keys answer 404 after remove, and after the id is added ag
 
   await cliJson(['instances', 'add', 'gpu-1', '--model', 'gemma4:26b', '--endpoint', simA.url], home);
   const old = (await cliJson<ReadyJson>(['instances', 'ready', 'gpu-1'], home)).defaultKey!;
-  const named = await cliJson<{ id: string; secret: string }>(['keys', 'create', '--instance', 'gpu-1', '--name', 'notebook'], home);
+  const named = await cliJson<{ id: string; secret: string }>(
+    ['keys', 'create', '--instance', 'gpu-1', '--name', 'notebook'],
+    home,
+  );
   expect(await codeOf(serve.baseUrl, old.secret, 'gemma4:26b')).toBe('200 ok');
 
   const removed = await cliJson<{ removed: boolean; activeKeys: number }>(['instances', 'remove', 'gpu-1'], home);
@@ -41,7 +57,12 @@ it('the old renter\'s keys answer 404 after remove, and after the id is added ag
   expect(await codeOf(serve.baseUrl, old.secret, 'gemma4:26b')).toBe('404 deployment_not_found');
   expect(await codeOf(serve.baseUrl, named.secret, 'gemma4:26b')).toBe('404 deployment_not_found');
   const revs = await cliJson<Revocation[]>(['revocations', '--instance', 'gpu-1'], home);
-  expect(revs.map((r) => [r.keyId, r.reason]).sort()).toEqual([[old.id, 'instance_removed'], [named.id, 'instance_removed']].sort());
+  expect(revs.map((r) => [r.keyId, r.reason]).sort()).toEqual(
+    [
+      [old.id, 'instance_removed'],
+      [named.id, 'instance_removed'],
+    ].sort(),
+  );
 
   // A new rental under the same id: another model, another server, its own default key.
   await cliJson(['instances', 'add', 'gpu-1', '--model', 'qwen3.6:27b', '--endpoint', simB.url], home);
@@ -53,7 +74,13 @@ it('the old renter\'s keys answer 404 after remove, and after the id is added ag
     expect(await codeOf(serve.baseUrl, k, 'gemma4:26b')).toBe('404 deployment_not_found');
   }
   const keys = await cliJson<{ id: string; status: string }[]>(['keys', 'list', '--instance', 'gpu-1'], home);
-  expect(keys.map((k) => [k.id, k.status]).sort()).toEqual([[old.id, 'revoked'], [named.id, 'revoked'], [fresh!.id, 'active']].sort());
+  expect(keys.map((k) => [k.id, k.status]).sort()).toEqual(
+    [
+      [old.id, 'revoked'],
+      [named.id, 'revoked'],
+      [fresh!.id, 'active'],
+    ].sort(),
+  );
 
   // And after a restart.
   await serve.stop();
@@ -65,26 +92,73 @@ it('the old renter\'s keys answer 404 after remove, and after the id is added ag
   expect((await simA.requests()).filter((r) => r.path === '/v1/chat/completions')).toHaveLength(1);
 });
 
-it('a version 1 store, where an id was removed and added again, is upgraded: the earlier deployment\'s keys are revoked and answer 404', async () => {
+it("a version 1 store, where an id was removed and added again, is upgraded: the earlier deployment's keys are revoked and answer 404", async () => {
   const home = await tmpHome();
   const sim = await startSimulate(['qwen3.6:27b']);
   servers.push(sim);
   // Written as version 1 did: no deployment ids. "old" was made before gpu-1 was added again.
   const usage = { requests: 0, promptTokens: 0, completionTokens: 0 };
   const key = (id: string, createdAt: string, hash: string) => ({
-    id, name: id, instance: 'gpu-1', hash: hash.repeat(64), hint: 'ob_sk_…abcd', isDefault: false, status: 'active',
-    createdAt, lastUsedAt: null, revokedAt: null, revokeReason: null, usage,
+    id,
+    name: id,
+    instance: 'gpu-1',
+    hash: hash.repeat(64),
+    hint: 'ob_sk_…abcd',
+    isDefault: false,
+    status: 'active',
+    createdAt,
+    lastUsedAt: null,
+    revokedAt: null,
+    revokeReason: null,
+    usage,
   });
-  await writeFile(join(home, 'db.json'), JSON.stringify({
-    version: 1,
-    instances: [{ id: 'gpu-1', model: 'qwen3.6:27b', endpoint: sim.url, state: 'ready', packEndsAt: null, createdAt: '2026-11-02T00:00:00.000Z', updatedAt: '2026-11-02T00:00:00.000Z' }],
-    keys: [key('oldkey000001', '2026-11-01T00:00:00.000Z', 'a'), key('newkey000001', '2026-11-03T00:00:00.000Z', 'b')],
-    events: [{ seq: 1, at: '2026-11-01T00:00:00.000Z', type: 'key.created', instance: 'gpu-1', keyId: 'oldkey000001', keyName: 'oldkey000001' }],
-  }), { mode: 0o600 });
+  await writeFile(
+    join(home, 'db.json'),
+    JSON.stringify({
+      version: 1,
+      instances: [
+        {
+          id: 'gpu-1',
+          model: 'qwen3.6:27b',
+          endpoint: sim.url,
+          state: 'ready',
+          packEndsAt: null,
+          createdAt: '2026-11-02T00:00:00.000Z',
+          updatedAt: '2026-11-02T00:00:00.000Z',
+        },
+      ],
+      keys: [
+        key('oldkey000001', '2026-11-01T00:00:00.000Z', 'a'),
+        key('newkey000001', '2026-11-03T00:00:00.000Z', 'b'),
+      ],
+      events: [
+        {
+          seq: 1,
+          at: '2026-11-01T00:00:00.000Z',
+          type: 'key.created',
+          instance: 'gpu-1',
+          keyId: 'oldkey000001',
+          keyName: 'oldkey000001',
+        },
+      ],
+    }),
+    { mode: 0o600 },
+  );
   const serve = await startServe(home);
   servers.push(serve);
   const keys = await cliJson<{ id: string; status: string; revokeReason: string | null }[]>(['keys', 'list'], home);
-  expect(keys.map((k) => [k.id, k.status, k.revokeReason]).sort()).toEqual([['newkey000001', 'active', null], ['oldkey000001', 'revoked', 'instance_removed']]);
+  expect(keys.map((k) => [k.id, k.status, k.revokeReason]).sort()).toEqual([
+    ['newkey000001', 'active', null],
+    ['oldkey000001', 'revoked', 'instance_removed'],
+  ]);
   const revs = await cliJson<Revocation[]>(['revocations'], home);
-  expect(revs).toEqual([{ keyId: 'oldkey000001', name: 'oldkey000001', instance: 'gpu-1', revokedAt: expect.any(String), reason: 'instance_removed' }]);
+  expect(revs).toEqual([
+    {
+      keyId: 'oldkey000001',
+      name: 'oldkey000001',
+      instance: 'gpu-1',
+      revokedAt: expect.any(String),
+      reason: 'instance_removed',
+    },
+  ]);
 });

@@ -23,7 +23,9 @@ it('a request whose headers never finish is answered 408 in the OpenAI shape and
   const url = new URL(h.baseUrl);
   const socket = connect(Number(url.port), url.hostname);
   let text = '';
-  socket.setEncoding('utf8').on('data', (s: string) => { text += s; });
+  socket.setEncoding('utf8').on('data', (s: string) => {
+    text += s;
+  });
   socket.on('error', () => {});
   await new Promise((r) => socket.once('connect', r));
   socket.write('POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bea');

@@ -8,9 +8,18 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { obError } from '../../src/errors.js';
 import { sseFrames, streamTokens } from '../reliability/harness.js';
-import { type HostilePair, alongside, ask, errorEvents, expectUpstreamAborted, startHostilePair } from '../helpers/hostile-upstream.js';
+import {
+  type HostilePair,
+  alongside,
+  ask,
+  errorEvents,
+  expectUpstreamAborted,
+  startHostilePair,
+} from '../helpers/hostile-upstream.js';
 
-const late = obError('upstream_error', { message: 'The model server\'s answer took longer than 1.5 s; it was ended.' }).toBody();
+const late = obError('upstream_error', {
+  message: "The model server's answer took longer than 1.5 s; it was ended.",
+}).toBody();
 
 let p: HostilePair;
 beforeAll(async () => {

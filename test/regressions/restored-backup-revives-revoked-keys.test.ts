@@ -21,7 +21,10 @@ it('keys revoked after a backup stay revoked when that backup is restored', asyn
   const home = await tmpHome();
   const serve = await startServe(home);
   const a = await readyInstance(home, 'gpu-1', sim.url);
-  const manual = await cliJson<{ id: string; secret: string }>(['keys', 'create', '--instance', 'gpu-1', '--name', 'manual'], home);
+  const manual = await cliJson<{ id: string; secret: string }>(
+    ['keys', 'create', '--instance', 'gpu-1', '--name', 'manual'],
+    home,
+  );
   const kept = await readyInstance(home, 'gpu-2', sim.url);
   // The backup, taken while the daemon runs, as operations.md says (db.json, then its journal of
   // commits since): every key active.
@@ -47,7 +50,9 @@ it('keys revoked after a backup stay revoked when that backup is restored', asyn
     // The audit trail agrees with the statuses, and the daemon said what it corrected.
     const revocations = await cliJson<{ keyId: string }[]>(['revocations'], home);
     expect(revocations.map((r) => r.keyId).sort()).toEqual([a.keyId, manual.id].sort());
-    expect(again.logs().filter((l) => String(l.msg).includes('revocation journal records its revocation')).length).toBe(2);
+    expect(again.logs().filter((l) => String(l.msg).includes('revocation journal records its revocation')).length).toBe(
+      2,
+    );
   } finally {
     await again.stop();
   }

@@ -34,7 +34,10 @@ it('a stop refused by a full disk, then SIGTERM: exit non-zero naming the keys, 
   if (!mounted) t.skip();
   const serve = await startServe(home);
   const { keyId, secret } = await readyInstance(home, 'gpu-1', sim.url);
-  const other = await cliJson<{ id: string; secret: string }>(['keys', 'create', '--instance', 'gpu-1', '--name', 'b'], home);
+  const other = await cliJson<{ id: string; secret: string }>(
+    ['keys', 'create', '--instance', 'gpu-1', '--name', 'b'],
+    home,
+  );
   expect((await postChat(serve.baseUrl, secret, chat())).status).toBe(200);
 
   const filler = join(home, 'filler');
@@ -47,7 +50,11 @@ it('a stop refused by a full disk, then SIGTERM: exit non-zero naming the keys, 
   expect(await serve.stop('SIGTERM')).not.toBe(0);
   const stderr = serve.stderr.join('');
   expect(stderr).toContain('The store could not be written at shutdown');
-  expect(stderr).toMatch(new RegExp(`Revocations in the revocation journal, applied again at the next start: .*${keyId} \\(instance gpu-1, instance_stopped\\)`));
+  expect(stderr).toMatch(
+    new RegExp(
+      `Revocations in the revocation journal, applied again at the next start: .*${keyId} \\(instance gpu-1, instance_stopped\\)`,
+    ),
+  );
   expect(stderr).toContain(`${other.id} (instance gpu-1, instance_stopped)`);
   expect(stderr).toContain('ob-proxy instances stop gpu-1');
   expect(serve.logs().some((l) => l.level === 50 && String(l.msg).includes(keyId))).toBe(true);
@@ -58,10 +65,17 @@ it('a stop refused by a full disk, then SIGTERM: exit non-zero naming the keys, 
   try {
     for (const s of [secret, other.secret]) expect((await postChat(again.baseUrl, s, chat())).status).toBe(401);
     const keys = await cliJson<{ id: string; status: string; revokeReason: string }[]>(['keys', 'list'], home);
-    expect(keys.map((k) => [k.id, k.status, k.revokeReason]).sort()).toEqual([[keyId, 'revoked', 'instance_stopped'], [other.id, 'revoked', 'instance_stopped']].sort());
+    expect(keys.map((k) => [k.id, k.status, k.revokeReason]).sort()).toEqual(
+      [
+        [keyId, 'revoked', 'instance_stopped'],
+        [other.id, 'revoked', 'instance_stopped'],
+      ].sort(),
+    );
   } finally {
     expect(await again.stop()).toBe(0);
   }
   // The journal took the revocation on the full disk, and the refusal said so.
-  expect(stop.stderr).toContain('Revoked in the running daemon and recorded in the revocation journal, so it holds after a restart; but the store could not be written');
+  expect(stop.stderr).toContain(
+    'Revoked in the running daemon and recorded in the revocation journal, so it holds after a restart; but the store could not be written',
+  );
 });

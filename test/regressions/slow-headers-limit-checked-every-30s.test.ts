@@ -12,7 +12,14 @@ import { connect } from 'node:net';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { obError } from '../../src/errors.js';
 import { hello } from '../helpers/chat.js';
-import { type ServeProcess, type SimProcess, cliJson, startServe, startSimulate, tmpHome } from '../helpers/processes.js';
+import {
+  type ServeProcess,
+  type SimProcess,
+  cliJson,
+  startServe,
+  startSimulate,
+  tmpHome,
+} from '../helpers/processes.js';
 
 const MODEL = 'gemma4:26b';
 const SLACK_MS = 4_000;
@@ -39,7 +46,9 @@ async function trickle(baseUrl: string, head: string, drip: string): Promise<Cut
   const url = new URL(baseUrl);
   const socket = connect(Number(url.port), url.hostname);
   let text = '';
-  socket.setEncoding('utf8').on('data', (s: string) => { text += s; });
+  socket.setEncoding('utf8').on('data', (s: string) => {
+    text += s;
+  });
   socket.on('error', () => {});
   await new Promise((r) => socket.once('connect', r));
   const started = Date.now();
@@ -73,10 +82,15 @@ it('headers trickled a byte a second are cut at the 60 s header limit, and a bod
     const serve = await startServe(home, [], { OB_PROXY_REQUEST_TIMEOUT: '60' });
     serves.push(serve);
     await cliJson(['instances', 'add', 'slow', '--model', MODEL, '--endpoint', sim.url], home);
-    const key = (await cliJson<{ defaultKey: { secret: string } }>(['instances', 'ready', 'slow'], home)).defaultKey.secret;
+    const key = (await cliJson<{ defaultKey: { secret: string } }>(['instances', 'ready', 'slow'], home)).defaultKey
+      .secret;
     const payload = JSON.stringify(hello(MODEL));
-    return trickle(serve.baseUrl, `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\n`
-      + `Content-Type: application/json\r\nContent-Length: ${payload.length + 1_000}\r\n\r\n${payload}`, ' ');
+    return trickle(
+      serve.baseUrl,
+      `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\n` +
+        `Content-Type: application/json\r\nContent-Length: ${payload.length + 1_000}\r\n\r\n${payload}`,
+      ' ',
+    );
   };
   const [h, b] = await Promise.all([headers(), body()]);
   expect408(h, 60_000);

@@ -31,7 +31,9 @@ it('--socket naming any other existing file is refused and the file kept', async
   await writeFile(notes, 'keep me');
   const r = await runCli(['serve', '--port', '0', '--socket', notes], { home });
   expect(r.code).toBe(1);
-  expect(r.stderr).toContain(`The socket path ${notes} exists and is a regular file, not a socket; ob-proxy removes only a stale socket there.`);
+  expect(r.stderr).toContain(
+    `The socket path ${notes} exists and is a regular file, not a socket; ob-proxy removes only a stale socket there.`,
+  );
   expect(await readFile(notes, 'utf8')).toBe('keep me');
   expect(await readFile(join(home, 'db.json'), 'utf8')).toBe(store);
 });

@@ -9,7 +9,13 @@
 import { afterAll, beforeAll, expect, it, vi } from 'vitest';
 import { obError } from '../../src/errors.js';
 import { SseRelay } from '../../src/wire/sse-relay.js';
-import { type HostilePair, alongside, ask, expectUpstreamAborted, startHostilePair } from '../helpers/hostile-upstream.js';
+import {
+  type HostilePair,
+  alongside,
+  ask,
+  expectUpstreamAborted,
+  startHostilePair,
+} from '../helpers/hostile-upstream.js';
 
 const HEAD = 'data: {"id":"a","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"';
 const PIECE = Buffer.alloc(64 * 1024, 'a');
@@ -40,7 +46,11 @@ it('holds an unfinished frame as pieces, copies each byte a bounded number of ti
     expect(relay.invalid).toBe(false);
     // Past the cap: refused, and the pieces are let go.
     expect(relay.push(PIECE)).toBe('');
-    expect({ invalid: relay.invalid, reason: relay.invalidReason, pending: relay.pendingBytes }).toEqual({ invalid: true, reason: 'frame_too_large', pending: 0 });
+    expect({ invalid: relay.invalid, reason: relay.invalidReason, pending: relay.pendingBytes }).toEqual({
+      invalid: true,
+      reason: 'frame_too_large',
+      pending: 0,
+    });
   } finally {
     concat.mockRestore();
   }
@@ -57,6 +67,8 @@ afterAll(async () => {
 it('through the daemon: one upstream_error event, no [DONE], the upstream request aborted, a neighbour unharmed', async () => {
   const r = await alongside(p, () => ask(p, '[[sim fail=endless-line]]', true));
   expect(r.status).toBe(200);
-  expect(r.text).toBe(`data: ${JSON.stringify(obError('upstream_error', { message: 'The model server sent an event larger than 1048576 bytes; the stream was ended.' }).toBody())}\n\n`);
+  expect(r.text).toBe(
+    `data: ${JSON.stringify(obError('upstream_error', { message: 'The model server sent an event larger than 1048576 bytes; the stream was ended.' }).toBody())}\n\n`,
+  );
   await expectUpstreamAborted(p.hostile);
 });

@@ -12,8 +12,14 @@ import { runCli, tmpHome } from '../helpers/processes.js';
 import { writeStore } from '../helpers/store-home.js';
 
 const instance = {
-  id: 'gpu-1', deployment: 'd-1', model: 'gemma4:26b', endpoint: 'http://127.0.0.1:9', state: 'ready',
-  packEndsAt: null, createdAt: '2026-01-01T00:00:00.000Z', updatedAt: '2026-01-01T00:00:00.000Z',
+  id: 'gpu-1',
+  deployment: 'd-1',
+  model: 'gemma4:26b',
+  endpoint: 'http://127.0.0.1:9',
+  state: 'ready',
+  packEndsAt: null,
+  createdAt: '2026-01-01T00:00:00.000Z',
+  updatedAt: '2026-01-01T00:00:00.000Z',
 };
 
 async function serveOn(data: unknown): Promise<{ code: number; stderr: string; before: string; after: string }> {
@@ -27,7 +33,9 @@ async function serveOn(data: unknown): Promise<{ code: number; stderr: string; b
 it('instances:[null] is refused naming the record, not a bare TypeError', async () => {
   const r = await serveOn({ version: 2, instances: [null], keys: [], events: [] });
   expect(r.code).toBe(1);
-  expect(r.stderr).toMatch(/has a record ob-proxy cannot use: instances\[0\]: expected an object, found null\. The file was left untouched\. Fix that record by hand/);
+  expect(r.stderr).toMatch(
+    /has a record ob-proxy cannot use: instances\[0\]: expected an object, found null\. The file was left untouched\. Fix that record by hand/,
+  );
   expect(r.stderr).not.toContain('TypeError');
   expect(r.after).toBe(r.before);
 });
@@ -41,12 +49,24 @@ it('a packEndsAt that is not a time is refused naming the instance and the field
 
 it('a key record with an unknown status is refused naming the key and the field', async () => {
   const key = {
-    id: 'AAAAAAAAAAAA', name: 'k', instance: 'gpu-1', deployment: 'd-1', hash: 'a'.repeat(64), hint: 'ob_sk_…AAAA', isDefault: false,
-    status: 'enabled', createdAt: '2026-01-01T00:00:00.000Z', lastUsedAt: null, revokedAt: null, revokeReason: null,
+    id: 'AAAAAAAAAAAA',
+    name: 'k',
+    instance: 'gpu-1',
+    deployment: 'd-1',
+    hash: 'a'.repeat(64),
+    hint: 'ob_sk_…AAAA',
+    isDefault: false,
+    status: 'enabled',
+    createdAt: '2026-01-01T00:00:00.000Z',
+    lastUsedAt: null,
+    revokedAt: null,
+    revokeReason: null,
     usage: { requests: 0, promptTokens: 0, completionTokens: 0 },
   };
   const r = await serveOn({ version: 2, instances: [instance], keys: [key], events: [] });
   expect(r.code).toBe(1);
-  expect(r.stderr).toContain('keys[0] (id "AAAAAAAAAAAA"), field "status": expected one of active, revoked, found "enabled"');
+  expect(r.stderr).toContain(
+    'keys[0] (id "AAAAAAAAAAAA"), field "status": expected one of active, revoked, found "enabled"',
+  );
   expect(r.after).toBe(r.before);
 });

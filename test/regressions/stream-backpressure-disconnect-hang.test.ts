@@ -21,21 +21,33 @@ it('a client that stops reading and then disconnects: upstream aborted, usage co
   socket.on('error', () => {});
   await new Promise((r) => socket.once('connect', r));
   const body = JSON.stringify(chatBody('tag-stuck [[sim chunks=200000]]', { stream: true }));
-  socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${env.key}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+  socket.write(
+    `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${env.key}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+  );
   socket.pause(); // read nothing: the proxy's writes back up
-  const up = await eventually(() => env.sim.requests.find((r) => JSON.stringify(r.body).includes('tag-stuck')), 'upstream request');
+  const up = await eventually(
+    () => env.sim.requests.find((r) => JSON.stringify(r.body).includes('tag-stuck')),
+    'upstream request',
+  );
   // The simulator stops sending once the proxy stops reading: wait for its count to settle.
   let last = -1;
-  await eventually(() => {
-    const settled = up.chunksSent > 0 && up.chunksSent === last;
-    last = up.chunksSent;
-    return settled;
-  }, 'upstream held back by back-pressure', 15_000);
+  await eventually(
+    () => {
+      const settled = up.chunksSent > 0 && up.chunksSent === last;
+      last = up.chunksSent;
+      return settled;
+    },
+    'upstream held back by back-pressure',
+    15_000,
+  );
   expect(up.chunksSent).toBeLessThan(200_000);
   socket.destroy();
   await eventually(() => (up.endedAt !== null && up.aborted ? true : undefined), 'upstream aborted');
   // The handler ran to its end: it counted the tokens relayed and wrote its log line.
   await eventually(() => keyRecord().usage.completionTokens > before.completionTokens, 'usage counted');
-  await eventually(() => env.h.logs.some((l) => l.msg === 'chat completion' && l.stream === true), 'handler finished and logged');
+  await eventually(
+    () => env.h.logs.some((l) => l.msg === 'chat completion' && l.stream === true),
+    'handler finished and logged',
+  );
   expect(keyRecord().usage.requests).toBe(before.requests + 1);
 });

@@ -7,14 +7,30 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { obError } from '../../src/errors.js';
 import { SseRelay } from '../../src/wire/sse-relay.js';
 import type { Simulator } from '../../simulator/simulator.js';
-import { type Harness, chatBody, post, readyInstance, sseFrames, startHarness, startSim } from '../reliability/harness.js';
+import {
+  type Harness,
+  chatBody,
+  post,
+  readyInstance,
+  sseFrames,
+  startHarness,
+  startSim,
+} from '../reliability/harness.js';
 
 it('the relay does not forward a data event that is not JSON, nor anything after it', () => {
   const relay = new SseRelay('chatcmpl-x', false);
   const ok = relay.push(Buffer.from('data: {"id":"a","choices":[{"index":0,"delta":{"content":"t0 "}}]}\n\n'));
   expect(ok).toBe('data: {"id":"chatcmpl-x","choices":[{"index":0,"delta":{"content":"t0 "}}]}\n\n');
-  expect(relay.push(Buffer.from('data: {"id":"a","choices":[{"index":0,"delta":{"cont\n\ndata: {"id":"a"}\n\ndata: [DONE]\n\n'))).toBe('');
-  expect({ invalid: relay.invalid, done: relay.done, contentChunks: relay.contentChunks }).toEqual({ invalid: true, done: false, contentChunks: 1 });
+  expect(
+    relay.push(
+      Buffer.from('data: {"id":"a","choices":[{"index":0,"delta":{"cont\n\ndata: {"id":"a"}\n\ndata: [DONE]\n\n'),
+    ),
+  ).toBe('');
+  expect({ invalid: relay.invalid, done: relay.done, contentChunks: relay.contentChunks }).toEqual({
+    invalid: true,
+    done: false,
+    contentChunks: 1,
+  });
   // A broken usage event is refused too.
   const usage = new SseRelay('chatcmpl-y', true);
   expect(usage.push(Buffer.from('data: {"choices":[],"usage":{"prompt_tokens":\n\n'))).toBe('');
@@ -40,6 +56,8 @@ it('through the daemon: every event the client receives parses, and an error eve
   expect(r.status).toBe(200);
   const frames = sseFrames(r.text);
   expect(frames.map((f) => JSON.parse(f.slice(6)) as unknown)).toEqual([
-    obError('upstream_error', { message: 'The model server sent an event that is not valid JSON; the stream was ended.' }).toBody(),
+    obError('upstream_error', {
+      message: 'The model server sent an event that is not valid JSON; the stream was ended.',
+    }).toBody(),
   ]);
 });

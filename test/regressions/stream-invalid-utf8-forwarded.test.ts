@@ -16,11 +16,14 @@ it('a template frame whose content is not UTF-8 reaches the client repaired', ()
   const relay = new SseRelay('chatcmpl-x', false);
   const out = new OutputBatch();
   relay.pushInto(Buffer.from(`${head}ok${tail}`), out);
-  relay.pushInto(Buffer.concat([Buffer.from(`${head}a`), Buffer.from([0xed, 0xa0, 0x80, 0xc3]), Buffer.from(`b${tail}`)]), out);
+  relay.pushInto(
+    Buffer.concat([Buffer.from(`${head}a`), Buffer.from([0xed, 0xa0, 0x80, 0xc3]), Buffer.from(`b${tail}`)]),
+    out,
+  );
   const sent = out.take();
   expect(isUtf8(sent)).toBe(true);
   expect(sent.toString()).toBe(
-    'data: {"id":"chatcmpl-x","choices":[{"index":0,"delta":{"content":"ok"}}]}\n\n'
-    + 'data: {"id":"chatcmpl-x","choices":[{"index":0,"delta":{"content":"a\uFFFD\uFFFD\uFFFD\uFFFDb"}}]}\n\n',
+    'data: {"id":"chatcmpl-x","choices":[{"index":0,"delta":{"content":"ok"}}]}\n\n' +
+      'data: {"id":"chatcmpl-x","choices":[{"index":0,"delta":{"content":"a\uFFFD\uFFFD\uFFFD\uFFFDb"}}]}\n\n',
   );
 });

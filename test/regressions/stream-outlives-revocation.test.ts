@@ -11,7 +11,16 @@
 import OpenAI, { APIError } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hello } from '../helpers/chat.js';
-import { type ServeProcess, type SimProcess, type SimRequest, cliJson, eventually, startServe, startSimulate, tmpHome } from '../helpers/processes.js';
+import {
+  type ServeProcess,
+  type SimProcess,
+  type SimRequest,
+  cliJson,
+  eventually,
+  startServe,
+  startSimulate,
+  tmpHome,
+} from '../helpers/processes.js';
 import { type OpenStream, openChat, sseData, tokensIn } from '../helpers/raw-http.js';
 
 const MODEL = 'gemma4:26b';
@@ -20,7 +29,10 @@ let sim: SimProcess;
 let serve: ServeProcess;
 let home: string;
 
-interface Key { id: string; secret: string }
+interface Key {
+  id: string;
+  secret: string;
+}
 
 beforeAll(async () => {
   home = await tmpHome();
@@ -43,7 +55,10 @@ function chat(tag: string, stream: boolean, directive = SLOW): Record<string, un
 }
 
 async function upstream(tag: string): Promise<SimRequest> {
-  return eventually(async () => (await sim.requests()).find((r) => JSON.stringify(r.body).includes(tag)), `upstream request ${tag}`);
+  return eventually(
+    async () => (await sim.requests()).find((r) => JSON.stringify(r.body).includes(tag)),
+    `upstream request ${tag}`,
+  );
 }
 
 /** The model server saw its connection closed before it had finished. */
@@ -72,7 +87,12 @@ function expectEndedWithError(s: OpenStream, code: string): void {
 }
 
 function tokensAfter(s: OpenStream, at: number): number {
-  return tokensIn(s.pieces.filter((p) => p.at > at).map((p) => p.text).join(''));
+  return tokensIn(
+    s.pieces
+      .filter((p) => p.at > at)
+      .map((p) => p.text)
+      .join(''),
+  );
 }
 
 async function startedStream(key: Key, tag: string): Promise<OpenStream> {
@@ -104,9 +124,16 @@ describe('a stream in flight ends with one error event when its key loses its ri
 
   it('revoking one key leaves the other keys of the same deployment streaming to [DONE]', async () => {
     const key = await readyInstance('st-other');
-    const other = await cliJson<Key & { secret: string }>(['keys', 'create', '--instance', 'st-other', '--name', 'other'], home);
+    const other = await cliJson<Key & { secret: string }>(
+      ['keys', 'create', '--instance', 'st-other', '--name', 'other'],
+      home,
+    );
     const doomed = await startedStream(key, 'tag-st-doomed');
-    const kept = await openChat(serve.baseUrl, other.secret, chat('tag-st-kept', true, '[[sim chunks=10 tokensPerSecond=5]]'));
+    const kept = await openChat(
+      serve.baseUrl,
+      other.secret,
+      chat('tag-st-kept', true, '[[sim chunks=10 tokensPerSecond=5]]'),
+    );
     await cliJson(['keys', 'revoke', key.id], home);
     await Promise.all([doomed.ended, kept.ended]);
     expectEndedWithError(doomed, 'revoked_api_key');
@@ -118,7 +145,11 @@ describe('a stream in flight ends with one error event when its key loses its ri
   it('the official SDK raises the error mid-stream', async () => {
     const key = await readyInstance('st-sdk');
     const client = new OpenAI({ baseURL: `${serve.baseUrl}/v1`, apiKey: key.secret, maxRetries: 0 });
-    const stream = await client.chat.completions.create({ model: MODEL, stream: true, messages: [{ role: 'user', content: `tag-st-sdk ${SLOW}` }] });
+    const stream = await client.chat.completions.create({
+      model: MODEL,
+      stream: true,
+      messages: [{ role: 'user', content: `tag-st-sdk ${SLOW}` }],
+    });
     let tokens = 0;
     let revoked = false;
     const err = await (async () => {

@@ -23,7 +23,9 @@ it('a link at db.json.tmp when the daemon starts: refused, its target untouched'
   await symlink(target, join(home, 'db.json.tmp'));
   const r = await runCli(['serve', '--port', '0'], { home });
   expect(r.code).toBe(1);
-  expect(r.stderr).toContain(`${join(home, 'db.json.tmp')} exists and is a symbolic link; ob-proxy writes its temp file there and never follows or replaces such a thing.`);
+  expect(r.stderr).toContain(
+    `${join(home, 'db.json.tmp')} exists and is a symbolic link; ob-proxy writes its temp file there and never follows or replaces such a thing.`,
+  );
   expect(await readFile(target, 'utf8')).toBe('precious');
 });
 
@@ -35,7 +37,14 @@ it('a link put at db.json.tmp while the daemon runs: the write of db.json is ref
   // Commits go to the journal; db.json is written when the journal is folded, at the latest at stop.
   expect((await runCli(['instances', 'add', 'gpu-1', '--model', 'gemma4:26b'], { home })).code).toBe(0);
   expect(await serve.stop()).toBe(0);
-  expect(serve.logs().some((l) => String(l.msg).includes('Could not fold the store journal') && String(l.msg).includes('is a symbolic link'))).toBe(true);
+  expect(
+    serve
+      .logs()
+      .some(
+        (l) =>
+          String(l.msg).includes('Could not fold the store journal') && String(l.msg).includes('is a symbolic link'),
+      ),
+  ).toBe(true);
   expect(await readFile(target, 'utf8')).toBe('precious');
   await unlink(join(home, 'db.json.tmp'));
   const again = await startServe(home);

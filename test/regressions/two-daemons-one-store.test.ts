@@ -9,7 +9,14 @@ import { access } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { postChat } from '../helpers/chat.js';
-import { type ServeProcess, type SimProcess, runCli, startServe, startSimulate, tmpHome } from '../helpers/processes.js';
+import {
+  type ServeProcess,
+  type SimProcess,
+  runCli,
+  startServe,
+  startSimulate,
+  tmpHome,
+} from '../helpers/processes.js';
 import { chat, readyInstance } from '../helpers/store-home.js';
 
 let sim: SimProcess;
@@ -25,15 +32,18 @@ afterAll(async () => {
   await sim.stop();
 });
 
-it('refuses a second daemon on the same store, naming the first one\'s pid, and binds nothing', async () => {
+it("refuses a second daemon on the same store, naming the first one's pid, and binds nothing", async () => {
   const { keyId, secret } = await readyInstance(home, 'gpu-1', sim.url);
   const otherDir = await tmpHome();
   const otherSocket = join(otherDir, 'second.sock');
   const second = await runCli(['serve', '--port', '0', '--socket', otherSocket], {
-    home, env: { OB_PROXY_USAGE_FLUSH_MS: '50', OB_PROXY_LOG_LEVEL: 'warn' },
+    home,
+    env: { OB_PROXY_USAGE_FLUSH_MS: '50', OB_PROXY_LOG_LEVEL: 'warn' },
   });
   expect(second.code).not.toBe(0);
-  expect(second.stderr).toContain(`Another ob-proxy daemon (pid ${first.proc.pid}) is already using the store ${join(home, 'db.json')}`);
+  expect(second.stderr).toContain(
+    `Another ob-proxy daemon (pid ${first.proc.pid}) is already using the store ${join(home, 'db.json')}`,
+  );
   expect(second.stdout).toBe('');
   await expect(access(otherSocket)).rejects.toThrow();
   // The first daemon's revocation holds, on its port and on disk.

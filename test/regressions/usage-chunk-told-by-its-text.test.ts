@@ -11,48 +11,71 @@
 import { describe, expect, it } from 'vitest';
 import { SseRelay } from '../../src/wire/sse-relay.js';
 
-const content = 'data: {"id":"up","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"x"},"finish_reason":null}]}\n\n';
+const content =
+  'data: {"id":"up","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"x"},"finish_reason":null}]}\n\n';
 const ours = content.replace('"id":"up"', '"id":"ours"');
 
-describe.each([['fast path', undefined], ['slow path', null]] as const)('%s', (_name, shapes) => {
+describe.each([
+  ['fast path', undefined],
+  ['slow path', null],
+] as const)('%s', (_name, shapes) => {
   it('a usage chunk written with spaces is counted and not forwarded unasked', () => {
     const relay = new SseRelay('ours', false, shapes);
-    const out = relay.push(Buffer.from(`${content}data: {"id": "up", "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}}\n\ndata: [DONE]\n\n`));
+    const out = relay.push(
+      Buffer.from(
+        `${content}data: {"id": "up", "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}}\n\ndata: [DONE]\n\n`,
+      ),
+    );
     expect(out).toBe(`${ours}data: [DONE]\n\n`);
     expect(relay.usage).toEqual({ prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 });
   });
 
   it('a usage key with escapes is a usage key', () => {
     const relay = new SseRelay('ours', false, shapes);
-    const out = relay.push(Buffer.from(`${content}data: {"id":"up","choices":[],"\\u0075sage":{"prompt_tokens":3,"completion_tokens":2}}\n\n`));
+    const out = relay.push(
+      Buffer.from(
+        `${content}data: {"id":"up","choices":[],"\\u0075sage":{"prompt_tokens":3,"completion_tokens":2}}\n\n`,
+      ),
+    );
     expect(out).toBe(ours);
     expect(relay.usage).toEqual({ prompt_tokens: 3, completion_tokens: 2 });
   });
 
   it('usage on a content chunk (vLLM continuous usage) is counted, and removed unless asked', () => {
     const relay = new SseRelay('ours', false, shapes);
-    const out = relay.push(Buffer.from('data: {"id":"up","choices":[{"index":0,"delta":{"content":"x"}}], "usage": {"prompt_tokens":3,"completion_tokens":1}}\n\n'));
+    const out = relay.push(
+      Buffer.from(
+        'data: {"id":"up","choices":[{"index":0,"delta":{"content":"x"}}], "usage": {"prompt_tokens":3,"completion_tokens":1}}\n\n',
+      ),
+    );
     expect(JSON.parse(out.slice(6))).toEqual({ id: 'ours', choices: [{ index: 0, delta: { content: 'x' } }] });
     expect(relay.usage).toEqual({ prompt_tokens: 3, completion_tokens: 1 });
   });
 
   it('a usage chunk the client asked for leaves with its bytes, only the id replaced', () => {
     const relay = new SseRelay('ours', true, shapes);
-    const usage = 'data: {"id":"up","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"note":"\\u00e9\\/"}}\n\n';
+    const usage =
+      'data: {"id":"up","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"note":"\\u00e9\\/"}}\n\n';
     expect(relay.push(Buffer.from(usage))).toBe(usage.replace('"id":"up"', '"id":"ours"'));
   });
 
   it('an error event is one whatever its spelling: the relay stops there', () => {
-    for (const data of ['{"\\u0065rror":{"message":"boom"}}', '{"id":"up","error":{"message":"boom"}}', '{ "error" : {"message":"boom"}}']) {
+    for (const data of [
+      '{"\\u0065rror":{"message":"boom"}}',
+      '{"id":"up","error":{"message":"boom"}}',
+      '{ "error" : {"message":"boom"}}',
+    ]) {
       const relay = new SseRelay('ours', false, shapes);
       expect(relay.push(Buffer.from(`data: ${data}\n\n${content}`))).toBe(`data: ${data}\n\n`);
       expect(relay.sawError).toBe(true);
     }
   });
 
-  it('an `error` the client\'s SDK would not throw on (null, false, empty) is an ordinary event', () => {
+  it("an `error` the client's SDK would not throw on (null, false, empty) is an ordinary event", () => {
     const relay = new SseRelay('ours', false, shapes);
-    expect(relay.push(Buffer.from('data: {"id":"up","error":null,"choices":[]}\n\n'))).toBe('data: {"id":"ours","error":null,"choices":[]}\n\n');
+    expect(relay.push(Buffer.from('data: {"id":"up","error":null,"choices":[]}\n\n'))).toBe(
+      'data: {"id":"ours","error":null,"choices":[]}\n\n',
+    );
     expect(relay.sawError).toBe(false);
   });
 });

@@ -8,7 +8,14 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DaemonClient } from '../../cli/daemon-client.js';
 import { type TestDatabase, freshDatabase } from '../helpers/postgres.js';
-import { type ServeProcess, type SimProcess, eventually, startServe, startSimulate, tmpHome } from '../helpers/processes.js';
+import {
+  type ServeProcess,
+  type SimProcess,
+  eventually,
+  startServe,
+  startSimulate,
+  tmpHome,
+} from '../helpers/processes.js';
 
 const MODEL = 'gemma4:26b';
 
@@ -50,29 +57,33 @@ describe('pack ends on a shared store: one daemon does it, another takes over wh
     await db?.drop();
   }, 60_000);
 
-  it('A ends the first pack; after kill -9 of A, B ends the next one with the same audit trail', { timeout: 60_000 }, async () => {
-    const soon = (ms: number): string => new Date(Date.now() + ms).toISOString();
+  it(
+    'A ends the first pack; after kill -9 of A, B ends the next one with the same audit trail',
+    { timeout: 60_000 },
+    async () => {
+      const soon = (ms: number): string => new Date(Date.now() + ms).toISOString();
 
-    await a.api.addInstance({ id: 'gpu-1', model: MODEL, endpoint: sim.url, packEndsAt: soon(2_500) });
-    const first = (await a.api.ready('gpu-1', { wait: true })).defaultKey!;
-    // A did the chore: B heard the revocation as a change made elsewhere.
-    const heard = await eventually(() => revocationLine(b, first.id), 'B hears the first pack end', 15_000);
-    expect(heard).toMatchObject({ audit: 'key.revoked', instance: 'gpu-1', reason: 'pack_ended', origin: 'remote' });
-    expect(revocationLine(a, first.id)).toMatchObject({ reason: 'pack_ended' });
-    expect(revocationLine(a, first.id)).not.toHaveProperty('origin');
+      await a.api.addInstance({ id: 'gpu-1', model: MODEL, endpoint: sim.url, packEndsAt: soon(2_500) });
+      const first = (await a.api.ready('gpu-1', { wait: true })).defaultKey!;
+      // A did the chore: B heard the revocation as a change made elsewhere.
+      const heard = await eventually(() => revocationLine(b, first.id), 'B hears the first pack end', 15_000);
+      expect(heard).toMatchObject({ audit: 'key.revoked', instance: 'gpu-1', reason: 'pack_ended', origin: 'remote' });
+      expect(revocationLine(a, first.id)).toMatchObject({ reason: 'pack_ended' });
+      expect(revocationLine(a, first.id)).not.toHaveProperty('origin');
 
-    await a.api.addInstance({ id: 'gpu-2', model: MODEL, endpoint: sim.url, packEndsAt: soon(4_000) });
-    const second = (await a.api.ready('gpu-2', { wait: true })).defaultKey!;
-    a.serve.proc.kill('SIGKILL');
-    await a.serve.exited;
+      await a.api.addInstance({ id: 'gpu-2', model: MODEL, endpoint: sim.url, packEndsAt: soon(4_000) });
+      const second = (await a.api.ready('gpu-2', { wait: true })).defaultKey!;
+      a.serve.proc.kill('SIGKILL');
+      await a.serve.exited;
 
-    // B takes the lock over and ends the pack on its own clock: its own audit line, no origin.
-    const own = await eventually(() => revocationLine(b, second.id), 'B ends the second pack itself', 20_000);
-    expect(own).toMatchObject({ audit: 'key.revoked', instance: 'gpu-2', reason: 'pack_ended' });
-    expect(own).not.toHaveProperty('origin');
-    const keys = await b.api.listKeys('gpu-2');
-    expect(keys.map((k) => [k.id, k.status, k.revokeReason])).toEqual([[second.id, 'revoked', 'pack_ended']]);
-    expect((await b.api.getInstance('gpu-2')).state).toBe('stopped');
-    expect(revocationLine(a, second.id)).toBeUndefined();
-  });
+      // B takes the lock over and ends the pack on its own clock: its own audit line, no origin.
+      const own = await eventually(() => revocationLine(b, second.id), 'B ends the second pack itself', 20_000);
+      expect(own).toMatchObject({ audit: 'key.revoked', instance: 'gpu-2', reason: 'pack_ended' });
+      expect(own).not.toHaveProperty('origin');
+      const keys = await b.api.listKeys('gpu-2');
+      expect(keys.map((k) => [k.id, k.status, k.revokeReason])).toEqual([[second.id, 'revoked', 'pack_ended']]);
+      expect((await b.api.getInstance('gpu-2')).state).toBe('stopped');
+      expect(revocationLine(a, second.id)).toBeUndefined();
+    },
+  );
 });

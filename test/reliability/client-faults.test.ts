@@ -42,7 +42,9 @@ function open(): Promise<{ socket: Socket; received: () => string; closed: Promi
   return new Promise((resolve, reject) => {
     const socket = connect(Number(url.port), url.hostname);
     let text = '';
-    socket.setEncoding('utf8').on('data', (s: string) => { text += s; });
+    socket.setEncoding('utf8').on('data', (s: string) => {
+      text += s;
+    });
     const closed = new Promise<void>((r) => socket.once('close', () => r()));
     socket.once('error', () => {});
     socket.once('connect', () => resolve({ socket, received: () => text, closed }));
@@ -55,7 +57,9 @@ function head(bodyLength: number | 'chunked', extra = ''): string {
   return `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\n${len}\r\n${extra}\r\n`;
 }
 
-function send(body: Record<string, unknown>): Promise<{ socket: Socket; received: () => string; closed: Promise<void> }> {
+function send(
+  body: Record<string, unknown>,
+): Promise<{ socket: Socket; received: () => string; closed: Promise<void> }> {
   const text = JSON.stringify(body);
   return open().then((c) => {
     c.socket.write(head(Buffer.byteLength(text)) + text);
@@ -71,10 +75,14 @@ async function upstreamFor(tag: string): Promise<RecordedRequest> {
 async function disconnectAndAwaitCancel(socket: Socket, tag: string): Promise<RecordedRequest> {
   const t0 = Date.now();
   socket.destroy();
-  const rec = await eventually(() => {
-    const r = sim.requests.find((x) => JSON.stringify(x.body).includes(tag));
-    return r !== undefined && r.endedAt !== null ? r : undefined;
-  }, `upstream ${tag} cancelled`, 10_000);
+  const rec = await eventually(
+    () => {
+      const r = sim.requests.find((x) => JSON.stringify(x.body).includes(tag));
+      return r !== undefined && r.endedAt !== null ? r : undefined;
+    },
+    `upstream ${tag} cancelled`,
+    10_000,
+  );
   abortTimes.push((rec.endedAt ?? 0) - t0);
   return rec;
 }
@@ -101,17 +109,27 @@ describe('client disconnects: the upstream request is aborted, usage is kept', (
     const c = await send(chatBody('tag-s-before [[sim firstTokenDelayMs=20000]]', { stream: true }));
     await upstreamFor('tag-s-before');
     const rec = await disconnectAndAwaitCancel(c.socket, 'tag-s-before');
-    expect({ aborted: rec.aborted, completed: rec.completed, chunksSent: rec.chunksSent }).toEqual({ aborted: true, completed: false, chunksSent: 0 });
+    expect({ aborted: rec.aborted, completed: rec.completed, chunksSent: rec.chunksSent }).toEqual({
+      aborted: true,
+      completed: false,
+      chunksSent: 0,
+    });
   });
 
   it('streaming, mid-stream: tokens relayed so far are counted', async () => {
     const before = { ...keyRecord().usage };
     const c = await send(chatBody('tag-s-mid [[sim tokensPerSecond=25 chunks=500]]', { stream: true }));
-    await eventually(() => (c.received().match(/"content":"t\d+ "/g) ?? []).length >= 3, 'three chunks reached the client');
+    await eventually(
+      () => (c.received().match(/"content":"t\d+ "/g) ?? []).length >= 3,
+      'three chunks reached the client',
+    );
     const rec = await disconnectAndAwaitCancel(c.socket, 'tag-s-mid');
     expect({ aborted: rec.aborted, completed: rec.completed }).toEqual({ aborted: true, completed: false });
     expect(rec.chunksSent).toBeLessThan(500);
-    const after = await eventually(() => (keyRecord().usage.completionTokens - before.completionTokens >= 3 ? keyRecord().usage : undefined), 'usage counted');
+    const after = await eventually(
+      () => (keyRecord().usage.completionTokens - before.completionTokens >= 3 ? keyRecord().usage : undefined),
+      'usage counted',
+    );
     expect(after.requests).toBe(before.requests + 1);
     expect(after.completionTokens - before.completionTokens).toBeLessThanOrEqual(rec.chunksSent);
   });
@@ -137,9 +155,12 @@ describe('clients that send badly', () => {
     const text = c.received();
     expect(text.startsWith('HTTP/1.1 413 ')).toBe(true);
     expect(text.toLowerCase()).toContain('connection: close');
-    expect(JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4))).toEqual(obError('payload_too_large', {
-      message: 'The request body is larger than the proxy accepts (65536 bytes). Shorten the conversation or ask the operator to raise --body-limit.',
-    }).toBody());
+    expect(JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4))).toEqual(
+      obError('payload_too_large', {
+        message:
+          'The request body is larger than the proxy accepts (65536 bytes). Shorten the conversation or ask the operator to raise --body-limit.',
+      }).toBody(),
+    );
   });
 
   it('an oversized chunked body is refused with 413 once over the limit, not read to the end', async () => {
@@ -151,7 +172,11 @@ describe('clients that send badly', () => {
     while (c.received() === '' && sent < 50 * 1024 * 1024 && !c.socket.destroyed) {
       const ok = c.socket.write(`${piece.length.toString(16)}\r\n${piece}\r\n`);
       sent += piece.length;
-      if (!ok) await new Promise((r) => { c.socket.once('drain', r); c.socket.once('close', r); });
+      if (!ok)
+        await new Promise((r) => {
+          c.socket.once('drain', r);
+          c.socket.once('close', r);
+        });
     }
     await c.closed;
     expect(c.received().startsWith('HTTP/1.1 413 ')).toBe(true);

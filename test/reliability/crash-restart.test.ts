@@ -27,7 +27,8 @@ async function dumpTables(url: string): Promise<string> {
   await c.connect();
   try {
     const parts: string[] = [];
-    for (const t of ['ob_instances', 'ob_keys', 'ob_events', 'ob_changes']) parts.push(JSON.stringify((await c.query(`SELECT * FROM ${t}`)).rows));
+    for (const t of ['ob_instances', 'ob_keys', 'ob_events', 'ob_changes'])
+      parts.push(JSON.stringify((await c.query(`SELECT * FROM ${t}`)).rows));
     return parts.join('\n');
   } finally {
     await c.end();
@@ -35,7 +36,6 @@ async function dumpTables(url: string): Promise<string> {
 }
 
 describe.each(['lowdb', 'postgres'] as const)('crash-restart on the %s store', (kind) => {
-
   let sim: Simulator;
   let simUrl: string;
   let home: string;
@@ -45,7 +45,11 @@ describe.each(['lowdb', 'postgres'] as const)('crash-restart on the %s store', (
   // kills also land while a fold is under way.
   const storeEnv: Record<string, string> = kind === 'lowdb' ? { OB_PROXY_STORE_FOLD_BYTES: '8192' } : {};
 
-  interface KnownKey { id: string; instance: string; secret: string }
+  interface KnownKey {
+    id: string;
+    instance: string;
+    secret: string;
+  }
 
   // What the client saw acknowledged, across all rounds.
   const ackedKeys = new Map<string, KnownKey>();
@@ -68,7 +72,15 @@ describe.each(['lowdb', 'postgres'] as const)('crash-restart on the %s store', (
   });
 
   afterAll(async () => {
-    console.log(JSON.stringify({ suite: 'crash-restart', store: kind, ...figures, keys: ackedKeys.size, revoked: everRevoked.size }));
+    console.log(
+      JSON.stringify({
+        suite: 'crash-restart',
+        store: kind,
+        ...figures,
+        keys: ackedKeys.size,
+        revoked: everRevoked.size,
+      }),
+    );
     await sim.close();
     await db?.drop();
   });
@@ -83,7 +95,9 @@ describe.each(['lowdb', 'postgres'] as const)('crash-restart on the %s store', (
     const pool = new Pool(serve.baseUrl, { connections: 4 });
     try {
       const [instances, keys, audit] = await Promise.all([
-        client.listInstances(), client.listKeys(), client.call<AuditEvent[]>('GET', '/v1/audit?limit=10000'),
+        client.listInstances(),
+        client.listKeys(),
+        client.call<AuditEvent[]>('GET', '/v1/audit?limit=10000'),
       ]);
       const byId = new Map(keys.map((k) => [k.id, k]));
       const created = new Set(audit.filter((e) => e.type === 'key.created').map((e) => e.keyId));
@@ -95,7 +109,8 @@ describe.each(['lowdb', 'postgres'] as const)('crash-restart on the %s store', (
       for (const id of ackedRevoked) expect(byId.get(id)?.status, `acknowledged revocation ${id}`).toBe('revoked');
       for (const id of ackedStopped) {
         expect(instanceState.get(id), `acknowledged stop ${id}`).toBe('stopped');
-        for (const k of keys.filter((x) => x.instance === id)) expect(k.status, `key ${k.id} of stopped ${id}`).toBe('revoked');
+        for (const k of keys.filter((x) => x.instance === id))
+          expect(k.status, `key ${k.id} of stopped ${id}`).toBe('revoked');
       }
       // Revoked once, revoked for ever.
       for (const id of everRevoked) expect(byId.get(id)?.status, `once revoked ${id}`).toBe('revoked');
@@ -113,13 +128,18 @@ describe.each(['lowdb', 'postgres'] as const)('crash-restart on the %s store', (
       const sample = [...revoked, ...[pick(active), pick(active)].filter((k): k is KnownKey => k !== undefined)];
       for (const k of sample) {
         const r = await pool.request({
-          method: 'POST', path: '/v1/chat/completions',
+          method: 'POST',
+          path: '/v1/chat/completions',
           headers: { authorization: `Bearer ${k.secret}`, 'content-type': 'application/json' },
           body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'alive?' }] }),
         });
         const body = (await r.body.json()) as { error?: { code: string } };
         const expected = everRevoked.has(k.id) ? 401 : 200;
-        expect({ key: k.id, status: r.statusCode, code: body.error?.code }).toEqual({ key: k.id, status: expected, code: expected === 401 ? 'revoked_api_key' : undefined });
+        expect({ key: k.id, status: r.statusCode, code: body.error?.code }).toEqual({
+          key: k.id,
+          status: expected,
+          code: expected === 401 ? 'revoked_api_key' : undefined,
+        });
         figures.keysChecked++;
       }
       // The file on disk parses and holds no secret; the database holds none either.
@@ -139,31 +159,56 @@ describe.each(['lowdb', 'postgres'] as const)('crash-restart on the %s store', (
     const ops: Promise<unknown>[] = [];
     const readyNow = [...ackedReady].filter((i) => !ackedStopped.has(i));
     for (const id of [`i${round}a`, `i${round}b`]) {
-      ops.push(client.addInstance({ id, model: MODEL, endpoint: simUrl })
-        .then(() => client.ready(id, { wait: true }))
-        .then((r) => {
-          ackedReady.add(id);
-          if (r.defaultKey?.secret != null) ackedKeys.set(r.defaultKey.id, { id: r.defaultKey.id, instance: id, secret: r.defaultKey.secret });
-        }));
+      ops.push(
+        client
+          .addInstance({ id, model: MODEL, endpoint: simUrl })
+          .then(() => client.ready(id, { wait: true }))
+          .then((r) => {
+            ackedReady.add(id);
+            if (r.defaultKey?.secret != null)
+              ackedKeys.set(r.defaultKey.id, { id: r.defaultKey.id, instance: id, secret: r.defaultKey.secret });
+          }),
+      );
     }
     for (let i = 0; i < 6; i++) {
       const inst = pick(readyNow);
       if (inst === undefined) break;
-      ops.push(client.createKey(inst, `k${round}-${i}`).then((k) => {
-        ackedKeys.set(k.id, { id: k.id, instance: inst, secret: k.secret });
-      }));
+      ops.push(
+        client.createKey(inst, `k${round}-${i}`).then((k) => {
+          ackedKeys.set(k.id, { id: k.id, instance: inst, secret: k.secret });
+        }),
+      );
     }
-    const revocable = [...ackedKeys.values()].filter((k) => !everRevoked.has(k.id) && !ackedRevoked.has(k.id) && !ackedStopped.has(k.instance));
+    const revocable = [...ackedKeys.values()].filter(
+      (k) => !everRevoked.has(k.id) && !ackedRevoked.has(k.id) && !ackedStopped.has(k.instance),
+    );
     for (let i = 0; i < 3; i++) {
       const k = pick(revocable);
       if (k === undefined) break;
-      ops.push(client.revokeKey(k.id).then(() => { ackedRevoked.add(k.id); }));
+      ops.push(
+        client.revokeKey(k.id).then(() => {
+          ackedRevoked.add(k.id);
+        }),
+      );
     }
     if (readyNow.length > 3) {
       const victim = pick(readyNow) as string;
-      ops.push(client.move(victim, 'stop').then(() => { ackedStopped.add(victim); }));
+      ops.push(
+        client.move(victim, 'stop').then(() => {
+          ackedStopped.add(victim);
+        }),
+      );
     }
-    return ops.map((p) => p.then(() => { figures.acked++; }, () => { figures.unacknowledged++; }));
+    return ops.map((p) =>
+      p.then(
+        () => {
+          figures.acked++;
+        },
+        () => {
+          figures.unacknowledged++;
+        },
+      ),
+    );
   }
 
   it(`${ROUNDS} rounds of kill -9 mid-burst lose nothing acknowledged`, async () => {
@@ -180,7 +225,10 @@ describe.each(['lowdb', 'postgres'] as const)('crash-restart on the %s store', (
       await Promise.race([
         new Promise<void>((resolve) => {
           if (waitAcks === 0) resolve();
-          for (const p of ops) void p.then(() => { if (++acks >= waitAcks) resolve(); });
+          for (const p of ops)
+            void p.then(() => {
+              if (++acks >= waitAcks) resolve();
+            });
         }),
         Promise.all(ops),
       ]);

@@ -34,12 +34,23 @@ export function tmpHome(): Promise<string> {
 }
 
 /** Starts a daemon on port 0 with a private home; `patch` overrides resolved config fields. */
-export async function startHarness(patch: Partial<Config> = {}, opts: { store?: Store; home?: string; env?: Record<string, string> } = {}): Promise<Harness> {
-  const home = opts.home ?? await tmpHome();
+export async function startHarness(
+  patch: Partial<Config> = {},
+  opts: { store?: Store; home?: string; env?: Record<string, string> } = {},
+): Promise<Harness> {
+  const home = opts.home ?? (await tmpHome());
   // OB_PROXY_TEST_STORE=postgres runs a suite against a fresh PostgreSQL database of its own
   // (suites that read db.json themselves do not apply).
-  const db: TestDatabase | undefined = process.env.OB_PROXY_TEST_STORE === 'postgres' && opts.store === undefined && patch.store === undefined ? await freshDatabase() : undefined;
-  const config: Config = { ...resolveConfig({ home, port: 0 }, opts.env ?? {}, home), logLevel: 'info', ...(db === undefined ? {} : { store: db.url }), ...patch };
+  const db: TestDatabase | undefined =
+    process.env.OB_PROXY_TEST_STORE === 'postgres' && opts.store === undefined && patch.store === undefined
+      ? await freshDatabase()
+      : undefined;
+  const config: Config = {
+    ...resolveConfig({ home, port: 0 }, opts.env ?? {}, home),
+    logLevel: 'info',
+    ...(db === undefined ? {} : { store: db.url }),
+    ...patch,
+  };
   const logs: Record<string, unknown>[] = [];
   const rawLogs: string[] = [];
   const logStream = new Writable({
@@ -56,9 +67,18 @@ export async function startHarness(patch: Partial<Config> = {}, opts: { store?: 
       done();
     },
   });
-  const daemon = await startDaemon(config, { version: 'test', logStream, ...(opts.store === undefined ? {} : { store: opts.store }) });
+  const daemon = await startDaemon(config, {
+    version: 'test',
+    logStream,
+    ...(opts.store === undefined ? {} : { store: opts.store }),
+  });
   return {
-    daemon, config, baseUrl: daemon.ctx.baseUrl, home, logs, rawLogs,
+    daemon,
+    config,
+    baseUrl: daemon.ctx.baseUrl,
+    home,
+    logs,
+    rawLogs,
     stop: async () => {
       await daemon.shutdown(0);
       await db?.drop();
@@ -97,7 +117,9 @@ export interface ReadySetup {
  * For a suite: a daemon and a simulator, started in beforeAll with one ready instance pointing at
  * the simulator, and both stopped in afterAll. The fields are set once beforeAll has run.
  */
-export function setupReadyInstance(opts: { id?: string; sim?: Partial<SimulatorOptions>; config?: Partial<Config> } = {}): ReadySetup {
+export function setupReadyInstance(
+  opts: { id?: string; sim?: Partial<SimulatorOptions>; config?: Partial<Config> } = {},
+): ReadySetup {
   const s = {} as ReadySetup;
   beforeAll(async () => {
     s.h = await startHarness(opts.config);
@@ -127,10 +149,20 @@ export interface Reply {
 /** A fresh connection per dispatcher: no keep-alive reuse between calls unless the caller shares one. */
 export const freshAgent = (): Agent => new Agent({ pipelining: 0, keepAliveTimeout: 10 });
 
-export async function post(baseUrl: string, key: string | null, body: unknown, headers: Record<string, string> = {}, dispatcher?: Agent): Promise<Reply> {
+export async function post(
+  baseUrl: string,
+  key: string | null,
+  body: unknown,
+  headers: Record<string, string> = {},
+  dispatcher?: Agent,
+): Promise<Reply> {
   const res = await undiciRequest(`${baseUrl}/v1/chat/completions`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', ...(key === null ? {} : { authorization: `Bearer ${key}` }), ...headers },
+    headers: {
+      'content-type': 'application/json',
+      ...(key === null ? {} : { authorization: `Bearer ${key}` }),
+      ...headers,
+    },
     body: typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body),
     ...(dispatcher === undefined ? {} : { dispatcher }),
   });
@@ -180,8 +212,14 @@ export function errorShape(json: unknown): boolean {
   const e = (json as { error?: unknown }).error;
   if (typeof e !== 'object' || e === null) return false;
   const { message, type, code, param } = e as Record<string, unknown>;
-  return typeof message === 'string' && message !== '' && typeof type === 'string' && typeof code === 'string'
-    && (param === null || typeof param === 'string') && Object.keys(e).length === 4;
+  return (
+    typeof message === 'string' &&
+    message !== '' &&
+    typeof type === 'string' &&
+    typeof code === 'string' &&
+    (param === null || typeof param === 'string') &&
+    Object.keys(e).length === 4
+  );
 }
 
 export { eventually } from '../helpers/processes.js';

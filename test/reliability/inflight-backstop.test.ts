@@ -16,7 +16,12 @@ import { eventually } from '../helpers/processes.js';
 import { type OpenStream, openChat, sseData, tokensIn } from '../helpers/raw-http.js';
 import { MODEL, chatBody, startSim, tmpHome } from './harness.js';
 
-const clock = { offsetMs: 0, now(): number { return Date.now() + this.offsetMs; } };
+const clock = {
+  offsetMs: 0,
+  now(): number {
+    return Date.now() + this.offsetMs;
+  },
+};
 const store = new MemoryStore();
 let daemon: Daemon;
 let sim: Simulator;
@@ -25,7 +30,11 @@ let simUrl: string;
 beforeAll(async () => {
   const home = await tmpHome();
   const config = { ...resolveConfig({ home, port: 0 }, {}, home), logLevel: 'warn' };
-  const logStream = new Writable({ write(_c, _e, done) { done(); } });
+  const logStream = new Writable({
+    write(_c, _e, done) {
+      done();
+    },
+  });
   daemon = await startDaemon(config, { version: 'test', clock, store, logStream });
   ({ sim, url: simUrl } = await startSim());
 });
@@ -40,7 +49,11 @@ async function streamOn(id: string, packEndsAt?: string): Promise<{ keyId: strin
   await lc.addInstance({ id, model: MODEL, endpoint: simUrl, ...(packEndsAt === undefined ? {} : { packEndsAt }) });
   const key = await (await lc.ready(id)).defaultKey;
   const secret = lc.claimSecret(key!.id)!;
-  const s = await openChat(daemon.ctx.baseUrl, secret, chatBody(`tag-${id} [[sim chunks=60 tokensPerSecond=5]]`, { stream: true }));
+  const s = await openChat(
+    daemon.ctx.baseUrl,
+    secret,
+    chatBody(`tag-${id} [[sim chunks=60 tokensPerSecond=5]]`, { stream: true }),
+  );
   await eventually(() => tokensIn(s.text()) >= 2, 'the first tokens');
   return { keyId: key!.id, s };
 }
@@ -48,12 +61,21 @@ async function streamOn(id: string, packEndsAt?: string): Promise<{ keyId: strin
 function expectEndedWith(s: OpenStream, code: string, since: number): void {
   const data = sseData(s.text());
   expect(data).not.toContain('[DONE]');
-  expect(JSON.parse(data.at(-1)!)).toEqual({ error: { message: expect.any(String), type: 'authentication_error', code, param: null } });
+  expect(JSON.parse(data.at(-1)!)).toEqual({
+    error: { message: expect.any(String), type: 'authentication_error', code, param: null },
+  });
   // Within the second promised, at 5 tokens a second; a stream not ended runs on for 10 s.
-  expect(tokensIn(s.pieces.filter((p) => p.at > since).map((p) => p.text).join(''))).toBeLessThanOrEqual(5);
+  expect(
+    tokensIn(
+      s.pieces
+        .filter((p) => p.at > since)
+        .map((p) => p.text)
+        .join(''),
+    ),
+  ).toBeLessThanOrEqual(5);
 }
 
-it('a revocation whose write failed still ends the key\'s stream', async () => {
+it("a revocation whose write failed still ends the key's stream", async () => {
   const { keyId, s } = await streamOn('unwritten');
   store.failWrites = true;
   try {
@@ -62,10 +84,16 @@ it('a revocation whose write failed still ends the key\'s stream', async () => {
     store.failWrites = false;
   }
   const refused = Date.now();
-  expect(daemon.ctx.lifecycle.registry.events.filter((e) => e.keyId === keyId).map((e) => [e.type, e.reason])).toEqual([['key.created', undefined], ['key.revoked', 'manual']]);
+  expect(daemon.ctx.lifecycle.registry.events.filter((e) => e.keyId === keyId).map((e) => [e.type, e.reason])).toEqual([
+    ['key.created', undefined],
+    ['key.revoked', 'manual'],
+  ]);
   await s.ended;
   expectEndedWith(s, 'revoked_api_key', refused);
-  await eventually(() => sim.requests.find((r) => JSON.stringify(r.body).includes('tag-unwritten'))?.aborted, 'upstream aborted');
+  await eventually(
+    () => sim.requests.find((r) => JSON.stringify(r.body).includes('tag-unwritten'))?.aborted,
+    'upstream aborted',
+  );
 });
 
 it('a pack end the pack timer has not reached yet ends the stream with pack_ended, and the pack', async () => {
@@ -74,6 +102,12 @@ it('a pack end the pack timer has not reached yet ends the stream with pack_ende
   const passed = Date.now();
   await s.ended;
   expectEndedWith(s, 'pack_ended', passed);
-  await eventually(() => daemon.ctx.lifecycle.registry.instances.get('late-timer')?.state === 'stopped', 'the pack ended by the sweep');
-  expect(daemon.ctx.lifecycle.registry.keys.get(keyId)).toMatchObject({ status: 'revoked', revokeReason: 'pack_ended' });
+  await eventually(
+    () => daemon.ctx.lifecycle.registry.instances.get('late-timer')?.state === 'stopped',
+    'the pack ended by the sweep',
+  );
+  expect(daemon.ctx.lifecycle.registry.keys.get(keyId)).toMatchObject({
+    status: 'revoked',
+    revokeReason: 'pack_ended',
+  });
 });

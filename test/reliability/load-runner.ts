@@ -14,7 +14,10 @@ export const collectGarbage: () => void = (() => {
   return vm.runInNewContext('gc') as () => void;
 })();
 
-export interface Memory { heapUsedMb: number; rssMb: number }
+export interface Memory {
+  heapUsedMb: number;
+  rssMb: number;
+}
 
 export function memory(): Memory {
   collectGarbage();
@@ -55,23 +58,37 @@ function check(stream: boolean, status: number, text: string, chunks: number, re
     got = [];
     for (const frame of text.split('\n\n')) {
       if (!frame.startsWith('data: {')) continue;
-      const c = (JSON.parse(frame.slice(6)) as { choices?: { delta?: { content?: string } }[] }).choices?.[0]?.delta?.content;
+      const c = (JSON.parse(frame.slice(6)) as { choices?: { delta?: { content?: string } }[] }).choices?.[0]?.delta
+        ?.content;
       if (typeof c === 'string' && c !== '') got.push(c);
     }
   } else {
-    const content = (JSON.parse(text) as { choices: { message: { content: string } }[] }).choices[0]?.message.content ?? '';
+    const content =
+      (JSON.parse(text) as { choices: { message: { content: string } }[] }).choices[0]?.message.content ?? '';
     got = content.split(/(?<= )/).filter((t) => t !== '');
   }
   result.chunksExpected += want.length;
   const missing = want.filter((t) => !got.includes(t)).length;
   result.chunksLost += missing;
   if (missing === 0 && got.join('') !== want.join('')) result.reordered++;
-  return missing === 0 && got.length === want.length && got.join('') === want.join('') ? null : `tokens ${got.join('|').slice(0, 120)}`;
+  return missing === 0 && got.length === want.length && got.join('') === want.join('')
+    ? null
+    : `tokens ${got.join('|').slice(0, 120)}`;
 }
 
 export async function runLoad(o: LoadOptions): Promise<LoadResult> {
   const pool = new Pool(o.baseUrl, { connections: o.concurrency, keepAliveTimeout: 30_000 });
-  const result: LoadResult = { requests: 0, streaming: 0, concurrency: o.concurrency, errors: 0, chunksExpected: 0, chunksLost: 0, reordered: 0, firstErrors: [], ms: 0 };
+  const result: LoadResult = {
+    requests: 0,
+    streaming: 0,
+    concurrency: o.concurrency,
+    errors: 0,
+    chunksExpected: 0,
+    chunksLost: 0,
+    reordered: 0,
+    firstErrors: [],
+    ms: 0,
+  };
   const started = performance.now();
   let next = 0;
   const worker = async (): Promise<void> => {
@@ -82,9 +99,14 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
       let problem: string | null;
       try {
         const r = await pool.request({
-          method: 'POST', path: '/v1/chat/completions',
+          method: 'POST',
+          path: '/v1/chat/completions',
           headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-          body: JSON.stringify({ model: MODEL, stream, messages: [{ role: 'user', content: `load ${i} [[sim chunks=${o.chunks}]]` }] }),
+          body: JSON.stringify({
+            model: MODEL,
+            stream,
+            messages: [{ role: 'user', content: `load ${i} [[sim chunks=${o.chunks}]]` }],
+          }),
         });
         problem = check(stream, r.statusCode, await r.body.text(), o.chunks, result);
       } catch (err) {
@@ -104,14 +126,27 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
   return result;
 }
 
-export interface HeldResult { streams: number; allOpenAtOnce: boolean; completed: number; errors: number; firstErrors: string[]; ms: number }
+export interface HeldResult {
+  streams: number;
+  allOpenAtOnce: boolean;
+  completed: number;
+  errors: number;
+  firstErrors: string[];
+  ms: number;
+}
 
 /**
  * Opens `streams` streams at once and holds them open together (the simulator's pace makes each
  * last longer than it takes to open them all), then checks each ended whole. `peak` is how many
  * were streaming at the same moment.
  */
-export async function holdStreams(baseUrl: string, keys: string[], streams: number, tokensPerSecond: number, chunks: number): Promise<HeldResult & { peak: number }> {
+export async function holdStreams(
+  baseUrl: string,
+  keys: string[],
+  streams: number,
+  tokensPerSecond: number,
+  chunks: number,
+): Promise<HeldResult & { peak: number }> {
   const pool = new Pool(baseUrl, { connections: streams });
   let open = 0;
   let peak = 0;
@@ -123,30 +158,52 @@ export async function holdStreams(baseUrl: string, keys: string[], streams: numb
     if (firstErrors.length < 3) firstErrors.push(what);
   };
   const started = performance.now();
-  await Promise.all(Array.from({ length: streams }, async (_, i) => {
-    try {
-      const r = await pool.request({
-        method: 'POST', path: '/v1/chat/completions',
-        headers: { authorization: `Bearer ${keys[i % keys.length] as string}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ model: MODEL, stream: true, messages: [{ role: 'user', content: `held ${i} [[sim chunks=${chunks} tokensPerSecond=${tokensPerSecond}]]` }] }),
-      });
-      let text = '';
-      let counted = false;
-      for await (const c of r.body) {
-        text += (c as Buffer).toString('utf8');
-        if (!counted && text.includes('"content"')) {
-          counted = true;
-          peak = Math.max(peak, ++open);
+  await Promise.all(
+    Array.from({ length: streams }, async (_, i) => {
+      try {
+        const r = await pool.request({
+          method: 'POST',
+          path: '/v1/chat/completions',
+          headers: { authorization: `Bearer ${keys[i % keys.length] as string}`, 'content-type': 'application/json' },
+          body: JSON.stringify({
+            model: MODEL,
+            stream: true,
+            messages: [
+              { role: 'user', content: `held ${i} [[sim chunks=${chunks} tokensPerSecond=${tokensPerSecond}]]` },
+            ],
+          }),
+        });
+        let text = '';
+        let counted = false;
+        for await (const c of r.body) {
+          text += (c as Buffer).toString('utf8');
+          if (!counted && text.includes('"content"')) {
+            counted = true;
+            peak = Math.max(peak, ++open);
+          }
         }
+        if (counted) open--;
+        const tokens = [...text.matchAll(/"content":"(t\d+ )"/g)].map((m) => m[1]);
+        if (
+          r.statusCode === 200 &&
+          text.endsWith('data: [DONE]\n\n') &&
+          tokens.join('') === expectedTokens(chunks).join('')
+        )
+          completed++;
+        else fail(`HTTP ${r.statusCode}, ${tokens.length} tokens, ends: ${text.slice(-160)}`);
+      } catch (err) {
+        fail(`client error: ${(err as Error).message}`);
       }
-      if (counted) open--;
-      const tokens = [...text.matchAll(/"content":"(t\d+ )"/g)].map((m) => m[1]);
-      if (r.statusCode === 200 && text.endsWith('data: [DONE]\n\n') && tokens.join('') === expectedTokens(chunks).join('')) completed++;
-      else fail(`HTTP ${r.statusCode}, ${tokens.length} tokens, ends: ${text.slice(-160)}`);
-    } catch (err) {
-      fail(`client error: ${(err as Error).message}`);
-    }
-  }));
+    }),
+  );
   await pool.close();
-  return { streams, allOpenAtOnce: peak === streams, peak, completed, errors, firstErrors, ms: Math.round(performance.now() - started) };
+  return {
+    streams,
+    allOpenAtOnce: peak === streams,
+    peak,
+    completed,
+    errors,
+    firstErrors,
+    ms: Math.round(performance.now() - started),
+  };
 }

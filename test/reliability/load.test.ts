@@ -35,7 +35,12 @@ it('3,000 mixed requests at concurrency 64: no errors, no lost or reordered chun
   const after = memory();
   console.log(JSON.stringify({ suite: 'load', ...r, before, after }));
   expect(r.firstErrors).toEqual([]);
-  expect({ requests: r.requests, errors: r.errors, chunksLost: r.chunksLost, reordered: r.reordered }).toEqual({ requests: 3_000, errors: 0, chunksLost: 0, reordered: 0 });
+  expect({ requests: r.requests, errors: r.errors, chunksLost: r.chunksLost, reordered: r.reordered }).toEqual({
+    requests: 3_000,
+    errors: 0,
+    chunksLost: 0,
+    reordered: 0,
+  });
   expect(r.chunksExpected).toBe(3_000 * 16);
   // Nothing per request is kept: the heap returns to within a few MB of where it started.
   expect(after.heapUsedMb - before.heapUsedMb).toBeLessThan(15);

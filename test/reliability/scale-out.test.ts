@@ -11,7 +11,14 @@ import { Pool } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AuditEvent } from '../../src/domain/key.js';
 import { DaemonClient } from '../../cli/daemon-client.js';
-import { type ServeProcess, type SimProcess, eventually, startServe, startSimulate, tmpHome } from '../helpers/processes.js';
+import {
+  type ServeProcess,
+  type SimProcess,
+  eventually,
+  startServe,
+  startSimulate,
+  tmpHome,
+} from '../helpers/processes.js';
 import { type TestDatabase, freshDatabase } from '../helpers/postgres.js';
 
 const MODEL = 'gemma4:26b';
@@ -34,9 +41,14 @@ afterAll(async () => {
 });
 
 async function startNode(name: string, url: string, env: Record<string, string> = {}, home?: string): Promise<Node> {
-  const h = home ?? await tmpHome();
+  const h = home ?? (await tmpHome());
   const serve = await startServe(h, ['--store', url], env);
-  return { name, serve, api: new DaemonClient(join(h, 'ob-proxy.sock')), pool: new Pool(serve.baseUrl, { connections: 2 }) };
+  return {
+    name,
+    serve,
+    api: new DaemonClient(join(h, 'ob-proxy.sock')),
+    pool: new Pool(serve.baseUrl, { connections: 2 }),
+  };
 }
 
 async function stopNode(n: Node): Promise<void> {
@@ -44,19 +56,25 @@ async function stopNode(n: Node): Promise<void> {
   await n.pool.close().catch(() => {});
   const t = Date.now();
   await n.serve.stop();
-  if (Date.now() - t > 3000) console.log(n.name, Date.now() - t, n.serve.lines.slice(-8).join('\n'), n.serve.stderr.join(''));
+  if (Date.now() - t > 3000)
+    console.log(n.name, Date.now() - t, n.serve.lines.slice(-8).join('\n'), n.serve.stderr.join(''));
 }
 
 /** The status a node answers for the key (GET /v1/models: authenticated, never goes upstream). */
 async function statusOn(n: Node, secret: string): Promise<number> {
-  const res = await n.pool.request({ method: 'GET', path: '/v1/models', headers: { authorization: `Bearer ${secret}` } });
+  const res = await n.pool.request({
+    method: 'GET',
+    path: '/v1/models',
+    headers: { authorization: `Bearer ${secret}` },
+  });
   await res.body.dump();
   return res.statusCode;
 }
 
 async function chatOn(n: Node, secret: string): Promise<number> {
   const res = await n.pool.request({
-    method: 'POST', path: '/v1/chat/completions',
+    method: 'POST',
+    path: '/v1/chat/completions',
     headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
     body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'hi' }] }),
   });
@@ -86,14 +104,19 @@ function figures(ms: number[]): { n: number; p50: number; p99: number; max: numb
 }
 
 /** Revokes `count` keys, each created on one node and revoked on another; times until every node refuses. */
-async function measureRevocations(nodes: Node[], instance: string, count: number): Promise<{ afterAck: number[]; afterCall: number[] }> {
+async function measureRevocations(
+  nodes: Node[],
+  instance: string,
+  count: number,
+): Promise<{ afterAck: number[]; afterCall: number[] }> {
   const afterAck: number[] = [];
   const afterCall: number[] = [];
   for (let i = 0; i < count; i++) {
     const creator = nodes[i % nodes.length]!;
     const revoker = nodes[(i + 1) % nodes.length]!;
     const { id, secret } = await creator.api.createKey(instance, `k${i}`);
-    for (const n of nodes) await eventually(async () => (await statusOn(n, secret)) === 200, `${n.name} serves key ${i}`, 15_000);
+    for (const n of nodes)
+      await eventually(async () => (await statusOn(n, secret)) === 200, `${n.name} serves key ${i}`, 15_000);
     const t0 = performance.now();
     // Every node polled from before the revocation is sent.
     const polls = nodes.map((n) => refusedAt(n, secret));
@@ -120,7 +143,7 @@ describe('three daemons on one PostgreSQL', () => {
     await db?.drop();
   }, 90_000);
 
-  it('a key created on A works on B and C; revoked on B it is refused everywhere, and C\'s live events show it', async () => {
+  it("a key created on A works on B and C; revoked on B it is refused everywhere, and C's live events show it", async () => {
     const [a, b, c] = nodes as [Node, Node, Node];
     await a.api.addInstance({ id: 'gpu-1', model: MODEL, endpoint: sim.url });
     const ready = await a.api.ready('gpu-1', { wait: true });
@@ -132,12 +155,23 @@ describe('three daemons on one PostgreSQL', () => {
     const seen: AuditEvent[] = [];
     const follow = new AbortController();
     let opened!: () => void;
-    const open = new Promise<void>((r) => { opened = r; });
-    const following = c.api.follow((e) => seen.push(e), follow.signal, () => opened()).catch(() => {});
+    const open = new Promise<void>((r) => {
+      opened = r;
+    });
+    const following = c.api
+      .follow(
+        (e) => seen.push(e),
+        follow.signal,
+        () => opened(),
+      )
+      .catch(() => {});
     await open;
     await b.api.revokeKey(ready.defaultKey!.id);
     for (const n of nodes) await eventually(async () => (await chatOn(n, secret)) === 401, `${n.name} refuses the key`);
-    await eventually(() => seen.some((e) => e.type === 'key.revoked' && e.keyId === ready.defaultKey!.id), 'C\'s live events show the revocation made on B');
+    await eventually(
+      () => seen.some((e) => e.type === 'key.revoked' && e.keyId === ready.defaultKey!.id),
+      "C's live events show the revocation made on B",
+    );
     follow.abort();
     await following;
   });
@@ -145,17 +179,30 @@ describe('three daemons on one PostgreSQL', () => {
   it('an instance stopped on C: its keys are refused on every node', async () => {
     const [a, , c] = nodes as [Node, Node, Node];
     const k = await a.api.createKey('gpu-1', 'team');
-    for (const n of nodes) await eventually(async () => (await statusOn(n, k.secret)) === 200, `${n.name} serves the key`);
+    for (const n of nodes)
+      await eventually(async () => (await statusOn(n, k.secret)) === 200, `${n.name} serves the key`);
     await c.api.move('gpu-1', 'stop');
-    for (const n of nodes) await eventually(async () => (await statusOn(n, k.secret)) === 401, `${n.name} refuses the key`);
+    for (const n of nodes)
+      await eventually(async () => (await statusOn(n, k.secret)) === 401, `${n.name} refuses the key`);
     await a.api.ready('gpu-1', { wait: true });
   });
 
-  it(`${REVOCATIONS} revocations: every node refuses each revoked key (time until the last node refuses, reported)`, { timeout: 240_000 }, async () => {
-    const { afterAck, afterCall } = await measureRevocations(nodes, 'gpu-1', REVOCATIONS);
-    expect(afterAck).toHaveLength(REVOCATIONS);
-    console.log(JSON.stringify({ suite: 'scale-out', notify: true, afterAck: figures(afterAck), afterCall: figures(afterCall) }));
-  });
+  it(
+    `${REVOCATIONS} revocations: every node refuses each revoked key (time until the last node refuses, reported)`,
+    { timeout: 240_000 },
+    async () => {
+      const { afterAck, afterCall } = await measureRevocations(nodes, 'gpu-1', REVOCATIONS);
+      expect(afterAck).toHaveLength(REVOCATIONS);
+      console.log(
+        JSON.stringify({
+          suite: 'scale-out',
+          notify: true,
+          afterAck: figures(afterAck),
+          afterCall: figures(afterCall),
+        }),
+      );
+    },
+  );
 });
 
 describe('NOTIFY suppressed: the catch-up read alone', () => {
@@ -171,12 +218,23 @@ describe('NOTIFY suppressed: the catch-up read alone', () => {
     await db?.drop();
   }, 90_000);
 
-  it('every node still refuses each revoked key (within one catch-up period of 2 s, reported)', { timeout: 240_000 }, async () => {
-    await nodes[0]!.api.addInstance({ id: 'gpu-1', model: MODEL, endpoint: sim.url });
-    await nodes[0]!.api.ready('gpu-1', { wait: true });
-    const { afterAck, afterCall } = await measureRevocations(nodes, 'gpu-1', 10);
-    console.log(JSON.stringify({ suite: 'scale-out', notify: false, afterAck: figures(afterAck), afterCall: figures(afterCall) }));
-  });
+  it(
+    'every node still refuses each revoked key (within one catch-up period of 2 s, reported)',
+    { timeout: 240_000 },
+    async () => {
+      await nodes[0]!.api.addInstance({ id: 'gpu-1', model: MODEL, endpoint: sim.url });
+      await nodes[0]!.api.ready('gpu-1', { wait: true });
+      const { afterAck, afterCall } = await measureRevocations(nodes, 'gpu-1', 10);
+      console.log(
+        JSON.stringify({
+          suite: 'scale-out',
+          notify: false,
+          afterAck: figures(afterAck),
+          afterCall: figures(afterCall),
+        }),
+      );
+    },
+  );
 });
 
 describe('kill -9 of a node under load', () => {
@@ -192,34 +250,41 @@ describe('kill -9 of a node under load', () => {
     await db?.drop();
   }, 90_000);
 
-  it('the others keep serving with no error; the restarted node rejoins, with what changed meanwhile', { timeout: 60_000 }, async () => {
-    const [a, b, c] = nodes as [Node, Node, Node];
-    await a.api.addInstance({ id: 'gpu-1', model: MODEL, endpoint: sim.url });
-    const secret = (await a.api.ready('gpu-1', { wait: true })).defaultKey!.secret!;
-    const doomed = await b.api.createKey('gpu-1', 'doomed');
-    for (const n of nodes) await eventually(async () => (await chatOn(n, secret)) === 200, `${n.name} serves the key`);
+  it(
+    'the others keep serving with no error; the restarted node rejoins, with what changed meanwhile',
+    { timeout: 60_000 },
+    async () => {
+      const [a, b, c] = nodes as [Node, Node, Node];
+      await a.api.addInstance({ id: 'gpu-1', model: MODEL, endpoint: sim.url });
+      const secret = (await a.api.ready('gpu-1', { wait: true })).defaultKey!.secret!;
+      const doomed = await b.api.createKey('gpu-1', 'doomed');
+      for (const n of nodes)
+        await eventually(async () => (await chatOn(n, secret)) === 200, `${n.name} serves the key`);
 
-    const statuses: number[] = [];
-    let loading = true;
-    const load = Promise.all([a, b].map(async (n) => {
-      while (loading) statuses.push(await chatOn(n, secret).catch(() => -1));
-    }));
-    await eventually(() => statuses.length > 50, 'load running');
-    c.serve.proc.kill('SIGKILL');
-    await c.serve.exited;
-    // While C is down: a revocation on A, and requests go on.
-    await a.api.revokeKey(doomed.id);
-    const before = statuses.length;
-    await eventually(() => statuses.length > before + 100, 'load goes on');
-    const restarted = await startNode('C', db.url, {}, c.serve.home);
-    nodes[2] = restarted;
-    await c.api.close().catch(() => {});
-    await c.pool.close().catch(() => {});
-    await eventually(async () => (await chatOn(restarted, secret)) === 200, 'C serves again');
-    expect(await statusOn(restarted, doomed.secret)).toBe(401);
-    loading = false;
-    await load;
-    expect(statuses.filter((s) => s !== 200)).toEqual([]);
-    console.log(JSON.stringify({ suite: 'scale-out', nodeKill: { requests: statuses.length, errors: 0 } }));
-  });
+      const statuses: number[] = [];
+      let loading = true;
+      const load = Promise.all(
+        [a, b].map(async (n) => {
+          while (loading) statuses.push(await chatOn(n, secret).catch(() => -1));
+        }),
+      );
+      await eventually(() => statuses.length > 50, 'load running');
+      c.serve.proc.kill('SIGKILL');
+      await c.serve.exited;
+      // While C is down: a revocation on A, and requests go on.
+      await a.api.revokeKey(doomed.id);
+      const before = statuses.length;
+      await eventually(() => statuses.length > before + 100, 'load goes on');
+      const restarted = await startNode('C', db.url, {}, c.serve.home);
+      nodes[2] = restarted;
+      await c.api.close().catch(() => {});
+      await c.pool.close().catch(() => {});
+      await eventually(async () => (await chatOn(restarted, secret)) === 200, 'C serves again');
+      expect(await statusOn(restarted, doomed.secret)).toBe(401);
+      loading = false;
+      await load;
+      expect(statuses.filter((s) => s !== 200)).toEqual([]);
+      console.log(JSON.stringify({ suite: 'scale-out', nodeKill: { requests: statuses.length, errors: 0 } }));
+    },
+  );
 });

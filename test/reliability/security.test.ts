@@ -62,7 +62,9 @@ describe('secrets stay secret', () => {
     expect((await post(h.baseUrl, def, { model: ci, messages: [{ role: 'user', content: def }] })).status).toBe(400);
     expect((await post(h.baseUrl, `${def}x`, chatBody('hi'))).status).toBe(401);
     expect((await post(h.baseUrl, null, chatBody('hi'), { authorization: `Token ${def}` })).status).toBe(400);
-    expect((await request(`${h.baseUrl}/v1/${ci}`, { headers: { authorization: `Bearer ${ci}` } })).statusCode).toBe(404);
+    expect((await request(`${h.baseUrl}/v1/${ci}`, { headers: { authorization: `Bearer ${ci}` } })).statusCode).toBe(
+      404,
+    );
     expect((await post(h.baseUrl, def, chatBody('[[sim fail=http-error]]'))).status).toBe(500);
     await client.revokeKey(named.id);
     const revoked = await post(h.baseUrl, ci, chatBody('hi'));
@@ -71,14 +73,21 @@ describe('secrets stay secret', () => {
     const afterStop = await post(h.baseUrl, def, chatBody('hi'));
     expect(afterStop.json).toEqual(obError('revoked_api_key').toBody());
     // A refused reveal, and every read route.
-    const refused = await client.revealKey(ready.defaultKey?.id ?? '').then(() => new Error('revealed twice'), (e: unknown) => e as Error);
+    const refused = await client.revealKey(ready.defaultKey?.id ?? '').then(
+      () => new Error('revealed twice'),
+      (e: unknown) => e as Error,
+    );
     const answers = JSON.stringify([
-      refused.message, await client.listKeys(), await client.listInstances(), await client.revocations(),
-      await client.call('GET', '/v1/audit'), await client.status(),
+      refused.message,
+      await client.listKeys(),
+      await client.listInstances(),
+      await client.revocations(),
+      await client.call('GET', '/v1/audit'),
+      await client.status(),
     ]);
     await h.daemon.ctx.lifecycle.flushUsage(h.daemon.ctx.usage.takeDirty());
     // The store on disk: db.json and the journal of commits since it.
-    const store = await readFile(h.config.store, 'utf8') + await readFile(`${h.config.store}.journal`, 'utf8');
+    const store = (await readFile(h.config.store, 'utf8')) + (await readFile(`${h.config.store}.journal`, 'utf8'));
     // The revocation journal holds both revoked keys, by id and hash: never a secret.
     const journal = (await readFile(`${h.config.store}.revocations`, 'utf8')).replace(/\0+$/, '');
     expect(journal.trim().split('\n')).toHaveLength(2);
@@ -95,14 +104,29 @@ describe('secrets stay secret', () => {
     const reader = new LowdbStore(h.config.store, { readOnly: true });
     const stored = (await reader.load()).keys;
     await reader.close();
-    expect(stored.map((k) => k.hash).sort()).toEqual(secrets.map((s) => createHash('sha256').update(s).digest('hex')).sort());
+    expect(stored.map((k) => k.hash).sort()).toEqual(
+      secrets.map((s) => createHash('sha256').update(s).digest('hex')).sort(),
+    );
   });
 
   it('pino redacts an Authorization header wherever a log line carries one', () => {
     const secret = secrets[0] as string;
-    h.daemon.ctx.log.info({ req: { headers: { authorization: `Bearer ${secret}` } }, headers: { authorization: secret }, authorization: secret, secret }, 'redaction probe');
+    h.daemon.ctx.log.info(
+      {
+        req: { headers: { authorization: `Bearer ${secret}` } },
+        headers: { authorization: secret },
+        authorization: secret,
+        secret,
+      },
+      'redaction probe',
+    );
     const line = h.logs.find((l) => l.msg === 'redaction probe');
-    expect(line).toMatchObject({ req: { headers: { authorization: '[redacted]' } }, headers: { authorization: '[redacted]' }, authorization: '[redacted]', secret: '[redacted]' });
+    expect(line).toMatchObject({
+      req: { headers: { authorization: '[redacted]' } },
+      headers: { authorization: '[redacted]' },
+      authorization: '[redacted]',
+      secret: '[redacted]',
+    });
     expect(leaks(h.rawLogs.join('\n'))).toEqual([]);
   });
 });
@@ -119,18 +143,35 @@ describe('the management socket is private', () => {
       const dir = join(home, 'shared');
       await mkdir(dir);
       await chmod(dir, mode);
-      await expect(startHarness({ socket: join(dir, 'ob.sock') }, { home })).rejects.toThrow(/writable by (other users|everyone)/);
+      await expect(startHarness({ socket: join(dir, 'ob.sock') }, { home })).rejects.toThrow(
+        /writable by (other users|everyone)/,
+      );
     }
   });
 });
 
 describe('the public port is only the data plane', () => {
   const MANAGEMENT: [string, string][] = [
-    ['GET', '/v1/status'], ['GET', '/v1/instances'], ['POST', '/v1/instances'], ['GET', '/v1/instances/sec'],
-    ['DELETE', '/v1/instances/sec'], ...['ready', 'pending', 'stop', 'fail', 'terminate', 'extend'].map((a): [string, string] => ['POST', `/v1/instances/sec/${a}`]),
-    ['GET', '/v1/keys'], ['POST', '/v1/keys'], ['POST', '/v1/keys/abc/revoke'], ['POST', '/v1/keys/abc/reveal'],
-    ['GET', '/v1/revocations'], ['GET', '/v1/audit'], ['GET', '/v1/events'], ['GET', '/v1/store/backup'],
-    ['POST', '/v1/keys/abc/limits'], ['GET', '/v1/usage'], ['GET', '/v1/stats'],
+    ['GET', '/v1/status'],
+    ['GET', '/v1/instances'],
+    ['POST', '/v1/instances'],
+    ['GET', '/v1/instances/sec'],
+    ['DELETE', '/v1/instances/sec'],
+    ...['ready', 'pending', 'stop', 'fail', 'terminate', 'extend'].map((a): [string, string] => [
+      'POST',
+      `/v1/instances/sec/${a}`,
+    ]),
+    ['GET', '/v1/keys'],
+    ['POST', '/v1/keys'],
+    ['POST', '/v1/keys/abc/revoke'],
+    ['POST', '/v1/keys/abc/reveal'],
+    ['GET', '/v1/revocations'],
+    ['GET', '/v1/audit'],
+    ['GET', '/v1/events'],
+    ['GET', '/v1/store/backup'],
+    ['POST', '/v1/keys/abc/limits'],
+    ['GET', '/v1/usage'],
+    ['GET', '/v1/stats'],
   ];
 
   it('every management route answers 404 on the public port, with or without a valid key', async () => {
@@ -140,15 +181,24 @@ describe('the public port is only the data plane', () => {
     const before = await client.listKeys();
     for (const [method, path] of MANAGEMENT) {
       // The list is the management plane's real routes.
-      expect(h.daemon.management.hasRoute({ method: method as 'GET', url: path.replace(/\/(sec|abc)(\/|$)/, '/:id$2') }), `${method} ${path}`).toBe(true);
+      expect(
+        h.daemon.management.hasRoute({ method: method as 'GET', url: path.replace(/\/(sec|abc)(\/|$)/, '/:id$2') }),
+        `${method} ${path}`,
+      ).toBe(true);
       for (const auth of [undefined, `Bearer ${key}`]) {
         const r = await request(`${h.baseUrl}${path}`, {
-          method: method as 'GET', headers: { 'content-type': 'application/json', ...(auth === undefined ? {} : { authorization: auth }) },
-          ...(method === 'POST' ? { body: JSON.stringify({ instance: 'pub', name: 'x', id: 'evil', model: MODEL }) } : {}),
+          method: method as 'GET',
+          headers: { 'content-type': 'application/json', ...(auth === undefined ? {} : { authorization: auth }) },
+          ...(method === 'POST'
+            ? { body: JSON.stringify({ instance: 'pub', name: 'x', id: 'evil', model: MODEL }) }
+            : {}),
         });
         const body = await r.body.json();
-        expect({ route: `${method} ${path}`, status: r.statusCode, code: (body as { error: { code: string } }).error.code })
-          .toEqual({ route: `${method} ${path}`, status: 404, code: 'route_not_found' });
+        expect({
+          route: `${method} ${path}`,
+          status: r.statusCode,
+          code: (body as { error: { code: string } }).error.code,
+        }).toEqual({ route: `${method} ${path}`, status: 404, code: 'route_not_found' });
       }
     }
     // Nothing changed behind them.
@@ -158,17 +208,35 @@ describe('the public port is only the data plane', () => {
 });
 
 /** node:http can choose the source address (undici's connector does not pass localAddress on). */
-function postFrom(localAddress: string, key: string, body: unknown): Promise<{ status: number; text: string; retryAfter: string | undefined }> {
+function postFrom(
+  localAddress: string,
+  key: string,
+  body: unknown,
+): Promise<{ status: number; text: string; retryAfter: string | undefined }> {
   const text = JSON.stringify(body);
   return new Promise((resolve, reject) => {
-    const req = httpRequest(`${h.baseUrl}/v1/chat/completions`, {
-      method: 'POST', localAddress, agent: false,
-      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) },
-    }, (res) => {
-      let out = '';
-      res.setEncoding('utf8').on('data', (s: string) => { out += s; });
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, text: out, retryAfter: res.headers['retry-after'] }));
-    });
+    const req = httpRequest(
+      `${h.baseUrl}/v1/chat/completions`,
+      {
+        method: 'POST',
+        localAddress,
+        agent: false,
+        headers: {
+          authorization: `Bearer ${key}`,
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(text),
+        },
+      },
+      (res) => {
+        let out = '';
+        res.setEncoding('utf8').on('data', (s: string) => {
+          out += s;
+        });
+        res.on('end', () =>
+          resolve({ status: res.statusCode ?? 0, text: out, retryAfter: res.headers['retry-after'] }),
+        );
+      },
+    );
     req.on('error', reject);
     req.end(text);
   });

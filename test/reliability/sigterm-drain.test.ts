@@ -27,29 +27,41 @@ async function readyServe(grace: string): Promise<{ serve: Awaited<ReturnType<ty
   return { serve, key: ready.defaultKey.secret };
 }
 
-function openStreams(pool: Pool, key: string, n: number, directive: string): { done: Promise<{ status: number; text: string }[]>; firstChunks: () => number } {
+function openStreams(
+  pool: Pool,
+  key: string,
+  n: number,
+  directive: string,
+): { done: Promise<{ status: number; text: string }[]>; firstChunks: () => number } {
   let first = 0;
-  const done = Promise.all(Array.from({ length: n }, async (_, i) => {
-    const r = await pool.request({
-      method: 'POST', path: '/v1/chat/completions',
-      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ model: MODEL, stream: true, messages: [{ role: 'user', content: `s${i} ${directive}` }] }),
-    });
-    let text = '';
-    let seen = false;
-    try {
-      for await (const chunk of r.body) {
-        text += (chunk as Buffer).toString('utf8');
-        if (!seen && text.includes('"content"')) {
-          seen = true;
-          first++;
+  const done = Promise.all(
+    Array.from({ length: n }, async (_, i) => {
+      const r = await pool.request({
+        method: 'POST',
+        path: '/v1/chat/completions',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({
+          model: MODEL,
+          stream: true,
+          messages: [{ role: 'user', content: `s${i} ${directive}` }],
+        }),
+      });
+      let text = '';
+      let seen = false;
+      try {
+        for await (const chunk of r.body) {
+          text += (chunk as Buffer).toString('utf8');
+          if (!seen && text.includes('"content"')) {
+            seen = true;
+            first++;
+          }
         }
+      } catch {
+        // cut by the daemon: what arrived is checked by the caller
       }
-    } catch {
-      // cut by the daemon: what arrived is checked by the caller
-    }
-    return { status: r.statusCode, text };
-  }));
+      return { status: r.statusCode, text };
+    }),
+  );
   return { done, firstChunks: () => first };
 }
 
@@ -62,11 +74,18 @@ it('SIGTERM with 100 streams in flight: all finish whole within the grace period
   const signalledAt = Date.now();
   serve.proc.kill('SIGTERM');
   // New work is refused while the old finishes (503, or the listener is already closed).
-  await eventually(() => serve.logs().some((l) => l.msg === 'draining: no new requests, in-flight ones may finish'), 'draining');
+  await eventually(
+    () => serve.logs().some((l) => l.msg === 'draining: no new requests, in-flight ones may finish'),
+    'draining',
+  );
   const late = await fetch(`${serve.baseUrl}/v1/chat/completions`, {
-    method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
     body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'late' }] }),
-  }).then((r) => r.status, () => 'refused');
+  }).then(
+    (r) => r.status,
+    () => 'refused',
+  );
   expect([503, 'refused']).toContain(late);
   const results = await streams.done;
   const code = await serve.exited;

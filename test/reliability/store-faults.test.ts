@@ -43,21 +43,35 @@ async function makeDisk(): Promise<Disk | null> {
   // OBR_NO_MOUNT=1 exercises the fallback on a machine where mounting works.
   if (process.getuid?.() === 0 && process.env.OBR_NO_MOUNT !== '1' && tryMount(home)) {
     return {
-      kind: 'tmpfs 1 MiB (filled; remounted read-only)', home,
+      kind: 'tmpfs 1 MiB (filled; remounted read-only)',
+      home,
       full: () => writeFile(filler, Buffer.alloc(2 * 1024 * 1024)).catch(() => undefined),
       free: () => rm(filler, { force: true }),
-      readOnly: async () => { execFileSync('mount', ['-o', 'remount,ro', home]); },
-      writable: async () => { execFileSync('mount', ['-o', 'remount,rw', home]); },
-      close: async () => { execFileSync('umount', ['-l', home]); },
+      readOnly: async () => {
+        execFileSync('mount', ['-o', 'remount,ro', home]);
+      },
+      writable: async () => {
+        execFileSync('mount', ['-o', 'remount,rw', home]);
+      },
+      close: async () => {
+        execFileSync('umount', ['-l', home]);
+      },
     };
   }
   if (process.getuid?.() === 0) return null;
   // The store's journal is an existing file: the folder's mode alone would not stop an append.
   const journal = join(home, 'db.json.journal');
-  const deny = async (): Promise<void> => { await chmod(home, 0o500); await chmod(journal, 0o400).catch(() => undefined); };
-  const allow = async (): Promise<void> => { await chmod(home, 0o700); await chmod(journal, 0o600).catch(() => undefined); };
+  const deny = async (): Promise<void> => {
+    await chmod(home, 0o500);
+    await chmod(journal, 0o400).catch(() => undefined);
+  };
+  const allow = async (): Promise<void> => {
+    await chmod(home, 0o700);
+    await chmod(journal, 0o600).catch(() => undefined);
+  };
   return {
-    kind: 'chmod 0500 home, 0400 journal (not root)', home,
+    kind: 'chmod 0500 home, 0400 journal (not root)',
+    home,
     full: deny,
     free: allow,
     readOnly: deny,
@@ -67,7 +81,8 @@ async function makeDisk(): Promise<Disk | null> {
 }
 
 const made = await makeDisk();
-if (made === null) console.log(JSON.stringify({ suite: 'store-faults', skipped: 'root without mount: no way to make a write fail' }));
+if (made === null)
+  console.log(JSON.stringify({ suite: 'store-faults', skipped: 'root without mount: no way to make a write fail' }));
 const disk = made as Disk;
 let sim: Simulator;
 let simUrl: string;
@@ -93,7 +108,10 @@ afterAll(async () => {
 });
 
 async function refusal(p: Promise<unknown>): Promise<{ code: string; message: string }> {
-  const err = await p.then(() => null, (e: unknown) => e as { code: string; message: string });
+  const err = await p.then(
+    () => null,
+    (e: unknown) => e as { code: string; message: string },
+  );
   expect(err, 'the write was refused').not.toBeNull();
   return err as { code: string; message: string };
 }
@@ -115,21 +133,31 @@ describe.skipIf(made === null)('a full disk', () => {
     let before = await client.listKeys();
     for (let i = 0; i < 64 && err === null; i++) {
       before = await client.listKeys();
-      err = await client.createKey('disk', `fill${i}`).then(() => { filled.push(`fill${i}`); return null; }, (e: unknown) => e as { code: string; message: string });
+      err = await client.createKey('disk', `fill${i}`).then(
+        () => {
+          filled.push(`fill${i}`);
+          return null;
+        },
+        (e: unknown) => e as { code: string; message: string },
+      );
     }
     expect(filled.length, 'commits taken by a full disk').toBeLessThan(16);
     expect(err, 'the write was refused').not.toBeNull();
     if (err === null) return;
     expect(err.code).toBe('store_write_failed');
-    expect(err.message).toMatch(/could not be written \((ENOSPC|EROFS|EACCES)\); nothing was changed\. Check free disk space and that the home folder is writable\./);
+    expect(err.message).toMatch(
+      /could not be written \((ENOSPC|EROFS|EACCES)\); nothing was changed\. Check free disk space and that the home folder is writable\./,
+    );
     expect(await client.listKeys()).toEqual(before);
   });
 
-  it('a revocation still takes effect at once, is recorded in the journal\'s reserved space, and reaches db.json once there is room', async () => {
+  it("a revocation still takes effect at once, is recorded in the journal's reserved space, and reaches db.json once there is room", async () => {
     await disk.full();
     const err = await refusal(client.revokeKey(kept.bId as string));
     expect(err.code).toBe('store_write_failed');
-    expect(err.message).toMatch(/^Revoked in the running daemon and recorded in the revocation journal, so it holds after a restart; but the store could not be written .* The rest of the change is retried with the next write; free disk space or fix permissions\.$/);
+    expect(err.message).toMatch(
+      /^Revoked in the running daemon and recorded in the revocation journal, so it holds after a restart; but the store could not be written .* The rest of the change is retried with the next write; free disk space or fix permissions\.$/,
+    );
     expect((await post(h.baseUrl, kept.b as string, chatBody('x'))).status).toBe(401);
     expect((await post(h.baseUrl, kept.default as string, chatBody('x'))).status).toBe(200);
     await disk.free();
@@ -158,9 +186,12 @@ describe.skipIf(made === null)('a read-only home', () => {
     h = await startHarness({}, { home: disk.home });
     client = new DaemonClient(h.config.socket);
     const keys = await client.listKeys();
-    expect(keys.map((k) => [k.name, k.status]).sort()).toEqual([['b', 'revoked'], ['c', 'revoked'], ['default', 'revoked'], ...filled.map((n) => [n, 'revoked'])].sort());
+    expect(keys.map((k) => [k.name, k.status]).sort()).toEqual(
+      [['b', 'revoked'], ['c', 'revoked'], ['default', 'revoked'], ...filled.map((n) => [n, 'revoked'])].sort(),
+    );
     expect((await client.getInstance('disk')).state).toBe('stopped');
     expect((await client.getInstance('after')).state).toBe('pending');
-    for (const s of [kept.default, kept.b, kept.c]) expect((await post(h.baseUrl, s as string, chatBody('x'))).status).toBe(401);
+    for (const s of [kept.default, kept.b, kept.c])
+      expect((await post(h.baseUrl, s as string, chatBody('x'))).status).toBe(401);
   });
 });

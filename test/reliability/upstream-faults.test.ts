@@ -7,8 +7,18 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { obError } from '../../src/errors.js';
 import type { Simulator } from '../../simulator/simulator.js';
 import {
-  type Harness, chatBody, eventually, expectedTokens, freshAgent, handleCounts, post, readyInstance, sseFrames,
-  startHarness, startSim, streamTokens,
+  type Harness,
+  chatBody,
+  eventually,
+  expectedTokens,
+  freshAgent,
+  handleCounts,
+  post,
+  readyInstance,
+  sseFrames,
+  startHarness,
+  startSim,
+  streamTokens,
 } from './harness.js';
 
 let h: Harness;
@@ -56,11 +66,18 @@ afterAll(async () => {
   await sim.close();
   // Everything the daemon and simulator opened (sockets, servers, timers) is gone again. Compared
   // kind by kind as "not above the start": vitest's own hook timer may or may not be counted.
-  const grown = (): string[] => Object.entries(handleCounts()).filter(([k, n]) => n > (baseline[k] ?? 0)).map(([k, n]) => `${k}:${n}`);
+  const grown = (): string[] =>
+    Object.entries(handleCounts())
+      .filter(([k, n]) => n > (baseline[k] ?? 0))
+      .map(([k, n]) => `${k}:${n}`);
   await eventually(() => grown().length === 0, 'handles back to the start', 10_000).catch((err: unknown) => {
-    const servers = (process as unknown as { _getActiveHandles(): unknown[] })._getActiveHandles()
-      .filter((x): x is Server => x instanceof Server).map((x) => JSON.stringify(x.address()));
-    throw new Error(`${(err as Error).message}: start ${JSON.stringify(baseline)}, grown ${grown().join(' ')}; servers ${servers.join(' ')}`);
+    const servers = (process as unknown as { _getActiveHandles(): unknown[] })
+      ._getActiveHandles()
+      .filter((x): x is Server => x instanceof Server)
+      .map((x) => JSON.stringify(x.address()));
+    throw new Error(
+      `${(err as Error).message}: start ${JSON.stringify(baseline)}, grown ${grown().join(' ')}; servers ${servers.join(' ')}`,
+    );
   });
 });
 
@@ -76,7 +93,9 @@ async function withHealthyNeighbour<T>(fault: () => Promise<T>): Promise<T> {
   await agent.close();
   await eventually(() => sim.stats.inFlight === 0, 'no upstream request left running');
   await eventually(async () => {
-    const n = await new Promise<number>((r, j) => h.daemon.dataPlane.server.getConnections((e, c) => (e ? j(e) : r(c))));
+    const n = await new Promise<number>((r, j) =>
+      h.daemon.dataPlane.server.getConnections((e, c) => (e ? j(e) : r(c))),
+    );
     return n === 0;
   }, 'no client connection left open');
   return result;
@@ -101,9 +120,11 @@ describe('before headers', () => {
     for (const stream of [false, true]) {
       const r = await withHealthyNeighbour(() => faulty('', stream, refusedKey));
       expect(r.status).toBe(502);
-      expect(r.json).toEqual(obError('upstream_unavailable', {
-        message: 'The model server refused the connection. Check that the instance is up and its endpoint is right.',
-      }).toBody());
+      expect(r.json).toEqual(
+        obError('upstream_unavailable', {
+          message: 'The model server refused the connection. Check that the instance is up and its endpoint is right.',
+        }).toBody(),
+      );
     }
   });
 
@@ -130,7 +151,12 @@ describe('before headers', () => {
       expect(r.status).toBe(500);
       expect(r.headers['content-type']).toBe('application/json');
       expect(r.json).toEqual({
-        error: { message: 'Model server error (HTTP 500): The model server answered HTTP 500 without an error message.', type: 'api_error', code: 'upstream_error', param: null },
+        error: {
+          message: 'Model server error (HTTP 500): The model server answered HTTP 500 without an error message.',
+          type: 'api_error',
+          code: 'upstream_error',
+          param: null,
+        },
       });
     }
   });
@@ -139,14 +165,23 @@ describe('before headers', () => {
     const r = await withHealthyNeighbour(() => faulty('[[sim fail=http-error errorStatus=503]]', false));
     expect(r.status).toBe(503);
     expect(r.json).toEqual({
-      error: { message: 'Model server error (HTTP 503): server busy, please try again.  maximum pending requests exceeded', type: 'api_error', code: 'upstream_error', param: null },
+      error: {
+        message: 'Model server error (HTTP 503): server busy, please try again.  maximum pending requests exceeded',
+        type: 'api_error',
+        code: 'upstream_error',
+        param: null,
+      },
     });
   });
 
   it('invalid JSON (non-streaming): 502 upstream_error, not a half body', async () => {
     const r = await withHealthyNeighbour(() => faulty('[[sim fail=invalid-json]]', false));
     expect(r.status).toBe(502);
-    expect(r.json).toEqual(obError('upstream_error', { message: 'The model server sent an answer that is not a chat completion. Check the instance\'s endpoint.' }).toBody());
+    expect(r.json).toEqual(
+      obError('upstream_error', {
+        message: "The model server sent an answer that is not a chat completion. Check the instance's endpoint.",
+      }).toBody(),
+    );
   });
 
   it('reset mid-body (non-streaming): 502 upstream_unavailable', async () => {
@@ -158,7 +193,9 @@ describe('before headers', () => {
   it('slow drip within the idle time-out: the whole answer arrives', async () => {
     const plain = await withHealthyNeighbour(() => faulty('[[sim fail=slow-drip tokensPerSecond=20 chunks=5]]', false));
     expect(plain.status).toBe(200);
-    expect((plain.json as { choices: { message: { content: string } }[] }).choices[0]?.message.content).toBe(expectedTokens(5).join(''));
+    expect((plain.json as { choices: { message: { content: string } }[] }).choices[0]?.message.content).toBe(
+      expectedTokens(5).join(''),
+    );
     const stream = await withHealthyNeighbour(() => faulty('[[sim fail=slow-drip tokensPerSecond=20 chunks=5]]', true));
     expect(stream.status).toBe(200);
     expect(streamTokens(sseFrames(stream.text))).toEqual(expectedTokens(5));
@@ -194,14 +231,22 @@ describe('mid-stream: one SSE error event, no [DONE], a clean end', () => {
     const frames = sseFrames(r.text);
     expect(streamTokens(frames)).toEqual(expectedTokens(2));
     expect(r.text).not.toContain('[DONE]');
-    expect(errorEvent(frames)).toEqual(obError('upstream_timeout', { message: 'The model server sent nothing for too long; the stream was ended.' }).toBody());
+    expect(errorEvent(frames)).toEqual(
+      obError('upstream_timeout', {
+        message: 'The model server sent nothing for too long; the stream was ended.',
+      }).toBody(),
+    );
     await eventually(() => lastUpstreamAborted(), 'hung upstream stream closed by the proxy');
   });
 
   it('clean EOF before [DONE]: upstream_unavailable', async () => {
     const r = await withHealthyNeighbour(() => faulty('[[sim fail=eof-mid-stream failAfterChunks=2]]', true));
     expect(streamTokens(sseFrames(r.text))).toEqual(expectedTokens(2));
-    expect(errorEvent(sseFrames(r.text))).toEqual(obError('upstream_unavailable', { message: 'The model server ended the stream before it was complete.' }).toBody());
+    expect(errorEvent(sseFrames(r.text))).toEqual(
+      obError('upstream_unavailable', {
+        message: 'The model server ended the stream before it was complete.',
+      }).toBody(),
+    );
   });
 
   it('invalid JSON in a stream: no broken event reaches the client, an error event ends it', async () => {
@@ -210,13 +255,19 @@ describe('mid-stream: one SSE error event, no [DONE], a clean end', () => {
     const frames = sseFrames(r.text);
     // Every event the client gets parses: an SDK would throw on a broken one.
     for (const f of frames) expect(() => JSON.parse(f.slice(6)) as unknown).not.toThrow();
-    expect(errorEvent(frames)).toEqual(obError('upstream_error', { message: 'The model server sent an event that is not valid JSON; the stream was ended.' }).toBody());
+    expect(errorEvent(frames)).toEqual(
+      obError('upstream_error', {
+        message: 'The model server sent an event that is not valid JSON; the stream was ended.',
+      }).toBody(),
+    );
   });
 
   it('bytes that are not an event stream: an error event, no garbage forwarded', async () => {
     const r = await withHealthyNeighbour(() => faulty('[[sim fail=garbage]]', true));
     expect(r.status).toBe(200);
-    expect(sseFrames(r.text)).toEqual([`data: ${JSON.stringify(obError('upstream_unavailable', { message: 'The model server ended the stream before it was complete.' }).toBody())}`]);
+    expect(sseFrames(r.text)).toEqual([
+      `data: ${JSON.stringify(obError('upstream_unavailable', { message: 'The model server ended the stream before it was complete.' }).toBody())}`,
+    ]);
   });
 });
 
@@ -224,9 +275,21 @@ describe('time-out configuration', () => {
   it('defaults suit a model that needs minutes to load; each time-out is separate', async () => {
     const { resolveConfig } = await import('../../src/config.js');
     const d = resolveConfig({ home: '/tmp/x' }, {}, '/tmp');
-    expect({ connect: d.connectTimeoutMs, firstByte: d.upstreamTimeoutMs, idle: d.idleTimeoutMs }).toEqual({ connect: 10_000, firstByte: 300_000, idle: 300_000 });
-    const e = resolveConfig({ home: '/tmp/x', upstreamTimeout: '600' }, { OB_PROXY_CONNECT_TIMEOUT: '2', OB_PROXY_IDLE_TIMEOUT: '45' }, '/tmp');
-    expect({ connect: e.connectTimeoutMs, firstByte: e.upstreamTimeoutMs, idle: e.idleTimeoutMs }).toEqual({ connect: 2_000, firstByte: 600_000, idle: 45_000 });
+    expect({ connect: d.connectTimeoutMs, firstByte: d.upstreamTimeoutMs, idle: d.idleTimeoutMs }).toEqual({
+      connect: 10_000,
+      firstByte: 300_000,
+      idle: 300_000,
+    });
+    const e = resolveConfig(
+      { home: '/tmp/x', upstreamTimeout: '600' },
+      { OB_PROXY_CONNECT_TIMEOUT: '2', OB_PROXY_IDLE_TIMEOUT: '45' },
+      '/tmp',
+    );
+    expect({ connect: e.connectTimeoutMs, firstByte: e.upstreamTimeoutMs, idle: e.idleTimeoutMs }).toEqual({
+      connect: 2_000,
+      firstByte: 600_000,
+      idle: 45_000,
+    });
     // --upstream-timeout alone sets both the time to headers and the idle time (CONTRACT §3).
     expect(resolveConfig({ home: '/tmp/x', upstreamTimeout: '90' }, {}, '/tmp').idleTimeoutMs).toBe(90_000);
   });

@@ -15,12 +15,16 @@ export function rawRequest(
   opts: { method?: string; path: string; headers?: Record<string, string>; body?: string },
 ): Promise<RawResponse> {
   return new Promise((resolve, reject) => {
-    const req = request(`${baseUrl}${opts.path}`, { method: opts.method ?? 'GET', headers: opts.headers, agent: false }, (res) => {
-      const parts: Buffer[] = [];
-      res.on('data', (b: Buffer) => parts.push(b));
-      res.on('error', reject);
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(parts) }));
-    });
+    const req = request(
+      `${baseUrl}${opts.path}`,
+      { method: opts.method ?? 'GET', headers: opts.headers, agent: false },
+      (res) => {
+        const parts: Buffer[] = [];
+        res.on('data', (b: Buffer) => parts.push(b));
+        res.on('error', reject);
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(parts) }));
+      },
+    );
     req.on('error', reject);
     req.end(opts.body);
   });

@@ -15,9 +15,13 @@ afterEach(async () => {
 });
 
 const streamBody = (content = 'go'): object => ({ ...userMessage(content), stream: true });
-const post = (base: string, body: object): ReturnType<typeof rawRequest> => rawRequest(base, {
-  method: 'POST', path: '/v1/chat/completions', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body),
-});
+const post = (base: string, body: object): ReturnType<typeof rawRequest> =>
+  rawRequest(base, {
+    method: 'POST',
+    path: '/v1/chat/completions',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
 const contents = (fs: string[]): unknown[] =>
   fs.map((f) => (data(f) as { choices: { delta: { content?: string } }[] }).choices[0]?.delta.content);
 
@@ -28,12 +32,20 @@ describe('failure modes on the wire', () => {
       const res = await chat(base, { ...userMessage('x'), stream });
       expect(res.status).toBe(500);
       expect(res.headers.get('content-type')).toBe('application/json');
-      expect(await res.json()).toStrictEqual({ error: {
-        message: 'model runner has unexpectedly stopped, this may be due to resource limitations or an internal error',
-        type: 'api_error', param: null, code: null } });
+      expect(await res.json()).toStrictEqual({
+        error: {
+          message:
+            'model runner has unexpectedly stopped, this may be due to resource limitations or an internal error',
+          type: 'api_error',
+          param: null,
+          code: null,
+        },
+      });
     }
     sim!.configure({ errorStatus: 404 });
-    expect(((await (await chat(base, userMessage('x'))).json()) as { error: { type: string } }).error.type).toBe('not_found_error');
+    expect(((await (await chat(base, userMessage('x'))).json()) as { error: { type: string } }).error.type).toBe(
+      'not_found_error',
+    );
   });
 
   it('html-500: a text/html page', async () => {
@@ -133,12 +145,19 @@ describe('failure modes on the wire', () => {
 
   it('eof-mid-stream: failAfterChunks chunks then a clean end, without finish chunk or [DONE]', async () => {
     const base = await start({ fail: 'eof-mid-stream', failAfterChunks: 2, chunks: 6 });
-    const { frames: fs, error } = await collect(await chat(base, { ...streamBody(), stream_options: { include_usage: true } }));
+    const { frames: fs, error } = await collect(
+      await chat(base, { ...streamBody(), stream_options: { include_usage: true } }),
+    );
     expect(error).toBeNull();
     expect(contents(fs)).toStrictEqual(['t0 ', 't1 ']);
     // non-streaming: Ollama's silent truncation, finish_reason null
-    const body = (await (await chat(base, userMessage('x'))).json()) as { choices: unknown[]; usage: { completion_tokens: number } };
-    expect(body.choices).toStrictEqual([{ index: 0, message: { role: 'assistant', content: 't0 t1 ' }, finish_reason: null }]);
+    const body = (await (await chat(base, userMessage('x'))).json()) as {
+      choices: unknown[];
+      usage: { completion_tokens: number };
+    };
+    expect(body.choices).toStrictEqual([
+      { index: 0, message: { role: 'assistant', content: 't0 t1 ' }, finish_reason: null },
+    ]);
     expect(body.usage.completion_tokens).toBe(2);
   });
 
@@ -150,7 +169,9 @@ describe('failure modes on the wire', () => {
     expect(Date.now() - t0).toBeGreaterThanOrEqual(3 * 25 - 5);
     expect(contents(fs.slice(0, 4))).toStrictEqual(['t0 ', 't1 ', 't2 ', 't3 ']);
     expect(fs.at(-1)).toBe('data: [DONE]');
-    const whole = (await (await chat(base, userMessage('x'))).json()) as { choices: { message: { content: string } }[] };
+    const whole = (await (await chat(base, userMessage('x'))).json()) as {
+      choices: { message: { content: string } }[];
+    };
     expect(whole.choices[0]!.message.content).toBe('t0 t1 t2 t3 ');
   });
 
@@ -198,7 +219,11 @@ describe('client disconnects', () => {
     const count = (type: string): number => process.getActiveResourcesInfo().filter((t) => t === type).length;
     const before = { server: count('TCPServerWrap'), socket: count('TCPSocketWrap') };
     const base = await start({ fail: 'hang-mid-stream', chunks: 50, tokensPerSecond: 1 });
-    const settle = (p: Promise<unknown>): Promise<unknown> => p.then(() => 'completed', (e: unknown) => e);
+    const settle = (p: Promise<unknown>): Promise<unknown> =>
+      p.then(
+        () => 'completed',
+        (e: unknown) => e,
+      );
     const hung = settle(post(base, streamBody()));
     const hung2 = settle(post(base, streamBody('[[sim fail=none]]')));
     await sim!.waitFor((r) => r.seq === 2 && r.chunksSent === 1);

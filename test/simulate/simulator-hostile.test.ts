@@ -13,10 +13,13 @@ afterEach(async () => {
   sim = null;
 });
 
-const ask = (base: string, directive: string, stream: boolean): ReturnType<typeof rawRequest> => rawRequest(base, {
-  method: 'POST', path: '/v1/chat/completions', headers: { 'content-type': 'application/json' },
-  body: JSON.stringify({ ...userMessage(`go ${directive}`), stream }),
-});
+const ask = (base: string, directive: string, stream: boolean): ReturnType<typeof rawRequest> =>
+  rawRequest(base, {
+    method: 'POST',
+    path: '/v1/chat/completions',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ ...userMessage(`go ${directive}`), stream }),
+  });
 
 describe('hostile modes', () => {
   it('endless-line: one event that never ends, until the client leaves', async () => {
@@ -41,7 +44,10 @@ describe('hostile modes', () => {
     const plain = await ask(base, '[[sim fail=huge-body bodyBytes=100000]]', false);
     expect(plain.status).toBe(200);
     expect(Number(plain.headers['content-length'])).toBe(plain.body.length);
-    expect((JSON.parse(plain.body.toString()) as { choices: { message: { content: string } }[] }).choices[0]?.message.content).toHaveLength(100_000);
+    expect(
+      (JSON.parse(plain.body.toString()) as { choices: { message: { content: string } }[] }).choices[0]?.message
+        .content,
+    ).toHaveLength(100_000);
     const err = await ask(base, '[[sim fail=huge-error errorStatus=503 bodyBytes=100000]]', false);
     expect(err.status).toBe(503);
     expect((JSON.parse(err.body.toString()) as { error: { message: string } }).error.message).toHaveLength(100_000);
@@ -62,10 +68,18 @@ describe('hostile modes', () => {
     expect(fields).toMatch(/^: keep-alive\n\nretry: 3000\n\nid: 0\nevent: message\ndata: \{/);
     expect(fields).toContain('\r\n\r\n');
     expect(fields.endsWith('data: [DONE]\r\n\r\n') || fields.endsWith('data: [DONE]\n\n')).toBe(true);
-    expect(await text('[[sim fail=named-event failAfterChunks=1]]')).toContain('event: telemetry\ndata: {"gpu":0.93}\n\n');
-    expect(await text('[[sim fail=error-event failAfterChunks=0]]')).toMatch(/^data: \{"error":\{"message":"model runner/);
-    expect(await text('[[sim fail=broken-error-event failAfterChunks=0]]')).toBe('data: {"error" <not json>\n\ndata: [DONE]\n\n');
-    expect(await text('[[sim fail=named-error-event failAfterChunks=0]]')).toBe('event: error\ndata: {"message":"boom","code":"overloaded"}\n\n');
+    expect(await text('[[sim fail=named-event failAfterChunks=1]]')).toContain(
+      'event: telemetry\ndata: {"gpu":0.93}\n\n',
+    );
+    expect(await text('[[sim fail=error-event failAfterChunks=0]]')).toMatch(
+      /^data: \{"error":\{"message":"model runner/,
+    );
+    expect(await text('[[sim fail=broken-error-event failAfterChunks=0]]')).toBe(
+      'data: {"error" <not json>\n\ndata: [DONE]\n\n',
+    );
+    expect(await text('[[sim fail=named-error-event failAfterChunks=0]]')).toBe(
+      'event: error\ndata: {"message":"boom","code":"overloaded"}\n\n',
+    );
     expect(await text('[[sim fail=html-frames]]')).toContain('<html>\n\n');
   });
 });

@@ -15,14 +15,22 @@ afterEach(async () => {
 });
 
 const chunk = (id: string, created: number, delta: object, finish: string | null): object => ({
-  id, object: 'chat.completion.chunk', created, model: MODEL, system_fingerprint: 'fp_ollama',
+  id,
+  object: 'chat.completion.chunk',
+  created,
+  model: MODEL,
+  system_fingerprint: 'fp_ollama',
   choices: [{ index: 0, delta, finish_reason: finish }],
 });
 
 describe('POST /v1/chat/completions, non-streaming', () => {
   it('answers one Ollama-shaped chat.completion with numbered tokens and usage', async () => {
     const base = await start({ chunks: 4 });
-    const res = await chat(base, { ...userMessage('say four words please'), temperature: 0.2, unknown_field: { x: 1 } });
+    const res = await chat(base, {
+      ...userMessage('say four words please'),
+      temperature: 0.2,
+      unknown_field: { x: 1 },
+    });
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toBe('application/json');
     const body = (await res.json()) as { id: string; created: number };
@@ -30,7 +38,11 @@ describe('POST /v1/chat/completions, non-streaming', () => {
     expect(Number(body.id.slice(9))).toBeLessThanOrEqual(998);
     expect(Math.abs(body.created - Date.now() / 1000)).toBeLessThan(5);
     expect(body).toStrictEqual({
-      id: body.id, object: 'chat.completion', created: body.created, model: MODEL, system_fingerprint: 'fp_ollama',
+      id: body.id,
+      object: 'chat.completion',
+      created: body.created,
+      model: MODEL,
+      system_fingerprint: 'fp_ollama',
       choices: [{ index: 0, message: { role: 'assistant', content: 't0 t1 t2 t3 ' }, finish_reason: 'stop' }],
       usage: { prompt_tokens: 4, completion_tokens: 4, total_tokens: 8 },
     });
@@ -39,7 +51,9 @@ describe('POST /v1/chat/completions, non-streaming', () => {
   it('when max_tokens < chunks then it stops at exactly max_tokens with finish_reason length', async () => {
     const base = await start({ chunks: 10 });
     const body = (await (await chat(base, { ...userMessage('hi'), max_tokens: 3 })).json()) as Record<string, unknown>;
-    expect(body.choices).toStrictEqual([{ index: 0, message: { role: 'assistant', content: 't0 t1 t2 ' }, finish_reason: 'length' }]);
+    expect(body.choices).toStrictEqual([
+      { index: 0, message: { role: 'assistant', content: 't0 t1 t2 ' }, finish_reason: 'length' },
+    ]);
     expect(body.usage).toStrictEqual({ prompt_tokens: 1, completion_tokens: 3, total_tokens: 4 });
   });
 
@@ -48,7 +62,14 @@ describe('POST /v1/chat/completions, non-streaming', () => {
     const payload = { ...userMessage('hello there'), stream: false };
     await (await chat(base, payload, { headers: { 'content-type': 'application/json', 'x-trace': 'abc' } })).text();
     const r = await sim!.waitFor((x) => x.completed);
-    expect(r).toMatchObject({ seq: 1, method: 'POST', path: '/v1/chat/completions', body: payload, aborted: false, completed: true });
+    expect(r).toMatchObject({
+      seq: 1,
+      method: 'POST',
+      path: '/v1/chat/completions',
+      body: payload,
+      aborted: false,
+      completed: true,
+    });
     expect(r.headers['x-trace']).toBe('abc');
     expect(r.endedAt).toBeGreaterThanOrEqual(r.startedAt);
     expect(sim!.stats).toStrictEqual({ received: 1, inFlight: 0, aborted: 0, completed: 1 });
@@ -76,15 +97,27 @@ describe('POST /v1/chat/completions, streaming', () => {
 
   it('when stream_options.include_usage then one usage chunk with empty choices comes before [DONE]', async () => {
     const base = await start({ chunks: 2 });
-    const res = await chat(base, { ...userMessage('one two three'), stream: true, stream_options: { include_usage: true }, max_tokens: 1 });
+    const res = await chat(base, {
+      ...userMessage('one two three'),
+      stream: true,
+      stream_options: { include_usage: true },
+      max_tokens: 1,
+    });
     const { frames } = await collect(res);
     const first = data(frames[0]!) as { id: string; created: number };
     const { id, created } = first;
     expect(frames.slice(0, -1).map(data)).toStrictEqual([
       chunk(id, created, { role: 'assistant', content: 't0 ' }, null),
       chunk(id, created, {}, 'length'),
-      { id, object: 'chat.completion.chunk', created, model: MODEL, system_fingerprint: 'fp_ollama', choices: [],
-        usage: { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 } },
+      {
+        id,
+        object: 'chat.completion.chunk',
+        created,
+        model: MODEL,
+        system_fingerprint: 'fp_ollama',
+        choices: [],
+        usage: { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 },
+      },
     ]);
     expect(frames.at(-1)).toBe('data: [DONE]');
   });
@@ -114,16 +147,51 @@ describe('POST /v1/chat/completions, streaming', () => {
 
 describe('validation, as Ollama', () => {
   const cases: [string, string, number, string, string][] = [
-    ['missing model', JSON.stringify({ messages: [{ role: 'user', content: 'x' }] }), 400, 'model is required', 'invalid_request_error'],
-    ['empty model', JSON.stringify({ model: '', messages: [{ role: 'user', content: 'x' }] }), 400, 'model is required', 'invalid_request_error'],
-    ['unknown model', JSON.stringify({ model: 'nope:1b', messages: [{ role: 'user', content: 'x' }] }), 404, "model 'nope:1b' not found", 'not_found_error'],
-    ['empty messages', JSON.stringify({ model: MODEL, messages: [] }), 400, "[] is too short - 'messages'", 'invalid_request_error'],
-    ['missing messages', JSON.stringify({ model: MODEL }), 400, "[] is too short - 'messages'", 'invalid_request_error'],
+    [
+      'missing model',
+      JSON.stringify({ messages: [{ role: 'user', content: 'x' }] }),
+      400,
+      'model is required',
+      'invalid_request_error',
+    ],
+    [
+      'empty model',
+      JSON.stringify({ model: '', messages: [{ role: 'user', content: 'x' }] }),
+      400,
+      'model is required',
+      'invalid_request_error',
+    ],
+    [
+      'unknown model',
+      JSON.stringify({ model: 'nope:1b', messages: [{ role: 'user', content: 'x' }] }),
+      404,
+      "model 'nope:1b' not found",
+      'not_found_error',
+    ],
+    [
+      'empty messages',
+      JSON.stringify({ model: MODEL, messages: [] }),
+      400,
+      "[] is too short - 'messages'",
+      'invalid_request_error',
+    ],
+    [
+      'missing messages',
+      JSON.stringify({ model: MODEL }),
+      400,
+      "[] is too short - 'messages'",
+      'invalid_request_error',
+    ],
     ['bad JSON', '<html>', 400, "invalid character '<' looking for beginning of value", 'invalid_request_error'],
     ['truncated JSON', '{"model":"x"', 400, 'unexpected EOF', 'invalid_request_error'],
     ['empty body', '', 400, 'EOF', 'invalid_request_error'],
-    ['wrong type', JSON.stringify({ model: 7, messages: [] }), 400,
-      'json: cannot unmarshal number into Go struct field ChatCompletionRequest.model of type string', 'invalid_request_error'],
+    [
+      'wrong type',
+      JSON.stringify({ model: 7, messages: [] }),
+      400,
+      'json: cannot unmarshal number into Go struct field ChatCompletionRequest.model of type string',
+      'invalid_request_error',
+    ],
   ];
   it.each(cases)('%s → %i in the error envelope', async (_name, body, status, message, type) => {
     const base = await start();
@@ -146,17 +214,30 @@ describe('host check (allowedHostsMiddleware)', () => {
   it('answers 403 with an empty body to a foreign Host, and serves local ones', async () => {
     const base = await start();
     const port = new URL(base).port;
-    const post = (host: string) => rawRequest(base, {
-      method: 'POST', path: '/v1/chat/completions', headers: { host, 'content-type': 'application/json' },
-      body: JSON.stringify(userMessage('x')),
-    });
+    const post = (host: string) =>
+      rawRequest(base, {
+        method: 'POST',
+        path: '/v1/chat/completions',
+        headers: { host, 'content-type': 'application/json' },
+        body: JSON.stringify(userMessage('x')),
+      });
     const denied = await post('api.example.com');
     expect(denied.status).toBe(403);
     expect(denied.body.length).toBe(0);
     expect(denied.headers['content-type']).toBeUndefined();
     for (const host of ['8.8.8.8', `example.com:${port}`, '169.254.1.1']) expect((await post(host)).status).toBe(403);
-    for (const host of [`127.0.0.1:${port}`, 'localhost', `LOCALHOST:${port}`, 'gpu.local', 'a.b.internal', 'x.localhost:1',
-      '10.1.2.3', '192.168.0.7:11434', '[::1]:9', '0.0.0.0']) {
+    for (const host of [
+      `127.0.0.1:${port}`,
+      'localhost',
+      `LOCALHOST:${port}`,
+      'gpu.local',
+      'a.b.internal',
+      'x.localhost:1',
+      '10.1.2.3',
+      '192.168.0.7:11434',
+      '[::1]:9',
+      '0.0.0.0',
+    ]) {
       expect((await post(host)).status, host).toBe(200);
     }
     // it runs before routing, as a global middleware does
@@ -170,15 +251,24 @@ describe('other routes', () => {
     const base = await start({ models: [MODEL, 'qwen3.6:27b'] });
     const list = (await (await fetch(`${base}/v1/models`)).json()) as { data: { created: number }[] };
     const created = list.data[0]!.created;
-    expect(list).toStrictEqual({ object: 'list', data: [
-      { id: MODEL, object: 'model', created, owned_by: 'library' },
-      { id: 'qwen3.6:27b', object: 'model', created, owned_by: 'library' },
-    ] });
-    expect(await (await fetch(`${base}/v1/models/${encodeURIComponent(MODEL)}`)).json())
-      .toStrictEqual({ id: MODEL, object: 'model', created, owned_by: 'library' });
+    expect(list).toStrictEqual({
+      object: 'list',
+      data: [
+        { id: MODEL, object: 'model', created, owned_by: 'library' },
+        { id: 'qwen3.6:27b', object: 'model', created, owned_by: 'library' },
+      ],
+    });
+    expect(await (await fetch(`${base}/v1/models/${encodeURIComponent(MODEL)}`)).json()).toStrictEqual({
+      id: MODEL,
+      object: 'model',
+      created,
+      owned_by: 'library',
+    });
     const missing = await fetch(`${base}/v1/models/llama3:8b`);
     expect(missing.status).toBe(404);
-    expect(await missing.json()).toStrictEqual({ error: { message: "model 'llama3:8b' not found", type: 'not_found_error', param: null, code: null } });
+    expect(await missing.json()).toStrictEqual({
+      error: { message: "model 'llama3:8b' not found", type: 'not_found_error', param: null, code: null },
+    });
   });
 
   it('lists data: null when no models', async () => {
@@ -192,7 +282,11 @@ describe('other routes', () => {
     expect(root.headers.get('content-type')).toMatch(/^text\/plain/);
     expect(await root.text()).toBe('Ollama is running');
     expect(await (await fetch(`${base}/api/version`)).json()).toStrictEqual({ version: '0.33.0-sim' });
-    for (const [method, path] of [['GET', '/chat/completions'], ['GET', '/v1/chat/completions'], ['POST', '/v1/models']]) {
+    for (const [method, path] of [
+      ['GET', '/chat/completions'],
+      ['GET', '/v1/chat/completions'],
+      ['POST', '/v1/models'],
+    ]) {
       const res = await fetch(`${base}${path}`, { method });
       expect(res.status).toBe(404);
       expect(res.headers.get('content-type')).toBe('text/plain');
@@ -205,16 +299,29 @@ describe('per-request directives', () => {
   it('overrides knobs for that request only, from the last message', async () => {
     const base = await start({ chunks: 2 });
     const res = await chat(base, userMessage('please [[sim chunks=5 bogus=1 tokensPerSecond=oops]] thanks'));
-    expect(((await res.json()) as { choices: { message: { content: string } }[] }).choices[0]!.message.content).toBe('t0 t1 t2 t3 t4 ');
+    expect(((await res.json()) as { choices: { message: { content: string } }[] }).choices[0]!.message.content).toBe(
+      't0 t1 t2 t3 t4 ',
+    );
     const plain = await chat(base, userMessage('no directive'));
     expect(((await plain.json()) as { usage: { completion_tokens: number } }).usage.completion_tokens).toBe(2);
-    const earlier = await chat(base, { model: MODEL, messages: [
-      { role: 'user', content: '[[sim fail=http-error]]' }, { role: 'user', content: 'last' }] });
+    const earlier = await chat(base, {
+      model: MODEL,
+      messages: [
+        { role: 'user', content: '[[sim fail=http-error]]' },
+        { role: 'user', content: 'last' },
+      ],
+    });
     expect(earlier.status).toBe(200);
     const failing = await chat(base, userMessage('[[sim fail=http-error errorStatus=503]]'));
     expect(failing.status).toBe(503);
-    expect(await failing.json()).toStrictEqual({ error: {
-      message: 'server busy, please try again.  maximum pending requests exceeded', type: 'api_error', param: null, code: null } });
+    expect(await failing.json()).toStrictEqual({
+      error: {
+        message: 'server busy, please try again.  maximum pending requests exceeded',
+        type: 'api_error',
+        param: null,
+        code: null,
+      },
+    });
   });
 });
 
@@ -226,11 +333,19 @@ describe('control routes and recording', () => {
     const list = (await (await fetch(`${base}/_sim/requests`)).json()) as { seq: number; body: unknown }[];
     expect(list.map((r) => r.seq)).toStrictEqual([1]);
     expect(list[0]!.body).toStrictEqual(userMessage('a'));
-    expect(await (await fetch(`${base}/_sim/stats`)).json()).toStrictEqual({ received: 1, inFlight: 0, aborted: 0, completed: 1 });
+    expect(await (await fetch(`${base}/_sim/stats`)).json()).toStrictEqual({
+      received: 1,
+      inFlight: 0,
+      aborted: 0,
+      completed: 1,
+    });
     expect(await (await fetch(`${base}/_sim/requests`, { method: 'DELETE' })).json()).toStrictEqual({ cleared: 1 });
     expect(sim!.requests).toStrictEqual([]);
 
-    const cfg = await fetch(`${base}/_sim/config`, { method: 'POST', body: JSON.stringify({ chunks: 1, fail: 'html-500' }) });
+    const cfg = await fetch(`${base}/_sim/config`, {
+      method: 'POST',
+      body: JSON.stringify({ chunks: 1, fail: 'html-500' }),
+    });
     expect(cfg.status).toBe(200);
     expect(await cfg.json()).toMatchObject({ models: [MODEL], chunks: 1, fail: 'html-500' });
     expect((await chat(base, userMessage('b'))).status).toBe(500);

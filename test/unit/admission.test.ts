@@ -41,7 +41,12 @@ class Clock implements QueueTimers {
 }
 
 function waiter(key: string, log: string[], name: string): Waiter {
-  return { key, grant: () => log.push(`grant ${name}`), expire: () => log.push(`expire ${name}`), evict: () => log.push(`evict ${name}`) };
+  return {
+    key,
+    grant: () => log.push(`grant ${name}`),
+    expire: () => log.push(`expire ${name}`),
+    evict: () => log.push(`evict ${name}`),
+  };
 }
 
 /** Lets the queued microtasks (grants) run. */
@@ -60,7 +65,13 @@ describe('Admission', () => {
   it('serves the queue round robin between keys, in order within a key, one slot at a time', async () => {
     const { a, depths } = busy(4);
     const log: string[] = [];
-    for (const [key, name] of [['A', 'a1'], ['B', 'b1'], ['A', 'a2'], ['A', 'a3']] as const) expect(a.wait('i', waiter(key, log, name))).toBe('queued');
+    for (const [key, name] of [
+      ['A', 'a1'],
+      ['B', 'b1'],
+      ['A', 'a2'],
+      ['A', 'a3'],
+    ] as const)
+      expect(a.wait('i', waiter(key, log, name))).toBe('queued');
     expect(a.depth('i')).toBe(4);
     // Another instance has its own slots.
     expect(a.take('gpu-2')).toBe(true);
@@ -87,7 +98,13 @@ describe('Admission', () => {
   it('a full queue: a key under its share takes the newest place of the key holding the most, which gets evict', async () => {
     const { a, depths } = busy(4);
     const log: string[] = [];
-    for (const [key, name] of [['A', 'a1'], ['A', 'a2'], ['A', 'a3'], ['B', 'b1']] as const) expect(a.wait('i', waiter(key, log, name))).toBe('queued');
+    for (const [key, name] of [
+      ['A', 'a1'],
+      ['A', 'a2'],
+      ['A', 'a3'],
+      ['B', 'b1'],
+    ] as const)
+      expect(a.wait('i', waiter(key, log, name))).toBe('queued');
     // A holds 3, over its share of 4 / 2: its own newcomer is refused.
     expect(a.wait('i', waiter('A', log, 'a4'))).toBe('full');
     // B holds 1, under its share of 2: a3, A's newest, makes room.

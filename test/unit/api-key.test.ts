@@ -1,5 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { SECRET_LENGTH, SECRET_PATTERN, cryptoSecretSource, hasSecretShape, hashSecret, hintOf, isWellFormedSecret, mintSecret } from '../../src/domain/api-key.js';
+import {
+  SECRET_LENGTH,
+  SECRET_PATTERN,
+  cryptoSecretSource,
+  hasSecretShape,
+  hashSecret,
+  hintOf,
+  isWellFormedSecret,
+  mintSecret,
+} from '../../src/domain/api-key.js';
 
 describe('secret format', () => {
   it('mints ob_sk_<id>_<random><crc> with a SHA-256 hash and a hint of the last 4', () => {

@@ -34,20 +34,26 @@ it('writes a file from pieces, sync or async', async () => {
   const file = new AtomicJsonFile<unknown>(path);
   await file.writeChunks(['{"x":', '"é', '"}']);
   expect(await file.read()).toEqual({ x: 'é' });
-  await file.writeChunks((async function* () {
-    yield '[1,';
-    yield '2]';
-  })());
+  await file.writeChunks(
+    (async function* () {
+      yield '[1,';
+      yield '2]';
+    })(),
+  );
   expect(await file.read()).toEqual([1, 2]);
 });
 
 it('a failed write leaves the old file whole and no temp file', async () => {
   const file = new AtomicJsonFile<unknown>(path);
   await file.write({ kept: true });
-  await expect(file.writeChunks((function* () {
-    yield '{"half":';
-    throw new Error('serialising failed');
-  })())).rejects.toThrow('serialising failed');
+  await expect(
+    file.writeChunks(
+      (function* () {
+        yield '{"half":';
+        throw new Error('serialising failed');
+      })(),
+    ),
+  ).rejects.toThrow('serialising failed');
   expect(await file.read()).toEqual({ kept: true });
   expect(await readdir(dir)).toEqual(['db.json']);
 });
@@ -70,7 +76,7 @@ it('a link at the temp path is refused, read or write, and its target is untouch
   await expect(file.read()).rejects.toThrow(new UnsafeStorePathError(message));
   await expect(file.write({ x: 1 })).rejects.toThrow(new UnsafeStorePathError(message));
   expect(await readFile(target, 'utf8')).toBe('precious');
-  expect((await lstat(path).catch(() => null))).toBeNull();
+  expect(await lstat(path).catch(() => null)).toBeNull();
 });
 
 it('a store path that is a link, or a folder, is refused, and the link is not replaced', async () => {
@@ -79,13 +85,20 @@ it('a store path that is a link, or a folder, is refused, and the link is not re
   await symlink(target, path);
   const file = new AtomicJsonFile<unknown>(path);
   await expect(file.read()).rejects.toThrow(`${path} is a symbolic link (to ${target}).`);
-  await expect(file.write({ x: 1 })).rejects.toMatchObject({ code: 'EUNSAFEPATH', message: expect.stringContaining(`${path} is a symbolic link (to ${target})`) });
+  await expect(file.write({ x: 1 })).rejects.toMatchObject({
+    code: 'EUNSAFEPATH',
+    message: expect.stringContaining(`${path} is a symbolic link (to ${target})`),
+  });
   expect((await lstat(path)).isSymbolicLink()).toBe(true);
   expect(await readFile(target, 'utf8')).toBe('{"real":true}');
   expect((await readdir(dir)).sort()).toEqual(['db.json', 'real.json']);
 
   const folder = join(dir, 'folder.json');
   await mkdir(folder);
-  await expect(new AtomicJsonFile<unknown>(folder).read()).rejects.toThrow(`${folder} is not a regular file. Point --store at the store file.`);
-  await expect(new AtomicJsonFile<unknown>(folder).write({})).rejects.toThrow(`${folder} is not a regular file; nothing was written.`);
+  await expect(new AtomicJsonFile<unknown>(folder).read()).rejects.toThrow(
+    `${folder} is not a regular file. Point --store at the store file.`,
+  );
+  await expect(new AtomicJsonFile<unknown>(folder).write({})).rejects.toThrow(
+    `${folder} is not a regular file; nothing was written.`,
+  );
 });

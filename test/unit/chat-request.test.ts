@@ -16,7 +16,13 @@ function refusal(body: Record<string, unknown>): { code: string; param: string |
 
 describe('chat request validation (SPEC 2.4 and 8)', () => {
   it('accepts a valid body and forwards the bytes untouched', () => {
-    expect(validateChatRequest({ ...base, temperature: 0, top_p: 1, max_tokens: 5 })).toEqual({ model: 'gemma4:26b', stream: false, includeUsage: false, rewritten: null, addUsage: false });
+    expect(validateChatRequest({ ...base, temperature: 0, top_p: 1, max_tokens: 5 })).toEqual({
+      model: 'gemma4:26b',
+      stream: false,
+      includeUsage: false,
+      rewritten: null,
+      addUsage: false,
+    });
   });
 
   it.each([
@@ -33,12 +39,48 @@ describe('chat request validation (SPEC 2.4 and 8)', () => {
     [{ ...base, messages: [{ role: 'user', content: null }] }, 'messages[0].content'],
     [{ ...base, messages: [{ role: 'assistant', content: null }] }, 'messages[0].content'],
     [{ ...base, messages: [{ role: 'user', content: 'x', tool_calls: [] }] }, 'messages[0].tool_calls'],
-    [{ ...base, messages: [{ role: 'assistant', content: null, tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: {} } }] }] }, 'messages[0].tool_calls[0].function.arguments'],
-    [{ ...base, messages: [{ role: 'assistant', content: null, tool_calls: [{ type: 'function', function: { name: 'f', arguments: '{}' } }] }] }, 'messages[0].tool_calls[0].id'],
-    [{ ...base, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'data:,', detail: 'max' } }] }] }, 'messages[0].content[0].image_url.detail'],
+    [
+      {
+        ...base,
+        messages: [
+          {
+            role: 'assistant',
+            content: null,
+            tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: {} } }],
+          },
+        ],
+      },
+      'messages[0].tool_calls[0].function.arguments',
+    ],
+    [
+      {
+        ...base,
+        messages: [
+          {
+            role: 'assistant',
+            content: null,
+            tool_calls: [{ type: 'function', function: { name: 'f', arguments: '{}' } }],
+          },
+        ],
+      },
+      'messages[0].tool_calls[0].id',
+    ],
+    [
+      {
+        ...base,
+        messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'data:,', detail: 'max' } }] }],
+      },
+      'messages[0].content[0].image_url.detail',
+    ],
     [{ ...base, messages: [{ role: 'user', content: [{ type: 'image_url' }] }] }, 'messages[0].content[0].image_url'],
-    [{ ...base, messages: [{ role: 'system', content: [{ type: 'image_url', image_url: 'data:,' }] }] }, 'messages[0].content[0].type'],
-    [{ ...base, messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: { format: 'wav' } }] }] }, 'messages[0].content[0].input_audio.data'],
+    [
+      { ...base, messages: [{ role: 'system', content: [{ type: 'image_url', image_url: 'data:,' }] }] },
+      'messages[0].content[0].type',
+    ],
+    [
+      { ...base, messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: { format: 'wav' } }] }] },
+      'messages[0].content[0].input_audio.data',
+    ],
     [{ ...base, frequency_penalty: 2.5 }, 'frequency_penalty'],
     [{ ...base, presence_penalty: -3 }, 'presence_penalty'],
     [{ ...base, top_logprobs: 21 }, 'top_logprobs'],
@@ -55,11 +97,17 @@ describe('chat request validation (SPEC 2.4 and 8)', () => {
     [{ ...base, tools: [{ type: 'function', function: { description: 'x' } }] }, 'tools[0].function.name'],
     [{ ...base, tools: [{ type: 'function', function: { name: 'has space' } }] }, 'tools[0].function.name'],
     [{ ...base, tools: [{ type: 'retrieval' }] }, 'tools[0].type'],
-    [{ ...base, tools: [{ type: 'function', function: { name: 'f', parameters: 'x' } }] }, 'tools[0].function.parameters'],
+    [
+      { ...base, tools: [{ type: 'function', function: { name: 'f', parameters: 'x' } }] },
+      'tools[0].function.parameters',
+    ],
     [{ ...base, tool_choice: 'always' }, 'tool_choice'],
     [{ ...base, tool_choice: { type: 'function', function: {} } }, 'tool_choice.function.name'],
     [{ ...base, response_format: { type: 'xml' } }, 'response_format.type'],
-    [{ ...base, response_format: { type: 'json_schema', json_schema: { name: 'x' } } }, 'response_format.json_schema.schema'],
+    [
+      { ...base, response_format: { type: 'json_schema', json_schema: { name: 'x' } } },
+      'response_format.json_schema.schema',
+    ],
     [{ ...base, messages: [{ role: 'user', content: 'a' }, { role: 'user' }] }, 'messages[1].content'],
     [{ ...base, messages: [{ role: 'user', content: 5 }] }, 'messages[0].content'],
     [{ ...base, messages: [{ role: 'user', content: [{ type: 'video', video: {} }] }] }, 'messages[0].content[0].type'],
@@ -81,9 +129,24 @@ describe('chat request validation (SPEC 2.4 and 8)', () => {
   });
 
   it('maps developer to system, rewriting only then; content parts go as sent', () => {
-    const parts = [{ type: 'text', text: 'a' }, { type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA', detail: 'low' } }];
-    const r = validateChatRequest({ model: 'm', messages: [{ role: 'developer', content: 'be brief' }, { role: 'user', content: parts }] });
-    expect(r.rewritten).toEqual({ model: 'm', messages: [{ role: 'system', content: 'be brief' }, { role: 'user', content: parts }] });
+    const parts = [
+      { type: 'text', text: 'a' },
+      { type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA', detail: 'low' } },
+    ];
+    const r = validateChatRequest({
+      model: 'm',
+      messages: [
+        { role: 'developer', content: 'be brief' },
+        { role: 'user', content: parts },
+      ],
+    });
+    expect(r.rewritten).toEqual({
+      model: 'm',
+      messages: [
+        { role: 'system', content: 'be brief' },
+        { role: 'user', content: parts },
+      ],
+    });
     expect(validateChatRequest({ model: 'm', messages: [{ role: 'user', content: parts }] }).rewritten).toBeNull();
   });
 
@@ -92,19 +155,65 @@ describe('chat request validation (SPEC 2.4 and 8)', () => {
       model: 'm',
       messages: [
         { role: 'system', content: [{ type: 'text', text: 'You call tools.' }] },
-        { role: 'user', content: [{ type: 'text', text: 'Weather?' }, { type: 'image_url', image_url: 'data:image/png;base64,AAAA' }, { type: 'input_audio', input_audio: { data: 'UklG', format: 'wav' } }] },
-        { role: 'assistant', content: null, reasoning: 'I should call it.', tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } }] },
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'Weather?' },
+            { type: 'image_url', image_url: 'data:image/png;base64,AAAA' },
+            { type: 'input_audio', input_audio: { data: 'UklG', format: 'wav' } },
+          ],
+        },
+        {
+          role: 'assistant',
+          content: null,
+          reasoning: 'I should call it.',
+          tool_calls: [
+            { id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } },
+          ],
+        },
         { role: 'tool', tool_call_id: 'call_1', name: 'get_weather', content: '{"temp":3}' },
         { role: 'assistant', content: null, refusal: 'I cannot.' },
-        { role: 'assistant', content: [{ type: 'text', text: 'It is 3 °C.' }, { type: 'refusal', refusal: 'no' }] },
+        {
+          role: 'assistant',
+          content: [
+            { type: 'text', text: 'It is 3 °C.' },
+            { type: 'refusal', refusal: 'no' },
+          ],
+        },
       ],
-      tools: [{ type: 'function', function: { name: 'get_weather', description: 'd', parameters: { type: 'object', properties: { city: { type: 'string' } } }, strict: true } }],
-      tool_choice: { type: 'function', function: { name: 'get_weather' } }, parallel_tool_calls: false,
+      tools: [
+        {
+          type: 'function',
+          function: {
+            name: 'get_weather',
+            description: 'd',
+            parameters: { type: 'object', properties: { city: { type: 'string' } } },
+            strict: true,
+          },
+        },
+      ],
+      tool_choice: { type: 'function', function: { name: 'get_weather' } },
+      parallel_tool_calls: false,
       response_format: { type: 'json_schema', json_schema: { name: 'w', schema: { type: 'object' }, strict: true } },
-      stop: ['\n\n'], seed: 7, frequency_penalty: -2, presence_penalty: 2, logit_bias: { 50256: -100 }, logprobs: true, top_logprobs: 20,
-      user: 'u1', reasoning_effort: 'none', metadata: { run: 'a' }, some_new_field: { anything: [1] },
+      stop: ['\n\n'],
+      seed: 7,
+      frequency_penalty: -2,
+      presence_penalty: 2,
+      logit_bias: { 50256: -100 },
+      logprobs: true,
+      top_logprobs: 20,
+      user: 'u1',
+      reasoning_effort: 'none',
+      metadata: { run: 'a' },
+      some_new_field: { anything: [1] },
     };
-    expect(validateChatRequest(body)).toEqual({ model: 'm', stream: false, includeUsage: false, rewritten: null, addUsage: false });
+    expect(validateChatRequest(body)).toEqual({
+      model: 'm',
+      stream: false,
+      includeUsage: false,
+      rewritten: null,
+      addUsage: false,
+    });
   });
 
   it('carries max_completion_tokens as max_tokens (Ollama ignores the former)', () => {
@@ -117,17 +226,35 @@ describe('chat request validation (SPEC 2.4 and 8)', () => {
     expect(plain).toEqual({ model: 'gemma4:26b', stream: true, includeUsage: false, rewritten: null, addUsage: true });
     const raw = Buffer.from(` \n\t{"model":"gemma4:26b","stream":true,"messages":[{"role":"user","content":"{x}"}]}`);
     const sent = upstreamBody(raw, plain);
-    expect(JSON.parse(sent.toString())).toEqual({ model: 'gemma4:26b', stream: true, messages: [{ role: 'user', content: '{x}' }], stream_options: { include_usage: true } });
+    expect(JSON.parse(sent.toString())).toEqual({
+      model: 'gemma4:26b',
+      stream: true,
+      messages: [{ role: 'user', content: '{x}' }],
+      stream_options: { include_usage: true },
+    });
     // stream_options present (null, or without include_usage): merged by a rewrite, never duplicated.
     expect(validateChatRequest({ ...base, stream: true, stream_options: null })).toEqual({
-      model: 'gemma4:26b', stream: true, includeUsage: false, rewritten: { ...base, stream: true, stream_options: { include_usage: true } }, addUsage: false,
+      model: 'gemma4:26b',
+      stream: true,
+      includeUsage: false,
+      rewritten: { ...base, stream: true, stream_options: { include_usage: true } },
+      addUsage: false,
     });
     const merged = validateChatRequest({ ...base, stream: true, stream_options: { include_usage: false, extra: 1 } });
-    expect(JSON.parse(upstreamBody(Buffer.from('{}'), merged).toString())).toEqual({ ...base, stream: true, stream_options: { include_usage: true, extra: 1 } });
+    expect(JSON.parse(upstreamBody(Buffer.from('{}'), merged).toString())).toEqual({
+      ...base,
+      stream: true,
+      stream_options: { include_usage: true, extra: 1 },
+    });
     // Another rewrite (developer role) carries the option in the rewritten body.
     const dev = validateChatRequest({ model: 'm', stream: true, messages: [{ role: 'developer', content: 'x' }] });
     expect(dev.addUsage).toBe(false);
-    expect(dev.rewritten).toEqual({ model: 'm', stream: true, messages: [{ role: 'system', content: 'x' }], stream_options: { include_usage: true } });
+    expect(dev.rewritten).toEqual({
+      model: 'm',
+      stream: true,
+      messages: [{ role: 'system', content: 'x' }],
+      stream_options: { include_usage: true },
+    });
     const asked = validateChatRequest({ ...base, stream: true, stream_options: { include_usage: true } });
     expect(asked).toEqual({ model: 'gemma4:26b', stream: true, includeUsage: true, rewritten: null, addUsage: false });
     expect(upstreamBody(raw, asked)).toBe(raw);

@@ -11,7 +11,9 @@ import { makeProgram, runCli } from '../../cli/program.js';
 import { SETTINGS, type Setting, shownDefault } from '../../src/config.js';
 
 const settings: Setting[] = Object.values(SETTINGS);
-const unused = async (): Promise<never> => { throw new Error('not run by this test'); };
+const unused = async (): Promise<never> => {
+  throw new Error('not run by this test');
+};
 const program = makeProgram({
   version: '0.0.0',
   io: { out: () => {}, err: () => {}, isTTY: false, env: {} },
@@ -30,7 +32,11 @@ function leaves(cmd: Command, path: string[] = []): [string, Command][] {
 
 /** Cells of a Markdown table row, split on the pipes that are not escaped. */
 function cells(line: string): string[] {
-  return line.trim().replace(/^\||\|$/g, '').split(/(?<!\\)\|/).map((c) => c.trim());
+  return line
+    .trim()
+    .replace(/^\||\|$/g, '')
+    .split(/(?<!\\)\|/)
+    .map((c) => c.trim());
 }
 
 /** The section under a `## ` heading, up to the next one. */
@@ -42,7 +48,9 @@ function section(doc: string, heading: string): string {
 }
 
 let doc: string;
-beforeAll(async () => { doc = await readFile(new URL('../../docs/cli.md', import.meta.url), 'utf8'); });
+beforeAll(async () => {
+  doc = await readFile(new URL('../../docs/cli.md', import.meta.url), 'utf8');
+});
 
 describe('docs/cli.md and the environment', () => {
   it('documents every variable the configuration reads, and no other', () => {
@@ -54,15 +62,21 @@ describe('docs/cli.md and the environment', () => {
     const env = section(doc, 'Environment');
     const split = env.indexOf('\n### For tests\n');
     expect(split, 'no "### For tests" list').toBeGreaterThan(-1);
-    const rows = (part: string): Map<string, string[]> => new Map(part.split('\n').filter((l) => l.startsWith('| `OB_PROXY_')).map((l) => {
-      const c = cells(l);
-      return [c[0]!.replace(/`/g, ''), c];
-    }));
+    const rows = (part: string): Map<string, string[]> =>
+      new Map(
+        part
+          .split('\n')
+          .filter((l) => l.startsWith('| `OB_PROXY_'))
+          .map((l) => {
+            const c = cells(l);
+            return [c[0]!.replace(/`/g, ''), c];
+          }),
+      );
     const operators = rows(env.slice(0, split));
     const tests = rows(env.slice(split));
     for (const s of settings) {
       const row = (s.forTests === true ? tests : operators).get(s.env);
-      expect(row, `${s.env} in the ${s.forTests === true ? '"For tests" list' : 'operators\' table'}`).toBeDefined();
+      expect(row, `${s.env} in the ${s.forTests === true ? '"For tests" list' : "operators' table"}`).toBeDefined();
       expect(row![1]!.replace(/`/g, ''), `${s.env}'s flag`).toBe(s.flag === undefined ? '–' : `--${s.flag}`);
       expect(row![2]!.replace(/`/g, ''), `${s.env}'s default`).toBe(shownDefault(s));
     }
@@ -83,16 +97,28 @@ describe('docs/cli.md and --help', () => {
     }
   });
 
-  it.each(commands.map(([path, cmd]) => [path, cmd] as const))('%s: its row names exactly the options of its --help', (path, cmd) => {
-    const rows = doc.split('\n').filter((l) => l.startsWith('| `')).map(cells)
-      .filter((c) => new RegExp(`\`(ob-proxy )?${path}[ \`]`).test(c[0]!));
-    expect(rows.map((c) => c[0]), `one row for ${path}`).toHaveLength(1);
-    const named = new Set(rows[0]![0]!.match(/(?<![\w-])--?[a-z][a-z0-9-]*/g));
-    const options = cmd.options.map((o) => ({ names: [o.long, o.short].filter((n) => n !== undefined), common: ['--home', '--socket', '--json'].includes(o.long ?? '') }));
-    const missing = options.filter((o) => !o.common && !o.names.some((n) => named.has(n))).map((o) => o.names[0]);
-    const unknown = [...named].filter((n) => !options.some((o) => o.names.includes(n)));
-    expect({ missing, unknown }).toEqual({ missing: [], unknown: [] });
-  });
+  it.each(commands.map(([path, cmd]) => [path, cmd] as const))(
+    '%s: its row names exactly the options of its --help',
+    (path, cmd) => {
+      const rows = doc
+        .split('\n')
+        .filter((l) => l.startsWith('| `'))
+        .map(cells)
+        .filter((c) => new RegExp(`\`(ob-proxy )?${path}[ \`]`).test(c[0]!));
+      expect(
+        rows.map((c) => c[0]),
+        `one row for ${path}`,
+      ).toHaveLength(1);
+      const named = new Set(rows[0]![0]!.match(/(?<![\w-])--?[a-z][a-z0-9-]*/g));
+      const options = cmd.options.map((o) => ({
+        names: [o.long, o.short].filter((n) => n !== undefined),
+        common: ['--home', '--socket', '--json'].includes(o.long ?? ''),
+      }));
+      const missing = options.filter((o) => !o.common && !o.names.some((n) => named.has(n))).map((o) => o.names[0]);
+      const unknown = [...named].filter((n) => !options.some((o) => o.names.includes(n)));
+      expect({ missing, unknown }).toEqual({ missing: [], unknown: [] });
+    },
+  );
 });
 
 describe('OB_PROXY_DEBUG does what docs/cli.md says', () => {
@@ -100,9 +126,18 @@ describe('OB_PROXY_DEBUG does what docs/cli.md says', () => {
     let err = '';
     const code = await runCli(['keys', 'list', '--home', '/nonexistent'], {
       version: '0.0.0',
-      io: { out: () => {}, err: (s) => { err += s; }, isTTY: false, env },
+      io: {
+        out: () => {},
+        err: (s) => {
+          err += s;
+        },
+        isTTY: false,
+        env,
+      },
       connect: () => Promise.reject(new Error('an unexpected failure')),
-      serve: unused, simulate: unused, demo: unused,
+      serve: unused,
+      simulate: unused,
+      demo: unused,
     });
     return { code, err };
   }
@@ -111,6 +146,8 @@ describe('OB_PROXY_DEBUG does what docs/cli.md says', () => {
     expect(await failing({})).toEqual({ code: 1, err: 'error: an unexpected failure\n' });
     const debug = await failing({ OB_PROXY_DEBUG: '1' });
     expect(debug.code).toBe(1);
-    expect(debug.err).toMatch(/^error: an unexpected failure\nError: an unexpected failure\n {4}at .*cli-docs\.test\.ts/);
+    expect(debug.err).toMatch(
+      /^error: an unexpected failure\nError: an unexpected failure\n {4}at .*cli-docs\.test\.ts/,
+    );
   });
 });

@@ -14,14 +14,18 @@ import type { LimitCounts } from '../../src/store/store.js';
 const T0 = 1_800_000_000_000;
 const PERIOD = 250;
 const WINDOW = 4000;
-const key = (limits: Partial<KeyLimits>, id = 'k1'): KeyRecord => ({ id, limits: { ...noLimits(), ...limits } }) as KeyRecord;
+const key = (limits: Partial<KeyLimits>, id = 'k1'): KeyRecord =>
+  ({ id, limits: { ...noLimits(), ...limits } }) as KeyRecord;
 
 /** Daemons and the table they share; `step` moves the clock, ticking them on each multiple of PERIOD. */
 class Cluster {
   readonly nodes: KeyLimiter[];
   private readonly table = new Map<number, Map<string, LimitCounts>>();
   now = T0;
-  constructor(size: number, private readonly down = new Set<number>()) {
+  constructor(
+    size: number,
+    private readonly down = new Set<number>(),
+  ) {
     this.nodes = Array.from({ length: size }, () => new KeyLimiter(WINDOW, { periodMs: PERIOD }));
   }
 
@@ -31,12 +35,16 @@ class Cluster {
       this.now = t;
       const tick = t / PERIOD;
       const row = new Map<string, LimitCounts>();
-      this.nodes.forEach((n, i) => { if (!this.down.has(i)) row.set(`node-${i}`, n.capture(t)); });
+      this.nodes.forEach((n, i) => {
+        if (!this.down.has(i)) row.set(`node-${i}`, n.capture(t));
+      });
       this.table.set(tick, row);
       // As PostgresStore reads them: each daemon's latest row of the last 8 ticks.
       const seen = new Map<string, LimitCounts>();
       for (let t = tick - 8; t <= tick - 1; t++) for (const [n, counts] of this.table.get(t) ?? []) seen.set(n, counts);
-      this.nodes.forEach((n, i) => { if (!this.down.has(i)) n.received({ tick: tick - 1, self: `node-${i}`, nodes: seen }); });
+      this.nodes.forEach((n, i) => {
+        if (!this.down.has(i)) n.received({ tick: tick - 1, self: `node-${i}`, nodes: seen });
+      });
     }
     this.now = to;
   }
@@ -51,37 +59,49 @@ describe('shareOf', () => {
     expect(split(60, [1, 1, 4])).toEqual([10, 10, 40]);
     expect(split(0, [1, 1])).toEqual([0, 0]);
     expect(split(-3, [1, 1])).toEqual([0, 0]);
-    fc.assert(fc.property(fc.integer({ min: 0, max: 10_000 }), fc.array(fc.integer({ min: 1, max: 1000 }), { minLength: 1, maxLength: 8 }), (free, w) => {
-      const s = split(free, w);
-      return s.reduce((a, b) => a + b, 0) === free && s.every((x) => x >= 0);
-    }));
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 10_000 }),
+        fc.array(fc.integer({ min: 1, max: 1000 }), { minLength: 1, maxLength: 8 }),
+        (free, w) => {
+          const s = split(free, w);
+          return s.reduce((a, b) => a + b, 0) === free && s.every((x) => x >= 0);
+        },
+      ),
+    );
   });
 });
 
 describe('KeyLimiter on a shared store', () => {
   it('three daemons, requests spread at random: at most rpm admitted per window in total, and nearly all of it used', () => {
-    fc.assert(fc.property(
-      fc.integer({ min: 1, max: 200 }),
-      fc.array(fc.tuple(fc.integer({ min: 0, max: 2 }), fc.integer({ min: 0, max: 40 })), { minLength: 50, maxLength: 600 }),
-      (rpm, plan) => {
-        const c = new Cluster(3);
-        const k = key({ rpm });
-        const admitted = new Map<number, number>();
-        for (const [node, gap] of plan) {
-          c.step(gap);
-          const v = c.nodes[node]!.admit(k, c.now);
-          if (v.refused === null) {
-            c.nodes[node]!.leave(k.id);
-            const w = Math.floor(c.now / WINDOW);
-            admitted.set(w, (admitted.get(w) ?? 0) + 1);
-          } else {
-            expect(v.refused).toBe('rpm');
-            expect(v.retryAfterMs).toBeGreaterThan(0);
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 200 }),
+        fc.array(fc.tuple(fc.integer({ min: 0, max: 2 }), fc.integer({ min: 0, max: 40 })), {
+          minLength: 50,
+          maxLength: 600,
+        }),
+        (rpm, plan) => {
+          const c = new Cluster(3);
+          const k = key({ rpm });
+          const admitted = new Map<number, number>();
+          for (const [node, gap] of plan) {
+            c.step(gap);
+            const v = c.nodes[node]!.admit(k, c.now);
+            if (v.refused === null) {
+              c.nodes[node]!.leave(k.id);
+              const w = Math.floor(c.now / WINDOW);
+              admitted.set(w, (admitted.get(w) ?? 0) + 1);
+            } else {
+              expect(v.refused).toBe('rpm');
+              expect(v.retryAfterMs).toBeGreaterThan(0);
+            }
           }
-        }
-        for (const n of admitted.values()) expect(n).toBeLessThanOrEqual(rpm);
-      },
-    ), { numRuns: 300 });
+          for (const n of admitted.values()) expect(n).toBeLessThanOrEqual(rpm);
+        },
+      ),
+      { numRuns: 300 },
+    );
   });
 
   it('all traffic on one daemon: its share grows with its demand, so the key gets its whole rpm within a few ticks', () => {
@@ -100,7 +120,7 @@ describe('KeyLimiter on a shared store', () => {
     expect(refused.retryAfterMs).toBe(WINDOW - (c.now % WINDOW));
   });
 
-  it('tokens and concurrency hold cluster-wide the same way; the others\' counts show in the remaining headers', () => {
+  it("tokens and concurrency hold cluster-wide the same way; the others' counts show in the remaining headers", () => {
     const c = new Cluster(2);
     const t = key({ tpm: 100 }, 't');
     c.step(3 * PERIOD);
@@ -117,7 +137,10 @@ describe('KeyLimiter on a shared store', () => {
     c.nodes[1]!.leave('t');
     c.nodes[1]!.chargeTokens('t', 30, c.now);
     c.step(2 * PERIOD);
-    expect(c.nodes[0]!.admit(t, c.now)).toMatchObject({ refused: 'tpm', headers: { 'x-ratelimit-remaining-tokens': '0' } });
+    expect(c.nodes[0]!.admit(t, c.now)).toMatchObject({
+      refused: 'tpm',
+      headers: { 'x-ratelimit-remaining-tokens': '0' },
+    });
     expect(c.nodes[1]!.admit(t, c.now).refused).toBe('tpm');
 
     const q = key({ concurrency: 3 }, 'q');
@@ -136,7 +159,11 @@ describe('KeyLimiter on a shared store', () => {
     const k = key({ rpm: 10 });
     c.step(1);
     // No snapshot yet: the wait is until the snapshot that counts this ask.
-    expect(c.nodes[0]!.admit(k, c.now)).toMatchObject({ refused: 'rpm', retryAfterMs: 2 * PERIOD - 1, headers: { 'x-ratelimit-remaining-requests': '10' } });
+    expect(c.nodes[0]!.admit(k, c.now)).toMatchObject({
+      refused: 'rpm',
+      retryAfterMs: 2 * PERIOD - 1,
+      headers: { 'x-ratelimit-remaining-requests': '10' },
+    });
     // The first tick reads nothing (no tick before it); the second reads the first's counts, but
     // its own capture was made before, with no share to promise from; the third serves.
     c.step(2 * PERIOD);
@@ -146,7 +173,10 @@ describe('KeyLimiter on a shared store', () => {
     // Node 1 never counted the key: it promised nothing of it at the capture before.
     expect(c.nodes[1]!.admit(k, c.now).refused).toBe('rpm');
     c.step(PERIOD);
-    expect(c.nodes[1]!.admit(k, c.now)).toMatchObject({ refused: null, headers: { 'x-ratelimit-remaining-requests': '9' } });
+    expect(c.nodes[1]!.admit(k, c.now)).toMatchObject({
+      refused: null,
+      headers: { 'x-ratelimit-remaining-requests': '9' },
+    });
     // Each keeps one to spare while it has room: the next request passes at once.
     c.step(2 * PERIOD);
     expect(c.nodes[0]!.admit(k, c.now).refused).toBeNull();
@@ -159,11 +189,19 @@ describe('KeyLimiter on a shared store', () => {
     const k = key({ rpm: 30 });
     c.step(3 * PERIOD);
     const admitted = [0, 0, 0];
-    const ask = (n: number): void => { if (c.nodes[n]!.admit(k, c.now).refused === null) admitted[n]!++; };
-    for (let i = 0; i < 30; i++) { ask(i % 3); c.step(10); }
+    const ask = (n: number): void => {
+      if (c.nodes[n]!.admit(k, c.now).refused === null) admitted[n]!++;
+    };
+    for (let i = 0; i < 30; i++) {
+      ask(i % 3);
+      c.step(10);
+    }
     down.add(2);
     const before = admitted[2]!;
-    for (let i = 0; i < 240; i++) { ask(i % 3); c.step(10); }
+    for (let i = 0; i < 240; i++) {
+      ask(i % 3);
+      c.step(10);
+    }
     expect(Math.floor(c.now / WINDOW)).toBe(Math.floor((T0 + 3 * PERIOD) / WINDOW));
     // The failure mode docs/scale-out.md states: the others no longer count the cut-off daemon,
     // which keeps to what it had (its promise and share): the cluster may pass the limit by that.

@@ -42,7 +42,11 @@ describe('the journal of commits, written into zeros written ahead', () => {
     const end = lines.reduce((s, l) => s + l.length, 0);
     expect(bytes.subarray(0, end)).toEqual(Buffer.concat(lines));
     expect(bytes.subarray(end).every((b) => b === 0)).toBe(true);
-    expect(await readJournal(path)).toEqual({ entries: [1, 2, 3, 4].map((n) => ({ n, m: [{ op: 'deleteInstance', id: `i${n}` }] })), end, torn: 0 });
+    expect(await readJournal(path)).toEqual({
+      entries: [1, 2, 3, 4].map((n) => ({ n, m: [{ op: 'deleteInstance', id: `i${n}` }] })),
+      end,
+      torn: 0,
+    });
   });
 
   it('tops the zeros up once less than half is left, and an entry longer than them grows the file', async () => {
@@ -92,7 +96,13 @@ describe('the journal of commits, written into zeros written ahead', () => {
     torn.copy(bytes, end, 0, torn.length - 5);
     await writeFile(journal, bytes);
     const second = await open(path);
-    expect(second.notices).toEqual([expect.stringMatching(new RegExp(`ended in a write a crash or a full disk cut off \\(${torn.length - 5} bytes, never acknowledged\\); dropped\\.`))]);
+    expect(second.notices).toEqual([
+      expect.stringMatching(
+        new RegExp(
+          `ended in a write a crash or a full disk cut off \\(${torn.length - 5} bytes, never acknowledged\\); dropped\\.`,
+        ),
+      ),
+    ]);
     expect(second.lc.registry.instances.get('gpu-1')).toMatchObject({ state: 'pending' });
     await second.lc.addInstance({ id: 'gpu-2', model: 'gemma4:26b' });
     await second.store.close();
@@ -102,43 +112,59 @@ describe('the journal of commits, written into zeros written ahead', () => {
     await third.store.close();
   });
 
-  it.each([0, COMMIT_RESERVE])('a copy put over the journal while the daemon runs (same file, other size) fails the commit (zeros ahead: %i)', async (reserve) => {
-    const dir = await home();
-    const path = join(dir, 'db.json');
-    const { lc, store } = await open(path, reserve);
-    await lc.addInstance({ id: 'gpu-1', model: 'gemma4:26b', endpoint: 'http://127.0.0.1:9/v1' });
-    await copyFile(`${path}.journal`, join(dir, 'older'));
-    await lc.addInstance({ id: 'gpu-2', model: 'gemma4:26b' });
-    // Copied over in place: the inode stays; the zeros ahead make its size no proof by itself.
-    await writeFile(join(dir, 'older'), Buffer.concat([await readFile(join(dir, 'older')), Buffer.alloc(3 * COMMIT_RESERVE)]));
-    await copyFile(join(dir, 'older'), `${path}.journal`);
-    await expect(lc.addInstance({ id: 'gpu-3', model: 'gemma4:26b' })).rejects.toThrow(/could not be written \(EJOURNALREPLACED\); nothing was changed/);
-    await store.close().catch(() => {});
-  });
+  it.each([0, COMMIT_RESERVE])(
+    'a copy put over the journal while the daemon runs (same file, other size) fails the commit (zeros ahead: %i)',
+    async (reserve) => {
+      const dir = await home();
+      const path = join(dir, 'db.json');
+      const { lc, store } = await open(path, reserve);
+      await lc.addInstance({ id: 'gpu-1', model: 'gemma4:26b', endpoint: 'http://127.0.0.1:9/v1' });
+      await copyFile(`${path}.journal`, join(dir, 'older'));
+      await lc.addInstance({ id: 'gpu-2', model: 'gemma4:26b' });
+      // Copied over in place: the inode stays; the zeros ahead make its size no proof by itself.
+      await writeFile(
+        join(dir, 'older'),
+        Buffer.concat([await readFile(join(dir, 'older')), Buffer.alloc(3 * COMMIT_RESERVE)]),
+      );
+      await copyFile(join(dir, 'older'), `${path}.journal`);
+      await expect(lc.addInstance({ id: 'gpu-3', model: 'gemma4:26b' })).rejects.toThrow(
+        /could not be written \(EJOURNALREPLACED\); nothing was changed/,
+      );
+      await store.close().catch(() => {});
+    },
+  );
 
-  it.each([0, COMMIT_RESERVE])('a stop whose revocation record fails is not committed either: the refusal says so and a restart agrees (zeros ahead: %i)', async (reserve) => {
-    const dir = await home();
-    const path = join(dir, 'db.json');
-    const { lc, store } = await open(path, reserve);
-    await lc.addInstance({ id: 'gpu-1', model: 'gemma4:26b', endpoint: 'http://127.0.0.1:9/v1' });
-    const key = await (await lc.ready('gpu-1')).defaultKey;
-    const before = (await readJournal(`${path}.journal`))!;
-    // A folder where the revocation journal was: it cannot take the record; the journal of commits can.
-    await rename(`${path}.revocations`, join(dir, 'saved.revocations'));
-    await mkdir(`${path}.revocations`);
-    await expect(lc.halt('gpu-1', 'stop')).rejects.toThrow(/^Revoked in the running daemon, but the store could not be written/);
-    expect(store.isRevocationDurable(key!.id)).toBe(false);
-    // The entry the commit wrote was taken back: the journal reads as before, zeros where it went.
-    expect(await readJournal(`${path}.journal`)).toEqual({ ...before, torn: 0 });
-    await rm(`${path}.revocations`, { recursive: true });
-    await rename(join(dir, 'saved.revocations'), `${path}.revocations`);
-    // The next write carries the stop (the lifecycle retries what was not written).
-    await lc.addInstance({ id: 'gpu-2', model: 'gemma4:26b' });
-    expect(store.isRevocationDurable(key!.id)).toBe(true);
-    await lc.close();
-    const again = await open(path, reserve);
-    expect(again.lc.registry.keys.get(key!.id)).toMatchObject({ status: 'revoked', revokeReason: 'instance_stopped' });
-    expect(again.lc.registry.instances.get('gpu-1')).toMatchObject({ state: 'stopped' });
-    await again.store.close();
-  });
+  it.each([0, COMMIT_RESERVE])(
+    'a stop whose revocation record fails is not committed either: the refusal says so and a restart agrees (zeros ahead: %i)',
+    async (reserve) => {
+      const dir = await home();
+      const path = join(dir, 'db.json');
+      const { lc, store } = await open(path, reserve);
+      await lc.addInstance({ id: 'gpu-1', model: 'gemma4:26b', endpoint: 'http://127.0.0.1:9/v1' });
+      const key = await (await lc.ready('gpu-1')).defaultKey;
+      const before = (await readJournal(`${path}.journal`))!;
+      // A folder where the revocation journal was: it cannot take the record; the journal of commits can.
+      await rename(`${path}.revocations`, join(dir, 'saved.revocations'));
+      await mkdir(`${path}.revocations`);
+      await expect(lc.halt('gpu-1', 'stop')).rejects.toThrow(
+        /^Revoked in the running daemon, but the store could not be written/,
+      );
+      expect(store.isRevocationDurable(key!.id)).toBe(false);
+      // The entry the commit wrote was taken back: the journal reads as before, zeros where it went.
+      expect(await readJournal(`${path}.journal`)).toEqual({ ...before, torn: 0 });
+      await rm(`${path}.revocations`, { recursive: true });
+      await rename(join(dir, 'saved.revocations'), `${path}.revocations`);
+      // The next write carries the stop (the lifecycle retries what was not written).
+      await lc.addInstance({ id: 'gpu-2', model: 'gemma4:26b' });
+      expect(store.isRevocationDurable(key!.id)).toBe(true);
+      await lc.close();
+      const again = await open(path, reserve);
+      expect(again.lc.registry.keys.get(key!.id)).toMatchObject({
+        status: 'revoked',
+        revokeReason: 'instance_stopped',
+      });
+      expect(again.lc.registry.instances.get('gpu-1')).toMatchObject({ state: 'stopped' });
+      await again.store.close();
+    },
+  );
 });

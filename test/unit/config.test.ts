@@ -4,7 +4,18 @@
  * test/e2e/serve-usage-errors.test.ts checks that these reach the terminal as exit 2.
  */
 import { describe, expect, it } from 'vitest';
-import { type Config, type ConfigFlags, type Env, SETTINGS, type Setting, type SettingName, debugWanted, resolveConfig, resolvePaths, settingLabel } from '../../src/config.js';
+import {
+  type Config,
+  type ConfigFlags,
+  type Env,
+  SETTINGS,
+  type Setting,
+  type SettingName,
+  debugWanted,
+  resolveConfig,
+  resolvePaths,
+  settingLabel,
+} from '../../src/config.js';
 import { ObProxyError } from '../../src/errors.js';
 
 const DEFAULTS: Config = {
@@ -69,9 +80,21 @@ describe('resolveConfig', () => {
   });
 
   it('OB_PROXY_HOME moves the store and the socket with it; --home wins over it', () => {
-    expect(resolve({}, { OB_PROXY_HOME: '/srv/ob' })).toMatchObject({ home: '/srv/ob', store: '/srv/ob/db.json', socket: '/srv/ob/ob-proxy.sock' });
-    expect(resolve({ home: '/a' }, { OB_PROXY_HOME: '/b' })).toMatchObject({ home: '/a', store: '/a/db.json', socket: '/a/ob-proxy.sock' });
-    expect(resolve({ home: '/a', store: '/s/db.json', socket: '/r/s.sock' })).toMatchObject({ home: '/a', store: '/s/db.json', socket: '/r/s.sock' });
+    expect(resolve({}, { OB_PROXY_HOME: '/srv/ob' })).toMatchObject({
+      home: '/srv/ob',
+      store: '/srv/ob/db.json',
+      socket: '/srv/ob/ob-proxy.sock',
+    });
+    expect(resolve({ home: '/a' }, { OB_PROXY_HOME: '/b' })).toMatchObject({
+      home: '/a',
+      store: '/a/db.json',
+      socket: '/a/ob-proxy.sock',
+    });
+    expect(resolve({ home: '/a', store: '/s/db.json', socket: '/r/s.sock' })).toMatchObject({
+      home: '/a',
+      store: '/s/db.json',
+      socket: '/r/s.sock',
+    });
   });
 
   it('a flag wins over its variable, which wins over the default; empty values count as unset', () => {
@@ -79,13 +102,18 @@ describe('resolveConfig', () => {
     expect(resolve({}, { OB_PROXY_PORT: '9001' }).port).toBe(9001);
     expect(resolve({ port: '' }, { OB_PROXY_PORT: '' }).port).toBe(8080);
     expect(resolve({ grace: '2.5' }).graceMs).toBe(2500);
-    expect(resolve({}, { OB_PROXY_MAX_CONCURRENCY: '4', OB_PROXY_QUEUE: '8', OB_PROXY_QUEUE_TIMEOUT: '1.5' })).toMatchObject({ maxConcurrency: 4, queueSize: 8, queueTimeoutMs: 1500 });
+    expect(
+      resolve({}, { OB_PROXY_MAX_CONCURRENCY: '4', OB_PROXY_QUEUE: '8', OB_PROXY_QUEUE_TIMEOUT: '1.5' }),
+    ).toMatchObject({ maxConcurrency: 4, queueSize: 8, queueTimeoutMs: 1500 });
     expect(resolve({ probeInterval: '0' }, { OB_PROXY_PROBE_INTERVAL: '60' }).probeIntervalMs).toBe(0);
   });
 
   it('the idle limit follows --upstream-timeout unless OB_PROXY_IDLE_TIMEOUT is set', () => {
     expect(resolve({ upstreamTimeout: '20' })).toMatchObject({ upstreamTimeoutMs: 20_000, idleTimeoutMs: 20_000 });
-    expect(resolve({ upstreamTimeout: '20' }, { OB_PROXY_IDLE_TIMEOUT: '5' })).toMatchObject({ upstreamTimeoutMs: 20_000, idleTimeoutMs: 5000 });
+    expect(resolve({ upstreamTimeout: '20' }, { OB_PROXY_IDLE_TIMEOUT: '5' })).toMatchObject({
+      upstreamTimeoutMs: 20_000,
+      idleTimeoutMs: 5000,
+    });
   });
 
   it('a postgres:// store is kept as given; --host in brackets loses them', () => {
@@ -95,21 +123,87 @@ describe('resolveConfig', () => {
 
   it('TLS needs both files; CORS origins are trimmed of spaces and a trailing slash', () => {
     expect(resolve({ tlsCert: '/c.pem', tlsKey: '/k.pem' }).tls).toEqual({ cert: '/c.pem', key: '/k.pem' });
-    expect(refusal({ tlsCert: '/c.pem' })).toEqual({ param: 'tls-key', message: '--tls-cert and --tls-key go together: --tls-key (or OB_PROXY_TLS_KEY) is missing.' });
-    expect(resolve({}, { OB_PROXY_CORS_ORIGINS: ' https://a.example/ , https://b.example,' }).corsOrigins).toEqual(['https://a.example', 'https://b.example']);
+    expect(refusal({ tlsCert: '/c.pem' })).toEqual({
+      param: 'tls-key',
+      message: '--tls-cert and --tls-key go together: --tls-key (or OB_PROXY_TLS_KEY) is missing.',
+    });
+    expect(resolve({}, { OB_PROXY_CORS_ORIGINS: ' https://a.example/ , https://b.example,' }).corsOrigins).toEqual([
+      'https://a.example',
+      'https://b.example',
+    ]);
   });
 
   it.each<[string, ConfigFlags, Env, string, string]>([
-    ['--port', { port: 'eighty' }, {}, 'port', '--port (or OB_PROXY_PORT) must be a number from 0 to 65535, without a fraction, got "eighty".'],
-    ['OB_PROXY_PORT', {}, { OB_PROXY_PORT: '-1' }, 'port', '--port (or OB_PROXY_PORT) must be a number from 0 to 65535, without a fraction, got "-1".'],
-    ['--max-concurrency', { maxConcurrency: '0' }, {}, 'max-concurrency', '--max-concurrency (or OB_PROXY_MAX_CONCURRENCY) must be a number from 1 to 100000, without a fraction, got "0".'],
-    ['--queue', { queue: '1.5' }, {}, 'queue', '--queue (or OB_PROXY_QUEUE) must be a number from 0 to 100000, without a fraction, got "1.5".'],
-    ['--queue-timeout', { queueTimeout: 'soon' }, {}, 'queue-timeout', '--queue-timeout (or OB_PROXY_QUEUE_TIMEOUT) must be a number of seconds from 0.001 to 3600, got "soon".'],
-    ['--probe-interval', { probeInterval: '-1' }, {}, 'probe-interval', '--probe-interval (or OB_PROXY_PROBE_INTERVAL) must be a number of seconds from 0 to 86400, got "-1".'],
-    ['--log-format', { logFormat: 'xml' }, {}, 'log-format', '--log-format (or OB_PROXY_LOG_FORMAT) must be json or pretty, got "xml".'],
-    ['OB_PROXY_RELAY_FAST_PATH', {}, { OB_PROXY_RELAY_FAST_PATH: 'yes' }, 'OB_PROXY_RELAY_FAST_PATH', 'OB_PROXY_RELAY_FAST_PATH must be 0 or 1, got "yes".'],
-    ['OB_PROXY_METRICS_KEY_LABEL', {}, { OB_PROXY_METRICS_KEY_LABEL: 'maybe' }, 'OB_PROXY_METRICS_KEY_LABEL', 'OB_PROXY_METRICS_KEY_LABEL must be on or off, got "maybe".'],
-    ['--max-stale within the catch-up period', { maxStale: '1' }, {}, 'max-stale', '--max-stale (or OB_PROXY_MAX_STALE) (1 s) must be longer than the store\'s catch-up period (2 s, OB_PROXY_STORE_CATCHUP_MS).'],
+    [
+      '--port',
+      { port: 'eighty' },
+      {},
+      'port',
+      '--port (or OB_PROXY_PORT) must be a number from 0 to 65535, without a fraction, got "eighty".',
+    ],
+    [
+      'OB_PROXY_PORT',
+      {},
+      { OB_PROXY_PORT: '-1' },
+      'port',
+      '--port (or OB_PROXY_PORT) must be a number from 0 to 65535, without a fraction, got "-1".',
+    ],
+    [
+      '--max-concurrency',
+      { maxConcurrency: '0' },
+      {},
+      'max-concurrency',
+      '--max-concurrency (or OB_PROXY_MAX_CONCURRENCY) must be a number from 1 to 100000, without a fraction, got "0".',
+    ],
+    [
+      '--queue',
+      { queue: '1.5' },
+      {},
+      'queue',
+      '--queue (or OB_PROXY_QUEUE) must be a number from 0 to 100000, without a fraction, got "1.5".',
+    ],
+    [
+      '--queue-timeout',
+      { queueTimeout: 'soon' },
+      {},
+      'queue-timeout',
+      '--queue-timeout (or OB_PROXY_QUEUE_TIMEOUT) must be a number of seconds from 0.001 to 3600, got "soon".',
+    ],
+    [
+      '--probe-interval',
+      { probeInterval: '-1' },
+      {},
+      'probe-interval',
+      '--probe-interval (or OB_PROXY_PROBE_INTERVAL) must be a number of seconds from 0 to 86400, got "-1".',
+    ],
+    [
+      '--log-format',
+      { logFormat: 'xml' },
+      {},
+      'log-format',
+      '--log-format (or OB_PROXY_LOG_FORMAT) must be json or pretty, got "xml".',
+    ],
+    [
+      'OB_PROXY_RELAY_FAST_PATH',
+      {},
+      { OB_PROXY_RELAY_FAST_PATH: 'yes' },
+      'OB_PROXY_RELAY_FAST_PATH',
+      'OB_PROXY_RELAY_FAST_PATH must be 0 or 1, got "yes".',
+    ],
+    [
+      'OB_PROXY_METRICS_KEY_LABEL',
+      {},
+      { OB_PROXY_METRICS_KEY_LABEL: 'maybe' },
+      'OB_PROXY_METRICS_KEY_LABEL',
+      'OB_PROXY_METRICS_KEY_LABEL must be on or off, got "maybe".',
+    ],
+    [
+      '--max-stale within the catch-up period',
+      { maxStale: '1' },
+      {},
+      'max-stale',
+      "--max-stale (or OB_PROXY_MAX_STALE) (1 s) must be longer than the store's catch-up period (2 s, OB_PROXY_STORE_CATCHUP_MS).",
+    ],
   ])('%s: refused, naming it', (_what, flags, env, param, message) => {
     expect(refusal(flags, env)).toEqual({ param, message });
   });
@@ -120,11 +214,22 @@ describe('resolveConfig', () => {
  * the flag (settings that have one) and `env` as the variable, with what each becomes; `also` is
  * what it needs beside it (the other half of the TLS pair).
  */
-interface Case { field: keyof Config; flag?: [string, unknown]; env: [string, unknown]; bad?: string; also?: Env }
+interface Case {
+  field: keyof Config;
+  flag?: [string, unknown];
+  env: [string, unknown];
+  bad?: string;
+  also?: Env;
+}
 const CASES: Record<Exclude<SettingName, 'debug'>, Case> = {
   home: { field: 'home', flag: ['/a', '/a'], env: ['/b', '/b'] },
   socket: { field: 'socket', flag: ['/a.sock', '/a.sock'], env: ['/b.sock', '/b.sock'] },
-  store: { field: 'store', flag: ['/a.json', '/a.json'], env: ['postgres://db/x', 'postgres://db/x'], bad: 'mysql://db/x' },
+  store: {
+    field: 'store',
+    flag: ['/a.json', '/a.json'],
+    env: ['postgres://db/x', 'postgres://db/x'],
+    bad: 'mysql://db/x',
+  },
   host: { field: 'host', flag: ['0.0.0.0', '0.0.0.0'], env: ['[::1]', '::1'], bad: 'http://0.0.0.0' },
   port: { field: 'port', flag: ['9000', 9000], env: ['0', 0], bad: '80.5' },
   maxStale: { field: 'maxStaleMs', flag: ['40', 40_000], env: ['2.5', 2500], bad: '0' },
@@ -140,8 +245,18 @@ const CASES: Record<Exclude<SettingName, 'debug'>, Case> = {
   logFormat: { field: 'logFormat', flag: ['pretty', 'pretty'], env: ['json', 'json'], bad: 'xml' },
   metricsPort: { field: 'metricsPort', flag: ['9464', 9464], env: ['0', 0], bad: '65536' },
   metricsHost: { field: 'metricsHost', flag: ['0.0.0.0', '0.0.0.0'], env: ['::', '::'], bad: 'a b' },
-  tlsCert: { field: 'tls', flag: ['/a.pem', { cert: '/a.pem', key: '/k.pem' }], env: ['/b.pem', { cert: '/b.pem', key: '/k.pem' }], also: { OB_PROXY_TLS_KEY: '/k.pem' } },
-  tlsKey: { field: 'tls', flag: ['/a.key', { cert: '/c.pem', key: '/a.key' }], env: ['/b.key', { cert: '/c.pem', key: '/b.key' }], also: { OB_PROXY_TLS_CERT: '/c.pem' } },
+  tlsCert: {
+    field: 'tls',
+    flag: ['/a.pem', { cert: '/a.pem', key: '/k.pem' }],
+    env: ['/b.pem', { cert: '/b.pem', key: '/k.pem' }],
+    also: { OB_PROXY_TLS_KEY: '/k.pem' },
+  },
+  tlsKey: {
+    field: 'tls',
+    flag: ['/a.key', { cert: '/c.pem', key: '/a.key' }],
+    env: ['/b.key', { cert: '/c.pem', key: '/b.key' }],
+    also: { OB_PROXY_TLS_CERT: '/c.pem' },
+  },
   socketGroup: { field: 'socketGroup', flag: ['ops', 'ops'], env: ['1001', '1001'] },
   maxConcurrency: { field: 'maxConcurrency', flag: ['4', 4], env: ['1', 1], bad: '0' },
   queue: { field: 'queueSize', flag: ['0', 0], env: ['8', 8], bad: '1.5' },
@@ -196,18 +311,39 @@ describe('each setting of the table: flag, then variable, then default', () => {
   });
 
   it('home, store and socket are also what the client commands use, with nothing else read', () => {
-    expect(resolvePaths({}, { OB_PROXY_PORT: 'not a port', OB_PROXY_STORE: '/s.json' }, '/home/u')).toEqual({ home: '/home/u/.ob-proxy', store: '/s.json', socket: '/home/u/.ob-proxy/ob-proxy.sock' });
-    expect(resolvePaths({ socket: '/f.sock' }, { OB_PROXY_HOME: '/h', OB_PROXY_SOCKET: '/e.sock' }, '/home/u')).toEqual({ home: '/h', store: '/h/db.json', socket: '/f.sock' });
+    expect(resolvePaths({}, { OB_PROXY_PORT: 'not a port', OB_PROXY_STORE: '/s.json' }, '/home/u')).toEqual({
+      home: '/home/u/.ob-proxy',
+      store: '/s.json',
+      socket: '/home/u/.ob-proxy/ob-proxy.sock',
+    });
+    expect(resolvePaths({ socket: '/f.sock' }, { OB_PROXY_HOME: '/h', OB_PROXY_SOCKET: '/e.sock' }, '/home/u')).toEqual(
+      { home: '/h', store: '/h/db.json', socket: '/f.sock' },
+    );
   });
 
   it('OB_PROXY_DEBUG: set to anything but empty', () => {
-    expect([debugWanted({}), debugWanted({ OB_PROXY_DEBUG: '' }), debugWanted({ OB_PROXY_DEBUG: '1' }), debugWanted({ OB_PROXY_DEBUG: 'no' })]).toEqual([false, false, true, true]);
+    expect([
+      debugWanted({}),
+      debugWanted({ OB_PROXY_DEBUG: '' }),
+      debugWanted({ OB_PROXY_DEBUG: '1' }),
+      debugWanted({ OB_PROXY_DEBUG: 'no' }),
+    ]).toEqual([false, false, true, true]);
   });
 
-  it('a command\'s own defaults (the demo logs warnings; serve\'s log format follows the terminal) give way to the variable and the flag', () => {
+  it("a command's own defaults (the demo logs warnings; serve's log format follows the terminal) give way to the variable and the flag", () => {
     const own = { logLevel: 'warn', logFormat: 'pretty' } as const;
     expect(resolveConfig({}, {}, '/h', own)).toMatchObject({ logLevel: 'warn', logFormat: 'pretty' });
-    expect(resolveConfig({}, { OB_PROXY_LOG_LEVEL: 'error', OB_PROXY_LOG_FORMAT: 'json' }, '/h', own)).toMatchObject({ logLevel: 'error', logFormat: 'json' });
-    expect(resolveConfig({ logLevel: 'debug', logFormat: 'pretty' }, { OB_PROXY_LOG_LEVEL: 'error', OB_PROXY_LOG_FORMAT: 'json' }, '/h', own)).toMatchObject({ logLevel: 'debug', logFormat: 'pretty' });
+    expect(resolveConfig({}, { OB_PROXY_LOG_LEVEL: 'error', OB_PROXY_LOG_FORMAT: 'json' }, '/h', own)).toMatchObject({
+      logLevel: 'error',
+      logFormat: 'json',
+    });
+    expect(
+      resolveConfig(
+        { logLevel: 'debug', logFormat: 'pretty' },
+        { OB_PROXY_LOG_LEVEL: 'error', OB_PROXY_LOG_FORMAT: 'json' },
+        '/h',
+        own,
+      ),
+    ).toMatchObject({ logLevel: 'debug', logFormat: 'pretty' });
   });
 });

@@ -25,12 +25,22 @@ function engine(): string | null {
 }
 const found = engine();
 const binary = existsSync(resolve(ROOT, 'dist-bin/ob-proxy'));
-if (found === null || !binary) console.log(`containerfile: ${found === null ? 'no container engine answers here' : 'dist-bin/ob-proxy is not built (npm run build:binary)'}; the build is skipped (the directives are still checked)`);
+if (found === null || !binary)
+  console.log(
+    `containerfile: ${found === null ? 'no container engine answers here' : 'dist-bin/ob-proxy is not built (npm run build:binary)'}; the build is skipped (the directives are still checked)`,
+  );
 
 /** Instructions with their arguments, continuation lines joined. */
 function instructions(text: string): [string, string][] {
-  return text.replace(/\\\n/g, ' ').split('\n').map((l) => l.trim()).filter((l) => l !== '' && !l.startsWith('#'))
-    .map((l) => { const at = l.indexOf(' '); return [l.slice(0, at).toUpperCase(), l.slice(at + 1).trim()] as [string, string]; });
+  return text
+    .replace(/\\\n/g, ' ')
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l !== '' && !l.startsWith('#'))
+    .map((l) => {
+      const at = l.indexOf(' ');
+      return [l.slice(0, at).toUpperCase(), l.slice(at + 1).trim()] as [string, string];
+    });
 }
 
 describe('packaging/Containerfile', () => {
@@ -54,14 +64,22 @@ describe('packaging/Containerfile', () => {
     expect(all('RUN').join(' ')).toMatch(/install -d -m 0700 -o ob-proxy -g ob-proxy \/var\/lib\/ob-proxy/);
   });
 
-  it.skipIf(found === null || !binary)('builds, and the image runs the binary as that user', () => {
-    const tag = `ob-proxy-test:${process.pid}`;
-    try {
-      execFileSync(found!, ['build', '-q', '-f', FILE, '-t', tag, ROOT], { stdio: 'ignore', timeout: 300_000 });
-      const out = execFileSync(found!, ['run', '--rm', '--entrypoint', '/bin/sh', tag, '-c', 'id -u && ob-proxy --version'], { encoding: 'utf8', timeout: 60_000 });
-      expect(out.trim().split('\n')).toEqual(['10001', expect.stringMatching(/^\d+\.\d+\.\d+$/)]);
-    } finally {
-      execFileSync(found!, ['rmi', '-f', tag], { stdio: 'ignore' });
-    }
-  }, 400_000);
+  it.skipIf(found === null || !binary)(
+    'builds, and the image runs the binary as that user',
+    () => {
+      const tag = `ob-proxy-test:${process.pid}`;
+      try {
+        execFileSync(found!, ['build', '-q', '-f', FILE, '-t', tag, ROOT], { stdio: 'ignore', timeout: 300_000 });
+        const out = execFileSync(
+          found!,
+          ['run', '--rm', '--entrypoint', '/bin/sh', tag, '-c', 'id -u && ob-proxy --version'],
+          { encoding: 'utf8', timeout: 60_000 },
+        );
+        expect(out.trim().split('\n')).toEqual(['10001', expect.stringMatching(/^\d+\.\d+\.\d+$/)]);
+      } finally {
+        execFileSync(found!, ['rmi', '-f', tag], { stdio: 'ignore' });
+      }
+    },
+    400_000,
+  );
 });

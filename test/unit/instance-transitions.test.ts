@@ -1,9 +1,25 @@
 import { describe, expect, it } from 'vitest';
-import { INSTANCE_STATES, type Instance, type InstanceAction, type InstanceState, assertTransition, normalizeEndpoint } from '../../src/domain/instance.js';
+import {
+  INSTANCE_STATES,
+  type Instance,
+  type InstanceAction,
+  type InstanceState,
+  assertTransition,
+  normalizeEndpoint,
+} from '../../src/domain/instance.js';
 import { ObProxyError } from '../../src/errors.js';
 
 function instance(state: InstanceState): Instance {
-  return { id: 'gpu-1', deployment: 'd1', model: 'gemma4:26b', endpoint: null, state, packEndsAt: null, createdAt: '2026-01-01T00:00:00.000Z', updatedAt: '2026-01-01T00:00:00.000Z' };
+  return {
+    id: 'gpu-1',
+    deployment: 'd1',
+    model: 'gemma4:26b',
+    endpoint: null,
+    state,
+    packEndsAt: null,
+    createdAt: '2026-01-01T00:00:00.000Z',
+    updatedAt: '2026-01-01T00:00:00.000Z',
+  };
 }
 
 // The whole table, written out: a change to what may follow what must be made here on purpose.
@@ -17,7 +33,10 @@ const EXPECTED: Record<InstanceAction, Partial<Record<InstanceState, InstanceSta
 };
 
 describe('instance transitions', () => {
-  for (const [action, allowed] of Object.entries(EXPECTED) as [InstanceAction, Partial<Record<InstanceState, InstanceState>>][]) {
+  for (const [action, allowed] of Object.entries(EXPECTED) as [
+    InstanceAction,
+    Partial<Record<InstanceState, InstanceState>>,
+  ][]) {
     for (const from of INSTANCE_STATES) {
       const to = allowed[from];
       if (to !== undefined) {
@@ -35,7 +54,9 @@ describe('instance transitions', () => {
           expect(err).toBeInstanceOf(ObProxyError);
           const e = err as ObProxyError;
           expect([e.code, e.status]).toEqual(['invalid_transition', 409]);
-          expect(e.message).toBe(`Instance gpu-1 is ${from}; "${action}" works only from ${Object.keys(allowed).join(', ')}.`);
+          expect(e.message).toBe(
+            `Instance gpu-1 is ${from}; "${action}" works only from ${Object.keys(allowed).join(', ')}.`,
+          );
         });
       }
     }

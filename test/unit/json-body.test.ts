@@ -10,7 +10,9 @@ type Pairs = null | boolean | number | string | Pairs[] | { pairs: [string, Pair
 /** A small recursive-descent reader that keeps duplicates: the test's model of the wire. */
 function readPairs(text: string): Pairs {
   let i = 0;
-  const ws = (): void => { while (/\s/.test(text[i] ?? '')) i++; };
+  const ws = (): void => {
+    while (/\s/.test(text[i] ?? '')) i++;
+  };
   const value = (): Pairs => {
     ws();
     const c = text[i];
@@ -18,7 +20,10 @@ function readPairs(text: string): Pairs {
       i++;
       const pairs: [string, Pairs][] = [];
       ws();
-      if (text[i] === '}') { i++; return { pairs }; }
+      if (text[i] === '}') {
+        i++;
+        return { pairs };
+      }
       for (;;) {
         ws();
         const k = value() as string;
@@ -33,7 +38,10 @@ function readPairs(text: string): Pairs {
       i++;
       const out: Pairs[] = [];
       ws();
-      if (text[i] === ']') { i++; return out; }
+      if (text[i] === ']') {
+        i++;
+        return out;
+      }
       for (;;) {
         out.push(value());
         ws();
@@ -55,7 +63,11 @@ function readPairs(text: string): Pairs {
 }
 
 /** Go's field-name matching (bytes.EqualFold) for the letters these tests use. */
-const goFold = (s: string): string => s.replace(/\u212A/g, 'k').replace(/\u017F/g, 's').toLowerCase();
+const goFold = (s: string): string =>
+  s
+    .replace(/\u212A/g, 'k')
+    .replace(/\u017F/g, 's')
+    .toLowerCase();
 
 /** What Go's encoding/json puts in a struct with these fields: exact match first, else a case-insensitive one; the last wins. */
 function goStruct(v: Pairs, fields: readonly string[]): Record<string, Pairs> {
@@ -78,44 +90,68 @@ function jsStruct(v: Record<string, unknown>, fields: readonly string[]): Record
 const TOP = ['model', 'stream', 'temperature', 'top_p', 'max_tokens', 'top_k'] as const;
 const ROLE = ['role', 'content'] as const;
 
-const variant = (name: string): fc.Arbitrary<string> => fc.oneof(
-  { arbitrary: fc.constant(name), weight: 8 },
-  fc.constant(name.toUpperCase()),
-  fc.constant(name[0]!.toUpperCase() + name.slice(1)),
-  fc.constant(name.replace(/k/g, '\u212A').replace(/s/g, '\u017F')),
+const variant = (name: string): fc.Arbitrary<string> =>
+  fc.oneof(
+    { arbitrary: fc.constant(name), weight: 8 },
+    fc.constant(name.toUpperCase()),
+    fc.constant(name[0]!.toUpperCase() + name.slice(1)),
+    fc.constant(name.replace(/k/g, '\u212A').replace(/s/g, '\u017F')),
+  );
+const scalar = fc.oneof(
+  fc.constantFrom('gemma4:26b', 'llama3:70b'),
+  fc.boolean(),
+  fc.double({ min: -5, max: 60, noNaN: true }),
+  fc.integer({ min: -1, max: 9 }),
+  fc.constant(null),
 );
-const scalar = fc.oneof(fc.constantFrom('gemma4:26b', 'llama3:70b'), fc.boolean(), fc.double({ min: -5, max: 60, noNaN: true }), fc.integer({ min: -1, max: 9 }), fc.constant(null));
-const escapeSome = (k: string, on: boolean): string => on ? JSON.stringify(k).replace(/[a-z]/, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`) : JSON.stringify(k);
-const members = (names: readonly string[], value: fc.Arbitrary<string>) => fc.array(
-  fc.tuple(fc.constantFrom(...names).chain(variant), value, fc.boolean()).map(([k, v, esc]) => `${escapeSome(k, esc)}:${v}`),
-  { maxLength: 5 },
-);
+const escapeSome = (k: string, on: boolean): string =>
+  on
+    ? JSON.stringify(k).replace(/[a-z]/, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`)
+    : JSON.stringify(k);
+const members = (names: readonly string[], value: fc.Arbitrary<string>) =>
+  fc.array(
+    fc
+      .tuple(fc.constantFrom(...names).chain(variant), value, fc.boolean())
+      .map(([k, v, esc]) => `${escapeSome(k, esc)}:${v}`),
+    { maxLength: 5 },
+  );
 
 describe('parseChatBody: what the proxy checks is what a Go decoder reads', () => {
   it('for every body it accepts, Go and JSON.parse agree on every checked field (top level and messages)', () => {
-    const message = fc.tuple(fc.boolean(), members(ROLE, fc.constantFrom('"user"', '"system"', '"hi"')))
+    const message = fc
+      .tuple(fc.boolean(), members(ROLE, fc.constantFrom('"user"', '"system"', '"hi"')))
       .map(([base, m]) => `{${[...(base ? ['"role":"user"', '"content":"x"'] : []), ...m].join(',')}}`);
-    const body = fc.tuple(members(TOP, scalar.map((v) => JSON.stringify(v))), fc.array(message, { minLength: 1, maxLength: 2 }))
+    const body = fc
+      .tuple(
+        members(
+          TOP,
+          scalar.map((v) => JSON.stringify(v)),
+        ),
+        fc.array(message, { minLength: 1, maxLength: 2 }),
+      )
       .map(([top, msgs]) => `{${[...top, `"messages":[${msgs.join(',')}]`].join(',')}}`);
     let accepted = 0;
     let refused = 0;
-    fc.assert(fc.property(body, (text) => {
-      let parsed: Record<string, unknown>;
-      try {
-        parsed = parseChatBody(Buffer.from(text));
-      } catch (err) {
-        expect(err).toBeInstanceOf(ObProxyError);
-        expect((err as ObProxyError).code).toBe('invalid_json');
-        refused++;
-        return;
-      }
-      accepted++;
-      const wire = readPairs(text);
-      expect(goStruct(wire, TOP)).toEqual(jsStruct(parsed, TOP));
-      const goMessages = goStruct(wire, ['messages']).messages as Pairs[];
-      const jsMessages = parsed.messages as Record<string, unknown>[];
-      expect(goMessages.map((m) => goStruct(m, ROLE))).toEqual(jsMessages.map((m) => jsStruct(m, ROLE)));
-    }), { numRuns: 400, seed: 10 });
+    fc.assert(
+      fc.property(body, (text) => {
+        let parsed: Record<string, unknown>;
+        try {
+          parsed = parseChatBody(Buffer.from(text));
+        } catch (err) {
+          expect(err).toBeInstanceOf(ObProxyError);
+          expect((err as ObProxyError).code).toBe('invalid_json');
+          refused++;
+          return;
+        }
+        accepted++;
+        const wire = readPairs(text);
+        expect(goStruct(wire, TOP)).toEqual(jsStruct(parsed, TOP));
+        const goMessages = goStruct(wire, ['messages']).messages as Pairs[];
+        const jsMessages = parsed.messages as Record<string, unknown>[];
+        expect(goMessages.map((m) => goStruct(m, ROLE))).toEqual(jsMessages.map((m) => jsStruct(m, ROLE)));
+      }),
+      { numRuns: 400, seed: 10 },
+    );
     // Both branches were exercised, so the property is not vacuous.
     expect(accepted).toBeGreaterThan(20);
     expect(refused).toBeGreaterThan(20);
@@ -123,8 +159,12 @@ describe('parseChatBody: what the proxy checks is what a Go decoder reads', () =
 
   it('refuses two unknown keys of a fixed-field object that differ only by case (Ollama may know the field)', () => {
     const body = '{"model":"m","messages":[{"role":"user","content":"x"}],"think":false,"THINK":true}';
-    expect(() => parseChatBody(Buffer.from(body))).toThrow('"THINK" differs from another key of the same object only by case');
-    expect(parseChatBody(Buffer.from('{"model":"m","messages":[],"think":false,"metadata":{"A":"1","a":"2"}}'))).toMatchObject({ think: false });
+    expect(() => parseChatBody(Buffer.from(body))).toThrow(
+      '"THINK" differs from another key of the same object only by case',
+    );
+    expect(
+      parseChatBody(Buffer.from('{"model":"m","messages":[],"think":false,"metadata":{"A":"1","a":"2"}}')),
+    ).toMatchObject({ think: false });
   });
 
   it('counts members outside strings only: colons, quotes and escapes inside strings change nothing', () => {

@@ -7,42 +7,82 @@ import { type KeyLimits, type KeyRecord, noLimits } from '../../src/domain/key.j
 import { KeyLimiter, formatReset, retryAfterSeconds } from '../../src/services/key-limiter.js';
 
 const T0 = 1_800_000_000_000;
-const key = (limits: Partial<KeyLimits>, id = 'k1'): KeyRecord => ({ id, limits: { ...noLimits(), ...limits } }) as KeyRecord;
+const key = (limits: Partial<KeyLimits>, id = 'k1'): KeyRecord =>
+  ({ id, limits: { ...noLimits(), ...limits } }) as KeyRecord;
 
 describe('KeyLimiter', () => {
   it('counts requests in a one-minute window and tells how long until it ends', () => {
     const l = new KeyLimiter(60_000);
     const k = key({ rpm: 2 });
     expect(l.admit(k, T0)).toEqual({
-      refused: null, retryAfterMs: 0, entered: true, report: false,
-      headers: { 'x-ratelimit-limit-requests': '2', 'x-ratelimit-remaining-requests': '1', 'x-ratelimit-reset-requests': '1m0s' },
+      refused: null,
+      retryAfterMs: 0,
+      entered: true,
+      report: false,
+      headers: {
+        'x-ratelimit-limit-requests': '2',
+        'x-ratelimit-remaining-requests': '1',
+        'x-ratelimit-reset-requests': '1m0s',
+      },
     });
-    expect(l.admit(k, T0 + 1500).headers).toEqual({ 'x-ratelimit-limit-requests': '2', 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-requests': '58.5s' });
+    expect(l.admit(k, T0 + 1500).headers).toEqual({
+      'x-ratelimit-limit-requests': '2',
+      'x-ratelimit-remaining-requests': '0',
+      'x-ratelimit-reset-requests': '58.5s',
+    });
     expect(l.admit(k, T0 + 59_980)).toEqual({
-      refused: 'rpm', retryAfterMs: 20, entered: false, report: true,
-      headers: { 'x-ratelimit-limit-requests': '2', 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-requests': '20ms' },
+      refused: 'rpm',
+      retryAfterMs: 20,
+      entered: false,
+      report: true,
+      headers: {
+        'x-ratelimit-limit-requests': '2',
+        'x-ratelimit-remaining-requests': '0',
+        'x-ratelimit-reset-requests': '20ms',
+      },
     });
     // The window is over: a new one starts with this request.
-    expect(l.admit(k, T0 + 60_000)).toMatchObject({ refused: null, headers: { 'x-ratelimit-remaining-requests': '1', 'x-ratelimit-reset-requests': '1m0s' } });
+    expect(l.admit(k, T0 + 60_000)).toMatchObject({
+      refused: null,
+      headers: { 'x-ratelimit-remaining-requests': '1', 'x-ratelimit-reset-requests': '1m0s' },
+    });
   });
 
   it('charges tokens when they are known; over its tpm, the next request is refused until the window ends', () => {
     const l = new KeyLimiter(60_000);
     const k = key({ tpm: 100 });
-    expect(l.admit(k, T0).headers).toEqual({ 'x-ratelimit-limit-tokens': '100', 'x-ratelimit-remaining-tokens': '100', 'x-ratelimit-reset-tokens': '0ms' });
+    expect(l.admit(k, T0).headers).toEqual({
+      'x-ratelimit-limit-tokens': '100',
+      'x-ratelimit-remaining-tokens': '100',
+      'x-ratelimit-reset-tokens': '0ms',
+    });
     l.leave(k.id);
     l.chargeTokens(k.id, 60, T0 + 1000);
-    expect(l.admit(k, T0 + 2000).headers).toEqual({ 'x-ratelimit-limit-tokens': '100', 'x-ratelimit-remaining-tokens': '40', 'x-ratelimit-reset-tokens': '59s' });
+    expect(l.admit(k, T0 + 2000).headers).toEqual({
+      'x-ratelimit-limit-tokens': '100',
+      'x-ratelimit-remaining-tokens': '40',
+      'x-ratelimit-reset-tokens': '59s',
+    });
     l.leave(k.id);
     // One answer may go past the limit (its size is known only at its end).
     l.chargeTokens(k.id, 70, T0 + 3000);
     expect(l.admit(k, T0 + 4000)).toEqual({
-      refused: 'tpm', retryAfterMs: 57_000, entered: false, report: true,
-      headers: { 'x-ratelimit-limit-tokens': '100', 'x-ratelimit-remaining-tokens': '0', 'x-ratelimit-reset-tokens': '57s' },
+      refused: 'tpm',
+      retryAfterMs: 57_000,
+      entered: false,
+      report: true,
+      headers: {
+        'x-ratelimit-limit-tokens': '100',
+        'x-ratelimit-remaining-tokens': '0',
+        'x-ratelimit-reset-tokens': '57s',
+      },
     });
     // Reported once per window, not once per refusal.
     expect(l.admit(k, T0 + 5000)).toMatchObject({ refused: 'tpm', report: false });
-    expect(l.admit(k, T0 + 61_000)).toMatchObject({ refused: null, headers: { 'x-ratelimit-remaining-tokens': '100' } });
+    expect(l.admit(k, T0 + 61_000)).toMatchObject({
+      refused: null,
+      headers: { 'x-ratelimit-remaining-tokens': '100' },
+    });
   });
 
   it('holds a key to its concurrency; no x-ratelimit header is about it', () => {
@@ -50,7 +90,13 @@ describe('KeyLimiter', () => {
     const k = key({ concurrency: 2 });
     expect(l.admit(k, T0)).toEqual({ refused: null, retryAfterMs: 0, entered: true, report: false, headers: {} });
     expect(l.admit(k, T0).refused).toBeNull();
-    expect(l.admit(k, T0)).toEqual({ refused: 'concurrency', retryAfterMs: 1000, entered: false, report: true, headers: {} });
+    expect(l.admit(k, T0)).toEqual({
+      refused: 'concurrency',
+      retryAfterMs: 1000,
+      entered: false,
+      report: true,
+      headers: {},
+    });
     expect(l.inflight(k.id)).toBe(2);
     l.leave(k.id);
     expect(l.admit(k, T0).refused).toBeNull();
@@ -64,11 +110,24 @@ describe('KeyLimiter', () => {
     expect(l.admit(a, T0).refused).toBe('rpm');
     expect(l.admit(b, T0).refused).toBeNull();
     a.limits = { ...a.limits, rpm: 5 };
-    expect(l.admit(a, T0 + 10).headers).toMatchObject({ 'x-ratelimit-limit-requests': '5', 'x-ratelimit-remaining-requests': '3' });
+    expect(l.admit(a, T0 + 10).headers).toMatchObject({
+      'x-ratelimit-limit-requests': '5',
+      'x-ratelimit-remaining-requests': '3',
+    });
   });
 
   it('writes resets as OpenAI does, and Retry-After in whole seconds, at least 1', () => {
-    expect([0, 20, 999, 1000, 8640, 59_999, 60_000, 360_000, 90_500].map(formatReset)).toEqual(['0ms', '20ms', '999ms', '1s', '8.64s', '59.999s', '1m0s', '6m0s', '1m30.5s']);
+    expect([0, 20, 999, 1000, 8640, 59_999, 60_000, 360_000, 90_500].map(formatReset)).toEqual([
+      '0ms',
+      '20ms',
+      '999ms',
+      '1s',
+      '8.64s',
+      '59.999s',
+      '1m0s',
+      '6m0s',
+      '1m30.5s',
+    ]);
     expect([0, 1, 1000, 1001, 57_000].map(retryAfterSeconds)).toEqual([1, 1, 1, 2, 57]);
   });
 
@@ -81,7 +140,8 @@ describe('KeyLimiter', () => {
       return minutes > 0 ? `${minutes}m${seconds}s` : `${seconds}s`;
     };
     const differ: number[] = [];
-    for (let ms = 0; ms <= 420_000; ms += 1) if (formatReset(ms) !== byToFixed(ms) || formatReset(ms - 0.5) !== byToFixed(ms - 0.5)) differ.push(ms);
+    for (let ms = 0; ms <= 420_000; ms += 1)
+      if (formatReset(ms) !== byToFixed(ms) || formatReset(ms - 0.5) !== byToFixed(ms - 0.5)) differ.push(ms);
     expect(differ).toEqual([]);
   });
 
@@ -92,6 +152,9 @@ describe('KeyLimiter', () => {
     expect(l.admit(k, T0 + 0.4).headers['x-ratelimit-reset-requests']).toBe('1m0s');
     expect(l.admit(k, T0 + 1).headers['x-ratelimit-reset-requests']).toBe('59.999s');
     expect(l.admit(k, T0 + 59_990).headers['x-ratelimit-reset-requests']).toBe('10ms');
-    expect(l.admit(k, T0 + 60_000).headers).toMatchObject({ 'x-ratelimit-reset-requests': '1m0s', 'x-ratelimit-remaining-requests': '99' });
+    expect(l.admit(k, T0 + 60_000).headers).toMatchObject({
+      'x-ratelimit-reset-requests': '1m0s',
+      'x-ratelimit-remaining-requests': '99',
+    });
   });
 });

@@ -36,19 +36,27 @@ async function open(store: Store): Promise<LifecycleService> {
 
 async function readyInstance(lc: LifecycleService): Promise<void> {
   await lc.addInstance({ id: 'gpu-1', model: MODELS[0], endpoint: 'http://127.0.0.1:11434' });
-  await (await lc.ready('gpu-1')).defaultKey;
+  await (
+    await lc.ready('gpu-1')
+  ).defaultKey;
 }
 
 const STORES: [string, () => Promise<() => Store>][] = [
-  ['lowdb', async () => {
-    const file = join(await mkdtemp(join(tmpdir(), 'obl-')), 'db.json');
-    return () => new LowdbStore(file);
-  }],
-  ['postgres', async () => {
-    const db = await freshDatabase();
-    databases.push(db);
-    return () => new PostgresStore(db.url, { catchupMs: 100 });
-  }],
+  [
+    'lowdb',
+    async () => {
+      const file = join(await mkdtemp(join(tmpdir(), 'obl-')), 'db.json');
+      return () => new LowdbStore(file);
+    },
+  ],
+  [
+    'postgres',
+    async () => {
+      const db = await freshDatabase();
+      databases.push(db);
+      return () => new PostgresStore(db.url, { catchupMs: 100 });
+    },
+  ],
 ];
 
 describe.each(STORES)('key limits on the %s store', (_name, factory) => {
@@ -65,10 +73,19 @@ describe.each(STORES)('key limits on the %s store', (_name, factory) => {
     // The very record the request path holds: the change applies to its next request.
     expect(changed).toBe(held);
     expect(held.limits).toEqual({ rpm: null, tpm: 5000, concurrency: 2 });
-    expect(events.map((e) => [e.type, e.keyId, e.limits])).toEqual([['key.created', key.id, { rpm: 60, tpm: null, concurrency: 2 }], ['key.limited', key.id, { rpm: null, tpm: 5000, concurrency: 2 }]]);
+    expect(events.map((e) => [e.type, e.keyId, e.limits])).toEqual([
+      ['key.created', key.id, { rpm: 60, tpm: null, concurrency: 2 }],
+      ['key.limited', key.id, { rpm: null, tpm: 5000, concurrency: 2 }],
+    ]);
     await expect(lc.setKeyLimits(key.id, { rpm: 0 })).rejects.toMatchObject({ code: 'invalid_argument', param: 'rpm' });
-    await expect(lc.setKeyLimits(key.id, { tpm: 1.5 })).rejects.toMatchObject({ code: 'invalid_argument', param: 'tpm' });
-    await expect(lc.createKey('gpu-1', 'x', { concurrency: 'many' })).rejects.toMatchObject({ code: 'invalid_argument', param: 'concurrency' });
+    await expect(lc.setKeyLimits(key.id, { tpm: 1.5 })).rejects.toMatchObject({
+      code: 'invalid_argument',
+      param: 'tpm',
+    });
+    await expect(lc.createKey('gpu-1', 'x', { concurrency: 'many' })).rejects.toMatchObject({
+      code: 'invalid_argument',
+      param: 'concurrency',
+    });
     await expect(lc.setKeyLimits('nope', { rpm: 1 })).rejects.toMatchObject({ code: 'key_not_found' });
     await lc.revokeKey(key.id);
     await expect(lc.setKeyLimits(key.id, { rpm: 1 })).rejects.toMatchObject({ code: 'key_revoked' });
@@ -93,7 +110,9 @@ describe('key limits, shared and old stores', () => {
     const onB = await eventually(() => b.registry.keys.get(key.id), 'the key on b');
     expect(onB.limits).toEqual({ rpm: null, tpm: null, concurrency: null });
     const heard: AuditEvent[] = [];
-    b.onChange((e, origin) => { if (origin === 'remote') heard.push(e); });
+    b.onChange((e, origin) => {
+      if (origin === 'remote') heard.push(e);
+    });
     await a.setKeyLimits(key.id, { rpm: 10 });
     await eventually(() => onB.limits.rpm === 10, 'the limit on b');
     expect(heard.map((e) => [e.type, e.limits])).toEqual([['key.limited', { rpm: 10, tpm: null, concurrency: null }]]);
@@ -128,6 +147,8 @@ describe('key limits, shared and old stores', () => {
     delete data.keys[0]!.limits;
     expect(validateStoreData('db.json', data).keys[0]!.limits).toEqual({ rpm: null, tpm: null, concurrency: null });
     data.keys[0]!.limits = { rpm: -1, tpm: null, concurrency: null };
-    expect(() => validateStoreData('db.json', data)).toThrow(/field "limits.rpm": expected null or a whole number from 1 to 1000000000, found -1/);
+    expect(() => validateStoreData('db.json', data)).toThrow(
+      /field "limits.rpm": expected null or a whole number from 1 to 1000000000, found -1/,
+    );
   });
 });

@@ -39,7 +39,9 @@ async function open() {
 /** What anyone outside the lifecycle can see of its state. */
 function visible(lc: LifecycleService) {
   return structuredClone({
-    instances: [...lc.registry.instances.values()], keys: [...lc.registry.keys.values()], events: [...lc.registry.events],
+    instances: [...lc.registry.instances.values()],
+    keys: [...lc.registry.keys.values()],
+    events: [...lc.registry.events],
   });
 }
 
@@ -82,7 +84,10 @@ describe('LifecycleService.commit', () => {
       ['reveal', () => lc.revealKey(key.id)],
     ];
     for (const [name, attempt] of attempts) {
-      const err = await attempt().then(() => null, (e: unknown) => e as { code: string });
+      const err = await attempt().then(
+        () => null,
+        (e: unknown) => e as { code: string },
+      );
       expect({ name, code: err?.code }).toEqual({ name, code: 'store_write_failed' });
     }
     expect(visible(lc)).toEqual(before);
@@ -97,7 +102,9 @@ describe('LifecycleService.commit', () => {
   it('a key created is the very record the registry holds, so a later change reaches its holder', async () => {
     const { lc } = await open();
     await lc.addInstance({ id: 'gpu-1', model: MODEL, endpoint: 'http://127.0.0.1:11434' });
-    await (await lc.ready('gpu-1')).defaultKey;
+    await (
+      await lc.ready('gpu-1')
+    ).defaultKey;
     const { key } = await lc.createKey('gpu-1', 'ci');
     expect(lc.registry.keys.get(key.id)).toBe(key);
     await lc.setKeyLimits(key.id, { rpm: 5 });
@@ -121,16 +128,23 @@ describe('LifecycleService.close', () => {
     const { store, lc } = await open();
     await lc.addInstance({ id: 'gpu-1', model: MODEL, endpoint: 'http://127.0.0.1:11434' });
     const { key } = await (async () => {
-      await (await lc.ready('gpu-1')).defaultKey;
+      await (
+        await lc.ready('gpu-1')
+      ).defaultKey;
       return lc.createKey('gpu-1', 'ci');
     })();
     store.failing = true;
     await expect(lc.revokeKey(key.id)).rejects.toMatchObject({ code: 'store_write_failed' });
     // Revoked in memory all the same.
     expect(lc.registry.keys.get(key.id)!.status).toBe('revoked');
-    const err = await lc.close().then(() => null, (e: unknown) => e);
+    const err = await lc.close().then(
+      () => null,
+      (e: unknown) => e,
+    );
     expect(err).toBeInstanceOf(UnwrittenAtShutdownError);
-    expect((err as UnwrittenAtShutdownError).unwritten.revocations).toEqual([{ keyId: key.id, instance: 'gpu-1', reason: 'manual', journaled: false }]);
+    expect((err as UnwrittenAtShutdownError).unwritten.revocations).toEqual([
+      { keyId: key.id, instance: 'gpu-1', reason: 'manual', journaled: false },
+    ]);
     expect((err as Error).message).toContain(`${key.id} (instance gpu-1, manual)`);
     store.failing = false;
     await lc.close();
@@ -145,17 +159,28 @@ describe('a daemon whose final write fails', () => {
     const h = await startHarness({}, { store });
     const lc = h.daemon.ctx.lifecycle;
     await lc.addInstance({ id: 'gpu-1', model: MODEL, endpoint: 'http://127.0.0.1:9' });
-    await (await lc.ready('gpu-1')).defaultKey;
+    await (
+      await lc.ready('gpu-1')
+    ).defaultKey;
     const { key } = await lc.createKey('gpu-1', 'ci');
     store.failing = true;
     await expect(lc.revokeKey(key.id)).rejects.toMatchObject({ code: 'store_write_failed' });
-    const err = await h.daemon.shutdown(0).then(() => null, (e: unknown) => e as Error);
+    const err = await h.daemon.shutdown(0).then(
+      () => null,
+      (e: unknown) => e as Error,
+    );
     expect(err).toBeInstanceOf(UnwrittenAtShutdownError);
     const logged = h.logs.filter((l) => l.level === 50);
-    expect(logged).toEqual([expect.objectContaining({
-      msg: err!.message,
-      unwritten: { revocations: [{ keyId: key.id, instance: 'gpu-1', reason: 'manual', journaled: false }], instances: [], other: 1 },
-    })]);
+    expect(logged).toEqual([
+      expect.objectContaining({
+        msg: err!.message,
+        unwritten: {
+          revocations: [{ keyId: key.id, instance: 'gpu-1', reason: 'manual', journaled: false }],
+          instances: [],
+          other: 1,
+        },
+      }),
+    ]);
     expect(logged.some((l) => l.msg === 'stopped')).toBe(false);
   });
 });

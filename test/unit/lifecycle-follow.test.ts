@@ -28,12 +28,24 @@ async function tokenFile(token: string): Promise<string> {
 }
 
 async function setup() {
-  const lc = await LifecycleService.open({ store: new MemoryStore(), clock: { now: () => T0 }, secrets: cryptoSecretSource, models: [MODEL] });
+  const lc = await LifecycleService.open({
+    store: new MemoryStore(),
+    clock: { now: () => T0 },
+    secrets: cryptoSecretSource,
+    models: [MODEL],
+  });
   const tokens = new UpstreamTokens();
   const errors: string[] = [];
   const log = { error: (o: { err: string }) => errors.push(o.err) } as unknown as FastifyBaseLogger;
   let rearmed = 0;
-  const stop = followLifecycle({ lifecycle: lc, tokens, packTimerChanged: () => { rearmed++; }, log });
+  const stop = followLifecycle({
+    lifecycle: lc,
+    tokens,
+    packTimerChanged: () => {
+      rearmed++;
+    },
+    log,
+  });
   return { lc, tokens, errors, stop, rearmed: () => rearmed };
 }
 
@@ -41,7 +53,8 @@ async function setup() {
 function tokenAtEvents(lc: LifecycleService, tokens: UpstreamTokens, id: string): string[] {
   const seen: string[] = [];
   lc.onChange((e) => {
-    if (e.instance === id && e.type.startsWith('instance.')) seen.push(`${e.type}${e.state === undefined ? '' : `:${e.state}`}=${tokens.get(id) ?? 'none'}`);
+    if (e.instance === id && e.type.startsWith('instance.'))
+      seen.push(`${e.type}${e.state === undefined ? '' : `:${e.state}`}=${tokens.get(id) ?? 'none'}`);
   });
   return seen;
 }
@@ -68,14 +81,22 @@ describe('followLifecycle', () => {
     await eventually(() => tokens.get('gpu-1') === 'tok-late', 'the token read from its file');
   });
 
-  it('re-arms the pack timer on every instance change and on no key change; forgets a removed instance\'s token', async () => {
+  it("re-arms the pack timer on every instance change and on no key change; forgets a removed instance's token", async () => {
     const { lc, tokens, rearmed } = await setup();
     const file = await tokenFile('tok');
     await tokens.prepare(file);
-    await lc.addInstance({ id: 'gpu-1', model: MODEL, endpoint: ENDPOINT, upstreamTokenFile: file, packEndsAt: '2026-11-24T12:00:00Z' });
+    await lc.addInstance({
+      id: 'gpu-1',
+      model: MODEL,
+      endpoint: ENDPOINT,
+      upstreamTokenFile: file,
+      packEndsAt: '2026-11-24T12:00:00Z',
+    });
     expect(rearmed()).toBe(1);
     await tokens.prepare(file);
-    await (await lc.ready('gpu-1')).defaultKey;
+    await (
+      await lc.ready('gpu-1')
+    ).defaultKey;
     expect(rearmed()).toBe(2);
     const { key } = await lc.createKey('gpu-1', 'ci');
     await lc.setKeyLimits(key.id, { rpm: 5 });
@@ -97,20 +118,37 @@ describe('followLifecycle', () => {
     await tokens.prepare(file);
     await writeFile(file, 'tok-fresh\n');
     const instance: Instance = {
-      id: 'gpu-9', deployment: 'd-9', model: MODEL, endpoint: ENDPOINT, state: 'ready', packEndsAt: null, upstreamTokenFile: file,
-      createdAt: '2026-11-23T12:00:00.000Z', updatedAt: '2026-11-23T12:00:00.000Z',
+      id: 'gpu-9',
+      deployment: 'd-9',
+      model: MODEL,
+      endpoint: ENDPOINT,
+      state: 'ready',
+      packEndsAt: null,
+      upstreamTokenFile: file,
+      createdAt: '2026-11-23T12:00:00.000Z',
+      updatedAt: '2026-11-23T12:00:00.000Z',
     };
     const at = '2026-11-23T12:00:00.000Z';
-    await lc.applyRemote([{ no: 1, mutations: [
-      { op: 'putInstance', instance },
-      { op: 'appendEvent', event: { seq: 7, at, type: 'instance.state', instance: 'gpu-9', state: 'ready' } },
-    ] }]);
+    await lc.applyRemote([
+      {
+        no: 1,
+        mutations: [
+          { op: 'putInstance', instance },
+          { op: 'appendEvent', event: { seq: 7, at, type: 'instance.state', instance: 'gpu-9', state: 'ready' } },
+        ],
+      },
+    ]);
     expect(rearmed()).toBe(1);
     await eventually(() => tokens.get('gpu-9') === 'tok-fresh', 'the token read from its file');
-    await lc.applyRemote([{ no: 2, mutations: [
-      { op: 'deleteInstance', id: 'gpu-9', deployment: 'd-9' },
-      { op: 'appendEvent', event: { seq: 8, at, type: 'instance.removed', instance: 'gpu-9', state: 'ready' } },
-    ] }]);
+    await lc.applyRemote([
+      {
+        no: 2,
+        mutations: [
+          { op: 'deleteInstance', id: 'gpu-9', deployment: 'd-9' },
+          { op: 'appendEvent', event: { seq: 8, at, type: 'instance.removed', instance: 'gpu-9', state: 'ready' } },
+        ],
+      },
+    ]);
     expect(tokens.get('gpu-9')).toBeUndefined();
     expect(rearmed()).toBe(2);
   });
@@ -118,13 +156,34 @@ describe('followLifecycle', () => {
   it('an unreadable file heard from a shared store is logged, and the instance has no token', async () => {
     const { lc, tokens, errors } = await setup();
     const instance: Instance = {
-      id: 'gpu-8', deployment: 'd-8', model: MODEL, endpoint: ENDPOINT, state: 'pending', packEndsAt: null, upstreamTokenFile: '/nonexistent/ob-proxy-token',
-      createdAt: '2026-11-23T12:00:00.000Z', updatedAt: '2026-11-23T12:00:00.000Z',
+      id: 'gpu-8',
+      deployment: 'd-8',
+      model: MODEL,
+      endpoint: ENDPOINT,
+      state: 'pending',
+      packEndsAt: null,
+      upstreamTokenFile: '/nonexistent/ob-proxy-token',
+      createdAt: '2026-11-23T12:00:00.000Z',
+      updatedAt: '2026-11-23T12:00:00.000Z',
     };
-    await lc.applyRemote([{ no: 1, mutations: [
-      { op: 'putInstance', instance },
-      { op: 'appendEvent', event: { seq: 3, at: '2026-11-23T12:00:00.000Z', type: 'instance.added', instance: 'gpu-8', state: 'pending' } },
-    ] }]);
+    await lc.applyRemote([
+      {
+        no: 1,
+        mutations: [
+          { op: 'putInstance', instance },
+          {
+            op: 'appendEvent',
+            event: {
+              seq: 3,
+              at: '2026-11-23T12:00:00.000Z',
+              type: 'instance.added',
+              instance: 'gpu-8',
+              state: 'pending',
+            },
+          },
+        ],
+      },
+    ]);
     await eventually(() => errors.length === 1, 'the error logged');
     expect(errors[0]).toMatch(/cannot read the upstream token file \/nonexistent\/ob-proxy-token \(ENOENT\)/);
     expect(tokens.get('gpu-8')).toBeUndefined();

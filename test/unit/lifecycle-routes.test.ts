@@ -22,12 +22,22 @@ afterAll(() => h.stop());
 /** One request on the socket, as any client could send it: status and parsed body. */
 function send(method: string, path: string, body?: string): Promise<{ status: number; body: unknown }> {
   return new Promise((resolve, reject) => {
-    const req = httpRequest({ socketPath: h.config.socket, method, path, headers: body === undefined ? {} : { 'content-type': 'application/json' } }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => { text += c; });
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) as unknown }));
-    });
+    const req = httpRequest(
+      {
+        socketPath: h.config.socket,
+        method,
+        path,
+        headers: body === undefined ? {} : { 'content-type': 'application/json' },
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => {
+          text += c;
+        });
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) as unknown }));
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });
@@ -39,7 +49,7 @@ function refusal(param: string | null, message: string) {
 
 const ID = 'Instance id must be 1-64 characters: letters, digits, and . _ : - (not first).';
 const DATE = 'packEndsAt must be an ISO 8601 time with a zone, e.g. 2026-12-01T18:00:00Z.';
-const TOKEN = '--upstream-token-file must be an absolute path to a file holding the model server\'s token.';
+const TOKEN = "--upstream-token-file must be an absolute path to a file holding the model server's token.";
 
 describe('management schemas', () => {
   it('bodies of the wrong shape are refused naming the field, and nothing is added or changed', async () => {
@@ -47,47 +57,127 @@ describe('management schemas', () => {
     const cases: [string, string, string, ReturnType<typeof refusal>][] = [
       ['POST', '/v1/instances', JSON.stringify({ id: 42, model: MODEL }), refusal('id', ID)],
       ['POST', '/v1/instances', JSON.stringify({ model: MODEL }), refusal('id', ID)],
-      ['POST', '/v1/instances', JSON.stringify({ id: 'gpu-2', model: ['a'] }), refusal('model', 'model must be the name of a model the daemon serves (`ob-proxy status` lists them).')],
-      ['POST', '/v1/instances', JSON.stringify({ id: 'gpu-2', model: MODEL, upstreamTokenFile: 'relative/token' }), refusal('upstreamTokenFile', TOKEN)],
-      ['POST', '/v1/instances', JSON.stringify({ id: 'gpu-2', model: MODEL, packEnds: '2030-01-01T00:00:00Z' }),
-        refusal('packEnds', 'The request body has a field "packEnds" this daemon does not take. Is the CLI newer than the daemon?')],
+      [
+        'POST',
+        '/v1/instances',
+        JSON.stringify({ id: 'gpu-2', model: ['a'] }),
+        refusal('model', 'model must be the name of a model the daemon serves (`ob-proxy status` lists them).'),
+      ],
+      [
+        'POST',
+        '/v1/instances',
+        JSON.stringify({ id: 'gpu-2', model: MODEL, upstreamTokenFile: 'relative/token' }),
+        refusal('upstreamTokenFile', TOKEN),
+      ],
+      [
+        'POST',
+        '/v1/instances',
+        JSON.stringify({ id: 'gpu-2', model: MODEL, packEnds: '2030-01-01T00:00:00Z' }),
+        refusal(
+          'packEnds',
+          'The request body has a field "packEnds" this daemon does not take. Is the CLI newer than the daemon?',
+        ),
+      ],
       ['POST', '/v1/instances', '[1,2]', refusal(null, 'The request body must be a JSON object.')],
-      ['POST', '/v1/instances/gpu-1/ready', JSON.stringify({ wait: 'no' }), refusal('wait', 'wait must be true or false.')],
+      [
+        'POST',
+        '/v1/instances/gpu-1/ready',
+        JSON.stringify({ wait: 'no' }),
+        refusal('wait', 'wait must be true or false.'),
+      ],
       ['POST', '/v1/instances/gpu-1/extend', JSON.stringify({}), refusal('packEndsAt', DATE)],
       ['POST', '/v1/instances/gpu-1/extend', JSON.stringify({ packEndsAt: 1893456000 }), refusal('packEndsAt', DATE)],
-      ['POST', '/v1/instances/gpu-1/stop', JSON.stringify({ force: true }),
-        refusal('force', 'The request body has a field "force" this daemon does not take. Is the CLI newer than the daemon?')],
-      ['POST', '/v1/keys', JSON.stringify({ instance: 'gpu-1', name: 7 }), refusal('name', 'Key name is required: give --name.')],
-      ['POST', '/v1/keys', JSON.stringify({ instance: 'gpu-1', name: 'ci', limits: { rpm: 0 } }), refusal('rpm', '--rpm must be a whole number from 1 to 1000000000, or none.')],
-      ['POST', `/v1/keys/${keyId}/limits`, JSON.stringify({ tpm: 1.5 }), refusal('tpm', '--tpm must be a whole number from 1 to 1000000000, or none.')],
-      ['POST', `/v1/keys/${keyId}/limits`, JSON.stringify({ concurrency: '2' }), refusal('concurrency', '--concurrency must be a whole number from 1 to 1000000000, or none.')],
+      [
+        'POST',
+        '/v1/instances/gpu-1/stop',
+        JSON.stringify({ force: true }),
+        refusal(
+          'force',
+          'The request body has a field "force" this daemon does not take. Is the CLI newer than the daemon?',
+        ),
+      ],
+      [
+        'POST',
+        '/v1/keys',
+        JSON.stringify({ instance: 'gpu-1', name: 7 }),
+        refusal('name', 'Key name is required: give --name.'),
+      ],
+      [
+        'POST',
+        '/v1/keys',
+        JSON.stringify({ instance: 'gpu-1', name: 'ci', limits: { rpm: 0 } }),
+        refusal('rpm', '--rpm must be a whole number from 1 to 1000000000, or none.'),
+      ],
+      [
+        'POST',
+        `/v1/keys/${keyId}/limits`,
+        JSON.stringify({ tpm: 1.5 }),
+        refusal('tpm', '--tpm must be a whole number from 1 to 1000000000, or none.'),
+      ],
+      [
+        'POST',
+        `/v1/keys/${keyId}/limits`,
+        JSON.stringify({ concurrency: '2' }),
+        refusal('concurrency', '--concurrency must be a whole number from 1 to 1000000000, or none.'),
+      ],
     ];
     for (const [method, path, body, expected] of cases) {
-      expect({ path, sent: body, ...await send(method, path, body) }).toEqual({ path, sent: body, ...expected });
+      expect({ path, sent: body, ...(await send(method, path, body)) }).toEqual({ path, sent: body, ...expected });
     }
     expect(JSON.stringify(await client.listInstances())).toBe(before);
-    expect((await client.listKeys('gpu-1')).map((k) => [k.name, k.limits])).toEqual([['default', { rpm: null, tpm: null, concurrency: null }]]);
+    expect((await client.listKeys('gpu-1')).map((k) => [k.name, k.limits])).toEqual([
+      ['default', { rpm: null, tpm: null, concurrency: null }],
+    ]);
   });
 
   it('queries of the wrong shape are refused too', async () => {
-    expect(await send('GET', '/v1/instances?state=bogus')).toEqual(refusal('state', '--state must be one of pending, ready, stopped, failed, terminated.'));
-    expect(await send('GET', '/v1/instances?state=ready&state=pending')).toEqual(refusal('state', '--state must be one of pending, ready, stopped, failed, terminated.'));
-    expect(await send('GET', '/v1/keys?owner=me')).toEqual(refusal('owner', 'The query string has a field "owner" this daemon does not take. Is the CLI newer than the daemon?'));
-    expect(await send('GET', '/v1/usage?since=1&since=2')).toEqual(refusal('since', 'since must be an ISO 8601 time with a zone, e.g. 2026-12-01T18:00:00Z.'));
+    expect(await send('GET', '/v1/instances?state=bogus')).toEqual(
+      refusal('state', '--state must be one of pending, ready, stopped, failed, terminated.'),
+    );
+    expect(await send('GET', '/v1/instances?state=ready&state=pending')).toEqual(
+      refusal('state', '--state must be one of pending, ready, stopped, failed, terminated.'),
+    );
+    expect(await send('GET', '/v1/keys?owner=me')).toEqual(
+      refusal(
+        'owner',
+        'The query string has a field "owner" this daemon does not take. Is the CLI newer than the daemon?',
+      ),
+    );
+    expect(await send('GET', '/v1/usage?since=1&since=2')).toEqual(
+      refusal('since', 'since must be an ISO 8601 time with a zone, e.g. 2026-12-01T18:00:00Z.'),
+    );
   });
 
   it('what the shape allows goes on to the core, which judges the content with its own sentence', async () => {
-    expect(await send('POST', '/v1/instances', JSON.stringify({ id: '../x', model: MODEL }))).toEqual(refusal('id', ID));
-    expect(await send('POST', '/v1/instances/gpu-1/extend', JSON.stringify({ packEndsAt: 'tomorrow' }))).toEqual(refusal('packEndsAt', DATE));
+    expect(await send('POST', '/v1/instances', JSON.stringify({ id: '../x', model: MODEL }))).toEqual(
+      refusal('id', ID),
+    );
+    expect(await send('POST', '/v1/instances/gpu-1/extend', JSON.stringify({ packEndsAt: 'tomorrow' }))).toEqual(
+      refusal('packEndsAt', DATE),
+    );
     const unknown = await send('POST', '/v1/instances', JSON.stringify({ id: 'gpu-3', model: 'llama' }));
     expect(unknown).toMatchObject({ status: 400, body: { error: { code: 'unknown_model', param: 'model' } } });
   });
 
   it('well-formed requests pass, with or without the optional body', async () => {
-    expect(await send('GET', '/v1/instances?state=ready')).toMatchObject({ status: 200, body: [{ id: 'gpu-1', state: 'ready' }] });
-    expect(await send('POST', `/v1/keys/${keyId}/limits`, JSON.stringify({ rpm: 60, tpm: null }))).toMatchObject({ status: 200, body: { id: keyId, limits: { rpm: 60, tpm: null, concurrency: null } } });
-    expect(await send('POST', '/v1/instances/gpu-1/pending')).toMatchObject({ status: 200, body: { id: 'gpu-1', state: 'pending' } });
-    expect(await send('POST', '/v1/instances/gpu-1/ready', JSON.stringify({ wait: true, probe: false }))).toMatchObject({ status: 200, body: { id: 'gpu-1', state: 'ready', defaultKey: null } });
-    expect(await send('DELETE', '/v1/instances/gpu-1')).toMatchObject({ status: 200, body: { id: 'gpu-1', removed: true } });
+    expect(await send('GET', '/v1/instances?state=ready')).toMatchObject({
+      status: 200,
+      body: [{ id: 'gpu-1', state: 'ready' }],
+    });
+    expect(await send('POST', `/v1/keys/${keyId}/limits`, JSON.stringify({ rpm: 60, tpm: null }))).toMatchObject({
+      status: 200,
+      body: { id: keyId, limits: { rpm: 60, tpm: null, concurrency: null } },
+    });
+    expect(await send('POST', '/v1/instances/gpu-1/pending')).toMatchObject({
+      status: 200,
+      body: { id: 'gpu-1', state: 'pending' },
+    });
+    expect(await send('POST', '/v1/instances/gpu-1/ready', JSON.stringify({ wait: true, probe: false }))).toMatchObject(
+      { status: 200, body: { id: 'gpu-1', state: 'ready', defaultKey: null } },
+    );
+    expect(await send('DELETE', '/v1/instances/gpu-1')).toMatchObject({
+      status: 200,
+      body: { id: 'gpu-1', removed: true },
+    });
   });
 });

@@ -18,7 +18,12 @@ const T0 = Date.parse('2026-11-23T12:00:00Z');
 
 function fakeClock(start = T0): { now(): number; advance(ms: number): void } {
   let t = start;
-  return { now: () => t, advance: (ms) => { t += ms; } };
+  return {
+    now: () => t,
+    advance: (ms) => {
+      t += ms;
+    },
+  };
 }
 
 // The lifecycle's behaviour on each store: memory, the lowdb file, and PostgreSQL (a fresh
@@ -26,11 +31,14 @@ function fakeClock(start = T0): { now(): number; advance(ms: number): void } {
 const STORES: [string, () => Promise<Store>][] = [
   ['memory', async () => new MemoryStore()],
   ['lowdb', async () => new LowdbStore(join(await mkdtemp(join(tmpdir(), 'obs-')), 'db.json'))],
-  ['postgres', async () => {
-    const db = await freshDatabase();
-    databases.push(db);
-    return new PostgresStore(db.url, { catchupMs: 100 });
-  }],
+  [
+    'postgres',
+    async () => {
+      const db = await freshDatabase();
+      databases.push(db);
+      return new PostgresStore(db.url, { catchupMs: 100 });
+    },
+  ],
 ];
 let makeStore: () => Promise<Store> = STORES[0]![1];
 const opened: Store[] = [];
@@ -42,7 +50,7 @@ afterEach(async () => {
 });
 
 async function setup(given?: Store, clock = fakeClock()) {
-  const store = given ?? await makeStore();
+  const store = given ?? (await makeStore());
   opened.push(store);
   const lc = await LifecycleService.open({ store, clock, secrets: cryptoSecretSource, models: MODELS });
   // A shared store: packs are ended by the daemon holding its chores lock.
@@ -58,7 +66,9 @@ async function readyInstance(lc: LifecycleService, id = 'gpu-1', packEndsAt?: st
 }
 
 describe.each(STORES)('lifecycle service on the %s store', (_name, factory) => {
-  beforeEach(() => { makeStore = factory; });
+  beforeEach(() => {
+    makeStore = factory;
+  });
 
   it('makes a default key in the background when an instance becomes ready, its secret handed out once', async () => {
     const { lc } = await setup();
@@ -74,7 +84,11 @@ describe.each(STORES)('lifecycle service on the %s store', (_name, factory) => {
     const { secret } = await readyInstance(lc, 'gpu-1', new Date(T0 + 60_000).toISOString());
     expect(lc.nextPackEnd()).toBe(T0 + 60_000);
     clock.advance(60_000);
-    expect(lc.registry.authenticate(secret, clock.now(), true)).toMatchObject({ ok: false, code: 'revoked_api_key', packEnded: true });
+    expect(lc.registry.authenticate(secret, clock.now(), true)).toMatchObject({
+      ok: false,
+      code: 'revoked_api_key',
+      packEnded: true,
+    });
     const ended = await lc.endDuePacks();
     expect(ended.map((i) => i.state)).toEqual(['stopped']);
     expect([...lc.registry.keys.values()].map((k) => k.revokeReason)).toEqual(['pack_ended']);
@@ -104,7 +118,10 @@ describe.each(STORES)('lifecycle service on the %s store', (_name, factory) => {
     const { lc } = await setup(store);
     const { secret } = await readyInstance(lc);
     store.failWrites = true;
-    await expect(lc.halt('gpu-1', 'stop')).rejects.toMatchObject({ code: 'store_write_failed', message: expect.stringContaining('Revoked in the running daemon') });
+    await expect(lc.halt('gpu-1', 'stop')).rejects.toMatchObject({
+      code: 'store_write_failed',
+      message: expect.stringContaining('Revoked in the running daemon'),
+    });
     expect(lc.registry.authenticate(secret, T0, true)).toMatchObject({ ok: false, code: 'revoked_api_key' });
     store.failWrites = false;
     await lc.addInstance({ id: 'gpu-2', model: 'gemma4:26b' });
@@ -128,13 +145,18 @@ describe.each(STORES)('lifecycle service on the %s store', (_name, factory) => {
   it('refuses bad input with invalid_argument and a sentence', async () => {
     const { lc } = await setup();
     for (const id of ['', ' ', '../x', 'a'.repeat(65), 'a\nb', 'ünï']) {
-      await expect(lc.addInstance({ id, model: 'gemma4:26b' })).rejects.toMatchObject({ code: 'invalid_argument', param: 'id' });
+      await expect(lc.addInstance({ id, model: 'gemma4:26b' })).rejects.toMatchObject({
+        code: 'invalid_argument',
+        param: 'id',
+      });
     }
     await readyInstance(lc);
     for (const name of ['', '   ', 'x'.repeat(65), 'a\u0007b', 'a\u202eb']) {
       await expect(lc.createKey('gpu-1', name)).rejects.toBeInstanceOf(ObProxyError);
     }
-    await expect(lc.addInstance({ id: 'gpu-9', model: 'gemma4:26b', packEndsAt: '2020-01-01T00:00:00Z' })).rejects.toMatchObject({ code: 'invalid_argument' });
+    await expect(
+      lc.addInstance({ id: 'gpu-9', model: 'gemma4:26b', packEndsAt: '2020-01-01T00:00:00Z' }),
+    ).rejects.toMatchObject({ code: 'invalid_argument' });
   });
 });
 
@@ -180,7 +202,15 @@ describe('UsageTracker', () => {
       usage.record(key, at, 0, 0);
       usage.finished(key, { prompt: 3, completion: 5, reasoning: 2, outcome });
     }
-    const counts = { requests: 4, promptTokens: 12, completionTokens: 20, reasoningTokens: 8, errors: 1, disconnects: 1, firstUsedAt: '2026-11-23T05:00:00.000Z' };
+    const counts = {
+      requests: 4,
+      promptTokens: 12,
+      completionTokens: 20,
+      reasoningTokens: 8,
+      errors: 1,
+      disconnects: 1,
+      firstUsedAt: '2026-11-23T05:00:00.000Z',
+    };
     expect(key.usage).toEqual(counts);
     expect(usage.takeDirty()).toEqual([{ keyId: 'k1', ...counts, lastUsedAt: '2026-11-23T05:00:00.000Z' }]);
     expect(usage.takeDirty()).toEqual([]);
@@ -189,12 +219,34 @@ describe('UsageTracker', () => {
   it('records lastUsedAt as the ISO time of the request, to the millisecond', async () => {
     const { UsageTracker } = await import('../../src/services/usage.js');
     const usage = new UsageTracker(new MutableRegistry());
-    const key = { lastUsedAt: null, usage: { requests: 0, promptTokens: 0, completionTokens: 0 } } as unknown as Parameters<typeof usage.record>[0];
-    for (const ms of [Date.UTC(2026, 10, 23, 5, 57, 33, 7), Date.UTC(2026, 10, 23, 5, 57, 33, 42), Date.UTC(2026, 10, 23, 5, 57, 33, 999), Date.UTC(2026, 10, 23, 5, 57, 34, 0), Date.UTC(2027, 0, 1, 0, 0, 0, 120)]) {
+    const key = {
+      lastUsedAt: null,
+      usage: { requests: 0, promptTokens: 0, completionTokens: 0 },
+    } as unknown as Parameters<typeof usage.record>[0];
+    for (const ms of [
+      Date.UTC(2026, 10, 23, 5, 57, 33, 7),
+      Date.UTC(2026, 10, 23, 5, 57, 33, 42),
+      Date.UTC(2026, 10, 23, 5, 57, 33, 999),
+      Date.UTC(2026, 10, 23, 5, 57, 34, 0),
+      Date.UTC(2027, 0, 1, 0, 0, 0, 120),
+    ]) {
       usage.record(key, ms, 1, 2);
       expect(key.lastUsedAt).toBe(new Date(ms).toISOString());
     }
-    expect(key.usage).toEqual({ requests: 5, promptTokens: 5, completionTokens: 10, firstUsedAt: '2026-11-23T05:57:33.007Z' });
-    expect(usage.takeDirty()).toMatchObject([{ requests: 5, promptTokens: 5, completionTokens: 10, firstUsedAt: '2026-11-23T05:57:33.007Z', lastUsedAt: key.lastUsedAt }]);
+    expect(key.usage).toEqual({
+      requests: 5,
+      promptTokens: 5,
+      completionTokens: 10,
+      firstUsedAt: '2026-11-23T05:57:33.007Z',
+    });
+    expect(usage.takeDirty()).toMatchObject([
+      {
+        requests: 5,
+        promptTokens: 5,
+        completionTokens: 10,
+        firstUsedAt: '2026-11-23T05:57:33.007Z',
+        lastUsedAt: key.lastUsedAt,
+      },
+    ]);
   });
 });

@@ -33,11 +33,16 @@ async function open(path: string, options: LowdbStoreOptions = {}) {
 
 async function readyInstance(lc: LifecycleService, id: string): Promise<string> {
   await lc.addInstance({ id, model: 'gemma4:26b', endpoint: 'http://127.0.0.1:9/v1' });
-  return (await (await lc.ready(id)).defaultKey)!.id;
+  return (await (
+    await lc.ready(id)
+  ).defaultKey)!.id;
 }
 
 /** What a reopened store holds, compared as a whole. */
-async function contents(path: string, options: LowdbStoreOptions = {}): Promise<{ data: StoreData; notices: string[] }> {
+async function contents(
+  path: string,
+  options: LowdbStoreOptions = {},
+): Promise<{ data: StoreData; notices: string[] }> {
   const notices: string[] = [];
   const store = new LowdbStore(path, { ...options, onNotice: (m) => notices.push(m) });
   const data = await store.load();
@@ -53,11 +58,18 @@ describe('the journal of commits', () => {
     const keyId = await readyInstance(lc, 'gpu-1');
     const created = await lc.createKey('gpu-1', 'ci');
     const dbAfter = await stat(path);
-    expect({ ino: dbAfter.ino, mtimeMs: dbAfter.mtimeMs, size: dbAfter.size }).toEqual({ ino: dbBefore.ino, mtimeMs: dbBefore.mtimeMs, size: dbBefore.size });
+    expect({ ino: dbAfter.ino, mtimeMs: dbAfter.mtimeMs, size: dbAfter.size }).toEqual({
+      ino: dbBefore.ino,
+      mtimeMs: dbBefore.mtimeMs,
+      size: dbBefore.size,
+    });
     const read = await readJournal(`${path}.journal`);
     // addInstance, ready, the default key, the key: one entry each, numbered from 1.
     expect(read?.entries.map((e) => [e.n, e.m.map((m) => m.op)])).toEqual([
-      [1, ['putInstance', 'appendEvent']], [2, ['putInstance', 'appendEvent']], [3, ['putKey', 'appendEvent']], [4, ['putKey', 'appendEvent']],
+      [1, ['putInstance', 'appendEvent']],
+      [2, ['putInstance', 'appendEvent']],
+      [3, ['putKey', 'appendEvent']],
+      [4, ['putKey', 'appendEvent']],
     ]);
     expect(read?.torn).toBe(0);
     // Simulated crash: db.json is read with the journal, without the close's fold.
@@ -82,11 +94,18 @@ describe('the journal of commits', () => {
     await store.close();
     await rename(`${journal}.keep`, journal);
     const torn = frame({ n: 4, m: [{ op: 'deleteInstance', id: 'gpu-1' }] });
-    for (const tail of [torn.subarray(0, torn.length - 7), Buffer.concat([torn.subarray(0, 20), Buffer.from('X'), torn.subarray(21)])]) {
+    for (const tail of [
+      torn.subarray(0, torn.length - 7),
+      Buffer.concat([torn.subarray(0, 20), Buffer.from('X'), torn.subarray(21)]),
+    ]) {
       await writeFile(journal, Buffer.concat([whole, tail]));
       const { data, notices } = await contents(path, { readOnly: true });
       expect(data.instances.map((i) => [i.id, i.state])).toEqual([['gpu-1', 'ready']]);
-      expect(notices).toEqual([expect.stringMatching(/ended in a write a crash or a full disk cut off \(\d+ bytes, never acknowledged\); dropped\./)]);
+      expect(notices).toEqual([
+        expect.stringMatching(
+          /ended in a write a crash or a full disk cut off \(\d+ bytes, never acknowledged\); dropped\./,
+        ),
+      ]);
     }
     // Reopened for writing: the torn bytes are cut off and the next commit follows the last whole one.
     const again = await open(path);
@@ -105,7 +124,9 @@ describe('the journal of commits', () => {
     lines[1] = lines[1]!.replace('"pending"', '"PENDING"');
     await writeFile(journal, lines.join('\n'));
     const store = new LowdbStore(path);
-    await expect(store.load()).rejects.toThrow(`The store journal ${journal} line 2 is damaged (its checksum does not match) and has whole entries after it`);
+    await expect(store.load()).rejects.toThrow(
+      `The store journal ${journal} line 2 is damaged (its checksum does not match) and has whole entries after it`,
+    );
     expect(await readFile(journal, 'utf8')).toBe(lines.join('\n'));
   });
 
@@ -158,7 +179,11 @@ describe('the journal of commits', () => {
     const { data, notices } = await contents(path);
     expect(data.instances.map((i) => i.id)).toEqual(['gpu-1']);
     expect(data.keys.find((k) => k.id === keyId)).toMatchObject({ status: 'revoked', revokeReason: 'manual' });
-    expect(notices).toContainEqual(expect.stringMatching(/^The store journal does not continue .*db\.json \(it holds entry \d+ where \d+ was due: was db\.json restored from an older backup\?\)\. Its files were kept aside as \*\.unused-/));
+    expect(notices).toContainEqual(
+      expect.stringMatching(
+        /^The store journal does not continue .*db\.json \(it holds entry \d+ where \d+ was due: was db\.json restored from an older backup\?\)\. Its files were kept aside as \*\.unused-/,
+      ),
+    );
     expect((await readdir(dir)).some((f) => /^db\.json\.journal\.unused-/.test(f))).toBe(true);
   });
 });
@@ -177,7 +202,10 @@ describe('the audit trail, bounded', () => {
     const db = JSON.parse(await readFile(path, 'utf8')) as { events: AuditEvent[]; auditArchived: { seq: number } };
     expect(db.events).toEqual(all.slice(-10));
     expect(db.auditArchived.seq).toBe(9);
-    const archived = (await readFile(`${path}.audit`, 'utf8')).trim().split('\n').map((l) => JSON.parse(l) as AuditEvent);
+    const archived = (await readFile(`${path}.audit`, 'utf8'))
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as AuditEvent);
     expect(archived).toEqual(all.slice(0, 9));
     // Reopened: the key whose key.revoked event went to the archive is not "repaired" (no
     // event added again, no notice); folded again, nothing is archived twice.
@@ -187,7 +215,10 @@ describe('the audit trail, bounded', () => {
     expect(again.lc.registry.events.map((e) => e.seq)).toEqual(all.slice(-10).map((e) => e.seq));
     await readyInstance(again.lc, 'gpu-6');
     await again.store.close();
-    const archivedAgain = (await readFile(`${path}.audit`, 'utf8')).trim().split('\n').map((l) => (JSON.parse(l) as AuditEvent).seq);
+    const archivedAgain = (await readFile(`${path}.audit`, 'utf8'))
+      .trim()
+      .split('\n')
+      .map((l) => (JSON.parse(l) as AuditEvent).seq);
     expect(archivedAgain).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
   });
 });
@@ -200,10 +231,18 @@ describe('10,000 keys and 100,000 audit events', () => {
     const j0 = (await readJournal(`${path}.journal`))!.end;
     await op();
     const db1 = await stat(path);
-    return { journal: (await readJournal(`${path}.journal`))!.end - j0, dbRewritten: db1.ino !== db0.ino || db1.mtimeMs !== db0.mtimeMs };
+    return {
+      journal: (await readJournal(`${path}.journal`))!.end - j0,
+      dbRewritten: db1.ino !== db0.ino || db1.mtimeMs !== db0.mtimeMs,
+    };
   }
 
-  async function measure(data: StoreData | null): Promise<{ create: { journal: number; dbRewritten: boolean }; stop: { journal: number; dbRewritten: boolean }; dbBytes: number; eventsHeld: number }> {
+  async function measure(data: StoreData | null): Promise<{
+    create: { journal: number; dbRewritten: boolean };
+    stop: { journal: number; dbRewritten: boolean };
+    dbBytes: number;
+    eventsHeld: number;
+  }> {
     const dir = await home();
     const path = join(dir, 'db.json');
     if (data !== null) await writeFile(path, JSON.stringify(data));
@@ -211,7 +250,9 @@ describe('10,000 keys and 100,000 audit events', () => {
     const eventsHeld = lc.registry.events.length;
     // The stop revokes the instance's 9 active keys (as in the big store: 100 keys an instance, a fifth revoked).
     await lc.addInstance({ id: 'target', model: 'gemma4:26b', endpoint: 'http://127.0.0.1:9/v1' });
-    await (await lc.ready('target')).defaultKey;
+    await (
+      await lc.ready('target')
+    ).defaultKey;
     for (let i = 0; i < 8; i++) await lc.createKey('target', `t${i}`);
     const create = await cost(path, () => lc.createKey('target', 'measured'));
     const stop = await cost(path, () => lc.halt('target', 'stop'));

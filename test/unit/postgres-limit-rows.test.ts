@@ -33,34 +33,48 @@ async function daemon(counts: LimitCounts): Promise<{ store: PostgresStore; seen
   return { store, seen };
 }
 
-it('each daemon reads every daemon\'s row of the tick before; own old rows are deleted; a daemon gone drops out', { timeout: 30_000 }, async () => {
-  const a = await daemon({ window: 1, keys: { k1: [3, 10, 1, 4, 2, 5, 1] } });
-  const b = await daemon({ window: 1, keys: {} });
-  const both = (seen: LimitSnapshot[]): LimitSnapshot | undefined => seen.find((s) => s.nodes.size === 2);
-  const onB = await eventually(() => both(b.seen), 'b reads both rows');
-  expect(onB.self).toBe(b.store.origin);
-  expect(Object.fromEntries(onB.nodes)).toEqual({
-    [a.store.origin]: { window: 1, keys: { k1: [3, 10, 1, 4, 2, 5, 1] } },
-    [b.store.origin]: { window: 1, keys: {} },
-  });
-  // Rows are kept 8 ticks per daemon (the look-back), then deleted by their writer.
-  const client = new pg.Client({ connectionString: db.url });
-  await client.connect();
-  try {
-    const rowsOf = async (node: string): Promise<number> => Number((await client.query<{ n: string }>('SELECT count(*) AS n FROM ob_limit_counts WHERE node = $1', [node])).rows[0]!.n);
-    await eventually(() => b.seen.length >= 20, 'twenty ticks', 20_000);
-    expect(await rowsOf(a.store.origin)).toBeLessThanOrEqual(10);
-    // a stops: b counts it with its last row for 8 ticks, then without it.
-    await a.store.close();
-    stores.splice(stores.indexOf(a.store), 1);
-    const from = b.seen.length;
-    await eventually(() => b.seen.slice(from).some((s) => s.nodes.size === 1), 'b reads its own row alone', 20_000);
-    // Its last row was counted while within the look-back: snapshot of tick t reads ticks t-7 to t.
-    const last = Number((await client.query<{ t: string }>('SELECT max(tick) AS t FROM ob_limit_counts WHERE node = $1', [a.store.origin])).rows[0]!.t);
-    const later = b.seen.filter((s) => s.tick > last);
-    expect(later.map((s) => s.nodes.has(a.store.origin))).toEqual(later.map((s) => s.tick - 7 <= last));
-    expect(later.some((s) => !s.nodes.has(a.store.origin))).toBe(true);
-  } finally {
-    await client.end();
-  }
-});
+it(
+  "each daemon reads every daemon's row of the tick before; own old rows are deleted; a daemon gone drops out",
+  { timeout: 30_000 },
+  async () => {
+    const a = await daemon({ window: 1, keys: { k1: [3, 10, 1, 4, 2, 5, 1] } });
+    const b = await daemon({ window: 1, keys: {} });
+    const both = (seen: LimitSnapshot[]): LimitSnapshot | undefined => seen.find((s) => s.nodes.size === 2);
+    const onB = await eventually(() => both(b.seen), 'b reads both rows');
+    expect(onB.self).toBe(b.store.origin);
+    expect(Object.fromEntries(onB.nodes)).toEqual({
+      [a.store.origin]: { window: 1, keys: { k1: [3, 10, 1, 4, 2, 5, 1] } },
+      [b.store.origin]: { window: 1, keys: {} },
+    });
+    // Rows are kept 8 ticks per daemon (the look-back), then deleted by their writer.
+    const client = new pg.Client({ connectionString: db.url });
+    await client.connect();
+    try {
+      const rowsOf = async (node: string): Promise<number> =>
+        Number(
+          (await client.query<{ n: string }>('SELECT count(*) AS n FROM ob_limit_counts WHERE node = $1', [node]))
+            .rows[0]!.n,
+        );
+      await eventually(() => b.seen.length >= 20, 'twenty ticks', 20_000);
+      expect(await rowsOf(a.store.origin)).toBeLessThanOrEqual(10);
+      // a stops: b counts it with its last row for 8 ticks, then without it.
+      await a.store.close();
+      stores.splice(stores.indexOf(a.store), 1);
+      const from = b.seen.length;
+      await eventually(() => b.seen.slice(from).some((s) => s.nodes.size === 1), 'b reads its own row alone', 20_000);
+      // Its last row was counted while within the look-back: snapshot of tick t reads ticks t-7 to t.
+      const last = Number(
+        (
+          await client.query<{ t: string }>('SELECT max(tick) AS t FROM ob_limit_counts WHERE node = $1', [
+            a.store.origin,
+          ])
+        ).rows[0]!.t,
+      );
+      const later = b.seen.filter((s) => s.tick > last);
+      expect(later.map((s) => s.nodes.has(a.store.origin))).toEqual(later.map((s) => s.tick - 7 <= last));
+      expect(later.some((s) => !s.nodes.has(a.store.origin))).toBe(true);
+    } finally {
+      await client.end();
+    }
+  },
+);

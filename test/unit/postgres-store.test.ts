@@ -33,11 +33,20 @@ afterEach(async () => {
   await db.drop();
 });
 
-async function node(opts: { notify?: boolean; catchupMs?: number; notices?: string[] } = {}): Promise<{ lc: LifecycleService; store: PostgresStore; heard: AuditEvent[] }> {
-  const store = new PostgresStore(db.url, { catchupMs: opts.catchupMs ?? 100, notify: opts.notify ?? true, now: clock.now, onNotice: (m) => opts.notices?.push(m) });
+async function node(
+  opts: { notify?: boolean; catchupMs?: number; notices?: string[] } = {},
+): Promise<{ lc: LifecycleService; store: PostgresStore; heard: AuditEvent[] }> {
+  const store = new PostgresStore(db.url, {
+    catchupMs: opts.catchupMs ?? 100,
+    notify: opts.notify ?? true,
+    now: clock.now,
+    onNotice: (m) => opts.notices?.push(m),
+  });
   const lc = await LifecycleService.open({ store, clock, secrets: cryptoSecretSource, models: MODELS });
   const heard: AuditEvent[] = [];
-  lc.onChange((e, origin) => { if (origin === 'remote') heard.push(e); });
+  lc.onChange((e, origin) => {
+    if (origin === 'remote') heard.push(e);
+  });
   open.push({ lc, store });
   return { lc, store, heard };
 }
@@ -63,8 +72,19 @@ describe('PostgreSQL store', () => {
 
   it('is chosen by a postgres:// URL; --max-stale must exceed the catch-up period', () => {
     const c = resolveConfig({ store: 'postgres://ob@db/obproxy' }, {}, '/home/x');
-    expect(c).toMatchObject({ store: 'postgres://ob@db/obproxy', maxStaleMs: 30_000, storeCatchupMs: 2000, storeNotify: true });
-    expect(resolveConfig({}, { OB_PROXY_STORE: 'postgresql://db/x', OB_PROXY_MAX_STALE: '5', OB_PROXY_TEST_NO_NOTIFY: '1' }, '/h')).toMatchObject({ maxStaleMs: 5000, storeNotify: false });
+    expect(c).toMatchObject({
+      store: 'postgres://ob@db/obproxy',
+      maxStaleMs: 30_000,
+      storeCatchupMs: 2000,
+      storeNotify: true,
+    });
+    expect(
+      resolveConfig(
+        {},
+        { OB_PROXY_STORE: 'postgresql://db/x', OB_PROXY_MAX_STALE: '5', OB_PROXY_TEST_NO_NOTIFY: '1' },
+        '/h',
+      ),
+    ).toMatchObject({ maxStaleMs: 5000, storeNotify: false });
     expect(() => resolveConfig({ maxStale: 1 }, {}, '/h')).toThrow(/must be longer than the store's catch-up period/);
     expect(() => resolveConfig({ store: 'mysql://db/x' }, {}, '/h')).toThrow(/not supported/);
   });
@@ -151,13 +171,48 @@ describe('PostgreSQL store', () => {
     await eventually(() => b.lc.registry.keys.has(key.id), 'B knows the key');
     // As the data plane's UsageTracker does: the registry's counters first, the delta flushed.
     Object.assign(a.lc.registry.keys.get(key.id)!.usage, { requests: 3, promptTokens: 30, completionTokens: 60 });
-    await a.lc.flushUsage([{ keyId: key.id, requests: 3, promptTokens: 30, completionTokens: 60, reasoningTokens: 6, errors: 1, disconnects: 0, firstUsedAt: '2026-11-23T12:00:00.500Z', lastUsedAt: '2026-11-23T12:00:01.000Z' }]);
-    await b.lc.flushUsage([{ keyId: key.id, requests: 2, promptTokens: 20, completionTokens: 40, reasoningTokens: 4, errors: 1, disconnects: 1, firstUsedAt: '2026-11-23T12:00:00.100Z', lastUsedAt: '2026-11-23T12:00:02.000Z' }]);
+    await a.lc.flushUsage([
+      {
+        keyId: key.id,
+        requests: 3,
+        promptTokens: 30,
+        completionTokens: 60,
+        reasoningTokens: 6,
+        errors: 1,
+        disconnects: 0,
+        firstUsedAt: '2026-11-23T12:00:00.500Z',
+        lastUsedAt: '2026-11-23T12:00:01.000Z',
+      },
+    ]);
+    await b.lc.flushUsage([
+      {
+        keyId: key.id,
+        requests: 2,
+        promptTokens: 20,
+        completionTokens: 40,
+        reasoningTokens: 4,
+        errors: 1,
+        disconnects: 1,
+        firstUsedAt: '2026-11-23T12:00:00.100Z',
+        lastUsedAt: '2026-11-23T12:00:02.000Z',
+      },
+    ]);
     // A revocation written afterwards carries A's older view of the counters: it must not win.
     await a.lc.revokeKey(key.id);
     const data = await new PostgresStore(db.url).load();
-    expect(data.keys.find((k) => k.id === key.id)).toMatchObject({ usage: { requests: 5, promptTokens: 50, completionTokens: 100, reasoningTokens: 10, errors: 2, disconnects: 1, firstUsedAt: '2026-11-23T12:00:00.100Z' }, lastUsedAt: '2026-11-23T12:00:02.000Z' });
-    await eventually(() => a.lc.registry.keys.get(key.id)?.usage.requests === 5, 'A counts B\'s usage too');
+    expect(data.keys.find((k) => k.id === key.id)).toMatchObject({
+      usage: {
+        requests: 5,
+        promptTokens: 50,
+        completionTokens: 100,
+        reasoningTokens: 10,
+        errors: 2,
+        disconnects: 1,
+        firstUsedAt: '2026-11-23T12:00:00.100Z',
+      },
+      lastUsedAt: '2026-11-23T12:00:02.000Z',
+    });
+    await eventually(() => a.lc.registry.keys.get(key.id)?.usage.requests === 5, "A counts B's usage too");
   });
 
   it('one daemon at a time holds the chores lock; another takes over when it goes', async () => {
@@ -167,7 +222,10 @@ describe('PostgreSQL store', () => {
     // B tries every period and never gets it while A lives.
     await eventually(() => b.store.lastInSync() > 0 && !b.store.holdsChores(), 'B in sync without the chores');
     await a.store.close();
-    open.splice(open.findIndex((o) => o.store === a.store), 1);
+    open.splice(
+      open.findIndex((o) => o.store === a.store),
+      1,
+    );
     await eventually(() => b.store.holdsChores(), 'B takes over the chores');
   });
 });
@@ -189,9 +247,33 @@ describe.each([
     const lc = await LifecycleService.open({ store, clock, secrets: cryptoSecretSource, models: MODELS });
     const { key, secret } = await ready(lc);
     const other = await lc.createKey('gpu-1', 'ci');
-    await lc.flushUsage([{ keyId: other.key.id, requests: 4, promptTokens: 1, completionTokens: 2, reasoningTokens: 1, errors: 2, disconnects: 1, firstUsedAt: '2026-11-23T11:00:00.000Z', lastUsedAt: '2026-11-23T11:30:00.000Z' }]);
+    await lc.flushUsage([
+      {
+        keyId: other.key.id,
+        requests: 4,
+        promptTokens: 1,
+        completionTokens: 2,
+        reasoningTokens: 1,
+        errors: 2,
+        disconnects: 1,
+        firstUsedAt: '2026-11-23T11:00:00.000Z',
+        lastUsedAt: '2026-11-23T11:30:00.000Z',
+      },
+    ]);
     // A second batch adds to the counters; the first use stays the earliest.
-    await lc.flushUsage([{ keyId: other.key.id, requests: 1, promptTokens: 0, completionTokens: 0, reasoningTokens: 0, errors: 1, disconnects: 0, firstUsedAt: '2026-11-23T11:40:00.000Z', lastUsedAt: '2026-11-23T11:40:00.000Z' }]);
+    await lc.flushUsage([
+      {
+        keyId: other.key.id,
+        requests: 1,
+        promptTokens: 0,
+        completionTokens: 0,
+        reasoningTokens: 0,
+        errors: 1,
+        disconnects: 0,
+        firstUsedAt: '2026-11-23T11:40:00.000Z',
+        lastUsedAt: '2026-11-23T11:40:00.000Z',
+      },
+    ]);
     await lc.revokeKey(key.id);
     await lc.addInstance({ id: 'gpu-2', model: 'qwen3.6:27b', packEndsAt: new Date(T0 + 3_600_000).toISOString() });
     await lc.remove('gpu-2');
@@ -199,11 +281,25 @@ describe.each([
     const again = await reopen(store, make);
     expect(again.registry.authenticate(secret, T0, true)).toMatchObject({ ok: false, code: 'revoked_api_key' });
     expect(again.registry.authenticate(other.secret, T0, true)).toMatchObject({ ok: true });
-    expect(again.registry.keys.get(other.key.id)?.usage).toEqual({ requests: 5, promptTokens: 1, completionTokens: 2, reasoningTokens: 1, errors: 3, disconnects: 1, firstUsedAt: '2026-11-23T11:00:00.000Z' });
+    expect(again.registry.keys.get(other.key.id)?.usage).toEqual({
+      requests: 5,
+      promptTokens: 1,
+      completionTokens: 2,
+      reasoningTokens: 1,
+      errors: 3,
+      disconnects: 1,
+      firstUsedAt: '2026-11-23T11:00:00.000Z',
+    });
     expect(again.registry.keys.get(other.key.id)?.lastUsedAt).toBe('2026-11-23T11:40:00.000Z');
     expect([...again.registry.instances.keys()]).toEqual(['gpu-1']);
     expect(again.registry.events.map((e) => e.type)).toEqual([
-      'instance.added', 'instance.state', 'key.created', 'key.created', 'key.revoked', 'instance.added', 'instance.removed',
+      'instance.added',
+      'instance.state',
+      'key.created',
+      'key.created',
+      'key.revoked',
+      'instance.added',
+      'instance.removed',
     ]);
     const seqs = again.registry.events.map((e) => e.seq);
     expect([...seqs].sort((x, y) => x - y)).toEqual(seqs);
@@ -215,7 +311,12 @@ describe.each([
     const c = { now: () => now };
     const lc = await LifecycleService.open({ store, clock: c, secrets: cryptoSecretSource, models: MODELS });
     open.push({ lc, store });
-    await lc.addInstance({ id: 'gpu-1', model: 'gemma4:26b', endpoint: 'http://127.0.0.1:11434', packEndsAt: new Date(T0 + 60_000).toISOString() });
+    await lc.addInstance({
+      id: 'gpu-1',
+      model: 'gemma4:26b',
+      endpoint: 'http://127.0.0.1:11434',
+      packEndsAt: new Date(T0 + 60_000).toISOString(),
+    });
     const k1 = await (await lc.ready('gpu-1')).defaultKey;
     await ready(lc, 'gpu-2');
     await lc.halt('gpu-2', 'stop');

@@ -8,10 +8,23 @@ import { isPrintable, printable, printableJson } from '../../src/printable.js';
 
 // Independent of the module's regex: the characters the issue names, by code point.
 const HOSTILE: number[] = [
-  ...range(0x00, 0x1f), 0x7f, ...range(0x80, 0x9f), // C0, DEL, C1 (0x9b is a one-byte CSI)
-  ...range(0x202a, 0x202e), ...range(0x2066, 0x2069), 0x200e, 0x200f, 0x061c, // bidi
-  0x200b, 0x200c, 0x200d, 0x2060, 0xfeff, 0x00ad, // zero-width, soft hyphen, BOM
-  0x2028, 0x2029, 0xe0041, // line and paragraph separators, a tag character
+  ...range(0x00, 0x1f),
+  0x7f,
+  ...range(0x80, 0x9f), // C0, DEL, C1 (0x9b is a one-byte CSI)
+  ...range(0x202a, 0x202e),
+  ...range(0x2066, 0x2069),
+  0x200e,
+  0x200f,
+  0x061c, // bidi
+  0x200b,
+  0x200c,
+  0x200d,
+  0x2060,
+  0xfeff,
+  0x00ad, // zero-width, soft hyphen, BOM
+  0x2028,
+  0x2029,
+  0xe0041, // line and paragraph separators, a tag character
 ];
 
 function range(from: number, to: number): number[] {
@@ -44,34 +57,65 @@ describe('printable', () => {
   });
 
   it('leaves ordinary text alone: accents, CJK, emoji, spaces', () => {
-    for (const s of ['ci-bot', 'Zoë’s notebook', '研究チーム', 'rocket 🚀', 'a b', 'back\\slash', 'http://10.0.0.5:11434']) {
+    for (const s of [
+      'ci-bot',
+      'Zoë’s notebook',
+      '研究チーム',
+      'rocket 🚀',
+      'a b',
+      'back\\slash',
+      'http://10.0.0.5:11434',
+    ]) {
       expect(printable(s)).toBe(s);
       expect(isPrintable(s)).toBe(true);
     }
   });
 
   it('for any string: nothing hostile survives, and escaping twice changes nothing more', () => {
-    const unit = fc.oneof(fc.string({ unit: 'binary' }), fc.constantFrom(...HOSTILE.map((c) => String.fromCodePoint(c))), fc.constant('\ud800'));
-    fc.assert(fc.property(fc.array(unit).map((parts) => parts.join('')), (s) => {
-      const out = printable(s);
-      expect(raw(out)).toBe(false);
-      expect(isPrintable(out)).toBe(true);
-      expect(printable(out)).toBe(out);
-      expect(isPrintable(s)).toBe(out === s);
-    }), { numRuns: 500 });
+    const unit = fc.oneof(
+      fc.string({ unit: 'binary' }),
+      fc.constantFrom(...HOSTILE.map((c) => String.fromCodePoint(c))),
+      fc.constant('\ud800'),
+    );
+    fc.assert(
+      fc.property(
+        fc.array(unit).map((parts) => parts.join('')),
+        (s) => {
+          const out = printable(s);
+          expect(raw(out)).toBe(false);
+          expect(isPrintable(out)).toBe(true);
+          expect(printable(out)).toBe(out);
+          expect(isPrintable(s)).toBe(out === s);
+        },
+      ),
+      { numRuns: 500 },
+    );
   });
 });
 
 describe('printableJson', () => {
   it('is the same JSON value, with nothing hostile left raw in the text', () => {
-    const unit = fc.oneof(fc.string({ unit: 'binary' }), fc.constantFrom(...HOSTILE.map((c) => String.fromCodePoint(c))));
-    const value = fc.dictionary(fc.array(unit).map((p) => p.join('')), fc.oneof(fc.array(unit).map((p) => p.join('')), fc.integer(), fc.constant(null)));
-    fc.assert(fc.property(value, (v) => {
-      const text = printableJson({ list: [v] }, 2);
-      expect(JSON.parse(text)).toEqual(JSON.parse(JSON.stringify({ list: [v] })));
-      // The pretty-printer's own newlines are the only control characters left.
-      expect(raw(text.replaceAll('\n', ''))).toBe(false);
-    }), { numRuns: 300 });
+    const unit = fc.oneof(
+      fc.string({ unit: 'binary' }),
+      fc.constantFrom(...HOSTILE.map((c) => String.fromCodePoint(c))),
+    );
+    const value = fc.dictionary(
+      fc.array(unit).map((p) => p.join('')),
+      fc.oneof(
+        fc.array(unit).map((p) => p.join('')),
+        fc.integer(),
+        fc.constant(null),
+      ),
+    );
+    fc.assert(
+      fc.property(value, (v) => {
+        const text = printableJson({ list: [v] }, 2);
+        expect(JSON.parse(text)).toEqual(JSON.parse(JSON.stringify({ list: [v] })));
+        // The pretty-printer's own newlines are the only control characters left.
+        expect(raw(text.replaceAll('\n', ''))).toBe(false);
+      }),
+      { numRuns: 300 },
+    );
   });
 
   it('writes C1 and bidi characters as \\u escapes', () => {

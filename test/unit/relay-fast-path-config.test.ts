@@ -12,5 +12,6 @@ it('is on by default and with 1, off with 0', () => {
 });
 
 it('refuses anything else, rather than guess what "no" or "false " meant', () => {
-  for (const v of ['false', 'no', 'off', '2', ' 0']) expect(() => fast({ OB_PROXY_RELAY_FAST_PATH: v })).toThrow(/must be 0 or 1/);
+  for (const v of ['false', 'no', 'off', '2', ' 0'])
+    expect(() => fast({ OB_PROXY_RELAY_FAST_PATH: v })).toThrow(/must be 0 or 1/);
 });

@@ -20,8 +20,13 @@ const dir = (): Promise<string> => mkdtemp(join(tmpdir(), 'obj-'));
 
 function record(n: number, extra: Partial<JournalRecord> = {}): JournalRecord {
   return {
-    keyId: `key${String(n).padStart(9, '0')}`, keyHash: n.toString(16).padStart(64, '0'), instance: 'gpu-1',
-    deployment: 'd-1', reason: 'manual', at: '2026-11-23T12:00:00.000Z', ...extra,
+    keyId: `key${String(n).padStart(9, '0')}`,
+    keyHash: n.toString(16).padStart(64, '0'),
+    instance: 'gpu-1',
+    deployment: 'd-1',
+    reason: 'manual',
+    at: '2026-11-23T12:00:00.000Z',
+    ...extra,
   };
 }
 
@@ -35,7 +40,12 @@ describe('revocation journal', () => {
     await j.append([record(2), record(3)]);
     expect((await stat(path)).size).toBe(4096);
     const text = (await readFile(path, 'utf8')).replace(/\0+$/, '');
-    expect(text.split('\n').filter((l) => l !== '').map((l) => (JSON.parse(l) as JournalRecord).keyId)).toEqual(['key000000001', 'key000000002', 'key000000003']);
+    expect(
+      text
+        .split('\n')
+        .filter((l) => l !== '')
+        .map((l) => (JSON.parse(l) as JournalRecord).keyId),
+    ).toEqual(['key000000001', 'key000000002', 'key000000003']);
     const again = await RevocationJournal.open(path, { reserve: 4096 });
     expect(again.records()).toEqual([record(1), record(2), record(3)]);
     expect(again.hasHash(record(3).keyHash)).toBe(true);
@@ -78,7 +88,9 @@ describe('revocation journal', () => {
     const path = join(await dir(), 'j');
     const content = `${JSON.stringify(record(1))}\n{"keyId":"x","reason":"because"}\n${JSON.stringify(record(3))}\n`;
     await writeFile(path, content);
-    await expect(RevocationJournal.open(path)).rejects.toThrow(/line 2 is not a revocation record \(no "keyHash"\)\. It was left untouched: fix or delete that line by hand/);
+    await expect(RevocationJournal.open(path)).rejects.toThrow(
+      /line 2 is not a revocation record \(no "keyHash"\)\. It was left untouched: fix or delete that line by hand/,
+    );
     expect(await readFile(path, 'utf8')).toBe(content);
   });
 
@@ -86,7 +98,9 @@ describe('revocation journal', () => {
     const d = await dir();
     await writeFile(join(d, 'elsewhere'), '');
     await symlink(join(d, 'elsewhere'), join(d, 'j'));
-    await expect(RevocationJournal.open(join(d, 'j'))).rejects.toThrow(/is a symbolic link; ob-proxy does not follow links/);
+    await expect(RevocationJournal.open(join(d, 'j'))).rejects.toThrow(
+      /is a symbolic link; ob-proxy does not follow links/,
+    );
     expect(await readFile(join(d, 'elsewhere'), 'utf8')).toBe('');
   });
 
@@ -99,12 +113,18 @@ describe('revocation journal', () => {
     await rm(path);
     await writeFile(path, older);
     await j.append([record(3)]);
-    expect((await RevocationJournal.open(path)).records().map((r) => r.keyId)).toEqual(['key000000001', 'key000000002', 'key000000003']);
+    expect((await RevocationJournal.open(path)).records().map((r) => r.keyId)).toEqual([
+      'key000000001',
+      'key000000002',
+      'key000000003',
+    ]);
   });
 
   const mountPoint = join(tmpdir(), `obj-full-${process.pid}`);
   let mounted = false;
-  afterAll(() => { if (mounted) unmount(mountPoint); });
+  afterAll(() => {
+    if (mounted) unmount(mountPoint);
+  });
   it('records a revocation on a full disk, in the space reserved ahead (tmpfs)', async (t) => {
     await mkdir(mountPoint, { recursive: true });
     mounted = process.getuid?.() === 0 && mountTmpfs(mountPoint, '256k');
@@ -136,17 +156,32 @@ describe('the store and lifecycle around the journal', () => {
     // A folder where the store's journal was: every commit fails, the revocation journal does not.
     await rename(join(d, 'db.json.journal'), join(d, 'saved.journal'));
     await mkdir(join(d, 'db.json.journal'));
-    await expect(lc.halt('gpu-1', 'stop')).rejects.toThrow(/^Revoked in the running daemon and recorded in the revocation journal, so it holds after a restart/);
+    await expect(lc.halt('gpu-1', 'stop')).rejects.toThrow(
+      /^Revoked in the running daemon and recorded in the revocation journal, so it holds after a restart/,
+    );
     expect(store.isRevocationDurable(keyId)).toBe(true);
-    const err = await lc.close().then(() => null, (e: unknown) => e);
+    const err = await lc.close().then(
+      () => null,
+      (e: unknown) => e,
+    );
     expect(err).toBeInstanceOf(UnwrittenAtShutdownError);
-    expect((err as UnwrittenAtShutdownError).unwritten).toMatchObject({ revocations: [{ keyId, instance: 'gpu-1', reason: 'instance_stopped', journaled: true }], instances: [{ id: 'gpu-1', state: 'stopped' }] });
-    expect((err as Error).message).toContain(`Revocations in the revocation journal, applied again at the next start: ${keyId} (instance gpu-1, instance_stopped).`);
+    expect((err as UnwrittenAtShutdownError).unwritten).toMatchObject({
+      revocations: [{ keyId, instance: 'gpu-1', reason: 'instance_stopped', journaled: true }],
+      instances: [{ id: 'gpu-1', state: 'stopped' }],
+    });
+    expect((err as Error).message).toContain(
+      `Revocations in the revocation journal, applied again at the next start: ${keyId} (instance gpu-1, instance_stopped).`,
+    );
     expect((err as Error).message).toContain('gpu-1 → stopped (ob-proxy instances stop gpu-1)');
     await store.close();
     await rm(join(d, 'db.json.journal'), { recursive: true });
     await rename(join(d, 'saved.journal'), join(d, 'db.json.journal'));
-    const reopened = await LifecycleService.open({ store: new LowdbStore(join(d, 'db.json')), clock, secrets: cryptoSecretSource, models: MODELS });
+    const reopened = await LifecycleService.open({
+      store: new LowdbStore(join(d, 'db.json')),
+      clock,
+      secrets: cryptoSecretSource,
+      models: MODELS,
+    });
     expect(reopened.registry.keys.get(keyId)).toMatchObject({ status: 'revoked', revokeReason: 'instance_stopped' });
   });
 
@@ -154,8 +189,14 @@ describe('the store and lifecycle around the journal', () => {
     const store = new MemoryStore();
     const { lc, keyId } = await readyLifecycle(store);
     store.failWrites = true;
-    await expect(lc.revokeKey(keyId)).rejects.toThrow(/^Revoked in the running daemon, but the store could not be written/);
-    await expect(lc.close()).rejects.toThrow(new RegExp(`Revocations NOT recorded anywhere, so these keys are active again after a restart: ${keyId} \\(instance gpu-1, manual\\)`));
+    await expect(lc.revokeKey(keyId)).rejects.toThrow(
+      /^Revoked in the running daemon, but the store could not be written/,
+    );
+    await expect(lc.close()).rejects.toThrow(
+      new RegExp(
+        `Revocations NOT recorded anywhere, so these keys are active again after a restart: ${keyId} \\(instance gpu-1, manual\\)`,
+      ),
+    );
   });
 
   it('close() is quiet when everything was written', async () => {

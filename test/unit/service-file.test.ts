@@ -19,7 +19,10 @@ function hasSystemdAnalyze(): boolean {
   }
 }
 const analyze = hasSystemdAnalyze();
-if (!analyze) console.log('service-file: systemd-analyze is not installed here; `verify` is skipped (the directives are still checked)');
+if (!analyze)
+  console.log(
+    'service-file: systemd-analyze is not installed here; `verify` is skipped (the directives are still checked)',
+  );
 
 function settings(text: string): Map<string, string[]> {
   const out = new Map<string, string[]>();

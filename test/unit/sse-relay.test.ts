@@ -1,14 +1,23 @@
 import { describe, expect, it } from 'vitest';
 import { SseRelay } from '../../src/wire/sse-relay.js';
 
-const chunk = (id: string, content: string): string => `data: {"id":"${id}","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"${content}"},"finish_reason":null}]}\n\n`;
-const usage = 'data: {"id":"chatcmpl-7","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}\n\n';
+const chunk = (id: string, content: string): string =>
+  `data: {"id":"${id}","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"${content}"},"finish_reason":null}]}\n\n`;
+const usage =
+  'data: {"id":"chatcmpl-7","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}\n\n';
 
 describe('SSE relay', () => {
   it('rewrites every id to ours, keeps order, and ends at [DONE]', () => {
     const r = new SseRelay('chatcmpl-ours', true);
-    const out = r.push(Buffer.from(chunk('chatcmpl-7', 'a') + chunk('chatcmpl-7', 'b') + usage + 'data: [DONE]\n\ndata: {"late":1}\n\n'));
-    expect(out).toBe(chunk('chatcmpl-ours', 'a') + chunk('chatcmpl-ours', 'b') + usage.replace('chatcmpl-7', 'chatcmpl-ours') + 'data: [DONE]\n\n');
+    const out = r.push(
+      Buffer.from(chunk('chatcmpl-7', 'a') + chunk('chatcmpl-7', 'b') + usage + 'data: [DONE]\n\ndata: {"late":1}\n\n'),
+    );
+    expect(out).toBe(
+      chunk('chatcmpl-ours', 'a') +
+        chunk('chatcmpl-ours', 'b') +
+        usage.replace('chatcmpl-7', 'chatcmpl-ours') +
+        'data: [DONE]\n\n',
+    );
     expect(r.done).toBe(true);
     expect(r.usage).toEqual({ prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 });
     expect(r.contentChunks).toBe(2);

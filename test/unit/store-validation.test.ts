@@ -11,13 +11,40 @@ import type { StoreData } from '../../src/store/store.js';
 import { StoreRecordError, validateStoreData } from '../../src/store/store-validation.js';
 
 const AT = '2026-11-23T12:00:00.000Z';
-const instance = { id: 'gpu-1', deployment: 'd-1', model: 'gemma4:26b', endpoint: 'http://10.0.0.5:11434', state: 'ready', packEndsAt: null, upstreamTokenFile: null, createdAt: AT, updatedAt: AT };
+const instance = {
+  id: 'gpu-1',
+  deployment: 'd-1',
+  model: 'gemma4:26b',
+  endpoint: 'http://10.0.0.5:11434',
+  state: 'ready',
+  packEndsAt: null,
+  upstreamTokenFile: null,
+  createdAt: AT,
+  updatedAt: AT,
+};
 const key = {
-  id: 'AAAAAAAAAAAA', name: 'default', instance: 'gpu-1', deployment: 'd-1', hash: 'a'.repeat(64), hint: 'ob_sk_…AAAA', isDefault: true,
-  status: 'active', createdAt: AT, lastUsedAt: null, revokedAt: null, revokeReason: null, usage: { requests: 0, promptTokens: 0, completionTokens: 0 },
+  id: 'AAAAAAAAAAAA',
+  name: 'default',
+  instance: 'gpu-1',
+  deployment: 'd-1',
+  hash: 'a'.repeat(64),
+  hint: 'ob_sk_…AAAA',
+  isDefault: true,
+  status: 'active',
+  createdAt: AT,
+  lastUsedAt: null,
+  revokedAt: null,
+  revokeReason: null,
+  usage: { requests: 0, promptTokens: 0, completionTokens: 0 },
 };
 const event = { seq: 1, at: AT, type: 'key.created', instance: 'gpu-1', keyId: 'AAAAAAAAAAAA', keyName: 'default' };
-const store = (patch: Record<string, unknown> = {}): Record<string, unknown> => ({ version: 2, instances: [instance], keys: [key], events: [event], ...patch });
+const store = (patch: Record<string, unknown> = {}): Record<string, unknown> => ({
+  version: 2,
+  instances: [instance],
+  keys: [key],
+  events: [event],
+  ...patch,
+});
 
 function refusal(raw: unknown): StoreRecordError {
   try {
@@ -38,21 +65,44 @@ describe('store validation', () => {
   });
 
   const instanceCases: [string, unknown][] = [
-    ['id', ''], ['id', '../etc'], ['id', 7], ['deployment', ''], ['model', null], ['endpoint', 'ftp://x'], ['endpoint', 5],
-    ['state', 'running'], ['packEndsAt', 'garbage'], ['packEndsAt', '2026-11-23'], ['packEndsAt', 1798000000000],
-    ['upstreamTokenFile', 3], ['createdAt', undefined], ['updatedAt', 'yesterday'],
+    ['id', ''],
+    ['id', '../etc'],
+    ['id', 7],
+    ['deployment', ''],
+    ['model', null],
+    ['endpoint', 'ftp://x'],
+    ['endpoint', 5],
+    ['state', 'running'],
+    ['packEndsAt', 'garbage'],
+    ['packEndsAt', '2026-11-23'],
+    ['packEndsAt', 1798000000000],
+    ['upstreamTokenFile', 3],
+    ['createdAt', undefined],
+    ['updatedAt', 'yesterday'],
   ];
   it.each(instanceCases)('an instance whose %s is %j is refused, naming the instance and the field', (field, value) => {
     const err = refusal(store({ instances: [{ ...instance, [field]: value }] }));
     expect(err.record).toMatch(/^instances\[0\]/);
     expect(err.field).toBe(field);
     expect(err.message).toContain(`field "${field}"`);
-    expect(err.message).toContain('The file was left untouched. Fix that record by hand (or restore the file from a backup) and start again.');
+    expect(err.message).toContain(
+      'The file was left untouched. Fix that record by hand (or restore the file from a backup) and start again.',
+    );
   });
 
   const keyCases: [string, unknown][] = [
-    ['id', 'has space'], ['name', null], ['instance', ''], ['hash', 'ob_sk_plaintext'], ['hash', 'A'.repeat(64)], ['hint', 1],
-    ['isDefault', 'yes'], ['status', 'enabled'], ['createdAt', null], ['lastUsedAt', 'now'], ['revokedAt', 0], ['revokeReason', 'bored'],
+    ['id', 'has space'],
+    ['name', null],
+    ['instance', ''],
+    ['hash', 'ob_sk_plaintext'],
+    ['hash', 'A'.repeat(64)],
+    ['hint', 1],
+    ['isDefault', 'yes'],
+    ['status', 'enabled'],
+    ['createdAt', null],
+    ['lastUsedAt', 'now'],
+    ['revokedAt', 0],
+    ['revokeReason', 'bored'],
     ['usage', null],
   ];
   it.each(keyCases)('a key whose %s is %j is refused, naming the key and the field', (field, value) => {
@@ -62,10 +112,16 @@ describe('store validation', () => {
   });
 
   it('names the exact usage counter, the missing revocation time, duplicates and bad events', () => {
-    expect(refusal(store({ keys: [{ ...key, usage: { ...key.usage, promptTokens: -1 } }] })).field).toBe('usage.promptTokens');
+    expect(refusal(store({ keys: [{ ...key, usage: { ...key.usage, promptTokens: -1 } }] })).field).toBe(
+      'usage.promptTokens',
+    );
     expect(refusal(store({ keys: [{ ...key, status: 'revoked', revokeReason: 'manual' }] })).field).toBe('revokedAt');
-    expect(refusal(store({ instances: [instance, instance] })).message).toContain('instances[1] (id "gpu-1"), field "id": instances[0] has the same id');
-    expect(refusal(store({ keys: [key, { ...key, id: 'BBBBBBBBBBBB' }] })).message).toContain('field "hash": keys[0] has the same hash');
+    expect(refusal(store({ instances: [instance, instance] })).message).toContain(
+      'instances[1] (id "gpu-1"), field "id": instances[0] has the same id',
+    );
+    expect(refusal(store({ keys: [key, { ...key, id: 'BBBBBBBBBBBB' }] })).message).toContain(
+      'field "hash": keys[0] has the same hash',
+    );
     expect(refusal(store({ events: [{ ...event, type: 'key.revoked', keyId: undefined }] })).field).toBe('keyId');
     expect(refusal(store({ events: [{ ...event, seq: 0 }] })).field).toBe('seq');
     expect(refusal(store({ instances: [null] })).message).toContain('instances[0]: expected an object, found null');
@@ -73,31 +129,76 @@ describe('store validation', () => {
   });
 
   it('loads usage written before reasoning, errors, disconnects and first use were counted with those at 0 and null; checks them when present', () => {
-    const loaded = validateStoreData('/h/db.json', store({ keys: [{ ...key, usage: { requests: 3, promptTokens: 4, completionTokens: 5 } }] }));
-    expect(loaded.keys[0]!.usage).toEqual({ requests: 3, promptTokens: 4, completionTokens: 5, reasoningTokens: 0, errors: 0, disconnects: 0, firstUsedAt: null });
-    const full = { requests: 3, promptTokens: 4, completionTokens: 5, reasoningTokens: 1, errors: 2, disconnects: 1, firstUsedAt: AT };
+    const loaded = validateStoreData(
+      '/h/db.json',
+      store({ keys: [{ ...key, usage: { requests: 3, promptTokens: 4, completionTokens: 5 } }] }),
+    );
+    expect(loaded.keys[0]!.usage).toEqual({
+      requests: 3,
+      promptTokens: 4,
+      completionTokens: 5,
+      reasoningTokens: 0,
+      errors: 0,
+      disconnects: 0,
+      firstUsedAt: null,
+    });
+    const full = {
+      requests: 3,
+      promptTokens: 4,
+      completionTokens: 5,
+      reasoningTokens: 1,
+      errors: 2,
+      disconnects: 1,
+      firstUsedAt: AT,
+    };
     expect(validateStoreData('/h/db.json', store({ keys: [{ ...key, usage: full }] })).keys[0]!.usage).toEqual(full);
     expect(refusal(store({ keys: [{ ...key, usage: { ...full, errors: 1.5 } }] })).field).toBe('usage.errors');
     expect(refusal(store({ keys: [{ ...key, usage: { ...full, disconnects: -1 } }] })).field).toBe('usage.disconnects');
-    expect(refusal(store({ keys: [{ ...key, usage: { ...full, reasoningTokens: '1' } }] })).field).toBe('usage.reasoningTokens');
-    expect(refusal(store({ keys: [{ ...key, usage: { ...full, firstUsedAt: 'yesterday' } }] })).field).toBe('usage.firstUsedAt');
+    expect(refusal(store({ keys: [{ ...key, usage: { ...full, reasoningTokens: '1' } }] })).field).toBe(
+      'usage.reasoningTokens',
+    );
+    expect(refusal(store({ keys: [{ ...key, usage: { ...full, firstUsedAt: 'yesterday' } }] })).field).toBe(
+      'usage.firstUsedAt',
+    );
   });
 
   it('refuses a newer version and something that is not a store, without a record error', () => {
-    expect(() => validateStoreData('/h/db.json', store({ version: 3 }))).toThrow(/written by a newer ob-proxy \(version 3\)/);
+    expect(() => validateStoreData('/h/db.json', store({ version: 3 }))).toThrow(
+      /written by a newer ob-proxy \(version 3\)/,
+    );
     expect(() => validateStoreData('/h/db.json', [])).toThrow(/is not an ob-proxy store/);
   });
 });
 
 describe('revoked wins', () => {
-  const data = (k: Partial<KeyRecord> = {}, events: unknown[] = [event]): StoreData => validateStoreData('x', store({ keys: [{ ...key, ...k }], events }));
-  const journaled: JournalRecord = { keyId: key.id, keyHash: key.hash, instance: 'gpu-1', deployment: 'd-1', reason: 'instance_stopped', at: '2026-11-24T00:00:00.000Z' };
+  const data = (k: Partial<KeyRecord> = {}, events: unknown[] = [event]): StoreData =>
+    validateStoreData('x', store({ keys: [{ ...key, ...k }], events }));
+  const journaled: JournalRecord = {
+    keyId: key.id,
+    keyHash: key.hash,
+    instance: 'gpu-1',
+    deployment: 'd-1',
+    reason: 'instance_stopped',
+    at: '2026-11-24T00:00:00.000Z',
+  };
 
-  it('a key the journal holds is revoked with the journal\'s time and reason, and the audit trail gains the event', () => {
+  it("a key the journal holds is revoked with the journal's time and reason, and the audit trail gains the event", () => {
     const r = revokedWins(data(), [journaled]);
-    expect(r.data.keys[0]).toMatchObject({ status: 'revoked', revokedAt: journaled.at, revokeReason: 'instance_stopped' });
-    expect(r.data.events.at(-1)).toMatchObject({ seq: 2, type: 'key.revoked', keyId: key.id, reason: 'instance_stopped', at: journaled.at });
-    expect(r.notices[0]).toMatch(/^Key AAAAAAAAAAAA \(instance gpu-1\) was active in the store, but the revocation journal records its revocation/);
+    expect(r.data.keys[0]).toMatchObject({
+      status: 'revoked',
+      revokedAt: journaled.at,
+      revokeReason: 'instance_stopped',
+    });
+    expect(r.data.events.at(-1)).toMatchObject({
+      seq: 2,
+      type: 'key.revoked',
+      keyId: key.id,
+      reason: 'instance_stopped',
+      at: journaled.at,
+    });
+    expect(r.notices[0]).toMatch(
+      /^Key AAAAAAAAAAAA \(instance gpu-1\) was active in the store, but the revocation journal records its revocation/,
+    );
     expect(r.unjournaled).toEqual([]);
   });
 
@@ -114,19 +215,30 @@ describe('revoked wins', () => {
   });
 
   it('an active key that still carries its revokedAt/revokeReason is revoked', () => {
-    expect(revokedWins(data({ revokedAt: AT, revokeReason: 'pack_ended' }), []).data.keys[0]).toMatchObject({ status: 'revoked', revokeReason: 'pack_ended' });
+    expect(revokedWins(data({ revokedAt: AT, revokeReason: 'pack_ended' }), []).data.keys[0]).toMatchObject({
+      status: 'revoked',
+      revokeReason: 'pack_ended',
+    });
   });
 
   it('gives a revoked key whose key.revoked event was deleted its event back, so `revocations` lists it', () => {
     const r = revokedWins(data({ status: 'revoked', revokedAt: AT, revokeReason: 'manual' }), []);
-    expect(r.data.events.at(-1)).toMatchObject({ seq: 2, type: 'key.revoked', keyId: key.id, reason: 'manual', at: AT });
+    expect(r.data.events.at(-1)).toMatchObject({
+      seq: 2,
+      type: 'key.revoked',
+      keyId: key.id,
+      reason: 'manual',
+      at: AT,
+    });
     expect(r.notices[0]).toMatch(/key\.revoked event was missing from the audit trail: added again/);
   });
 
   it('leaves active keys with no record of revocation alone, and lists revoked keys the journal lacks', () => {
     expect(revokedWins(data(), []).data.keys[0]!.status).toBe('active');
     const r = revokedWins(data({ status: 'revoked', revokedAt: AT, revokeReason: 'manual' }), []);
-    expect(r.unjournaled).toEqual([{ keyId: key.id, keyHash: key.hash, instance: 'gpu-1', deployment: 'd-1', reason: 'manual', at: AT }]);
+    expect(r.unjournaled).toEqual([
+      { keyId: key.id, keyHash: key.hash, instance: 'gpu-1', deployment: 'd-1', reason: 'manual', at: AT },
+    ]);
     expect(JSON.stringify(r.unjournaled)).not.toMatch(/ob_sk_/);
   });
 });

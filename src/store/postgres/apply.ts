@@ -19,9 +19,18 @@ const HALT_FROM: Record<string, readonly InstanceState[]> = {
   failed: ['pending', 'ready', 'stopped'],
   terminated: ['pending', 'ready', 'stopped', 'failed'],
 };
-const HALT_REASON: Record<string, RevokeReason> = { stopped: 'instance_stopped', failed: 'instance_failed', terminated: 'instance_terminated' };
+const HALT_REASON: Record<string, RevokeReason> = {
+  stopped: 'instance_stopped',
+  failed: 'instance_failed',
+  terminated: 'instance_terminated',
+};
 
-interface InstanceRow { deployment: string; state: InstanceState; updated_at: string; record: Instance }
+interface InstanceRow {
+  deployment: string;
+  state: InstanceState;
+  updated_at: string;
+  record: Instance;
+}
 
 /**
  * Applies one batch inside a transaction the caller opened, after it took the change counter
@@ -47,7 +56,9 @@ export async function applyBatch(client: PoolClient, batch: readonly Mutation[],
     return e;
   };
   // Keys revoked by this batch itself: not revoked again as extras.
-  const revokedHere = new Set(batch.flatMap((m) => (m.op === 'putKey' && m.key.status === 'revoked' ? [m.key.id] : [])));
+  const revokedHere = new Set(
+    batch.flatMap((m) => (m.op === 'putKey' && m.key.status === 'revoked' ? [m.key.id] : [])),
+  );
 
   const revokeRest = async (instance: string, deployment: string, reason: RevokeReason): Promise<void> => {
     const { rows } = await client.query<{ record: KeyRecord }>(
@@ -64,14 +75,18 @@ export async function applyBatch(client: PoolClient, batch: readonly Mutation[],
   };
 
   const lockInstance = async (id: string): Promise<InstanceRow | undefined> => {
-    const { rows } = await client.query<InstanceRow>('SELECT deployment, state, updated_at, record FROM ob_instances WHERE id = $1 FOR UPDATE', [id]);
+    const { rows } = await client.query<InstanceRow>(
+      'SELECT deployment, state, updated_at, record FROM ob_instances WHERE id = $1 FOR UPDATE',
+      [id],
+    );
     return rows[0];
   };
-  const upsertInstance = (inst: Instance): Promise<unknown> => client.query(
-    `INSERT INTO ob_instances (id, deployment, state, updated_at, record) VALUES ($1, $2, $3, $4, $5)
+  const upsertInstance = (inst: Instance): Promise<unknown> =>
+    client.query(
+      `INSERT INTO ob_instances (id, deployment, state, updated_at, record) VALUES ($1, $2, $3, $4, $5)
      ON CONFLICT (id) DO UPDATE SET deployment = $2, state = $3, updated_at = $4, record = $5`,
-    [inst.id, inst.deployment, inst.state, inst.updatedAt, JSON.stringify(inst)],
-  );
+      [inst.id, inst.deployment, inst.state, inst.updatedAt, JSON.stringify(inst)],
+    );
 
   for (const m of batch) {
     switch (m.op) {
@@ -82,14 +97,21 @@ export async function applyBatch(client: PoolClient, batch: readonly Mutation[],
         if (m.prev === undefined) {
           // An addition (or a store upgrade's rewrite of the same deployment).
           if (row !== undefined && row.deployment !== inst.deployment) {
-            throw obError('instance_exists', { message: `Instance "${inst.id}" was added through another daemon meanwhile; pick another id or remove it first.` });
+            throw obError('instance_exists', {
+              message: `Instance "${inst.id}" was added through another daemon meanwhile; pick another id or remove it first.`,
+            });
           }
           await upsertInstance(inst);
           applied.push(m);
         } else if (row !== undefined && row.deployment === m.prev.deployment && row.updated_at === m.prev.updatedAt) {
           await upsertInstance(inst);
           applied.push(m);
-        } else if (halting && row !== undefined && row.deployment === inst.deployment && HALT_FROM[inst.state]!.includes(row.state)) {
+        } else if (
+          halting &&
+          row !== undefined &&
+          row.deployment === inst.deployment &&
+          HALT_FROM[inst.state]!.includes(row.state)
+        ) {
           // Changed elsewhere meanwhile (extended, say): halt the row as it is now.
           const merged: Instance = { ...row.record, state: inst.state, updatedAt: inst.updatedAt };
           await upsertInstance(merged);
@@ -122,12 +144,26 @@ export async function applyBatch(client: PoolClient, batch: readonly Mutation[],
         const key = m.key;
         const record = JSON.stringify(withoutUsage(key));
         if (key.status === 'revoked') {
-          const updated = await client.query(`UPDATE ob_keys SET status = 'revoked', record = $2 WHERE id = $1 AND status = 'active'`, [key.id, record]);
+          const updated = await client.query(
+            `UPDATE ob_keys SET status = 'revoked', record = $2 WHERE id = $1 AND status = 'active'`,
+            [key.id, record],
+          );
           if (updated.rowCount === 0) {
             await client.query(
               `INSERT INTO ob_keys (id, hash, instance, deployment, status, record, requests, prompt_tokens, completion_tokens, last_used_at, reasoning_tokens, errors, disconnects, first_used_at)
                VALUES ($1, $2, $3, $4, 'revoked', $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (id) DO NOTHING`,
-              [key.id, key.hash, key.instance, key.deployment, record, key.usage.requests, key.usage.promptTokens, key.usage.completionTokens, key.lastUsedAt, ...newCounters(key)],
+              [
+                key.id,
+                key.hash,
+                key.instance,
+                key.deployment,
+                record,
+                key.usage.requests,
+                key.usage.promptTokens,
+                key.usage.completionTokens,
+                key.lastUsedAt,
+                ...newCounters(key),
+              ],
             );
           }
           applied.push(m);
@@ -148,7 +184,18 @@ export async function applyBatch(client: PoolClient, batch: readonly Mutation[],
         await client.query(
           `INSERT INTO ob_keys (id, hash, instance, deployment, status, record, requests, prompt_tokens, completion_tokens, last_used_at, reasoning_tokens, errors, disconnects, first_used_at)
            VALUES ($1, $2, $3, $4, 'active', $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
-          [key.id, key.hash, key.instance, key.deployment, record, key.usage.requests, key.usage.promptTokens, key.usage.completionTokens, key.lastUsedAt, ...newCounters(key)],
+          [
+            key.id,
+            key.hash,
+            key.instance,
+            key.deployment,
+            record,
+            key.usage.requests,
+            key.usage.promptTokens,
+            key.usage.completionTokens,
+            key.lastUsedAt,
+            ...newCounters(key),
+          ],
         );
         applied.push(m);
         break;
@@ -160,7 +207,9 @@ export async function applyBatch(client: PoolClient, batch: readonly Mutation[],
           [m.keyId, JSON.stringify(m.limits)],
         );
         if (rowCount === 0) {
-          throw obError('key_revoked', { message: `Key ${m.keyId} was revoked through another daemon meanwhile; its limits were not changed.` });
+          throw obError('key_revoked', {
+            message: `Key ${m.keyId} was revoked through another daemon meanwhile; its limits were not changed.`,
+          });
         }
         applied.push(m);
         break;
@@ -179,10 +228,15 @@ export async function applyBatch(client: PoolClient, batch: readonly Mutation[],
   if (events.length > 0) {
     // Numbered here, in place: the caller emits these very objects once the commit resolves, so
     // every daemon shows the same sequence numbers.
-    const { rows } = await client.query<{ seq: string }>('SELECT nextval(\'ob_event_seq\') AS seq FROM generate_series(1, $1)', [events.length]);
-    events.forEach((e, i) => { e.seq = Number(rows[i]!.seq); });
+    const { rows } = await client.query<{ seq: string }>(
+      "SELECT nextval('ob_event_seq') AS seq FROM generate_series(1, $1)",
+      [events.length],
+    );
+    events.forEach((e, i) => {
+      e.seq = Number(rows[i]!.seq);
+    });
     await client.query(
-      'INSERT INTO ob_events (seq, at, record) SELECT (e->>\'seq\')::bigint, e->>\'at\', e FROM jsonb_array_elements($1::jsonb) AS e',
+      "INSERT INTO ob_events (seq, at, record) SELECT (e->>'seq')::bigint, e->>'at', e FROM jsonb_array_elements($1::jsonb) AS e",
       [JSON.stringify(events)],
     );
   }
@@ -197,10 +251,21 @@ export async function applyBatch(client: PoolClient, batch: readonly Mutation[],
          first_used_at = LEAST(k.first_used_at, u->>'firstUsedAt'),
          last_used_at = GREATEST(k.last_used_at, u->>'lastUsedAt')
        FROM jsonb_array_elements($1::jsonb) AS u WHERE k.id = u->>'keyId'`,
-      [JSON.stringify(usage.map((u) => ({
-        keyId: u.keyId, requests: u.requests, promptTokens: u.promptTokens, completionTokens: u.completionTokens,
-        reasoningTokens: u.reasoningTokens, errors: u.errors, disconnects: u.disconnects, firstUsedAt: u.firstUsedAt, lastUsedAt: u.lastUsedAt,
-      })))],
+      [
+        JSON.stringify(
+          usage.map((u) => ({
+            keyId: u.keyId,
+            requests: u.requests,
+            promptTokens: u.promptTokens,
+            completionTokens: u.completionTokens,
+            reasoningTokens: u.reasoningTokens,
+            errors: u.errors,
+            disconnects: u.disconnects,
+            firstUsedAt: u.firstUsedAt,
+            lastUsedAt: u.lastUsedAt,
+          })),
+        ),
+      ],
     );
   }
   return { mutations: applied, extra };
@@ -208,7 +273,14 @@ export async function applyBatch(client: PoolClient, batch: readonly Mutation[],
 
 /** The revocation reason the batch's own state event gives for the instance (pack_ended, say). */
 function reasonIn(batch: readonly Mutation[], instance: string): RevokeReason | undefined {
-  for (const m of batch) if (m.op === 'appendEvent' && m.event.type === 'instance.state' && m.event.instance === instance && m.event.reason !== undefined) return m.event.reason;
+  for (const m of batch)
+    if (
+      m.op === 'appendEvent' &&
+      m.event.type === 'instance.state' &&
+      m.event.instance === instance &&
+      m.event.reason !== undefined
+    )
+      return m.event.reason;
   return undefined;
 }
 

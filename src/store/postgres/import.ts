@@ -30,7 +30,14 @@ export async function countTables(client: PoolClient): Promise<TableCounts> {
     (SELECT count(*) FROM ob_events) AS events,
     (SELECT coalesce(sum(requests), 0) FROM ob_keys) AS requests`);
   const r = rows[0]!;
-  return { instances: Number(r.instances), keys: Number(r.keys), activeKeys: Number(r.activeKeys), revokedKeys: Number(r.revokedKeys), events: Number(r.events), requests: Number(r.requests) };
+  return {
+    instances: Number(r.instances),
+    keys: Number(r.keys),
+    activeKeys: Number(r.activeKeys),
+    revokedKeys: Number(r.revokedKeys),
+    events: Number(r.events),
+    requests: Number(r.requests),
+  };
 }
 
 /**
@@ -57,9 +64,9 @@ export async function importData(client: PoolClient, data: StoreData): Promise<v
     [JSON.stringify(data.keys)],
   );
   await client.query(
-    'INSERT INTO ob_events (seq, at, record) SELECT (r->>\'seq\')::bigint, r->>\'at\', r FROM jsonb_array_elements($1::jsonb) AS r',
+    "INSERT INTO ob_events (seq, at, record) SELECT (r->>'seq')::bigint, r->>'at', r FROM jsonb_array_elements($1::jsonb) AS r",
     [JSON.stringify(data.events)],
   );
   const maxSeq = data.events.reduce((m, e) => Math.max(m, e.seq), 0);
-  await client.query('SELECT setval(\'ob_event_seq\', $1, $2)', [Math.max(maxSeq, 1), maxSeq > 0]);
+  await client.query("SELECT setval('ob_event_seq', $1, $2)", [Math.max(maxSeq, 1), maxSeq > 0]);
 }

@@ -108,13 +108,17 @@ export const CHORES_LOCK = 2;
 export async function migrate(client: PoolClient, location: string): Promise<number[]> {
   await client.query('SELECT pg_advisory_lock($1, $2)', [LOCK_SPACE, MIGRATE_LOCK]);
   try {
-    await client.query('CREATE TABLE IF NOT EXISTS ob_schema_migrations (version int PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())');
+    await client.query(
+      'CREATE TABLE IF NOT EXISTS ob_schema_migrations (version int PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())',
+    );
     const { rows } = await client.query<{ version: number }>('SELECT version FROM ob_schema_migrations');
     const have = new Set(rows.map((r) => r.version));
     const known = Math.max(...MIGRATIONS.map((m) => m.version));
     const newer = rows.map((r) => r.version).filter((v) => v > known);
     if (newer.length > 0) {
-      throw new Error(`The store ${location} has schema version ${Math.max(...newer)}, newer than this ob-proxy knows (${known}). Run the newer ob-proxy, or restore the database from a backup.`);
+      throw new Error(
+        `The store ${location} has schema version ${Math.max(...newer)}, newer than this ob-proxy knows (${known}). Run the newer ob-proxy, or restore the database from a backup.`,
+      );
     }
     const applied: number[] = [];
     for (const m of MIGRATIONS) {
