@@ -60,13 +60,13 @@ afterAll(async () => {
 });
 
 describe('the npm package', () => {
-  it('holds only what runs: dist, docs, the service unit, README, LICENSE, package.json; and no build step for users', async () => {
+  it('holds only what runs: dist (simulator included: `ob-proxy simulate`, demo), docs, the service unit, README, LICENSE, package.json; and no build step for users', async () => {
     const list = await sh('tar', ['-tzf', tarball]);
     const files = list.stdout.trim().split('\n');
     expect(
       files.filter(
         (f) =>
-          !/^package\/(dist\/(bin|cli|daemon|src)\/|docs\/[^/]+\.(md|json)$|packaging\/ob-proxy\.service$|README\.md$|LICENSE$|package\.json$)/.test(
+          !/^package\/(dist\/(bin|cli|daemon|simulator|src)\/|docs\/[^/]+\.(md|json)$|packaging\/ob-proxy\.service$|README\.md$|LICENSE$|package\.json$)/.test(
             f,
           ),
       ),
