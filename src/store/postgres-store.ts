@@ -299,6 +299,8 @@ export class PostgresStore implements Store {
     this.scheduleLimits();
     // A round trip still under way (a slow database): this tick is skipped, its demand counted in the next.
     if (tick <= this.lastLimitTick || this.exchanging !== null) return;
+    // No key has a limit: a row of nothing would be written and read back four times a second.
+    if (ex.needed?.() === false) return;
     this.lastLimitTick = tick;
     this.exchanging = this.exchangeLimits(ex, tick, ex.capture(now)).finally(() => {
       this.exchanging = null;

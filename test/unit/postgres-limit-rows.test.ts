@@ -24,13 +24,25 @@ afterEach(async () => {
   await db.drop();
 });
 
-async function daemon(counts: LimitCounts): Promise<{ store: PostgresStore; seen: LimitSnapshot[] }> {
+async function daemon(
+  counts: LimitCounts,
+  needed?: () => boolean,
+): Promise<{ store: PostgresStore; seen: LimitSnapshot[]; captures: () => number }> {
   const store = new PostgresStore(db.url, { catchupMs: 1000 });
   stores.push(store);
   await store.load();
   const seen: LimitSnapshot[] = [];
-  store.shareLimits({ periodMs: PERIOD, capture: () => counts, received: (snap) => seen.push(snap) });
-  return { store, seen };
+  let captures = 0;
+  store.shareLimits({
+    periodMs: PERIOD,
+    capture: () => {
+      captures++;
+      return counts;
+    },
+    received: (snap) => seen.push(snap),
+    ...(needed === undefined ? {} : { needed }),
+  });
+  return { store, seen, captures: () => captures };
 }
 
 it(
@@ -73,6 +85,47 @@ it(
       const later = b.seen.filter((s) => s.tick > last);
       expect(later.map((s) => s.nodes.has(a.store.origin))).toEqual(later.map((s) => s.tick - 7 <= last));
       expect(later.some((s) => !s.nodes.has(a.store.origin))).toBe(true);
+    } finally {
+      await client.end();
+    }
+  },
+);
+
+it(
+  'a tick whose exchange is not needed (no key has a limit) writes no row and reads none; needed again, it does both',
+  {
+    timeout: 30_000,
+  },
+  async () => {
+    let needed = false;
+    const a = await daemon({ window: 1, keys: {} });
+    const b = await daemon({ window: 1, keys: {} }, () => needed);
+    // a's snapshots go on, tick after tick, and never hold b.
+    await eventually(() => a.seen.length >= 10, 'ten ticks on a', 20_000);
+    expect(a.seen.some((s) => s.nodes.has(a.store.origin))).toBe(true);
+    expect(a.seen.filter((s) => s.nodes.has(b.store.origin))).toEqual([]);
+    expect({ captures: b.captures(), seen: b.seen.length }).toEqual({ captures: 0, seen: 0 });
+    const client = new pg.Client({ connectionString: db.url });
+    await client.connect();
+    try {
+      const rows = async (node: string): Promise<number> =>
+        Number(
+          (await client.query<{ n: string }>('SELECT count(*) AS n FROM ob_limit_counts WHERE node = $1', [node]))
+            .rows[0]!.n,
+        );
+      expect(await rows(b.store.origin)).toBe(0);
+      needed = true;
+      const both = await eventually(() => b.seen.find((s) => s.nodes.size === 2), 'b reads both rows', 20_000);
+      expect(Object.fromEntries(both.nodes)).toEqual({
+        [a.store.origin]: { window: 1, keys: {} },
+        [b.store.origin]: { window: 1, keys: {} },
+      });
+      expect(await rows(b.store.origin)).toBeGreaterThan(0);
+      // The table is unlogged: the rows are worth a few ticks, not a WAL flush four times a second.
+      const { rows: kind } = await client.query<{ relpersistence: string }>(
+        "SELECT relpersistence FROM pg_class WHERE relname = 'ob_limit_counts'",
+      );
+      expect(kind).toEqual([{ relpersistence: 'u' }]);
     } finally {
       await client.end();
     }
