@@ -37,6 +37,9 @@ const PAGE = 500;
 // counted with its last row as long); rows of daemons gone are deleted after this long.
 const LIMIT_ROWS_KEEP_TICKS = 8;
 const LIMIT_ROWS_KEEP = '1 minute';
+// The chores' pruning of the two tables runs this often: each run scans the change log (an hour
+// of it), and rows kept a minute longer than their term change nothing.
+const PRUNE_MS = 60_000;
 
 export function isPostgresUrl(store: string): boolean {
   return /^postgres(ql)?:\/\//i.test(store);
@@ -77,6 +80,7 @@ export class PostgresStore implements Store {
   private session: pg.Client | null = null;
   private sessionStarting: Promise<void> | null = null;
   private chores = false;
+  private prunedAt = Number.NEGATIVE_INFINITY;
   private timer: NodeJS.Timeout | undefined;
   private pulling: Promise<void> | null = null;
   /** The first period's work (session, first read): a sync waits for it. */
@@ -416,7 +420,7 @@ export class PostgresStore implements Store {
 
   /**
    * Every period: read the change log, keep the session connection (LISTEN and the chores lock)
-   * up, and, holding the chores lock, prune the change log.
+   * up, and, holding the chores lock, prune the change log (once a minute).
    */
   private async tick(): Promise<void> {
     if (this.closed) return;
@@ -425,7 +429,8 @@ export class PostgresStore implements Store {
       this.wake();
       await this.pulling;
       const session = this.session;
-      if (this.chores && session !== null) {
+      if (this.chores && session !== null && this.now() - this.prunedAt >= PRUNE_MS) {
+        this.prunedAt = this.now();
         await session
           .query(`DELETE FROM ob_changes WHERE at < now() - interval '${CHANGE_LOG_KEEP}' AND no < $1`, [
             this.lastChange,
