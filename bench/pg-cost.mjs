@@ -4,13 +4,17 @@
  * one lowdb daemon and one on a PostgreSQL server of this script's own (initdb in a temp folder,
  * pg_stat_statements loaded, fsync as the server's default), both from the same dist/, measured in
  * turn over the same windows: per request (plain and streaming, 64 connections) and per second
- * of idle. For each window: the daemon's CPU (utime+stime), the PostgreSQL server's CPU (postmaster
- * and every backend and helper process, /proc), statements run and transactions committed
- * (pg_stat_statements), V8's allocated bytes (--trace-gc-nvp, summed over the
- * collections in the window) and native mallocs (bench/native/malloc-count.so; build it first).
+ * of idle. For each window: the daemon's CPU (utime+stime, and stime alone), the PostgreSQL server's
+ * CPU (postmaster and every backend and helper process, /proc), statements run (pg_stat_statements)
+ * and sessions opened (pg_stat_database), V8's allocated bytes and collections (--trace-gc-nvp,
+ * summed over the collections in the window: an idle window without one shows none), native
+ * mallocs (bench/native/malloc-count.so; build it first) and involuntary context switches.
+ * Results: one JSON line per window on stderr, all of them in --json (bench/results/pg-cost.json).
  *
- * Usage: npx node bench/pg-cost.mjs [--reps 2] [--requests 10000] [--duration 4] [--idle 20] [--dir checkout] [--json FILE]
- * `--dir`: the built checkout whose dist/ is measured (default this one).
+ * Usage: npx node bench/pg-cost.mjs [--reps 2] [--requests 10000] [--duration 4] [--idle 20] [--dir checkout]
+ *        [--limits] [--json FILE]
+ * `--dir`: the built checkout whose dist/ is measured (default this one). `--limits`: the bench key
+ * with rpm, tpm and concurrency far above the load, so that the cluster limit exchange runs.
  */
 import { execFile, execFileSync } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -31,6 +35,7 @@ const { values: a } = parseArgs({
     idle: { type: 'string' },
     dir: { type: 'string' },
     json: { type: 'string' },
+    limits: { type: 'boolean' },
   },
 });
 const reps = Number(a.reps ?? 2);
@@ -121,11 +126,16 @@ function launcher(name) {
 const nodeArgs = ['--max-semi-space-size=4', '--trace-gc-nvp'];
 const lowOut = launcher('lowdb');
 const pgOut = launcher('pg');
+// --limits: the bench key with limits far above the load, so the cluster limit exchange runs.
+const limits = a.limits === true;
 const targets = [
-  { ...lowOut, t: await startObProxy(upstream.url, { name: 'lowdb', bin, nodeArgs, launcher: lowOut.launcher }) },
+  {
+    ...lowOut,
+    t: await startObProxy(upstream.url, { name: 'lowdb', bin, nodeArgs, limits, launcher: lowOut.launcher }),
+  },
   {
     ...pgOut,
-    t: await startObProxy(upstream.url, { name: 'pg', bin, nodeArgs, launcher: pgOut.launcher, store: dbUrl }),
+    t: await startObProxy(upstream.url, { name: 'pg', bin, nodeArgs, limits, launcher: pgOut.launcher, store: dbUrl }),
   },
 ];
 
