@@ -5,9 +5,10 @@
  * pg_stat_statements loaded, fsync as the server's default), both from the same dist/, measured in
  * turn over the same windows: per request (plain and streaming, 64 connections) and per second
  * of idle. For each window: the daemon's CPU (utime+stime, and stime alone), the PostgreSQL server's
- * CPU (postmaster and every backend and helper process, /proc), statements run (pg_stat_statements)
- * and sessions opened (pg_stat_database), V8's allocated bytes and collections (--trace-gc-nvp,
- * summed over the collections in the window: an idle window without one shows none), native
+ * CPU (postmaster and every backend and helper process, /proc), statements run (pg_stat_statements),
+ * sessions opened (pg_stat_database), WAL records, bytes and syncs (pg_stat_wal), V8's allocated
+ * bytes and collections (--trace-gc-nvp, summed over the collections in the window: an idle window
+ * without one shows none), native
  * mallocs (bench/native/malloc-count.so; build it first) and involuntary context switches.
  * Results: one JSON line per window on stderr, all of them in --json (bench/results/pg-cost.json).
  *
@@ -102,7 +103,17 @@ async function pgCounts() {
   const {
     rows: [d],
   } = await stats.query("SELECT sessions::bigint AS s FROM pg_stat_database WHERE datname = 'bench'");
-  return { byQuery: new Map(rows.map((r) => [r.query, Number(r.calls)])), sessions: Number(d.s) };
+  // The server's WAL (the whole server: this script's is the only database in use).
+  const {
+    rows: [w],
+  } = await stats.query(
+    'SELECT wal_records::bigint AS r, wal_bytes::bigint AS b, wal_sync::bigint AS s FROM pg_stat_wal',
+  );
+  return {
+    byQuery: new Map(rows.map((r) => [r.query, Number(r.calls)])),
+    sessions: Number(d.s),
+    wal: { records: Number(w.r), bytes: Number(w.b), syncs: Number(w.s) },
+  };
 }
 
 // --- the daemons ---------------------------------------------------------------------------
@@ -188,6 +199,7 @@ async function snapshot(x) {
     statements: [...c.byQuery.values()].reduce((s, n) => s + n, 0),
     byQuery: c.byQuery,
     sessions: c.sessions,
+    wal: c.wal,
   };
 }
 
@@ -211,6 +223,9 @@ function diff(b, e, per) {
     mallocs: (e.mallocs - b.mallocs) / per,
     statements: (e.statements - b.statements) / per,
     sessions: e.sessions - b.sessions,
+    walRecords: (e.wal.records - b.wal.records) / per,
+    walBytes: (e.wal.bytes - b.wal.bytes) / per,
+    walSyncs: (e.wal.syncs - b.wal.syncs) / per,
     queries: q.slice(0, 8),
   };
 }
