@@ -93,17 +93,6 @@ export const MIGRATIONS: readonly { version: number; name: string; sql: string }
       );
     `,
   },
-  {
-    version: 5,
-    name: 'per-key limit counts unlogged',
-    sql: `
-      -- Rows live a few ticks and every daemon writes one four times a second: unlogged, they
-      -- cost no WAL record and no WAL flush at commit. A server crash (or a failover to a replica)
-      -- leaves the table empty, read by the daemons as ticks without rows, as when their writes
-      -- fail: each keeps to its last share until its next row is read back.
-      ALTER TABLE ob_limit_counts SET UNLOGGED;
-    `,
-  },
 ];
 
 /** Advisory lock keys (two int4: ob-proxy's, then the lock's). */
