@@ -320,8 +320,13 @@ export class PostgresStore implements Store {
    */
   private async exchangeLimits(ex: LimitExchange, tick: number, counts: LimitCounts): Promise<void> {
     try {
+      // The commit does not wait for the WAL to reach the disk (synchronous_commit off for this
+      // statement's transaction alone, set in it so that it costs no round trip): a row is worth
+      // one tick, and one lost in a server crash is a tick whose write failed. Read by the insert,
+      // so that it is set whatever else the statement finds.
       const { rows } = await this.pool.query<{ node: string; counts: LimitCounts }>(
-        `WITH put AS (INSERT INTO ob_limit_counts (tick, node, counts) VALUES ($1, $2, $3)
+        `WITH async AS (SELECT set_config('synchronous_commit', 'off', true)),
+              put AS (INSERT INTO ob_limit_counts (tick, node, counts) SELECT $1, $2, $3 FROM async
                         ON CONFLICT (tick, node) DO UPDATE SET counts = EXCLUDED.counts, at = now()),
               old AS (DELETE FROM ob_limit_counts WHERE node = $2 AND tick < $4)
          SELECT DISTINCT ON (node) node, counts FROM ob_limit_counts WHERE tick BETWEEN $4 AND $5 ORDER BY node, tick DESC`,
