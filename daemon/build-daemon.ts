@@ -268,7 +268,7 @@ async function assemble(config: Config, deps: DaemonDeps, opened: Opened): Promi
           }),
   };
   // Per-key limits hold cluster-wide on a shared store (docs/scale-out.md).
-  const limitExchange = ctx.keyLimits.exchange();
+  const limitExchange = ctx.keyLimits.exchange(() => lifecycle.registry.hasLimitedKey());
   if (limitExchange !== null) store.shareLimits?.(limitExchange);
   // The audit trail in the log too, event by event: key creations and revocations (by hand, by a
   // stop, by a pack end with no command), instance changes. Never a secret: events hold none.

@@ -322,13 +322,26 @@ export class KeyLimiter {
     return c;
   }
 
-  /** What the daemon hands its shared store (Store.shareLimits); null on a store of its own. */
-  exchange(): LimitExchange | null {
+  /**
+   * What the daemon hands its shared store (Store.shareLimits); null on a store of its own.
+   * `anyLimited`: whether any active key of the registry has a limit. While none has and this
+   * daemon counts no key, the exchange is skipped: nothing would be admitted through it. When a
+   * key gets a limit, its first requests wait for fresh snapshots, as on a daemon just started.
+   */
+  exchange(anyLimited: () => boolean = () => true): LimitExchange | null {
     if (this.sync === null) return null;
     return {
       periodMs: this.sync.periodMs,
       capture: (now) => this.capture(now),
       received: (snap) => this.received(snap),
+      needed: () => {
+        if (this.keys.size > 0 || anyLimited()) return true;
+        // The ticks skipped leave the view behind, and each daemon's behind a different tick: a
+        // share worked out from it would not add up with the others'. None, as on a daemon just
+        // started, until the first snapshot read after the pause.
+        this.view = null;
+        return false;
+      },
     };
   }
 

@@ -34,6 +34,7 @@ export interface Registry {
   activeKeyCount(instanceId: string): number;
   keysOf(instanceId: string): KeyRecord[];
   keysOfDeployment(instance: Instance): KeyRecord[];
+  hasLimitedKey(): boolean;
 }
 
 /** How a request sent to the model server ended, for the key's counters. */
@@ -231,6 +232,15 @@ export class MutableRegistry implements Registry, KeyCounters {
   /** The keys of the instance's current deployment. */
   keysOfDeployment(instance: Instance): KeyRecord[] {
     return (this.byInstance.get(instance.id) ?? []).filter((k) => k.deployment === instance.deployment);
+  }
+
+  /** Whether any active key has a limit (the shared store's limit exchange runs only then). */
+  hasLimitedKey(): boolean {
+    for (const k of this.keyMap.values()) {
+      const l = k.limits;
+      if (k.status === 'active' && (l.rpm !== null || l.tpm !== null || l.concurrency !== null)) return true;
+    }
+    return false;
   }
 }
 

@@ -37,6 +37,9 @@ const PAGE = 500;
 // counted with its last row as long); rows of daemons gone are deleted after this long.
 const LIMIT_ROWS_KEEP_TICKS = 8;
 const LIMIT_ROWS_KEEP = '1 minute';
+// The chores' pruning of the two tables runs this often: each run scans the change log (an hour
+// of it), and rows kept a minute longer than their term change nothing.
+const PRUNE_MS = 60_000;
 
 export function isPostgresUrl(store: string): boolean {
   return /^postgres(ql)?:\/\//i.test(store);
@@ -77,6 +80,7 @@ export class PostgresStore implements Store {
   private session: pg.Client | null = null;
   private sessionStarting: Promise<void> | null = null;
   private chores = false;
+  private prunedAt = Number.NEGATIVE_INFINITY;
   private timer: NodeJS.Timeout | undefined;
   private pulling: Promise<void> | null = null;
   /** The first period's work (session, first read): a sync waits for it. */
@@ -299,6 +303,8 @@ export class PostgresStore implements Store {
     this.scheduleLimits();
     // A round trip still under way (a slow database): this tick is skipped, its demand counted in the next.
     if (tick <= this.lastLimitTick || this.exchanging !== null) return;
+    // No key has a limit: a row of nothing would be written and read back four times a second.
+    if (ex.needed?.() === false) return;
     this.lastLimitTick = tick;
     this.exchanging = this.exchangeLimits(ex, tick, ex.capture(now)).finally(() => {
       this.exchanging = null;
@@ -314,8 +320,13 @@ export class PostgresStore implements Store {
    */
   private async exchangeLimits(ex: LimitExchange, tick: number, counts: LimitCounts): Promise<void> {
     try {
+      // The commit does not wait for the WAL to reach the disk (synchronous_commit off for this
+      // statement's transaction alone, set in it so that it costs no round trip): a row is worth
+      // one tick, and one lost in a server crash is a tick whose write failed. Read by the insert,
+      // so that it is set whatever else the statement finds.
       const { rows } = await this.pool.query<{ node: string; counts: LimitCounts }>(
-        `WITH put AS (INSERT INTO ob_limit_counts (tick, node, counts) VALUES ($1, $2, $3)
+        `WITH async AS (SELECT set_config('synchronous_commit', 'off', true)),
+              put AS (INSERT INTO ob_limit_counts (tick, node, counts) SELECT $1, $2, $3 FROM async
                         ON CONFLICT (tick, node) DO UPDATE SET counts = EXCLUDED.counts, at = now()),
               old AS (DELETE FROM ob_limit_counts WHERE node = $2 AND tick < $4)
          SELECT DISTINCT ON (node) node, counts FROM ob_limit_counts WHERE tick BETWEEN $4 AND $5 ORDER BY node, tick DESC`,
@@ -414,7 +425,7 @@ export class PostgresStore implements Store {
 
   /**
    * Every period: read the change log, keep the session connection (LISTEN and the chores lock)
-   * up, and, holding the chores lock, prune the change log.
+   * up, and, holding the chores lock, prune the change log (once a minute).
    */
   private async tick(): Promise<void> {
     if (this.closed) return;
@@ -423,7 +434,8 @@ export class PostgresStore implements Store {
       this.wake();
       await this.pulling;
       const session = this.session;
-      if (this.chores && session !== null) {
+      if (this.chores && session !== null && this.now() - this.prunedAt >= PRUNE_MS) {
+        this.prunedAt = this.now();
         await session
           .query(`DELETE FROM ob_changes WHERE at < now() - interval '${CHANGE_LOG_KEEP}' AND no < $1`, [
             this.lastChange,

@@ -84,6 +84,11 @@ export interface LimitExchange {
   capture(now: number): LimitCounts;
   /** The counts every daemon published for an earlier tick. */
   received(snapshot: LimitSnapshot): void;
+  /**
+   * Whether there is anything to exchange: false while no key anywhere has a limit and this
+   * daemon counts none, and the tick is then skipped (no write, no read). Absent: always.
+   */
+  needed?(): boolean;
 }
 
 /**

@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { type KeyLimits, type KeyRecord, noLimits } from '../../src/domain/key.js';
 import { KeyLimiter } from '../../src/services/key-limiter.js';
 import { shareOf } from '../../src/services/limit-shares.js';
-import type { LimitCounts } from '../../src/store/store.js';
+import type { LimitCounts, LimitExchange } from '../../src/store/store.js';
 
 const T0 = 1_800_000_000_000;
 const PERIOD = 250;
@@ -22,11 +22,21 @@ class Cluster {
   readonly nodes: KeyLimiter[];
   private readonly table = new Map<number, Map<string, LimitCounts>>();
   now = T0;
+  /** Whether each daemon's registry has a limited key (PostgresStore skips a tick whose exchange is not needed). */
+  readonly limited: boolean[];
+  private readonly exchanges: LimitExchange[];
   constructor(
     size: number,
     private readonly down = new Set<number>(),
   ) {
     this.nodes = Array.from({ length: size }, () => new KeyLimiter(WINDOW, { periodMs: PERIOD }));
+    this.limited = this.nodes.map(() => true);
+    this.exchanges = this.nodes.map((n, i) => n.exchange(() => this.limited[i]!)!);
+  }
+
+  /** Whether daemon i writes and reads a row at this tick. */
+  exchanging(i: number): boolean {
+    return !this.down.has(i) && this.exchanges[i]!.needed!();
   }
 
   step(ms: number): void {
@@ -35,15 +45,16 @@ class Cluster {
       this.now = t;
       const tick = t / PERIOD;
       const row = new Map<string, LimitCounts>();
+      const exchanging = this.nodes.map((_, i) => this.exchanging(i));
       this.nodes.forEach((n, i) => {
-        if (!this.down.has(i)) row.set(`node-${i}`, n.capture(t));
+        if (exchanging[i]) row.set(`node-${i}`, n.capture(t));
       });
       this.table.set(tick, row);
       // As PostgresStore reads them: each daemon's latest row of the last 8 ticks.
       const seen = new Map<string, LimitCounts>();
       for (let t = tick - 8; t <= tick - 1; t++) for (const [n, counts] of this.table.get(t) ?? []) seen.set(n, counts);
       this.nodes.forEach((n, i) => {
-        if (!this.down.has(i)) n.received({ tick: tick - 1, self: `node-${i}`, nodes: seen });
+        if (exchanging[i]) n.received({ tick: tick - 1, self: `node-${i}`, nodes: seen });
       });
     }
     this.now = to;
@@ -152,6 +163,88 @@ describe('KeyLimiter on a shared store', () => {
     }
     expect(inflight).toBe(3);
     expect(c.nodes[0]!.inflight('q') + c.nodes[1]!.inflight('q')).toBe(3);
+  });
+
+  it('no key limited: no daemon exchanges; a key limited again after a long pause still gets at most its rpm per window', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 100 }),
+        fc.integer({ min: 1, max: 100 }),
+        // How long no key has a limit (a window and a tick: every daemon's counts are dropped), and
+        // when each daemon hears that the key has one again (a daemon that has not heard serves it
+        // without limits, so its requests are not asked here).
+        fc.integer({ min: WINDOW + PERIOD, max: 10 * WINDOW }),
+        fc.array(fc.integer({ min: 0, max: 3 * PERIOD }), { minLength: 3, maxLength: 3 }),
+        fc.array(fc.tuple(fc.integer({ min: 0, max: 2 }), fc.integer({ min: 0, max: 40 })), {
+          minLength: 50,
+          maxLength: 400,
+        }),
+        (rpm1, rpm2, pause, heard, plan) => {
+          const c = new Cluster(3);
+          const admitted = new Map<number, number>();
+          const ask = (node: number, k: KeyRecord): void => {
+            if (c.nodes[node]!.admit(k, c.now).refused === null) {
+              c.nodes[node]!.leave(k.id);
+              const w = Math.floor(c.now / WINDOW);
+              admitted.set(w, (admitted.get(w) ?? 0) + 1);
+            }
+          };
+          const before = key({ rpm: rpm1 });
+          for (const [node, gap] of plan.slice(0, 30)) {
+            c.step(gap);
+            ask(node, before);
+          }
+          // The limit is removed: requests pass without the limiter, and once each daemon's
+          // counts are dropped (a window without asks) its ticks exchange nothing.
+          c.limited.fill(false);
+          c.step(pause);
+          expect([0, 1, 2].map((i) => c.exchanging(i))).toEqual([false, false, false]);
+          const startedAt = c.now;
+          const firstWindow = Math.floor(c.now / WINDOW);
+          for (const w of admitted.keys()) if (w >= firstWindow) admitted.delete(w);
+          const after = key({ rpm: rpm2 });
+          for (const [node, gap] of plan) {
+            c.step(gap);
+            heard.forEach((at, i) => {
+              if (c.now - startedAt >= at) c.limited[i] = true;
+            });
+            if (c.limited[node]) ask(node, after);
+          }
+          for (const [w, n] of admitted) expect(n).toBeLessThanOrEqual(w >= firstWindow ? rpm2 : rpm1);
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it('a limit set again after a pause: the key waits for fresh snapshots, as on a daemon just started', () => {
+    const c = new Cluster(2);
+    const k = key({ rpm: 10 });
+    c.step(3 * PERIOD);
+    c.step(2 * PERIOD);
+    expect(c.nodes[0]!.admit(k, c.now).refused).toBe('rpm');
+    c.step(2 * PERIOD);
+    expect(c.nodes[0]!.admit(k, c.now).refused).toBeNull();
+    c.nodes[0]!.leave('k1');
+    c.limited.fill(false);
+    // Counted within the window: that daemon keeps exchanging until its counts are dropped.
+    c.step(PERIOD);
+    expect([0, 1].map((i) => c.exchanging(i))).toEqual([true, false]);
+    c.step(WINDOW + PERIOD);
+    expect([0, 1].map((i) => c.exchanging(i))).toEqual([false, false]);
+    c.step(5 * WINDOW);
+    c.limited.fill(true);
+    // Just after the first tick that exchanges again: no share until the snapshots of its captures are read.
+    c.step(PERIOD - (c.now % PERIOD) + 1);
+    expect(c.nodes[0]!.admit(k, c.now)).toMatchObject({ refused: 'rpm', retryAfterMs: 2 * PERIOD - 1 });
+    c.step(PERIOD);
+    expect(c.nodes[0]!.admit(k, c.now).refused).toBe('rpm');
+    // Once the wait it was told is over, it is served.
+    c.step(PERIOD - 1);
+    expect(c.nodes[0]!.admit(k, c.now)).toMatchObject({
+      refused: null,
+      headers: { 'x-ratelimit-remaining-requests': '9' },
+    });
   });
 
   it('a daemon just started, or a key it has not counted yet, is refused with a short wait until a snapshot counts it', () => {
