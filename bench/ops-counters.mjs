@@ -177,7 +177,8 @@ async function straceRound(pid, url, headers) {
   let total = 0;
   for (const line of readFileSync(out, 'utf8').split('\n')) {
     const m = /^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)\s*$/.exec(line);
-    if (m === null) continue;
+    // The last line is strace's own total.
+    if (m === null || m[2] === 'total') continue;
     calls[m[2]] = Number(m[1]);
     total += Number(m[1]);
   }
@@ -212,8 +213,8 @@ try {
     });
     targets.push({ ...spec, t, gcFile, mFile, pid: t.pids()[0], rounds: [] });
   }
-  // Warmed in turns, a slice each: a daemon warmed first and then left idle while the others
-  // warm measured differently from its twins for the whole run (docs/performance.md, session 6).
+  // Warmed in turns, a slice each, so that every daemon comes to its first round after the same
+  // warm-up and about as long idle: none waits while all the others warm.
   const SLICES = 5;
   for (let s = 0; s < SLICES; s++)
     for (const x of targets) await send(x.t.url, x.t.headers, Math.ceil(WARM / SLICES), C);
