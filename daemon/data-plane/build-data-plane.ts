@@ -1,17 +1,10 @@
-import Fastify, {
-  LogController,
-  type FastifyBaseLogger,
-  type FastifyError,
-  type FastifyInstance,
-  type FastifyReply,
-  type FastifyRequest,
-  type HookHandlerDoneFunction,
-} from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
 import type { Instance } from '../../src/domain/instance.js';
 import { obError } from '../../src/errors.js';
 import { requestId } from '../../src/ids.js';
 import type { DaemonContext } from '../context.js';
 import type { TlsFiles } from '../tls.js';
+import { AnswerCounter } from './answer-counter.js';
 import { registerCors } from './cors.js';
 import { makeAuthHook, recheck, refuse } from './auth-hook.js';
 import { makeChatHandler } from './chat-completions.js';
@@ -49,7 +42,9 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
   };
   const app = Fastify({
     loggerInstance: log,
-    logController: new LogController({ disableRequestLogging: true }),
+    // With metrics on, every answer to a chat completion is counted as its response finishes.
+    logController:
+      ctx.metrics === null ? new LogController({ disableRequestLogging: true }) : new AnswerCounter(ctx.metrics),
     bodyLimit: ctx.config.bodyLimit,
     genReqId: () => requestId(),
     requestIdHeader: false,
@@ -95,22 +90,8 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
     if (request.rateLimit !== null) reply.headers(request.rateLimit);
   });
 
-  // Every answer to a chat completion, whoever gave it: the auth hook, validation, the relay. A
-  // hook of the route, not of the app: no other route pays for it, nor for asking which route it is.
-  const metrics = ctx.metrics;
-  const answered =
-    metrics === null
-      ? {}
-      : {
-          onResponse(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
-            const auth = request.auth;
-            metrics.answered(auth?.instance.id ?? '', auth?.key.id ?? '', reply.statusCode, reply.elapsedTime / 1000);
-            done();
-          },
-        };
-
   // Checks 3 to 5 run again at the start of the handler, once the body is in (recheck).
-  app.post('/v1/chat/completions', { onRequest: makeAuthHook(ctx, true), ...answered }, makeChatHandler(ctx));
+  app.post('/v1/chat/completions', { onRequest: makeAuthHook(ctx, true) }, makeChatHandler(ctx));
 
   // The key's one model, whatever the instance's state (OpenAI's list and model shapes).
   const modelOf = (inst: Instance) => ({

@@ -4,6 +4,7 @@
  * reported them, and no secret or key name. The real daemon, simulator and text format.
  */
 import { readFile } from 'node:fs/promises';
+import { connect } from 'node:net';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SECRET_PATTERN } from '../../src/domain/api-key.js';
@@ -205,5 +206,67 @@ it('OB_PROXY_METRICS_KEY_LABEL=off drops the key label; without --metrics-port n
     expect(off.daemon.ctx.metrics).toBeNull();
   } finally {
     await off.stop();
+  }
+});
+
+/** One raw HTTP/1.1 exchange on a connection of its own: what an SDK would never send. */
+function rawExchange(baseUrl: string, text: string): Promise<string> {
+  const { hostname, port } = new URL(baseUrl);
+  return new Promise((resolve, reject) => {
+    let got = '';
+    const s = connect(Number(port), hostname, () => s.end(text));
+    s.setEncoding('utf8');
+    s.on('data', (d: string) => (got += d));
+    s.on('error', reject);
+    s.on('close', () => resolve(got));
+  });
+}
+
+it("counts the chat route's answers whatever its URL looks like, and no other route's", async () => {
+  const h = await startHarness({ metricsPort: 0 });
+  const { sim, url } = await startSim();
+  try {
+    const key = await readyInstance(h, 'gpu-3', url);
+    const keyId = [...h.daemon.ctx.lifecycle.registry.keys.values()][0]!.id;
+    const send = async (path: string, method = 'POST'): Promise<number> => {
+      const res = await fetch(`${h.baseUrl}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        ...(method === 'POST' ? { body: JSON.stringify(chatBody('hi')) } : {}),
+      });
+      await res.arrayBuffer();
+      return res.status;
+    };
+    // The chat route: its exact path, with a query, with a trailing slash.
+    expect(await send('/v1/chat/completions')).toBe(200);
+    expect(await send('/v1/chat/completions?x=1')).toBe(200);
+    expect(await send('/v1/chat/completions/')).toBe(200);
+    // Other routes and no route: not chat completions.
+    expect(await send('/v1/models', 'GET')).toBe(200);
+    expect(await send('/v1/chat/completions', 'GET')).toBe(404);
+    expect(await send('/v1/chat/completion')).toBe(404);
+    expect(await send('/v1/models')).toBe(404);
+    // Refused by the app's own check before the route's key check: still the chat route's answer.
+    const noHost = await rawExchange(
+      h.baseUrl,
+      'POST /v1/chat/completions HTTP/1.1\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}',
+    );
+    expect(noHost).toMatch(/^HTTP\/1\.1 400 /);
+    const { samples } = await scrape(h);
+    expect(
+      samples
+        .filter((s) => s.name === 'ob_proxy_requests_total')
+        .map((s) => [s.labels.instance, s.labels.key, s.labels.code, s.value])
+        .sort(),
+    ).toEqual(
+      [
+        ['', '', '400', 1],
+        ['gpu-3', keyId, '200', 3],
+      ].sort(),
+    );
+    expect(value(samples, 'ob_proxy_request_duration_seconds_count', { instance: 'gpu-3' })).toBe(3);
+  } finally {
+    await h.stop();
+    await sim.close();
   }
 });

@@ -1,0 +1,43 @@
+import { type FastifyReply, type FastifyRequest, LogController } from 'fastify';
+import type { Metrics } from '../metrics/metrics.js';
+
+const CHAT_PATH = '/v1/chat/completions';
+
+/**
+ * Counts every answer to a chat completion, whoever gave it (the auth hook, validation, the relay,
+ * Fastify's own errors), in the metrics. Fastify calls `requestCompleted` when a response of any
+ * route finishes, from the same listener that runs a route's onResponse hooks (it sets that
+ * listener up for every request when it is given a logger, as the data plane is); an onResponse
+ * hook cost three closures and a hook runner per request (docs/performance.md, session 6).
+ * Request logging stays off: the base class logs nothing with `disableRequestLogging`.
+ */
+export class AnswerCounter extends LogController {
+  constructor(private readonly metrics: Metrics) {
+    super({ disableRequestLogging: true });
+  }
+
+  override requestCompleted(
+    error: Error | null | undefined,
+    request: FastifyRequest,
+    reply: FastifyReply,
+    metadata?: Record<string, unknown>,
+  ): void {
+    super.requestCompleted(error, request, reply, metadata);
+    if (!isChatRoute(request)) return;
+    const auth = request.auth;
+    this.metrics.answered(auth?.instance.id ?? '', auth?.key.id ?? '', reply.statusCode, reply.elapsedTime / 1000);
+  }
+}
+
+/**
+ * Whether the request was the chat route's. A POST to its exact path always is; any other URL
+ * (a query, a trailing slash, another route, a 404) asks Fastify which route it was on, which
+ * builds an object, so the common case does not.
+ */
+function isChatRoute(request: FastifyRequest): boolean {
+  const raw = request.raw;
+  if (raw.method === 'POST' && raw.url === CHAT_PATH) return true;
+  if (request.is404) return false;
+  const route = request.routeOptions;
+  return route.method === 'POST' && route.url === CHAT_PATH;
+}
