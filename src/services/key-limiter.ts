@@ -377,8 +377,15 @@ export class KeyLimiter {
       // One to spare while there is room for two, or while no other daemon wants the key: a
       // spare kept when room is scarce would starve a daemon that asks.
       const spare = (room: number): number => (room >= 2 || (room >= 1 && c.othersAsked === 0) ? 1 : 0);
-      const promise = (room: number, demand: number): number =>
-        room === Number.POSITIVE_INFINITY ? 0 : Math.max(0, Math.min(room, demand + spare(room)));
+      // Its demand, and half of the room beyond it: kept to until the snapshot of this capture is
+      // read, the promise is all a daemon may admit in the meantime, so a promise of the demand
+      // alone refused any rise in rate, however far below the limit. The other half stays
+      // unpromised, for the next split to give to whichever daemon asks.
+      const promise = (room: number, demand: number): number => {
+        if (room === Number.POSITIVE_INFINITY) return 0;
+        const wanted = demand + spare(room);
+        return Math.max(0, Math.min(room, wanted + Math.max(0, Math.floor((room - wanted) / 2))));
+      };
       const xRequests = promise(share.requests - s.requests.count, asked);
       const xTokens = promise(share.tokens - s.tokens.count, Math.max(charged, asked > 0 ? 1 : 0));
       const xInflight = promise(share.inflight - s.inflight, asked);
