@@ -35,9 +35,9 @@ beforeAll(async () => {
   sim = await startSimulate([MODEL]);
 });
 
+// Both at once: a daemon slow to drain must not leave the simulator running past the hook's time-out.
 afterAll(async () => {
-  await serve?.stop();
-  await sim?.stop();
+  await Promise.all([serve?.stop(), sim?.stop()]);
 });
 
 it.each([
