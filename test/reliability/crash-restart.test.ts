@@ -40,6 +40,9 @@ describe.each(['lowdb', 'postgres'] as const)('crash-restart on the %s store', (
   let simUrl: string;
   let home: string;
   let db: TestDatabase | undefined;
+  // The daemon of the round under way: killed here if the test ends early (a time-out on a loaded
+  // machine left one running).
+  let current: ServeProcess | undefined;
   let storeArgs: string[] = [];
   // lowdb: the journal of commits is folded into db.json every 8 KiB (a few bursts' worth), so the
   // kills also land while a fold is under way.
@@ -81,6 +84,7 @@ describe.each(['lowdb', 'postgres'] as const)('crash-restart on the %s store', (
         revoked: everRevoked.size,
       }),
     );
+    current?.proc.kill('SIGKILL');
     await sim.close();
     await db?.drop();
   });
@@ -216,6 +220,7 @@ describe.each(['lowdb', 'postgres'] as const)('crash-restart on the %s store', (
       // A segment left beside db.json: the last kill cut a fold short (replayed at this start).
       if ((await readdir(home)).some((f) => /^db\.json\.journal\.\d+$/.test(f))) figures.killedMidFold++;
       const serve = await startServe(home, storeArgs, storeEnv);
+      current = serve;
       await verify(serve);
       const client = new DaemonClient(join(home, 'ob-proxy.sock'));
       const ops = burst(client, round);
@@ -240,6 +245,7 @@ describe.each(['lowdb', 'postgres'] as const)('crash-restart on the %s store', (
     }
     // One last restart: everything still holds, and a clean stop exits 0.
     const serve = await startServe(home, storeArgs, storeEnv);
+    current = serve;
     await verify(serve);
     expect(await serve.stop('SIGTERM')).toBe(0);
   }, 170_000);
