@@ -18,9 +18,9 @@
  * with rpm, tpm and concurrency far above the load, so that the cluster limit exchange runs.
  */
 import { execFile, execFileSync } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { childPids, cpuSeconds } from './procstat.mjs';
@@ -308,5 +308,6 @@ try {
   rmSync(tmp, { recursive: true, force: true });
 }
 const out = a.json ?? join(ROOT, 'bench/results/pg-cost.json');
+mkdirSync(dirname(out), { recursive: true });
 writeFileSync(out, `${JSON.stringify(results, null, 2)}\n`);
 console.log(out);
