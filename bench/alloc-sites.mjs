@@ -10,12 +10,12 @@
  * than that (docs/performance.md, session 6).
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { bodies } from './scenarios.mjs';
 import { OB_BIN, startObProxy, startUpstream } from './targets.mjs';
+import { VARIANTS, send } from './ops-variants.mjs';
 
 const { values: a } = parseArgs({
   options: {
@@ -34,41 +34,6 @@ const TOP = Number(a.top ?? 25);
 const variants = (a.variants ?? 'plain,ops').split(',');
 const body = Buffer.from(bodies()[a.stream === true ? 'stream' : 'plain']);
 const SAMPLER = resolve(import.meta.dirname, 'alloc-sampler.mjs');
-const OPTIONS = {
-  plain: {},
-  metrics: { metrics: true },
-  limits: { limits: true },
-  concurrency: { limits: 'concurrency' },
-  ops: { metrics: true, limits: true },
-};
-
-async function send(url, headers, n, c) {
-  const agent = new Agent({ keepAlive: true, maxSockets: c, maxFreeSockets: c });
-  const h = { ...headers, 'content-type': 'application/json', 'content-length': String(body.length) };
-  let left = n;
-  let bad = 0;
-  const one = () =>
-    new Promise((done, fail) => {
-      const req = request(`${url}/v1/chat/completions`, { method: 'POST', agent, headers: h }, (res) => {
-        if (res.statusCode !== 200) bad++;
-        res.resume();
-        res.on('end', done);
-        res.on('error', fail);
-      });
-      req.on('error', fail);
-      req.end(body);
-    });
-  await Promise.all(
-    Array.from({ length: c }, async () => {
-      while (left > 0) {
-        left--;
-        await one();
-      }
-    }),
-  );
-  agent.destroy();
-  if (bad > 0) throw new Error(`${bad} of ${n} requests were not answered 200`);
-}
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -102,14 +67,14 @@ try {
       name: v,
       bin: checkout === undefined ? OB_BIN : join(resolve(checkout), 'dist/bin/ob-proxy.js'),
       nodeArgs: ['--max-semi-space-size=4', '--import', SAMPLER],
-      ...OPTIONS[kind],
+      ...VARIANTS[kind],
     });
     try {
       const pid = t.pids()[0];
-      await send(t.url, t.headers, WARM, C);
+      await send(t.url, t.headers, body, WARM, C);
       process.kill(pid, 'SIGUSR2');
       await sleep(300);
-      await send(t.url, t.headers, N, C);
+      await send(t.url, t.headers, body, N, C);
       process.kill(pid, 'SIGUSR2');
       for (let i = 0; i < 100 && !existsSync(out); i++) await sleep(100);
       results.push({ v, ...bySite(JSON.parse(readFileSync(out, 'utf8')), N) });

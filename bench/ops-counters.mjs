@@ -24,12 +24,12 @@ import {
   rmSync,
   statSync,
 } from 'node:fs';
-import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { bodies } from './scenarios.mjs';
 import { OB_BIN, startObProxy, startUpstream } from './targets.mjs';
+import { VARIANTS, send } from './ops-variants.mjs';
 
 const { values: a } = parseArgs({
   options: {
@@ -55,13 +55,7 @@ const body = Buffer.from(bodies()[a.stream === true ? 'stream' : 'plain']);
 const ROOT = resolve(import.meta.dirname, '..');
 const MALLOC = join(ROOT, 'bench/native/malloc-count.so');
 if (!existsSync(MALLOC)) throw new Error('build bench/native/malloc-count.so first: bash bench/native/build.sh');
-const OPTIONS = {
-  plain: {},
-  metrics: { metrics: true },
-  limits: { limits: true },
-  concurrency: { limits: 'concurrency' },
-  ops: { metrics: true, limits: true },
-};
+
 /** A variant may name a checkout: `plain@../base` runs that checkout's daemon. */
 function parseVariant(v) {
   const [kind, dir] = v.split('@');
@@ -75,35 +69,6 @@ function parseVariant(v) {
           : join(resolve(a.checkout), 'dist/bin/ob-proxy.js')
         : join(resolve(dir), 'dist/bin/ob-proxy.js'),
   };
-}
-
-/** `n` requests, `c` at a time, each read to its end; throws unless every one is a 200. */
-async function send(url, headers, n, c) {
-  const agent = new Agent({ keepAlive: true, maxSockets: c, maxFreeSockets: c });
-  const h = { ...headers, 'content-type': 'application/json', 'content-length': String(body.length) };
-  let left = n;
-  let bad = 0;
-  const one = () =>
-    new Promise((done, fail) => {
-      const req = request(`${url}/v1/chat/completions`, { method: 'POST', agent, headers: h }, (res) => {
-        if (res.statusCode !== 200) bad++;
-        res.resume();
-        res.on('end', done);
-        res.on('error', fail);
-      });
-      req.on('error', fail);
-      req.end(body);
-    });
-  await Promise.all(
-    Array.from({ length: c }, async () => {
-      while (left > 0) {
-        left--;
-        await one();
-      }
-    }),
-  );
-  agent.destroy();
-  if (bad > 0) throw new Error(`${bad} of ${n} requests were not answered 200`);
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -170,7 +135,7 @@ async function straceRound(pid, url, headers) {
   const out = join(dir, `strace.${pid}.${Date.now()}`);
   const st = spawn('strace', ['-c', '-f', '-p', String(pid), '-o', out], { stdio: 'ignore' });
   await sleep(1000);
-  await send(url, headers, N, C);
+  await send(url, headers, body, N, C);
   st.kill('SIGINT');
   await new Promise((r) => st.once('exit', r));
   const calls = {};
@@ -209,7 +174,7 @@ try {
       bin: spec.bin,
       nodeArgs: [...nodeFlags, '--trace-gc-nvp'],
       launcher,
-      ...OPTIONS[spec.kind],
+      ...VARIANTS[spec.kind],
     });
     targets.push({ ...spec, t, gcFile, mFile, pid: t.pids()[0], rounds: [] });
   }
@@ -217,7 +182,7 @@ try {
   // warm-up and about as long idle: none waits while all the others warm.
   const SLICES = 5;
   for (let s = 0; s < SLICES; s++)
-    for (const x of targets) await send(x.t.url, x.t.headers, Math.ceil(WARM / SLICES), C);
+    for (const x of targets) await send(x.t.url, x.t.headers, body, Math.ceil(WARM / SLICES), C);
   await sleep(500);
   for (let r = 0; r < ROUNDS; r++) {
     for (let i = 0; i < targets.length; i++) {
@@ -243,7 +208,7 @@ try {
       const m0 = mallocCounts(x.mFile);
       const p0 = procCounts(x.pid);
       const t0 = Date.now();
-      await send(x.t.url, x.t.headers, N, C);
+      await send(x.t.url, x.t.headers, body, N, C);
       const ms = Date.now() - t0;
       const p1 = procCounts(x.pid);
       // The counter file is rewritten every 100 ms.

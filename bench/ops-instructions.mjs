@@ -18,12 +18,12 @@
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
-import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { bodies } from './scenarios.mjs';
 import { OB_BIN, startObProxy, startUpstream } from './targets.mjs';
+import { VARIANTS, send } from './ops-variants.mjs';
 
 const { values: a } = parseArgs({
   options: {
@@ -46,42 +46,6 @@ const variants = (a.variants ?? 'plain,ops').split(',');
 const nodeFlags = (a['node-flags'] ?? '--max-semi-space-size=4 --single-threaded').split(' ').filter(Boolean);
 const bin = a.checkout === undefined ? OB_BIN : join(resolve(a.checkout), 'dist/bin/ob-proxy.js');
 const body = Buffer.from(bodies()[a.stream === true ? 'stream' : 'plain']);
-const OPTIONS = {
-  plain: {},
-  metrics: { metrics: true },
-  limits: { limits: true },
-  concurrency: { limits: 'concurrency' },
-  ops: { metrics: true, limits: true },
-};
-
-/** `n` requests, `c` at a time, each read to its end; throws unless every one is a 200. */
-async function send(url, headers, n, c) {
-  const agent = new Agent({ keepAlive: true, maxSockets: c });
-  const h = { ...headers, 'content-type': 'application/json', 'content-length': String(body.length) };
-  let left = n;
-  let bad = 0;
-  const one = () =>
-    new Promise((resolve, reject) => {
-      const req = request(`${url}/v1/chat/completions`, { method: 'POST', agent, headers: h }, (res) => {
-        if (res.statusCode !== 200) bad++;
-        res.resume();
-        res.on('end', resolve);
-        res.on('error', reject);
-      });
-      req.on('error', reject);
-      req.end(body);
-    });
-  await Promise.all(
-    Array.from({ length: c }, async () => {
-      while (left > 0) {
-        left--;
-        await one();
-      }
-    }),
-  );
-  agent.destroy();
-  if (bad > 0) throw new Error(`${bad} of ${n} requests were not answered 200`);
-}
 
 function totalInstructions(file) {
   const m = /^(?:summary|totals):\s+(\d+)/m.exec(readFileSync(file, 'utf8'));
@@ -106,11 +70,11 @@ try {
       nodeArgs: nodeFlags,
       launcher,
       slow: true,
-      ...OPTIONS[v],
+      ...VARIANTS[v],
     });
     try {
       const pid = String(t.pids()[0]);
-      await send(t.url, t.headers, WARM, C);
+      await send(t.url, t.headers, body, WARM, C);
       const count = async () => {
         execFileSync('callgrind_control', ['-d', pid], { stdio: 'ignore' });
         // The dump is written by the daemon's own thread when it next runs: wait for the file.
@@ -130,7 +94,7 @@ try {
       for (let r = 0; r < ROUNDS; r++) {
         execFileSync('callgrind_control', ['-z', pid], { stdio: 'ignore' });
         const t0 = Date.now();
-        await send(t.url, t.headers, N, C);
+        await send(t.url, t.headers, body, N, C);
         const ms = Date.now() - t0;
         const ir = await count();
         // The idle count is taken over at most IDLE_MS and scaled to the round's length: it is work per unit of time.
