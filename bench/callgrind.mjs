@@ -1,4 +1,4 @@
-/* global process, console, setTimeout, Buffer, URL */
+/* global process, console, setTimeout, Buffer */
 /**
  * `node bench/callgrind.mjs [--dir CHECKOUT] [--streams 2000] [--warmup 3000] [--concurrency 8]
  * [--body stream|plain] [--env K=V] [--functions N] [--label NAME]`: instructions the daemon
@@ -19,11 +19,11 @@
  */
 import { execFile, execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { bodies } from './scenarios.mjs';
+import { drive } from './native-harness.mjs';
 import { freePort, startUpstream } from './targets.mjs';
 
 const ROOT = resolve(import.meta.dirname, '..');
@@ -67,46 +67,6 @@ function cli(home, args) {
       },
     );
   });
-}
-
-/** `count` requests, `conc` at a time over keep-alive sockets; every answer read whole and checked. */
-async function drive(url, secret, count) {
-  const agent = new Agent({ keepAlive: true, maxSockets: conc });
-  const headers = {
-    authorization: `Bearer ${secret}`,
-    'content-type': 'application/json',
-    'content-length': String(body.length),
-  };
-  let next = 0;
-  let bad = 0;
-  const one = () =>
-    new Promise((done) => {
-      const req = request(new URL('/v1/chat/completions', url), { method: 'POST', agent, headers }, (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (s) => {
-          text += s;
-        });
-        res.on('end', () => {
-          if (res.statusCode !== 200 || (kind === 'stream' && !text.trimEnd().endsWith('data: [DONE]'))) bad++;
-          done();
-        });
-      });
-      req.on('error', () => {
-        bad++;
-        done();
-      });
-      req.end(body);
-    });
-  const worker = async () => {
-    while (next < count) {
-      next++;
-      await one();
-    }
-  };
-  await Promise.all(Array.from({ length: conc }, worker));
-  agent.destroy();
-  if (bad > 0) throw new Error(`${bad} of ${count} requests failed`);
 }
 
 function summary(file) {
@@ -236,9 +196,9 @@ try {
   await cli(home, ['instances', 'add', 'bench', '--model', 'gemma4:26b', '--endpoint', upstream.url]);
   const ready = await cli(home, ['instances', 'ready', 'bench']);
   const url = `http://127.0.0.1:${port}`;
-  await drive(url, ready.defaultKey.secret, warm);
+  await drive(url, ready.defaultKey.secret, body, kind, warm, conc);
   execFileSync('callgrind_control', ['-z', String(proc.pid)], { stdio: 'ignore' });
-  await drive(url, ready.defaultKey.secret, n);
+  await drive(url, ready.defaultKey.secret, body, kind, n, conc);
   execFileSync('callgrind_control', ['-d', String(proc.pid)], { stdio: 'ignore' });
   const dump = readdirSync(out)
     .filter((f) => f.startsWith(`${label}.out.`))

@@ -1,9 +1,9 @@
 /* global process, setTimeout, URL */
 /**
- * What bench/native-counters.mjs builds on: `ob-proxy serve` from a
- * checkout's dist/ (this one's or an older build's: the CLI calls are the same in both), started
- * natively on a fresh home with an instance on the bench's upstream made ready, and a client that
- * sends a fixed number of requests and checks every answer whole.
+ * What bench/native-counters.mjs builds on: `ob-proxy serve` from a checkout's dist/ (this one's
+ * or an older build's: the CLI calls are the same in both), started natively on a fresh home with
+ * an instance on the bench's upstream made ready, and a client that sends a fixed number of
+ * requests and checks every answer whole (`drive`, which bench/callgrind.mjs uses too).
  */
 import { execFile, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
