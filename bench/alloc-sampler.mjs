@@ -16,7 +16,8 @@ process.on('SIGUSR2', () => {
     session.post('HeapProfiler.startSampling', {
       samplingInterval: Number(process.env.ALLOC_SAMPLE_INTERVAL ?? 256),
       includeObjectsCollectedByMajorGC: true,
-      includeObjectsCollectedByMinorGC: true,
+      // ALLOC_SAMPLE_MINOR=0: leave out what died young, so what remains is what a scavenge promoted.
+      includeObjectsCollectedByMinorGC: process.env.ALLOC_SAMPLE_MINOR !== '0',
     });
     return;
   }

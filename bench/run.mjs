@@ -17,6 +17,8 @@
  *        own made and dropped here, measured as the extra target "ob-proxy-pg" beside the lowdb one)
  *        --ops (the extra target "ob-proxy-ops": metrics on and the bench key with generous
  *        --rpm/--tpm/--concurrency, beside plain "ob-proxy", to measure what they cost)
+ *        --same-process (keep each proxy's process for every repetition, as before session 7;
+ *        by default each repetition starts every Node proxy anew and warms it up first)
  */
 import { execFile, execFileSync } from 'node:child_process';
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -53,6 +55,7 @@ const { values: a } = parseArgs({
     'no-cli': { type: 'boolean' },
     postgres: { type: 'string' },
     ops: { type: 'boolean' },
+    'same-process': { type: 'boolean' },
   },
 });
 const smoke = a.smoke === true;
@@ -70,6 +73,10 @@ const opts = {
   // Same runtime flags for ob-proxy and the reference, so their ratios compare code, not settings.
   nodeFlags: (a['node-flags'] ?? '--max-semi-space-size=4').split(' ').filter(Boolean),
   cliRuns: a['no-cli'] === true ? 0 : Number(a['cli-runs'] ?? (smoke ? 3 : 40)),
+  // A Node process settles, under load, into one of two garbage-collection regimes (few objects
+  // promoted, or many, with several times the scavenge time: docs/performance.md, session 7) and
+  // stays in it; with one process per target, the whole comparison rested on one draw per target.
+  restart: a['same-process'] !== true,
 };
 const only = a.only === undefined ? null : new Set(a.only.split(','));
 const scenarios = SCENARIOS.filter((sc) => only === null || only.has(sc.id));
@@ -224,6 +231,32 @@ function stealShare() {
   return (end - stolenStart) / (((Date.now() - started.getTime()) / 1000) * cpus().length);
 }
 
+/**
+ * A target whose process can be replaced between repetitions: `start()` makes a fresh one and
+ * the object keeps its name, so runs stay grouped by target; url, headers and pids follow.
+ */
+async function restartable(start) {
+  let cur = await start();
+  return {
+    name: cur.name,
+    get url() {
+      return cur.url;
+    },
+    get headers() {
+      return cur.headers;
+    },
+    get home() {
+      return cur.home;
+    },
+    pids: () => cur.pids(),
+    stop: () => cur.stop(),
+    restart: async () => {
+      await cur.stop();
+      cur = await start();
+    },
+  };
+}
+
 const started = new Date();
 const loadStart = loadavg()[0];
 const stolenStart = stolenSeconds();
@@ -231,39 +264,49 @@ const targets = [];
 try {
   const upstream = await startUpstream();
   targets.push(upstream);
-  targets.push(await startObProxy(upstream.url, { logLevel: opts.logLevel, nodeArgs: opts.nodeFlags }));
+  targets.push(
+    await restartable(() => startObProxy(upstream.url, { logLevel: opts.logLevel, nodeArgs: opts.nodeFlags })),
+  );
   if (a.baseline !== undefined) {
     const bin = join(resolve(a.baseline), 'dist/bin/ob-proxy.js');
     targets.push(
-      await startObProxy(upstream.url, { logLevel: opts.logLevel, nodeArgs: opts.nodeFlags, name: 'baseline', bin }),
+      await restartable(() =>
+        startObProxy(upstream.url, { logLevel: opts.logLevel, nodeArgs: opts.nodeFlags, name: 'baseline', bin }),
+      ),
     );
   }
   if (a.ops === true)
     targets.push(
-      await startObProxy(upstream.url, {
-        logLevel: opts.logLevel,
-        nodeArgs: opts.nodeFlags,
-        name: 'ob-proxy-ops',
-        ops: true,
-      }),
+      await restartable(() =>
+        startObProxy(upstream.url, {
+          logLevel: opts.logLevel,
+          nodeArgs: opts.nodeFlags,
+          name: 'ob-proxy-ops',
+          ops: true,
+        }),
+      ),
     );
   if (a.postgres !== undefined) {
-    const db = await benchDatabase(a.postgres);
-    const pgTarget = await startObProxy(upstream.url, {
-      logLevel: opts.logLevel,
-      nodeArgs: opts.nodeFlags,
-      name: 'ob-proxy-pg',
-      store: db.url,
-    });
-    targets.push({
-      ...pgTarget,
-      stop: async () => {
-        await pgTarget.stop();
-        await db.drop();
-      },
-    });
+    // Each process on a database of its own, made here and dropped with it.
+    const startPg = async () => {
+      const db = await benchDatabase(a.postgres);
+      const t = await startObProxy(upstream.url, {
+        logLevel: opts.logLevel,
+        nodeArgs: opts.nodeFlags,
+        name: 'ob-proxy-pg',
+        store: db.url,
+      });
+      return {
+        ...t,
+        stop: async () => {
+          await t.stop();
+          await db.drop();
+        },
+      };
+    };
+    targets.push(await restartable(startPg));
   }
-  targets.push(await startReference(upstream.url, { nodeArgs: opts.nodeFlags }));
+  targets.push(await restartable(() => startReference(upstream.url, { nodeArgs: opts.nodeFlags })));
   if (opts.nginx) targets.push(await startNginx(upstream.url));
   log(
     `targets: ${targets.map((t) => `${t.name} ${t.url}`).join(', ')}; wrk ${opts.wrk ? 'yes' : 'no (loadgen instead)'}`,
@@ -274,6 +317,12 @@ try {
 
   const runs = {};
   for (let rep = 0; rep < opts.reps; rep++) {
+    if (opts.restart && rep > 0)
+      for (const t of targets) {
+        if (t.restart === undefined) continue;
+        await t.restart();
+        for (const sc of scenarios) await measure(t, sc, opts.warmupS, true);
+      }
     for (const sc of scenarios) {
       // Targets interleaved within a repetition: drift in the machine's load hits them all alike.
       // The order turns by one each repetition, so no target is always measured right after the
