@@ -8,7 +8,7 @@
  *        --json FILE --no-wrk --no-nginx --no-build --log-level L (warn) --smoke (seconds)
  *        --only id,id (scenarios; for profiling work: written to bench/results/partial.md) --no-held
  *        --node-flags=… (V8 flags for both Node proxies; default the production advice of
- *        docs/performance.md, --max-semi-space-size=4; "" for Node's defaults)
+ *        docs/performance.md, --max-semi-space-size=8; "" for Node's defaults)
  *        --baseline DIR (another checkout, built: measured as the extra target "baseline", in the
  *        same interleaved repetitions, so a change is judged against its parent in one run)
  *        --cli-runs N (40; the CLI start-up scenario, bench/cli.mjs) --no-cli
@@ -71,7 +71,7 @@ const opts = {
   nginx: a['no-nginx'] !== true && hasNginx(),
   logLevel: a['log-level'] ?? 'warn',
   // Same runtime flags for ob-proxy and the reference, so their ratios compare code, not settings.
-  nodeFlags: (a['node-flags'] ?? '--max-semi-space-size=4').split(' ').filter(Boolean),
+  nodeFlags: (a['node-flags'] ?? '--max-semi-space-size=8').split(' ').filter(Boolean),
   cliRuns: a['no-cli'] === true ? 0 : Number(a['cli-runs'] ?? (smoke ? 3 : 40)),
   // A Node process settles, under load, into one of two garbage-collection regimes (few objects
   // promoted, or many, with several times the scavenge time: docs/performance.md, session 7) and

@@ -57,6 +57,7 @@ describe('packaging/Containerfile', () => {
     expect(all('VOLUME')).toEqual(['["/var/lib/ob-proxy"]']);
     expect(all('ENV').join(' ')).toMatch(/OB_PROXY_HOME=\/var\/lib\/ob-proxy/);
     expect(all('ENV').join(' ')).toMatch(/OB_PROXY_HOST=0\.0\.0\.0/);
+    expect(all('ENV').join(' ')).toMatch(/NODE_OPTIONS=--max-semi-space-size=8/);
     expect(all('STOPSIGNAL')).toEqual(['SIGTERM']);
     expect(all('ENTRYPOINT')).toEqual(['["/usr/local/bin/ob-proxy"]']);
     expect(all('CMD')).toEqual(['["serve"]']);

@@ -43,6 +43,8 @@ describe('packaging/ob-proxy.service', () => {
     expect(s.get('StateDirectory')).toEqual(['ob-proxy']);
     // The home is the state directory: the only place ProtectSystem=strict lets it write.
     expect(s.get('Environment')).toContain('OB_PROXY_HOME=/var/lib/ob-proxy');
+    // The young generation the performance page advises (a fifth less CPU per stream than 4 MiB).
+    expect(s.get('Environment')).toContain('NODE_OPTIONS=--max-semi-space-size=8');
     expect(s.get('ExecStart')![0]).toMatch(/ob-proxy serve$/);
     expect(s.get('KillSignal')).toEqual(['SIGTERM']);
     // systemctl reload: SIGHUP reloads the TLS pair and never stops the daemon.
