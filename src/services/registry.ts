@@ -69,6 +69,11 @@ export class MutableRegistry implements Registry, KeyCounters {
    * looks at its own keys, not at every key of the store (10,000 on a large one).
    */
   private readonly byInstance = new Map<string, KeyRecord[]>();
+  /**
+   * Active keys with a limit: the shared store's limit exchange asks at every tick whether there
+   * is one, which a scan of every key (10,000 on a large store, revoked ones included) answered.
+   */
+  private readonly limited = new Set<string>();
   private eventList: AuditEvent[] = [];
   private seq = 0;
 
@@ -128,6 +133,14 @@ export class MutableRegistry implements Registry, KeyCounters {
     if (at >= 0) list[at] = key;
     else list.push(key);
     this.byInstance.set(key.instance, list);
+    this.track(key);
+  }
+
+  private track(key: KeyRecord): void {
+    const l = key.limits;
+    if (key.status === 'active' && (l.rpm !== null || l.tpm !== null || l.concurrency !== null))
+      this.limited.add(key.id);
+    else this.limited.delete(key.id);
   }
 
   /** Revoked wins: a key is never made active again, so this is the only status change. */
@@ -135,10 +148,12 @@ export class MutableRegistry implements Registry, KeyCounters {
     key.status = 'revoked';
     key.revokedAt = at;
     key.revokeReason = reason;
+    this.limited.delete(key.id);
   }
 
   setLimits(key: KeyRecord, limits: KeyLimits): void {
     key.limits = { ...limits };
+    this.track(key);
   }
 
   /** Usage written by another daemon of a shared store, added to this daemon's running totals. */
@@ -153,6 +168,7 @@ export class MutableRegistry implements Registry, KeyCounters {
     key.usage = { ...stored.usage };
     key.lastUsedAt = stored.lastUsedAt;
     key.limits = { ...stored.limits };
+    this.track(key);
   }
 
   countRequest(key: KeyRecord, at: string, promptTokens: number, completionTokens: number): void {
@@ -236,11 +252,7 @@ export class MutableRegistry implements Registry, KeyCounters {
 
   /** Whether any active key has a limit (the shared store's limit exchange runs only then). */
   hasLimitedKey(): boolean {
-    for (const k of this.keyMap.values()) {
-      const l = k.limits;
-      if (k.status === 'active' && (l.rpm !== null || l.tpm !== null || l.concurrency !== null)) return true;
-    }
-    return false;
+    return this.limited.size > 0;
   }
 }
 
