@@ -4,7 +4,8 @@
  * upstream directly, ob-proxy, the reference proxy, nginx when installed), repeated and reduced
  * to medians, written as Markdown to bench/RESULTS.md and as JSON to bench/results/latest.json.
  *
- * Flags: --reps N (5) --duration S (2) --warmup S (1) --streams N (2000) --out FILE
+ * Flags: --reps N (5) --duration S (2) --warmup S (per scenario and process: 4, or 1 with
+ *        --same-process) --streams N (2000) --out FILE
  *        --json FILE --no-wrk --no-nginx --no-build --log-level L (warn) --smoke (seconds)
  *        --only id,id (scenarios; for profiling work: written to bench/results/partial.md) --no-held
  *        --node-flags=… (V8 flags for both Node proxies; default the production advice of
@@ -18,7 +19,9 @@
  *        --ops (the extra target "ob-proxy-ops": metrics on and the bench key with generous
  *        --rpm/--tpm/--concurrency, beside plain "ob-proxy", to measure what they cost)
  *        --same-process (keep each proxy's process for every repetition, as before session 7;
- *        by default each repetition starts every Node proxy anew and warms it up first)
+ *        by default each repetition starts every Node proxy anew and warms it up first, for
+ *        --warmup seconds per scenario, default 4: a fresh process reaches its steady CPU per
+ *        request after 3 to 4 s of load)
  */
 import { execFile, execFileSync } from 'node:child_process';
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -62,7 +65,7 @@ const smoke = a.smoke === true;
 const opts = {
   reps: Number(a.reps ?? (smoke ? 1 : 5)),
   durationS: Number(a.duration ?? (smoke ? 0.5 : 2)),
-  warmupS: Number(a.warmup ?? (smoke ? 0.2 : 1)),
+  warmupS: Number(a.warmup ?? (smoke ? 0.2 : a['same-process'] === true ? 1 : 4)),
   // Held streams: chunks × pace is how long each stays open.
   heldChunks: smoke ? 4 : 20,
   heldPaceMs: smoke ? 100 : 300,
