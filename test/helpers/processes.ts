@@ -48,6 +48,8 @@ export interface RunningProcess {
   stderr: string[];
   /** Resolves with the exit code once the process has exited. */
   exited: Promise<number | null>;
+  /** Calls `w` after each read of stdout and at exit; returns what stops it. */
+  watch(w: () => void): () => void;
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
@@ -58,6 +60,10 @@ function spawnLogged(args: string[], env: Record<string, string> = {}): RunningP
   });
   const lines: string[] = [];
   const stderr: string[] = [];
+  const watchers = new Set<() => void>();
+  const changed = (): void => {
+    for (const w of watchers) w();
+  };
   let buf = '';
   proc.stdout!.setEncoding('utf8').on('data', (s: string) => {
     buf += s;
@@ -66,14 +72,20 @@ function spawnLogged(args: string[], env: Record<string, string> = {}): RunningP
       lines.push(buf.slice(0, at));
       buf = buf.slice(at + 1);
     }
+    changed();
   });
   proc.stderr!.setEncoding('utf8').on('data', (s: string) => stderr.push(s));
   const exited = new Promise<number | null>((r) => proc.once('exit', (code) => r(code)));
+  proc.once('exit', changed);
   return {
     proc,
     lines,
     stderr,
     exited,
+    watch(w) {
+      watchers.add(w);
+      return () => watchers.delete(w);
+    },
     stop(signal: NodeJS.Signals = 'SIGTERM') {
       if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
       return exited;
@@ -81,21 +93,41 @@ function spawnLogged(args: string[], env: Record<string, string> = {}): RunningP
   };
 }
 
-async function waitForLine(
+/** Resolves with the first line that matches, as soon as it is read (a start-up is not polled). */
+function waitForLine(
   p: RunningProcess,
   match: (line: string) => boolean,
   what: string,
   timeoutMs = 15_000,
 ): Promise<string> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const line = p.lines.find(match);
-    if (line !== undefined) return line;
-    if (p.proc.exitCode !== null)
-      throw new Error(`${what} exited ${p.proc.exitCode}: ${p.stderr.join('')}${p.lines.join('\n')}`);
-    if (Date.now() > deadline) throw new Error(`${what} did not start: ${p.stderr.join('')}${p.lines.join('\n')}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  return new Promise((resolve, reject) => {
+    let checked = 0;
+    const check = (): void => {
+      for (; checked < p.lines.length; checked++) {
+        const line = p.lines[checked]!;
+        if (match(line)) return done(() => resolve(line));
+      }
+      if (p.proc.exitCode !== null || p.proc.signalCode !== null)
+        done(() =>
+          reject(
+            new Error(
+              `${what} exited ${p.proc.exitCode ?? p.proc.signalCode}: ${p.stderr.join('')}${p.lines.join('\n')}`,
+            ),
+          ),
+        );
+    };
+    const timer = setTimeout(
+      () => done(() => reject(new Error(`${what} did not start: ${p.stderr.join('')}${p.lines.join('\n')}`))),
+      timeoutMs,
+    );
+    const unwatch = p.watch(check);
+    const done = (settle: () => void): void => {
+      clearTimeout(timer);
+      unwatch();
+      settle();
+    };
+    check();
+  });
 }
 
 export interface ServeProcess extends RunningProcess {
