@@ -5,7 +5,8 @@
  * to medians, written as Markdown to bench/RESULTS.md and as JSON to bench/results/latest.json.
  *
  * Flags: --reps N (5) --duration S (2) --warmup S (per scenario and process: 4, or 1 with
- *        --same-process) --streams N (2000) --out FILE
+ *        --same-process) --preroll S (2: the same load on the same target right before each
+ *        measured run) --streams N (2000) --out FILE
  *        --json FILE --no-wrk --no-nginx --no-build --log-level L (warn) --smoke (seconds)
  *        --only id,id (scenarios; for profiling work: written to bench/results/partial.md) --no-held
  *        --node-flags=… (V8 flags for both Node proxies; default the production advice of
@@ -59,6 +60,7 @@ const { values: a } = parseArgs({
     postgres: { type: 'string' },
     ops: { type: 'boolean' },
     'same-process': { type: 'boolean' },
+    preroll: { type: 'string' },
   },
 });
 const smoke = a.smoke === true;
@@ -80,6 +82,10 @@ const opts = {
   // promoted, or many, with several times the scavenge time: docs/performance.md, session 7) and
   // stays in it; with one process per target, the whole comparison rested on one draw per target.
   restart: a['same-process'] !== true,
+  // A proxy left idle while the others are measured (tens of seconds) is slower for its first
+  // second or two of load again, by more in a process with more timers of its own (session 7):
+  // each measured run follows this much of the same load on the same target.
+  prerollS: Number(a.preroll ?? (smoke ? 0 : 2)),
 };
 const only = a.only === undefined ? null : new Set(a.only.split(','));
 const scenarios = SCENARIOS.filter((sc) => only === null || only.has(sc.id));
@@ -332,6 +338,7 @@ try {
       // same one (in one run with a fixed order, each later target came out a little worse).
       for (let j = 0; j < targets.length; j++) {
         const t = targets[(j + rep) % targets.length];
+        if (opts.prerollS > 0) await measure(t, sc, opts.prerollS, true);
         const r = await measure(t, sc, opts.durationS);
         ((runs[sc.id] ??= {})[t.name] ??= []).push(r);
         log(
