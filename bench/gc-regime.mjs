@@ -1,0 +1,100 @@
+/* global console */
+/**
+ * `node bench/gc-regime.mjs [--dirs DIR,DIR] [--reps N] [--kinds plain,stream] [--semi MiB]
+ * [--node-flags "…"]`: which garbage-collection regime each daemon is in, window by window.
+ * Starts `ob-proxy serve` of each checkout (built; default this one) with `--trace-gc-nvp`, all at
+ * once, each on an upstream of its own, warms each with 4 s of every kind, then measures them in turn, as
+ * `npm run bench` does: per window of 2 s (after 2 s of the same load), req/s, CPU per request,
+ * peak RSS, scavenges, mark-compacts and the bytes scavenges promoted per request. A daemon in
+ * the cheap regime promotes ~140 B per request at 64 connections; in the other, 5-7 KB, with a
+ * mark-compact every few hundred ms (docs/performance.md, session 7). Needs wrk.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { startDaemon } from './native-harness.mjs';
+import { cpuSeconds, sampleRss } from './procstat.mjs';
+import { bodies } from './scenarios.mjs';
+import { runWrk } from './wrk.mjs';
+
+const { values: a } = parseArgs({
+  options: {
+    dirs: { type: 'string' },
+    reps: { type: 'string' },
+    kinds: { type: 'string' },
+    semi: { type: 'string' },
+    'node-flags': { type: 'string' },
+  },
+});
+const dirs = (a.dirs ?? resolve(import.meta.dirname, '..')).split(',').map((d) => resolve(d));
+const kinds = (a.kinds ?? 'plain,stream').split(',');
+const reps = Number(a.reps ?? 3);
+const nodeArgs = [
+  `--max-semi-space-size=${a.semi ?? 8}`,
+  '--trace-gc-nvp',
+  ...(a['node-flags'] ?? '').split(' ').filter(Boolean),
+];
+
+const tmp = mkdtempSync(join(tmpdir(), 'obgc-'));
+const files = {};
+for (const k of kinds) writeFileSync((files[k] = join(tmp, `${k}.json`)), bodies()[k]);
+
+/** The nvp lines of one window, summed: scavenges, other collections, bytes promoted by scavenges. */
+function gcOf(text) {
+  let scavenges = 0;
+  let others = 0;
+  let promoted = 0;
+  for (const line of text.split('\n')) {
+    const kind = / gc=(\w+) /.exec(` ${line}`)?.[1];
+    if (kind === undefined) continue;
+    if (kind === 's') {
+      scavenges++;
+      promoted += Number(/ promoted=(\d+)/.exec(line)?.[1] ?? 0);
+    } else others++;
+  }
+  return { scavenges, others, promoted };
+}
+
+const daemons = [];
+try {
+  for (const dir of dirs) {
+    const d = { dir, gc: '' };
+    d.daemon = await startDaemon(dir, {
+      nodeArgs,
+      onStdout: (s) => {
+        d.gc += s;
+      },
+    });
+    daemons.push(d);
+  }
+  const load = (d, kind, seconds) =>
+    runWrk({
+      url: d.daemon.url,
+      path: '/v1/chat/completions',
+      bodyFile: files[kind],
+      headers: { Authorization: `Bearer ${d.daemon.secret}` },
+      connections: 64,
+      durationS: seconds,
+      scriptFile: join(tmp, `${kind}.lua`),
+    });
+  for (const d of daemons) for (const k of kinds) await load(d, k, 4);
+  for (let rep = 0; rep < reps; rep++)
+    for (const k of kinds)
+      for (const d of daemons) {
+        await load(d, k, 2);
+        d.gc = '';
+        const pids = [d.daemon.proc.pid];
+        const rss = sampleRss(pids);
+        const cpu0 = cpuSeconds(pids);
+        const r = await load(d, k, 2);
+        const cpu = cpuSeconds(pids) - cpu0;
+        const g = gcOf(d.gc);
+        console.log(
+          `${rep + 1} ${k.padEnd(6)} ${d.dir}: ${Math.round(r.rps)} req/s, ${Math.round((cpu * 1e6) / r.requests)} µs CPU/req, peak RSS ${Math.round(rss.stop() / 1024)} MiB; ${g.scavenges} scavenges, ${g.others} other collections, ${Math.round(g.promoted / r.requests)} B promoted/req`,
+        );
+      }
+} finally {
+  for (const d of daemons) await d.daemon.stop();
+  rmSync(tmp, { recursive: true, force: true });
+}
