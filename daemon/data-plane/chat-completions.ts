@@ -214,7 +214,7 @@ function proxy(
     nowSec: () => Math.floor(ctx.clock.now() / 1000),
     // Called once, when the exchange is over: it leaves the in-flight set then.
     countTokens: (prompt, completion, reasoning, outcome) => {
-      inflight.delete(auth.key, relay);
+      inflight.delete(place);
       if (slot !== null) ctx.admission?.leave(slot);
       ctx.usage.finished(auth.key, { prompt, completion, reasoning, outcome });
       if (auth.key.limits.tpm !== null) ctx.keyLimits.chargeTokens(auth.key.id, prompt + completion, ctx.clock.now());
@@ -231,7 +231,7 @@ function proxy(
   const layouts = ctx.config.relayFastPath ? ctx.eventLayouts.for(auth.instance.deployment) : null;
   const relay = chat.stream ? new StreamRelay(rc, chat.includeUsage, layouts) : new PlainRelay(rc);
   // In the turn the key was re-checked (recheck, above): from here a revocation ends it.
-  inflight.add(auth.key, relay);
+  const place = inflight.add(auth.key, relay);
   try {
     ctx.upstream.dispatch(
       {

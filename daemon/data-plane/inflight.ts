@@ -9,36 +9,64 @@ export interface Terminable {
   terminate(err: ObProxyError): void;
 }
 
-interface Entry {
+export interface InflightEntry {
   readonly key: KeyRecord;
-  readonly live: Set<Terminable>;
+  /** The newest request in flight; each links to the one before it. */
+  head: InflightHandle | null;
+  size: number;
+}
+
+/** One request's place in its key's list; `delete` takes it back. */
+export interface InflightHandle {
+  relay: Terminable | null;
+  prev: InflightHandle | null;
+  next: InflightHandle | null;
+  readonly entry: InflightEntry;
 }
 
 /**
  * The requests sent upstream and not yet over, per key, so that a revocation or a pack end can
- * end them (CONTRACT §3). The request path adds and deletes (two map look-ups, no allocation for
- * a key already here); a key's empty set is kept until the next sweep, so a busy key does not
- * make a set per request.
+ * end them (CONTRACT §3). Each key's requests are a doubly linked list, and a request that leaves
+ * it has its links cleared. Not a Set: a Set that long-lived code adds to and deletes from
+ * thousands of times a second rebuilds its hash table every few dozen requests, and each old
+ * table keeps a link to the next one, and its entries, until a full collection. Once one of those
+ * tables had been promoted, every later table, and every request it held, was promoted too:
+ * 5 to 7 KB per request instead of about 140 B, with a mark-compact every few hundred
+ * milliseconds (docs/performance.md, session 7). A key's empty entry is kept until the next
+ * sweep, so a busy key does not make one per request.
  */
 export class InflightRequests {
-  private readonly byKey = new Map<string, Entry>();
+  private readonly byKey = new Map<string, InflightEntry>();
 
-  add(key: KeyRecord, relay: Terminable): void {
+  add(key: KeyRecord, relay: Terminable): InflightHandle {
     let e = this.byKey.get(key.id);
     if (e === undefined) {
-      e = { key, live: new Set() };
+      e = { key, head: null, size: 0 };
       this.byKey.set(key.id, e);
     }
-    e.live.add(relay);
+    const h: InflightHandle = { relay, prev: null, next: e.head, entry: e };
+    if (e.head !== null) e.head.prev = h;
+    e.head = h;
+    e.size++;
+    return h;
   }
 
-  delete(key: KeyRecord, relay: Terminable): void {
-    this.byKey.get(key.id)?.live.delete(relay);
+  /** The request is over: out of its key's list (again: nothing). */
+  delete(h: InflightHandle): void {
+    if (h.relay === null) return;
+    const e = h.entry;
+    if (h.prev === null) e.head = h.next;
+    else h.prev.next = h.next;
+    if (h.next !== null) h.next.prev = h.prev;
+    h.relay = null;
+    h.prev = null;
+    h.next = null;
+    e.size--;
   }
 
   /** How many are in flight for the key (for tests and the status view). */
   count(keyId: string): number {
-    return this.byKey.get(keyId)?.live.size ?? 0;
+    return this.byKey.get(keyId)?.size ?? 0;
   }
 
   /** Ends every request in flight for the key with `err`. */
@@ -46,8 +74,12 @@ export class InflightRequests {
     const e = this.byKey.get(keyId);
     if (e === undefined) return;
     this.byKey.delete(keyId);
-    // A relay deletes itself as it finishes; a Set tolerates that while it is iterated.
-    for (const relay of e.live) relay.terminate(err);
+    // A relay deletes itself as it finishes: take the next link first.
+    for (let h = e.head; h !== null;) {
+      const next = h.next;
+      h.relay?.terminate(err);
+      h = next;
+    }
   }
 
   /**
@@ -56,7 +88,7 @@ export class InflightRequests {
    */
   sweep(verdict: (key: KeyRecord) => ObProxyError | null): void {
     for (const [id, e] of this.byKey) {
-      if (e.live.size === 0) {
+      if (e.size === 0) {
         this.byKey.delete(id);
         continue;
       }

@@ -1,0 +1,99 @@
+import { describe, expect, it } from 'vitest';
+import { type KeyRecord, emptyUsage, noLimits } from '../../src/domain/key.js';
+import { type ObProxyError, obError } from '../../src/errors.js';
+import { type InflightHandle, InflightRequests, type Terminable } from '../../daemon/data-plane/inflight.js';
+
+function key(id: string): KeyRecord {
+  return {
+    id,
+    name: id,
+    instance: 'i1',
+    deployment: 'd1',
+    hash: `hash-${id}`,
+    hint: 'ob_sk_…abcd',
+    isDefault: false,
+    status: 'active',
+    createdAt: '2026-11-24T00:00:00.000Z',
+    lastUsedAt: null,
+    revokedAt: null,
+    revokeReason: null,
+    usage: emptyUsage(),
+    limits: noLimits(),
+  };
+}
+
+/** A relay that, as the real ones do, leaves the in-flight list when it is terminated. */
+class FakeRelay implements Terminable {
+  ended: ObProxyError | null = null;
+  place: InflightHandle | null = null;
+  constructor(private readonly inflight: InflightRequests) {}
+  terminate(err: ObProxyError): void {
+    this.ended = err;
+    if (this.place !== null) this.inflight.delete(this.place);
+  }
+}
+
+const REVOKED = obError('revoked_api_key');
+
+describe('InflightRequests', () => {
+  it('ends exactly the requests of the revoked key still in flight, however they came and went', () => {
+    const inflight = new InflightRequests();
+    const a = key('a');
+    const b = key('b');
+    const relays: FakeRelay[] = [];
+    for (let i = 0; i < 6; i++) {
+      const r = new FakeRelay(inflight);
+      r.place = inflight.add(i % 2 === 0 ? a : b, r);
+      relays.push(r);
+    }
+    // First, middle and last of key a's list finish on their own; a second delete changes nothing.
+    inflight.delete(relays[0]!.place!);
+    inflight.delete(relays[0]!.place!);
+    inflight.delete(relays[4]!.place!);
+    expect(inflight.count('a')).toBe(1);
+    expect(inflight.count('b')).toBe(3);
+
+    inflight.end('a', REVOKED);
+    expect(relays.map((r) => r.ended)).toEqual([null, null, REVOKED, null, null, null]);
+    expect(inflight.count('a')).toBe(0);
+
+    // Every request of b ends, each deleting itself while the list is walked.
+    inflight.end('b', REVOKED);
+    expect(relays.filter((r) => r.ended !== null)).toHaveLength(4);
+    expect(inflight.count('b')).toBe(0);
+  });
+
+  it('sweeps: ends the keys the verdict refuses, drops empty ones, keeps the rest', () => {
+    const inflight = new InflightRequests();
+    const a = key('a');
+    const b = key('b');
+    const ra = new FakeRelay(inflight);
+    ra.place = inflight.add(a, ra);
+    const rb = new FakeRelay(inflight);
+    rb.place = inflight.add(b, rb);
+    const done = new FakeRelay(inflight);
+    inflight.delete(inflight.add(key('c'), done));
+
+    const seen: string[] = [];
+    inflight.sweep((k) => {
+      seen.push(k.id);
+      return k.id === 'a' ? REVOKED : null;
+    });
+    // c had nothing in flight: not asked about, and gone.
+    expect(seen).toEqual(['a', 'b']);
+    expect(ra.ended).toBe(REVOKED);
+    expect(rb.ended).toBeNull();
+    expect(inflight.count('b')).toBe(1);
+  });
+
+  it('keeps no link from a finished request to another', () => {
+    const inflight = new InflightRequests();
+    const a = key('a');
+    const places = [0, 1, 2].map(() => inflight.add(a, new FakeRelay(inflight)));
+    inflight.delete(places[1]!);
+    // A request that left holds nothing: an old one must not keep young ones alive (session 7).
+    expect(places[1]).toMatchObject({ relay: null, prev: null, next: null });
+    expect(places[2]!.next).toBe(places[0]);
+    expect(places[0]!.prev).toBe(places[2]);
+  });
+});
