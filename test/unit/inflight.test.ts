@@ -1,26 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { type KeyRecord, emptyUsage, noLimits } from '../../src/domain/key.js';
+import type { KeyRecord } from '../../src/domain/key.js';
+import { keyRecord } from '../helpers/key-record.js';
 import { type ObProxyError, obError } from '../../src/errors.js';
 import { type InflightHandle, InflightRequests, type Terminable } from '../../daemon/data-plane/inflight.js';
 
-function key(id: string): KeyRecord {
-  return {
-    id,
-    name: id,
-    instance: 'i1',
-    deployment: 'd1',
-    hash: `hash-${id}`,
-    hint: 'ob_sk_…abcd',
-    isDefault: false,
-    status: 'active',
-    createdAt: '2026-11-24T00:00:00.000Z',
-    lastUsedAt: null,
-    revokedAt: null,
-    revokeReason: null,
-    usage: emptyUsage(),
-    limits: noLimits(),
-  };
-}
+const key = (id: string): KeyRecord => keyRecord(id);
 
 /** A relay that, as the real ones do, leaves the in-flight list when it is terminated. */
 class FakeRelay implements Terminable {

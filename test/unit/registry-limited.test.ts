@@ -1,25 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { type KeyLimits, type KeyRecord, emptyUsage, noLimits } from '../../src/domain/key.js';
+import { keyRecord } from '../helpers/key-record.js';
 import { MutableRegistry } from '../../src/services/registry.js';
 import { STORE_VERSION } from '../../src/store/store.js';
 
 function key(id: string, limits: KeyLimits = noLimits(), status: KeyRecord['status'] = 'active'): KeyRecord {
-  return {
-    id,
-    name: id,
-    instance: 'i1',
-    deployment: 'd1',
-    hash: `hash-${id}`,
-    hint: 'ob_sk_…abcd',
-    isDefault: false,
-    status,
-    createdAt: '2026-11-24T00:00:00.000Z',
-    lastUsedAt: null,
-    revokedAt: null,
-    revokeReason: null,
-    usage: emptyUsage(),
-    limits,
-  };
+  return keyRecord(id, { limits, status });
 }
 
 const rpm = (n: number): KeyLimits => ({ ...noLimits(), rpm: n });
