@@ -8,12 +8,17 @@
  * peak RSS, scavenges, mark-compacts and the bytes scavenges promoted per request. A daemon in
  * the cheap regime promotes ~140 B per request at 64 connections; in the other, 5-7 KB, with a
  * mark-compact every few hundred ms (docs/performance.md, session 7). Needs wrk.
+ * A dir may end in `+pg` (the PostgreSQL store, in a database of its own on `--postgres URL`,
+ * default the local server) or `+ops` (metrics on, the bench key with rpm, tpm and concurrency
+ * far above the load), or both, to see whether the store or the operations features change the regime.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { startDaemon } from './native-harness.mjs';
+import { benchDatabase } from './postgres.mjs';
+import { freePort } from './targets.mjs';
 import { cpuSeconds, sampleRss } from './procstat.mjs';
 import { bodies } from './scenarios.mjs';
 import { runWrk } from './wrk.mjs';
@@ -25,9 +30,11 @@ const { values: a } = parseArgs({
     kinds: { type: 'string' },
     semi: { type: 'string' },
     'node-flags': { type: 'string' },
+    postgres: { type: 'string' },
   },
 });
-const dirs = (a.dirs ?? resolve(import.meta.dirname, '..')).split(',').map((d) => resolve(d));
+const dirs = (a.dirs ?? resolve(import.meta.dirname, '..')).split(',');
+const pgServer = a.postgres ?? 'postgres://postgres@127.0.0.1:5432/test';
 const kinds = (a.kinds ?? 'plain,stream').split(',');
 const reps = Number(a.reps ?? 3);
 const nodeArgs = [
@@ -58,15 +65,26 @@ function gcOf(text) {
 
 const daemons = [];
 try {
-  for (const dir of dirs) {
-    const d = { dir, gc: '' };
+  for (const spec of dirs) {
+    const [path, ...variants] = spec.split('+');
+    const dir = resolve(path);
+    const d = { dir: spec, gc: '' };
+    daemons.push(d);
+    const serveArgs = [];
+    if (variants.includes('pg')) {
+      d.db = await benchDatabase(pgServer);
+      serveArgs.push('--store', d.db.url);
+    }
+    const ops = variants.includes('ops');
+    if (ops) serveArgs.push('--metrics-port', String(await freePort()));
     d.daemon = await startDaemon(dir, {
       nodeArgs,
+      serveArgs,
+      keyArgs: ops ? ['--rpm', '1000000000', '--tpm', '1000000000', '--concurrency', '1000000'] : null,
       onStdout: (s) => {
         d.gc += s;
       },
     });
-    daemons.push(d);
   }
   const load = (d, kind, seconds) =>
     runWrk({
@@ -95,6 +113,9 @@ try {
         );
       }
 } finally {
-  for (const d of daemons) await d.daemon.stop();
+  for (const d of daemons) {
+    await d.daemon?.stop();
+    await d.db?.drop();
+  }
   rmSync(tmp, { recursive: true, force: true });
 }

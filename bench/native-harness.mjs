@@ -31,9 +31,14 @@ function cli(dir, home, args) {
 
 /**
  * The upstream and a daemon of `dir` with `nodeArgs` and `env`; `onStdout`/`onStderr` get the
- * daemon's output as text. Resolves to { proc, home, url, secret, stop() }.
+ * daemon's output as text. `serveArgs`: more arguments for `serve` (`--store`, `--metrics-port`);
+ * `keyArgs`: the secret is then a key made with `keys create` and these (limits), not the default
+ * key. Resolves to { proc, home, url, secret, stop() }.
  */
-export async function startDaemon(dir, { nodeArgs = [], env = {}, onStdout = () => {}, onStderr = () => {} } = {}) {
+export async function startDaemon(
+  dir,
+  { nodeArgs = [], env = {}, serveArgs = [], keyArgs = null, onStdout = () => {}, onStderr = () => {} } = {},
+) {
   const upstream = await startUpstream();
   const home = mkdtempSync(join(tmpdir(), 'obnc-'));
   const port = await freePort();
@@ -49,6 +54,7 @@ export async function startDaemon(dir, { nodeArgs = [], env = {}, onStdout = () 
       String(port),
       '--log-level',
       'warn',
+      ...serveArgs,
     ],
     { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1', ...env } },
   );
@@ -81,7 +87,11 @@ export async function startDaemon(dir, { nodeArgs = [], env = {}, onStdout = () 
     }
     await cli(dir, home, ['instances', 'add', 'bench', '--model', 'gemma4:26b', '--endpoint', upstream.url]);
     const ready = await cli(dir, home, ['instances', 'ready', 'bench']);
-    return { proc, home, url: `http://127.0.0.1:${port}`, secret: ready.defaultKey.secret, stop };
+    const secret =
+      keyArgs === null
+        ? ready.defaultKey.secret
+        : (await cli(dir, home, ['keys', 'create', '--instance', 'bench', '--name', 'bench-variant', ...keyArgs])).secret;
+    return { proc, home, url: `http://127.0.0.1:${port}`, secret, stop };
   } catch (err) {
     await stop();
     throw err;
