@@ -90,7 +90,8 @@ export async function startDaemon(
     const secret =
       keyArgs === null
         ? ready.defaultKey.secret
-        : (await cli(dir, home, ['keys', 'create', '--instance', 'bench', '--name', 'bench-variant', ...keyArgs])).secret;
+        : (await cli(dir, home, ['keys', 'create', '--instance', 'bench', '--name', 'bench-variant', ...keyArgs]))
+            .secret;
     return { proc, home, url: `http://127.0.0.1:${port}`, secret, stop };
   } catch (err) {
     await stop();
