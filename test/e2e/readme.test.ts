@@ -12,10 +12,10 @@
  */
 import { spawn } from 'node:child_process';
 import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
-import { type AddressInfo, createServer } from 'node:net';
 import { homedir, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { freePort } from '../helpers/free-port.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 
@@ -35,14 +35,6 @@ function walkThrough(readme: string): Blocks {
     else if (m[1] === 'js') blocks.js.push({ after: blocks.sh.length, text: m[2]! });
   }
   return blocks;
-}
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const { port } = s.address() as AddressInfo;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
 }
 
 function groupAlive(pgid: number): boolean {

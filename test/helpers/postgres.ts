@@ -7,11 +7,12 @@ import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readdirSync } from 'node:fs';
 import { chown, mkdtemp, readFile, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
+import { createServer } from 'node:net';
+import { freePort } from './free-port.js';
 
 const run = promisify(execFile);
 
@@ -47,17 +48,6 @@ export async function freshDatabase(server = LOCAL_PG): Promise<TestDatabase> {
     url: withDatabase(server, name),
     drop: () => admin(server, (c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)).then(() => {}),
   };
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const addr = s.address();
-      s.close(() => resolve(typeof addr === 'object' && addr !== null ? addr.port : 0));
-    });
-  });
 }
 
 export interface Cluster {

@@ -8,12 +8,12 @@
 import { execFile, execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { copyFile, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type SimProcess, eventually, startSimulate } from '../helpers/processes.js';
+import { freePort } from '../helpers/free-port.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const FILE = join(ROOT, 'packaging/Containerfile');
@@ -49,17 +49,6 @@ async function ok(args: string[], timeoutMs?: number): Promise<string> {
   const r = await run(args, timeoutMs);
   if (r.code !== 0) throw new Error(`${engine} ${args.join(' ')} exited ${r.code}: ${r.stderr}`);
   return r.stdout;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((done, fail) => {
-    const s = createServer();
-    s.once('error', fail);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => done(port));
-    });
-  });
 }
 
 const tag = `localhost/ob-proxy-test:${process.pid}`;
