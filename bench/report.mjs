@@ -16,6 +16,44 @@ const diff = (x, y) => (x == null || y == null ? null : x - y);
 /** The median of per-repetition pairs (bench/run.mjs), or, for older JSON, the figure from medians. */
 const pairedOr = (r, key, fallback) => r?.paired?.[key] ?? fallback;
 
+/**
+ * The per-run pairs' range and a 90 % interval of their median (bootstrap, 2,000 resamples with a
+ * fixed seed, so the same runs print the same interval): how far the median itself may be off.
+ * Two identical builds measured against each other (`--baseline` of this checkout) show the noise.
+ */
+export function medianInterval(xs, resamples = 2000) {
+  const v = xs.filter((x) => typeof x === 'number' && Number.isFinite(x));
+  if (v.length < 3) return null;
+  let seed = 0x9e3779b9;
+  const rand = () => {
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  const mid = (a) => {
+    const b = [...a].sort((x, y) => x - y);
+    const m = b.length >> 1;
+    return b.length % 2 === 1 ? b[m] : (b[m - 1] + b[m]) / 2;
+  };
+  const meds = [];
+  for (let k = 0; k < resamples; k++) meds.push(mid(v.map(() => v[Math.floor(rand() * v.length)])));
+  meds.sort((x, y) => x - y);
+  return {
+    min: Math.min(...v),
+    max: Math.max(...v),
+    lo: meds[Math.floor(0.05 * resamples)],
+    hi: meds[Math.ceil(0.95 * resamples) - 1],
+  };
+}
+
+function spread(xs) {
+  const i = xs == null ? null : medianInterval(xs);
+  return i === null
+    ? ''
+    : ` (per run ${i.min.toFixed(3)}–${i.max.toFixed(3)}; 90 % interval of the median ${i.lo.toFixed(3)}–${i.hi.toFixed(3)})`;
+}
+
 function version(cmd, args) {
   // nginx -v and wrk --version print on stderr, and wrk exits 1.
   const r = spawnSync(cmd, args, { encoding: 'utf8' });
@@ -84,7 +122,7 @@ function scenarioTable(sc, byTarget) {
     .filter(([n, r]) => !['direct', 'ob-proxy', 'reference', 'nginx'].includes(n) && r.paired?.rpsVsObProxy != null)
     .map(
       ([n, r]) =>
-        `- ${n} against ob-proxy, medians of the per-run pairs: ${f(r.paired.rpsVsObProxy, 3)}× the req/s, ${f(r.paired.cpuVsObProxy, 3)}× the CPU per request.`,
+        `- ${n} against ob-proxy, medians of the per-run pairs: ${f(r.paired.rpsVsObProxy, 3)}× the req/s${spread(r.paired.rpsVsObProxyRuns)}, ${f(r.paired.cpuVsObProxy, 3)}× the CPU per request${spread(r.paired.cpuVsObProxyRuns)}.`,
     );
   return [
     `### ${sc.title}`,

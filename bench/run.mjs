@@ -230,6 +230,9 @@ function paired(rs, byTarget) {
     rpsVsLowdb: pair(byTarget['ob-proxy'], 'rps', div),
     rpsVsObProxy: pair(ob, 'rps', div),
     cpuVsObProxy: pair(ob, 'cpuUsPerReq', div),
+    // Every repetition's pair, for the report's interval and for pooling runs (bench/pool.mjs).
+    rpsVsObProxyRuns: ob === undefined ? null : rs.map((x, i) => div(x.rps, ob[i]?.rps)),
+    cpuVsObProxyRuns: ob === undefined ? null : rs.map((x, i) => div(x.cpuUsPerReq, ob[i]?.cpuUsPerReq)),
   };
 }
 
