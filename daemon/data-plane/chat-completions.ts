@@ -164,9 +164,9 @@ function send(
   const auth = request.auth as AuthContext;
   reply.hijack();
   const started = performance.now();
-  let done: Promise<void>;
+  let relay: PlainRelay | StreamRelay;
   try {
-    done = proxy(ctx, request, reply.raw, auth, chat, upstream, slot);
+    relay = proxy(ctx, request, reply.raw, auth, chat, upstream, slot);
   } catch (err) {
     // Nothing answers a hijacked reply but us: a throw here would hold the socket until the client left.
     if (slot !== null) ctx.admission?.leave(slot);
@@ -176,7 +176,7 @@ function send(
   }
   // The access line; its object is not even built when info is off (--log-level warn).
   if (INFO_LEVELS.has(ctx.log.level)) {
-    void done.then(() => {
+    void relay.done.then(() => {
       ctx.log.info(
         {
           reqId: request.id,
@@ -200,7 +200,7 @@ function proxy(
   chat: ChatRequest,
   body: Buffer | string,
   slot: string | null,
-): Promise<void> {
+): PlainRelay | StreamRelay {
   ctx.usage.record(auth.key, ctx.clock.now(), 0, 0);
   const live = ctx.live.counter(auth.instance.id);
   live.requests += 1;
@@ -211,7 +211,7 @@ function proxy(
     id: completionId(),
     model: chat.model,
     reqId: request.id,
-    nowSec: () => Math.floor(ctx.clock.now() / 1000),
+    clock: ctx.clock,
     // Called once, when the exchange is over: it leaves the in-flight set then.
     countTokens: (prompt, completion, reasoning, outcome) => {
       inflight.delete(place);
@@ -221,13 +221,18 @@ function proxy(
       live.tokens += completion;
       if (outcome === 'error') live.errors += 1;
       if (chat.stream) live.openStreams -= 1;
-      observer.over(prompt, completion, reasoning);
+      observer?.over(prompt, completion, reasoning);
     },
     limits: ctx.config,
     headers: request.rateLimit,
+    log: ctx.log,
+    instance: auth.instance.id,
+    key: auth.key.id,
   };
-  const observer = new RequestObserver(ctx.metrics, ctx.log, request.id, auth.instance.id, auth.key.id, chat.stream);
-  rc.observer = observer;
+  // Only while metrics are on: a request keeps it for its whole life, and scavenges copy it.
+  const observer =
+    ctx.metrics === null ? null : new RequestObserver(ctx.metrics, auth.instance.id, auth.key.id, chat.stream);
+  if (observer !== null) rc.observer = observer;
   const layouts = ctx.config.relayFastPath ? ctx.eventLayouts.for(auth.instance.deployment) : null;
   const relay = chat.stream ? new StreamRelay(rc, chat.includeUsage, layouts) : new PlainRelay(rc);
   // In the turn the key was re-checked (recheck, above): from here a revocation ends it.
@@ -248,5 +253,5 @@ function proxy(
     ctx.log.error({ err, reqId: request.id }, 'upstream request not sent');
     relay.terminate(obError('internal_error'));
   }
-  return relay.done;
+  return relay;
 }

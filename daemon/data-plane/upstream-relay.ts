@@ -19,7 +19,8 @@ export interface RelayContext {
   id: string;
   model: string;
   reqId: string;
-  nowSec(): number;
+  /** For `created` where the model server's answer lacks one. */
+  clock: { now(): number };
   /** Called once, when the exchange is over, with what to count. */
   countTokens(prompt: number, completion: number, reasoning: number, outcome: RequestOutcome): void;
   /** Bounds on the answer (the daemon's config). */
@@ -28,6 +29,10 @@ export interface RelayContext {
   observer?: RelayObserver;
   /** More headers for the answer, whatever it is (the key's x-ratelimit-*). */
   headers?: Readonly<Record<string, string>> | null;
+  /** Where a model server's failure is told (at warn), with the instance and key ids. */
+  log: { warn(obj: object, msg: string): void };
+  instance: string;
+  key: string;
 }
 
 export interface RelayObserver {
@@ -69,20 +74,32 @@ abstract class Relay implements Dispatcher.DispatchHandler {
   private settled = false;
   /** The response deadline; after [DONE], the drain's. */
   private timer: NodeJS.Timeout | null;
-  private resolve!: () => void;
-  readonly done = new Promise<void>((r) => {
-    this.resolve = r;
-  });
+  /** `done`, made only when asked for (the access log at info): most requests never need one. */
+  private donePromise: Promise<void> | null = null;
+  private resolveDone: (() => void) | null = null;
 
   constructor(protected readonly c: RelayContext) {
     c.res.on('close', this.onClientClose);
-    this.timer = setTimeout(this.onDeadline, c.limits.responseDeadlineMs);
+    // A shared function and the relay as its argument: no closure per request. What a request
+    // keeps alive for its whole life is copied by every scavenge it lives through; at 64
+    // connections on two busy cores that cost showed (docs/performance.md, session 8).
+    this.timer = setTimeout(Relay.onDeadline, c.limits.responseDeadlineMs, this);
   }
 
-  private readonly onDeadline = (): void => {
-    this.timer = null;
-    this.refuse(limitErrors.tooSlow(this.c.limits.responseDeadlineMs), 'the response deadline passed');
-  };
+  /** Settles when the exchange is over. */
+  get done(): Promise<void> {
+    this.donePromise ??= this.settled
+      ? Promise.resolve()
+      : new Promise<void>((r) => {
+          this.resolveDone = r;
+        });
+    return this.donePromise;
+  }
+
+  private static onDeadline(relay: Relay): void {
+    relay.timer = null;
+    relay.refuse(limitErrors.tooSlow(relay.c.limits.responseDeadlineMs), 'the response deadline passed');
+  }
 
   /** Over a limit: answers the client (or ends its stream) with `err`, then aborts the upstream. */
   protected refuse(err: ObProxyError, why: string): void {
@@ -196,7 +213,9 @@ abstract class Relay implements Dispatcher.DispatchHandler {
   /** The model server failed this exchange: counted against the key, told to the metrics. */
   protected upstreamFailed(code: string): void {
     this.errored = true;
-    this.c.observer?.upstreamFailed(code);
+    const c = this.c;
+    c.log.warn({ reqId: c.reqId, instance: c.instance, key: c.key, code }, 'model server failed');
+    c.observer?.upstreamFailed(code);
   }
 
   protected finish(prompt: number, completion: number, reasoning: number): void {
@@ -206,7 +225,7 @@ abstract class Relay implements Dispatcher.DispatchHandler {
     this.timer = null;
     this.c.res.off('close', this.onClientClose);
     this.c.countTokens(prompt, completion, reasoning, this.clientGone ? 'disconnect' : this.errored ? 'error' : 'ok');
-    this.resolve();
+    this.resolveDone?.();
   }
 
   protected abstract start(headers: IncomingHttpHeaders): void;
@@ -255,7 +274,7 @@ export class PlainRelay extends Relay {
     const body =
       out !== null
         ? (parsed as Record<string, unknown>)
-        : normalizeCompletion(parsed, this.c.id, this.c.model, this.c.nowSec());
+        : normalizeCompletion(parsed, this.c.id, this.c.model, Math.floor(this.c.clock.now() / 1000));
     if (body === null) {
       this.errored = true;
       writeRawError(

@@ -1,12 +1,11 @@
-import type { FastifyBaseLogger } from 'fastify';
 import type { RelayObserver } from '../data-plane/upstream-relay.js';
 import type { InstanceSeries, KeySeries } from './hot-series.js';
 import type { Metrics } from './metrics.js';
 
 /**
- * One proxied request as the operator sees it: a model server failure is a warning in the log,
- * and with metrics on, its time to the first byte, its failures, its tokens and, for a stream,
- * its place among the open ones. Its instance's and key's series are looked up once, here.
+ * One proxied request in the metrics (made only while they are on): its time to the first byte,
+ * its model server's failures, its tokens and, for a stream, its place among the open ones. Its
+ * instance's and key's series are looked up once, here. (The relay logs the failures itself.)
  */
 export class RequestObserver implements RelayObserver {
   private readonly sentAt = performance.now();
@@ -16,10 +15,8 @@ export class RequestObserver implements RelayObserver {
 
   constructor(
     private readonly m: Metrics | null,
-    private readonly log: FastifyBaseLogger,
-    private readonly reqId: string,
     private readonly instance: string,
-    private readonly key: string,
+    key: string,
     stream: boolean,
   ) {
     this.series = m === null ? null : m.instance(instance);
@@ -36,7 +33,6 @@ export class RequestObserver implements RelayObserver {
   }
 
   upstreamFailed(code: string): void {
-    this.log.warn({ reqId: this.reqId, instance: this.instance, key: this.key, code }, 'model server failed');
     this.m?.upstreamError(this.instance, code);
   }
 
