@@ -113,7 +113,8 @@ try {
       for (const k of kinds) await together(A, B, k, 4);
       for (const k of kinds) {
         await together(A, B, k, 2);
-        const [ra, rb] = round % 2 === 0 ? await together(A, B, k, seconds) : (await together(B, A, k, seconds)).reverse();
+        const [ra, rb] =
+          round % 2 === 0 ? await together(A, B, k, seconds) : (await together(B, A, k, seconds)).reverse();
         ratios[k].rps.push(rb.rps / ra.rps);
         ratios[k].cpu.push(rb.cpu / ra.cpu);
         console.log(

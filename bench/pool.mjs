@@ -40,4 +40,6 @@ const show = (xs) => {
   return `${med.toFixed(3)}× (90 % interval ${i.lo.toFixed(3)}–${i.hi.toFixed(3)}; pairs ${i.min.toFixed(3)}–${i.max.toFixed(3)})`;
 };
 for (const [k, p] of pooled)
-  console.log(`${k} against ob-proxy, ${p.rps.length} pairs from ${p.runs} runs: req/s ${show(p.rps)}; CPU per request ${show(p.cpu)}`);
+  console.log(
+    `${k} against ob-proxy, ${p.rps.length} pairs from ${p.runs} runs: req/s ${show(p.rps)}; CPU per request ${show(p.cpu)}`,
+  );
