@@ -22,6 +22,7 @@ import type { DaemonContext } from './context.js';
 import { Admission } from './data-plane/admission.js';
 import { BadKeyLimiter } from './data-plane/bad-key-limiter.js';
 import { buildDataPlane } from './data-plane/build-data-plane.js';
+import { Deadlines } from './data-plane/deadlines.js';
 import { InflightRequests, watchRevocations } from './data-plane/inflight.js';
 import { followLifecycle } from './lifecycle-follow.js';
 import { buildLogger } from './logger.js';
@@ -245,6 +246,7 @@ async function assemble(config: Config, deps: DaemonDeps, opened: Opened): Promi
             metrics === null ? undefined : (instance, depth) => metrics.queueDepth(instance, depth),
           ),
     inflight: new InflightRequests(),
+    deadlines: new Deadlines(),
     eventLayouts: new EventLayoutsByServer(),
     log,
     draining: false,

@@ -11,6 +11,7 @@ import type { EventLayoutsByServer } from '../src/wire/event-layouts.js';
 import type { Admission } from './data-plane/admission.js';
 import type { StoreSyncView } from '../src/wire/views.js';
 import type { BadKeyLimiter } from './data-plane/bad-key-limiter.js';
+import type { Deadlines } from './data-plane/deadlines.js';
 import type { InflightRequests } from './data-plane/inflight.js';
 import type { Metrics } from './metrics/metrics.js';
 import type { UpstreamTokens } from './upstream-tokens.js';
@@ -35,6 +36,8 @@ export interface DaemonContext {
   health: InstanceHealth;
   /** Requests sent upstream and not yet over, per key: a revocation ends them. */
   inflight: InflightRequests;
+  /** Their response deadlines, one list swept four times a second. */
+  deadlines: Deadlines;
   /** Stream event layouts learned per instance, shared by its streams (src/wire/event-layouts.ts). */
   eventLayouts: EventLayoutsByServer;
   log: FastifyBaseLogger;

@@ -224,6 +224,7 @@ function proxy(
       observer?.over(prompt, completion, reasoning);
     },
     limits: ctx.config,
+    deadlines: ctx.deadlines,
     headers: request.rateLimit,
     log: ctx.log,
     instance: auth.instance.id,

@@ -9,6 +9,7 @@ import { SseRelay } from '../../src/wire/sse-relay.js';
 import { type AnswerLimits, DRAIN_BYTES, DRAIN_MS, limitErrors } from '../../src/upstream/answer-limits.js';
 import { translateUpstreamError, upstreamStatusError } from '../../src/upstream/upstream-errors.js';
 import type { RequestOutcome } from '../../src/services/usage.js';
+import type { DeadlineNode, Deadlines } from './deadlines.js';
 import { withHeaders, writeRawError } from './send-error.js';
 
 type Controller = Dispatcher.DispatchController;
@@ -25,6 +26,8 @@ export interface RelayContext {
   countTokens(prompt: number, completion: number, reasoning: number, outcome: RequestOutcome): void;
   /** Bounds on the answer (the daemon's config). */
   limits: AnswerLimits;
+  /** Where the response deadline is kept (one list for the daemon's requests). */
+  deadlines: Deadlines;
   /** Told of the model server's response and failures (metrics); absent when nobody listens. */
   observer?: RelayObserver;
   /** More headers for the answer, whatever it is (the key's x-ratelimit-*). */
@@ -62,7 +65,7 @@ function contentLength(headers: IncomingHttpHeaders): number {
  * deadline is refused with 502 upstream_error (one error event once a stream has begun) and the
  * upstream request aborted.
  */
-abstract class Relay implements Dispatcher.DispatchHandler {
+abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode {
   protected controller: Controller | null = null;
   protected clientGone = false;
   /** The client was answered with an error (the model server's, a refusal, a revocation). */
@@ -72,18 +75,19 @@ abstract class Relay implements Dispatcher.DispatchHandler {
   private errorBody: Buffer[] | null = null;
   private errorBytes = 0;
   private settled = false;
-  /** The response deadline; after [DONE], the drain's. */
-  private timer: NodeJS.Timeout | null;
+  /** Its place in the response deadlines (deadlines.ts). */
+  dueAt = 0;
+  prevDue: DeadlineNode | null = null;
+  nextDue: DeadlineNode | null = null;
+  /** After [DONE], the drain's deadline. */
+  private drainTimer: NodeJS.Timeout | null = null;
   /** `done`, made only when asked for (the access log at info): most requests never need one. */
   private donePromise: Promise<void> | null = null;
   private resolveDone: (() => void) | null = null;
 
   constructor(protected readonly c: RelayContext) {
     c.res.on('close', this.onClientClose);
-    // A shared function and the relay as its argument: no closure per request. What a request
-    // keeps alive for its whole life is copied by every scavenge it lives through; at 64
-    // connections on two busy cores that cost showed (docs/performance.md, session 8).
-    this.timer = setTimeout(Relay.onDeadline, c.limits.responseDeadlineMs, this);
+    c.deadlines.add(this, c.limits.responseDeadlineMs);
   }
 
   /** Settles when the exchange is over. */
@@ -96,9 +100,9 @@ abstract class Relay implements Dispatcher.DispatchHandler {
     return this.donePromise;
   }
 
-  private static onDeadline(relay: Relay): void {
-    relay.timer = null;
-    relay.refuse(limitErrors.tooSlow(relay.c.limits.responseDeadlineMs), 'the response deadline passed');
+  /** The response deadline passed (deadlines.ts). */
+  deadlinePassed(): void {
+    this.refuse(limitErrors.tooSlow(this.c.limits.responseDeadlineMs), 'the response deadline passed');
   }
 
   /** Over a limit: answers the client (or ends its stream) with `err`, then aborts the upstream. */
@@ -112,9 +116,10 @@ abstract class Relay implements Dispatcher.DispatchHandler {
   /** From now on the upstream gets `ms` more (the drain after [DONE]), not the whole deadline. */
   protected shortenDeadline(ms: number): void {
     if (this.settled) return;
-    if (this.timer !== null) clearTimeout(this.timer);
-    this.timer = setTimeout(() => {
-      this.timer = null;
+    this.c.deadlines.remove(this);
+    if (this.drainTimer !== null) clearTimeout(this.drainTimer);
+    this.drainTimer = setTimeout(() => {
+      this.drainTimer = null;
       this.controller?.abort(new Error('the model server went on after [DONE]'));
     }, ms);
   }
@@ -221,8 +226,9 @@ abstract class Relay implements Dispatcher.DispatchHandler {
   protected finish(prompt: number, completion: number, reasoning: number): void {
     if (this.settled) return;
     this.settled = true;
-    if (this.timer !== null) clearTimeout(this.timer);
-    this.timer = null;
+    this.c.deadlines.remove(this);
+    if (this.drainTimer !== null) clearTimeout(this.drainTimer);
+    this.drainTimer = null;
     this.c.res.off('close', this.onClientClose);
     this.c.countTokens(prompt, completion, reasoning, this.clientGone ? 'disconnect' : this.errored ? 'error' : 'ok');
     this.resolveDone?.();
