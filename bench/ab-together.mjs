@@ -15,14 +15,12 @@
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { startDaemon } from './native-harness.mjs';
-import { benchDatabase } from './postgres.mjs';
+import { startVariant } from './native-harness.mjs';
 import { cpuSeconds } from './procstat.mjs';
 import { medianInterval } from './report.mjs';
 import { bodies } from './scenarios.mjs';
-import { freePort } from './targets.mjs';
 import { runWrk } from './wrk.mjs';
 
 const { values: a } = parseArgs({
@@ -52,45 +50,23 @@ const tmp = mkdtempSync(join(tmpdir(), 'obab-'));
 const files = {};
 for (const k of kinds) writeFileSync((files[k] = join(tmp, `${k}.json`)), bodies()[k]);
 
-async function start(spec) {
-  const [path, ...variants] = spec.split('+');
-  const serveArgs = [];
-  let db = null;
-  if (variants.includes('pg')) {
-    db = await benchDatabase(pgServer);
-    serveArgs.push('--store', db.url);
-  }
-  const ops = variants.includes('ops');
-  if (ops) serveArgs.push('--metrics-port', String(await freePort()));
-  const daemon = await startDaemon(resolve(path), {
-    nodeArgs,
-    serveArgs,
-    keyArgs: ops ? ['--rpm', '1000000000', '--tpm', '1000000000', '--concurrency', '1000000'] : null,
-  });
-  return {
-    daemon,
-    stop: async () => {
-      await daemon.stop();
-      await db?.drop();
-    },
-  };
-}
+const start = (spec) => startVariant(spec, { pgServer, nodeArgs });
 
 const load = (d, kind, s) =>
   runWrk({
-    url: d.daemon.url,
+    url: d.url,
     path: '/v1/chat/completions',
     bodyFile: files[kind],
-    headers: { Authorization: `Bearer ${d.daemon.secret}` },
+    headers: { Authorization: `Bearer ${d.secret}` },
     connections,
     durationS: s,
-    scriptFile: join(tmp, `${kind}-${d.daemon.proc.pid}.lua`),
+    scriptFile: join(tmp, `${kind}-${d.proc.pid}.lua`),
   });
 
 /** Both under load at once; each one's req/s and CPU per request. */
 async function together(x, y, kind, s) {
-  const px = [x.daemon.proc.pid];
-  const py = [y.daemon.proc.pid];
+  const px = [x.proc.pid];
+  const py = [y.proc.pid];
   const cx = cpuSeconds(px);
   const cy = cpuSeconds(py);
   const [rx, ry] = await Promise.all([load(x, kind, s), load(y, kind, s)]);

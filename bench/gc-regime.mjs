@@ -16,9 +16,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { startDaemon } from './native-harness.mjs';
-import { benchDatabase } from './postgres.mjs';
-import { freePort } from './targets.mjs';
+import { startVariant } from './native-harness.mjs';
 import { cpuSeconds, sampleRss } from './procstat.mjs';
 import { bodies } from './scenarios.mjs';
 import { runWrk } from './wrk.mjs';
@@ -66,21 +64,11 @@ function gcOf(text) {
 const daemons = [];
 try {
   for (const spec of dirs) {
-    const [path, ...variants] = spec.split('+');
-    const dir = resolve(path);
     const d = { dir: spec, gc: '' };
     daemons.push(d);
-    const serveArgs = [];
-    if (variants.includes('pg')) {
-      d.db = await benchDatabase(pgServer);
-      serveArgs.push('--store', d.db.url);
-    }
-    const ops = variants.includes('ops');
-    if (ops) serveArgs.push('--metrics-port', String(await freePort()));
-    d.daemon = await startDaemon(dir, {
+    d.daemon = await startVariant(spec, {
+      pgServer,
       nodeArgs,
-      serveArgs,
-      keyArgs: ops ? ['--rpm', '1000000000', '--tpm', '1000000000', '--concurrency', '1000000'] : null,
       onStdout: (s) => {
         d.gc += s;
       },
@@ -113,9 +101,6 @@ try {
         );
       }
 } finally {
-  for (const d of daemons) {
-    await d.daemon?.stop();
-    await d.db?.drop();
-  }
+  for (const d of daemons) await d.daemon?.stop();
   rmSync(tmp, { recursive: true, force: true });
 }

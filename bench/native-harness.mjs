@@ -9,7 +9,8 @@ import { execFile, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
+import { benchDatabase } from './postgres.mjs';
 import { freePort, startUpstream } from './targets.mjs';
 
 const NODE = process.execPath;
@@ -137,4 +138,33 @@ export async function drive(url, secret, body, kind, count, conc) {
   await Promise.all(Array.from({ length: conc }, worker));
   agent.destroy();
   if (bad > 0) throw new Error(`${bad} of ${count} requests failed`);
+}
+
+/** The bench key's limits for `+ops`: far above any load here, so every request is checked and counted, none refused. */
+const OPS_KEY = ['--rpm', '1000000000', '--tpm', '1000000000', '--concurrency', '1000000'];
+
+/**
+ * `startDaemon` for `DIR`, `DIR+pg` (the PostgreSQL store, in a database of its own on
+ * `pgServer`, dropped at `stop`) or `DIR+ops` (metrics on, and a key with limits), or both.
+ */
+export async function startVariant(spec, { pgServer, ...opts } = {}) {
+  const [path, ...variants] = spec.split('+');
+  const serveArgs = [];
+  const db = variants.includes('pg') ? await benchDatabase(pgServer) : null;
+  if (db !== null) serveArgs.push('--store', db.url);
+  const ops = variants.includes('ops');
+  if (ops) serveArgs.push('--metrics-port', String(await freePort()));
+  try {
+    const daemon = await startDaemon(resolve(path), { ...opts, serveArgs, keyArgs: ops ? OPS_KEY : null });
+    return {
+      ...daemon,
+      stop: async () => {
+        await daemon.stop();
+        await db?.drop();
+      },
+    };
+  } catch (err) {
+    await db?.drop();
+    throw err;
+  }
 }
