@@ -246,7 +246,7 @@ async function assemble(config: Config, deps: DaemonDeps, opened: Opened): Promi
             metrics === null ? undefined : (instance, depth) => metrics.queueDepth(instance, depth),
           ),
     inflight: new InflightRequests(),
-    deadlines: new Deadlines(),
+    deadlines: new Deadlines(250, (err) => log.error({ err }, 'unhandled error ending a request at its deadline')),
     eventLayouts: new EventLayoutsByServer(),
     log,
     draining: false,

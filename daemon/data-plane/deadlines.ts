@@ -23,7 +23,11 @@ export class Deadlines {
   private tail: DeadlineNode | null = null;
   private timer: NodeJS.Timeout | null = null;
 
-  constructor(private readonly periodMs = 250) {}
+  constructor(
+    private readonly periodMs = 250,
+    /** A `deadlinePassed` that threw (the daemon logs it); the sweep goes on with the next. */
+    private readonly onError: (err: unknown) => void = () => {},
+  ) {}
 
   add(node: DeadlineNode, afterMs: number): void {
     node.dueAt = performance.now() + afterMs;
@@ -65,7 +69,12 @@ export class Deadlines {
     const now = performance.now();
     for (let x = this.head; x !== null && x.dueAt <= now; x = this.head) {
       this.remove(x);
-      x.deadlinePassed();
+      // One request's failure to answer must not leave the others due past their deadline.
+      try {
+        x.deadlinePassed();
+      } catch (err) {
+        this.onError(err);
+      }
     }
     if (this.head === null && this.timer !== null) {
       clearInterval(this.timer);

@@ -74,4 +74,20 @@ describe('Deadlines', () => {
     expect(again.passedAt).not.toBeNull();
     expect(vi.getTimerCount()).toBe(0);
   });
+
+  it('goes on with the others when one request fails to end, and reports the error', () => {
+    const errors: unknown[] = [];
+    const d = new Deadlines(100, (err) => errors.push(err));
+    const bad = new Req('bad');
+    const good = new Req('good');
+    bad.deadlinePassed = () => {
+      throw new Error('socket gone');
+    };
+    d.add(bad, 200);
+    d.add(good, 200);
+    vi.advanceTimersByTime(300);
+    expect(good.passedAt).not.toBeNull();
+    expect(errors.map((e) => (e as Error).message)).toEqual(['socket gone']);
+    expect(d.size).toBe(0);
+  });
 });
