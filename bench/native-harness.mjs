@@ -34,13 +34,23 @@ function cli(dir, home, args) {
  * The upstream and a daemon of `dir` with `nodeArgs` and `env`; `onStdout`/`onStderr` get the
  * daemon's output as text. `serveArgs`: more arguments for `serve` (`--store`, `--metrics-port`);
  * `keyArgs`: the secret is then a key made with `keys create` and these (limits), not the default
- * key. Resolves to { proc, home, url, secret, stop() }.
+ * key. `upstream`: an upstream of the caller's ({ url, stop() }) in place of bench/upstream.mjs;
+ * `cwd`: the daemon's working directory. Resolves to { proc, home, url, secret, stop() }.
  */
 export async function startDaemon(
   dir,
-  { nodeArgs = [], env = {}, serveArgs = [], keyArgs = null, onStdout = () => {}, onStderr = () => {} } = {},
+  {
+    nodeArgs = [],
+    env = {},
+    serveArgs = [],
+    keyArgs = null,
+    upstream: given = null,
+    cwd = undefined,
+    onStdout = () => {},
+    onStderr = () => {},
+  } = {},
 ) {
-  const upstream = await startUpstream();
+  const upstream = given ?? (await startUpstream());
   const home = mkdtempSync(join(tmpdir(), 'obnc-'));
   const port = await freePort();
   const proc = spawn(
@@ -57,7 +67,7 @@ export async function startDaemon(
       'warn',
       ...serveArgs,
     ],
-    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1', ...env } },
+    { cwd, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1', ...env } },
   );
   let stderr = '';
   proc.stdout.setEncoding('utf8').on('data', onStdout);
