@@ -239,6 +239,35 @@ function cliSection(cli) {
   ];
 }
 
+/** The extra targets side by side with ob-proxy (bench/together.mjs); absent in older JSON. */
+export function togetherSection(together) {
+  const entries = Object.entries(together ?? {});
+  if (entries.length === 0) return [];
+  const med = (xs) => {
+    const v = [...xs].sort((p, q) => p - q);
+    const m = v.length >> 1;
+    return v.length === 0 ? null : v.length % 2 === 1 ? v[m] : (v[m - 1] + v[m]) / 2;
+  };
+  const cell = (xs) => {
+    const i = medianInterval(xs);
+    return `${f(med(xs), 3)}×${i === null ? '' : ` (${i.lo.toFixed(3)}–${i.hi.toFixed(3)})`}`;
+  };
+  const [, first] = entries[0];
+  return [
+    '## Side by side: each extra target and ob-proxy under load at the same moment',
+    '',
+    `Each round starts both anew, warms both together, then loads both at once, each with its own wrk at ${first.connections} connections for ${first.seconds} s; which wrk starts first alternates (bench/together.mjs). Whatever the shared machine does in that window falls on both, so these ratios are much steadier than the interleaved ones above (two identical builds: 0.987× and 1.006×, docs/performance.md session 8). Medians of the rounds' ratios (target ÷ ob-proxy), with a 90 % bootstrap interval.`,
+    '',
+    '| target ÷ ob-proxy | rounds | non-streaming req/s | CPU per request | streaming req/s | CPU per stream |',
+    '|---|---|---|---|---|---|',
+    ...entries.map(
+      ([n, t]) =>
+        `| ${n} | ${t.rounds} | ${t.byKind.plain ? cell(t.byKind.plain.rps) : '—'} | ${t.byKind.plain ? cell(t.byKind.plain.cpu) : '—'} | ${t.byKind.stream ? cell(t.byKind.stream.rps) : '—'} | ${t.byKind.stream ? cell(t.byKind.stream.cpu) : '—'} |`,
+    ),
+    '',
+  ];
+}
+
 export function renderReport(doc) {
   const targets = checkTargets(doc);
   const o = doc.opts;
@@ -284,6 +313,7 @@ export function renderReport(doc) {
         `| ${n}${n === 'direct' ? ' (the upstream itself)' : ''} | ${r.requests} | ${r.errors + r.non200 + r.badStreams}${r.errorSamples?.length > 0 ? ` (${r.errorSamples.join('; ')})` : ''} | ${r.maxOpen} | ${f(r.baseMiB, 1)} | ${f(r.peakMiB, 1)} | ${f(r.perStreamKB, 1)} |`,
     ),
     '',
+    ...togetherSection(doc.together),
     ...cliSection(doc.cli),
     ...postgresSection(doc),
   ];

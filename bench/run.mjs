@@ -19,6 +19,9 @@
  *        own made and dropped here, measured as the extra target "ob-proxy-pg" beside the lowdb one)
  *        --ops (the extra target "ob-proxy-ops": metrics on and the bench key with generous
  *        --rpm/--tpm/--concurrency, beside plain "ob-proxy", to measure what they cost)
+ *        --together-rounds N (6; 0: none): each extra target (--baseline, --ops, --postgres) is
+ *        also measured side by side with ob-proxy, both under load at the same moment, in N rounds
+ *        of fresh processes (bench/together.mjs): the figure to judge a change by on a shared VM
  *        --same-process (keep each proxy's process for every repetition, as before session 7;
  *        by default each repetition starts every Node proxy anew and warms it up first, for
  *        --warmup seconds per scenario, default 4: a fresh process reaches its steady CPU per
@@ -34,6 +37,7 @@ import { measureCli } from './cli.mjs';
 import { renderReport } from './report.mjs';
 import { HELD, PACED, SCENARIOS, bodies } from './scenarios.mjs';
 import { OB_BIN, hasNginx, startNginx, startObProxy, startReference, startUpstream } from './targets.mjs';
+import { measureTogether } from './together.mjs';
 import { hasWrk, runWrk } from './wrk.mjs';
 import { benchDatabase } from './postgres.mjs';
 
@@ -61,6 +65,7 @@ const { values: a } = parseArgs({
     ops: { type: 'boolean' },
     'same-process': { type: 'boolean' },
     preroll: { type: 'string' },
+    'together-rounds': { type: 'string' },
   },
 });
 const smoke = a.smoke === true;
@@ -86,6 +91,7 @@ const opts = {
   // second or two of load again, by more in a process with more timers of its own (session 7):
   // each measured run follows this much of the same load on the same target.
   prerollS: Number(a.preroll ?? (smoke ? 0 : 2)),
+  togetherRounds: Number(a['together-rounds'] ?? (smoke ? 1 : 6)),
 };
 const only = a.only === undefined ? null : new Set(a.only.split(','));
 const scenarios = SCENARIOS.filter((sc) => only === null || only.has(sc.id));
@@ -276,27 +282,24 @@ const targets = [];
 try {
   const upstream = await startUpstream();
   targets.push(upstream);
-  targets.push(
-    await restartable(() => startObProxy(upstream.url, { logLevel: opts.logLevel, nodeArgs: opts.nodeFlags })),
-  );
+  const startOb = () => startObProxy(upstream.url, { logLevel: opts.logLevel, nodeArgs: opts.nodeFlags });
+  targets.push(await restartable(startOb));
+  // The extra targets, each measured against ob-proxy: name → how to start a fresh one.
+  const extras = new Map();
   if (a.baseline !== undefined) {
     const bin = join(resolve(a.baseline), 'dist/bin/ob-proxy.js');
-    targets.push(
-      await restartable(() =>
-        startObProxy(upstream.url, { logLevel: opts.logLevel, nodeArgs: opts.nodeFlags, name: 'baseline', bin }),
-      ),
+    extras.set('baseline', () =>
+      startObProxy(upstream.url, { logLevel: opts.logLevel, nodeArgs: opts.nodeFlags, name: 'baseline', bin }),
     );
   }
   if (a.ops === true)
-    targets.push(
-      await restartable(() =>
-        startObProxy(upstream.url, {
-          logLevel: opts.logLevel,
-          nodeArgs: opts.nodeFlags,
-          name: 'ob-proxy-ops',
-          ops: true,
-        }),
-      ),
+    extras.set('ob-proxy-ops', () =>
+      startObProxy(upstream.url, {
+        logLevel: opts.logLevel,
+        nodeArgs: opts.nodeFlags,
+        name: 'ob-proxy-ops',
+        ops: true,
+      }),
     );
   if (a.postgres !== undefined) {
     // Each process on a database of its own, made here and dropped with it.
@@ -316,8 +319,9 @@ try {
         },
       };
     };
-    targets.push(await restartable(startPg));
+    extras.set('ob-proxy-pg', startPg);
   }
+  for (const start of extras.values()) targets.push(await restartable(start));
   targets.push(await restartable(() => startReference(upstream.url, { nodeArgs: opts.nodeFlags })));
   if (opts.nginx) targets.push(await startNginx(upstream.url));
   log(
@@ -394,6 +398,32 @@ try {
       log(`cli ${c.command}: median ${c.medianMs.toFixed(1)} ms (+${c.overNodeMs.toFixed(1)} ms over node -e 0)`);
   }
 
+  // Each extra target side by side with ob-proxy, both loaded at the same moment (bench/together.mjs).
+  const together = {};
+  const kinds = ['plain', 'stream'].filter((k) => scenarios.some((sc) => sc.id === `${k}-c64`));
+  if (opts.wrk && opts.togetherRounds > 0 && kinds.length > 0)
+    for (const [name, start] of extras) {
+      const connections = 32;
+      const seconds = smoke ? 0.5 : 6;
+      const byKind = await measureTogether({
+        startA: startOb,
+        startB: start,
+        kinds,
+        files,
+        tmp,
+        rounds: opts.togetherRounds,
+        seconds,
+        connections,
+        warmS: smoke ? 0.2 : opts.warmupS,
+        prerollS: smoke ? 0 : 2,
+        onRound: ({ round, kind, a: ra, b: rb }) =>
+          log(
+            `together ${round + 1}/${opts.togetherRounds} ${kind} ${name} ÷ ob-proxy: ${(rb.rps / ra.rps).toFixed(3)}× req/s (${Math.round(rb.rps)} and ${Math.round(ra.rps)}), ${(rb.cpu / ra.cpu).toFixed(3)}× CPU per request`,
+          ),
+      });
+      together[name] = { rounds: opts.togetherRounds, seconds, connections, byKind };
+    }
+
   const doc = {
     started: started.toISOString(),
     finished: new Date().toISOString(),
@@ -404,6 +434,7 @@ try {
     paced,
     held,
     cli,
+    together,
   };
   mkdirSync(dirname(jsonOut), { recursive: true });
   writeFileSync(jsonOut, `${JSON.stringify(doc, null, 2)}\n`);

@@ -147,4 +147,23 @@ describe('npm run bench (smoke)', () => {
     ].join('\n');
     expect(parseWrk(report)).toEqual({ rps: 12209.05, requests: 25632, p50: 0.08, p99: 2.69, non200: 7, errors: 3 });
   });
+  it('reports each extra target side by side with ob-proxy: medians of the rounds and their interval', async () => {
+    const { togetherSection } = (await import(pathToFileURL(join(ROOT, 'bench/report.mjs')).href)) as {
+      togetherSection: (t: unknown) => string[];
+    };
+    expect(togetherSection({})).toEqual([]);
+    expect(togetherSection(undefined)).toEqual([]);
+    const lines = togetherSection({
+      baseline: {
+        rounds: 3,
+        seconds: 6,
+        connections: 32,
+        byKind: { plain: { rps: [0.96, 1.0, 0.98], cpu: [1.04, 1.0, 1.02] }, stream: { rps: [1.01], cpu: [0.99] } },
+      },
+    });
+    const row = lines.find((l) => l.startsWith('| baseline '));
+    // Three rounds give a median and an interval; one round only its figure.
+    expect(row).toBe('| baseline | 3 | 0.980× (0.960–1.000) | 1.020× (1.000–1.040) | 1.010× | 0.990× |');
+    expect(lines.join('\n')).toContain('32 connections for 6 s');
+  });
 });
