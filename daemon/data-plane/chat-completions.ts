@@ -214,7 +214,7 @@ function proxy(
     clock: ctx.clock,
     // Called once, when the exchange is over: it leaves the in-flight set then.
     countTokens: (prompt, completion, reasoning, outcome) => {
-      inflight.delete(place);
+      inflight.delete(relay);
       if (slot !== null) ctx.admission?.leave(slot);
       ctx.usage.finished(auth.key, { prompt, completion, reasoning, outcome });
       if (auth.key.limits.tpm !== null) ctx.keyLimits.chargeTokens(auth.key.id, prompt + completion, ctx.clock.now());
@@ -237,7 +237,7 @@ function proxy(
   const layouts = ctx.config.relayFastPath ? ctx.eventLayouts.for(auth.instance.deployment) : null;
   const relay = chat.stream ? new StreamRelay(rc, chat.includeUsage, layouts) : new PlainRelay(rc);
   // In the turn the key was re-checked (recheck, above): from here a revocation ends it.
-  const place = inflight.add(auth.key, relay);
+  inflight.add(auth.key, relay);
   try {
     ctx.upstream.dispatch(
       {

@@ -12,16 +12,18 @@ export interface Terminable {
 export interface InflightEntry {
   readonly key: KeyRecord;
   /** The newest request in flight; each links to the one before it. */
-  head: InflightHandle | null;
+  head: InflightNode | null;
   size: number;
 }
 
-/** One request's place in its key's list; `delete` takes it back. */
-export interface InflightHandle {
-  relay: Terminable | null;
-  prev: InflightHandle | null;
-  next: InflightHandle | null;
-  readonly entry: InflightEntry;
+/**
+ * A request in flight is its own place in its key's list (intrusive, as the response deadlines
+ * are): no object is made per request to hold it, and `delete` clears the fields again.
+ */
+export interface InflightNode extends Terminable {
+  inflightEntry: InflightEntry | null;
+  inflightPrev: InflightNode | null;
+  inflightNext: InflightNode | null;
 }
 
 /**
@@ -38,29 +40,31 @@ export interface InflightHandle {
 export class InflightRequests {
   private readonly byKey = new Map<string, InflightEntry>();
 
-  add(key: KeyRecord, relay: Terminable): InflightHandle {
+  add(key: KeyRecord, node: InflightNode): void {
     let e = this.byKey.get(key.id);
     if (e === undefined) {
       e = { key, head: null, size: 0 };
       this.byKey.set(key.id, e);
     }
-    const h: InflightHandle = { relay, prev: null, next: e.head, entry: e };
-    if (e.head !== null) e.head.prev = h;
-    e.head = h;
+    node.inflightEntry = e;
+    node.inflightPrev = null;
+    node.inflightNext = e.head;
+    if (e.head !== null) e.head.inflightPrev = node;
+    e.head = node;
     e.size++;
-    return h;
   }
 
-  /** The request is over: out of its key's list (again: nothing). */
-  delete(h: InflightHandle): void {
-    if (h.relay === null) return;
-    const e = h.entry;
-    if (h.prev === null) e.head = h.next;
-    else h.prev.next = h.next;
-    if (h.next !== null) h.next.prev = h.prev;
-    h.relay = null;
-    h.prev = null;
-    h.next = null;
+  /** The request is over: out of its key's list (again, or never added: nothing). */
+  delete(node: InflightNode): void {
+    const e = node.inflightEntry;
+    if (e === null) return;
+    const { inflightPrev: prev, inflightNext: next } = node;
+    if (prev === null) e.head = next;
+    else prev.inflightNext = next;
+    if (next !== null) next.inflightPrev = prev;
+    node.inflightEntry = null;
+    node.inflightPrev = null;
+    node.inflightNext = null;
     e.size--;
   }
 
@@ -75,10 +79,10 @@ export class InflightRequests {
     if (e === undefined) return;
     this.byKey.delete(keyId);
     // A relay deletes itself as it finishes: take the next link first.
-    for (let h = e.head; h !== null;) {
-      const next = h.next;
-      h.relay?.terminate(err);
-      h = next;
+    for (let n = e.head; n !== null; ) {
+      const next = n.inflightNext;
+      if (n.inflightEntry !== null) n.terminate(err);
+      n = next;
     }
   }
 

@@ -10,9 +10,19 @@ import { type AnswerLimits, DRAIN_BYTES, DRAIN_MS, limitErrors } from '../../src
 import { translateUpstreamError, upstreamStatusError } from '../../src/upstream/upstream-errors.js';
 import type { RequestOutcome } from '../../src/services/usage.js';
 import type { DeadlineNode, Deadlines } from './deadlines.js';
+import type { InflightEntry, InflightNode } from './inflight.js';
 import { withHeaders, writeRawError } from './send-error.js';
 
 type Controller = Dispatcher.DispatchController;
+
+/** The relay of a response, for the one 'close' listener all responses share. */
+const RELAY = Symbol('relay');
+type RelayedResponse = ServerResponse & { [RELAY]?: Relay | null };
+
+/** Shared rather than a closure per relay: a request keeps one object fewer alive while in flight. */
+function onClientClose(this: RelayedResponse): void {
+  this[RELAY]?.clientClosed();
+}
 
 export interface RelayContext {
   res: ServerResponse;
@@ -65,7 +75,7 @@ function contentLength(headers: IncomingHttpHeaders): number {
  * deadline is refused with 502 upstream_error (one error event once a stream has begun) and the
  * upstream request aborted.
  */
-abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode {
+abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode, InflightNode {
   protected controller: Controller | null = null;
   protected clientGone = false;
   /** The client was answered with an error (the model server's, a refusal, a revocation). */
@@ -79,6 +89,10 @@ abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode {
   dueAt = 0;
   prevDue: DeadlineNode | null = null;
   nextDue: DeadlineNode | null = null;
+  /** Its place among its key's requests in flight (inflight.ts). */
+  inflightEntry: InflightEntry | null = null;
+  inflightPrev: InflightNode | null = null;
+  inflightNext: InflightNode | null = null;
   /** After [DONE], the drain's deadline. */
   private drainTimer: NodeJS.Timeout | null = null;
   /** `done`, made only when asked for (the access log at info): most requests never need one. */
@@ -86,7 +100,8 @@ abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode {
   private resolveDone: (() => void) | null = null;
 
   constructor(protected readonly c: RelayContext) {
-    c.res.on('close', this.onClientClose);
+    (c.res as RelayedResponse)[RELAY] = this;
+    c.res.on('close', onClientClose);
     c.deadlines.add(this, c.limits.responseDeadlineMs);
   }
 
@@ -124,11 +139,12 @@ abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode {
     }, ms);
   }
 
-  private readonly onClientClose = (): void => {
+  /** The client's socket closed: if before the answer was written whole, the client went away. */
+  clientClosed(): void {
     if (this.c.res.writableFinished) return;
     this.clientGone = true;
     this.controller?.abort(new Error('the client went away'));
-  };
+  }
 
   onRequestStart(controller: Controller): void {
     this.controller = controller;
@@ -229,7 +245,8 @@ abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode {
     this.c.deadlines.remove(this);
     if (this.drainTimer !== null) clearTimeout(this.drainTimer);
     this.drainTimer = null;
-    this.c.res.off('close', this.onClientClose);
+    this.c.res.off('close', onClientClose);
+    (this.c.res as RelayedResponse)[RELAY] = null;
     this.c.countTokens(prompt, completion, reasoning, this.clientGone ? 'disconnect' : this.errored ? 'error' : 'ok');
     this.resolveDone?.();
   }

@@ -2,18 +2,20 @@ import { describe, expect, it } from 'vitest';
 import type { KeyRecord } from '../../src/domain/key.js';
 import { keyRecord } from '../helpers/key-record.js';
 import { type ObProxyError, obError } from '../../src/errors.js';
-import { type InflightHandle, InflightRequests, type Terminable } from '../../daemon/data-plane/inflight.js';
+import { type InflightEntry, type InflightNode, InflightRequests } from '../../daemon/data-plane/inflight.js';
 
 const key = (id: string): KeyRecord => keyRecord(id);
 
 /** A relay that, as the real ones do, leaves the in-flight list when it is terminated. */
-class FakeRelay implements Terminable {
+class FakeRelay implements InflightNode {
   ended: ObProxyError | null = null;
-  place: InflightHandle | null = null;
+  inflightEntry: InflightEntry | null = null;
+  inflightPrev: InflightNode | null = null;
+  inflightNext: InflightNode | null = null;
   constructor(private readonly inflight: InflightRequests) {}
   terminate(err: ObProxyError): void {
     this.ended = err;
-    if (this.place !== null) this.inflight.delete(this.place);
+    this.inflight.delete(this);
   }
 }
 
@@ -27,13 +29,13 @@ describe('InflightRequests', () => {
     const relays: FakeRelay[] = [];
     for (let i = 0; i < 6; i++) {
       const r = new FakeRelay(inflight);
-      r.place = inflight.add(i % 2 === 0 ? a : b, r);
+      inflight.add(i % 2 === 0 ? a : b, r);
       relays.push(r);
     }
     // First, middle and last of key a's list finish on their own; a second delete changes nothing.
-    inflight.delete(relays[0]!.place!);
-    inflight.delete(relays[0]!.place!);
-    inflight.delete(relays[4]!.place!);
+    inflight.delete(relays[0]!);
+    inflight.delete(relays[0]!);
+    inflight.delete(relays[4]!);
     expect(inflight.count('a')).toBe(1);
     expect(inflight.count('b')).toBe(3);
 
@@ -52,11 +54,12 @@ describe('InflightRequests', () => {
     const a = key('a');
     const b = key('b');
     const ra = new FakeRelay(inflight);
-    ra.place = inflight.add(a, ra);
+    inflight.add(a, ra);
     const rb = new FakeRelay(inflight);
-    rb.place = inflight.add(b, rb);
+    inflight.add(b, rb);
     const done = new FakeRelay(inflight);
-    inflight.delete(inflight.add(key('c'), done));
+    inflight.add(key('c'), done);
+    inflight.delete(done);
 
     const seen: string[] = [];
     inflight.sweep((k) => {
@@ -73,11 +76,16 @@ describe('InflightRequests', () => {
   it('keeps no link from a finished request to another', () => {
     const inflight = new InflightRequests();
     const a = key('a');
-    const places = [0, 1, 2].map(() => inflight.add(a, new FakeRelay(inflight)));
-    inflight.delete(places[1]!);
+    const relays = [0, 1, 2].map(() => new FakeRelay(inflight));
+    for (const r of relays) inflight.add(a, r);
+    inflight.delete(relays[1]!);
     // A request that left holds nothing: an old one must not keep young ones alive (session 7).
-    expect(places[1]).toMatchObject({ relay: null, prev: null, next: null });
-    expect(places[2]!.next).toBe(places[0]);
-    expect(places[0]!.prev).toBe(places[2]);
+    expect(relays[1]).toMatchObject({ inflightEntry: null, inflightPrev: null, inflightNext: null });
+    expect(relays[2]!.inflightNext).toBe(relays[0]);
+    expect(relays[0]!.inflightPrev).toBe(relays[2]);
+    expect(inflight.count('a')).toBe(2);
+    // Deleting one never added changes nothing.
+    inflight.delete(new FakeRelay(inflight));
+    expect(inflight.count('a')).toBe(2);
   });
 });
