@@ -79,7 +79,7 @@ export class InflightRequests {
     if (e === undefined) return;
     this.byKey.delete(keyId);
     // A relay deletes itself as it finishes: take the next link first.
-    for (let n = e.head; n !== null; ) {
+    for (let n = e.head; n !== null;) {
       const next = n.inflightNext;
       if (n.inflightEntry !== null) n.terminate(err);
       n = next;
