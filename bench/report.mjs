@@ -256,7 +256,7 @@ export function togetherSection(together) {
   return [
     '## Side by side: each extra target and ob-proxy under load at the same moment',
     '',
-    `Each round starts both anew, warms both together, then loads both at once, each with its own wrk at ${first.connections} connections for ${first.seconds} s; which wrk starts first alternates (bench/together.mjs). Whatever the shared machine does in that window falls on both, so these ratios are much steadier than the interleaved ones above (two identical builds: 0.987× and 1.006×, docs/performance.md session 8). Medians of the rounds' ratios (target ÷ ob-proxy), with a 90 % bootstrap interval.`,
+    `Each round starts both anew, warms both together, then loads both at once, each with its own upstream and its own wrk at ${first.connections} connections for ${first.seconds} s; which wrk starts first alternates (bench/together.mjs). Whatever the shared machine does in that window falls on both, so these ratios are much steadier than the interleaved ones above (two identical builds: 0.987× and 1.006×, docs/performance.md session 8). Medians of the rounds' ratios (target ÷ ob-proxy), with a 90 % bootstrap interval.`,
     '',
     '| target ÷ ob-proxy | rounds | non-streaming req/s | CPU per request | streaming req/s | CPU per stream |',
     '|---|---|---|---|---|---|',

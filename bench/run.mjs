@@ -282,19 +282,20 @@ const targets = [];
 try {
   const upstream = await startUpstream();
   targets.push(upstream);
-  const startOb = () => startObProxy(upstream.url, { logLevel: opts.logLevel, nodeArgs: opts.nodeFlags });
+  const startOb = (up = upstream.url) => startObProxy(up, { logLevel: opts.logLevel, nodeArgs: opts.nodeFlags });
   targets.push(await restartable(startOb));
-  // The extra targets, each measured against ob-proxy: name → how to start a fresh one.
+  // The extra targets, each measured against ob-proxy: name → how to start a fresh one (on the
+  // shared upstream, or on the one given).
   const extras = new Map();
   if (a.baseline !== undefined) {
     const bin = join(resolve(a.baseline), 'dist/bin/ob-proxy.js');
-    extras.set('baseline', () =>
-      startObProxy(upstream.url, { logLevel: opts.logLevel, nodeArgs: opts.nodeFlags, name: 'baseline', bin }),
+    extras.set('baseline', (up = upstream.url) =>
+      startObProxy(up, { logLevel: opts.logLevel, nodeArgs: opts.nodeFlags, name: 'baseline', bin }),
     );
   }
   if (a.ops === true)
-    extras.set('ob-proxy-ops', () =>
-      startObProxy(upstream.url, {
+    extras.set('ob-proxy-ops', (up = upstream.url) =>
+      startObProxy(up, {
         logLevel: opts.logLevel,
         nodeArgs: opts.nodeFlags,
         name: 'ob-proxy-ops',
@@ -303,9 +304,9 @@ try {
     );
   if (a.postgres !== undefined) {
     // Each process on a database of its own, made here and dropped with it.
-    const startPg = async () => {
+    const startPg = async (up = upstream.url) => {
       const db = await benchDatabase(a.postgres);
-      const t = await startObProxy(upstream.url, {
+      const t = await startObProxy(up, {
         logLevel: opts.logLevel,
         nodeArgs: opts.nodeFlags,
         name: 'ob-proxy-pg',
@@ -321,7 +322,7 @@ try {
     };
     extras.set('ob-proxy-pg', startPg);
   }
-  for (const start of extras.values()) targets.push(await restartable(start));
+  for (const start of extras.values()) targets.push(await restartable(() => start()));
   targets.push(await restartable(() => startReference(upstream.url, { nodeArgs: opts.nodeFlags })));
   if (opts.nginx) targets.push(await startNginx(upstream.url));
   log(
@@ -401,13 +402,30 @@ try {
   // Each extra target side by side with ob-proxy, both loaded at the same moment (bench/together.mjs).
   const together = {};
   const kinds = ['plain', 'stream'].filter((k) => scenarios.some((sc) => sc.id === `${k}-c64`));
+  // Each side on an upstream of its own: one shared upstream serves two loads unevenly.
+  const ownUpstream = (start) => async () => {
+    const up = await startUpstream();
+    try {
+      const t = await start(up.url);
+      return {
+        ...t,
+        stop: async () => {
+          await t.stop();
+          await up.stop();
+        },
+      };
+    } catch (err) {
+      await up.stop();
+      throw err;
+    }
+  };
   if (opts.wrk && opts.togetherRounds > 0 && kinds.length > 0)
     for (const [name, start] of extras) {
       const connections = 32;
       const seconds = smoke ? 0.5 : 6;
       const byKind = await measureTogether({
-        startA: startOb,
-        startB: start,
+        startA: ownUpstream(startOb),
+        startB: ownUpstream(start),
         kinds,
         files,
         tmp,
