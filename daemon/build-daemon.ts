@@ -388,6 +388,7 @@ async function assemble(config: Config, deps: DaemonDeps, opened: Opened): Promi
     stopTimers();
     await probe.close();
     await metricsListener?.close();
+    metrics?.close();
     stopFollowing();
     await dataPlane.close();
     await removeSocket(config.socket);
@@ -540,6 +541,7 @@ async function assemble(config: Config, deps: DaemonDeps, opened: Opened): Promi
         failure ??= err as Error;
       });
       await metricsListener?.close();
+      metrics?.close();
       await probe.close();
       management.server.closeAllConnections();
       await management.close();
