@@ -388,7 +388,6 @@ async function assemble(config: Config, deps: DaemonDeps, opened: Opened): Promi
     stopTimers();
     await probe.close();
     await metricsListener?.close();
-    metrics?.close();
     stopFollowing();
     await dataPlane.close();
     await removeSocket(config.socket);
@@ -541,7 +540,6 @@ async function assemble(config: Config, deps: DaemonDeps, opened: Opened): Promi
         failure ??= err as Error;
       });
       await metricsListener?.close();
-      metrics?.close();
       await probe.close();
       management.server.closeAllConnections();
       await management.close();

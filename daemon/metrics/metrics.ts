@@ -1,7 +1,6 @@
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Registry as KeyRegistry } from '../../src/services/registry.js';
 import { Buckets, InstanceSeries, type KeySeries, registerHistogram } from './hot-series.js';
-import { registerProcessMetrics } from './process-metrics.js';
 
 // From 1 ms to 10 min: a model may load for minutes before its first token.
 const SLOW = [0.005, 0.025, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
@@ -26,7 +25,6 @@ export class Metrics {
   private readonly rateLimits: Counter<'instance' | 'limit'>;
   private readonly queued: Gauge<'instance'>;
   private readonly queueWaits: Histogram<'instance'>;
-  private readonly stopProcessMetrics: () => void;
 
   constructor(opts: {
     keyLabel: boolean;
@@ -35,7 +33,7 @@ export class Metrics {
   }) {
     this.keyLabel = opts.keyLabel;
     const registers = [this.registry];
-    this.stopProcessMetrics = registerProcessMetrics(this.registry, 'ob_proxy_');
+    collectDefaultMetrics({ register: this.registry, prefix: 'ob_proxy_' });
     const series = (): Iterable<[string, InstanceSeries, string, KeySeries]> => this.keySeries();
     const keyLabel = opts.keyLabel;
     new Counter({
@@ -217,11 +215,6 @@ export class Metrics {
 
   queueWait(instance: string, seconds: number): void {
     this.queueWaits.observe({ instance }, seconds);
-  }
-
-  /** Stops what samples on its own (the event-loop lag); the series stay readable. */
-  close(): void {
-    this.stopProcessMetrics();
   }
 
   storeWrite(seconds: number): void {
