@@ -155,7 +155,8 @@ const OPS_KEY = ['--rpm', '1000000000', '--tpm', '1000000000', '--concurrency', 
 
 /**
  * `startDaemon` for `DIR`, `DIR+pg` (the PostgreSQL store, in a database of its own on
- * `pgServer`, dropped at `stop`) or `DIR+ops` (metrics on, and a key with limits), or both.
+ * `pgServer`, dropped at `stop`) or `DIR+ops` (metrics on, and a key with limits), or both;
+ * `+metrics` and `+limits` are the two halves of `+ops`.
  */
 export async function startVariant(spec, { pgServer, ...opts } = {}) {
   const [path, ...variants] = spec.split('+');
@@ -163,9 +164,10 @@ export async function startVariant(spec, { pgServer, ...opts } = {}) {
   const db = variants.includes('pg') ? await benchDatabase(pgServer) : null;
   if (db !== null) serveArgs.push('--store', db.url);
   const ops = variants.includes('ops');
-  if (ops) serveArgs.push('--metrics-port', String(await freePort()));
+  if (ops || variants.includes('metrics')) serveArgs.push('--metrics-port', String(await freePort()));
+  const limits = ops || variants.includes('limits');
   try {
-    const daemon = await startDaemon(resolve(path), { ...opts, serveArgs, keyArgs: ops ? OPS_KEY : null });
+    const daemon = await startDaemon(resolve(path), { ...opts, serveArgs, keyArgs: limits ? OPS_KEY : null });
     return {
       ...daemon,
       stop: async () => {
