@@ -12,13 +12,21 @@ import { startObProxy, startReference, startUpstream } from './targets.mjs';
 import { runWrk } from './wrk.mjs';
 
 const ROOT = resolve(import.meta.dirname, '..');
-const args = process.argv.slice(2).filter((x) => !x.startsWith('--'));
+const argv = process.argv.slice(2);
+// --bin DIR: profile another build (a worktree with its own dist/), with this harness and body.
+const binAt = argv.indexOf('--bin');
+const otherDir = binAt === -1 ? null : resolve(argv[binAt + 1]);
+const args = argv.filter((x, i) => !x.startsWith('--') && (binAt === -1 || i !== binAt + 1));
 const reference = process.argv.includes('--reference');
 // --ops: metrics on and the bench key with limits (what they cost: bench/ops-instructions.mjs counts it).
 const ops = process.argv.includes('--ops');
 const sc = SCENARIOS.find((s) => s.id === (args[0] ?? 'stream-c64'));
 const seconds = Number(args[1] ?? 5);
-const dir = join(ROOT, 'bench/results', `prof-${reference ? 'reference' : ops ? 'ob-proxy-ops' : 'ob-proxy'}-${sc.id}`);
+const dir = join(
+  ROOT,
+  'bench/results',
+  `prof-${reference ? 'reference' : ops ? 'ob-proxy-ops' : 'ob-proxy'}${otherDir === null ? '' : '-other'}-${sc.id}`,
+);
 mkdirSync(dir, { recursive: true });
 const bodyFile = join(dir, 'body.json');
 writeFileSync(bodyFile, bodies()[sc.body]);
@@ -27,7 +35,11 @@ const upstream = await startUpstream();
 const nodeArgs = ['--cpu-prof', '--cpu-prof-dir', dir];
 const target = reference
   ? await startReference(upstream.url, { nodeArgs })
-  : await startObProxy(upstream.url, { nodeArgs, ops });
+  : await startObProxy(upstream.url, {
+      nodeArgs,
+      ops,
+      ...(otherDir === null ? {} : { bin: join(otherDir, 'dist/bin/ob-proxy.js') }),
+    });
 const before = new Set(readdirSync(dir));
 let r;
 try {
@@ -85,7 +97,9 @@ console.log(
   `${reference ? 'reference' : ops ? 'ob-proxy-ops' : 'ob-proxy'} ${sc.id}: ${r.rps} req/s, ${r.requests} requests; busy ${(busy / 1e3).toFixed(0)} ms of ${(total / 1e3).toFixed(0)} ms sampled; ${(busy / r.requests).toFixed(1)} µs busy per request (profile incl. warm-up)`,
 );
 console.log('\nself time by function:');
-for (const [k, v] of top(byFn, 30)) console.log(`${((v / busy) * 100).toFixed(1).padStart(5)}%  ${k}`);
+for (const [k, v] of top(byFn, 40))
+  console.log(`${((v / busy) * 100).toFixed(1).padStart(5)}% ${(v / r.requests).toFixed(2).padStart(7)} µs  ${k}`);
 console.log('\nself time by file:');
-for (const [k, v] of top(byFile, 25)) console.log(`${((v / busy) * 100).toFixed(1).padStart(5)}%  ${k}`);
+for (const [k, v] of top(byFile, 30))
+  console.log(`${((v / busy) * 100).toFixed(1).padStart(5)}% ${(v / r.requests).toFixed(2).padStart(7)} µs  ${k}`);
 console.log(`\nprofile: ${join(dir, file)}`);
