@@ -21,6 +21,7 @@ import { parseArgs } from 'node:util';
 import { startVariant } from './native-harness.mjs';
 import { cpuSeconds } from './procstat.mjs';
 import { bodies } from './scenarios.mjs';
+import { median } from './report.mjs';
 import { runWrk } from './wrk.mjs';
 
 const { values: a, positionals: specs } = parseArgs({
@@ -80,18 +81,14 @@ try {
 } finally {
   rmSync(tmp, { recursive: true, force: true });
 }
-const med = (xs) => {
-  const s = [...xs].sort((p, q) => p - q);
-  const m = s.length >> 1;
-  return s.length % 2 === 1 ? s[m] : (s[m - 1] + s[m]) / 2;
-};
+
 for (const [i, spec] of specs.entries()) {
   const xs = cpu[i];
   const vs =
     i === 0
       ? ''
-      : `; ÷ ${specs[0]}: ${(med(xs) / med(cpu[0])).toFixed(3)}× (rounds ${xs.map((v, k) => (v / cpu[0][k]).toFixed(3)).join(', ')})`;
+      : `; ÷ ${specs[0]}: ${(median(xs) / median(cpu[0])).toFixed(3)}× (rounds ${xs.map((v, k) => (v / cpu[0][k]).toFixed(3)).join(', ')})`;
   console.log(
-    `${spec}: ${med(xs).toFixed(2)} µs CPU per ${kind} request, median of ${xs.length} (${Math.min(...xs).toFixed(2)}–${Math.max(...xs).toFixed(2)})${vs}`,
+    `${spec}: ${median(xs).toFixed(2)} µs CPU per ${kind} request, median of ${xs.length} (${Math.min(...xs).toFixed(2)}–${Math.max(...xs).toFixed(2)})${vs}`,
   );
 }

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { startVariant } from './native-harness.mjs';
-import { medianInterval } from './report.mjs';
+import { median, medianInterval } from './report.mjs';
 import { bodies } from './scenarios.mjs';
 import { measureTogether } from './together.mjs';
 
@@ -66,14 +66,9 @@ try {
 } finally {
   rmSync(tmp, { recursive: true, force: true });
 }
-const med = (xs) => {
-  const s = [...xs].sort((p, q) => p - q);
-  const m = s.length >> 1;
-  return s.length % 2 === 1 ? s[m] : (s[m - 1] + s[m]) / 2;
-};
 const show = (xs) => {
   const i = medianInterval(xs);
-  return `${med(xs).toFixed(3)}×${i === null ? '' : ` (90 % interval ${i.lo.toFixed(3)}–${i.hi.toFixed(3)}; rounds ${i.min.toFixed(3)}–${i.max.toFixed(3)})`}`;
+  return `${median(xs).toFixed(3)}×${i === null ? '' : ` (90 % interval ${i.lo.toFixed(3)}–${i.hi.toFixed(3)}; rounds ${i.min.toFixed(3)}–${i.max.toFixed(3)})`}`;
 };
 console.log(`A = ${a.a}, B = ${a.b}, ${rounds} rounds of ${seconds} s at ${connections} connections each`);
 for (const k of kinds) console.log(`${k}: B/A req/s ${show(ratios[k].rps)}; CPU per request ${show(ratios[k].cpu)}`);

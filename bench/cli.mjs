@@ -7,6 +7,7 @@
  * untimed round that warms the file cache.
  */
 import { spawn } from 'node:child_process';
+import { median } from './report.mjs';
 
 function wallMs(args) {
   return new Promise((done, fail) => {
@@ -27,12 +28,6 @@ function wallMs(args) {
     });
   });
 }
-
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 === 1 ? s[m] : (s[m - 1] + s[m]) / 2;
-};
 
 export async function measureCli({ bin, home, runs }) {
   const commands = [

@@ -8,7 +8,7 @@
  * checkout) pooled the same way says how wide the noise alone is.
  */
 import { readFileSync } from 'node:fs';
-import { medianInterval } from './report.mjs';
+import { median, medianInterval } from './report.mjs';
 
 const files = process.argv.slice(2);
 if (files.length === 0) {
@@ -34,9 +34,7 @@ for (const file of files) {
 const show = (xs) => {
   const i = medianInterval(xs);
   if (i === null) return 'too few pairs';
-  const sorted = [...xs].sort((a, b) => a - b);
-  const m = sorted.length >> 1;
-  const med = sorted.length % 2 === 1 ? sorted[m] : (sorted[m - 1] + sorted[m]) / 2;
+  const med = median(xs);
   return `${med.toFixed(3)}× (90 % interval ${i.lo.toFixed(3)}–${i.hi.toFixed(3)}; pairs ${i.min.toFixed(3)}–${i.max.toFixed(3)})`;
 };
 for (const [k, p] of pooled)

@@ -16,6 +16,14 @@ const diff = (x, y) => (x == null || y == null ? null : x - y);
 /** The median of per-repetition pairs (bench/run.mjs), or, for older JSON, the figure from medians. */
 const pairedOr = (r, key, fallback) => r?.paired?.[key] ?? fallback;
 
+/** The median of finite numbers (the middle two averaged); null when there are none. */
+export function median(xs) {
+  const b = xs.filter((x) => typeof x === 'number' && Number.isFinite(x)).sort((x, y) => x - y);
+  if (b.length === 0) return null;
+  const m = b.length >> 1;
+  return b.length % 2 === 1 ? b[m] : (b[m - 1] + b[m]) / 2;
+}
+
 /**
  * The per-run pairs' range and a 90 % interval of their median (bootstrap, 2,000 resamples with a
  * fixed seed, so the same runs print the same interval): how far the median itself may be off.
@@ -31,13 +39,8 @@ export function medianInterval(xs, resamples = 2000) {
     t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
-  const mid = (a) => {
-    const b = [...a].sort((x, y) => x - y);
-    const m = b.length >> 1;
-    return b.length % 2 === 1 ? b[m] : (b[m - 1] + b[m]) / 2;
-  };
   const meds = [];
-  for (let k = 0; k < resamples; k++) meds.push(mid(v.map(() => v[Math.floor(rand() * v.length)])));
+  for (let k = 0; k < resamples; k++) meds.push(median(v.map(() => v[Math.floor(rand() * v.length)])));
   meds.sort((x, y) => x - y);
   return {
     min: Math.min(...v),
@@ -243,14 +246,9 @@ function cliSection(cli) {
 export function togetherSection(together) {
   const entries = Object.entries(together ?? {});
   if (entries.length === 0) return [];
-  const med = (xs) => {
-    const v = [...xs].sort((p, q) => p - q);
-    const m = v.length >> 1;
-    return v.length === 0 ? null : v.length % 2 === 1 ? v[m] : (v[m - 1] + v[m]) / 2;
-  };
   const cell = (xs) => {
     const i = medianInterval(xs);
-    return `${f(med(xs), 3)}×${i === null ? '' : ` (${i.lo.toFixed(3)}–${i.hi.toFixed(3)})`}`;
+    return `${f(median(xs), 3)}×${i === null ? '' : ` (${i.lo.toFixed(3)}–${i.hi.toFixed(3)})`}`;
   };
   const [, first] = entries[0];
   return [

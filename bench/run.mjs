@@ -34,7 +34,7 @@ import { dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { cpuSeconds, rssKiB, sampleRss, stolenSeconds, syscalls } from './procstat.mjs';
 import { measureCli } from './cli.mjs';
-import { renderReport } from './report.mjs';
+import { median, renderReport } from './report.mjs';
 import { HELD, PACED, SCENARIOS, bodies } from './scenarios.mjs';
 import { OB_BIN, hasNginx, startNginx, startObProxy, startReference, startUpstream } from './targets.mjs';
 import { measureTogether } from './together.mjs';
@@ -189,13 +189,6 @@ async function measure(target, sc, durationS, warmup = false) {
     readsPerReq: per(sys1.reads - sys0.reads),
     writesPerReq: per(sys1.writes - sys0.writes),
   };
-}
-
-function median(xs) {
-  const v = xs.filter((x) => typeof x === 'number' && Number.isFinite(x)).sort((p, q) => p - q);
-  if (v.length === 0) return null;
-  const m = Math.floor(v.length / 2);
-  return v.length % 2 === 1 ? v[m] : (v[m - 1] + v[m]) / 2;
 }
 
 function reduce(runs) {
