@@ -110,6 +110,7 @@ export async function buildDaemon(config: Config, deps: DaemonDeps): Promise<Dae
           keyLabel: config.metricsKeyLabel,
           keys: () => lifecycle?.registry,
           health: () => health?.statuses() ?? [],
+          clock,
         });
   try {
     await prepareSocketPath(config.socket, shared ? [] : ownFiles(config.store));

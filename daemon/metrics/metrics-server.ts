@@ -18,7 +18,7 @@ export async function listenMetrics(
       res.end('Not found: scrape GET /metrics.\n');
       return;
     }
-    metrics.registry.metrics().then(
+    metrics.scrape().then(
       (text) => {
         res.writeHead(200, { 'content-type': metrics.registry.contentType });
         res.end(text);

@@ -2,6 +2,17 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import type { Registry as KeyRegistry } from '../../src/services/registry.js';
 import { Buckets, InstanceSeries, type KeySeries, registerHistogram } from './hot-series.js';
 
+/**
+ * How long the series of a revoked key or a removed instance stay in the exposition after a
+ * scrape first finds it gone: long enough for every Prometheus that scrapes this daemon (every
+ * 15 s to a few minutes) to read its final counts, and then dropped, so rentals that come and go
+ * do not grow the exposition (and Prometheus' series count) for ever.
+ */
+export const GONE_RETAIN_MS = 15 * 60_000;
+
+/** The values of the second label of the instance-labelled prom-client series, for dropping them. */
+const UPSTREAM_KINDS = ['upstream_unavailable', 'upstream_timeout', 'upstream_error'];
+
 // From 1 ms to 10 min: a model may load for minutes before its first token.
 const SLOW = [0.005, 0.025, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
 
@@ -25,13 +36,22 @@ export class Metrics {
   private readonly rateLimits: Counter<'instance' | 'limit'>;
   private readonly queued: Gauge<'instance'>;
   private readonly queueWaits: Histogram<'instance'>;
+  private readonly registryOf: () => KeyRegistry | undefined;
+  private readonly clock: { now(): number };
+  /** Series found gone (`instance` or `instance\0key`) → when a scrape first found it so. */
+  private readonly goneSince = new Map<string, number>();
+  /** Instances with a rate_limited series, and which limits: prom-client drops a series by all its labels. */
+  private readonly limitedBy = new Map<string, Set<string>>();
 
   constructor(opts: {
     keyLabel: boolean;
     keys: () => KeyRegistry | undefined;
     health?: () => Iterable<{ instance: string; status: string }>;
+    clock?: { now(): number };
   }) {
     this.keyLabel = opts.keyLabel;
+    this.registryOf = opts.keys;
+    this.clock = opts.clock ?? Date;
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry, prefix: 'ob_proxy_' });
     const series = (): Iterable<[string, InstanceSeries, string, KeySeries]> => this.keySeries();
@@ -147,7 +167,11 @@ export class Metrics {
       // Counted at scrape time from the registry: nothing to keep in step.
       collect() {
         this.reset();
-        for (const k of keys()?.keys.values() ?? []) this.inc({ instance: k.instance, status: k.status });
+        // Keys of instances removed are all revoked, and counted no more: the gauge's label set stays
+        // that of the instances there are.
+        const reg = keys();
+        for (const k of reg?.keys.values() ?? [])
+          if (reg?.instances.has(k.instance) === true) this.inc({ instance: k.instance, status: k.status });
       },
     });
     const health = opts.health;
@@ -207,6 +231,9 @@ export class Metrics {
 
   rateLimited(instance: string, limit: string): void {
     this.rateLimits.inc({ instance, limit });
+    let s = this.limitedBy.get(instance);
+    if (s === undefined) this.limitedBy.set(instance, (s = new Set()));
+    s.add(limit);
   }
 
   queueDepth(instance: string, depth: number): void {
@@ -219,5 +246,53 @@ export class Metrics {
 
   storeWrite(seconds: number): void {
     this.storeWrites.observe(seconds);
+  }
+
+  /** The exposition, after dropping what has been gone for longer than GONE_RETAIN_MS. */
+  async scrape(): Promise<string> {
+    this.prune(this.clock.now());
+    return this.registry.metrics();
+  }
+
+  /**
+   * Drops the series of keys revoked (or no longer known) and of instances removed, once a scrape
+   * found them gone GONE_RETAIN_MS ago. An instance's series stay while a stream is open on it. A
+   * series that comes back (an instance added again under its id, a late answer) starts again
+   * from zero, which Prometheus reads as a counter reset.
+   */
+  prune(now: number): void {
+    const reg = this.registryOf();
+    if (reg === undefined) return;
+    const seen = new Set<string>();
+    const due = (id: string): boolean => {
+      seen.add(id);
+      const since = this.goneSince.get(id);
+      if (since === undefined) this.goneSince.set(id, now);
+      return since !== undefined && now - since >= GONE_RETAIN_MS;
+    };
+    for (const [instance, s] of this.instances) {
+      if (instance === '') continue;
+      if (!reg.instances.has(instance)) {
+        if (s.streams === 0 && due(instance)) this.dropInstance(instance);
+        continue;
+      }
+      for (const keyId of s.keys.keys()) {
+        if (keyId === '' || reg.keys.get(keyId)?.status === 'active') continue;
+        if (due(`${instance}\0${keyId}`)) s.keys.delete(keyId);
+      }
+    }
+    for (const instance of this.limitedBy.keys())
+      if (!this.instances.has(instance) && !reg.instances.has(instance) && due(instance)) this.dropInstance(instance);
+    // Whatever is back (an instance added again) or dropped starts its wait anew.
+    for (const id of this.goneSince.keys()) if (!seen.has(id)) this.goneSince.delete(id);
+  }
+
+  private dropInstance(instance: string): void {
+    this.instances.delete(instance);
+    for (const kind of UPSTREAM_KINDS) this.upstreamErrors.remove({ instance, kind });
+    for (const limit of this.limitedBy.get(instance) ?? []) this.rateLimits.remove({ instance, limit });
+    this.limitedBy.delete(instance);
+    this.queued.remove({ instance });
+    this.queueWaits.remove({ instance });
   }
 }
