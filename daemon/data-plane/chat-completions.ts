@@ -229,6 +229,7 @@ function proxy(
     log: ctx.log,
     instance: auth.instance.id,
     key: auth.key.id,
+    upstreamToken: ctx.upstreamTokens.get(auth.instance.id),
   };
   // Only while metrics are on: a request keeps it for its whole life, and scavenges copy it.
   const observer =
@@ -245,7 +246,7 @@ function proxy(
         body,
         stream: chat.stream,
         requestId: request.id,
-        token: ctx.upstreamTokens.get(auth.instance.id),
+        token: rc.upstreamToken,
       },
       relay,
     );

@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import { type ObProxyError, obError } from '../../src/errors.js';
-import { normalizeCompletion, usageOf } from '../../src/wire/chat-response.js';
+import { encodeJson, normalizeCompletion, reasoningCount, tokenCount, usageOf } from '../../src/wire/chat-response.js';
 import { spliceCompletionId } from '../../src/wire/completion-splice.js';
 import type { EventLayouts } from '../../src/wire/event-layouts.js';
 import { OutputBatch } from '../../src/wire/output-batch.js';
@@ -46,6 +46,8 @@ export interface RelayContext {
   log: { warn(obj: object, msg: string): void };
   instance: string;
   key: string;
+  /** The instance's token for its model server, if any: cleared from the errors passed on. */
+  upstreamToken?: string | undefined;
 }
 
 export interface RelayObserver {
@@ -135,8 +137,13 @@ abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode, Inflig
     if (this.drainTimer !== null) clearTimeout(this.drainTimer);
     this.drainTimer = setTimeout(() => {
       this.drainTimer = null;
-      this.controller?.abort(new Error('the model server went on after [DONE]'));
+      this.drainOver();
     }, ms);
+  }
+
+  /** The drain after [DONE] is over (its time or its bytes): the upstream request is aborted. */
+  protected drainOver(): void {
+    this.controller?.abort(new Error('the model server went on after [DONE]'));
   }
 
   /** The client's socket closed: if before the answer was written whole, the client went away. */
@@ -166,6 +173,10 @@ abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode, Inflig
   }
 
   onResponseStart(_controller: Controller, statusCode: number, headers: IncomingHttpHeaders): void {
+    // 102 Processing, 103 Early Hints: undici hands over an informational response, then the
+    // final one, which is the answer (RFC 9110 §15.2). Refused as "HTTP 103", a valid answer
+    // behind it was lost. A server that sends them without end meets the response deadline.
+    if (statusCode < 200) return;
     this.status = statusCode;
     this.c.observer?.responseStarted(statusCode);
     if (statusCode === 200) {
@@ -210,7 +221,12 @@ abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode, Inflig
       this.upstreamFailed('upstream_error');
       writeRawError(
         this.c.res,
-        upstreamStatusError(this.status, this.errorType, Buffer.concat(this.errorBody).toString('utf8')),
+        upstreamStatusError(
+          this.status,
+          this.errorType,
+          Buffer.concat(this.errorBody).toString('utf8'),
+          this.c.upstreamToken,
+        ),
         this.c.reqId,
         this.c.headers,
       );
@@ -299,20 +315,20 @@ export class PlainRelay extends Relay {
         ? (parsed as Record<string, unknown>)
         : normalizeCompletion(parsed, this.c.id, this.c.model, Math.floor(this.c.clock.now() / 1000));
     if (body === null) {
-      this.errored = true;
-      writeRawError(
-        this.c.res,
+      this.failed(
         obError('upstream_error', {
           message: "The model server sent an answer that is not a chat completion. Check the instance's endpoint.",
         }),
-        this.c.reqId,
-        this.c.headers,
       );
-      this.finish(0, 0, 0);
+      return;
+    }
+    out ??= encodeJson(body);
+    if (out === null) {
+      this.upstreamFailed('upstream_error');
+      this.failed(limitErrors.tooDeep(false));
       return;
     }
     const usage = usageOf(body);
-    out ??= JSON.stringify(body);
     this.c.res.writeHead(
       200,
       withHeaders(
@@ -356,7 +372,7 @@ export class StreamRelay extends Relay {
   /** `layouts` null: every event takes the slow path (config `relayFastPath` off). */
   constructor(c: RelayContext, forwardUsage: boolean, layouts: EventLayouts | null) {
     super(c);
-    this.relay = new SseRelay(c.id, forwardUsage, layouts, c.limits.maxFrameBytes);
+    this.relay = new SseRelay(c.id, forwardUsage, layouts, c.limits.maxFrameBytes, c.upstreamToken);
   }
 
   protected start(): void {
@@ -394,24 +410,37 @@ export class StreamRelay extends Relay {
 
   /** A read after the relay stopped: after [DONE], drained up to DRAIN_BYTES. */
   private afterStop(chunk: Buffer): void {
-    if (this.relay.done && (this.drained += chunk.length) > DRAIN_BYTES)
-      this.controller?.abort(new Error('the model server went on after [DONE]'));
+    if (this.relay.done && (this.drained += chunk.length) > DRAIN_BYTES) this.drainOver();
+  }
+
+  /**
+   * The client's stream ended whole at [DONE]: the exchange is counted as it went, then the
+   * upstream request aborted (settled first, as in `stopped`). Aborted unsettled, a server that
+   * kept its body open past the drain made a whole answer an error of the key's usage and an
+   * `upstream_unavailable` in the log and the metrics.
+   */
+  protected override drainOver(): void {
+    this.count();
+    super.drainOver();
   }
 
   /** The read just processed stopped the relay: [DONE], an error event, or a refusal. */
   private stopped(): void {
     const relay = this.relay;
     this.flush();
+    // Settled before the abort: undici calls onResponseError within abort(), which must find
+    // the exchange over. Aborted first, the failure was told twice, the second time as
+    // `upstream_unavailable` (the log and the metrics blamed the network for a refused event).
     if (relay.invalid) {
       this.upstreamFailed('upstream_error');
       this.endWithError(this.refusal());
-      this.controller?.abort(new Error('an event from the model server was refused'));
       this.count();
+      this.controller?.abort(new Error('an event from the model server was refused'));
     } else if (relay.sawError) {
       this.upstreamFailed('upstream_error');
+      this.count();
       // Its error event was the client's last: nothing more to read.
       this.controller?.abort(new Error('the model server sent an error event'));
-      this.count();
     } else {
       // The drain's timer is set on the microtask that follows, not now: when the upstream's
       // end came in the same read as [DONE] (the usual case), the exchange is over by then, and
@@ -424,6 +453,7 @@ export class StreamRelay extends Relay {
   private refusal(): ObProxyError {
     const reason = this.relay.invalidReason;
     if (reason === 'frame_too_large') return limitErrors.frameTooLarge(this.c.limits.maxFrameBytes);
+    if (reason === 'too_deep') return limitErrors.tooDeep(true);
     return reason === 'not_sse' ? limitErrors.notSse() : limitErrors.notJson();
   }
 
@@ -503,9 +533,14 @@ export class StreamRelay extends Relay {
     this.count();
   }
 
+  /** The usage chunk's counts where they are token counts (tokenCount); else the completion is the content events. */
   private count(): void {
     const u = this.relay.usage;
-    this.finish(u?.prompt_tokens ?? 0, u?.completion_tokens ?? this.relay.contentChunks, reasoningOf(u));
+    this.finish(
+      tokenCount(u?.prompt_tokens) ?? 0,
+      tokenCount(u?.completion_tokens) ?? this.relay.contentChunks,
+      reasoningCount(u) ?? 0,
+    );
   }
 
   /** After a 200 has been sent, the only way to say "failed": one error event, no [DONE]. */
@@ -518,11 +553,4 @@ export class StreamRelay extends Relay {
         : err;
     res.end(`data: ${JSON.stringify(e.toBody())}\n\n`);
   }
-}
-
-/** Reasoning tokens where the usage reports them apart (OpenAI's completion_tokens_details); Ollama and vLLM do not: 0. */
-function reasoningOf(u: { completion_tokens_details?: unknown } | null): number {
-  const d = u?.completion_tokens_details as { reasoning_tokens?: unknown } | null | undefined;
-  const n = d?.reasoning_tokens;
-  return typeof n === 'number' && Number.isSafeInteger(n) && n >= 0 ? n : 0;
 }

@@ -51,6 +51,13 @@ export const limitErrors = {
     obError('upstream_error', {
       message: 'The model server sent data that is not an OpenAI event stream; the stream was ended.',
     }),
+  /** Re-encoding an event (or a plain answer whose shape needed filling in) overflowed the encoder. */
+  tooDeep: (stream: boolean): ObProxyError =>
+    stream
+      ? obError('upstream_error', {
+          message: 'The model server sent an event nested too deeply to relay; the stream was ended.',
+        })
+      : notRelayed("The model server's answer is nested too deeply to relay"),
   notJson: (): ObProxyError =>
     obError('upstream_error', {
       message: 'The model server sent an event that is not valid JSON; the stream was ended.',

@@ -1,4 +1,5 @@
 import { ObProxyError, obError } from '../errors.js';
+import { redactToken } from '../wire/upstream-token-redaction.js';
 
 /** undici and socket failures, translated once into our codes (CONTRACT §3). */
 export function translateUpstreamError(err: unknown): ObProxyError {
@@ -29,9 +30,16 @@ interface UpstreamErrorEnvelope {
 
 /**
  * An error status from the model server, in our envelope: same status, its message, and its code
- * when that is a string (vLLM sends integers, Ollama null).
+ * when that is a string (vLLM sends integers, Ollama null). `token`, the instance's upstream
+ * token, is cleared from both: a server that echoes the request's Authorization header in its
+ * error gave it to the client.
  */
-export function upstreamStatusError(status: number, contentType: string | undefined, bodyText: string): ObProxyError {
+export function upstreamStatusError(
+  status: number,
+  contentType: string | undefined,
+  bodyText: string,
+  token?: string,
+): ObProxyError {
   let message: string | undefined;
   let wireCode = 'upstream_error';
   if (contentType?.includes('json') === true) {
@@ -53,6 +61,11 @@ export function upstreamStatusError(status: number, contentType: string | undefi
     message ??
     (bodyText.trim() === '' || contentType?.includes('html') === true
       ? `The model server answered HTTP ${status} without an error message.`
-      : bodyText.trim().slice(0, 500));
-  return obError('upstream_error', { status, wireCode, message: `Model server error (HTTP ${status}): ${text}` });
+      : // Cleared before the cut, which could leave part of the token behind.
+        redactToken(bodyText.trim(), token).slice(0, 500));
+  return obError('upstream_error', {
+    status,
+    wireCode: redactToken(wireCode, token),
+    message: `Model server error (HTTP ${status}): ${redactToken(text, token)}`,
+  });
 }

@@ -1,4 +1,5 @@
 import { isUtf8 } from 'node:buffer';
+import { MAX_CHOICES } from './chat-response.js';
 
 /**
  * The fast path of SPEC 2.5 normalisation for a non-streaming answer: when the model server's
@@ -16,6 +17,8 @@ export function spliceCompletionId(raw: Buffer, text: string, parsed: unknown, i
   if (end === -1 || parsed.id !== text.slice(7, end) || text.includes('"id"', end)) return null;
   if (parsed.object !== 'chat.completion' || !Number.isSafeInteger(parsed.created)) return null;
   if (typeof parsed.model !== 'string' || parsed.model === '' || !Array.isArray(parsed.choices)) return null;
+  // Past the cap normalizeCompletion refuses the answer: so must this.
+  if (parsed.choices.length > MAX_CHOICES) return null;
   for (const c of parsed.choices as unknown[]) {
     if (!isRecord(c) || typeof c.index !== 'number' || c.finish_reason === undefined) return null;
     const m = c.message;

@@ -1,11 +1,17 @@
 import { obError } from '../errors.js';
+import { encodeJson } from './chat-response.js';
+import { redactToken, redactTokenInJson } from './upstream-token-redaction.js';
 import { type EventLayout, EventLayouts, LayoutMatch } from './event-layouts.js';
 import { OutputBatch } from './output-batch.js';
 
+/**
+ * A usage chunk's `usage` as the model server sent it: nothing in it is checked here, so each
+ * count is `unknown` until tokenCount (chat-response.ts) has made it a token count.
+ */
 export interface StreamUsage {
-  prompt_tokens: number;
-  completion_tokens: number;
-  total_tokens?: number;
+  prompt_tokens?: unknown;
+  completion_tokens?: unknown;
+  total_tokens?: unknown;
   /** Where reported (OpenAI's API): `reasoning_tokens`, part of completion_tokens. */
   completion_tokens_details?: unknown;
 }
@@ -22,7 +28,7 @@ const LFLF = Buffer.from('\n\n');
  * Bytes are split on frame boundaries only, so a multi-byte character or a frame cut across
  * TCP reads is never corrupted.
  */
-export type InvalidReason = 'not_json' | 'not_sse' | 'frame_too_large';
+export type InvalidReason = 'not_json' | 'not_sse' | 'frame_too_large' | 'too_deep';
 
 export class SseRelay {
   private readonly layouts: EventLayouts | null;
@@ -57,13 +63,15 @@ export class SseRelay {
    * `layouts` are the event layouts of this stream's model server, shared by its streams; a
    * set of its own by default (tests, tools); null forces the slow path for every event
    * (config `relayFastPath`). A frame of more than `maxFrameBytes` bytes (its blank line
-   * included), finished or not, is refused.
+   * included), finished or not, is refused. `upstreamToken`, the instance's token for its model
+   * server, never leaves in an error event (upstream-token-redaction.ts).
    */
   constructor(
     private readonly id: string,
     private readonly forwardUsage: boolean,
     layouts: EventLayouts | null = new EventLayouts(),
     private readonly maxFrameBytes = 1024 * 1024,
+    private readonly upstreamToken?: string,
   ) {
     this.layouts = layouts;
   }
@@ -280,7 +288,9 @@ export class SseRelay {
       // Data lines joined: sent on one line again, or the client would get a broken event.
       const parsed = this.parse(data);
       if (parsed === null) return this.reject('not_json');
-      data = JSON.stringify(parsed);
+      const one = this.encode(parsed);
+      if (one === null) return '';
+      data = one;
     }
     return this.data(data, false);
   }
@@ -307,27 +317,25 @@ export class SseRelay {
     if (typeof value !== 'object' || value === null || Array.isArray(value)) return this.reject('not_sse');
     const event = value as Record<string, unknown>;
     // What the client's SDK takes for an error (openai-node: `if (data.error)`), passed on as sent.
-    if (isError(event.error)) {
-      this.sawError = true;
-      return `data: ${data.includes('\r') ? JSON.stringify(event) : data}\n\n`;
-    }
+    if (isError(event.error)) return this.errorEvent(data, event);
     const usage = event.usage;
     if (typeof usage === 'object' && usage !== null) {
       this.usage = usage as StreamUsage;
       const choices = event.choices;
       const usageOnly = Array.isArray(choices) && choices.length === 0;
       if (!usageOnly) this.contentChunks++;
-      if (this.forwardUsage) return `data: ${this.withOurId(data, spliceable(data), event)}\n\n`;
+      if (this.forwardUsage) return this.withOurId(data, spliceable(data), event);
       if (usageOnly) return '';
       delete event.usage;
       event.id = this.id;
-      return `data: ${JSON.stringify(event)}\n\n`;
+      const rest = this.encode(event);
+      return rest === null ? '' : `data: ${rest}\n\n`;
     }
     this.contentChunks++;
     const idLen = spliceable(data);
     // Only an event sent as its own bytes with our id spliced in is a layout the fast path may copy.
     this.learnable = single && idLen !== -1;
-    return `data: ${this.withOurId(data, idLen, event)}\n\n`;
+    return this.withOurId(data, idLen, event);
   }
 
   /**
@@ -337,12 +345,39 @@ export class SseRelay {
   private namedError(data: string): string {
     const parsed = this.parse(data);
     if (parsed === null) return this.reject('not_json');
-    this.sawError = true;
-    if (isError(parsed.error)) return `data: ${JSON.stringify(parsed)}\n\n`;
+    if (isError(parsed.error)) return this.errorEvent(null, parsed);
     const { message, code } = parsed;
+    return this.ourErrorEvent(
+      typeof message === 'string' && message !== '' ? message : 'an error event without a message',
+      typeof code === 'string' && code !== '' ? code : 'upstream_error',
+    );
+  }
+
+  /**
+   * An upstream error event, the client's last: `data` is its text, to go as it is, or null when
+   * it must be encoded again (its data came on several lines); a raw CR is encoded again too. The
+   * upstream token is cleared from it; when that cannot be done, ours goes instead.
+   */
+  private errorEvent(data: string | null, event: Record<string, unknown>): string {
+    let sent = data === null || data.includes('\r') ? this.encode(event) : data;
+    if (sent === null) return '';
+    const token = this.upstreamToken;
+    if (token !== undefined) {
+      sent = redactTokenInJson(sent, token);
+      if (sent === null)
+        return this.ourErrorEvent('an error event that could not be passed on as sent', 'upstream_error');
+    }
+    this.sawError = true;
+    return `data: ${sent}\n\n`;
+  }
+
+  /** Our error event with the server's message (its upstream token cleared) and string code. */
+  private ourErrorEvent(message: string, code: string): string {
+    this.sawError = true;
+    const token = this.upstreamToken;
     const err = obError('upstream_error', {
-      message: `Model server error: ${typeof message === 'string' && message !== '' ? message : 'an error event without a message'}`,
-      wireCode: typeof code === 'string' && code !== '' ? code : 'upstream_error',
+      message: `Model server error: ${redactToken(message, token)}`,
+      wireCode: redactToken(code, token),
     });
     return `data: ${JSON.stringify(err.toBody())}\n\n`;
   }
@@ -361,11 +396,25 @@ export class SseRelay {
     }
   }
 
-  /** The event's text with our id: spliced in when `idLen` (`spliceable`) allows, else `event` encoded again. */
+  /** The event with our id: spliced in when `idLen` (`spliceable`) allows, else `event` encoded again. */
   private withOurId(data: string, idLen: number, event: Record<string, unknown>): string {
-    if (idLen !== -1) return `{"id":"${this.id}${data.slice(7 + idLen)}`;
+    if (idLen !== -1) return `data: {"id":"${this.id}${data.slice(7 + idLen)}\n\n`;
     event.id = this.id;
-    return JSON.stringify(event);
+    const text = this.encode(event);
+    return text === null ? '' : `data: ${text}\n\n`;
+  }
+
+  /**
+   * `v` encoded again, or null (and the relay stops) where it nests too deeply for the encoder:
+   * JSON.parse takes any depth, JSON.stringify overflows the stack at a few thousand levels. Its
+   * RangeError, thrown inside undici's callback, ended the stream as `upstream_unavailable`, as
+   * if the model server could not be reached (and an error event, already marked seen, left the
+   * client's stream open).
+   */
+  private encode(v: unknown): string | null {
+    const text = encodeJson(v);
+    if (text === null) this.refuse('too_deep');
+    return text;
   }
 }
 

@@ -4,11 +4,15 @@
  * healthy instance goes on, and checks that stream ended whole: one bad server must not take
  * the gateway down.
  */
+import { once } from 'node:events';
+import { type IncomingHttpHeaders, type IncomingMessage, type ServerResponse, createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { expect } from 'vitest';
 import type { Config } from '../../src/config.js';
 import type { RecordedRequest, Simulator } from '../../simulator/simulator.js';
 import {
   type Harness,
+  MODEL,
   type Reply,
   chatBody,
   eventually,
@@ -109,4 +113,72 @@ export function errorEvents(text: string): unknown[] {
   return sseFrames(text)
     .filter((f) => f.startsWith('data: {"error"'))
     .map((f) => JSON.parse(f.slice(6)) as unknown);
+}
+
+/** What a raw hostile model server is told of each chat request. */
+export interface RawChat {
+  stream: boolean;
+  /** The last message's content: the test's instruction to the server. */
+  content: string;
+  headers: IncomingHttpHeaders;
+}
+
+export interface RawAnswer {
+  status?: number;
+  headers?: Record<string, string>;
+  body: string | Buffer;
+  /** Called before the status line is written (informational responses, say); returns false to write nothing more. */
+  before?: (res: ServerResponse) => boolean | undefined;
+}
+
+export interface RawUpstream {
+  url: string;
+  /** How many chat requests it has answered. */
+  answered: number;
+  close(): Promise<void>;
+}
+
+/**
+ * A model server written by hand, for answers the simulator cannot make (raw JSON such as
+ * `1e308`, a chosen body byte for byte): every chat gets `answer(chat)`; `GET /v1/models` lists
+ * `MODEL`, as the daemon's health probe expects.
+ */
+export async function startRawUpstream(answer: (chat: RawChat) => RawAnswer): Promise<RawUpstream> {
+  const up: RawUpstream = { url: '', answered: 0, close: async () => undefined };
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    if (req.method === 'GET') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ object: 'list', data: [{ id: MODEL, object: 'model' }] }));
+      return;
+    }
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as {
+        stream?: boolean;
+        messages: { content: string }[];
+      };
+      const a = answer({
+        stream: body.stream === true,
+        content: body.messages.at(-1)?.content ?? '',
+        headers: req.headers,
+      });
+      up.answered += 1;
+      if (a.before?.(res) === false) return;
+      res.writeHead(
+        a.status ?? 200,
+        a.headers ?? { 'content-type': body.stream === true ? 'text/event-stream' : 'application/json' },
+      );
+      res.end(a.body);
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  up.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  up.close = async () => {
+    server.closeAllConnections();
+    server.close();
+    await once(server, 'close');
+  };
+  return up;
 }
