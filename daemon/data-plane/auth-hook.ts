@@ -4,7 +4,9 @@ import type { KeyRecord } from '../../src/domain/key.js';
 import { obError } from '../../src/errors.js';
 import type { AuthResult } from '../../src/services/registry.js';
 import type { DaemonContext } from '../context.js';
+import { clientOf } from './bad-key-limiter.js';
 import { admitKey } from './key-limits.js';
+import { sendContinue } from './node-refusals.js';
 import { replyError } from './send-error.js';
 
 export interface AuthContext {
@@ -51,28 +53,30 @@ export function makeAuthHook(ctx: DaemonContext, requireReady: boolean) {
     }
     // Out of sync with a shared store for too long: any key may have been revoked elsewhere.
     if (ctx.storeStale) {
-      replyError(reply, obError('store_unreachable'), { 'retry-after': '5' });
+      refuse(ctx, reply, STALE);
       return;
     }
     const now = ctx.clock.now();
-    const address = request.ip;
     // Authenticate first: a valid key is never slowed by bad keys sent from the same address
     // (a NAT or office shares one). The lookup is an in-memory hash, so it costs a guesser nothing.
     const result = ctx.lifecycle.registry.authenticate(match[1], now, requireReady);
     if (!result.ok) {
       if (result.code === 'invalid_api_key') {
-        if (ctx.badKeys.blocked(address, now)) {
+        // The socket's address (client headers such as X-Forwarded-For are not trusted), an IPv6
+        // one as its /64.
+        const client = clientOf(request.ip);
+        if (ctx.badKeys.blocked(client, now)) {
           ctx.metrics?.keyRefused('rate_limited');
           replyError(reply, obError('rate_limited'), {
-            'retry-after': String(ctx.badKeys.retryAfterSeconds(address, now)),
+            'retry-after': String(ctx.badKeys.retryAfterSeconds(client, now)),
           });
           return;
         }
         // One line when an address starts being refused, not one per refusal: a guesser must not
         // be able to fill the operator's disk with log lines.
-        if (ctx.badKeys.strike(address, now))
+        if (ctx.badKeys.strike(client, now))
           request.log.warn(
-            { address, limit: ctx.config.badKeyLimit },
+            { address: client, limit: ctx.config.badKeyLimit },
             'too many invalid keys from this address: refusing its invalid keys with 429 for the rest of the minute',
           );
       }
@@ -82,11 +86,16 @@ export function makeAuthHook(ctx: DaemonContext, requireReady: boolean) {
     request.auth = { key: result.key, instance: result.instance };
     // Per-key limits count chat completions only (requireReady), not model listings.
     if (requireReady && !admitKey(ctx, request, reply, result.key, result.instance.id)) return;
+    // The go-ahead for a body held back (Expect: 100-continue), now that the key has passed.
+    if (request.headers.expect !== undefined) sendContinue(reply.raw);
     done();
   };
 }
 
-export type Refusal = Extract<AuthResult, { ok: false }>;
+/** A failed check 2 to 5, or a daemon too long out of sync with its shared store to tell. */
+export type Refusal = Extract<AuthResult, { ok: false }> | { ok: false; code: 'store_unreachable'; packEnded?: false };
+
+const STALE: Refusal = { ok: false, code: 'store_unreachable' };
 
 /** Answers a failed check 2 to 5 (also for a body refused after its key was revoked). */
 export function refuse(
@@ -95,6 +104,10 @@ export function refuse(
   result: Refusal,
   headers?: Record<string, string>,
 ): void {
+  if (result.code === 'store_unreachable') {
+    replyError(reply, obError('store_unreachable'), { ...headers, 'retry-after': '5' });
+    return;
+  }
   // A pack that ended between timer ticks: revoke now; this request is already refused.
   if (result.packEnded === true) endDuePacksSoon(ctx);
   ctx.metrics?.keyRefused(result.code);
@@ -119,11 +132,15 @@ export function endDuePacksSoon(ctx: DaemonContext): void {
  * in flight, so no revocation falls between this check and the upstream send unseen (it was a
  * `preHandler` hook; Fastify's hook runner made three closures per request for it). Sets
  * `request.auth` to the instance as it is now: its endpoint may have changed.
+ * A daemon that has gone out of sync with its shared store for longer than --max-stale since the
+ * headers came refuses as it would have then (CONTRACT §4): a revocation made elsewhere meanwhile
+ * cannot have reached this registry.
  */
 /** The refusal for an authenticated request whose key or deployment changed since its headers. */
 export function recheck(ctx: DaemonContext, request: FastifyRequest): Refusal | null {
   const auth = request.auth;
   if (auth === null) return null;
+  if (ctx.storeStale) return STALE;
   const result = ctx.lifecycle.registry.check(auth.key, ctx.clock.now(), true);
   if (!result.ok) return result;
   if (result.instance !== auth.instance) request.auth = { key: auth.key, instance: result.instance };

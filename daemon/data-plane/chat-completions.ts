@@ -7,6 +7,7 @@ import type { DaemonContext } from '../context.js';
 import { RequestObserver } from '../metrics/request-observer.js';
 import type { Waiter } from './admission.js';
 import { type AuthContext, recheck, refuse } from './auth-hook.js';
+import type { InflightEntry, InflightNode } from './inflight.js';
 import { queueRefusal, retryHeaders, warnQueueRefusal } from './key-limits.js';
 import { replyError, writeRawError } from './send-error.js';
 import { PlainRelay, type RelayContext, StreamRelay } from './upstream-relay.js';
@@ -67,22 +68,32 @@ export function makeChatHandler(ctx: DaemonContext) {
     if (admission.take(instance)) {
       ctx.metrics?.addedTime(reply.elapsedTime / 1000);
       send(ctx, request, reply, chat, upstream, instance);
-    } else if (admission.wait(instance, new QueuedRequest(ctx, request, reply, chat, upstream, instance)) === 'full')
-      refuseQueued(ctx, reply, 'queue_full', instance);
+    } else {
+      const waiter = new QueuedRequest(ctx, request, reply, chat, upstream, instance);
+      if (admission.wait(instance, waiter) === 'full') refuseQueued(ctx, reply, 'queue_full', instance);
+      else ctx.inflight.add(auth.key, waiter);
+    }
   };
 }
 
 /**
- * A request waiting for a slot of its instance (admission.ts). Its key is checked again when
- * its turn comes, in the turn it is sent: a key revoked (or a deployment stopped) while it
- * waited is refused then, and never reaches the model server. A client that leaves while it
- * waits leaves the queue.
+ * A request waiting for a slot of its instance (admission.ts). It is in its key's in-flight list
+ * while it waits, so a revocation or a pack end ends it as it ends a request sent upstream: out of
+ * the queue, answered with the error, at once (CONTRACT §3), rather than holding its place until
+ * its turn or the queue's time-out. Its key is checked again when its turn comes, in the turn it
+ * is sent: a deployment stopped or moved back to pending while it waited is refused then, and it
+ * never reaches the model server. A client that leaves while it waits leaves the queue.
  */
-class QueuedRequest implements Waiter {
+class QueuedRequest implements Waiter, InflightNode {
   readonly key: string;
   private readonly queuedAt = performance.now();
   /** The proxy's own time until now; a wait in the queue is measured apart (queueWait). */
   private readonly added: number;
+  /** Answered or gone: out of the queue for good (a grant already on its way finds it so). */
+  private over = false;
+  inflightEntry: InflightEntry | null = null;
+  inflightPrev: InflightNode | null = null;
+  inflightNext: InflightNode | null = null;
 
   constructor(
     private readonly ctx: DaemonContext,
@@ -98,17 +109,39 @@ class QueuedRequest implements Waiter {
   }
 
   private readonly onClose = (): void => {
-    if (!this.reply.raw.writableFinished) this.ctx.admission?.cancel(this.instance, this);
+    if (this.reply.raw.writableFinished) return;
+    this.leaveQueue();
   };
+
+  /** Out of the queue and of the in-flight list, for good. */
+  private leaveQueue(): void {
+    this.over = true;
+    this.reply.raw.off('close', this.onClose);
+    this.ctx.admission?.cancel(this.instance, this);
+    this.ctx.inflight.delete(this);
+  }
+
+  /** Its key was revoked, or its pack ended, while it waited (inflight.ts). */
+  terminate(err: ObProxyError): void {
+    if (this.over) return;
+    this.leaveQueue();
+    // A daemon out of sync with its shared store: the wait its onRequest refusal would give.
+    const headers = err.code === 'store_unreachable' ? { 'retry-after': '5' } : undefined;
+    this.guarded(() => {
+      replyError(this.reply, err, headers);
+    });
+  }
 
   grant(): void {
     const { ctx, request, reply } = this;
     reply.raw.off('close', this.onClose);
+    ctx.inflight.delete(this);
     ctx.metrics?.queueWait(this.instance, (performance.now() - this.queuedAt) / 1000);
-    if (reply.raw.destroyed) {
+    if (this.over || reply.raw.destroyed) {
       ctx.admission?.leave(this.instance);
       return;
     }
+    this.over = true;
     const refusal = recheck(ctx, request);
     if (refusal !== null) {
       ctx.admission?.leave(this.instance);
@@ -120,13 +153,13 @@ class QueuedRequest implements Waiter {
   }
 
   expire(): void {
-    this.reply.raw.off('close', this.onClose);
+    this.leaveQueue();
     this.guarded(() => refuseQueued(this.ctx, this.reply, 'queue_timeout', this.instance));
   }
 
   /** Its place went to a key holding less than its share: the answer a full queue gives. */
   evict(): void {
-    this.reply.raw.off('close', this.onClose);
+    this.leaveQueue();
     this.guarded(() => refuseQueued(this.ctx, this.reply, 'queue_full', this.instance));
   }
 

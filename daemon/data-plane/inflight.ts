@@ -107,6 +107,7 @@ const REVOKED = obError('revoked_api_key', {
     'This API key was revoked (or its deployment stopped or removed) while the request was in flight; it can never be used again. Generate a new key for a ready instance.',
 });
 const PACK_ENDED = obError('pack_ended');
+const STALE = obError('store_unreachable');
 
 /** The error that ends a key's in-flight work: pack_ended when its pack ran out, else revoked. */
 export function inflightError(packEnded: boolean): ObProxyError {
@@ -121,7 +122,8 @@ export const SWEEP_MS = 250;
  * event, which the lifecycle emits before the CLI's call returns; and, as a backstop, a sweep
  * that re-checks every key with work in flight against the registry. The sweep catches a pack
  * whose time has come before the pack timer fires (a late or busy event loop), and any change to
- * a key or its deployment that reaches the registry without an event. Returns stop.
+ * a key or its deployment that reaches the registry without an event, and a daemon gone out of
+ * sync with its shared store for longer than --max-stale (every key's work ends). Returns stop.
  */
 export function watchRevocations(ctx: DaemonContext): () => void {
   const unsubscribe = ctx.lifecycle.onChange((e) => {
@@ -133,6 +135,9 @@ export function watchRevocations(ctx: DaemonContext): () => void {
     const now = ctx.clock.now();
     let packDue = false;
     ctx.inflight.sweep((key) => {
+      // Out of sync with a shared store for longer than --max-stale: a key revoked elsewhere
+      // meanwhile is not known here, so no key is served, in flight or new (CONTRACT §4).
+      if (ctx.storeStale) return STALE;
       // requireReady false: a deployment moved back to pending keeps its keys, and its streams.
       const r = registry.check(key, now, false);
       if (r.ok) return null;

@@ -425,7 +425,7 @@ describe('per-instance admission: --max-concurrency 1 --queue 4', () => {
     expect(await metric('ob_proxy_queue_wait_seconds_count', 'instance="gpu-1"')).toBe(4);
   }, 30_000);
 
-  it('a key revoked while queued is refused with 401 when its turn comes; a client that leaves is dropped; neither is sent', async () => {
+  it('a key revoked while queued is refused with 401 at once, its place freed; a client that leaves is dropped; neither is sent', async () => {
     const c = await cliJson<KeyJson>(['keys', 'create', '--instance', 'gpu-1', '--name', 'c'], home);
     const slot = await holdSlot('hold-2');
     const revokedAnswer = ask(serve.baseUrl, c.secret, 'from-revoked');
@@ -437,12 +437,14 @@ describe('per-instance admission: --max-concurrency 1 --queue 4', () => {
     expect(await left).toBe('aborted');
     await depth(1);
     await cliJson(['keys', 'revoke', c.id, '--yes'], home);
-    const after = ask(serve.baseUrl, b.secret, 'after');
-    await depth(2);
-    await slot.release();
+    // Ended with its key, as a request sent upstream is: not left waiting for its turn.
     const refused = await revokedAnswer;
     expect(refused.status).toBe(401);
     expect((refused.json as { error: { code: string } }).error.code).toBe('revoked_api_key');
+    await depth(0);
+    const after = ask(serve.baseUrl, b.secret, 'after');
+    await depth(1);
+    await slot.release();
     expect((await after).status).toBe(200);
     const contents = await upstreamContents();
     expect(contents.slice(-2)).toEqual(['[[sim fail=hang]] hold-2', 'after']);
