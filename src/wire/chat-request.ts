@@ -1,6 +1,6 @@
 import { checkFields } from './chat-fields.js';
 import { checkMessages } from './chat-messages.js';
-import { checkFieldNames, fieldSet, parseJsonBody } from './json-body.js';
+import { checkFieldNames, fieldSet, parseJsonBody, stringifyExact } from './json-body.js';
 import { type Json, invalid, isObject, optionalNumber } from './request-checks.js';
 
 /**
@@ -233,7 +233,7 @@ const USAGE_OPTION = Buffer.from('"stream_options":{"include_usage":true},');
  * which costs as much as parsing it did.
  */
 export function upstreamBody(raw: Buffer, chat: ChatRequest): Buffer | string {
-  if (chat.rewritten !== null) return JSON.stringify(chat.rewritten);
+  if (chat.rewritten !== null) return stringifyExact(raw, chat.rewritten);
   if (!chat.addUsage) return raw;
   // The body parsed as a JSON object, so its first byte other than JSON whitespace is the brace.
   const at = raw.indexOf(0x7b);

@@ -146,3 +146,38 @@ export function fieldSet(names: readonly string[]): {
 } {
   return { fields: new Set(names), folded: new Map(names.map((n) => [foldKey(n), n])) };
 }
+
+/** What ES2023's lib does not declare yet: JSON.parse with source text, and raw JSON (Node ≥ 21). */
+const RawJson = JSON as unknown as {
+  rawJSON(text: string): object;
+  isRawJSON(v: unknown): boolean;
+  parse(text: string, reviver: (key: string, value: unknown, context: { source?: string }) => unknown): unknown;
+};
+
+/**
+ * `rewritten` (a body changed after validation) as JSON, with each number written as the client
+ * wrote it in `raw` wherever the value is the same. JSON.stringify writes a number as JavaScript
+ * holds it: a seed of 9007199254740993 went upstream as …992 and 1e400 as null, which the model
+ * server reads otherwise than the client's own bytes. Only rewritten bodies pay for this.
+ */
+export function stringifyExact(raw: Buffer, rewritten: Json): string {
+  const exact = RawJson.parse(raw.toString('utf8'), (_key, value, context) =>
+    typeof value === 'number' && context.source !== undefined ? RawJson.rawJSON(context.source) : value,
+  );
+  return JSON.stringify(graftNumbers(rewritten, exact));
+}
+
+/** `v` with each number replaced by the raw number at the same place in `exact`, when it has that value. */
+function graftNumbers(v: unknown, exact: unknown): unknown {
+  if (typeof v === 'number') {
+    if (RawJson.isRawJSON(exact) && Number(JSON.parse((exact as { rawJSON: string }).rawJSON)) === v) return exact;
+    return v;
+  }
+  if (typeof v !== 'object' || v === null) return v;
+  const ex = typeof exact === 'object' && exact !== null ? (exact as Record<string, unknown>) : {};
+  if (Array.isArray(v)) return v.map((x, i) => graftNumbers(x, Array.isArray(exact) ? exact[i] : undefined));
+  // No prototype: a client's "__proto__" key is copied as a key, as JSON.parse made it.
+  const out = Object.create(null) as Json;
+  for (const k of Object.keys(v)) out[k] = graftNumbers((v as Json)[k], Object.hasOwn(ex, k) ? ex[k] : undefined);
+  return out;
+}
