@@ -27,6 +27,9 @@ export interface UpstreamRequest {
  * One keep-alive undici Pool per model-server origin. Requests carry only the headers we choose:
  * the client's Authorization and Host never reach the model server.
  */
+/** Past this many origins, a new one first closes the pools with nothing open or waiting. */
+export const IDLE_POOL_SWEEP_AT = 64;
+
 export class UpstreamClient {
   private readonly pools = new Map<string, Pool>();
   /** Parsed endpoints: no URL parse on the request path. */
@@ -37,6 +40,7 @@ export class UpstreamClient {
   private pool(origin: string): Pool {
     let pool = this.pools.get(origin);
     if (pool === undefined) {
+      if (this.pools.size >= IDLE_POOL_SWEEP_AT) this.closeIdlePools();
       pool = new Pool(origin, {
         connections: this.options.connections ?? null,
         pipelining: 1,
@@ -73,6 +77,26 @@ export class UpstreamClient {
     };
     if (req.token !== undefined) headers.authorization = `Bearer ${req.token}`;
     this.pool(target.origin).dispatch({ method: 'POST', path: target.path, headers, body: req.body }, handler);
+  }
+
+  /**
+   * Instances come and go (each rental its own address), and a pool was kept for every origin
+   * ever asked: closed here once it holds no connection and no request. One that is asked again
+   * is made anew.
+   */
+  private closeIdlePools(): void {
+    for (const [origin, pool] of this.pools) {
+      const s = pool.stats;
+      if (s.connected === 0 && s.size === 0) {
+        this.pools.delete(origin);
+        void pool.close().catch(() => {});
+      }
+    }
+  }
+
+  /** Origins with a pool (for tests). */
+  get poolCount(): number {
+    return this.pools.size;
   }
 
   async close(): Promise<void> {
