@@ -20,6 +20,19 @@ export function translateUpstreamError(err: unknown): ObProxyError {
       cause: err,
     });
   }
+  // It answered, but not in HTTP a client can be given: its fault, not the network's.
+  const malformed =
+    code === 'UND_ERR_HEADERS_OVERFLOW'
+      ? 'headers over 16 KiB'
+      : (err as Error | null)?.name === 'HTTPParserError'
+        ? 'not valid HTTP/1.1'
+        : null;
+  if (malformed !== null) {
+    return obError('upstream_error', {
+      message: `The model server sent a malformed HTTP response (${malformed}); it was not relayed. Check the instance's endpoint.`,
+      cause: err,
+    });
+  }
   return obError('upstream_unavailable', { cause: err });
 }
 
