@@ -346,7 +346,7 @@ export class PlainRelay extends Relay {
 
   protected failed(err: ObProxyError): void {
     this.errored = true;
-    writeRawError(this.c.res, err, this.c.reqId, this.c.headers);
+    writeRawError(this.c.res, err, this.c.reqId, answerHeaders(err, this.c.headers));
     this.finish(0, 0, 0);
   }
 }
@@ -528,7 +528,7 @@ export class StreamRelay extends Relay {
       this.count();
       return;
     }
-    if (!this.begun) writeRawError(this.c.res, err, this.c.reqId, this.c.headers);
+    if (!this.begun) writeRawError(this.c.res, err, this.c.reqId, answerHeaders(err, this.c.headers));
     else if (!this.relay.done) this.endWithError(err);
     this.count();
   }
@@ -553,4 +553,16 @@ export class StreamRelay extends Relay {
         : err;
     res.end(`data: ${JSON.stringify(e.toBody())}\n\n`);
   }
+}
+
+/**
+ * The extra headers of an error answer: the key's x-ratelimit-*, and for a daemon out of sync with
+ * its shared store the Retry-After its refusals on the headers give (auth-hook.ts).
+ */
+function answerHeaders(
+  err: ObProxyError,
+  headers: Readonly<Record<string, string>> | null | undefined,
+): Readonly<Record<string, string>> | null {
+  if (err.code !== 'store_unreachable') return headers ?? null;
+  return { ...headers, 'retry-after': '5' };
 }

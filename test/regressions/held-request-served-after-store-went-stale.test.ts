@@ -21,6 +21,8 @@ let cluster: Cluster;
 let h: Harness;
 let sim: Simulator;
 let key: string;
+/** A second instance: its own admission slot, for a plain request pending upstream. */
+let key2: string;
 
 beforeAll(async () => {
   cluster = await startCluster();
@@ -28,6 +30,7 @@ beforeAll(async () => {
   const started = await startSim();
   sim = started.sim;
   key = await readyInstance(h, 'gpu-1', started.url);
+  key2 = await readyInstance(h, 'gpu-2', started.url);
 }, 60_000);
 
 afterAll(async () => {
@@ -68,6 +71,9 @@ it(
     const queued = post(h.baseUrl, key, body('tag-queued'));
     await eventually(() => h.daemon.ctx.admission?.depth('gpu-1') === 1, 'the second request queued');
     const held = await holdBody(h.baseUrl, key, body('tag-held'));
+    // A plain answer the model server takes its time over: pending upstream when the store goes.
+    const pending = post(h.baseUrl, key2, body('tag-pending', ' [[sim chunks=100000 tokensPerSecond=20]]'));
+    await eventually(() => seen('tag-pending'), 'the plain request to reach the model server');
 
     await cluster.kill9();
     await eventually(() => h.daemon.ctx.storeStale, 'the daemon to count itself out of sync', 10_000);
@@ -88,6 +94,14 @@ it(
     expect(late.status).toBe(503);
     expect(late.headers['retry-after']).toBe('5');
     expect(JSON.parse(late.body)).toEqual(STORE_UNREACHABLE);
+
+    // The plain request pending upstream is answered 503 too, with the same Retry-After.
+    const p = await pending;
+    expect({ status: p.status, retryAfter: p.headers['retry-after'], json: p.json }).toEqual({
+      status: 503,
+      retryAfter: '5',
+      json: STORE_UNREACHABLE,
+    });
 
     expect(seen('tag-held')).toBe(false);
     expect(seen('tag-queued')).toBe(false);
