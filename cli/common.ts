@@ -1,8 +1,10 @@
 import { homedir } from 'node:os';
 import { Command, Option } from 'commander';
-import { type FlagName, SETTINGS, resolvePaths, shownDefault } from '../src/config.js';
+import { type FlagName, SETTINGS, cliTimeoutMs, resolvePaths, shownDefault } from '../src/config.js';
+import { ObProxyError } from '../src/errors.js';
 import type { DaemonClient } from './daemon-client.js';
 import type { Io } from './output.js';
+import { UsageError } from './usage-error.js';
 
 export interface CommonOptions {
   home?: string;
@@ -45,7 +47,14 @@ export async function withClient<T>(
   deps: CliDeps,
   fn: (client: DaemonClient) => Promise<T>,
 ): Promise<T> {
+  let timeoutMs: number;
+  try {
+    timeoutMs = cliTimeoutMs(deps.io.env);
+  } catch (err) {
+    throw err instanceof ObProxyError ? new UsageError(err.message) : err;
+  }
   const client = await deps.connect(socketPath(opts, deps));
+  client.timeoutMs = timeoutMs;
   try {
     return await fn(client);
   } finally {

@@ -1,6 +1,7 @@
 import type { Instance } from '../src/domain/instance.js';
 import type { AuditEvent, KeyLimits } from '../src/domain/key.js';
 import type { StoreData } from '../src/store/store.js';
+import { socketPathProblem } from '../src/config.js';
 import { ObProxyError, isErrorCode, obError } from '../src/errors.js';
 import type { LiveStatsView } from '../src/services/live-stats.js';
 import type { UsageReport } from '../src/wire/usage-report.js';
@@ -17,9 +18,24 @@ export type HaltAction = 'pending' | 'stop' | 'fail' | 'terminate';
  * load than the rest of a command (issue 14).
  */
 export class DaemonClient {
+  /**
+   * Longest wait for a whole answer (OB_PROXY_CLI_TIMEOUT). A daemon stopped with Ctrl-Z, or
+   * stuck on its disk, still accepts connections (the kernel does): without a bound a command,
+   * or a script's cron job, waited for ever. The event stream (follow) is not bounded by it.
+   */
+  timeoutMs = 120_000;
+
   constructor(readonly socketPath: string) {}
 
+  private silent(): ObProxyError {
+    return obError('daemon_unreachable', {
+      message: `The ob-proxy daemon at ${this.socketPath} did not answer within ${this.timeoutMs / 1000} s (OB_PROXY_CLI_TIMEOUT): is it stopped (Ctrl-Z in its terminal, SIGSTOP) or stuck on its store? What was asked may still be done once it answers: check with \`ob-proxy status\` and the list commands before repeating it.`,
+    });
+  }
+
   private unreachable(err: unknown): ObProxyError {
+    const tooLong = socketPathProblem(this.socketPath, process.platform);
+    if (tooLong !== null) return obError('daemon_unreachable', { message: tooLong, cause: err });
     return obError('daemon_unreachable', {
       message: `Cannot reach the ob-proxy daemon at ${this.socketPath} (${(err as { code?: string }).code ?? (err as Error).message}). Start it with \`ob-proxy serve\`, or pass the right --home/--socket.`,
       cause: err,
@@ -29,19 +45,21 @@ export class DaemonClient {
   async call<T>(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<T> {
     let text: string;
     let status: number;
+    const deadline = AbortSignal.timeout(this.timeoutMs);
     try {
       const res = await socketRequest(
         this.socketPath,
         method,
         path,
         body === undefined ? undefined : JSON.stringify(body),
+        deadline,
       );
       status = res.status;
       const chunks: Buffer[] = [];
       for await (const chunk of res.body) chunks.push(chunk);
       text = Buffer.concat(chunks).toString('utf8');
     } catch (err) {
-      throw this.unreachable(err);
+      throw deadline.aborted ? this.silent() : this.unreachable(err);
     }
     let parsed: unknown;
     try {
@@ -91,8 +109,13 @@ export class DaemonClient {
   move(id: string, action: HaltAction): Promise<InstanceView> {
     return this.call('POST', `/v1/instances/${encodeURIComponent(id)}/${action}`, {});
   }
-  extend(id: string, packEndsAt: string): Promise<InstanceView> {
-    return this.call('POST', `/v1/instances/${encodeURIComponent(id)}/extend`, { packEndsAt });
+  /** `shorten` only when asked: a daemon from before it refuses the field, and no CLI call needs to send it otherwise. */
+  extend(id: string, packEndsAt: string, shorten = false): Promise<InstanceView> {
+    return this.call(
+      'POST',
+      `/v1/instances/${encodeURIComponent(id)}/extend`,
+      shorten ? { packEndsAt, shorten } : { packEndsAt },
+    );
   }
   remove(id: string): Promise<InstanceView> {
     return this.call('DELETE', `/v1/instances/${encodeURIComponent(id)}`);

@@ -1,5 +1,6 @@
 import { Command, CommanderError } from 'commander';
 import { type FlagName, debugWanted } from '../src/config.js';
+import { keyIdInSecret } from '../src/domain/secret-shape.js';
 import { ObProxyError } from '../src/errors.js';
 import { printable } from '../src/printable.js';
 import { type CliDeps, type CommonOptions, example, settingOption, socketPath, withCommon } from './common.js';
@@ -192,10 +193,27 @@ function checkMandatoryLast(cmd: Command): void {
   });
 }
 
+/**
+ * No command takes a secret (keys are named by their ids), and every refusal quotes what it
+ * refuses: `keys revoke <secret>`, an easy slip when a key has leaked, printed the secret back
+ * ("No key …") and left the key active. Refused before anything else, without saying it again.
+ */
+function refuseSecretArguments(argv: readonly string[]): void {
+  for (const arg of argv) {
+    const id = keyIdInSecret(arg);
+    if (id === null) continue;
+    throw new UsageError(
+      `A key's secret was given on the command line; no command takes one. A key is named by its id, the 12 characters after ob_sk_ (here ${id}). ` +
+        `The secret is now in your shell history: if it was not meant to be seen there, revoke the key (\`ob-proxy keys revoke ${id}\`).`,
+    );
+  }
+}
+
 /** Parses argv and runs; returns the exit code (0 ok, 1 refused, 2 usage, 3 daemon unreachable). */
 export async function runCli(argv: string[], deps: ProgramDeps): Promise<number> {
   const program = makeProgram(deps);
   try {
+    refuseSecretArguments(argv);
     await program.parseAsync(argv, { from: 'user' });
     return 0;
   } catch (err) {

@@ -1,4 +1,4 @@
-import { chmod, mkdir } from 'node:fs/promises';
+import { chmod } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { Server as SecureServer } from 'node:tls';
 import type { FastifyInstance } from 'fastify';
@@ -27,10 +27,10 @@ import { InflightRequests, watchRevocations } from './data-plane/inflight.js';
 import { followLifecycle } from './lifecycle-follow.js';
 import { buildLogger } from './logger.js';
 import { buildManagementPlane } from './management/build-management-plane.js';
-import { ensurePrivateHome, octal } from './private-home.js';
+import { ensurePrivateHome, makeFolder, octal } from './private-home.js';
 import { prepareSocketPath, removeSocket } from './socket-file.js';
 import { resolveGroup, shareSocket } from './socket-group.js';
-import { type StoreLock, lockStore } from './store-lock.js';
+import { type StoreLock, lockHostOf, lockStore } from '../src/store/store-lock.js';
 import { UpstreamTokens } from './upstream-tokens.js';
 import type { Metrics } from './metrics/metrics.js';
 import type { TlsFiles } from './tls.js';
@@ -95,9 +95,9 @@ export async function buildDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     );
   // Several daemons on one PostgreSQL are the point of that store: no lock, no files of its own.
   const shared = /^postgres(ql)?:\/\//i.test(config.store);
-  if (!shared) await mkdir(dirname(config.store), { recursive: true, mode: 0o700 });
+  if (!shared) await makeFolder(dirname(config.store), "store's folder", SETTINGS.store, 'a path in a folder');
   // Before anything is bound or read: a second daemon on this store must change nothing.
-  const lock = deps.store === undefined && !shared ? await lockStore(config.store) : null;
+  const lock = deps.store === undefined && !shared ? await lockStore(config.store, lockHostOf(process)) : null;
   let store: Store | undefined;
   let lifecycle: LifecycleService | undefined;
   // Made once the registry exists; the metrics read it at scrape time.

@@ -1,5 +1,45 @@
-import { chmod, mkdir, stat } from 'node:fs/promises';
-import { SETTINGS, settingLabel } from '../src/config.js';
+import { chmod, lstat, mkdir, readlink, stat } from 'node:fs/promises';
+import { dirname, resolve } from 'node:path';
+import { SETTINGS, type Setting, settingLabel } from '../src/config.js';
+
+/**
+ * mkdir -p, with a refusal that says what is in the way. Node's own error names only the errno
+ * and one path ("EEXIST: file already exists, mkdir '/srv/ob'"), and for a home on a volume that
+ * is not mounted (a symbolic link to nowhere) it said ENOENT about a path `ls` shows.
+ */
+export async function makeFolder(path: string, what: string, setting: Setting, wanted = 'a folder'): Promise<void> {
+  try {
+    await mkdir(path, { recursive: true, mode: 0o700 });
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const cause = await inTheWay(resolve(path));
+    const why =
+      cause ??
+      (code === 'EACCES' || code === 'EPERM'
+        ? 'this user may not create it'
+        : code === 'EROFS'
+          ? 'it is on a read-only file system'
+          : (code ?? (err as Error).message));
+    const message = `The ${what} ${path} cannot be made: ${why}. Give ${settingLabel(setting)} ${wanted} ob-proxy can use.`;
+    throw new Error(message, { cause: err });
+  }
+}
+
+/** The first part of `path` that is not a folder: a file, or a symbolic link to nothing. */
+async function inTheWay(path: string): Promise<string | null> {
+  for (let p = path; ; p = dirname(p)) {
+    const link = await lstat(p).catch(() => null);
+    if (link !== null) {
+      const st = await stat(p).catch(() => null);
+      if (st === null) {
+        const target = await readlink(p).catch(() => '?');
+        return `${p} is a symbolic link to ${target}, which does not exist (is its volume mounted?)`;
+      }
+      if (!st.isDirectory()) return `${p} is ${st.isFile() ? 'a file' : 'something'} where a folder is needed`;
+    }
+    if (dirname(p) === p) return null;
+  }
+}
 
 /**
  * Creates the home 0700, and makes an existing one 0700: mkdir's mode applies only to what it
@@ -8,7 +48,7 @@ import { SETTINGS, settingLabel } from '../src/config.js';
  * folder (sticky, like /tmp) or one owned by someone else is refused rather than changed.
  */
 export async function ensurePrivateHome(home: string): Promise<number | null> {
-  await mkdir(home, { recursive: true, mode: 0o700 });
+  await makeFolder(home, 'home', SETTINGS.home);
   const st = await stat(home);
   if (!st.isDirectory())
     throw new Error(

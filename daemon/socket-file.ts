@@ -1,6 +1,8 @@
-import { lstat, mkdir, stat, unlink } from 'node:fs/promises';
+import { lstat, stat, unlink } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { dirname, resolve } from 'node:path';
+import { SETTINGS, socketPathProblem } from '../src/config.js';
+import { makeFolder } from './private-home.js';
 
 function probe(path: string): Promise<boolean> {
   return new Promise((resolve) => {
@@ -34,8 +36,10 @@ export async function prepareSocketPath(path: string, ownFiles: readonly string[
       `The socket path ${path} is one of ob-proxy's own files (${clash}). Give --socket a path of its own, e.g. <home>/ob-proxy.sock.`,
     );
   }
+  const tooLong = socketPathProblem(path, process.platform);
+  if (tooLong !== null) throw new Error(tooLong);
   const dir = dirname(path);
-  await mkdir(dir, { recursive: true, mode: 0o700 });
+  await makeFolder(dir, "socket's folder", SETTINGS.socket, 'a path in a folder');
   const st = await stat(dir);
   if ((st.mode & 0o022) !== 0 && (st.mode & 0o1000) === 0) {
     throw new Error(

@@ -350,6 +350,15 @@ export const SETTINGS = {
     unit: 'seconds',
     help: 'a health probe (connect and answer) gives up after this long',
   },
+  cliTimeout: {
+    type: 'number',
+    env: 'OB_PROXY_CLI_TIMEOUT',
+    default: 120,
+    min: 0.1,
+    max: 86400,
+    unit: 'seconds',
+    help: 'a CLI command gives up on a daemon that has not answered within this time (exit 3)',
+  },
   corsOrigins: {
     type: 'text',
     env: 'OB_PROXY_CORS_ORIGINS',
@@ -566,6 +575,19 @@ function readAddress(s: AddressSetting, raw: string | undefined): string {
   return raw.startsWith('[') ? raw.slice(1, -1) : raw;
 }
 
+/**
+ * A Unix socket's path is at most 107 bytes on Linux (108 with its NUL) and 103 elsewhere. Node
+ * cuts a longer one short without a word and binds or connects to what is left: a daemon with a
+ * deep --home put its socket beside the home (in /tmp, say), then stopped on a bare ENOENT, and the
+ * CLI said the daemon refused the connection. The refusal for such a path, or null.
+ */
+export function socketPathProblem(path: string, platform: string): string | null {
+  const max = platform === 'linux' ? 107 : 103;
+  const bytes = Buffer.byteLength(path);
+  if (bytes <= max) return null;
+  return `The socket path ${path} is ${bytes} bytes long; a Unix socket's path may be at most ${max}. Give ${settingLabel(SETTINGS.socket)} a shorter path (e.g. /run/ob-proxy/ob-proxy.sock), or a shorter --home.`;
+}
+
 /** Where the files are: what the client commands need, with no other setting read (or refused). */
 export function resolvePaths(flags: ConfigFlags, env: Env, homedir: string): Pick<Config, 'home' | 'store' | 'socket'> {
   const home = givenValue('home', flags, env) ?? join(homedir, '.ob-proxy');
@@ -574,6 +596,11 @@ export function resolvePaths(flags: ConfigFlags, env: Env, homedir: string): Pic
     store: givenValue('store', flags, env) ?? join(home, 'db.json'),
     socket: givenValue('socket', flags, env) ?? join(home, 'ob-proxy.sock'),
   };
+}
+
+/** OB_PROXY_CLI_TIMEOUT: how long a client command waits for the daemon's whole answer (ms). */
+export function cliTimeoutMs(env: Env): number {
+  return readNumber(SETTINGS.cliTimeout, givenValue('cliTimeout', {}, env))! * 1000;
 }
 
 /** OB_PROXY_DEBUG: the CLI adds a stack trace to an unexpected error's line. */

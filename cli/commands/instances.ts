@@ -235,9 +235,10 @@ export function makeInstancesCommand(deps: CliDeps): Command {
     withCommon(cmd.command('extend <id>'))
       .description('extend the pack: same id, keys untouched')
       .requiredOption('--pack-ends <time>', PACK_ENDS_HELP)
-      .action(async (id: string, o: CommonOptions & { packEnds: string }) => {
+      .option('--shorten', 'allow an end sooner than the current one (its keys are revoked then)')
+      .action(async (id: string, o: CommonOptions & { packEnds: string; shorten?: boolean }) => {
         const packEndsAt = parsePackEnds(o.packEnds, Date.now());
-        const inst = await withClient(o, deps, (cl) => cl.extend(id, packEndsAt));
+        const inst = await withClient(o, deps, (cl) => cl.extend(id, packEndsAt, o.shorten === true));
         render(
           deps,
           o,

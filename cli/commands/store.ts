@@ -80,12 +80,14 @@ export function makeStoreCommand(deps: CliDeps): Command {
       .action(async (o: MigrateOptions) => {
         // Loaded only here: no other command loads the PostgreSQL driver.
         const { migrateLowdbToPostgres } = await import('../../src/store/migrate-store.js');
+        const { lockHostOf } = await import('../../src/store/store-lock.js');
         const notices: string[] = [];
         const report = await migrateLowdbToPostgres({
           from: o.from,
           to: o.to,
           force: o.force === true,
           onNotice: (m) => notices.push(m),
+          host: lockHostOf(process),
         });
         if (o.json === true) return printJson(deps.io, { ...report, notices });
         for (const n of notices) deps.io.err(`note: ${n}\n`);

@@ -1,4 +1,5 @@
-import type { FastifyInstance } from 'fastify';
+import type { Socket } from 'node:net';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { type Instance, type InstanceState, assertTransition, normalizeEndpoint } from '../../src/domain/instance.js';
 import { ObProxyError, obError } from '../../src/errors.js';
 import type { HealthView } from '../../src/services/instance-health.js';
@@ -17,6 +18,15 @@ import {
 import { viewInstance } from './views.js';
 
 type Params = { id: string };
+
+/**
+ * Whether the client that asked is still connected, to be shown what it asked for. (An injected
+ * request's stand-in socket says neither.)
+ */
+export function stillListening(request: FastifyRequest): boolean {
+  const socket = request.raw.socket as Partial<Socket> | null;
+  return socket?.destroyed !== true && socket?.writable !== false;
+}
 
 /**
  * `instances ready` asks the model server for its models first (issue 13 §3): an endpoint where
@@ -121,9 +131,18 @@ export function registerInstanceRoutes(app: FastifyInstance, ctx: DaemonContext)
         }
         throw err;
       }
+      // The client may have given up while the key was made (OB_PROXY_CLI_TIMEOUT, Ctrl-C): a
+      // secret claimed for it would be shown to nobody, and `keys reveal` would then refuse it as
+      // displayed. Left unclaimed, it waits for `keys reveal` or the console, like --no-wait's.
+      const secret = key === null || !stillListening(request) ? null : lc.claimSecret(key.id);
+      if (key !== null && secret === null)
+        ctx.log.info(
+          { instance: instance.id, key: key.id },
+          'default key not shown: the client went away; reveal it once with keys reveal',
+        );
       const view: ReadyView = {
         ...viewInstance(ctx, lc.getInstance(instance.id)),
-        defaultKey: key === null ? null : { id: key.id, name: key.name, secret: lc.claimSecret(key.id) },
+        defaultKey: key === null ? null : { id: key.id, name: key.name, secret },
       };
       return view;
     },
@@ -139,10 +158,14 @@ export function registerInstanceRoutes(app: FastifyInstance, ctx: DaemonContext)
     );
   }
 
-  app.post<{ Params: Params; Body: { packEndsAt: string } }>(
+  app.post<{ Params: Params; Body: { packEndsAt: string; shorten?: boolean } }>(
     '/v1/instances/:id/extend',
     { schema: { params: ID_PARAMS, body: EXTEND_BODY } },
-    async (request) => viewInstance(ctx, await lc.extend(request.params.id, request.body.packEndsAt)),
+    async (request) =>
+      viewInstance(
+        ctx,
+        await lc.extend(request.params.id, request.body.packEndsAt, { shorten: request.body.shorten === true }),
+      ),
   );
 
   app.delete<{ Params: Params }>('/v1/instances/:id', byId, async (request) => ({

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { KeyWithSecret, RevocationView } from '../../src/wire/views.js';
 import { revocationOfKey, revocationView } from '../../src/wire/views.js';
+import { obError } from '../../src/errors.js';
 import type { DaemonContext } from '../context.js';
 import {
   AUDIT_QUERY,
@@ -11,6 +12,7 @@ import {
   LIMITS_BODY,
   NO_BODY,
 } from './schemas.js';
+import { stillListening } from './instances.js';
 import { viewKey } from './views.js';
 
 type Params = { id: string };
@@ -50,6 +52,9 @@ export function registerKeyRoutes(app: FastifyInstance, ctx: DaemonContext): voi
   );
 
   app.post<{ Params: Params }>('/v1/keys/:id/reveal', byId, async (request) => {
+    // A client that gave up while the daemon was busy would take the one showing with it.
+    if (!stillListening(request))
+      throw obError('reveal_refused', { message: 'The client went away; the secret was kept for the next reveal.' });
     const { key, secret } = await lc.revealKey(request.params.id);
     const out: KeyWithSecret = { ...viewKey(ctx, key), secret };
     return out;

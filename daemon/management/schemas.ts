@@ -50,7 +50,7 @@ export const READY_BODY = optionalObject({
   wait: { type: 'boolean' },
   probe: { type: 'boolean' },
 });
-export const EXTEND_BODY = object({ packEndsAt: STRING }, ['packEndsAt']);
+export const EXTEND_BODY = object({ packEndsAt: STRING, shorten: { type: 'boolean' } }, ['packEndsAt']);
 export const INSTANCES_QUERY = object({ state: { type: 'string', enum: [...INSTANCE_STATES] } });
 
 export const CREATE_KEY_BODY = object(
@@ -92,6 +92,7 @@ const HINTS: Record<string, string> = {
   upstreamTokenFile: "--upstream-token-file must be an absolute path to a file holding the model server's token.",
   wait: 'wait must be true or false.',
   probe: 'probe must be true or false.',
+  shorten: 'shorten must be true or false.',
   instance: 'instance must be an instance id: list them with `ob-proxy instances list`.',
   name: 'Key name is required: give --name.',
   limits: 'Limits must be an object with rpm, tpm and concurrency.',

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { validateTimestamp } from '../../src/domain/validate.js';
+import { keyNotFound } from '../../src/services/lifecycle.js';
 import { obError } from '../../src/errors.js';
 import { type UsageReport, usageReport } from '../../src/wire/usage-report.js';
 import type { DaemonContext } from '../context.js';
@@ -16,8 +17,7 @@ export function registerUsageRoutes(app: FastifyInstance, ctx: DaemonContext): v
     async (request): Promise<UsageReport> => {
       const { instance, key } = request.query;
       const since = request.query.since === undefined ? undefined : validateTimestamp(request.query.since, 'since');
-      if (key !== undefined && !registry.keys.has(key))
-        throw obError('key_not_found', { message: `No key with id ${key}. List keys with \`ob-proxy keys list\`.` });
+      if (key !== undefined && !registry.keys.has(key)) throw keyNotFound(key, `No key with id ${key}.`);
       if (instance !== undefined && !registry.instances.has(instance) && !registry.keysOf(instance).length) {
         throw obError('instance_not_found', {
           message: `No instance ${instance}, and no keys of one by that id. List instances with \`ob-proxy instances list\`.`,

@@ -81,5 +81,4 @@ export function hintOf(secret: string): string {
   return `${KEY_PREFIX}…${secret.slice(-4)}`;
 }
 
-/** Pattern for scanners and for tests that prove no secret leaked. */
-export const SECRET_PATTERN = /ob_sk_[0-9A-Za-z]{12}_[0-9A-Za-z]{38}/;
+export { SECRET_PATTERN, keyIdInSecret } from './secret-shape.js';

@@ -63,6 +63,16 @@ export const REVOKING_ACTIONS = {
   terminate: 'instance_terminated',
 } as const satisfies Partial<Record<InstanceAction, string>>;
 
+/**
+ * An endpoint as a refusal may quote it: what stands before an @ (a user and password) and after
+ * a ? (a token) left out, and at most 200 characters.
+ */
+function withoutCredentials(raw: string): string {
+  // Up to the last @: a password may hold any character, / ? # included.
+  const shown = raw.replace(/^([a-z][a-z0-9+.-]*:\/\/)?.*@/is, '$1…@').replace(/[?#].*$/s, '?…');
+  return shown.length > 200 ? `${shown.slice(0, 200)}…` : shown;
+}
+
 /** A trailing /v1 in an endpoint means the same server: keep the root. */
 export function normalizeEndpoint(raw: string): string {
   let url: URL;
@@ -71,7 +81,7 @@ export function normalizeEndpoint(raw: string): string {
   } catch {
     throw obError('invalid_argument', {
       param: 'endpoint',
-      message: `Endpoint "${raw}" is not a URL; give the model server's base URL, e.g. http://10.0.0.5:11434.`,
+      message: `Endpoint "${withoutCredentials(raw)}" is not a URL; give the model server's base URL, e.g. http://10.0.0.5:11434.`,
     });
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {

@@ -1,3 +1,4 @@
+import { keyIdInSecret } from './secret-shape.js';
 import { type KeyLimits, LIMIT_NAMES } from './key.js';
 import { obError } from '../errors.js';
 import { isPrintable } from '../printable.js';
@@ -32,6 +33,13 @@ export function validateKeyName(name: unknown): string {
     throw obError('invalid_argument', {
       param: 'name',
       message: 'Key name must not contain control or invisible characters.',
+    });
+  // A name is stored, logged and shown in clear: a secret pasted into it would be too.
+  if (keyIdInSecret(trimmed) !== null)
+    throw obError('invalid_argument', {
+      param: 'name',
+      message:
+        "Key name must not contain a key's secret: names are stored and shown in clear. Give a name that says who uses the key.",
     });
   return trimmed;
 }

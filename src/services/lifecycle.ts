@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { type Clock, iso } from '../clock.js';
 import { mintSecret, type SecretSource } from '../domain/api-key.js';
+import { keyIdInSecret } from '../domain/secret-shape.js';
 import {
   type Instance,
   type InstanceAction,
@@ -459,7 +460,8 @@ export class LifecycleService {
     return updated;
   }
 
-  extend(id: string, packEndsAt: unknown): Promise<Instance> {
+  /** `shorten`: an end sooner than the current one is meant (refused otherwise, see below). */
+  extend(id: string, packEndsAt: unknown, options: { shorten?: boolean } = {}): Promise<Instance> {
     return this.fresh(async () => {
       const inst = this.getInstance(id);
       if (!isLive(inst)) {
@@ -471,6 +473,15 @@ export class LifecycleService {
       if (inst.packEndsAt !== null && Date.parse(inst.packEndsAt) <= this.deps.clock.now()) {
         throw obError('invalid_transition', {
           message: `The pack of "${id}" has already ended; its keys are revoked.`,
+        });
+      }
+      // An end sooner than the one paid for is no extension: at that moment every key of the
+      // instance is revoked for ever. `--pack-ends +8h` is 8 hours from now, not 8 more hours,
+      // so this is an easy slip to make on a pack that still has days to run.
+      if (options.shorten !== true && inst.packEndsAt !== null && Date.parse(at) < Date.parse(inst.packEndsAt)) {
+        throw obError('invalid_argument', {
+          param: 'packEndsAt',
+          message: `The pack of "${id}" already ends at ${inst.packEndsAt}; ${at} is sooner, and every key of it would be revoked then. A duration such as +30d counts from now: give a time after ${inst.packEndsAt}, or add --shorten to end the pack sooner on purpose.`,
         });
       }
       const updated: Instance = { ...inst, packEndsAt: at, updatedAt: this.now() };
@@ -605,8 +616,7 @@ export class LifecycleService {
 
   getKey(keyId: string): KeyRecord {
     const key = this.reg.keys.get(keyId);
-    if (key === undefined)
-      throw obError('key_not_found', { message: `No key "${keyId}". List keys with \`ob-proxy keys list\`.` });
+    if (key === undefined) throw keyNotFound(keyId);
     return key;
   }
 
@@ -687,6 +697,20 @@ export class LifecycleService {
       }
     });
   }
+}
+
+/**
+ * A key asked for by an id it does not have. A secret given for the id is not said back (the
+ * refusal reaches terminals and scripts' logs): the message names the id it holds instead.
+ */
+export function keyNotFound(given: string, plain = `No key "${given}".`): ObProxyError {
+  const id = keyIdInSecret(given);
+  return obError('key_not_found', {
+    message:
+      id === null
+        ? `${plain} List keys with \`ob-proxy keys list\`.`
+        : `That is a key's secret, not its id. A key is named by its id, the 12 characters after ob_sk_ (here ${id}); list keys with \`ob-proxy keys list\`.`,
+  });
 }
 
 export type { InstanceAction };

@@ -202,7 +202,10 @@ describe('key lifecycle through the real CLI against the real daemon', () => {
     const k = (await cliJson<ReadyJson>(['instances', 'ready', 'gpu-1'], home)).defaultKey!.secret;
     await cliJson(['keys', 'create', '--instance', 'gpu-1', '--name', 'second'], home);
     // Set up first, then bring the end close: a busy machine cannot make the pack end mid-setup.
-    await cliJson(['instances', 'extend', 'gpu-1', '--pack-ends', new Date(Date.now() + 2000).toISOString()], home);
+    await cliJson(
+      ['instances', 'extend', 'gpu-1', '--pack-ends', new Date(Date.now() + 2000).toISOString(), '--shorten'],
+      home,
+    );
     const revs = await eventually(
       async () => {
         const r = await cliJson<Revocation[]>(['revocations', '--instance', 'gpu-1'], home);

@@ -11,6 +11,7 @@ import {
   SETTINGS,
   type Setting,
   type SettingName,
+  cliTimeoutMs,
   debugWanted,
   resolveConfig,
   resolvePaths,
@@ -221,7 +222,8 @@ interface Case {
   bad?: string;
   also?: Env;
 }
-const CASES: Record<Exclude<SettingName, 'debug'>, Case> = {
+// The CLI's own settings are no part of the daemon's Config: tested apart.
+const CASES: Record<Exclude<SettingName, 'debug' | 'cliTimeout'>, Case> = {
   home: { field: 'home', flag: ['/a', '/a'], env: ['/b', '/b'] },
   socket: { field: 'socket', flag: ['/a.sock', '/a.sock'], env: ['/b.sock', '/b.sock'] },
   store: {
@@ -279,7 +281,16 @@ const CASES: Record<Exclude<SettingName, 'debug'>, Case> = {
 
 describe('each setting of the table: flag, then variable, then default', () => {
   it('the cases cover the table', () => {
-    expect([...Object.keys(CASES), 'debug'].sort()).toEqual(Object.keys(SETTINGS).sort());
+    expect([...Object.keys(CASES), 'debug', 'cliTimeout'].sort()).toEqual(Object.keys(SETTINGS).sort());
+  });
+
+  it("OB_PROXY_CLI_TIMEOUT: the CLI's wait for an answer, in ms", () => {
+    expect(cliTimeoutMs({})).toBe(120_000);
+    expect(cliTimeoutMs({ OB_PROXY_CLI_TIMEOUT: '2.5' })).toBe(2500);
+    expect(cliTimeoutMs({ OB_PROXY_CLI_TIMEOUT: '' })).toBe(120_000);
+    expect(() => cliTimeoutMs({ OB_PROXY_CLI_TIMEOUT: 'never' })).toThrow(
+      'OB_PROXY_CLI_TIMEOUT must be a number of seconds from 0.1 to 86400, got "never".',
+    );
   });
 
   it.each(Object.entries(CASES))('%s', (name, c) => {
