@@ -341,14 +341,23 @@ async function assemble(config: Config, deps: DaemonDeps, opened: Opened): Promi
       ),
   );
 
-  const flushUsage = async (): Promise<void> => {
+  // The periodic flush being written, if any: one at a time, and the shutdown waits for it, so
+  // that counters a failed write puts back are written (or reported lost) by the shutdown.
+  let flushing: Promise<void> | null = null;
+  const flushUsage = (): Promise<void> => {
+    if (flushing !== null) return flushing;
     const dirty = ctx.usage.takeDirty();
-    try {
-      await lifecycle.flushUsage(dirty);
-    } catch (err) {
-      ctx.usage.restore(dirty);
-      log.warn({ err: (err as Error).message }, 'usage flush failed; will retry');
-    }
+    const write = Promise.resolve()
+      .then(() => lifecycle.flushUsage(dirty))
+      .catch((err: unknown) => {
+        ctx.usage.restore(dirty);
+        log.warn({ err: (err as Error).message }, 'usage flush failed; will retry');
+      })
+      .finally(() => {
+        if (flushing === write) flushing = null;
+      });
+    flushing = write;
+    return write;
   };
 
   const stopFollowing = followLifecycle({
@@ -522,9 +531,16 @@ async function assemble(config: Config, deps: DaemonDeps, opened: Opened): Promi
       let failure: Error | null = null;
       const dirty = ctx.usage.takeDirty();
       let usageLost: unknown = null;
-      await lifecycle.flushUsage(dirty).catch((err: unknown) => {
+      const lose = (err: unknown): void => {
         usageLost = err;
-      });
+      };
+      await lifecycle.flushUsage(dirty).catch(lose);
+      // A periodic flush still being written may yet fail and put its counters back: they are
+      // written now too, or reported lost with the rest, never left in memory as the process ends.
+      await flushing;
+      const back = ctx.usage.takeDirty();
+      dirty.push(...back);
+      if (usageLost === null) await lifecycle.flushUsage(back).catch(lose);
       try {
         await lifecycle.close();
       } catch (err) {

@@ -250,7 +250,8 @@ function proxy(
       inflight.delete(relay);
       if (slot !== null) ctx.admission?.leave(slot);
       ctx.usage.finished(auth.key, { prompt, completion, reasoning, outcome });
-      if (auth.key.limits.tpm !== null) ctx.keyLimits.chargeTokens(auth.key.id, prompt + completion, ctx.clock.now());
+      const tpm = auth.key.limits.tpm;
+      if (tpm !== null) ctx.keyLimits.chargeTokens(auth.key.id, prompt + completion, ctx.clock.now(), tpm);
       live.tokens += completion;
       if (outcome === 'error') live.errors += 1;
       if (chat.stream) live.openStreams -= 1;

@@ -10,6 +10,11 @@ export type LimitName = keyof KeyLimits;
  * price is that a key may spend its whole allowance at the end of one window and again at the
  * start of the next (docs/operations.md). On a shared store windows are aligned to the clock
  * instead (a multiple of `windowMs`), so that every daemon counts the same window.
+ *
+ * Tokens are charged when answers end, so answers admitted together can take a key past its tpm:
+ * what is over is carried into the next windows (`carry`, one limit paid off per window), rather
+ * than forgotten when the window ends. Forgotten, a key that ran many answers at once got its
+ * concurrency times its answers every window, whatever its tpm.
  */
 class Window {
   start = 0;
@@ -19,12 +24,20 @@ class Window {
 
   constructor(private readonly aligned: boolean) {}
 
-  roll(now: number, windowMs: number): void {
-    if (this.count > 0 && now >= this.start + windowMs) this.count = 0;
+  /** Past the window's end: a new one, with what was counted over `carry` (the limit) in it, if any. */
+  roll(now: number, windowMs: number, carry: number | null = null): void {
+    if (this.count === 0 || now < this.start + windowMs) return;
+    if (carry === null) {
+      this.count = 0;
+      return;
+    }
+    const passed = Math.floor((now - this.start) / windowMs);
+    this.count = Math.max(0, this.count - carry * passed);
+    this.start += passed * windowMs;
   }
 
-  add(now: number, windowMs: number, n: number): void {
-    this.roll(now, windowMs);
+  add(now: number, windowMs: number, n: number, carry: number | null = null): void {
+    this.roll(now, windowMs, carry);
     if (this.count === 0) this.start = this.aligned ? now - (now % windowMs) : now;
     this.count += n;
   }
@@ -34,9 +47,21 @@ class Window {
     return this.count === 0 ? 0 : Math.max(0, this.start + windowMs - now);
   }
 
-  /** `resetMs` as OpenAI writes it, kept for the millisecond: a busy key asks many times in one. */
-  reset(now: number, windowMs: number): string {
-    const ms = Math.ceil(this.resetMs(now, windowMs));
+  /** Milliseconds until the count is under `limit` again: this window's end, and a window more per limit carried. */
+  underMs(now: number, windowMs: number, limit: number): number {
+    if (this.count < limit) return 0;
+    return this.resetMs(now, windowMs) + (Math.floor(this.count / limit) - 1) * windowMs;
+  }
+
+  /** Milliseconds until nothing is counted: the window's end, and a window more per limit carried past it. */
+  clearMs(now: number, windowMs: number, limit: number | null): number {
+    const ms = this.resetMs(now, windowMs);
+    return limit === null || this.count <= limit ? ms : ms + (Math.ceil(this.count / limit) - 1) * windowMs;
+  }
+
+  /** `clearMs` as OpenAI writes it, kept for the millisecond: a busy key asks many times in one. */
+  reset(now: number, windowMs: number, limit: number | null = null): string {
+    const ms = Math.ceil(this.clearMs(now, windowMs, limit));
     if (ms !== this.resetAt) {
       this.resetAt = ms;
       this.resetText = formatReset(ms);
@@ -203,7 +228,7 @@ export class KeyLimiter {
     const w = this.windowMs;
     const s = this.state(key.id);
     s.requests.roll(now, w);
-    s.tokens.roll(now, w);
+    s.tokens.roll(now, w, tpm);
     let refused: LimitName | null = null;
     let retryAfterMs = 0;
     const c = this.shared ? this.caps(key, s, now) : null;
@@ -222,7 +247,10 @@ export class KeyLimiter {
         retryAfterMs = spentRequests ? this.windowLeft(now) : soon;
       } else if (tpm !== null && (spentTokens || s.tokens.count >= c.tokens)) {
         refused = 'tpm';
-        retryAfterMs = spentTokens ? this.windowLeft(now) : soon;
+        // A cluster count past the limit is paid off one limit per window (Window).
+        retryAfterMs = spentTokens
+          ? this.windowLeft(now) + (Math.floor((c.othersTokens + s.tokens.count) / tpm) - 1) * w
+          : soon;
       } else if (concurrency !== null && s.inflight >= c.inflight) {
         refused = 'concurrency';
         retryAfterMs = c.snapshot === null ? soon : CONCURRENCY_RETRY_MS;
@@ -232,7 +260,7 @@ export class KeyLimiter {
       retryAfterMs = s.requests.resetMs(now, w);
     } else if (tpm !== null && s.tokens.count >= tpm) {
       refused = 'tpm';
-      retryAfterMs = s.tokens.resetMs(now, w);
+      retryAfterMs = s.tokens.underMs(now, w, tpm);
     } else if (concurrency !== null && s.inflight >= concurrency) {
       refused = 'concurrency';
       retryAfterMs = CONCURRENCY_RETRY_MS;
@@ -358,7 +386,7 @@ export class KeyLimiter {
     const keys: LimitCounts['keys'] = {};
     for (const [id, s] of this.keys) {
       s.requests.roll(now, w);
-      s.tokens.roll(now, w);
+      s.tokens.roll(now, w, s.limits?.tpm ?? null);
       const asked = s.asked - s.askedAtCapture;
       const charged = s.charged - s.chargedAtCapture;
       s.askedAtCapture = s.asked;
@@ -424,11 +452,11 @@ export class KeyLimiter {
     if (s !== undefined && s.inflight > 0) s.inflight--;
   }
 
-  /** Tokens the model server reported for one of the key's answers. */
-  chargeTokens(keyId: string, tokens: number, now: number): void {
+  /** Tokens the model server reported for one of the key's answers; `tpm`: the key's, what over it is carried. */
+  chargeTokens(keyId: string, tokens: number, now: number, tpm: number | null): void {
     if (tokens <= 0) return;
     const s = this.state(keyId);
-    s.tokens.add(now, this.windowMs, tokens);
+    s.tokens.add(now, this.windowMs, tokens, tpm);
     s.charged += tokens;
   }
 
@@ -461,7 +489,7 @@ export class KeyLimiter {
         'x-ratelimit-reset-requests': s.requests.reset(now, w),
         'x-ratelimit-limit-tokens': t.limitTokens.of(tpm),
         'x-ratelimit-remaining-tokens': t.remainingTokens.of(Math.max(0, tpm - usedTokens)),
-        'x-ratelimit-reset-tokens': s.tokens.reset(now, w),
+        'x-ratelimit-reset-tokens': s.tokens.reset(now, w, tpm),
       };
     }
     if (rpm !== null) {
@@ -475,7 +503,7 @@ export class KeyLimiter {
       return {
         'x-ratelimit-limit-tokens': t.limitTokens.of(tpm),
         'x-ratelimit-remaining-tokens': t.remainingTokens.of(Math.max(0, tpm - usedTokens)),
-        'x-ratelimit-reset-tokens': s.tokens.reset(now, w),
+        'x-ratelimit-reset-tokens': s.tokens.reset(now, w, tpm),
       };
     }
     return NO_HEADERS;

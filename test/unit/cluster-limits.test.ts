@@ -156,7 +156,7 @@ describe('KeyLimiter on a shared store', () => {
           const ask = (n: KeyLimiter): void => {
             expect(n.admit(k, c.now).refused).toBeNull();
             n.leave(k.id);
-            n.chargeTokens(k.id, 10, c.now);
+            n.chargeTokens(k.id, 10, c.now, k.limits.tpm);
           };
           // Then each period one daemon gets a burst of any size, from 0 to 400 requests, and the
           // others one each, as behind a load balancer (a daemon that has not seen a key for a
@@ -186,13 +186,13 @@ describe('KeyLimiter on a shared store', () => {
     c.step(2 * PERIOD);
     expect(c.nodes[0]!.admit(t, c.now).refused).toBeNull();
     c.nodes[0]!.leave('t');
-    c.nodes[0]!.chargeTokens('t', 80, c.now);
+    c.nodes[0]!.chargeTokens('t', 80, c.now, 100);
     c.step(2 * PERIOD);
     // Node 1 sees node 0's 80 tokens: 20 left in the cluster.
     const on1 = c.nodes[1]!.admit(t, c.now);
     expect(on1.headers['x-ratelimit-remaining-tokens']).toBe('20');
     c.nodes[1]!.leave('t');
-    c.nodes[1]!.chargeTokens('t', 30, c.now);
+    c.nodes[1]!.chargeTokens('t', 30, c.now, 100);
     c.step(2 * PERIOD);
     expect(c.nodes[0]!.admit(t, c.now)).toMatchObject({
       refused: 'tpm',

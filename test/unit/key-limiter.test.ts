@@ -48,7 +48,7 @@ describe('KeyLimiter', () => {
     });
   });
 
-  it('charges tokens when they are known; over its tpm, the next request is refused until the window ends', () => {
+  it('charges tokens when they are known; over its tpm, the next request is refused until the window ends and what was over is carried', () => {
     const l = new KeyLimiter(60_000);
     const k = key({ tpm: 100 });
     expect(l.admit(k, T0).headers).toEqual({
@@ -57,15 +57,16 @@ describe('KeyLimiter', () => {
       'x-ratelimit-reset-tokens': '0ms',
     });
     l.leave(k.id);
-    l.chargeTokens(k.id, 60, T0 + 1000);
+    l.chargeTokens(k.id, 60, T0 + 1000, 100);
     expect(l.admit(k, T0 + 2000).headers).toEqual({
       'x-ratelimit-limit-tokens': '100',
       'x-ratelimit-remaining-tokens': '40',
       'x-ratelimit-reset-tokens': '59s',
     });
     l.leave(k.id);
-    // One answer may go past the limit (its size is known only at its end).
-    l.chargeTokens(k.id, 70, T0 + 3000);
+    // One answer may go past the limit (its size is known only at its end); the 30 over it are
+    // carried into the next window, so the count is back to nothing only after that one.
+    l.chargeTokens(k.id, 70, T0 + 3000, 100);
     expect(l.admit(k, T0 + 4000)).toEqual({
       refused: 'tpm',
       retryAfterMs: 57_000,
@@ -74,14 +75,36 @@ describe('KeyLimiter', () => {
       headers: {
         'x-ratelimit-limit-tokens': '100',
         'x-ratelimit-remaining-tokens': '0',
-        'x-ratelimit-reset-tokens': '57s',
+        'x-ratelimit-reset-tokens': '1m57s',
       },
     });
     // Reported once per window, not once per refusal.
     expect(l.admit(k, T0 + 5000)).toMatchObject({ refused: 'tpm', report: false });
     expect(l.admit(k, T0 + 61_000)).toMatchObject({
       refused: null,
+      headers: { 'x-ratelimit-remaining-tokens': '70', 'x-ratelimit-reset-tokens': '1m0s' },
+    });
+    l.leave(k.id);
+    expect(l.admit(k, T0 + 121_000)).toMatchObject({
+      refused: null,
       headers: { 'x-ratelimit-remaining-tokens': '100' },
+    });
+  });
+
+  it('carries tokens over the tpm into the next windows, one tpm paid off per window', () => {
+    const l = new KeyLimiter(60_000);
+    const k = key({ tpm: 100 });
+    l.admit(k, T0);
+    l.leave(k.id);
+    // Answers admitted together, charged at their ends: 3.5 windows' worth.
+    l.chargeTokens(k.id, 350, T0 + 1000, 100);
+    expect(l.admit(k, T0 + 1000)).toMatchObject({ refused: 'tpm', retryAfterMs: 3 * 60_000 });
+    expect(l.admit(k, T0 + 61_000)).toMatchObject({ refused: 'tpm', retryAfterMs: 2 * 60_000 });
+    // Windows with no request pay off as much.
+    expect(l.admit(k, T0 + 181_000 - 1)).toMatchObject({ refused: 'tpm', retryAfterMs: 1 });
+    expect(l.admit(k, T0 + 181_000)).toMatchObject({
+      refused: null,
+      headers: { 'x-ratelimit-remaining-tokens': '50', 'x-ratelimit-reset-tokens': '1m0s' },
     });
   });
 
