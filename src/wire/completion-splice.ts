@@ -13,8 +13,9 @@ export function spliceCompletionId(raw: Buffer, text: string, parsed: unknown, i
   if (!isRecord(parsed) || !text.startsWith('{"id":"')) return null;
   const end = text.indexOf('"', 7);
   // The id as written must be the id as parsed (no escapes), and appear once: a second "id"
-  // key (or one in a nested object, such as a tool call's) sends us to the slow path.
-  if (end === -1 || parsed.id !== text.slice(7, end) || text.includes('"id"', end)) return null;
+  // key, written plain or with escapes (or one in a nested object, such as a tool call's),
+  // sends us to the slow path.
+  if (end === -1 || parsed.id !== text.slice(7, end) || mayRepeatId(text, end)) return null;
   if (parsed.object !== 'chat.completion' || !Number.isSafeInteger(parsed.created)) return null;
   if (typeof parsed.model !== 'string' || parsed.model === '' || !Array.isArray(parsed.choices)) return null;
   // Past the cap normalizeCompletion refuses the answer: so must this.
@@ -29,6 +30,16 @@ export function spliceCompletionId(raw: Buffer, text: string, parsed: unknown, i
   for (let i = 7; i < end; i++) if (text.charCodeAt(i) > 0x7f) return null;
   if (!isUtf8(raw)) return null;
   return Buffer.concat([Buffer.from(`{"id":"${id}`), raw.subarray(end)]);
+}
+
+/**
+ * Whether `text` may hold the key `id` after `from`: as `"id"`, or spelled with an escape
+ * (`"\u0069d"`, `"i\u0064"`; JSON has no other way to write a letter). The parser here and the
+ * client's both take the last of a repeated key, so with a second `id` after the one we splice
+ * over, the client read the server's id (the same value as the first, or another).
+ */
+export function mayRepeatId(text: string, from: number): boolean {
+  return text.includes('"id"', from) || text.includes('\\u0069', from) || text.includes('\\u0064', from);
 }
 
 function isRecord(v: unknown): v is Record<string, unknown> {

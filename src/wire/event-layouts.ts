@@ -16,10 +16,23 @@ const STRING = 2;
  */
 /**
  * A learned event's bytes before its id's text, one of two (the relay learns only `data:` lines
- * whose first key is the id): shared objects, so the head a relay makes from one (our id after
- * it) serves every layout, and a stream moving between layouts makes it once.
+ * whose first key is the id). The client gets the first, whichever the server wrote: the slow
+ * path writes `data: ` before every event, and a server writing `data:{` (no space) had the
+ * client get `data: {` for the events it parsed and `data:{` for those it copied, which a client
+ * reading `data: ` lines (as many do) could not parse.
  */
 const HEADS = [Buffer.from('data: {"id":"'), Buffer.from('data:{"id":"')];
+/** What the client gets before our id: one shared object, so a relay makes its head once per stream. */
+const OUT_HEAD = HEADS[0] as Buffer;
+
+/**
+ * The most bytes a layout keeps besides its holes. A layout is kept for the daemon's life (per
+ * model server, four of them, for up to 10,000 servers), and a token event's literal bytes are
+ * a few hundred; a layout of a whole frame (up to the frame cap, 1 MiB by default) made a model
+ * server's few large events pin megabytes for good. An event with more is relayed by the slow
+ * path, as every event of an unknown layout is.
+ */
+export const MAX_LAYOUT_BYTES = 4096;
 
 const TOKEN_KEYS = ['"content":"', '"reasoning":"', '"reasoning_content":"', '"arguments":"', '"refusal":"'].map((k) =>
   Buffer.from(k, 'latin1'),
@@ -73,7 +86,7 @@ export class LayoutMatch {
  */
 export class EventLayout {
   private constructor(
-    /** The event's bytes before its id's text (`data: {"id":"`): the client gets these, then our id. */
+    /** What the client gets before our id (`data: {"id":"`), whatever the event's bytes before its id. */
     readonly head: Buffer,
     private readonly runs: Buffer[],
     private readonly holes: number[],
@@ -104,16 +117,19 @@ export class EventLayout {
     if (idStop === -1 || !isUtf8(buf.subarray(s, e))) return null;
     const head = HEADS.find((h) => h.length === idStart - s && buf.compare(h, 0, h.length, s, idStart) === 0);
     if (head === undefined) return null;
+    // Runs as views of the event until its size is judged, then copied (a run must not pin the read).
     const runs: Buffer[] = [head];
     const holes: number[] = [ID];
+    let holeBytes = idStop - idStart;
     let pos = idStop;
     const created = buf.indexOf(',"created":', idStop, 'latin1');
     if (created !== -1 && created < e) {
       const digitsStart = created + 11;
       const digitsStop = digitsEnd(buf, digitsStart, e);
       if (digitsStop !== -1) {
-        runs.push(Buffer.from(buf.subarray(pos, digitsStart)));
+        runs.push(buf.subarray(pos, digitsStart));
         holes.push(DIGITS);
+        holeBytes += digitsStop - digitsStart;
         pos = digitsStop;
       }
     }
@@ -130,13 +146,16 @@ export class EventLayout {
       const litStart = token + tokenKey - 1;
       const litStop = byteLiteralEnd(buf, litStart, e);
       if (litStop !== -1) {
-        runs.push(Buffer.from(buf.subarray(pos, litStart)));
+        runs.push(buf.subarray(pos, litStart));
         holes.push(STRING);
+        holeBytes += litStop - litStart;
         pos = litStop;
       }
     }
-    runs.push(Buffer.from(buf.subarray(pos, e)));
-    return new EventLayout(head, runs, holes, -1, next - e === 4, null);
+    if (e - s - holeBytes > MAX_LAYOUT_BYTES) return null;
+    runs.push(buf.subarray(pos, e));
+    for (let i = 1; i < runs.length; i++) runs[i] = Buffer.from(runs[i] as Buffer);
+    return new EventLayout(OUT_HEAD, runs, holes, -1, next - e === 4, null);
   }
 
   /**
@@ -188,6 +207,11 @@ export class EventLayout {
     m.stringStart = stringStart;
     m.stringEnd = stringEnd;
     return true;
+  }
+
+  /** The bytes of its runs. */
+  get literalBytes(): number {
+    return this.runs.reduce((n, r) => n + r.length, 0);
   }
 
   /** A stream's own layout: bytes from the event's start to its string, which the client gets after `prefix`. */
@@ -262,6 +286,11 @@ export class EventLayouts {
     return this.layouts.length;
   }
 
+  /** The bytes the layouts keep (each at most MAX_LAYOUT_BYTES); for tests. */
+  get bytes(): number {
+    return this.layouts.reduce((n, l) => n + l.literalBytes, 0);
+  }
+
   /** Whether the event at `s` has a known layout (see `EventLayout.match`). */
   match(buf: Buffer, s: number, m: LayoutMatch): boolean {
     const layouts = this.layouts;
@@ -278,12 +307,18 @@ export class EventLayouts {
     return false;
   }
 
-  /** Learns the layout of a checked event (`EventLayout.learn`), unless it is known or cannot be learned. */
-  learn(buf: Buffer, s: number, e: number, next: number): void {
+  /**
+   * Learns the layout of a checked event (`EventLayout.learn`), unless it is known or cannot be
+   * learned; returns the event's layout (the one known, or the one learned), or null.
+   */
+  learn(buf: Buffer, s: number, e: number, next: number): EventLayout | null {
     const layout = EventLayout.learn(buf, s, e, next);
-    if (layout === null || this.layouts.some((l) => l.sameAs(layout))) return;
+    if (layout === null) return null;
+    const known = this.layouts.find((l) => l.sameAs(layout));
+    if (known !== undefined) return known;
     this.layouts.unshift(layout);
     if (this.layouts.length > this.max) this.layouts.pop();
+    return layout;
   }
 }
 

@@ -205,18 +205,22 @@ describe('spliceCompletionId: the same JSON as normalizeCompletion, or null', ()
       { requiredKeys: [] },
     );
     fc.assert(
-      fc.property(answer, fc.boolean(), (a, dupId) => {
-        const whole = JSON.stringify(a);
-        // A second "id" after the members (none when the generated answer is `{}`).
-        const text = dupId ? `${whole.slice(0, -1)}${whole === '{}' ? '' : ','}"id":"again"}` : whole;
-        const parsed = JSON.parse(text) as unknown;
-        const spliced = spliceCompletionId(Buffer.from(text), text, parsed, 'chatcmpl-ours');
-        if (spliced !== null) {
-          expect(JSON.parse(spliced.toString())).toEqual(
-            normalizeCompletion(parsed, 'chatcmpl-ours', 'gemma4:26b', 42),
-          );
-        }
-      }),
+      fc.property(
+        answer,
+        fc.constantFrom('', '"id":"again"', '"\\u0069d":"chatcmpl-1"', '"i\\u0064":5'),
+        (a, dupId) => {
+          const whole = JSON.stringify(a);
+          // A second "id" after the members, plain or escaped (none when the generated answer is `{}`).
+          const text = dupId !== '' ? `${whole.slice(0, -1)}${whole === '{}' ? '' : ','}${dupId}}` : whole;
+          const parsed = JSON.parse(text) as unknown;
+          const spliced = spliceCompletionId(Buffer.from(text), text, parsed, 'chatcmpl-ours');
+          if (spliced !== null) {
+            expect(JSON.parse(spliced.toString())).toEqual(
+              normalizeCompletion(parsed, 'chatcmpl-ours', 'gemma4:26b', 42),
+            );
+          }
+        },
+      ),
       { numRuns: 2000 },
     );
     // The common answer takes the fast path.
@@ -614,6 +618,216 @@ describe("SseRelay on agents' streams (issue 11): reasoning, tool calls whole an
         { numRuns: 1500 },
       );
       expect(fastEvents / events).toBeGreaterThan(0.1);
+    },
+  );
+});
+
+describe('SseRelay with learned layouts against the forced slow path, on hostile events', () => {
+  /** Feeds `bytes` in the reads `cuts` makes; returns the client's bytes (latin1, so a byte is a character). */
+  async function relayed(
+    relay: InstanceType<typeof import('../../src/wire/sse-relay.js').SseRelay>,
+    bytes: Buffer,
+    cutSeeds: number[],
+  ): Promise<string> {
+    const { OutputBatch } = await import('../../src/wire/output-batch.js');
+    const cuts = [...new Set(cutSeeds.map((c) => 1 + (c % Math.max(1, bytes.length - 1))))].sort((x, y) => x - y);
+    const out = new OutputBatch();
+    let from = 0;
+    for (const at of [...cuts, bytes.length]) {
+      relay.pushInto(bytes.subarray(from, at), out);
+      from = at;
+    }
+    return out.take().toString('latin1');
+  }
+
+  /** Everything the client and the accounting see of a relay. */
+  const seen = (r: InstanceType<typeof import('../../src/wire/sse-relay.js').SseRelay>, out: string) => ({
+    out,
+    chunks: r.contentChunks,
+    usage: r.usage,
+    error: r.sawError,
+    invalid: r.invalidReason,
+    done: r.done,
+  });
+
+  // Token strings a model (and so a client, through its prompt) can make a server write, and
+  // raw bytes no server should: quotes, backslashes, an SSE frame inside, NUL, lone surrogates.
+  const token = fc.oneof(
+    fc.constantFrom(
+      'a',
+      '',
+      '\\"}',
+      '\\n\\ndata: {\\"id\\":\\"x\\",\\"error\\":{}}',
+      '\\\\',
+      '\\u0000',
+      '\\ud800',
+      '\\u0069d',
+      'é',
+      '"',
+      '\\',
+      '\n',
+      '\r',
+      '}{',
+      '","usage":{"completion_tokens":0},"x":"',
+      '","error":{"message":"x"},"x":"',
+    ),
+    fc.string({ maxLength: 3 }),
+  );
+  // Members around the token: falsy `error`s and null `usage` (learnable), truthy ones (never),
+  // a repeated id, plain or escaped.
+  const member = fc.constantFrom(
+    '',
+    ',"error":null',
+    ',"error":false',
+    ',"error":0',
+    ',"error":""',
+    ',"usage":null',
+    ',"error":{"message":"x"}',
+    ',"error":"boom"',
+    ',"usage":{"completion_tokens":5}',
+    ',"usage":{}',
+    ',"id":"up1"',
+    ',"\\u0069d":"other"',
+  );
+  const head = fc.constantFrom('data: ', 'data:', 'data:  ');
+  const blank = fc.constantFrom('\n\n', '\r\n\r\n', '\r\n\n', '\n\r\n\r\n');
+  const key = fc.constantFrom('content', 'reasoning', 'reasoning_content', 'arguments', 'refusal');
+  const idText = fc.constantFrom('up1', 'up2', 'a\\"b', '');
+  const parts = fc.record({
+    h: head,
+    id: idText,
+    created: fc.nat(3),
+    k: key,
+    t: token,
+    m: member,
+    before: fc.boolean(),
+    b: blank,
+  });
+  type Parts = typeof parts extends fc.Arbitrary<infer P> ? P : never;
+  const bytesOf = ({ h, id, created, k, t, m, before, b }: Parts): string =>
+    `${h}{"id":"${id}","created":${created}${before ? m : ''},"choices":[{"index":0,"delta":{"${k}":"${t}"${before ? `,"content":"${t}"` : ''}}}]${before ? '' : m}}${b}`;
+  const other = fc.constantFrom(
+    ': ping\n\n',
+    'data: [DONE]\n\n',
+    'data:[DONE]\n\n',
+    'event: error\ndata: {"message":"m"}\n\n',
+    'data: {"id":"up1","choices":[],"usage":{"completion_tokens":3}}\n\n',
+    'data: {"id":"up1","choices":[]}{"x":1}\n\n',
+  );
+  /**
+   * A stream's events: parts of their own, or (as real streams) all with the first's but the
+   * token, so that later events match the layouts the first taught.
+   */
+  const streamEvents = fc
+    .tuple(
+      fc.array(fc.oneof({ weight: 8, arbitrary: parts }, { weight: 1, arbitrary: other }), {
+        minLength: 1,
+        maxLength: 8,
+      }),
+      fc.boolean(),
+    )
+    .map(([es, alike]) => {
+      const first = es.find((e): e is Parts => typeof e !== 'string');
+      return es.map((e) =>
+        typeof e === 'string' ? e : bytesOf(alike && first !== undefined ? { ...first, t: e.t } : e),
+      );
+    });
+
+  it(
+    'gives the client, the token count and the usage exactly what the slow path gives, whatever earlier streams taught',
+    { timeout: 180_000 },
+    async () => {
+      const { SseRelay } = await import('../../src/wire/sse-relay.js');
+      const { EventLayouts } = await import('../../src/wire/event-layouts.js');
+      const streams = fc.array(fc.tuple(streamEvents, fc.array(fc.nat(), { maxLength: 5 }), fc.boolean()), {
+        minLength: 1,
+        maxLength: 5,
+      });
+      await fc.assert(
+        fc.asyncProperty(streams, async (ss) => {
+          // One model server: its streams share the layouts they taught.
+          const shapes = new EventLayouts();
+          for (const [n, [events, cutSeeds, forwardUsage]] of ss.entries()) {
+            const bytes = Buffer.from(events.join(''));
+            const fast = new SseRelay(`chatcmpl-${n}`, forwardUsage, shapes);
+            const slow = new SseRelay(`chatcmpl-${n}`, forwardUsage, null);
+            const fastSeen = seen(fast, await relayed(fast, bytes, cutSeeds));
+            expect(fastSeen).toEqual(seen(slow, await relayed(slow, bytes, cutSeeds)));
+            // Every event but the server's error event carries our id, as the client's parser reads it.
+            for (const frame of Buffer.from(fastSeen.out, 'latin1').toString('utf8').split('\n\n')) {
+              if (frame === '' || frame === 'data: [DONE]') continue;
+              expect(frame.startsWith('data: ')).toBe(true);
+              const parsed = JSON.parse(frame.slice(6)) as { id?: unknown; error?: unknown };
+              if (parsed.error === undefined || parsed.error === null) expect(parsed.id).toBe(`chatcmpl-${n}`);
+            }
+          }
+        }),
+        { numRuns: 2000 },
+      );
+    },
+  );
+
+  it(
+    'gives what the slow path gives for learned events with bytes inserted, replaced or removed anywhere',
+    { timeout: 180_000 },
+    async () => {
+      const { SseRelay } = await import('../../src/wire/sse-relay.js');
+      const { EventLayouts } = await import('../../src/wire/event-layouts.js');
+      const bases = [
+        'data: {"id":"up1","object":"chat.completion.chunk","created":17,"model":"m","choices":[{"index":0,"delta":{"content":"ab"},"finish_reason":null}]}\n\n',
+        'data: {"id":"up1","created":5,"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\\"a"}}]}}],"usage":null}\n\n',
+        'data:{"id":"up1","choices":[{"delta":{"reasoning":"x","content":null}}],"error":null}\r\n\r\n',
+        'data: {"id":"up1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n',
+      ];
+      // Bytes that change what JSON or SSE make of an event.
+      const byte = fc.constantFrom(
+        0x22,
+        0x5c,
+        0x7b,
+        0x7d,
+        0x2c,
+        0x3a,
+        0x0a,
+        0x0d,
+        0x80,
+        0xc3,
+        0x30,
+        0x65,
+        0x75,
+        0x20,
+        0x00,
+      );
+      const edit = fc.tuple(fc.nat(), fc.constantFrom('insert', 'replace', 'remove'), byte);
+      const mutated = fc.tuple(fc.nat(bases.length - 1), fc.array(edit, { maxLength: 3 })).map(([b, edits]) => {
+        const bytes = [...Buffer.from(bases[b] as string)];
+        for (const [p, kind, c] of edits) {
+          const i = p % (bytes.length + 1);
+          if (kind === 'insert') bytes.splice(i, 0, c);
+          else if (i < bytes.length) {
+            if (kind === 'replace') bytes[i] = c;
+            else bytes.splice(i, 1);
+          }
+        }
+        return Buffer.from(bytes);
+      });
+      await fc.assert(
+        fc.asyncProperty(
+          fc.array(mutated, { minLength: 1, maxLength: 6 }),
+          fc.array(fc.nat(), { maxLength: 4 }),
+          fc.boolean(),
+          async (events, cutSeeds, forwardUsage) => {
+            const shapes = new EventLayouts();
+            new SseRelay('chatcmpl-teacher', forwardUsage, shapes).push(Buffer.from(bases.join('')));
+            expect(shapes.size).toBe(bases.length);
+            const bytes = Buffer.concat(events);
+            const fast = new SseRelay('chatcmpl-x', forwardUsage, shapes);
+            const slow = new SseRelay('chatcmpl-x', forwardUsage, null);
+            const fastSeen = seen(fast, await relayed(fast, bytes, cutSeeds));
+            expect(fastSeen).toEqual(seen(slow, await relayed(slow, bytes, cutSeeds)));
+          },
+        ),
+        { numRuns: 3000 },
+      );
     },
   );
 });
