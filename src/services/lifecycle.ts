@@ -513,8 +513,9 @@ export class LifecycleService {
   }
 
   /** Ends every pack whose time has come: instance stopped, keys revoked with pack_ended. */
-  endDuePacks(): Promise<Instance[]> {
-    return this.mutex.run(async () => {
+  async endDuePacks(): Promise<Instance[]> {
+    let extendedElsewhere = false;
+    const ended = await this.mutex.run(async () => {
       const ended: Instance[] = [];
       // With a shared store one daemon ends packs for all (the others refuse the keys from
       // packEndsAt meanwhile, and hear the revocations from it).
@@ -522,11 +523,61 @@ export class LifecycleService {
       const now = this.deps.clock.now();
       for (const inst of [...this.reg.instances.values()]) {
         if (inst.packEndsAt !== null && isLive(inst) && Date.parse(inst.packEndsAt) <= now) {
-          ended.push(await this.haltLocked(inst, 'stopped', 'pack_ended'));
+          const done = await this.endPack(inst);
+          if (done === null) extendedElsewhere = true;
+          else ended.push(done);
         }
       }
       return ended;
     });
+    // Hear the extension now (it re-arms the pack timer), not at the next catch-up read.
+    if (extendedElsewhere) await this.deps.store.sync?.();
+    return ended;
+  }
+
+  /**
+   * A shared store ends the pack only if no daemon extended it meanwhile, so nothing is revoked
+   * here before it says so (the request path refuses the keys from packEndsAt anyway); it also
+   * revokes keys of the deployment this daemon has not heard of yet. Null: extended elsewhere. A
+   * store that cannot be written: ended in memory all the same, the write retried.
+   */
+  private async endPack(inst: Instance): Promise<Instance | null> {
+    if (this.deps.store.subscribe === undefined) return this.haltLocked(inst, 'stopped', 'pack_ended');
+    const now = this.now();
+    const updated: Instance = { ...inst, state: 'stopped', updatedAt: now };
+    const mutations: Mutation[] = [];
+    const events: AuditEvent[] = [];
+    for (const key of this.reg.keysOf(inst.id)) {
+      if (key.status !== 'active') continue;
+      const ev = this.event({
+        type: 'key.revoked',
+        instance: inst.id,
+        keyId: key.id,
+        keyName: key.name,
+        reason: 'pack_ended',
+      });
+      mutations.push(
+        { op: 'putKey', key: { ...key, status: 'revoked', revokedAt: now, revokeReason: 'pack_ended' } },
+        { op: 'appendEvent', event: ev },
+      );
+      events.push(ev);
+    }
+    const ev = this.event({ type: 'instance.state', instance: inst.id, state: 'stopped', reason: 'pack_ended' });
+    events.push(ev);
+    try {
+      await this.write([
+        ...mutations,
+        { op: 'putInstance', instance: updated, prev: inst, packEnd: true },
+        { op: 'appendEvent', event: ev },
+      ]);
+    } catch (err) {
+      if (err instanceof ObProxyError && err.code === 'invalid_transition') return null;
+      return this.haltLocked(inst, 'stopped', 'pack_ended');
+    }
+    for (const m of mutations) this.applyState(m);
+    this.applyState({ op: 'putInstance', instance: updated });
+    this.emit(events);
+    return updated;
   }
 
   /** The earliest pack end still to come, for the daemon's timer. */

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { Instance } from '../domain/instance.js';
-import type { AuditEvent, KeyRecord } from '../domain/key.js';
+import type { AuditEvent, KeyRecord, RevokeReason } from '../domain/key.js';
 import { ObProxyError, obError } from '../errors.js';
 import { applyBatch } from './postgres/apply.js';
 import { type TableCounts, countTables, countsOf, importData } from './postgres/import.js';
@@ -40,6 +40,13 @@ const LIMIT_ROWS_KEEP = '1 minute';
 // The chores' pruning of the two tables runs this often: each run scans the change log (an hour
 // of it), and rows kept a minute longer than their term change nothing.
 const PRUNE_MS = 60_000;
+// How long the daemon waits on one statement of the pool before it gives up (the server is told
+// to give up a second sooner).
+const QUERY_TIMEOUT_MS = 10_000;
+// The session connection's queries (LISTEN, the chores lock, its check) answer in milliseconds:
+// one that does not answer within this is taken for gone silently (a half-open connection), and
+// replaced, since its notifications are lost meanwhile.
+const SESSION_QUERY_TIMEOUT_MS = 3000;
 
 export function isPostgresUrl(store: string): boolean {
   return /^postgres(ql)?:\/\//i.test(store);
@@ -108,10 +115,15 @@ export class PostgresStore implements Store {
   private readonly notify: boolean;
   private readonly now: () => number;
   private lastChange = 0;
+  /** When the change numbered `lastChange` was committed, as the database said: tells a restored database. */
+  private lastChangeAt: string | null = null;
+  /** Every key this daemon knows revoked: written back into a database that lost the revocation. */
+  private readonly revoked = new Map<string, Revocation>();
   private inSyncAt = 0;
   private feed: StoreFeed | null = null;
   private session: pg.Client | null = null;
   private sessionStarting: Promise<void> | null = null;
+  private sessionCheck: Promise<void> | null = null;
   private chores = false;
   private prunedAt = Number.NEGATIVE_INFINITY;
   private timer: NodeJS.Timeout | undefined;
@@ -142,7 +154,12 @@ export class PostgresStore implements Store {
       connectionString: url,
       max: 4,
       connectionTimeoutMillis: 3000,
-      query_timeout: 10_000,
+      query_timeout: QUERY_TIMEOUT_MS,
+      // The server's own time-out, just under the client's: a statement the daemon gives up on
+      // (waiting for a lock a stuck transaction holds) is cancelled there too, instead of waiting
+      // on with its place in the queue, one more for every later write, until the server's
+      // connections run out (test/regressions/postgres-timed-out-write-left-waiting.test.ts).
+      statement_timeout: QUERY_TIMEOUT_MS - 1000,
       idleTimeoutMillis: 10_000,
     });
     // An idle client whose server went away: without a listener this would end the process.
@@ -173,7 +190,9 @@ export class PostgresStore implements Store {
       }
       // One snapshot: the data and the change number it includes, so following starts exactly there.
       await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
-      const head = await client.query<{ change_no: string }>('SELECT change_no FROM ob_meta WHERE id = 1');
+      const head = await client.query<{ change_no: string; at: string | null }>(
+        'SELECT change_no, (SELECT at::text FROM ob_changes WHERE no = change_no) AS at FROM ob_meta WHERE id = 1',
+      );
       const instances = await client.query<{ record: Instance }>('SELECT record FROM ob_instances ORDER BY id');
       const keys = await client.query<{
         record: KeyRecord;
@@ -191,6 +210,7 @@ export class PostgresStore implements Store {
       const events = await client.query<{ record: AuditEvent }>('SELECT record FROM ob_events ORDER BY seq');
       await client.query('COMMIT');
       this.lastChange = Number(head.rows[0]!.change_no);
+      this.lastChangeAt = head.rows[0]!.at;
       this.inSyncAt = this.now();
       const data: StoreData = {
         version: STORE_VERSION,
@@ -210,7 +230,9 @@ export class PostgresStore implements Store {
         })),
         events: events.rows.map((r) => r.record),
       };
-      return validateStoreData(this.location, data);
+      const valid = validateStoreData(this.location, data);
+      for (const key of valid.keys) if (key.status === 'revoked') this.remember(key);
+      return valid;
     } catch (err) {
       await client.query('ROLLBACK').catch(() => {});
       throw err;
@@ -221,6 +243,16 @@ export class PostgresStore implements Store {
 
   async commit(mutations: readonly Mutation[]): Promise<void> {
     if (mutations.length === 0) return;
+    await this.commitDecided(() => Promise.resolve(mutations));
+  }
+
+  /**
+   * One write: `decide` gives the batch once the counter is taken (no other write runs, on any
+   * daemon), so it may look at the rows first; an empty batch writes nothing. Returns the batch.
+   */
+  private async commitDecided(
+    decide: (client: pg.PoolClient) => Promise<readonly Mutation[]>,
+  ): Promise<readonly Mutation[]> {
     let client: pg.PoolClient | undefined;
     try {
       client = await this.pool.connect();
@@ -230,6 +262,12 @@ export class PostgresStore implements Store {
         'UPDATE ob_meta SET change_no = change_no + 1 WHERE id = 1 RETURNING change_no',
       );
       const no = Number(rows[0]!.change_no);
+      const mutations = await decide(client);
+      if (mutations.length === 0) {
+        await client.query('ROLLBACK');
+        client.release();
+        return mutations;
+      }
       const applied = await applyBatch(client, mutations, new Date(this.now()).toISOString());
       await client.query('INSERT INTO ob_changes (no, origin, mutations, extra) VALUES ($1, $2, $3, $4)', [
         no,
@@ -242,8 +280,10 @@ export class PostgresStore implements Store {
       await client.query('COMMIT');
       client.release();
       client = undefined;
+      for (const m of mutations) if (m.op === 'putKey' && m.key.status === 'revoked') this.remember(m.key);
       // What the store did on this daemon's behalf arrives by the feed; ask for it now.
       if (applied.extra.length > 0) this.wake();
+      return mutations;
     } catch (err) {
       if (client !== undefined) {
         await client.query('ROLLBACK').catch(() => {});
@@ -307,7 +347,7 @@ export class PostgresStore implements Store {
 
   subscribe(feed: StoreFeed): void {
     this.feed = feed;
-    this.following = this.tick();
+    this.following = this.tick(true);
   }
 
   async sync(): Promise<void> {
@@ -420,15 +460,32 @@ export class PostgresStore implements Store {
         rows: [page],
       } = await this.pool.query<{
         head: string;
-        changes: { no: number; origin: string; mutations: Mutation[]; extra: Mutation[] }[];
+        last_at: string | null;
+        changes: { no: number; at: string; origin: string; mutations: Mutation[]; extra: Mutation[] }[];
       }>(
         `SELECT (SELECT change_no FROM ob_meta WHERE id = 1) AS head,
+           (SELECT at::text FROM ob_changes WHERE no = $1) AS last_at,
            coalesce((SELECT json_agg(c ORDER BY c.no) FROM
-             (SELECT no, origin, mutations, extra FROM ob_changes WHERE no > $1 ORDER BY no LIMIT $2) c), '[]'::json) AS changes`,
+             (SELECT no, at::text AS at, origin, mutations, extra FROM ob_changes WHERE no > $1 ORDER BY no LIMIT $2) c), '[]'::json) AS changes`,
         [this.lastChange, PAGE],
       );
       const head = Number(page!.head);
       const rows = page!.changes;
+      // The database went back in time (restored from an older backup, a failover to a replica
+      // that lagged, or another database): the numbers this daemon passed are being given again
+      // to new changes, which reading on from its own number would skip, a revocation among them.
+      if (head < this.lastChange) {
+        await this.reload(
+          `its change log went back from change ${this.lastChange} to ${head} (restored from an older backup, or another database)`,
+        );
+        return;
+      }
+      if (this.lastChangeAt !== null && page!.last_at !== null && page!.last_at !== this.lastChangeAt) {
+        await this.reload(
+          `its change ${this.lastChange} is not the one this daemon heard (restored from an older backup, or another database)`,
+        );
+        return;
+      }
       if (rows.length === 0) {
         if (head > this.lastChange) await this.reload('the change log no longer holds the changes it missed');
         return;
@@ -441,41 +498,116 @@ export class PostgresStore implements Store {
       }
       const changes: StoreChange[] = [];
       for (const r of rows) {
+        for (const m of [...r.mutations, ...r.extra])
+          if (m.op === 'putKey' && m.key.status === 'revoked') this.remember(m.key);
         const mutations = r.origin === this.origin ? r.extra : [...r.mutations, ...r.extra];
         if (mutations.length > 0) changes.push({ no: Number(r.no), mutations });
       }
       if (changes.length > 0) await this.feed?.changes(changes);
-      this.lastChange = Number(rows[rows.length - 1]!.no);
+      const last = rows[rows.length - 1]!;
+      this.lastChange = Number(last.no);
+      this.lastChangeAt = last.at;
       if (rows.length < PAGE) return;
     }
   }
 
   private async reload(why: string): Promise<void> {
     this.notice(`Reloading the whole state from ${this.location}: ${why}.`);
+    const before = { no: this.lastChange, at: this.lastChangeAt };
     const data = await this.load();
+    try {
+      await this.writeBackRevocations(data);
+    } catch (err) {
+      // Not written back: the next period finds the same state and tries again.
+      this.lastChange = before.no;
+      this.lastChangeAt = before.at;
+      throw err;
+    }
     await this.feed?.reload(data);
+  }
+
+  private remember(key: KeyRecord): void {
+    if (this.revoked.has(key.id)) return;
+    this.revoked.set(key.id, {
+      at: key.revokedAt ?? new Date(this.now()).toISOString(),
+      reason: key.revokeReason ?? 'manual',
+    });
+  }
+
+  /**
+   * Revoked wins, across a database that lost revocations (restored from an older backup): every
+   * key this daemon knows revoked that the database holds active is revoked in it again, with
+   * its audit event, before the state is applied; `data` is changed to match. The lowdb store
+   * does the same from its revocation journal.
+   */
+  private async writeBackRevocations(data: StoreData): Promise<void> {
+    const mutations: Mutation[] = [];
+    const events: AuditEvent[] = [];
+    for (const key of data.keys) {
+      const r = key.status === 'active' ? this.revoked.get(key.id) : undefined;
+      if (r === undefined) continue;
+      key.status = 'revoked';
+      key.revokedAt = r.at;
+      key.revokeReason = r.reason;
+      const event: AuditEvent = {
+        seq: 0,
+        at: r.at,
+        type: 'key.revoked',
+        instance: key.instance,
+        keyId: key.id,
+        keyName: key.name,
+        reason: r.reason,
+      };
+      mutations.push({ op: 'putKey', key: { ...key } }, { op: 'appendEvent', event });
+      events.push(event);
+    }
+    if (mutations.length === 0) return;
+    // Only the keys still active once the counter is taken: another daemon reloading at the same
+    // time may have written them back first (its events then reach this one by the change log).
+    const written = await this.commitDecided(async (client) => {
+      const { rows } = await client.query<{ id: string }>(
+        "SELECT id FROM ob_keys WHERE id = ANY($1::text[]) AND status = 'active'",
+        [events.map((e) => e.keyId)],
+      );
+      const active = new Set(rows.map((r) => r.id));
+      return mutations.filter((m) =>
+        active.has(m.op === 'putKey' ? m.key.id : (m as { event: AuditEvent }).event.keyId!),
+      );
+    });
+    // Numbered by the commit, in place.
+    const revokedAgain = written.flatMap((m) => (m.op === 'appendEvent' ? [m.event] : []));
+    data.events.push(...revokedAgain);
+    if (revokedAgain.length > 0)
+      this.notice(
+        `${revokedAgain.length} key(s) revoked before were active in ${this.location} (${revokedAgain
+          .slice(0, 10)
+          .map((e) => e.keyId)
+          .join(', ')}${revokedAgain.length > 10 ? ', …' : ''}): revoked in it again.`,
+      );
   }
 
   /**
    * Every period: read the change log, keep the session connection (LISTEN and the chores lock)
    * up, and, holding the chores lock, prune the change log (once a minute).
    */
-  private async tick(): Promise<void> {
+  private async tick(first = false): Promise<void> {
     if (this.closed) return;
     try {
-      await this.keepSession();
+      // The catch-up read bounds a lost notification, so it never waits on the session: one
+      // gone silent answers only at its time-out. The first period sets LISTEN up before a sync.
+      const checked = this.checkSession();
+      if (first) await checked;
       this.wake();
       await this.pulling;
-      const session = this.session;
-      if (this.chores && session !== null && this.now() - this.prunedAt >= PRUNE_MS) {
+      // On the pool: the session answers only its own quick queries, within its time-out.
+      if (this.chores && !this.closed && this.now() - this.prunedAt >= PRUNE_MS) {
         this.prunedAt = this.now();
-        await session
+        await this.pool
           .query(`DELETE FROM ob_changes WHERE at < now() - interval '${CHANGE_LOG_KEEP}' AND no < $1`, [
             this.lastChange,
           ])
           .catch(() => {});
-        // The session may have ended meanwhile (close): the query then fails, and is let go.
-        await session
+        await this.pool
           .query(`DELETE FROM ob_limit_counts WHERE at < now() - interval '${LIMIT_ROWS_KEEP}'`)
           .catch(() => {});
       }
@@ -492,14 +624,22 @@ export class PostgresStore implements Store {
    * advisory lock that PostgreSQL releases the moment the connection ends (the daemon died), so
    * another daemon takes it at its next period.
    */
+  private checkSession(): Promise<void> {
+    this.sessionCheck ??= this.keepSession().finally(() => {
+      this.sessionCheck = null;
+    });
+    return this.sessionCheck;
+  }
+
   private async keepSession(): Promise<void> {
     if (this.session !== null) {
       try {
         if (!this.chores) this.chores = await this.tryChoresLock(this.session);
         else await this.session.query('SELECT 1');
         return;
-      } catch {
-        this.dropSession();
+      } catch (err) {
+        this.notice(`PostgreSQL session connection lost (${errText(err)}); opening another.`);
+        this.dropSession(true);
       }
     }
     this.sessionStarting ??= this.startSession().finally(() => {
@@ -509,7 +649,11 @@ export class PostgresStore implements Store {
   }
 
   private async startSession(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.url, connectionTimeoutMillis: 3000, query_timeout: 10_000 });
+    const client = new pg.Client({
+      connectionString: this.url,
+      connectionTimeoutMillis: 3000,
+      query_timeout: SESSION_QUERY_TIMEOUT_MS,
+    });
     client.on('error', (err) => {
       this.notice(`PostgreSQL session connection lost (${errText(err)}).`);
       if (this.session === client) this.dropSession();
@@ -526,7 +670,7 @@ export class PostgresStore implements Store {
       this.notice(
         `Cannot connect to ${this.location} (${errText(err)}): serving from memory; keys are refused once out of sync for longer than --max-stale.`,
       );
-      await client.end().catch(() => {});
+      endNow(client);
       if (this.session === client) this.session = null;
     }
   }
@@ -539,11 +683,14 @@ export class PostgresStore implements Store {
     return rows[0]?.locked === true;
   }
 
-  private dropSession(): void {
+  /** `dead`: it stopped answering; its socket is closed rather than waiting on a goodbye. */
+  private dropSession(dead = false): void {
     const s = this.session;
     this.session = null;
     this.chores = false;
-    void s?.end().catch(() => {});
+    if (s === null) return;
+    if (dead) endNow(s);
+    else void s.end().catch(() => {});
   }
 
   async close(): Promise<void> {
@@ -553,9 +700,16 @@ export class PostgresStore implements Store {
     await this.exchanging;
     await this.pulling?.catch(() => {});
     await this.sessionStarting?.catch(() => {});
+    await this.sessionCheck?.catch(() => {});
     this.dropSession();
     await this.pool.end().catch(() => {});
   }
+}
+
+/** A revocation this daemon knows, enough to write it again. */
+interface Revocation {
+  at: string;
+  reason: RevokeReason;
 }
 
 /** A row as this version writes it (another version's, or a damaged one, is left out of the split). */
@@ -564,6 +718,12 @@ function isLimitCounts(x: unknown): x is LimitCounts {
   return (
     typeof c === 'object' && c !== null && typeof c.window === 'number' && typeof c.keys === 'object' && c.keys !== null
   );
+}
+
+/** Closes a client's socket at once: a connection that stopped answering never answers a Terminate. */
+function endNow(client: pg.Client): void {
+  void client.end().catch(() => {});
+  (client as unknown as { connection?: { stream?: { destroy?: () => void } } }).connection?.stream?.destroy?.();
 }
 
 function errText(err: unknown): string {

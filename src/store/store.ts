@@ -21,8 +21,10 @@ export type Mutation =
    * `prev` is the record the change was decided from (absent for an addition). A store shared by
    * several daemons compares it with what it holds, so a change decided on a stale view is refused
    * (or, for a halt, reduced to its revocations) instead of undoing another daemon's change.
+   * `packEnd`: the halt ends the pack that ended at `instance.packEndsAt`; a shared store refuses
+   * it (invalid_transition) if the pack was extended through another daemon meanwhile.
    */
-  | { op: 'putInstance'; instance: Instance; prev?: Instance }
+  | { op: 'putInstance'; instance: Instance; prev?: Instance; packEnd?: true }
   /** `deployment`: the one removed; a shared store leaves a newer deployment of the id alone. */
   | { op: 'deleteInstance'; id: string; deployment?: string }
   /** A key's usage counters are left as stored: only addUsage changes them. */

@@ -94,6 +94,18 @@ export async function applyBatch(client: PoolClient, batch: readonly Mutation[],
         const inst = m.instance;
         const row = await lockInstance(inst.id);
         const halting = HALTED.includes(inst.state);
+        // A pack end decided before hearing of an extension would stop the instance and revoke
+        // every key of a pack that has not ended: the extension wins, and the ender hears of it.
+        if (
+          m.packEnd === true &&
+          row !== undefined &&
+          row.deployment === inst.deployment &&
+          extended(row.record, inst)
+        ) {
+          throw obError('invalid_transition', {
+            message: `The pack of "${inst.id}" was extended through another daemon meanwhile (it ends at ${row.record.packEndsAt ?? 'no set time'}); it was not ended.`,
+          });
+        }
         if (m.prev === undefined) {
           // An addition (or a store upgrade's rewrite of the same deployment).
           if (row !== undefined && row.deployment !== inst.deployment) {
@@ -269,6 +281,12 @@ export async function applyBatch(client: PoolClient, batch: readonly Mutation[],
     );
   }
   return { mutations: applied, extra };
+}
+
+/** Whether the pack in the database ends later than the one a pack end was decided on. */
+function extended(row: Instance, ending: Instance): boolean {
+  if (row.packEndsAt === null) return true;
+  return ending.packEndsAt !== null && Date.parse(row.packEndsAt) > Date.parse(ending.packEndsAt);
 }
 
 /** The revocation reason the batch's own state event gives for the instance (pack_ended, say). */
