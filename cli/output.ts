@@ -1,4 +1,5 @@
 import { Chalk, type ChalkInstance } from 'chalk';
+import stringWidth from 'string-width';
 import { printable, printableJson } from '../src/printable.js';
 
 export interface Io {
@@ -55,10 +56,9 @@ export function table(rows: string[][]): string {
   );
 }
 
-// eslint-disable-next-line no-control-regex
-const ANSI = /\u001b\[[0-9;]*m/g;
+/** Terminal cells, colours left out: a CJK character or an emoji takes two, a combining mark none. */
 function visibleLength(s: string): number {
-  return s.replace(ANSI, '').length;
+  return stringWidth(s);
 }
 
 export function stateColour(c: ChalkInstance, state: string): string {

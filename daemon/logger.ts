@@ -14,7 +14,7 @@ export async function buildLogger(
 ): Promise<Logger> {
   const out = stream ?? pino.destination({ dest: 1, sync: false });
   // pino-pretty is loaded only for people at a terminal.
-  const pretty = format === 'pretty' ? (await import('pino-pretty')).default : null;
+  const pretty = format === 'pretty' ? await prettyTo(out) : null;
   return pino(
     {
       level,
@@ -33,13 +33,21 @@ export async function buildLogger(
       },
       hooks: { streamWrite: printableJsonText },
     },
-    pretty !== null
-      ? pretty({
-          destination: out,
-          translateTime: 'SYS:yyyy-mm-dd HH:MM:ss.l o',
-          ignore: 'pid,hostname',
-          sync: stream !== undefined,
-        })
-      : out,
+    pretty ?? out,
   );
+}
+
+/**
+ * pino-pretty's lines for `out`. It parses each JSON line again, which turns the \u escapes of
+ * C1, bidi and separator characters back into the characters: its lines are escaped once more
+ * (its own colours are ESC sequences, C0, and left alone; it shows C0 in values as \u escapes).
+ */
+async function prettyTo(out: DestinationStream): Promise<DestinationStream> {
+  const { prettyFactory } = await import('pino-pretty');
+  const line = prettyFactory({ translateTime: 'SYS:yyyy-mm-dd HH:MM:ss.l o', ignore: 'pid,hostname' });
+  const flushable = out as DestinationStream & { flush?: (cb?: (err?: Error) => void) => void };
+  return {
+    write: (json: string) => void out.write(printableJsonText(line(json))),
+    ...(flushable.flush === undefined ? {} : { flush: (cb?: (err?: Error) => void) => flushable.flush!(cb) }),
+  } as DestinationStream;
 }

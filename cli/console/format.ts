@@ -4,6 +4,7 @@
  */
 import type { InstanceView } from '../../src/wire/views.js';
 import type { RevokeReason } from '../../src/domain/key.js';
+import stringWidth from 'string-width';
 import { printable } from '../../src/printable.js';
 
 const MINUTE = 60_000;
@@ -90,16 +91,42 @@ export function whyNotShort(state: InstanceView['state']): string | null {
   }
 }
 
+const graphemes = new Intl.Segmenter('en', { granularity: 'grapheme' });
+
 /**
  * Cuts to `width` display cells with an ellipsis; pads to exactly `width`. Escapes first
- * (src/printable.ts), so the width counts the escapes that will be drawn.
+ * (src/printable.ts), so the width counts the escapes that will be drawn. Cells, not code points:
+ * a CJK character or an emoji takes two, a combining mark none (measured as Ink measures them),
+ * so a wide name cannot push the columns after it off the line.
  */
 export function fit(text: string, width: number): string {
   if (width <= 0) return '';
+  const safe = cut(text, width);
+  return safe + ' '.repeat(width - stringWidth(safe));
+}
+
+/** The display cells `text` takes once escaped, as Text draws it. */
+export function cells(text: string): number {
+  return stringWidth(printable(text));
+}
+
+/**
+ * At most `width` display cells, escaped, with an ellipsis when cut; never padded. For names
+ * inside sentences: a name from a hand-edited store may be thousands of characters long.
+ */
+export function cut(text: string, width: number): string {
+  if (width <= 0) return '';
   const safe = printable(text);
-  const chars = [...safe];
-  if (chars.length > width) return width === 1 ? '…' : `${chars.slice(0, width - 1).join('')}…`;
-  return safe + ' '.repeat(width - chars.length);
+  if (stringWidth(safe) <= width) return safe;
+  let kept = '';
+  let used = 0;
+  for (const { segment } of graphemes.segment(safe)) {
+    const w = stringWidth(segment);
+    if (used + w > width - 1) break;
+    kept += segment;
+    used += w;
+  }
+  return `${kept}…`;
 }
 
 export function compactCount(n: number): string {

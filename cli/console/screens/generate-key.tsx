@@ -15,7 +15,7 @@ import { Text } from '../components/text.js';
 import { useState } from 'react';
 import { KEY_NAME_MAX, validateKeyName } from '../../../src/domain/validate.js';
 import type { InstanceView, KeyView } from '../../../src/wire/views.js';
-import { fit, whyNotReady, whyNotShort } from '../format.js';
+import { cells, fit, whyNotReady, whyNotShort } from '../format.js';
 import { stateTone, useTone } from '../theme.js';
 
 export interface GenerateKeyProps {
@@ -141,7 +141,8 @@ export function GenerateKey({ instances, keys, preselect, width, onGenerate, onC
       <Text> </Text>
       <Text wrap="truncate">
         {label}<Text bold>{name}</Text>{state.step === 'busy' ? '' : <Text inverse> </Text>}
-        {' '.repeat(Math.max(1, width - label.length - length - 1 - counter.length))}
+        {/* Cells, not characters: a CJK name would push the counter off the line. */}
+        {' '.repeat(Math.max(1, width - label.length - cells(name) - 1 - counter.length))}
         <Text color={length > KEY_NAME_MAX ? tone('bad') : tone('muted')}>{counter}</Text>
       </Text>
       <Text> </Text>
