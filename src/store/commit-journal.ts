@@ -1,5 +1,5 @@
 import { constants } from 'node:fs';
-import { type FileHandle, lstat, open, readFile } from 'node:fs/promises';
+import { type FileHandle, lstat, open } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { crc32 } from 'node:zlib';
 import type { Mutation } from './store.js';
@@ -58,16 +58,36 @@ export interface ReadJournal {
   torn: number;
 }
 
-/**
- * Reads a journal file whole. Appends wait for each other's sync, so only the last line can be
- * unfinished or damaged by a crash (or be zeros a power loss left where data never landed); it
- * is dropped. The zeros written ahead of the last entry (CommitJournal's reserve) are no entry.
- * A bad line with whole ones after it was not made by a crash: refused.
- */
+/** Reads a journal file whole, its entries in an array: see scanJournal. */
 export async function readJournal(path: string): Promise<ReadJournal | null> {
-  let bytes: Buffer;
+  const entries: JournalEntry[] = [];
+  const read = await scanJournal(path, (e) => entries.push(e));
+  return read === null ? null : { entries, ...read };
+}
+
+/**
+ * Bytes read at a time. A journal is never read whole: it grows for as long as folds fail (a
+ * home the store cannot write db.json into, usage flushed every few seconds), and read whole one
+ * past 2 GiB refused the start ("cannot be read (ERR_FS_FILE_TOO_LARGE)"), one below that took
+ * its size in memory, and its entries as objects, before the first was applied.
+ */
+const CHUNK = 1024 * 1024;
+const ZEROS = Buffer.alloc(CHUNK);
+
+/**
+ * Reads a journal file a piece at a time, handing each entry to `onEntry` in order. Appends wait
+ * for each other's sync, so only the last line can be unfinished or damaged by a crash (or be
+ * zeros a power loss left where data never landed); it is dropped. The zeros written ahead of
+ * the last entry (CommitJournal's reserve) are no entry. A bad line with whole ones after it was
+ * not made by a crash: refused.
+ */
+export async function scanJournal(
+  path: string,
+  onEntry: (e: JournalEntry) => void,
+): Promise<Omit<ReadJournal, 'entries'> | null> {
+  let fh: FileHandle;
   try {
-    bytes = await readFile(path, { flag: constants.O_RDONLY | constants.O_NOFOLLOW });
+    fh = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') return null;
@@ -79,36 +99,104 @@ export async function readJournal(path: string): Promise<ReadJournal | null> {
       `The store journal ${path} cannot be read (${code ?? (err as Error).message}). Check the permissions of the home folder.`,
     );
   }
-  const entries: JournalEntry[] = [];
-  let at = 0;
-  let line = 0;
-  while (at < bytes.length) {
-    line++;
-    const nl = bytes.indexOf(0x0a, at);
-    const parsed = nl < 0 ? 'unfinished' : unframe(bytes.subarray(at, nl));
-    if (typeof parsed === 'string') {
-      if (nl < 0 || nl === bytes.length - 1 || isZeros(bytes.subarray(nl + 1)))
-        return { entries, end: at, torn: Math.max(0, contentEnd(bytes) - at) };
-      throw new CommitJournalError(
-        `The store journal ${path} line ${line} is damaged (${parsed}) and has whole entries after it, which no crash leaves behind. It was left untouched: move it away to start from db.json alone (revocations still hold through the revocation journal), or restore it from a backup.`,
-      );
+  try {
+    const size = (await fh.stat()).size;
+    /** Where `buf` starts in the file: the start of the next line. */
+    let at = 0;
+    let buf = Buffer.alloc(0);
+    let line = 0;
+    for (;;) {
+      let nl = buf.indexOf(0x0a);
+      if (nl < 0) {
+        // An entry never holds a zero byte: a line that does is bad, and is not read on in memory.
+        const pieces: Buffer[] = [buf];
+        let held = buf.length;
+        let zero = buf.indexOf(0) >= 0;
+        while (nl < 0 && !zero && at + held < size) {
+          const more = await readAt(fh, at + held, CHUNK);
+          if (more.length === 0) break;
+          const k = more.indexOf(0x0a);
+          if (k >= 0) nl = held + k;
+          zero = more.subarray(0, k >= 0 ? k : more.length).indexOf(0) >= 0;
+          pieces.push(more);
+          held += more.length;
+        }
+        buf = Buffer.concat(pieces, held);
+      }
+      if (buf.length === 0) return { end: at, torn: 0 };
+      line++;
+      const parsed = nl < 0 ? 'unfinished' : unframe(buf.subarray(0, nl));
+      if (typeof parsed === 'string') {
+        const rest = await afterBadLine(fh, at, size);
+        if (rest.clean) return { end: at, torn: Math.max(0, rest.contentEnd - at) };
+        throw new CommitJournalError(
+          `The store journal ${path} line ${line} is damaged (${parsed}) and has whole entries after it, which no crash leaves behind. It was left untouched: move it away to start from db.json alone (revocations still hold through the revocation journal), or restore it from a backup.`,
+        );
+      }
+      onEntry(parsed);
+      at += nl + 1;
+      buf = buf.subarray(nl + 1);
     }
-    entries.push(parsed);
-    at = nl + 1;
+  } finally {
+    await fh.close();
   }
-  return { entries, end: at, torn: 0 };
 }
 
+async function readAt(fh: FileHandle, at: number, len: number): Promise<Buffer> {
+  const buf = Buffer.allocUnsafe(len);
+  const { bytesRead } = await fh.read(buf, 0, len, at);
+  return buf.subarray(0, bytesRead);
+}
+
+/**
+ * From a bad line at `at` to the end of the file: whether only zeros and newlines follow the
+ * line (a torn last write), and where the last byte that is not zero ends.
+ */
+async function afterBadLine(fh: FileHandle, at: number, size: number): Promise<{ clean: boolean; contentEnd: number }> {
+  let lineEnd = false;
+  let contentEnd = at;
+  for (let pos = at; pos < size;) {
+    const chunk = await readAt(fh, pos, CHUNK);
+    if (chunk.length === 0) break;
+    let i = 0;
+    if (!lineEnd) {
+      const k = chunk.indexOf(0x0a);
+      lineEnd = k >= 0;
+      i = k >= 0 ? k + 1 : chunk.length;
+    }
+    if (!isZeros(chunk.subarray(i))) return { clean: false, contentEnd };
+    const last = contentEndIn(chunk);
+    if (last > 0) contentEnd = pos + last;
+    pos += chunk.length;
+  }
+  return { clean: true, contentEnd };
+}
+
+/** Only zeros and newlines. */
 function isZeros(b: Buffer): boolean {
+  if (b.equals(ZEROS.subarray(0, b.length))) return true;
   for (const x of b) if (x !== 0 && x !== 0x0a) return false;
   return true;
 }
 
 /** Just past the last byte that is not zero. */
-function contentEnd(b: Buffer): number {
+function contentEndIn(b: Buffer): number {
+  if (b.equals(ZEROS.subarray(0, b.length))) return 0;
   let last = b.length - 1;
   while (last >= 0 && b[last] === 0) last--;
   return last + 1;
+}
+
+/** Just past the last byte in [from, to) of the file that is not zero (`from` if none). */
+async function contentEnd(fh: FileHandle, from: number, to: number): Promise<number> {
+  for (let pos = to; pos > from;) {
+    const len = Math.min(CHUNK, pos - from);
+    const chunk = await readAt(fh, pos - len, len);
+    const last = contentEndIn(chunk);
+    if (last > 0) return pos - len + last;
+    pos -= len;
+  }
+  return from;
 }
 
 /**
@@ -160,9 +248,7 @@ export class CommitJournal {
       let size = st.size;
       if (size > end) {
         // Zeroed in place rather than cut off: the zeros past it stay allocated for the next entries.
-        const tail = Buffer.alloc(size - end);
-        await fh.read(tail, 0, tail.length, end);
-        const junk = contentEnd(tail);
+        const junk = (await contentEnd(fh, end, size)) - end;
         if (junk > 0) {
           await writeAll(fh, Buffer.alloc(junk), end);
           await fh.datasync();

@@ -3,7 +3,7 @@ import { basename, dirname, join } from 'node:path';
 import { obError } from '../errors.js';
 import { AtomicJsonFile, UnsafeStorePathError } from './atomic-json-file.js';
 import { AuditArchive, DEFAULT_AUDIT_KEEP } from './audit-archive.js';
-import { CommitJournal, type JournalEntry, frame, readJournal } from './commit-journal.js';
+import { CommitJournal, type JournalEntry, frame, scanJournal } from './commit-journal.js';
 import { type JournalOptions, type JournalRecord, RevocationJournal } from './revocation-journal.js';
 import { journalRecordOf, revokedWins } from './revoked-wins.js';
 import { type SnapshotMeta, readSnapshotMeta, snapshotChunks } from './snapshot.js';
@@ -111,7 +111,7 @@ export class LowdbStore implements Store {
     const snapshot = validateStoreData(this.location, raw ?? emptyData());
     this.meta = readSnapshotMeta(this.location, raw);
     let tables = Tables.from(snapshot);
-    const replay = await this.replayJournal(tables);
+    const replay = await this.replayJournal(tables, existed);
     if (replay.applied > 0) {
       // The journal was written by this code, but its result is checked like a file edited by hand.
       tables = Tables.from(validateStoreData(`${this.location} (with ${this.commitJournalPath})`, tables.toData()));
@@ -165,7 +165,7 @@ export class LowdbStore implements Store {
    * restored from an older backup after a fold) are set aside, not applied: the revocation
    * journal still keeps every revocation they hold.
    */
-  private async replayJournal(tables: Tables): Promise<{ applied: number; liveEnd: number }> {
+  private async replayJournal(tables: Tables, existed: boolean): Promise<{ applied: number; liveEnd: number }> {
     const dir = dirname(this.commitJournalPath);
     const prefix = `${basename(this.commitJournalPath)}.`;
     const names = await readdir(dir).catch(() => [] as string[]);
@@ -173,41 +173,57 @@ export class LowdbStore implements Store {
       .filter((n) => n.startsWith(prefix) && /^\d+$/.test(n.slice(prefix.length)))
       .sort((a, b) => Number(a.slice(prefix.length)) - Number(b.slice(prefix.length)))
       .map((n) => join(dir, n));
-    const files: { path: string; entries: JournalEntry[] }[] = [];
+    // Applied as they are read, never all held at once: see scanJournal.
+    const files: string[] = [];
     let liveEnd = 0;
+    let liveFirst: number | null = null;
+    const at = {
+      expected: this.meta.through + 1,
+      applied: 0,
+      broken: null as JournalEntry | null,
+      first: null as { path: string; n: number } | null,
+    };
     for (const path of [...segments, this.commitJournalPath]) {
-      const read = await readJournal(path);
+      let fileFirst: number | null = null;
+      const read = await scanJournal(path, (e) => {
+        fileFirst ??= e.n;
+        at.first ??= { path, n: e.n };
+        if (at.broken !== null || e.n < at.expected) return;
+        if (e.n !== at.expected) {
+          at.broken = e;
+          return;
+        }
+        for (const m of e.m) tables.apply(m);
+        at.applied++;
+        at.expected++;
+      });
       if (read === null) continue;
       if (read.torn > 0)
         this.notice(
           `The store journal ${path} ended in a write a crash or a full disk cut off (${read.torn} bytes, never acknowledged); dropped.`,
         );
-      if (path === this.commitJournalPath) liveEnd = read.end;
-      files.push({ path, entries: read.entries });
-    }
-    let expected = this.meta.through + 1;
-    let applied = 0;
-    let broken: JournalEntry | null = null;
-    for (const f of files) {
-      for (const e of f.entries) {
-        if (e.n < expected) continue;
-        if (e.n !== expected) {
-          broken = e;
-          break;
-        }
-        for (const m of e.m) tables.apply(m);
-        applied++;
-        expected++;
+      if (path === this.commitJournalPath) {
+        liveEnd = read.end;
+        liveFirst = fileFirst;
       }
-      if (broken !== null) break;
+      files.push(path);
     }
-    const last = files.at(-1);
-    this.liveFirst = last?.path === this.commitJournalPath ? (last.entries[0]?.n ?? expected) : expected;
+    const { expected, applied, broken, first } = at;
+    this.liveFirst = liveFirst ?? expected;
     this.nextN = expected;
     this.segments = segments;
+    if (broken !== null && !existed && first !== null && first.n > 1) {
+      // Only a db.json that existed leaves a journal that starts past entry 1: it was deleted or
+      // lost. Starting empty used to drop every key and instance, and set the journal aside.
+      const { path, n } = first;
+      throw new Error(
+        `The store ${this.location} is missing, but its journal ${path} holds changes made after it (from entry ${n}). Nothing was changed. ` +
+          `Restore ${basename(this.location)} from a backup (the journal is replayed over it), or, to start an empty store, move ${this.commitJournalPath} and ${this.commitJournalPath}.* away (every revocation in ${this.journalPath} still holds).`,
+      );
+    }
     if (broken !== null && this.options.readOnly !== true) {
       const stamp = new Date().toISOString().replace(/[:.]/g, '-');
-      for (const f of files) await rename(f.path, `${f.path}.unused-${stamp}`);
+      for (const f of files) await rename(f, `${f}.unused-${stamp}`);
       this.segments = [];
       liveEnd = 0;
       this.liveFirst = expected;
@@ -358,9 +374,19 @@ export class LowdbStore implements Store {
     if (!(await this.log.isIntact()))
       throw Object.assign(new Error(`${this.commitJournalPath} was moved or replaced`), { code: 'EJOURNALREPLACED' });
     await rename(this.commitJournalPath, segment);
+    let log: CommitJournal;
+    try {
+      // A new, empty file (open syncs the folder, so the rename is durable too).
+      log = await CommitJournal.open(this.commitJournalPath, 0, this.options.commitReserve);
+    } catch (err) {
+      // No new file (no inode left, too many open files): the segment goes back to being the
+      // live journal, so commits go on into it. Left renamed, every commit failed (ENOENT),
+      // even once the disk had room again, until a restart.
+      await rename(segment, this.commitJournalPath).catch(() => this.segments.push(segment));
+      throw err;
+    }
     this.segments.push(segment);
-    // A new, empty file (open syncs the folder, so the rename is durable too).
-    this.log = await CommitJournal.open(this.commitJournalPath, 0, this.options.commitReserve);
+    this.log = log;
     this.liveFirst = this.nextN;
   }
 
