@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import type { Instance } from '../src/domain/instance.js';
 import { obError } from '../src/errors.js';
+import { clipped } from '../src/printable.js';
 
 /**
  * Model-server bearer tokens, read from the files instances name and held in memory only, so the
@@ -63,7 +64,7 @@ export async function readToken(path: string): Promise<string> {
   } catch (err) {
     throw obError('invalid_argument', {
       param: 'upstreamTokenFile',
-      message: `The daemon cannot read the upstream token file ${path} (${(err as NodeJS.ErrnoException).code ?? 'error'}). Make it readable by the daemon's user.`,
+      message: `The daemon cannot read the upstream token file ${clipped(path)} (${(err as NodeJS.ErrnoException).code ?? 'error'}). Make it readable by the daemon's user.`,
     });
   }
   const token = text.trim();
@@ -71,7 +72,7 @@ export async function readToken(path: string): Promise<string> {
   if (token === '' || /[\s\u0000-\u001f]/.test(token)) {
     throw obError('invalid_argument', {
       param: 'upstreamTokenFile',
-      message: `The upstream token file ${path} must hold one token on one line.`,
+      message: `The upstream token file ${clipped(path)} must hold one token on one line.`,
     });
   }
   return token;

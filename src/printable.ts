@@ -57,3 +57,18 @@ export function printableJsonText(json: string): string {
 export function printableJson(value: unknown, indent?: number): string {
   return printableJsonText(JSON.stringify(value, null, indent));
 }
+
+/** The most characters of a value an error message quotes. */
+export const QUOTE_MAX = 120;
+
+/**
+ * A value as an error message quotes it: at most QUOTE_MAX characters, then `…`. A message that
+ * quoted a refused value whole gave back a 100 KB model name or path, up to the body limit, as one
+ * line on the operator's terminal and in the logs.
+ */
+export function clipped(value: string): string {
+  if (value.length <= QUOTE_MAX) return value;
+  // Not between the halves of a surrogate pair.
+  const end = /[\uD800-\uDBFF]/.test(value.charAt(QUOTE_MAX - 1)) ? QUOTE_MAX - 1 : QUOTE_MAX;
+  return `${value.slice(0, end)}…`;
+}

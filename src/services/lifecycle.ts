@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { type Clock, iso } from '../clock.js';
 import { mintSecret, type SecretSource } from '../domain/api-key.js';
 import { keyIdInSecret } from '../domain/secret-shape.js';
+import { clipped } from '../printable.js';
 import {
   type Instance,
   type InstanceAction,
@@ -253,7 +254,7 @@ export class LifecycleService {
     const inst = this.reg.instances.get(id);
     if (inst === undefined)
       throw obError('instance_not_found', {
-        message: `No instance "${id}". List instances with \`ob-proxy instances list\`.`,
+        message: `No instance "${clipped(id)}". List instances with \`ob-proxy instances list\`.`,
       });
     return inst;
   }
@@ -270,7 +271,7 @@ export class LifecycleService {
       if (typeof input.model !== 'string' || !this.deps.models.includes(input.model)) {
         throw obError('unknown_model', {
           param: 'model',
-          message: `Unknown model "${String(input.model)}": use one of ${this.deps.models.join(', ')} (the operator can set OB_PROXY_MODELS).`,
+          message: `Unknown model "${clipped(String(input.model))}": use one of ${this.deps.models.join(', ')} (the operator can set OB_PROXY_MODELS).`,
         });
       }
       if (this.reg.instances.has(id))
@@ -754,7 +755,7 @@ export class LifecycleService {
  * A key asked for by an id it does not have. A secret given for the id is not said back (the
  * refusal reaches terminals and scripts' logs): the message names the id it holds instead.
  */
-export function keyNotFound(given: string, plain = `No key "${given}".`): ObProxyError {
+export function keyNotFound(given: string, plain = `No key "${clipped(given)}".`): ObProxyError {
   const id = keyIdInSecret(given);
   return obError('key_not_found', {
     message:
