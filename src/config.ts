@@ -341,6 +341,26 @@ export const SETTINGS = {
     integer: true,
     help: 'bad keys per address per minute before 429; 0 turns it off',
   },
+  maxConnections: {
+    type: 'number',
+    env: 'OB_PROXY_MAX_CONNECTIONS',
+    default: null,
+    shown: 'half of (the descriptor limit - 128)',
+    min: 1,
+    max: 1_000_000,
+    integer: true,
+    help: 'connections open at once on the public port; more are closed as they arrive',
+  },
+  maxConnectionsPerAddress: {
+    type: 'number',
+    env: 'OB_PROXY_MAX_CONNECTIONS_PER_ADDRESS',
+    default: null,
+    shown: 'half of the connection cap',
+    min: 0,
+    max: 1_000_000,
+    integer: true,
+    help: 'connections open at once from one address (IPv6: one /64); 0 turns it off',
+  },
   probeTimeout: {
     type: 'number',
     env: 'OB_PROXY_PROBE_TIMEOUT',
@@ -463,6 +483,10 @@ export interface Config extends AnswerLimits {
   logLevel: string;
   usageFlushMs: number;
   badKeyLimit: number;
+  /** Connections open at once on the public port; null: derived from the descriptor limit. */
+  maxConnections: number | null;
+  /** Connections open at once from one address; null: half of maxConnections; 0: no cap. */
+  maxConnectionsPerAddress: number | null;
   /** Browser origins allowed by CORS; empty = CORS off, ['*'] = any origin. */
   corsOrigins: string[];
   /** Prometheus metrics listener: off (null) unless a port is given; never the public port. */
@@ -658,6 +682,8 @@ export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string, def
     logLevel: choice('logLevel', defaults.logLevel),
     usageFlushMs: num('usageFlushMs')!,
     badKeyLimit: num('badKeyLimit')!,
+    maxConnections: num('maxConnections'),
+    maxConnectionsPerAddress: num('maxConnectionsPerAddress'),
     maxStaleMs,
     storeCatchupMs,
     storeNotify: choice('testNoNotify') !== '1',

@@ -9,7 +9,9 @@ import { registerCors } from './cors.js';
 import { makeAuthHook, recheck, refuse } from './auth-hook.js';
 import { makeChatHandler } from './chat-completions.js';
 import { clientErrorHandler } from './client-error.js';
+import { connectionCaps, descriptorLimit, limitConnections } from './connection-limits.js';
 import { answerNodeRefusals } from './node-refusals.js';
+import { servePipelinedInOrder } from './pipeline.js';
 import { replyError, toObError } from './send-error.js';
 import { closeIfBodyPending } from './unread-body.js';
 
@@ -23,8 +25,11 @@ import { closeIfBodyPending } from './unread-body.js';
  * a plain object: an https.Server is used here exactly as the http.Server that Fastify's types
  * expect everywhere else (same requests, same connection methods).
  */
-function httpsOption(tls: TlsFiles | null, http: object): object {
-  return tls === null ? {} : { https: { ...http, cert: tls.cert, key: tls.key } };
+function httpsOption(tls: TlsFiles | null, http: { headersTimeout: number }): object {
+  // A handshake never finished is bounded like headers never finished: Node's default held it
+  // 120 s, twice the header limit, and held its connection (and descriptor) all that time.
+  const handshakeTimeout = http.headersTimeout;
+  return tls === null ? {} : { https: { ...http, handshakeTimeout, cert: tls.cert, key: tls.key } };
 }
 
 export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null): FastifyInstance {
@@ -66,6 +71,9 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
     return503OnClosing: false,
     routerOptions: { ignoreTrailingSlash: true },
   });
+  // Counted from the first connection on: one past a cap is closed as it arrives, unread.
+  limitConnections(app.server, connectionCaps(ctx.config, descriptorLimit()), log);
+  servePipelinedInOrder(app.server);
   app.decorateRequest('auth', null);
   app.decorateRequest('rateLimit', null);
   answerNodeRefusals(app);
