@@ -35,7 +35,17 @@ export function registerKeyRoutes(app: FastifyInstance, ctx: DaemonContext): voi
 
   app.post<{ Body: CreateKeyBody }>('/v1/keys', { schema: { body: CREATE_KEY_BODY } }, async (request, reply) => {
     const b = request.body;
-    const { key, secret } = await lc.createKey(b.instance, b.name, b.limits);
+    const created = await lc.createKey(b.instance, b.name, b.limits);
+    // A client gone while the key was written (its store commit may take seconds) would take
+    // the only showing of the secret with it: kept for `keys reveal` instead.
+    if (!stillListening(request)) {
+      lc.keepUndisplayed(created);
+      ctx.log.info(
+        { instance: created.key.instance, key: created.key.id },
+        'new key not shown: the client went away; reveal it once with keys reveal',
+      );
+    }
+    const { key, secret } = created;
     const out: KeyWithSecret = { ...viewKey(ctx, key), secret };
     return reply.code(201).send(out);
   });

@@ -365,6 +365,15 @@ export class LifecycleService {
     return this.undisplayed.claim(keyId);
   }
 
+  /**
+   * Keeps a new key's secret for one `keys reveal`: its creator went away before it could be
+   * shown (a CLI given up on, a console closed), and the key it made would otherwise be active
+   * with a secret nobody ever saw.
+   */
+  keepUndisplayed(created: CreatedKey): void {
+    if (created.key.status === 'active') this.undisplayed.keep(created.key.id, created.secret);
+  }
+
   hasUndisplayedSecret(keyId: string): boolean {
     return this.undisplayed.has(keyId);
   }
