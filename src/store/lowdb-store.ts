@@ -131,6 +131,18 @@ export class LowdbStore implements Store {
     await this.journal?.close();
     this.journal = await RevocationJournal.open(this.journalPath, this.options.journal);
     for (const n of this.journal.notices) this.notice(n);
+    if (!existed && replay.applied === 0 && this.journal.records().length > 0) {
+      // Keys were revoked in a store that is gone: db.json was deleted or lost after a clean
+      // stop (its commit journal is folded and empty then). Starting empty dropped every
+      // instance and key.
+      const n = this.journal.records().length;
+      await this.journal.close();
+      this.journal = null;
+      throw new Error(
+        `The store ${this.location} is missing, but ${this.journalPath} records ${n} revocation(s) of keys it held: it was deleted or lost. Nothing was changed. ` +
+          `Restore ${basename(this.location)} from a backup (the revocations are applied over it), or, to start an empty store on purpose, rename ${this.journalPath} to keep it (a backup restored beside it later needs it).`,
+      );
+    }
     const reconciled = revokedWins(tables.toData(), this.journal.records(), this.meta.auditArchived?.at ?? null);
     for (const n of reconciled.notices) this.notice(n);
     // Keys revoked before the journal existed: recorded now, so a backup restored later cannot
