@@ -43,7 +43,10 @@ export async function buildLogger(
  * (its own colours are ESC sequences, C0, and left alone; it shows C0 in values as \u escapes).
  */
 async function prettyTo(out: DestinationStream): Promise<DestinationStream> {
-  const { prettyFactory } = await import('pino-pretty');
+  // Named export under Node's loader; only on `default` in the single binary's bundle (a CommonJS
+  // module imported by esbuild).
+  const mod = await import('pino-pretty');
+  const prettyFactory = mod.prettyFactory ?? (mod.default as unknown as typeof mod).prettyFactory;
   const line = prettyFactory({ translateTime: 'SYS:yyyy-mm-dd HH:MM:ss.l o', ignore: 'pid,hostname' });
   const flushable = out as DestinationStream & { flush?: (cb?: (err?: Error) => void) => void };
   return {

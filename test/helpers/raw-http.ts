@@ -45,15 +45,20 @@ function dechunk(raw: string): string {
 }
 
 export interface HeldRequest {
-  /** Sends the body and resolves with the whole answer (the connection is closed after it). */
+  /**
+   * Sends the body and resolves with the whole answer (the connection is closed after it). A
+   * request refused on its headers (`refusedEarly`) sends nothing and resolves with the refusal.
+   */
   send(): Promise<RawResponse>;
   close(): void;
+  /** Answered on its headers alone, without a 100 Continue: its key was refused before the body. */
+  refusedEarly: boolean;
 }
 
 /**
  * POSTs headers with `Expect: 100-continue` and holds the body back. Resolves once the proxy has
- * answered 100 Continue, which Node writes just before it hands the request to Fastify: by then
- * the key has been checked (onRequest) and the request waits for its body.
+ * answered 100 Continue, which the auth hook writes once the key has passed its checks: by then
+ * the request waits for its body. A request refused on its headers resolves with `refusedEarly`.
  */
 export async function holdBody(
   baseUrl: string,
@@ -76,12 +81,22 @@ export async function holdBody(
   );
   const deadline = Date.now() + 5_000;
   while (!text.startsWith('HTTP/1.1 100 ')) {
-    if (text.startsWith('HTTP/1.1 ') && !text.startsWith('HTTP/1.1 100 '))
-      throw new Error(`answered before the body: ${text}`);
+    // Refused on its headers (the key checked before the go-ahead): the connection is closed after it.
+    if (text.startsWith('HTTP/1.1 ') && !text.startsWith('HTTP/1.1 100 ')) {
+      await closed;
+      return {
+        send: () => Promise.resolve(parseResponse(text)),
+        close() {
+          socket.destroy();
+        },
+        refusedEarly: true,
+      };
+    }
     if (Date.now() > deadline) throw new Error(`no 100 Continue: ${JSON.stringify(text)}`);
     await new Promise((r) => setTimeout(r, 5));
   }
   return {
+    refusedEarly: false,
     async send() {
       // Not end(): a client that half-closes is taken for gone, and its request aborted.
       socket.write(body);
