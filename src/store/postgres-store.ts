@@ -145,7 +145,7 @@ export class PostgresStore implements Store {
     private readonly options: PostgresStoreOptions = {},
   ) {
     this.location = redactUrl(url);
-    this.catchupMs = options.catchupMs ?? 2000;
+    this.catchupMs = options.catchupMs ?? 500;
     this.notify = options.notify ?? true;
     this.now = options.now ?? Date.now;
     // Fail fast when the database is away: a management command answers within seconds, and the

@@ -205,19 +205,15 @@ describe('three daemons on one PostgreSQL', () => {
   );
 });
 
-// The catch-up period of the NOTIFY-suppressed daemons: a quarter second rather than the default
-// 2 s, so that each of the test's keys waits a quarter second, not two, to reach the other nodes
-// and then to be refused there (38 s of the file's 45 went to those waits). What is tested is
-// that the read alone brings every change, whatever its period.
-const CATCHUP_MS = 250;
-
+// The catch-up daemons run at the default period (500 ms): CONTRACT section 4's 1 s bound must
+// hold with every notification lost. Timings are reported, not asserted (a shared machine).
 describe('NOTIFY suppressed: the catch-up read alone', () => {
   let db: TestDatabase;
   let nodes: Node[] = [];
 
   beforeAll(async () => {
     db = await freshDatabase();
-    const env = { OB_PROXY_TEST_NO_NOTIFY: '1', OB_PROXY_STORE_CATCHUP_MS: String(CATCHUP_MS) };
+    const env = { OB_PROXY_TEST_NO_NOTIFY: '1' };
     nodes = await Promise.all(['A', 'B', 'C'].map((n) => startNode(n, db.url, env)));
   });
   afterAll(async () => {
@@ -226,7 +222,7 @@ describe('NOTIFY suppressed: the catch-up read alone', () => {
   }, 90_000);
 
   it(
-    `every node still refuses each revoked key (within one catch-up period of ${CATCHUP_MS} ms, reported)`,
+    'every node still refuses each revoked key (within one default catch-up period, reported)',
     { timeout: 240_000 },
     async () => {
       await nodes[0]!.api.addInstance({ id: 'gpu-1', model: MODEL, endpoint: sim.url });
@@ -236,7 +232,7 @@ describe('NOTIFY suppressed: the catch-up read alone', () => {
         JSON.stringify({
           suite: 'scale-out',
           notify: false,
-          catchupMs: CATCHUP_MS,
+          catchupMs: 'default',
           afterAck: figures(afterAck),
           afterCall: figures(afterCall),
         }),

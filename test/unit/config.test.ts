@@ -42,7 +42,7 @@ const DEFAULTS: Config = {
   maxConnections: null,
   maxConnectionsPerAddress: null,
   maxStaleMs: 30_000,
-  storeCatchupMs: 2000,
+  storeCatchupMs: 500,
   storeFoldBytes: null,
   storeNotify: true,
   corsOrigins: [],
@@ -203,9 +203,9 @@ describe('resolveConfig', () => {
     [
       '--max-stale within the catch-up period',
       { maxStale: '1' },
-      {},
+      { OB_PROXY_STORE_CATCHUP_MS: '1000' },
       'max-stale',
-      "--max-stale (or OB_PROXY_MAX_STALE) (1 s) must be longer than the store's catch-up period (2 s, OB_PROXY_STORE_CATCHUP_MS).",
+      "--max-stale (or OB_PROXY_MAX_STALE) (1 s) must be longer than the store's catch-up period (1 s, OB_PROXY_STORE_CATCHUP_MS).",
     ],
   ])('%s: refused, naming it', (_what, flags, env, param, message) => {
     expect(refusal(flags, env)).toEqual({ param, message });
