@@ -75,7 +75,7 @@ describe('PostgreSQL store', () => {
     expect(c).toMatchObject({
       store: 'postgres://ob@db/obproxy',
       maxStaleMs: 30_000,
-      storeCatchupMs: 2000,
+      storeCatchupMs: 500,
       storeNotify: true,
     });
     expect(
@@ -85,7 +85,9 @@ describe('PostgreSQL store', () => {
         '/h',
       ),
     ).toMatchObject({ maxStaleMs: 5000, storeNotify: false });
-    expect(() => resolveConfig({ maxStale: 1 }, {}, '/h')).toThrow(/must be longer than the store's catch-up period/);
+    expect(() => resolveConfig({ maxStale: 1 }, { OB_PROXY_STORE_CATCHUP_MS: '1000' }, '/h')).toThrow(
+      /must be longer than the store's catch-up period/,
+    );
     expect(() => resolveConfig({ store: 'mysql://db/x' }, {}, '/h')).toThrow(/not supported/);
   });
 
