@@ -4,6 +4,7 @@ import { ObProxyError, obError } from '../../src/errors.js';
 import { completionId } from '../../src/ids.js';
 import { type ChatRequest, parseChatBody, upstreamBody, validateChatRequest } from '../../src/wire/chat-request.js';
 import type { DaemonContext } from '../context.js';
+import { estimatePromptTokens } from '../../src/wire/prompt-estimate.js';
 import { RequestObserver } from '../metrics/request-observer.js';
 import type { Waiter } from './admission.js';
 import { type AuthContext, recheck, refuse } from './auth-hook.js';
@@ -207,16 +208,22 @@ function send(
     writeRawError(reply.raw, obError('internal_error'), request.id, request.rateLimit);
     return;
   }
-  // The access line; its object is not even built when info is off (--log-level warn).
+  // The access line; its object is not even built when info is off (--log-level warn). Its
+  // closure names strings and the response only: the request and `chat` hold the whole body.
   if (INFO_LEVELS.has(ctx.log.level)) {
+    const reqId = request.id;
+    const key = auth.key.id;
+    const instance = auth.instance.id;
+    const stream = chat.stream;
+    const res = reply.raw;
     void relay.done.then(() => {
       ctx.log.info(
         {
-          reqId: request.id,
-          key: auth.key.id,
-          instance: auth.instance.id,
-          stream: chat.stream,
-          status: reply.raw.statusCode,
+          reqId,
+          key,
+          instance,
+          stream,
+          status: res.statusCode,
           ms: Math.round((performance.now() - started) * 100) / 100,
         },
         'chat completion',
@@ -239,6 +246,11 @@ function proxy(
   live.requests += 1;
   if (chat.stream) live.openStreams += 1;
   const inflight = ctx.inflight;
+  // Numbers, not the body nor `chat` (its `rewritten` holds the whole parsed request): the
+  // closure below lives as long as the answer, and what it names is kept that long.
+  const bodyLength = body.length;
+  const media = chat.media;
+  const stream = chat.stream;
   const rc: RelayContext = {
     res,
     id: completionId(),
@@ -246,15 +258,16 @@ function proxy(
     reqId: request.id,
     clock: ctx.clock,
     // Called once, when the exchange is over: it leaves the in-flight set then.
-    countTokens: (prompt, completion, reasoning, outcome) => {
+    countTokens: (reported, completion, reasoning, outcome) => {
       inflight.delete(relay);
+      const prompt = reported ?? estimatePromptTokens(bodyLength, media);
       if (slot !== null) ctx.admission?.leave(slot);
       ctx.usage.finished(auth.key, { prompt, completion, reasoning, outcome });
       const tpm = auth.key.limits.tpm;
       if (tpm !== null) ctx.keyLimits.chargeTokens(auth.key.id, prompt + completion, ctx.clock.now(), tpm);
       live.tokens += completion;
       if (outcome === 'error') live.errors += 1;
-      if (chat.stream) live.openStreams -= 1;
+      if (stream) live.openStreams -= 1;
       observer?.over(prompt, completion, reasoning);
     },
     limits: ctx.config,

@@ -33,7 +33,11 @@ export interface RelayContext {
   /** For `created` where the model server's answer lacks one. */
   clock: { now(): number };
   /** Called once, when the exchange is over, with what to count. */
-  countTokens(prompt: number, completion: number, reasoning: number, outcome: RequestOutcome): void;
+  /**
+   * `prompt` null: the model server had the prompt (it answered 200, or the client left while it
+   * had it) but no prompt count came back; the caller charges an estimate (prompt-estimate.ts).
+   */
+  countTokens(prompt: number | null, completion: number, reasoning: number, outcome: RequestOutcome): void;
   /** Bounds on the answer (the daemon's config). */
   limits: AnswerLimits;
   /** Where the response deadline is kept (one list for the daemon's requests). */
@@ -255,7 +259,8 @@ abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode, Inflig
     c.observer?.upstreamFailed(code);
   }
 
-  protected finish(prompt: number, completion: number, reasoning: number): void {
+  /** `prompt` null: the model server reported no prompt count (none, or not a token count). */
+  protected finish(prompt: number | null, completion: number, reasoning: number): void {
     if (this.settled) return;
     this.settled = true;
     this.c.deadlines.remove(this);
@@ -263,7 +268,14 @@ abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode, Inflig
     this.drainTimer = null;
     this.c.res.off('close', onClientClose);
     (this.c.res as RelayedResponse)[RELAY] = null;
-    this.c.countTokens(prompt, completion, reasoning, this.clientGone ? 'disconnect' : this.errored ? 'error' : 'ok');
+    // A model server that refused or never answered read no prompt: nothing to estimate.
+    const hadPrompt = this.status === 200 || this.clientGone;
+    this.c.countTokens(
+      prompt ?? (hadPrompt ? null : 0),
+      completion,
+      reasoning,
+      this.clientGone ? 'disconnect' : this.errored ? 'error' : 'ok',
+    );
     this.resolveDone?.();
   }
 
@@ -341,13 +353,13 @@ export class PlainRelay extends Relay {
   }
 
   protected gone(): void {
-    this.finish(0, 0, 0);
+    this.finish(null, 0, 0);
   }
 
   protected failed(err: ObProxyError): void {
     this.errored = true;
     writeRawError(this.c.res, err, this.c.reqId, answerHeaders(err, this.c.headers));
-    this.finish(0, 0, 0);
+    this.finish(null, 0, 0);
   }
 }
 
@@ -537,7 +549,7 @@ export class StreamRelay extends Relay {
   private count(): void {
     const u = this.relay.usage;
     this.finish(
-      tokenCount(u?.prompt_tokens) ?? 0,
+      tokenCount(u?.prompt_tokens),
       tokenCount(u?.completion_tokens) ?? this.relay.contentChunks,
       reasoningCount(u) ?? 0,
     );

@@ -20,7 +20,18 @@ const PARTS: Record<string, readonly string[]> = {
 
 const IMAGE_DETAIL = ['auto', 'low', 'high'];
 
-function checkPart(part: unknown, role: string, path: string): void {
+/** The request's image, audio and file parts: how many, and their encoded characters (prompt-estimate.ts). */
+export interface Media {
+  parts: number;
+  chars: number;
+}
+
+function addMedia(media: Media, payload: unknown): void {
+  media.parts += 1;
+  if (typeof payload === 'string') media.chars += payload.length;
+}
+
+function checkPart(part: unknown, role: string, path: string, media: Media): void {
   if (!isObject(part)) invalid(path, `${path} must be an object like {"type":"text","text":"…"}.`);
   const allowed = PARTS[role] as readonly string[];
   if (typeof part.type !== 'string' || !allowed.includes(part.type)) {
@@ -37,11 +48,15 @@ function checkPart(part: unknown, role: string, path: string): void {
       // Ollama also takes the URL as a bare string. The proxy never fetches it (no SSRF): the
       // model server reads data URLs and refuses http(s) ones itself.
       const img = part.image_url;
-      if (typeof img === 'string') break;
+      if (typeof img === 'string') {
+        addMedia(media, img);
+        break;
+      }
       if (!isObject(img))
         invalid(`${path}.image_url`, `${path}.image_url is required: {"url":"data:image/png;base64,…"}.`);
       requiredString(img.url, `${path}.image_url.url`, 'a data: URL (or a URL the model server can read)');
       if (given(img.detail)) oneOf(img.detail, `${path}.image_url.detail`, IMAGE_DETAIL);
+      addMedia(media, img.url);
       break;
     }
     case 'input_audio': {
@@ -50,10 +65,12 @@ function checkPart(part: unknown, role: string, path: string): void {
         invalid(`${path}.input_audio`, `${path}.input_audio is required: {"data":"<base64>","format":"wav"}.`);
       requiredString(audio.data, `${path}.input_audio.data`, 'the audio as base64');
       optionalString(audio.format, `${path}.input_audio.format`);
+      addMedia(media, audio.data);
       break;
     }
     case 'file':
       if (!isObject(part.file)) invalid(`${path}.file`, `${path}.file must be an object.`);
+      addMedia(media, part.file.file_data);
       break;
   }
 }
@@ -77,7 +94,7 @@ function checkToolCalls(calls: unknown, path: string): number {
   return calls.length;
 }
 
-function checkContent(m: Json, role: string, path: string, hasToolCalls: boolean): void {
+function checkContent(m: Json, role: string, path: string, hasToolCalls: boolean, media: Media): void {
   const content = m.content;
   if (!given(content)) {
     // The SDKs write an assistant turn that only called tools (or refused) back with content null.
@@ -90,14 +107,14 @@ function checkContent(m: Json, role: string, path: string, hasToolCalls: boolean
   if (typeof content === 'string') return;
   if (!Array.isArray(content))
     invalid(`${path}.content`, `${path}.content must be a string or an array of content parts.`);
-  for (let j = 0; j < content.length; j++) checkPart(content[j], role, `${path}.content[${j}]`);
+  for (let j = 0; j < content.length; j++) checkPart(content[j], role, `${path}.content[${j}]`, media);
 }
 
 /**
  * Checks every turn; returns the turns to send upstream when one had to change (developer), or
- * null when the client's own are sent.
+ * null when the client's own are sent. Image, audio and file parts are added up in `media`.
  */
-export function checkMessages(messages: unknown): unknown[] | null {
+export function checkMessages(messages: unknown, media: Media): unknown[] | null {
   if (!given(messages)) invalid('messages', 'messages is required: an array of {role, content} turns.');
   if (!Array.isArray(messages)) invalid('messages', 'messages must be an array of {role, content} turns.');
   if (messages.length === 0) invalid('messages', 'messages must contain at least one turn.');
@@ -116,7 +133,7 @@ export function checkMessages(messages: unknown): unknown[] | null {
         invalid(`${path}.tool_calls`, `${path}.tool_calls is allowed only in an assistant turn.`);
       calls = checkToolCalls(m.tool_calls, `${path}.tool_calls`);
     }
-    checkContent(m, role, path, calls > 0);
+    checkContent(m, role, path, calls > 0, media);
     if (role === 'tool')
       requiredString(m.tool_call_id, `${path}.tool_call_id`, 'the id of the tool call this turn answers');
     else optionalString(m.tool_call_id, `${path}.tool_call_id`);

@@ -1,5 +1,5 @@
 import { checkFields } from './chat-fields.js';
-import { checkMessages } from './chat-messages.js';
+import { type Media, checkMessages } from './chat-messages.js';
 import { checkFieldNames, fieldSet, parseJsonBody, stringifyExact } from './json-body.js';
 import { type Json, invalid, isObject, optionalNumber } from './request-checks.js';
 
@@ -21,6 +21,8 @@ export interface ChatRequest {
    * a stream is otherwise untouched and the client sent no stream_options (see upstreamBody).
    */
   addUsage: boolean;
+  /** Image, audio and file parts, and their encoded characters: what the prompt estimate leaves out. */
+  media: Media;
 }
 
 // The fields OpenAI's chat API, Ollama and vLLM decode at each position of a request. A key that
@@ -170,7 +172,8 @@ export function validateChatRequest(body: Json): ChatRequest {
   if (model === undefined || model === null) invalid('model', 'model is required: name the model of your deployment.');
   if (typeof model !== 'string' || model === '') invalid('model', 'model must be a non-empty string.');
 
-  const outMessages = checkMessages(body.messages);
+  const media: Media = { parts: 0, chars: 0 };
+  const outMessages = checkMessages(body.messages, media);
   if (outMessages !== null) rewrite = true;
 
   optionalNumber(body.temperature, 'temperature', 0, 2);
@@ -221,6 +224,7 @@ export function validateChatRequest(body: Json): ChatRequest {
     includeUsage: streaming && includeUsage,
     rewritten,
     addUsage: askUsage && !rewrite,
+    media,
   };
 }
 

@@ -75,11 +75,18 @@ export function reasoningCount(usage: unknown): number | null {
     : null;
 }
 
-/** What a plain answer's usage counts: each count as tokenCount takes it, 0 where it is not one. */
-export function usageOf(body: Record<string, unknown>): { prompt: number; completion: number; reasoning: number } {
+/**
+ * What a plain answer's usage counts: each count as tokenCount takes it, 0 where it is not one;
+ * the prompt null then (it is estimated: prompt-estimate.ts).
+ */
+export function usageOf(body: Record<string, unknown>): {
+  prompt: number | null;
+  completion: number;
+  reasoning: number;
+} {
   const u = body.usage as { prompt_tokens?: unknown; completion_tokens?: unknown } | null | undefined;
   return {
-    prompt: tokenCount(u?.prompt_tokens) ?? 0,
+    prompt: tokenCount(u?.prompt_tokens),
     completion: tokenCount(u?.completion_tokens) ?? 0,
     reasoning: reasoningCount(u) ?? 0,
   };

@@ -9,8 +9,9 @@
  * refused to start on its own store (store validation); on PostgreSQL the flush failed for ever
  * (NOT NULL / bigint), taking every other key's counts of that daemon with it.
  * Now one function (safeTokenCount) turns a reported count into a token count: a whole number
- * from 0 to MAX_EXCHANGE_TOKENS, anything else is "not reported" (a plain answer counts 0, a
- * stream counts its content events as completion tokens, as when the usage chunk is absent).
+ * from 0 to MAX_EXCHANGE_TOKENS, anything else is "not reported" (a plain answer's completion
+ * counts 0, a stream's its content events, as when the usage chunk is absent; the prompt is
+ * charged its estimate, prompt-estimate.ts).
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { DaemonClient } from '../../cli/daemon-client.js';
@@ -97,14 +98,22 @@ describe.each([
         expect({ usage, stream, status: r.status }).toEqual({ usage, stream, status: 200 });
       }
     }
-    // Counted per exchange: a sane usage as reported; a hostile one as not reported (0 in a plain
-    // answer; in a stream the prompt 0 and the completion its one content event). The sixth
-    // hostile text has sane prompt and completion counts: only its reasoning count is refused.
-    const hostilePlain = { prompt: 0, completion: 0 };
-    const hostileStream = { prompt: 0, completion: 1 };
+    // Counted per exchange: a sane usage as reported; a hostile one as not reported: the prompt
+    // then charged its estimate (a quarter of the request's length: prompt-estimate.ts; a stream
+    // goes up with the 40 characters of the usage option spliced in), the completion 0 in a plain
+    // answer and its one content event in a stream. The sixth hostile text has sane prompt and
+    // completion counts: only its reasoning count is refused.
+    const estimate = (usage: string, stream: boolean): number =>
+      Math.ceil((Buffer.byteLength(JSON.stringify(chatBody(`usage:${usage}`, { stream }))) + (stream ? 40 : 0)) / 4);
+    const hostilePrompts = HOSTILE.filter((_, i) => i !== 5).reduce(
+      (sum, u) => sum + estimate(u, false) + estimate(u, true),
+      0,
+    );
+    const hostilePlain = { completion: 0 };
+    const hostileStream = { completion: 1 };
     const expected: Counts = {
       requests: 2 * (HOSTILE.length + 1),
-      promptTokens: (HOSTILE.length - 1) * (hostilePlain.prompt + hostileStream.prompt) + 2 * 3 + 2 * 3,
+      promptTokens: hostilePrompts + 2 * 3 + 2 * 3,
       completionTokens: (HOSTILE.length - 1) * (hostilePlain.completion + hostileStream.completion) + 2 * 2 + 2 * 2,
       reasoningTokens: 2 * 1,
       errors: 0,

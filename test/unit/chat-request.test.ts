@@ -14,6 +14,8 @@ function refusal(body: Record<string, unknown>): { code: string; param: string |
   throw new Error('accepted');
 }
 
+const NO_MEDIA = { parts: 0, chars: 0 };
+
 describe('chat request validation (SPEC 2.4 and 8)', () => {
   it('accepts a valid body and forwards the bytes untouched', () => {
     expect(validateChatRequest({ ...base, temperature: 0, top_p: 1, max_tokens: 5 })).toEqual({
@@ -22,6 +24,7 @@ describe('chat request validation (SPEC 2.4 and 8)', () => {
       includeUsage: false,
       rewritten: null,
       addUsage: false,
+      media: NO_MEDIA,
     });
   });
 
@@ -213,6 +216,8 @@ describe('chat request validation (SPEC 2.4 and 8)', () => {
       includeUsage: false,
       rewritten: null,
       addUsage: false,
+      // The image and audio parts, and their 26 + 4 characters: what the prompt estimate counts apart.
+      media: { parts: 2, chars: 30 },
     });
   });
 
@@ -223,7 +228,14 @@ describe('chat request validation (SPEC 2.4 and 8)', () => {
   it('asks the upstream for usage on every stream and remembers whether the client asked', () => {
     // No stream_options: the client's bytes are kept, the option spliced in.
     const plain = validateChatRequest({ ...base, stream: true });
-    expect(plain).toEqual({ model: 'gemma4:26b', stream: true, includeUsage: false, rewritten: null, addUsage: true });
+    expect(plain).toEqual({
+      model: 'gemma4:26b',
+      stream: true,
+      includeUsage: false,
+      rewritten: null,
+      addUsage: true,
+      media: NO_MEDIA,
+    });
     const raw = Buffer.from(` \n\t{"model":"gemma4:26b","stream":true,"messages":[{"role":"user","content":"{x}"}]}`);
     const sent = upstreamBody(raw, plain);
     expect(JSON.parse(sent.toString())).toEqual({
@@ -239,6 +251,7 @@ describe('chat request validation (SPEC 2.4 and 8)', () => {
       includeUsage: false,
       rewritten: { ...base, stream: true, stream_options: { include_usage: true } },
       addUsage: false,
+      media: NO_MEDIA,
     });
     const merged = validateChatRequest({ ...base, stream: true, stream_options: { include_usage: false, extra: 1 } });
     expect(JSON.parse(upstreamBody(Buffer.from('{}'), merged).toString())).toEqual({
@@ -256,7 +269,14 @@ describe('chat request validation (SPEC 2.4 and 8)', () => {
       stream_options: { include_usage: true },
     });
     const asked = validateChatRequest({ ...base, stream: true, stream_options: { include_usage: true } });
-    expect(asked).toEqual({ model: 'gemma4:26b', stream: true, includeUsage: true, rewritten: null, addUsage: false });
+    expect(asked).toEqual({
+      model: 'gemma4:26b',
+      stream: true,
+      includeUsage: true,
+      rewritten: null,
+      addUsage: false,
+      media: NO_MEDIA,
+    });
     expect(upstreamBody(raw, asked)).toBe(raw);
   });
 });

@@ -1,0 +1,24 @@
+import type { Media } from './chat-messages.js';
+
+/**
+ * Tokens charged for a prompt the model server had but never counted for us.
+ *
+ * The model server reports a prompt's tokens only at the end of its answer (the usage of a plain
+ * answer, the last chunk of a stream). A client that left before then, or an answer that broke
+ * off, had its prompt counted as 0: a key could send a long prompt, read the first token and hang
+ * up, again and again, and the GPU's prefill cost it nothing against its tpm or in its usage. Such
+ * a prompt is charged an estimate instead: OpenAI's rule of thumb of about four characters of text
+ * per token, over the request as it was sent (its JSON syntax standing in for the chat template's
+ * tokens), with each image, audio or file part counted as MEDIA_TOKENS instead of by its encoded
+ * size (a 1 MiB data URL is not 260,000 tokens).
+ */
+
+/** Tokens per image, audio or file part: what gemma's vision encoder makes of one image. */
+export const MEDIA_TOKENS = 256;
+const CHARS_PER_TOKEN = 4;
+
+/** `bodyLength`: the length of the body sent upstream (bytes, or characters when it was rewritten). */
+export function estimatePromptTokens(bodyLength: number, media: Media): number {
+  const text = Math.max(0, bodyLength - media.chars);
+  return Math.max(1, Math.ceil(text / CHARS_PER_TOKEN) + media.parts * MEDIA_TOKENS);
+}
