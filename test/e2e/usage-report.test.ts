@@ -172,15 +172,18 @@ describe('ob-proxy usage', () => {
       completion: u.reduce((n, x) => n + x.completion_tokens, 0),
     };
 
-    // ci-bot leaves before the (slow) answer comes.
+    // ci-bot leaves before the (slow) answer comes: the model server had its prompt and never
+    // counted it, so it is charged its estimate (a quarter of the body's length: prompt-estimate.ts).
+    const botBody = JSON.stringify(
+      hello(GEMMA, { messages: [{ role: 'user', content: 'slow [[sim firstTokenDelayMs=10000]]' }] }),
+    );
+    expected.bot = { prompt: Math.ceil(Buffer.byteLength(botBody) / 4), completion: 0 };
     const ac = new AbortController();
     const left = fetch(`${serve.baseUrl}/v1/chat/completions`, {
       method: 'POST',
       signal: ac.signal,
       headers: { authorization: `Bearer ${bot.secret}`, 'content-type': 'application/json' },
-      body: JSON.stringify(
-        hello(GEMMA, { messages: [{ role: 'user', content: 'slow [[sim firstTokenDelayMs=10000]]' }] }),
-      ),
+      body: botBody,
     }).catch(() => 'aborted');
     await eventually(
       async () => (await sim.requests()).some((r) => JSON.stringify(r.body).includes('slow [[sim')),
@@ -230,7 +233,7 @@ describe('ob-proxy usage', () => {
       name: 'ci-bot',
       status: 'active',
       requests: 1,
-      promptTokens: 0,
+      promptTokens: expected.bot!.prompt,
       completionTokens: 0,
       reasoningTokens: 0,
       errors: 0,
@@ -330,7 +333,7 @@ describe('ob-proxy usage', () => {
     expect(lines[4]).toMatch(new RegExp(`^${ids.idle}\\s+idle\\s+active\\s+0\\s+0\\s+0\\s+0\\s+0\\s+0\\s+-\\s+-$`));
     expect(lines[5]).toMatch(
       new RegExp(
-        `^TOTAL\\s+3 keys\\s+5\\s+${expected.d1!.prompt}\\s+${expected.d1!.completion}\\s+0\\s+1\\s+1\\s+\\S+Z\\s+\\S+Z$`,
+        `^TOTAL\\s+3 keys\\s+5\\s+${expected.d1!.prompt + expected.bot!.prompt}\\s+${expected.d1!.completion}\\s+0\\s+1\\s+1\\s+\\S+Z\\s+\\S+Z$`,
       ),
     );
     expect(lines).toHaveLength(6);
