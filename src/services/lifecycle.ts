@@ -423,17 +423,36 @@ export class LifecycleService {
 
   /** Revocations take effect at once in memory; the write follows. */
   private revokeAllInMemory(instanceId: string, reason: RevokeReason): { mutations: Mutation[]; events: AuditEvent[] } {
+    const now = this.now();
+    const r = this.revocationsOf(instanceId, reason, now);
+    for (const key of r.keys) this.reg.revoke(key, now, reason);
+    return r;
+  }
+
+  /**
+   * The writes and audit events that revoke every active key of an instance, nothing applied:
+   * a halt applies them in memory first (revokeAllInMemory), a pack end only once its conditional
+   * write went through (endPack).
+   */
+  private revocationsOf(
+    instanceId: string,
+    reason: RevokeReason,
+    now: string,
+  ): { keys: KeyRecord[]; mutations: Mutation[]; events: AuditEvent[] } {
+    const keys: KeyRecord[] = [];
     const mutations: Mutation[] = [];
     const events: AuditEvent[] = [];
-    const now = this.now();
     for (const key of this.reg.keysOf(instanceId)) {
       if (key.status !== 'active') continue;
-      this.reg.revoke(key, now, reason);
       const ev = this.event({ type: 'key.revoked', instance: instanceId, keyId: key.id, keyName: key.name, reason });
-      mutations.push({ op: 'putKey', key: { ...key } }, { op: 'appendEvent', event: ev });
+      keys.push(key);
+      mutations.push(
+        { op: 'putKey', key: { ...key, status: 'revoked', revokedAt: now, revokeReason: reason } },
+        { op: 'appendEvent', event: ev },
+      );
       events.push(ev);
     }
-    return { mutations, events };
+    return { keys, mutations, events };
   }
 
   /**
@@ -555,23 +574,7 @@ export class LifecycleService {
     if (this.deps.store.subscribe === undefined) return this.haltLocked(inst, 'stopped', 'pack_ended');
     const now = this.now();
     const updated: Instance = { ...inst, state: 'stopped', updatedAt: now };
-    const mutations: Mutation[] = [];
-    const events: AuditEvent[] = [];
-    for (const key of this.reg.keysOf(inst.id)) {
-      if (key.status !== 'active') continue;
-      const ev = this.event({
-        type: 'key.revoked',
-        instance: inst.id,
-        keyId: key.id,
-        keyName: key.name,
-        reason: 'pack_ended',
-      });
-      mutations.push(
-        { op: 'putKey', key: { ...key, status: 'revoked', revokedAt: now, revokeReason: 'pack_ended' } },
-        { op: 'appendEvent', event: ev },
-      );
-      events.push(ev);
-    }
+    const { mutations, events } = this.revocationsOf(inst.id, 'pack_ended', now);
     const ev = this.event({ type: 'instance.state', instance: inst.id, state: 'stopped', reason: 'pack_ended' });
     events.push(ev);
     try {
