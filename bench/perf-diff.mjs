@@ -11,7 +11,7 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { startVariant } from './native-harness.mjs';
 import { bodies } from './scenarios.mjs';
@@ -32,6 +32,7 @@ if (positionals.length === 0) {
   process.exit(2);
 }
 const HZ = 1999;
+const ROOT = resolve(import.meta.dirname, '..');
 const seconds = Number(a.seconds);
 const tmp = mkdtempSync(join(tmpdir(), 'obperf-'));
 const bodyFile = join(tmp, 'body.json');
@@ -66,20 +67,25 @@ async function sample(spec, round) {
     await new Promise((r) => perf.once('exit', r));
     const report = execFileSync(
       'perf',
-      ['report', '-i', out, '--stdio', '-q', '--no-children', '--sort', 'dso,sym', '-F', 'sample,dso,sym'],
-      {
-        encoding: 'utf8',
-        maxBuffer: 64 << 20,
-      },
+      ['report', '-i', out, '--stdio', '-q', '--no-children', '--sort', 'dso,sym', '-F', 'sample,dso,sym', '-t', '|'],
+      { encoding: 'utf8', maxBuffer: 64 << 20 },
     );
     const bySym = new Map();
     for (const line of report.split('\n')) {
-      const m = /^\s*(\d+)\s+(\S+)\s+\[[^\]]*\]\s+(.*)$/.exec(line);
-      if (m === null) continue;
-      // A JIT frame's map is named by the process id: one name for every run.
-      const dso = m[2].replace(/^perf-\d+\.map$/, 'JIT');
-      const name = `${m[3].trim().replace(/\s+/g, ' ').slice(0, 90)} (${dso})`;
-      bySym.set(name, (bySym.get(name) ?? 0) + Number(m[1]));
+      const [n, dsoField, symField] = line.split('|');
+      if (symField === undefined || !/^\s*\d+\s*$/.test(n)) continue;
+      // JIT frames are "[JIT] tid N" (named by --perf-basic-prof): one name for every run.
+      const dso = dsoField.trim().replace(/^\[JIT\] tid \d+$/, 'JIT');
+      const sym = symField
+        .trim()
+        .replace(/^\[[.k]\]\s*/, '')
+        .replace(/\s+/g, ' ')
+        .replace('file:///', '/')
+        .replace(`${ROOT}/`, '')
+        // Another build's files: named as this one's, so that the same function pairs up.
+        .replace(/\/\S*?\/dist\//, 'dist/');
+      const name = `${sym.slice(0, 100)} (${dso})`;
+      bySym.set(name, (bySym.get(name) ?? 0) + Number(n));
     }
     return { bySym, requests: w.requests, rps: w.rps };
   } finally {
@@ -100,7 +106,8 @@ for (let round = 0; round < Number(a.rounds); round++) {
     );
   }
 }
-rmSync(tmp, { recursive: true, force: true });
+if (!process.env.KEEP_PERF) rmSync(tmp, { recursive: true, force: true });
+else console.log(`perf data kept in ${tmp}`);
 
 // µs per request by symbol, over all rounds of a variant.
 const perReq = results.map((r) => {
