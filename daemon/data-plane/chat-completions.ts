@@ -4,7 +4,7 @@ import { ObProxyError, obError } from '../../src/errors.js';
 import { completionId } from '../../src/ids.js';
 import { type ChatRequest, parseChatBody, upstreamBody, validateChatRequest } from '../../src/wire/chat-request.js';
 import type { DaemonContext } from '../context.js';
-import { estimatePromptTokens } from '../../src/wire/prompt-estimate.js';
+import { estimateCompletionTokens, estimatePromptTokens, learnPace } from '../../src/wire/prompt-estimate.js';
 import { RequestObserver } from '../metrics/request-observer.js';
 import type { Waiter } from './admission.js';
 import { type AuthContext, recheck, refuse } from './auth-hook.js';
@@ -241,7 +241,8 @@ function proxy(
   body: Buffer | string,
   slot: string | null,
 ): PlainRelay | StreamRelay {
-  ctx.usage.record(auth.key, ctx.clock.now(), 0, 0);
+  const sentAt = ctx.clock.now();
+  ctx.usage.record(auth.key, sentAt, 0, 0);
   const live = ctx.live.counter(auth.instance.id);
   live.requests += 1;
   if (chat.stream) live.openStreams += 1;
@@ -258,13 +259,18 @@ function proxy(
     reqId: request.id,
     clock: ctx.clock,
     // Called once, when the exchange is over: it leaves the in-flight set then.
-    countTokens: (reported, completion, reasoning, outcome) => {
+    countTokens: (reported, counted, reasoning, outcome) => {
       inflight.delete(relay);
       const prompt = reported ?? estimatePromptTokens(bodyLength, media);
+      const now = ctx.clock.now();
+      let completion = counted;
+      if (outcome === 'ok') live.tokensPerMs = learnPace(live.tokensPerMs, completion, now - sentAt);
+      else if (outcome === 'disconnect' && !stream && completion === 0)
+        completion = estimateCompletionTokens(live.tokensPerMs, now - sentAt);
       if (slot !== null) ctx.admission?.leave(slot);
       ctx.usage.finished(auth.key, { prompt, completion, reasoning, outcome });
       const tpm = auth.key.limits.tpm;
-      if (tpm !== null) ctx.keyLimits.chargeTokens(auth.key.id, prompt + completion, ctx.clock.now(), tpm);
+      if (tpm !== null) ctx.keyLimits.chargeTokens(auth.key.id, prompt + completion, now, tpm);
       live.tokens += completion;
       if (outcome === 'error') live.errors += 1;
       if (stream) live.openStreams -= 1;

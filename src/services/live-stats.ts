@@ -7,6 +7,12 @@ export interface LiveCounter {
   tokens: number;
   errors: number;
   openStreams: number;
+  /**
+   * Completion tokens per millisecond a request of this instance is with its model server, from
+   * its answers so far (0 before the first): what a plain answer its client left is charged by
+   * (prompt-estimate.ts).
+   */
+  tokensPerMs: number;
 }
 
 /** One instance's last samples, oldest first; each sample covers `sampleMs[i]` milliseconds. */
@@ -62,7 +68,7 @@ export class LiveStats {
     let s = this.series.get(instance);
     if (s === undefined) {
       s = {
-        counter: { requests: 0, tokens: 0, errors: 0, openStreams: 0 },
+        counter: { requests: 0, tokens: 0, errors: 0, openStreams: 0, tokensPerMs: 0 },
         seen: { requests: 0, tokens: 0, errors: 0 },
         requests: [],
         tokens: [],

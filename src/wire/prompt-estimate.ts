@@ -22,3 +22,25 @@ export function estimatePromptTokens(bodyLength: number, media: Media): number {
   const text = Math.max(0, bodyLength - media.chars);
   return Math.max(1, Math.ceil(text / CHARS_PER_TOKEN) + media.parts * MEDIA_TOKENS);
 }
+
+/**
+ * A plain answer whose client left: the model server had been writing it, but sends nothing until
+ * it is done, so what it wrote is never reported. Charged as the instance's recent pace (completion
+ * tokens per millisecond with the model server, learned by `learnPace`) times how long this request
+ * was with it; 0 before any answer has been seen. Streams need none: their content events are counted.
+ */
+export function estimateCompletionTokens(tokensPerMs: number, elapsedMs: number): number {
+  return elapsedMs > 0 ? Math.floor(tokensPerMs * elapsedMs) : 0;
+}
+
+/** Answers shorter than this say little about the pace (a cached prompt, a one-token reply). */
+const MIN_PACE_MS = 50;
+/** Each answer moves the pace a fifth of the way: a few answers follow a change of model or load. */
+const PACE_WEIGHT = 0.2;
+
+/** The instance's pace after an answer of `tokens` completion tokens that took `elapsedMs`. */
+export function learnPace(pace: number, tokens: number, elapsedMs: number): number {
+  if (tokens <= 0 || elapsedMs < MIN_PACE_MS) return pace;
+  const sample = tokens / elapsedMs;
+  return pace === 0 ? sample : pace + (sample - pace) * PACE_WEIGHT;
+}

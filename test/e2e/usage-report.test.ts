@@ -215,6 +215,11 @@ describe('ob-proxy usage', () => {
       return r.packs[0]?.keys.find((k) => k.name === 'ci-bot')?.disconnects === 1 ? r : undefined;
     }, 'the disconnect to be counted');
     const at = expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+    // Its completion too: the instance's pace times the few milliseconds the model server had the
+    // request before the client left (prompt-estimate.ts); a real clock, so read, and bounded.
+    const botCompletion = report.packs[0]!.keys.find((k) => k.name === 'ci-bot')!.completionTokens;
+    expect(Number.isSafeInteger(botCompletion) && botCompletion >= 0 && botCompletion < 1000).toBe(true);
+    expected.bot!.completion = botCompletion;
     const d1: KeyRow = {
       id: ids.d1!,
       name: 'default',
@@ -234,7 +239,7 @@ describe('ob-proxy usage', () => {
       status: 'active',
       requests: 1,
       promptTokens: expected.bot!.prompt,
-      completionTokens: 0,
+      completionTokens: expected.bot!.completion,
       reasoningTokens: 0,
       errors: 0,
       disconnects: 1,
@@ -333,7 +338,7 @@ describe('ob-proxy usage', () => {
     expect(lines[4]).toMatch(new RegExp(`^${ids.idle}\\s+idle\\s+active\\s+0\\s+0\\s+0\\s+0\\s+0\\s+0\\s+-\\s+-$`));
     expect(lines[5]).toMatch(
       new RegExp(
-        `^TOTAL\\s+3 keys\\s+5\\s+${expected.d1!.prompt + expected.bot!.prompt}\\s+${expected.d1!.completion}\\s+0\\s+1\\s+1\\s+\\S+Z\\s+\\S+Z$`,
+        `^TOTAL\\s+3 keys\\s+5\\s+${expected.d1!.prompt + expected.bot!.prompt}\\s+${expected.d1!.completion + expected.bot!.completion}\\s+0\\s+1\\s+1\\s+\\S+Z\\s+\\S+Z$`,
       ),
     );
     expect(lines).toHaveLength(6);
