@@ -10,25 +10,12 @@
  * catch-up period, as documented for lost notifications.
  */
 import { type Server, type Socket, createServer, connect } from 'node:net';
-import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { DaemonClient } from '../../cli/daemon-client.js';
-import {
-  type ServeProcess,
-  type SimProcess,
-  eventually,
-  startServe,
-  startSimulate,
-  tmpHome,
-} from '../helpers/processes.js';
+import { type SimProcess, eventually, startSimulate } from '../helpers/processes.js';
 import { type TestDatabase, freshDatabase } from '../helpers/postgres.js';
+import { ServeNodes, modelsStatus } from '../helpers/serve-nodes.js';
 
 const MODEL = 'gemma4:26b';
-
-interface Node {
-  serve: ServeProcess;
-  api: DaemonClient;
-}
 
 /**
  * A TCP relay to PostgreSQL that can silence the connections that sent LISTEN: from then on it
@@ -84,21 +71,7 @@ class SilencingRelay {
 let sim: SimProcess;
 let db: TestDatabase;
 let relay: SilencingRelay;
-const nodes: Node[] = [];
-
-async function startNode(url: string, env: Record<string, string>): Promise<Node> {
-  const home = await tmpHome();
-  const serve = await startServe(home, ['--store', url], env);
-  const n = { serve, api: new DaemonClient(join(home, 'ob-proxy.sock')) };
-  nodes.push(n);
-  return n;
-}
-
-async function statusOn(n: Node, secret: string): Promise<number> {
-  const res = await fetch(`${n.serve.baseUrl}/v1/models`, { headers: { authorization: `Bearer ${secret}` } });
-  await res.arrayBuffer();
-  return res.status;
-}
+const nodes = new ServeNodes();
 
 beforeAll(async () => {
   sim = await startSimulate([MODEL], ['--chunks', '1']);
@@ -106,10 +79,7 @@ beforeAll(async () => {
   relay = new SilencingRelay(new URL(db.url));
 });
 afterAll(async () => {
-  for (const n of nodes) {
-    await n.api.close().catch(() => {});
-    await n.serve.stop();
-  }
+  await nodes.stopAll();
   await relay?.close();
   await db?.drop();
   await sim?.stop();
@@ -117,23 +87,23 @@ afterAll(async () => {
 
 it('a silently dropped LISTEN connection does not hold up the catch-up read', async () => {
   const env = { OB_PROXY_STORE_CATCHUP_MS: '250' };
-  const a = await startNode(db.url, env);
+  const a = await nodes.start(db.url, env);
   const viaRelay = new URL(db.url);
   viaRelay.port = String(await relay.listen());
-  const b = await startNode(viaRelay.toString(), env);
+  const b = await nodes.start(viaRelay.toString(), env);
 
   await a.api.addInstance({ id: 'gpu-1', model: MODEL, endpoint: sim.url });
   await a.api.ready('gpu-1', { wait: true });
   const key = await a.api.createKey('gpu-1', 'team');
-  await eventually(async () => (await statusOn(b, key.secret)) === 200, 'B serves the key');
+  await eventually(async () => (await modelsStatus(b, key.secret)) === 200, 'B serves the key');
 
   expect(relay.silenceListeners()).toBe(1);
   await a.api.revokeKey(key.id);
   // Within a few catch-up periods (250 ms each); the session check's time-out was 10 s.
-  await eventually(async () => (await statusOn(b, key.secret)) === 401, 'B refuses the revoked key', 6_000);
+  await eventually(async () => (await modelsStatus(b, key.secret)) === 401, 'B refuses the revoked key', 6_000);
   // B is still in sync (its reads go through other connections) and hears later changes too.
   const next = await a.api.createKey('gpu-1', 'next');
-  await eventually(async () => (await statusOn(b, next.secret)) === 200, 'B serves a key created later', 4_000);
+  await eventually(async () => (await modelsStatus(b, next.secret)) === 200, 'B serves a key created later', 4_000);
   // And it replaced the silent connection (its time-out is 3 s): notifications reach it again.
   await eventually(
     () => b.serve.lines.some((l) => l.includes('session connection lost') && l.includes('opening another')),

@@ -9,53 +9,23 @@
  * the keys again (it refused them from the old packEndsAt meanwhile, as every daemon does), and
  * nothing is revoked.
  */
-import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { DaemonClient } from '../../cli/daemon-client.js';
-import {
-  type ServeProcess,
-  type SimProcess,
-  eventually,
-  startServe,
-  startSimulate,
-  tmpHome,
-} from '../helpers/processes.js';
+import { type SimProcess, eventually, startSimulate } from '../helpers/processes.js';
 import { type TestDatabase, freshDatabase } from '../helpers/postgres.js';
+import { ServeNodes, modelsStatus } from '../helpers/serve-nodes.js';
 
 const MODEL = 'gemma4:26b';
 
-interface Node {
-  serve: ServeProcess;
-  api: DaemonClient;
-}
-
 let sim: SimProcess;
 let db: TestDatabase;
-const nodes: Node[] = [];
-
-async function startNode(env: Record<string, string>): Promise<Node> {
-  const home = await tmpHome();
-  const serve = await startServe(home, ['--store', db.url], env);
-  const n = { serve, api: new DaemonClient(join(home, 'ob-proxy.sock')) };
-  nodes.push(n);
-  return n;
-}
-
-async function statusOn(n: Node, secret: string): Promise<number> {
-  const res = await fetch(`${n.serve.baseUrl}/v1/models`, { headers: { authorization: `Bearer ${secret}` } });
-  await res.arrayBuffer();
-  return res.status;
-}
+const nodes = new ServeNodes();
 
 beforeAll(async () => {
   sim = await startSimulate([MODEL], ['--chunks', '1']);
   db = await freshDatabase();
 });
 afterAll(async () => {
-  for (const n of nodes) {
-    await n.api.close().catch(() => {});
-    await n.serve.stop();
-  }
+  await nodes.stopAll();
   await db?.drop();
   await sim?.stop();
 }, 60_000);
@@ -63,8 +33,8 @@ afterAll(async () => {
 it('a pack extended through A just before B ends it stays extended, and its keys keep working', async () => {
   // B first, so it holds the chores (it ends packs); it hears A's changes only when it asks
   // (notifications dropped, a catch-up read every 25 s): the extension reaches it late.
-  const b = await startNode({ OB_PROXY_TEST_NO_NOTIFY: '1', OB_PROXY_STORE_CATCHUP_MS: '25000' });
-  const a = await startNode({});
+  const b = await nodes.start(db.url, { OB_PROXY_TEST_NO_NOTIFY: '1', OB_PROXY_STORE_CATCHUP_MS: '25000' });
+  const a = await nodes.start(db.url, {});
   expect((await b.api.status()).storeSync?.holdsChores).toBe(true);
 
   const endsAt = new Date(Date.now() + 5000).toISOString();
@@ -73,18 +43,18 @@ it('a pack extended through A just before B ends it stays extended, and its keys
   const key = await b.api.createKey('gpu-1', 'team');
   const later = new Date(Date.now() + 3_600_000).toISOString();
   expect((await a.api.extend('gpu-1', later)).packEndsAt).toBe(later);
-  await eventually(async () => (await statusOn(a, key.secret)) === 200, 'A serves the key');
+  await eventually(async () => (await modelsStatus(a, key.secret)) === 200, 'A serves the key');
 
   // Past the old pack end, B's timer has acted once B serves the key again (it heard the
   // extension) or A refuses it (it heard the pack end). Until then B refuses it from its memory.
   await eventually(
     async () =>
       Date.now() > Date.parse(endsAt) &&
-      ((await statusOn(b, key.secret)) === 200 || (await statusOn(a, key.secret)) !== 200),
+      ((await modelsStatus(b, key.secret)) === 200 || (await modelsStatus(a, key.secret)) !== 200),
     "B's pack timer to act",
     15_000,
   );
-  expect([await statusOn(a, key.secret), await statusOn(b, key.secret)]).toEqual([200, 200]);
+  expect([await modelsStatus(a, key.secret), await modelsStatus(b, key.secret)]).toEqual([200, 200]);
   for (const n of [a, b]) {
     const inst = await n.api.getInstance('gpu-1');
     expect([inst.state, inst.packEndsAt]).toEqual(['ready', later]);

@@ -12,47 +12,20 @@
  * revocation it knows that the database lacks ("revoked wins", as the lowdb store does with
  * its revocation journal): each revocation is refused by every daemon, old and new.
  */
-import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { DaemonClient } from '../../cli/daemon-client.js';
-import {
-  type ServeProcess,
-  type SimProcess,
-  eventually,
-  startServe,
-  startSimulate,
-  tmpHome,
-} from '../helpers/processes.js';
+import { type SimProcess, eventually, startSimulate } from '../helpers/processes.js';
 import { type TestDatabase, freshDatabase } from '../helpers/postgres.js';
+import { ServeNodes, modelsStatus } from '../helpers/serve-nodes.js';
 
 const MODEL = 'gemma4:26b';
 const TABLES = ['ob_meta', 'ob_instances', 'ob_keys', 'ob_events', 'ob_changes'];
 const ENV = { OB_PROXY_STORE_CATCHUP_MS: '250' };
 
-interface Node {
-  serve: ServeProcess;
-  api: DaemonClient;
-}
-
 let sim: SimProcess;
 let db: TestDatabase;
 let admin: pg.Client;
-const nodes: Node[] = [];
-
-async function startNode(): Promise<Node> {
-  const home = await tmpHome();
-  const serve = await startServe(home, ['--store', db.url], ENV);
-  const n = { serve, api: new DaemonClient(join(home, 'ob-proxy.sock')) };
-  nodes.push(n);
-  return n;
-}
-
-async function statusOn(n: Node, secret: string): Promise<number> {
-  const res = await fetch(`${n.serve.baseUrl}/v1/models`, { headers: { authorization: `Bearer ${secret}` } });
-  await res.arrayBuffer();
-  return res.status;
-}
+const nodes = new ServeNodes();
 
 /** A backup as pg_dump takes it: a copy of every table of the store, and the event sequence. */
 async function backup(): Promise<number> {
@@ -77,43 +50,44 @@ beforeAll(async () => {
   await admin.connect();
 });
 afterAll(async () => {
-  for (const n of nodes) {
-    await n.api.close().catch(() => {});
-    await n.serve.stop();
-  }
+  await nodes.stopAll();
   await admin?.end();
   await db?.drop();
   await sim?.stop();
 }, 60_000);
 
 it('a database restored from an older backup: revocations made before and after it hold on every daemon', async () => {
-  const a = await startNode();
-  const b = await startNode();
+  const a = await nodes.start(db.url, ENV);
+  const b = await nodes.start(db.url, ENV);
   await a.api.addInstance({ id: 'gpu-1', model: MODEL, endpoint: sim.url });
   await a.api.ready('gpu-1', { wait: true });
   const early = await a.api.createKey('gpu-1', 'early');
   const late = await a.api.createKey('gpu-1', 'late');
   for (const n of [a, b])
     for (const k of [early, late])
-      await eventually(async () => (await statusOn(n, k.secret)) === 200, 'every daemon serves both keys');
+      await eventually(async () => (await modelsStatus(n, k.secret)) === 200, 'every daemon serves both keys');
   const seq = await backup();
 
   // Revoked after the backup was taken: enough changes that the daemons' numbers pass the backup's.
   await a.api.revokeKey(early.id);
   for (let i = 0; i < 3; i++) await a.api.revokeKey((await a.api.createKey('gpu-1', `filler-${i}`)).id);
   for (const n of [a, b])
-    await eventually(async () => (await statusOn(n, early.secret)) === 401, 'every daemon refuses the early key');
+    await eventually(async () => (await modelsStatus(n, early.secret)) === 401, 'every daemon refuses the early key');
 
   await restore(seq);
   // Revoked through A after the restore: its change number is one B had already passed.
   await a.api.revokeKey(late.id);
 
   for (const n of [a, b])
-    await eventually(async () => (await statusOn(n, late.secret)) === 401, 'every daemon refuses the late key', 10_000);
+    await eventually(
+      async () => (await modelsStatus(n, late.secret)) === 401,
+      'every daemon refuses the late key',
+      10_000,
+    );
   // A daemon started now reads the database: the early revocation was written back into it.
-  const c = await startNode();
+  const c = await nodes.start(db.url, ENV);
   await eventually(
-    async () => (await statusOn(c, early.secret)) === 401 && (await statusOn(c, late.secret)) === 401,
+    async () => (await modelsStatus(c, early.secret)) === 401 && (await modelsStatus(c, late.secret)) === 401,
     'a daemon started after the restore refuses both keys',
     10_000,
   );
@@ -133,5 +107,5 @@ it('a database restored from an older backup: revocations made before and after 
   // The key that was never revoked still works everywhere.
   const fresh = await a.api.createKey('gpu-1', 'after');
   for (const n of [a, b, c])
-    await eventually(async () => (await statusOn(n, fresh.secret)) === 200, 'every daemon serves a new key');
+    await eventually(async () => (await modelsStatus(n, fresh.secret)) === 200, 'every daemon serves a new key');
 }, 60_000);
