@@ -252,6 +252,7 @@ function proxy(
   const bodyLength = body.length;
   const media = chat.media;
   const stream = chat.stream;
+  const completionCap = chat.completionCap;
   const rc: RelayContext = {
     res,
     id: completionId(),
@@ -266,7 +267,7 @@ function proxy(
       let completion = counted;
       if (outcome === 'ok') live.tokensPerMs = learnPace(live.tokensPerMs, completion, now - sentAt);
       else if (outcome === 'disconnect' && !stream && completion === 0)
-        completion = estimateCompletionTokens(live.tokensPerMs, now - sentAt);
+        completion = estimateCompletionTokens(live.tokensPerMs, now - sentAt, completionCap);
       if (slot !== null) ctx.admission?.leave(slot);
       ctx.usage.finished(auth.key, { prompt, completion, reasoning, outcome });
       const tpm = auth.key.limits.tpm;

@@ -23,6 +23,8 @@ export interface ChatRequest {
   addUsage: boolean;
   /** Image, audio and file parts, and their encoded characters: what the prompt estimate leaves out. */
   media: Media;
+  /** The completion's cap as the model server reads it (max_tokens, else max_completion_tokens), or null. */
+  completionCap: number | null;
 }
 
 // The fields OpenAI's chat API, Ollama and vLLM decode at each position of a request. A key that
@@ -225,6 +227,7 @@ export function validateChatRequest(body: Json): ChatRequest {
     rewritten,
     addUsage: askUsage && !rewrite,
     media,
+    completionCap: ((body.max_tokens ?? body.max_completion_tokens) as number | null | undefined) ?? null,
   };
 }
 

@@ -1,4 +1,5 @@
 import type { Media } from './chat-messages.js';
+import { MAX_EXCHANGE_TOKENS } from './chat-response.js';
 
 /**
  * Tokens charged for a prompt the model server had but never counted for us.
@@ -28,9 +29,12 @@ export function estimatePromptTokens(bodyLength: number, media: Media): number {
  * it is done, so what it wrote is never reported. Charged as the instance's recent pace (completion
  * tokens per millisecond with the model server, learned by `learnPace`) times how long this request
  * was with it; 0 before any answer has been seen. Streams need none: their content events are counted.
+ * Never past the request's own cap (`max_tokens`), nor MAX_EXCHANGE_TOKENS: a model server that
+ * reported 100,000,000 tokens in a moment must not charge a later key billions.
  */
-export function estimateCompletionTokens(tokensPerMs: number, elapsedMs: number): number {
-  return elapsedMs > 0 ? Math.floor(tokensPerMs * elapsedMs) : 0;
+export function estimateCompletionTokens(tokensPerMs: number, elapsedMs: number, cap: number | null): number {
+  if (!(elapsedMs > 0)) return 0;
+  return Math.min(Math.floor(tokensPerMs * elapsedMs), cap ?? MAX_EXCHANGE_TOKENS, MAX_EXCHANGE_TOKENS);
 }
 
 /** Answers shorter than this say little about the pace (a cached prompt, a one-token reply). */

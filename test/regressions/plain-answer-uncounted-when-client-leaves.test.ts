@@ -48,11 +48,11 @@ afterAll(async () => {
 const usage = (): { promptTokens: number; completionTokens: number; disconnects: number } =>
   daemon.ctx.lifecycle.registry.keys.get(keyId)!.usage;
 
-function send(signal?: AbortSignal): Promise<string> {
+function send(signal?: AbortSignal, extra: Record<string, unknown> = {}): Promise<string> {
   return undiciRequest(`${daemon.ctx.baseUrl}/v1/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${secret}` },
-    body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'Write me a long story.' }] }),
+    body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'Write me a long story.' }], ...extra }),
     ...(signal === undefined ? {} : { signal }),
   }).then(
     (r) => r.body.text(),
@@ -84,4 +84,23 @@ it("a plain answer left while it was written is charged the instance's pace time
   expect(usage().completionTokens - before.completionTokens).toBe(30);
   // Its prompt as well (prompt-uncounted-when-client-leaves).
   expect(usage().promptTokens - before.promptTokens).toBeGreaterThan(0);
+});
+
+it("never past the request's own max_tokens: a fast pace does not charge what the model could not write", async () => {
+  // A fast answer moves the pace a fifth of the way: 0.01 + (40 / 50 - 0.01) / 5 = 0.168 a millisecond.
+  const fast = send();
+  await upstreamHas(2);
+  clock.advance(50);
+  expect((JSON.parse(await fast) as { usage: { completion_tokens: number } }).usage.completion_tokens).toBe(40);
+  const before = { ...usage() };
+
+  // 3,000 ms at that pace is 504 tokens; the request asked for at most 10.
+  const ac = new AbortController();
+  const left = send(ac.signal, { max_tokens: 10 });
+  await upstreamHas(3);
+  clock.advance(3000);
+  ac.abort();
+  expect(await left).toBe('left');
+  await eventually(() => usage().disconnects === before.disconnects + 1, 'the disconnect counted', 10_000);
+  expect(usage().completionTokens - before.completionTokens).toBe(10);
 });

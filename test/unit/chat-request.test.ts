@@ -25,6 +25,7 @@ describe('chat request validation (SPEC 2.4 and 8)', () => {
       rewritten: null,
       addUsage: false,
       media: NO_MEDIA,
+      completionCap: 5,
     });
   });
 
@@ -218,11 +219,15 @@ describe('chat request validation (SPEC 2.4 and 8)', () => {
       addUsage: false,
       // The image and audio parts, and their 26 + 4 characters: what the prompt estimate counts apart.
       media: { parts: 2, chars: 30 },
+      completionCap: null,
     });
   });
 
   it('carries max_completion_tokens as max_tokens (Ollama ignores the former)', () => {
     expect(validateChatRequest({ ...base, max_completion_tokens: 9 }).rewritten).toEqual({ ...base, max_tokens: 9 });
+    // The cap the model server keeps: max_tokens where both are given.
+    expect(validateChatRequest({ ...base, max_completion_tokens: 9 }).completionCap).toBe(9);
+    expect(validateChatRequest({ ...base, max_tokens: 4, max_completion_tokens: 9 }).completionCap).toBe(4);
   });
 
   it('asks the upstream for usage on every stream and remembers whether the client asked', () => {
@@ -235,6 +240,7 @@ describe('chat request validation (SPEC 2.4 and 8)', () => {
       rewritten: null,
       addUsage: true,
       media: NO_MEDIA,
+      completionCap: null,
     });
     const raw = Buffer.from(` \n\t{"model":"gemma4:26b","stream":true,"messages":[{"role":"user","content":"{x}"}]}`);
     const sent = upstreamBody(raw, plain);
@@ -252,6 +258,7 @@ describe('chat request validation (SPEC 2.4 and 8)', () => {
       rewritten: { ...base, stream: true, stream_options: { include_usage: true } },
       addUsage: false,
       media: NO_MEDIA,
+      completionCap: null,
     });
     const merged = validateChatRequest({ ...base, stream: true, stream_options: { include_usage: false, extra: 1 } });
     expect(JSON.parse(upstreamBody(Buffer.from('{}'), merged).toString())).toEqual({
@@ -276,6 +283,7 @@ describe('chat request validation (SPEC 2.4 and 8)', () => {
       rewritten: null,
       addUsage: false,
       media: NO_MEDIA,
+      completionCap: null,
     });
     expect(upstreamBody(raw, asked)).toBe(raw);
   });
