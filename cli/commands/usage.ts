@@ -28,10 +28,21 @@ export function parseSince(raw: string, now: number): string {
   }
 }
 
-const HEAD = ['REQUESTS', 'PROMPT', 'COMPLETION', 'REASONING', 'ERRORS', 'DISCONNECTS', 'FIRST USE', 'LAST USE'];
+// REASONING and ESTIMATED are parts of the token columns before them (docs/cli.md).
+const HEAD = [
+  'REQUESTS',
+  'PROMPT',
+  'COMPLETION',
+  'REASONING',
+  'ESTIMATED',
+  'ERRORS',
+  'DISCONNECTS',
+  'FIRST USE',
+  'LAST USE',
+];
 
 function cells(u: UsageCounts): string[] {
-  return [u.requests, u.promptTokens, u.completionTokens, u.reasoningTokens, u.errors, u.disconnects]
+  return [u.requests, u.promptTokens, u.completionTokens, u.reasoningTokens, u.estimatedTokens, u.errors, u.disconnects]
     .map(String)
     .concat(u.firstUsedAt ?? '-', u.lastUsedAt ?? '-');
 }

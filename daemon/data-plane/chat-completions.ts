@@ -260,22 +260,26 @@ function proxy(
     reqId: request.id,
     clock: ctx.clock,
     // Called once, when the exchange is over: it leaves the in-flight set then.
-    countTokens: (reported, counted, reasoning, outcome) => {
+    // What the model server did not report is charged by estimate, and counted as such (the
+    // receipt's estimatedTokens): a stream's completion as its content events, a plain answer
+    // left by its client at the instance's pace.
+    countTokens: (reportedPrompt, reportedCompletion, counted, reasoning, outcome) => {
       inflight.delete(relay);
-      const prompt = reported ?? estimatePromptTokens(bodyLength, media);
+      const prompt = reportedPrompt ?? estimatePromptTokens(bodyLength, media);
       const now = ctx.clock.now();
-      let completion = counted;
+      let completion = reportedCompletion ?? counted;
       if (outcome === 'ok') live.tokensPerMs = learnPace(live.tokensPerMs, completion, now - sentAt);
-      else if (outcome === 'disconnect' && !stream && completion === 0)
+      else if (outcome === 'disconnect' && !stream && reportedCompletion === null && counted === 0)
         completion = estimateCompletionTokens(live.tokensPerMs, now - sentAt, completionCap);
+      const estimated = (reportedPrompt === null ? prompt : 0) + (reportedCompletion === null ? completion : 0);
       if (slot !== null) ctx.admission?.leave(slot);
-      ctx.usage.finished(auth.key, { prompt, completion, reasoning, outcome });
+      ctx.usage.finished(auth.key, { prompt, completion, reasoning, estimated, outcome });
       const tpm = auth.key.limits.tpm;
       if (tpm !== null) ctx.keyLimits.chargeTokens(auth.key.id, prompt + completion, now, tpm);
       live.tokens += completion;
       if (outcome === 'error') live.errors += 1;
       if (stream) live.openStreams -= 1;
-      observer?.over(prompt, completion, reasoning);
+      observer?.over(prompt, completion, reasoning, estimated);
     },
     limits: ctx.config,
     deadlines: ctx.deadlines,

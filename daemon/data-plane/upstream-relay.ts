@@ -32,12 +32,19 @@ export interface RelayContext {
   reqId: string;
   /** For `created` where the model server's answer lacks one. */
   clock: { now(): number };
-  /** Called once, when the exchange is over, with what to count. */
   /**
-   * `prompt` null: the model server had the prompt (it answered 200, or the client left while it
-   * had it) but no prompt count came back; the caller charges an estimate (prompt-estimate.ts).
+   * Called once, when the exchange is over, with what to count. `prompt` null: the model server
+   * had the prompt (it answered 200, or the client left while it had it) but no prompt count came
+   * back; the caller charges an estimate (prompt-estimate.ts). `completion` null: no completion
+   * count came back; `counted` is what the relay saw instead (a stream's content events, else 0).
    */
-  countTokens(prompt: number | null, completion: number, reasoning: number, outcome: RequestOutcome): void;
+  countTokens(
+    prompt: number | null,
+    completion: number | null,
+    counted: number,
+    reasoning: number,
+    outcome: RequestOutcome,
+  ): void;
   /** Bounds on the answer (the daemon's config). */
   limits: AnswerLimits;
   /** Where the response deadline is kept (one list for the daemon's requests). */
@@ -259,8 +266,11 @@ abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode, Inflig
     c.observer?.upstreamFailed(code);
   }
 
-  /** `prompt` null: the model server reported no prompt count (none, or not a token count). */
-  protected finish(prompt: number | null, completion: number, reasoning: number): void {
+  /**
+   * `prompt`, `completion` null: the model server reported no such count (none, or not a token
+   * count); `counted`: the completion as the relay counted it then.
+   */
+  protected finish(prompt: number | null, completion: number | null, reasoning: number, counted = 0): void {
     if (this.settled) return;
     this.settled = true;
     this.c.deadlines.remove(this);
@@ -272,7 +282,8 @@ abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode, Inflig
     const hadPrompt = this.status === 200 || this.clientGone;
     this.c.countTokens(
       prompt ?? (hadPrompt ? null : 0),
-      completion,
+      completion ?? (hadPrompt ? null : 0),
+      counted,
       reasoning,
       this.clientGone ? 'disconnect' : this.errored ? 'error' : 'ok',
     );
@@ -353,13 +364,13 @@ export class PlainRelay extends Relay {
   }
 
   protected gone(): void {
-    this.finish(null, 0, 0);
+    this.finish(null, null, 0);
   }
 
   protected failed(err: ObProxyError): void {
     this.errored = true;
     writeRawError(this.c.res, err, this.c.reqId, answerHeaders(err, this.c.headers));
-    this.finish(null, 0, 0);
+    this.finish(null, null, 0);
   }
 }
 
@@ -550,8 +561,9 @@ export class StreamRelay extends Relay {
     const u = this.relay.usage;
     this.finish(
       tokenCount(u?.prompt_tokens),
-      tokenCount(u?.completion_tokens) ?? this.relay.contentChunks,
+      tokenCount(u?.completion_tokens),
       reasoningCount(u) ?? 0,
+      this.relay.contentChunks,
     );
   }
 

@@ -36,6 +36,8 @@ export class KeySeries {
   completion = 0;
   /** Part of completion, where the model server reports it apart. */
   reasoning = 0;
+  /** Part of prompt and completion: charged by estimate, not reported by the model server. */
+  estimated = 0;
 
   answered(status: number): void {
     this.codes.set(status, (this.codes.get(status) ?? 0) + 1);

@@ -96,7 +96,7 @@ export class Metrics {
     );
     new Counter({
       name: 'ob_proxy_tokens_total',
-      help: 'Tokens the model servers reported in usage, by instance, key id and kind (prompt, completion, and reasoning where reported apart: part of completion).',
+      help: 'Tokens charged, by instance, key id and kind: prompt and completion (as the model servers reported them, else estimated), reasoning where reported apart (part of completion), estimated (part of prompt and completion: not reported by the model server).',
       labelNames: keyLabel ? ['instance', 'key', 'kind'] : ['instance', 'kind'],
       registers,
       collect() {
@@ -108,6 +108,8 @@ export class Metrics {
             this.inc(keyLabel ? { instance, key, kind: 'completion' } : { instance, kind: 'completion' }, k.completion);
           if (k.reasoning > 0)
             this.inc(keyLabel ? { instance, key, kind: 'reasoning' } : { instance, kind: 'reasoning' }, k.reasoning);
+          if (k.estimated > 0)
+            this.inc(keyLabel ? { instance, key, kind: 'estimated' } : { instance, kind: 'estimated' }, k.estimated);
         }
       },
     });

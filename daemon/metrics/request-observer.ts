@@ -37,12 +37,13 @@ export class RequestObserver implements RelayObserver {
   }
 
   /** The exchange is over (called once, from the relay's countTokens). */
-  over(prompt: number, completion: number, reasoning = 0): void {
+  over(prompt: number, completion: number, reasoning = 0, estimated = 0): void {
     const k = this.keySeries;
     if (k === null) return;
     if (prompt > 0) k.prompt += prompt;
     if (completion > 0) k.completion += completion;
     if (reasoning > 0) k.reasoning += reasoning;
+    if (estimated > 0) k.estimated += estimated;
     if (this.open && this.series !== null) {
       this.open = false;
       this.series.streams--;

@@ -22,6 +22,12 @@ export interface KeyUsage {
   reasoningTokens: number;
   errors: number;
   disconnects: number;
+  /**
+   * Part of promptTokens and completionTokens: tokens charged by estimate, because the model
+   * server never reported them (the client left before the answer ended, or the answer broke
+   * off without its usage). docs/operations.md says how they are estimated.
+   */
+  estimatedTokens: number;
   firstUsedAt: string | null;
 }
 
@@ -99,6 +105,7 @@ export function emptyUsage(): KeyUsage {
     reasoningTokens: 0,
     errors: 0,
     disconnects: 0,
+    estimatedTokens: 0,
     firstUsedAt: null,
   };
 }
@@ -114,6 +121,7 @@ export function normalizeUsage(
     reasoningTokens: raw.reasoningTokens ?? 0,
     errors: raw.errors ?? 0,
     disconnects: raw.disconnects ?? 0,
+    estimatedTokens: raw.estimatedTokens ?? 0,
     firstUsedAt: raw.firstUsedAt ?? null,
   };
 }
@@ -131,6 +139,7 @@ export function addUsage(a: KeyUsage, b: Partial<KeyUsage>): KeyUsage {
     reasoningTokens: a.reasoningTokens + (b.reasoningTokens ?? 0),
     errors: a.errors + (b.errors ?? 0),
     disconnects: a.disconnects + (b.disconnects ?? 0),
+    estimatedTokens: a.estimatedTokens + (b.estimatedTokens ?? 0),
     firstUsedAt: a.firstUsedAt === null || (first !== null && first < a.firstUsedAt) ? first : a.firstUsedAt,
   };
 }

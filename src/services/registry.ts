@@ -46,6 +46,8 @@ export interface ExchangeCounts {
   completion: number;
   /** Part of `completion`, when the model server reports it. */
   reasoning: number;
+  /** Part of `prompt` and `completion`: charged by estimate, not reported by the model server. */
+  estimated: number;
   outcome: RequestOutcome;
 }
 
@@ -185,6 +187,7 @@ export class MutableRegistry implements Registry, KeyCounters {
     u.promptTokens += c.prompt;
     u.completionTokens += c.completion;
     u.reasoningTokens += c.reasoning;
+    u.estimatedTokens += c.estimated;
     if (c.outcome === 'error') u.errors += 1;
     else if (c.outcome === 'disconnect') u.disconnects += 1;
   }

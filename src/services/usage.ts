@@ -45,6 +45,7 @@ export class UsageTracker {
     d.promptTokens += c.prompt;
     d.completionTokens += c.completion;
     d.reasoningTokens += c.reasoning;
+    d.estimatedTokens += c.estimated;
     if (c.outcome === 'error') d.errors += 1;
     else if (c.outcome === 'disconnect') d.disconnects += 1;
   }

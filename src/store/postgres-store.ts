@@ -204,8 +204,9 @@ export class PostgresStore implements Store {
         errors: string;
         disconnects: string;
         first_used_at: string | null;
+        estimated_tokens: string;
       }>(
-        "SELECT record, requests, prompt_tokens, completion_tokens, last_used_at, reasoning_tokens, errors, disconnects, first_used_at FROM ob_keys ORDER BY record->>'createdAt', id",
+        "SELECT record, requests, prompt_tokens, completion_tokens, last_used_at, reasoning_tokens, errors, disconnects, first_used_at, estimated_tokens FROM ob_keys ORDER BY record->>'createdAt', id",
       );
       const events = await client.query<{ record: AuditEvent }>('SELECT record FROM ob_events ORDER BY seq');
       await client.query('COMMIT');
@@ -224,6 +225,7 @@ export class PostgresStore implements Store {
             reasoningTokens: Number(r.reasoning_tokens),
             errors: Number(r.errors),
             disconnects: Number(r.disconnects),
+            estimatedTokens: Number(r.estimated_tokens),
             firstUsedAt: r.first_used_at,
           },
           lastUsedAt: r.last_used_at,

@@ -76,18 +76,19 @@ export function reasoningCount(usage: unknown): number | null {
 }
 
 /**
- * What a plain answer's usage counts: each count as tokenCount takes it, 0 where it is not one;
- * the prompt null then (it is estimated: prompt-estimate.ts).
+ * What a plain answer's usage counts: each count as tokenCount takes it; the prompt and
+ * completion null where they are not one (the caller estimates them: prompt-estimate.ts), the
+ * reasoning 0.
  */
 export function usageOf(body: Record<string, unknown>): {
   prompt: number | null;
-  completion: number;
+  completion: number | null;
   reasoning: number;
 } {
   const u = body.usage as { prompt_tokens?: unknown; completion_tokens?: unknown } | null | undefined;
   return {
     prompt: tokenCount(u?.prompt_tokens),
-    completion: tokenCount(u?.completion_tokens) ?? 0,
+    completion: tokenCount(u?.completion_tokens),
     reasoning: reasoningCount(u) ?? 0,
   };
 }

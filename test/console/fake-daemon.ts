@@ -140,6 +140,7 @@ export class FakeDaemon implements ConsoleClient {
         reasoningTokens: 0,
         errors: 0,
         disconnects: 0,
+        estimatedTokens: 0,
         firstUsedAt: null,
       },
       limits: { rpm: null, tpm: null, concurrency: null },

@@ -99,7 +99,7 @@ describe('console: key usage and limits', () => {
     twoInstances(fake);
     fake.addKey('gpu-1', 'ci-bot', {
       createdAt: '2026-11-23T11:00:00.000Z', lastUsedAt: '2026-11-23T11:59:00.000Z',
-      usage: { requests: 12, promptTokens: 420, completionTokens: 31_337, reasoningTokens: 900, errors: 1, disconnects: 2, firstUsedAt: '2026-11-23T11:01:02.000Z' },
+      usage: { requests: 12, promptTokens: 420, completionTokens: 31_337, reasoningTokens: 900, errors: 1, disconnects: 2, estimatedTokens: 350, firstUsedAt: '2026-11-23T11:01:02.000Z' },
       ...({ limits: { rpm: 60, tpm: null, concurrency: 4 } } as object),
     });
     const ui = renderConsole(fake);
@@ -109,9 +109,11 @@ describe('console: key usage and limits', () => {
     const first = await ui.waitForFrame('› default');
     expect(first).toContain('  0 requests · 0 in / 0 out · 0 reasoning · 0 errors · 0 left early\n');
     expect(first).toContain('  Limits: none\n');
+    expect(first).not.toContain('estimates');
     await ui.press('j');
     const frame = await ui.waitForFrame('› ci-bot');
     expect(frame).toContain('  12 requests · 420 in / 31k out · 900 reasoning · 1 error · 2 left early\n');
+    expect(frame).toContain('  Of those tokens 350 are estimates: the model server never reported them.\n');
     expect(frame).toContain('  Limits: 60 requests/min · no token limit · 4 at once\n');
   });
 });

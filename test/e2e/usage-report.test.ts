@@ -29,6 +29,7 @@ interface Counts {
   promptTokens: number;
   completionTokens: number;
   reasoningTokens: number;
+  estimatedTokens: number;
   errors: number;
   disconnects: number;
   firstUsedAt: string | null;
@@ -105,7 +106,15 @@ function reasoningServer(): Promise<{ url: string; server: Server }> {
 }
 
 function sumOf(rows: Counts[]): Omit<Counts, 'firstUsedAt' | 'lastUsedAt'> {
-  const t = { requests: 0, promptTokens: 0, completionTokens: 0, reasoningTokens: 0, errors: 0, disconnects: 0 };
+  const t = {
+    requests: 0,
+    promptTokens: 0,
+    completionTokens: 0,
+    reasoningTokens: 0,
+    estimatedTokens: 0,
+    errors: 0,
+    disconnects: 0,
+  };
   for (const r of rows) for (const k of Object.keys(t) as (keyof typeof t)[]) t[k] += r[k];
   return t;
 }
@@ -228,6 +237,8 @@ describe('ob-proxy usage', () => {
       promptTokens: expected.d1!.prompt,
       completionTokens: expected.d1!.completion,
       reasoningTokens: 0,
+      // Every count of its answers was the model server's (its error counted none).
+      estimatedTokens: 0,
       errors: 1,
       disconnects: 0,
       firstUsedAt: at,
@@ -241,6 +252,8 @@ describe('ob-proxy usage', () => {
       promptTokens: expected.bot!.prompt,
       completionTokens: expected.bot!.completion,
       reasoningTokens: 0,
+      // Neither was reported: both are the proxy's estimates, and the receipt says so.
+      estimatedTokens: expected.bot!.prompt + expected.bot!.completion,
       errors: 0,
       disconnects: 1,
       firstUsedAt: at,
@@ -254,6 +267,7 @@ describe('ob-proxy usage', () => {
       promptTokens: 0,
       completionTokens: 0,
       reasoningTokens: 0,
+      estimatedTokens: 0,
       errors: 0,
       disconnects: 0,
       firstUsedAt: null,
@@ -267,6 +281,7 @@ describe('ob-proxy usage', () => {
       promptTokens: 14,
       completionTokens: 40,
       reasoningTokens: 24,
+      estimatedTokens: 0,
       errors: 0,
       disconnects: 0,
       firstUsedAt: at,
@@ -305,7 +320,7 @@ describe('ob-proxy usage', () => {
     before = report;
   });
 
-  it('the metrics count the reasoning tokens too, by instance and key', async () => {
+  it('the metrics count the reasoning and estimated tokens too, by instance and key', async () => {
     const metricsUrl = (serve.logs().find((l) => l.msg === 'ob-proxy serving') as { metrics: string }).metrics;
     const text = await (await fetch(metricsUrl)).text();
     const tokens = text
@@ -318,6 +333,10 @@ describe('ob-proxy usage', () => {
       `ob_proxy_tokens_total{instance="gpu-2",key="${ids.d2}",kind="reasoning"} 24`,
     ]);
     expect(text).not.toMatch(/kind="reasoning".*instance="gpu-1"|instance="gpu-1".*kind="reasoning"/);
+    // Only ci-bot's tokens were charged by estimate: one series, its receipt's figure.
+    expect(text.split('\n').filter((l) => l.includes('kind="estimated"'))).toEqual([
+      `ob_proxy_tokens_total{instance="gpu-1",key="${ids.bot}",kind="estimated"} ${expected.bot!.prompt + expected.bot!.completion}`,
+    ]);
   });
 
   it('prints a table per pack with its total', async () => {
@@ -328,17 +347,19 @@ describe('ob-proxy usage', () => {
       new RegExp(`^Instance gpu-1, deployment \\S+ \\(${GEMMA}, ready, pack ends 2099-01-01T00:00:00.000Z\\)$`),
     );
     expect(lines[1]).toMatch(
-      /^KEY\s+NAME\s+STATUS\s+REQUESTS\s+PROMPT\s+COMPLETION\s+REASONING\s+ERRORS\s+DISCONNECTS\s+FIRST USE\s+LAST USE$/,
+      /^KEY\s+NAME\s+STATUS\s+REQUESTS\s+PROMPT\s+COMPLETION\s+REASONING\s+ESTIMATED\s+ERRORS\s+DISCONNECTS\s+FIRST USE\s+LAST USE$/,
     );
     expect(lines[2]).toMatch(
       new RegExp(
-        `^${ids.d1}\\s+default\\s+active\\s+4\\s+${expected.d1!.prompt}\\s+${expected.d1!.completion}\\s+0\\s+1\\s+0\\s+\\S+Z\\s+\\S+Z$`,
+        `^${ids.d1}\\s+default\\s+active\\s+4\\s+${expected.d1!.prompt}\\s+${expected.d1!.completion}\\s+0\\s+0\\s+1\\s+0\\s+\\S+Z\\s+\\S+Z$`,
       ),
     );
-    expect(lines[4]).toMatch(new RegExp(`^${ids.idle}\\s+idle\\s+active\\s+0\\s+0\\s+0\\s+0\\s+0\\s+0\\s+-\\s+-$`));
+    expect(lines[4]).toMatch(
+      new RegExp(`^${ids.idle}\\s+idle\\s+active\\s+0\\s+0\\s+0\\s+0\\s+0\\s+0\\s+0\\s+-\\s+-$`),
+    );
     expect(lines[5]).toMatch(
       new RegExp(
-        `^TOTAL\\s+3 keys\\s+5\\s+${expected.d1!.prompt + expected.bot!.prompt}\\s+${expected.d1!.completion + expected.bot!.completion}\\s+0\\s+1\\s+1\\s+\\S+Z\\s+\\S+Z$`,
+        `^TOTAL\\s+3 keys\\s+5\\s+${expected.d1!.prompt + expected.bot!.prompt}\\s+${expected.d1!.completion + expected.bot!.completion}\\s+0\\s+${expected.bot!.prompt + expected.bot!.completion}\\s+1\\s+1\\s+\\S+Z\\s+\\S+Z$`,
       ),
     );
     expect(lines).toHaveLength(6);
@@ -377,6 +398,7 @@ describe('ob-proxy usage', () => {
     expect(old).toEqual({
       ...before.packs[0]!.keys[0],
       reasoningTokens: 0,
+      estimatedTokens: 0,
       errors: 0,
       disconnects: 0,
       firstUsedAt: null,

@@ -65,6 +65,7 @@ export function bigStoreData(opts: { instances: number; keys: number; events: nu
         reasoningTokens: 0,
         errors: 0,
         disconnects: 0,
+        estimatedTokens: 0,
         firstUsedAt: null,
       },
       limits: { rpm: null, tpm: null, concurrency: null },

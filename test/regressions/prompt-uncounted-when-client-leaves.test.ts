@@ -47,6 +47,7 @@ afterAll(async () => {
 function usageOf(keyId: string): {
   promptTokens: number;
   completionTokens: number;
+  estimatedTokens: number;
   errors: number;
   disconnects: number;
 } {
@@ -91,6 +92,9 @@ it('a stream left after its first token: the prompt is charged its estimate, and
   expect(u.promptTokens).toBe(Math.ceil(Buffer.byteLength(body) / 4));
   expect(u.completionTokens).toBeGreaterThanOrEqual(1);
   expect(u.completionTokens).toBeLessThan(100);
+  // Neither was reported by the model server: the receipt says both are estimates (the
+  // completion is the content events relayed).
+  expect(u.estimatedTokens).toBe(u.promptTokens + u.completionTokens);
   // The upstream request was aborted, not read to its end.
   await eventually(() => chatRequests(sim).at(-1)?.aborted === true, 'the upstream request aborted', 10_000);
 
@@ -138,6 +142,7 @@ it('a plain request left while the model server writes: the prompt is charged, a
   const estimate = Math.ceil((Buffer.byteLength(body) - url.length) / 4) + MEDIA_TOKENS;
   expect(u.promptTokens - before.promptTokens).toBe(estimate);
   expect(u.completionTokens - before.completionTokens).toBe(0);
+  expect(u.estimatedTokens - before.estimatedTokens).toBe(estimate);
   // Far below what the image's bytes would have made of it.
   expect(estimate).toBeLessThan(url.length / 40);
 });
@@ -152,9 +157,10 @@ it('a request the model server refused read no prompt: nothing is charged', asyn
   });
   expect(refused.status).toBe(400);
   const u = usageOf(keyId);
-  expect([u.promptTokens, u.completionTokens, u.errors]).toEqual([
+  expect([u.promptTokens, u.completionTokens, u.estimatedTokens, u.errors]).toEqual([
     before.promptTokens,
     before.completionTokens,
+    before.estimatedTokens,
     before.errors + 1,
   ]);
 });

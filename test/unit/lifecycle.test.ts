@@ -192,7 +192,7 @@ describe('lowdb store', () => {
 });
 
 describe('UsageTracker', () => {
-  it('counts how each exchange ended: reasoning tokens, errors and disconnects, in the key and in the delta to flush', async () => {
+  it('counts how each exchange ended: reasoning and estimated tokens, errors and disconnects, in the key and in the delta to flush', async () => {
     const { UsageTracker } = await import('../../src/services/usage.js');
     const { emptyUsage } = await import('../../src/domain/key.js');
     const usage = new UsageTracker(new MutableRegistry());
@@ -200,7 +200,13 @@ describe('UsageTracker', () => {
     const at = Date.UTC(2026, 10, 23, 5, 0, 0, 0);
     for (const outcome of ['ok', 'error', 'disconnect', 'ok'] as const) {
       usage.record(key, at, 0, 0);
-      usage.finished(key, { prompt: 3, completion: 5, reasoning: 2, outcome });
+      usage.finished(key, {
+        prompt: 3,
+        completion: 5,
+        reasoning: 2,
+        estimated: outcome === 'disconnect' ? 8 : 0,
+        outcome,
+      });
     }
     const counts = {
       requests: 4,
@@ -209,6 +215,7 @@ describe('UsageTracker', () => {
       reasoningTokens: 8,
       errors: 1,
       disconnects: 1,
+      estimatedTokens: 8,
       firstUsedAt: '2026-11-23T05:00:00.000Z',
     };
     expect(key.usage).toEqual(counts);

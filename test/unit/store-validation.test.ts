@@ -128,7 +128,7 @@ describe('store validation', () => {
     expect(refusal(store({ version: '2' })).field).toBe('version');
   });
 
-  it('loads usage written before reasoning, errors, disconnects and first use were counted with those at 0 and null; checks them when present', () => {
+  it('loads usage written before reasoning, estimates, errors, disconnects and first use were counted with those at 0 and null; checks them when present', () => {
     const loaded = validateStoreData(
       '/h/db.json',
       store({ keys: [{ ...key, usage: { requests: 3, promptTokens: 4, completionTokens: 5 } }] }),
@@ -138,6 +138,7 @@ describe('store validation', () => {
       promptTokens: 4,
       completionTokens: 5,
       reasoningTokens: 0,
+      estimatedTokens: 0,
       errors: 0,
       disconnects: 0,
       firstUsedAt: null,
@@ -147,6 +148,7 @@ describe('store validation', () => {
       promptTokens: 4,
       completionTokens: 5,
       reasoningTokens: 1,
+      estimatedTokens: 2,
       errors: 2,
       disconnects: 1,
       firstUsedAt: AT,
@@ -154,6 +156,9 @@ describe('store validation', () => {
     expect(validateStoreData('/h/db.json', store({ keys: [{ ...key, usage: full }] })).keys[0]!.usage).toEqual(full);
     expect(refusal(store({ keys: [{ ...key, usage: { ...full, errors: 1.5 } }] })).field).toBe('usage.errors');
     expect(refusal(store({ keys: [{ ...key, usage: { ...full, disconnects: -1 } }] })).field).toBe('usage.disconnects');
+    expect(refusal(store({ keys: [{ ...key, usage: { ...full, estimatedTokens: 0.5 } }] })).field).toBe(
+      'usage.estimatedTokens',
+    );
     expect(refusal(store({ keys: [{ ...key, usage: { ...full, reasoningTokens: '1' } }] })).field).toBe(
       'usage.reasoningTokens',
     );

@@ -9,10 +9,12 @@
  *
  *   ci-bot · id 3fA9kQ2mXz1B · created 2026-11-23T04:00:12.000Z
  *   3 requests · 42 in / 311 out · 0 reasoning · 0 errors · 0 left early
+ *   Of those tokens 12 are estimates: the model server never reported them.
  *   Limits: 60 requests/min · no token limit · 4 at once
  *   x revokes it (asks first).
  *
  * The limits line shows when the daemon sends `limits` (per-key limits); older daemons do not.
+ * The estimates line shows when some of the key's tokens were charged by estimate.
  */
 import { Box } from 'ink';
 import { Text } from '../components/text.js';
@@ -62,6 +64,12 @@ export function usageText(k: KeyView): string {
     + ` · ${compactCount(u.reasoningTokens ?? 0)} reasoning · ${compactCount(errors)} error${errors === 1 ? '' : 's'} · ${compactCount(u.disconnects ?? 0)} left early`;
 }
 
+/** The tokens charged by estimate, when there are any (older daemons send none). */
+export function estimateText(k: KeyView): string | null {
+  const n = k.usage.estimatedTokens ?? 0;
+  return n > 0 ? `Of those tokens ${compactCount(n)} are estimates: the model server never reported them.` : null;
+}
+
 export function orderKeys(keys: KeyView[]): KeyView[] {
   return [...keys.filter((k) => k.status === 'active'), ...keys.filter((k) => k.status !== 'active')];
 }
@@ -85,18 +93,20 @@ export function KeysScreen({ instance, keys, selected, width, height, now }: Key
   ]);
   const current = keys[selected];
   const limits = current === undefined ? null : limitsOf(current);
+  const estimate = current === undefined ? null : estimateText(current);
   return (
     <Box flexDirection="column">
       <Text wrap="truncate">
         Keys of <Text bold>{instance.id}</Text> ({instance.model}, <Text color={tone(stateTone(instance.state))}>{instance.state}</Text>)
         <Text color={tone('muted')}> · ← → other instance</Text>
       </Text>
-      <Table columns={columns} rows={rows} selected={selected} height={height - 6}
+      <Table columns={columns} rows={rows} selected={selected} height={height - (estimate === null ? 6 : 7)}
         empty={instance.state === 'ready' ? 'No keys yet: n generates one.' : 'No keys.'} />
       {current === undefined ? null : (
         <Box flexDirection="column" marginTop={1}>
           <Text wrap="truncate">{`  ${current.name} · id ${current.id} · created ${secondsUtc(current.createdAt)} UTC`}</Text>
           <Text wrap="truncate">{`  ${usageText(current)}`}</Text>
+          {estimate === null ? null : <Text wrap="truncate">{`  ${estimate}`}</Text>}
           {limits === null ? null : <Text wrap="truncate">{`  Limits: ${limitsText(limits)}`}</Text>}
           {current.status === 'revoked'
             ? <Text wrap="truncate" color={tone('bad')}>{`  Revoked ${current.revokedAt === null ? '' : secondsUtc(current.revokedAt) + ' UTC'}: ${reasonText(current.revokeReason)}.`}</Text>

@@ -162,8 +162,8 @@ export async function applyBatch(client: PoolClient, batch: readonly Mutation[],
           );
           if (updated.rowCount === 0) {
             await client.query(
-              `INSERT INTO ob_keys (id, hash, instance, deployment, status, record, requests, prompt_tokens, completion_tokens, last_used_at, reasoning_tokens, errors, disconnects, first_used_at)
-               VALUES ($1, $2, $3, $4, 'revoked', $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (id) DO NOTHING`,
+              `INSERT INTO ob_keys (id, hash, instance, deployment, status, record, requests, prompt_tokens, completion_tokens, last_used_at, reasoning_tokens, errors, disconnects, first_used_at, estimated_tokens)
+               VALUES ($1, $2, $3, $4, 'revoked', $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) ON CONFLICT (id) DO NOTHING`,
               [
                 key.id,
                 key.hash,
@@ -194,8 +194,8 @@ export async function applyBatch(client: PoolClient, batch: readonly Mutation[],
           });
         }
         await client.query(
-          `INSERT INTO ob_keys (id, hash, instance, deployment, status, record, requests, prompt_tokens, completion_tokens, last_used_at, reasoning_tokens, errors, disconnects, first_used_at)
-           VALUES ($1, $2, $3, $4, 'active', $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+          `INSERT INTO ob_keys (id, hash, instance, deployment, status, record, requests, prompt_tokens, completion_tokens, last_used_at, reasoning_tokens, errors, disconnects, first_used_at, estimated_tokens)
+           VALUES ($1, $2, $3, $4, 'active', $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
           [
             key.id,
             key.hash,
@@ -260,6 +260,7 @@ export async function applyBatch(client: PoolClient, batch: readonly Mutation[],
          reasoning_tokens = k.reasoning_tokens + (u->>'reasoningTokens')::bigint,
          errors = k.errors + (u->>'errors')::bigint,
          disconnects = k.disconnects + (u->>'disconnects')::bigint,
+         estimated_tokens = k.estimated_tokens + (u->>'estimatedTokens')::bigint,
          first_used_at = LEAST(k.first_used_at, u->>'firstUsedAt'),
          last_used_at = GREATEST(k.last_used_at, u->>'lastUsedAt')
        FROM jsonb_array_elements($1::jsonb) AS u WHERE k.id = u->>'keyId'`,
@@ -273,6 +274,7 @@ export async function applyBatch(client: PoolClient, batch: readonly Mutation[],
             reasoningTokens: u.reasoningTokens,
             errors: u.errors,
             disconnects: u.disconnects,
+            estimatedTokens: u.estimatedTokens,
             firstUsedAt: u.firstUsedAt,
             lastUsedAt: u.lastUsedAt,
           })),
@@ -302,9 +304,10 @@ function reasonIn(batch: readonly Mutation[], instance: string): RevokeReason | 
   return undefined;
 }
 
-/** The counters of migration 3, in its column order. */
-function newCounters(key: KeyRecord): [number, number, number, string | null] {
-  return [key.usage.reasoningTokens, key.usage.errors, key.usage.disconnects, key.usage.firstUsedAt];
+/** The counters of migrations 3 and 5, in their column order. */
+function newCounters(key: KeyRecord): [number, number, number, string | null, number] {
+  const u = key.usage;
+  return [u.reasoningTokens, u.errors, u.disconnects, u.firstUsedAt, u.estimatedTokens];
 }
 
 function withoutUsage(key: KeyRecord): Omit<KeyRecord, 'usage' | 'lastUsedAt'> {

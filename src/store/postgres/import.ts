@@ -56,10 +56,11 @@ export async function importData(client: PoolClient, data: StoreData): Promise<v
     [JSON.stringify(data.instances)],
   );
   await client.query(
-    `INSERT INTO ob_keys (id, hash, instance, deployment, status, record, requests, prompt_tokens, completion_tokens, last_used_at, reasoning_tokens, errors, disconnects, first_used_at)
+    `INSERT INTO ob_keys (id, hash, instance, deployment, status, record, requests, prompt_tokens, completion_tokens, last_used_at, reasoning_tokens, errors, disconnects, first_used_at, estimated_tokens)
      SELECT r->>'id', r->>'hash', r->>'instance', r->>'deployment', r->>'status', r - 'usage' - 'lastUsedAt',
        (r->'usage'->>'requests')::bigint, (r->'usage'->>'promptTokens')::bigint, (r->'usage'->>'completionTokens')::bigint, r->>'lastUsedAt',
-       coalesce((r->'usage'->>'reasoningTokens')::bigint, 0), coalesce((r->'usage'->>'errors')::bigint, 0), coalesce((r->'usage'->>'disconnects')::bigint, 0), r->'usage'->>'firstUsedAt'
+       coalesce((r->'usage'->>'reasoningTokens')::bigint, 0), coalesce((r->'usage'->>'errors')::bigint, 0), coalesce((r->'usage'->>'disconnects')::bigint, 0), r->'usage'->>'firstUsedAt',
+       coalesce((r->'usage'->>'estimatedTokens')::bigint, 0)
      FROM jsonb_array_elements($1::jsonb) AS r`,
     [JSON.stringify(data.keys)],
   );

@@ -93,6 +93,14 @@ export const MIGRATIONS: readonly { version: number; name: string; sql: string }
       );
     `,
   },
+  {
+    version: 5,
+    name: 'usage: tokens charged by estimate',
+    sql: `
+      -- Counted since session 12; rows from before hold none, which is what was counted then.
+      ALTER TABLE ob_keys ADD COLUMN estimated_tokens bigint NOT NULL DEFAULT 0;
+    `,
+  },
 ];
 
 /** Advisory lock keys (two int4: ob-proxy's, then the lock's). */
