@@ -160,24 +160,7 @@ export async function applyBatch(client: PoolClient, batch: readonly Mutation[],
             `UPDATE ob_keys SET status = 'revoked', record = $2 WHERE id = $1 AND status = 'active'`,
             [key.id, record],
           );
-          if (updated.rowCount === 0) {
-            await client.query(
-              `INSERT INTO ob_keys (id, hash, instance, deployment, status, record, requests, prompt_tokens, completion_tokens, last_used_at, reasoning_tokens, errors, disconnects, first_used_at, estimated_tokens)
-               VALUES ($1, $2, $3, $4, 'revoked', $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) ON CONFLICT (id) DO NOTHING`,
-              [
-                key.id,
-                key.hash,
-                key.instance,
-                key.deployment,
-                record,
-                key.usage.requests,
-                key.usage.promptTokens,
-                key.usage.completionTokens,
-                key.lastUsedAt,
-                ...newCounters(key),
-              ],
-            );
-          }
+          if (updated.rowCount === 0) await insertKey(client, key, record);
           applied.push(m);
           break;
         }
@@ -193,22 +176,7 @@ export async function applyBatch(client: PoolClient, batch: readonly Mutation[],
             message: `Instance "${key.instance}" was ${row === undefined || row.deployment !== key.deployment ? 'removed' : `made ${row.state}`} through another daemon meanwhile; the key was not created.`,
           });
         }
-        await client.query(
-          `INSERT INTO ob_keys (id, hash, instance, deployment, status, record, requests, prompt_tokens, completion_tokens, last_used_at, reasoning_tokens, errors, disconnects, first_used_at, estimated_tokens)
-           VALUES ($1, $2, $3, $4, 'active', $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
-          [
-            key.id,
-            key.hash,
-            key.instance,
-            key.deployment,
-            record,
-            key.usage.requests,
-            key.usage.promptTokens,
-            key.usage.completionTokens,
-            key.lastUsedAt,
-            ...newCounters(key),
-          ],
-        );
+        await insertKey(client, key, record);
         applied.push(m);
         break;
       }
@@ -304,10 +272,34 @@ function reasonIn(batch: readonly Mutation[], instance: string): RevokeReason | 
   return undefined;
 }
 
-/** The counters of migrations 3 and 5, in their column order. */
-function newCounters(key: KeyRecord): [number, number, number, string | null, number] {
+/**
+ * A key's row: its record without the counters, which have columns of their own. A revoked key
+ * leaves a row already there as it is (its counters are added to by addUsage, never written over).
+ */
+async function insertKey(client: PoolClient, key: KeyRecord, record: string): Promise<void> {
   const u = key.usage;
-  return [u.reasoningTokens, u.errors, u.disconnects, u.firstUsedAt, u.estimatedTokens];
+  await client.query(
+    `INSERT INTO ob_keys (id, hash, instance, deployment, status, record, requests, prompt_tokens, completion_tokens,
+       last_used_at, reasoning_tokens, errors, disconnects, first_used_at, estimated_tokens)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)${key.status === 'revoked' ? ' ON CONFLICT (id) DO NOTHING' : ''}`,
+    [
+      key.id,
+      key.hash,
+      key.instance,
+      key.deployment,
+      key.status,
+      record,
+      u.requests,
+      u.promptTokens,
+      u.completionTokens,
+      key.lastUsedAt,
+      u.reasoningTokens,
+      u.errors,
+      u.disconnects,
+      u.firstUsedAt,
+      u.estimatedTokens,
+    ],
+  );
 }
 
 function withoutUsage(key: KeyRecord): Omit<KeyRecord, 'usage' | 'lastUsedAt'> {
