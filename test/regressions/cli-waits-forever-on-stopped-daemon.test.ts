@@ -7,62 +7,35 @@
  * again, as it is here.
  */
 import { join } from 'node:path';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { postChat } from '../helpers/chat.js';
-import {
-  type ServeProcess,
-  type SimProcess,
-  runCli,
-  startServe,
-  startSimulate,
-  tmpHome,
-} from '../helpers/processes.js';
+import { runCli } from '../helpers/processes.js';
+import { STOPPED_CLI_TIMEOUT, runCliWhileStopped, serveWithSimulator } from '../helpers/serve-fixture.js';
 import { chat, readyInstance } from '../helpers/store-home.js';
 
-let sim: SimProcess;
-let serve: ServeProcess;
-let home: string;
-beforeAll(async () => {
-  sim = await startSimulate(['gemma4:26b'], ['--chunks', '1']);
-  home = await tmpHome();
-  serve = await startServe(home);
-});
-afterAll(async () => {
-  serve?.proc.kill('SIGCONT');
-  await serve?.stop();
-  await sim?.stop();
-});
+const f = serveWithSimulator();
 
 it('gives up on a stopped daemon with exit 3 and a sentence, instead of waiting for ever', async () => {
-  const { keyId, secret } = await readyInstance(home, 'gpu-1', sim.url);
-  const socket = join(home, 'ob-proxy.sock');
+  const { keyId, secret } = await readyInstance(f.home, 'gpu-1', f.sim.url);
+  const socket = join(f.home, 'ob-proxy.sock');
   const silent =
-    `error: The ob-proxy daemon at ${socket} did not answer within 0.5 s (OB_PROXY_CLI_TIMEOUT): is it stopped (Ctrl-Z in its terminal, SIGSTOP) or stuck on its store? ` +
+    `error: The ob-proxy daemon at ${socket} did not answer within ${STOPPED_CLI_TIMEOUT} s (OB_PROXY_CLI_TIMEOUT): is it stopped (Ctrl-Z in its terminal, SIGSTOP) or stuck on its store? ` +
     'What was asked may still be done once it answers: check with `ob-proxy status` and the list commands before repeating it.\n';
-  const env = { OB_PROXY_CLI_TIMEOUT: '0.5' };
-
-  serve.proc.kill('SIGSTOP');
-  try {
-    for (const args of [
-      ['keys', 'list'],
-      ['keys', 'revoke', keyId, '--json'],
-    ]) {
-      const r = await runCli(args, { home, env });
-      expect({ args, ...r }).toEqual({ args, code: 3, stdout: '', stderr: silent });
-    }
-  } finally {
-    serve.proc.kill('SIGCONT');
-  }
+  const gaveUp = await runCliWhileStopped(f, ['keys', 'list'], ['keys', 'revoke', keyId, '--json']);
+  expect(gaveUp).toEqual([
+    { code: 3, stdout: '', stderr: silent },
+    { code: 3, stdout: '', stderr: silent },
+  ]);
 
   // The revocation it was sent is done once the daemon runs again.
-  const keys = await runCli(['keys', 'list', '--json'], { home, env: { OB_PROXY_CLI_TIMEOUT: '30' } });
+  const keys = await runCli(['keys', 'list', '--json'], { home: f.home, env: { OB_PROXY_CLI_TIMEOUT: '30' } });
   expect(keys.code, keys.stderr).toBe(0);
   expect((JSON.parse(keys.stdout) as { id: string; status: string }[]).map((k) => [k.id, k.status])).toEqual([
     [keyId, 'revoked'],
   ]);
-  expect((await postChat(serve.baseUrl, secret, chat())).status).toBe(401);
+  expect((await postChat(f.serve.baseUrl, secret, chat())).status).toBe(401);
 
-  const bad = await runCli(['keys', 'list'], { home, env: { OB_PROXY_CLI_TIMEOUT: 'never' } });
+  const bad = await runCli(['keys', 'list'], { home: f.home, env: { OB_PROXY_CLI_TIMEOUT: 'never' } });
   expect([bad.code, bad.stdout, bad.stderr]).toEqual([
     2,
     '',

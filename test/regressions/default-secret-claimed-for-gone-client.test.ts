@@ -7,48 +7,22 @@
  * connected; otherwise it waits, unrevealed, for `keys reveal` (or the console), once.
  */
 import { join } from 'node:path';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { DaemonClient } from '../../cli/daemon-client.js';
 import type { KeyView } from '../../src/wire/views.js';
-import { postChat } from '../helpers/chat.js';
-import {
-  type ServeProcess,
-  type SimProcess,
-  cliJson,
-  eventually,
-  runCli,
-  startServe,
-  startSimulate,
-  tmpHome,
-} from '../helpers/processes.js';
-import { MODEL, chat } from '../helpers/store-home.js';
+import { cliJson, eventually } from '../helpers/processes.js';
+import { expectRevealedOnce, runCliWhileStopped, serveWithSimulator } from '../helpers/serve-fixture.js';
+import { MODEL } from '../helpers/store-home.js';
 
-let sim: SimProcess;
-let serve: ServeProcess;
-let home: string;
-beforeAll(async () => {
-  sim = await startSimulate([MODEL], ['--chunks', '1']);
-  home = await tmpHome();
-  serve = await startServe(home);
-});
-afterAll(async () => {
-  serve?.proc.kill('SIGCONT');
-  await serve?.stop();
-  await sim?.stop();
-});
+const f = serveWithSimulator();
 
 it('keeps the default secret for keys reveal when the client that asked for it went away', async () => {
-  await cliJson(['instances', 'add', 'gpu-1', '--model', MODEL, '--endpoint', sim.url], home);
-  serve.proc.kill('SIGSTOP');
-  try {
-    const gaveUp = await runCli(['instances', 'ready', 'gpu-1'], { home, env: { OB_PROXY_CLI_TIMEOUT: '0.5' } });
-    expect([gaveUp.code, gaveUp.stdout]).toEqual([3, '']);
-  } finally {
-    serve.proc.kill('SIGCONT');
-  }
+  await cliJson(['instances', 'add', 'gpu-1', '--model', MODEL, '--endpoint', f.sim.url], f.home);
+  const [gaveUp] = await runCliWhileStopped(f, ['instances', 'ready', 'gpu-1']);
+  expect([gaveUp!.code, gaveUp!.stdout]).toEqual([3, '']);
 
   // The daemon goes on with what it was asked: ready, and a default key, not shown to anyone.
-  const api = new DaemonClient(join(home, 'ob-proxy.sock'));
+  const api = new DaemonClient(join(f.home, 'ob-proxy.sock'));
   const key = await eventually(
     async () => (await api.listKeys()).find((k: KeyView) => k.isDefault),
     'the default key of the abandoned ready',
@@ -56,16 +30,9 @@ it('keeps the default secret for keys reveal when the client that asked for it w
   expect(key).toMatchObject({ status: 'active', revealable: true });
   expect((await api.getInstance('gpu-1')).state).toBe('ready');
   expect(
-    serve
+    f.serve
       .logs()
       .filter((l) => l.msg === 'default key not shown: the client went away; reveal it once with keys reveal'),
   ).toEqual([expect.objectContaining({ instance: 'gpu-1', key: key.id })]);
-
-  const revealed = await cliJson<{ id: string; secret: string }>(['keys', 'reveal', key.id], home);
-  expect(revealed.id).toBe(key.id);
-  expect((await postChat(serve.baseUrl, revealed.secret, chat())).status).toBe(200);
-  // Once only.
-  const again = await runCli(['keys', 'reveal', key.id], { home });
-  expect(again.code).toBe(1);
-  expect(again.stderr).toMatch(/cannot be shown: it was already displayed/);
+  await expectRevealedOnce(f, key.id);
 });

@@ -5,17 +5,10 @@
  * revoked every key of it for ever. Now `extend` refuses an end sooner than the current one,
  * exit 1 with nothing changed, naming the current end; `--shorten` does it on purpose.
  */
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { postChat } from '../helpers/chat.js';
-import {
-  type ServeProcess,
-  type SimProcess,
-  cliJson,
-  runCli,
-  startServe,
-  startSimulate,
-  tmpHome,
-} from '../helpers/processes.js';
+import { cliJson, runCli } from '../helpers/processes.js';
+import { serveWithSimulator } from '../helpers/serve-fixture.js';
 import { MODEL, chat } from '../helpers/store-home.js';
 
 interface InstanceJson {
@@ -24,20 +17,10 @@ interface InstanceJson {
   activeKeys: number;
 }
 
-let sim: SimProcess;
-let serve: ServeProcess;
-let home: string;
-beforeAll(async () => {
-  sim = await startSimulate([MODEL], ['--chunks', '1']);
-  home = await tmpHome();
-  serve = await startServe(home);
-});
-afterAll(async () => {
-  await serve?.stop();
-  await sim?.stop();
-});
+const f = serveWithSimulator();
 
 it('refuses an "extension" that ends the pack sooner; --shorten does it on purpose', async () => {
+  const { sim, serve, home } = f;
   const added = await cliJson<InstanceJson>(
     ['instances', 'add', 'gpu-1', '--model', MODEL, '--endpoint', sim.url, '--pack-ends', '+30d'],
     home,

@@ -10,34 +10,18 @@
  */
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { DaemonClient } from '../../cli/daemon-client.js';
 import { SECRET_PATTERN } from '../../src/domain/api-key.js';
 import { postChat } from '../helpers/chat.js';
-import {
-  type ServeProcess,
-  type SimProcess,
-  runCli,
-  startServe,
-  startSimulate,
-  tmpHome,
-} from '../helpers/processes.js';
+import { runCli } from '../helpers/processes.js';
+import { serveWithSimulator } from '../helpers/serve-fixture.js';
 import { chat, readyInstance } from '../helpers/store-home.js';
 
-let sim: SimProcess;
-let serve: ServeProcess;
-let home: string;
-beforeAll(async () => {
-  sim = await startSimulate(['gemma4:26b'], ['--chunks', '1']);
-  home = await tmpHome();
-  serve = await startServe(home);
-});
-afterAll(async () => {
-  await serve?.stop();
-  await sim?.stop();
-});
+const f = serveWithSimulator(['gemma4:26b']);
 
 it('never prints a secret given where a key id or name belongs, and says which key it is', async () => {
+  const { sim, serve, home } = f;
   const { keyId, secret } = await readyInstance(home, 'gpu-1', sim.url);
   const refusal =
     `error: A key's secret was given on the command line; no command takes one. A key is named by its id, the 12 characters after ob_sk_ (here ${keyId}). ` +
