@@ -253,6 +253,11 @@ function proxy(
   const media = chat.media;
   const stream = chat.stream;
   const completionCap = chat.completionCap;
+  // Only while metrics are on: a request keeps it for its whole life, and scavenges copy it.
+  const observer =
+    ctx.metrics === null ? null : new RequestObserver(ctx.metrics, auth.instance.id, auth.key.id, chat.stream);
+  // One literal with every field, the observer too: a field added afterwards gave each request's
+  // context a second shape and, past the literal's room, a property store of its own.
   const rc: RelayContext = {
     res,
     id: completionId(),
@@ -283,16 +288,13 @@ function proxy(
     },
     limits: ctx.config,
     deadlines: ctx.deadlines,
+    observer,
     headers: request.rateLimit,
     log: ctx.log,
     instance: auth.instance.id,
     key: auth.key.id,
     upstreamToken: ctx.upstreamTokens.get(auth.instance.id),
   };
-  // Only while metrics are on: a request keeps it for its whole life, and scavenges copy it.
-  const observer =
-    ctx.metrics === null ? null : new RequestObserver(ctx.metrics, auth.instance.id, auth.key.id, chat.stream);
-  if (observer !== null) rc.observer = observer;
   const layouts = ctx.config.relayFastPath ? ctx.eventLayouts.for(auth.instance.deployment) : null;
   const relay = chat.stream ? new StreamRelay(rc, chat.includeUsage, layouts) : new PlainRelay(rc);
   // In the turn the key was re-checked (recheck, above): from here a revocation ends it.

@@ -49,8 +49,8 @@ export interface RelayContext {
   limits: AnswerLimits;
   /** Where the response deadline is kept (one list for the daemon's requests). */
   deadlines: Deadlines;
-  /** Told of the model server's response and failures (metrics); absent when nobody listens. */
-  observer?: RelayObserver;
+  /** Told of the model server's response and failures (metrics); null when nobody listens. */
+  observer: RelayObserver | null;
   /** More headers for the answer, whatever it is (the key's x-ratelimit-*). */
   headers?: Readonly<Record<string, string>> | null;
   /** Where a model server's failure is told (at warn), with the instance and key ids. */
