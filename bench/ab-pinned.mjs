@@ -1,7 +1,11 @@
 /* global console, process */
 /**
- * `node bench/ab-pinned.mjs DIR[+ops|+metrics|+limits|+pg] DIR… [--rounds 8] [--kind plain|stream]
- * [--connections 32]`: CPU per request of each daemon on a core of its own. This script, and
+ * `node bench/ab-pinned.mjs DIR[+ops|+metrics|+limits|+conc|+rpm|+pg] DIR… [--rounds 8] [--kind plain|stream]
+ * [--connections 32]`: CPU per request of each daemon on a core of its own, and its collector's
+ * work (`--trace-gc-nvp`): scavenges per 1,000 requests, bytes promoted and scavenge pause per
+ * request. Scavenges per request measure what a request allocates to within about 1 % from
+ * round to round, where CPU per request moves by 10 % and more between fresh processes: a change
+ * that allocates less shows there first (docs/performance.md, session 13). This script, and
  * so the upstream, the CLI and wrk it starts, run on CPU 1; each daemon, all its threads, is
  * moved to CPU 0 once it is up. One daemon at a time, fresh each round (3 s of load to warm it,
  * then 4 s measured), the order reversed every other round. Prints each round, then each build's
@@ -23,6 +27,23 @@ import { cpuSeconds } from './procstat.mjs';
 import { bodies } from './scenarios.mjs';
 import { median } from './report.mjs';
 import { runWrk } from './wrk.mjs';
+
+/** The nvp lines of a window, summed: scavenges, other collections, bytes promoted and pause (ms) of the scavenges. */
+export function gcOf(text) {
+  const g = { scavenges: 0, others: 0, promoted: 0, pauseMs: 0 };
+  for (const line of text.split('\n')) {
+    const kind = / gc=(\w+) /.exec(` ${line}`)?.[1];
+    if (kind === undefined) continue;
+    if (kind !== 's') {
+      g.others++;
+      continue;
+    }
+    g.scavenges++;
+    g.promoted += Number(/ promoted=(\d+)/.exec(line)?.[1] ?? 0);
+    g.pauseMs += Number(/ pause=([\d.]+)/.exec(line)?.[1] ?? 0);
+  }
+  return g;
+}
 
 const { values: a, positionals: specs } = parseArgs({
   allowPositionals: true,
@@ -59,20 +80,35 @@ const load = (d, s) =>
   });
 
 const cpu = specs.map(() => []);
+const scav = specs.map(() => []);
 try {
   for (let round = 0; round < rounds; round++) {
     const order = [...specs.keys()];
     if (round % 2 === 1) order.reverse();
     for (const i of order) {
-      const d = await startVariant(specs[i], { pgServer, nodeArgs: ['--max-semi-space-size=8'] });
+      let nvp = '';
+      const d = await startVariant(specs[i], {
+        pgServer,
+        nodeArgs: ['--max-semi-space-size=8', '--trace-gc-nvp'],
+        onStdout: (text) => {
+          nvp += text;
+        },
+      });
       try {
         execFileSync('taskset', ['-a', '-p', '-c', '0', String(d.proc.pid)], { stdio: 'ignore' });
         await load(d, 3);
+        nvp = '';
         const c0 = cpuSeconds([d.proc.pid]);
         const r = await load(d, 4);
         const us = ((cpuSeconds([d.proc.pid]) - c0) * 1e6) / r.requests;
+        const g = gcOf(nvp);
         cpu[i].push(us);
-        console.log(`round ${round + 1} ${specs[i]}: ${Math.round(r.rps)} req/s, ${us.toFixed(2)} µs CPU per request`);
+        scav[i].push((g.scavenges * 1000) / r.requests);
+        console.log(
+          `round ${round + 1} ${specs[i]}: ${Math.round(r.rps)} req/s, ${us.toFixed(2)} µs CPU per request; ` +
+            `${((g.scavenges * 1000) / r.requests).toFixed(3)} scavenges per 1,000 requests, ` +
+            `${Math.round(g.promoted / r.requests)} B promoted and ${((g.pauseMs * 1000) / r.requests).toFixed(2)} µs of scavenge per request, ${g.others} other collections`,
+        );
       } finally {
         await d.stop();
       }
@@ -90,5 +126,10 @@ for (const [i, spec] of specs.entries()) {
       : `; ÷ ${specs[0]}: ${(median(xs) / median(cpu[0])).toFixed(3)}× (rounds ${xs.map((v, k) => (v / cpu[0][k]).toFixed(3)).join(', ')})`;
   console.log(
     `${spec}: ${median(xs).toFixed(2)} µs CPU per ${kind} request, median of ${xs.length} (${Math.min(...xs).toFixed(2)}–${Math.max(...xs).toFixed(2)})${vs}`,
+  );
+  const ss = scav[i];
+  console.log(
+    `${' '.repeat(spec.length)}  ${median(ss).toFixed(3)} scavenges per 1,000 requests (${Math.min(...ss).toFixed(3)}–${Math.max(...ss).toFixed(3)})` +
+      (i === 0 ? '' : `; ÷ ${specs[0]}: ${(median(ss) / median(scav[0])).toFixed(3)}×`),
   );
 }

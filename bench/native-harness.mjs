@@ -152,11 +152,14 @@ export async function drive(url, secret, body, kind, count, conc) {
 
 /** The bench key's limits for `+ops`: far above any load here, so every request is checked and counted, none refused. */
 const OPS_KEY = ['--rpm', '1000000000', '--tpm', '1000000000', '--concurrency', '1000000'];
+/** `+conc`: the concurrency limit alone, which sends no x-ratelimit-* header; `+rpm`: rpm alone (three headers). */
+const PART_KEYS = { conc: ['--concurrency', '1000000'], rpm: ['--rpm', '1000000000'] };
 
 /**
  * `startDaemon` for `DIR`, `DIR+pg` (the PostgreSQL store, in a database of its own on
  * `pgServer`, dropped at `stop`) or `DIR+ops` (metrics on, and a key with limits), or both;
- * `+metrics` and `+limits` are the two halves of `+ops`.
+ * `+metrics` and `+limits` are the two halves of `+ops`; `+conc` and `+rpm` are parts of `+limits`
+ * (a key with that limit alone), to tell the x-ratelimit-* headers' cost from the counting's.
  */
 export async function startVariant(spec, { pgServer, ...opts } = {}) {
   const [path, ...variants] = spec.split('+');
@@ -166,8 +169,10 @@ export async function startVariant(spec, { pgServer, ...opts } = {}) {
   const ops = variants.includes('ops');
   if (ops || variants.includes('metrics')) serveArgs.push('--metrics-port', String(await freePort()));
   const limits = ops || variants.includes('limits');
+  const part = variants.find((v) => v in PART_KEYS);
+  const keyArgs = limits ? OPS_KEY : part === undefined ? null : PART_KEYS[part];
   try {
-    const daemon = await startDaemon(resolve(path), { ...opts, serveArgs, keyArgs: limits ? OPS_KEY : null });
+    const daemon = await startDaemon(resolve(path), { ...opts, serveArgs, keyArgs });
     return {
       ...daemon,
       stop: async () => {
