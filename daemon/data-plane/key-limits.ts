@@ -1,8 +1,9 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { KeyRecord } from '../../src/domain/key.js';
 import { type ObProxyError, obError } from '../../src/errors.js';
-import { type LimitName, retryAfterSeconds } from '../../src/services/key-limiter.js';
+import { type KeyLimiter, type LimitName, retryAfterSeconds } from '../../src/services/key-limiter.js';
 import type { DaemonContext } from '../context.js';
+import { type HeldSlot, watchClose } from './close-watch.js';
 import { replyError } from './send-error.js';
 
 const WHAT: Record<LimitName, string> = {
@@ -58,9 +59,30 @@ export function admitKey(
     );
     return false;
   }
-  // 'close' comes once, whether the answer was sent or the client left: `on` spares once's wrapper.
-  if (v.entered) reply.raw.on('close', () => ctx.keyLimits.leave(key.id));
+  // 'close' comes once, whether the answer was sent or the client left; a relay that takes over
+  // the response gives the slot back when its exchange is over (close-watch.ts).
+  if (v.entered) watchClose(reply.raw, new KeySlot(ctx.keyLimits, key.id));
   return true;
+}
+
+/** A request's place in its key's concurrency count: given back once, whoever asks first. */
+class KeySlot implements HeldSlot {
+  private held = true;
+
+  constructor(
+    private readonly limiter: KeyLimiter,
+    private readonly keyId: string,
+  ) {}
+
+  clientClosed(): void {
+    this.release();
+  }
+
+  release(): void {
+    if (!this.held) return;
+    this.held = false;
+    this.limiter.leave(this.keyId);
+  }
 }
 
 /** Retry-After in whole seconds, and the exact wait for clients that read retry-after-ms (the OpenAI SDKs). */

@@ -11,18 +11,10 @@ import { translateUpstreamError, upstreamStatusError } from '../../src/upstream/
 import type { RequestOutcome } from '../../src/services/usage.js';
 import type { DeadlineNode, Deadlines } from './deadlines.js';
 import type { InflightEntry, InflightNode } from './inflight.js';
+import { type CloseWatcher, type HeldSlot, unwatchClose, watchClose } from './close-watch.js';
 import { withHeaders, writeRawError } from './send-error.js';
 
 type Controller = Dispatcher.DispatchController;
-
-/** The relay of a response, for the one 'close' listener all responses share. */
-const RELAY = Symbol('relay');
-type RelayedResponse = ServerResponse & { [RELAY]?: Relay | null };
-
-/** Shared rather than a closure per relay: a request keeps one object fewer alive while in flight. */
-function onClientClose(this: RelayedResponse): void {
-  this[RELAY]?.clientClosed();
-}
 
 export interface RelayContext {
   res: ServerResponse;
@@ -88,8 +80,10 @@ function contentLength(headers: IncomingHttpHeaders): number {
  * deadline is refused with 502 upstream_error (one error event once a stream has begun) and the
  * upstream request aborted.
  */
-abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode, InflightNode {
+abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode, InflightNode, CloseWatcher {
   protected controller: Controller | null = null;
+  /** The key's concurrency slot, when it has that limit: given back when the exchange is over. */
+  private readonly keySlot: HeldSlot | null;
   protected clientGone = false;
   /** The client was answered with an error (the model server's, a refusal, a revocation). */
   protected errored = false;
@@ -113,8 +107,8 @@ abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode, Inflig
   private resolveDone: (() => void) | null = null;
 
   constructor(protected readonly c: RelayContext) {
-    (c.res as RelayedResponse)[RELAY] = this;
-    c.res.on('close', onClientClose);
+    // One listener for the response, shared by all (close-watch.ts).
+    this.keySlot = watchClose(c.res, this);
     c.deadlines.add(this, c.limits.responseDeadlineMs);
   }
 
@@ -159,6 +153,9 @@ abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode, Inflig
 
   /** The client's socket closed: if before the answer was written whole, the client went away. */
   clientClosed(): void {
+    // The answer is written whole, or the client left: either way the key's slot is free again
+    // (a stream's upstream may still be drained after [DONE]; that is not the key's request).
+    this.keySlot?.release();
     if (this.c.res.writableFinished) return;
     this.clientGone = true;
     this.controller?.abort(new Error('the client went away'));
@@ -276,8 +273,8 @@ abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode, Inflig
     this.c.deadlines.remove(this);
     if (this.drainTimer !== null) clearTimeout(this.drainTimer);
     this.drainTimer = null;
-    this.c.res.off('close', onClientClose);
-    (this.c.res as RelayedResponse)[RELAY] = null;
+    unwatchClose(this.c.res);
+    this.keySlot?.release();
     // A model server that refused or never answered read no prompt: nothing to estimate.
     const hadPrompt = this.status === 200 || this.clientGone;
     this.c.countTokens(

@@ -262,6 +262,33 @@ describe('per-key limits', () => {
     await eventually(async () => (await ask(serve.baseUrl, k.secret, 'f')).status === 200, 'a slot of the key again');
     // One at a time on a kept-alive connection: each answer gives its slot back.
     for (const n of ['g', 'h', 'i']) expect((await ask(serve.baseUrl, k.secret, n)).status).toBe(200);
+    // So does a request refused after its key was admitted (its body, here its model), and a
+    // stream, whose slot is free once its answer is written, while the proxy may still be
+    // reading what the model server sends after [DONE].
+    for (let i = 0; i < 2; i++) {
+      const wrong = await fetch(`${serve.baseUrl}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${k.secret}` },
+        body: JSON.stringify({ model: 'qwen3.6:27b', messages: [{ role: 'user', content: 'j' }] }),
+      });
+      expect([wrong.status, ((await wrong.json()) as { error: { code: string } }).error.code]).toEqual([
+        400,
+        'model_mismatch',
+      ]);
+      const streamed = await fetch(`${serve.baseUrl}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${k.secret}` },
+        // The model server keeps its body open after [DONE]: the proxy drains it for up to a second.
+        body: JSON.stringify({
+          model: MODEL,
+          stream: true,
+          messages: [{ role: 'user', content: 'k [[sim fail=hang-after-done]]' }],
+        }),
+      });
+      expect(streamed.status).toBe(200);
+      expect(await streamed.text()).toMatch(/data: \[DONE\]\n\n$/);
+    }
+    expect((await ask(serve.baseUrl, k.secret, 'l')).status).toBe(200);
 
     expect([await limited('rpm'), await limited('tpm')]).toEqual([3, 1]);
     expect(await limited('concurrency')).toBeGreaterThanOrEqual(1);
