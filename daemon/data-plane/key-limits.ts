@@ -60,7 +60,8 @@ export function admitKey(
     return false;
   }
   // 'close' comes once, whether the answer was sent or the client left; a relay that takes over
-  // the response gives the slot back when its exchange is over (close-watch.ts).
+  // the response gives the slot back then, or when its exchange is over if that is first
+  // (close-watch.ts).
   if (v.entered) watchClose(reply.raw, new KeySlot(ctx.keyLimits, key.id));
   return true;
 }

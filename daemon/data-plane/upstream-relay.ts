@@ -82,7 +82,7 @@ function contentLength(headers: IncomingHttpHeaders): number {
  */
 abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode, InflightNode, CloseWatcher {
   protected controller: Controller | null = null;
-  /** The key's concurrency slot, when it has that limit: given back when the exchange is over. */
+  /** The key's concurrency slot, when it has limits: given back when the response closes or the exchange is over. */
   private readonly keySlot: HeldSlot | null;
   protected clientGone = false;
   /** The client was answered with an error (the model server's, a refusal, a revocation). */
