@@ -69,7 +69,8 @@ export function makeChatHandler(ctx: DaemonContext) {
     if (admission.take(instance)) {
       ctx.metrics?.addedTime(reply.elapsedTime / 1000);
       send(ctx, request, reply, chat, upstream, instance);
-    } else {
+    } else if (!reply.raw.destroyed) {
+      // (A response already closed would not say so again: its client left, and it waits for no one.)
       const waiter = new QueuedRequest(ctx, request, reply, chat, upstream, instance);
       if (admission.wait(instance, waiter) === 'full') refuseQueued(ctx, reply, 'queue_full', instance);
       else ctx.inflight.add(auth.key, waiter);

@@ -85,6 +85,8 @@ abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode, Inflig
   /** The key's concurrency slot, when it has limits: given back when the response closes or the exchange is over. */
   private readonly keySlot: HeldSlot | null;
   protected clientGone = false;
+  /** undici went on to write the request: from here the model server may have the prompt. */
+  private sent = false;
   /** The client was answered with an error (the model server's, a refusal, a revocation). */
   protected errored = false;
   protected status = 0;
@@ -110,6 +112,9 @@ abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode, Inflig
     // One listener for the response, shared by all (close-watch.ts).
     this.keySlot = watchClose(c.res, this);
     c.deadlines.add(this, c.limits.responseDeadlineMs);
+    // A response closes once: one closed before its relay was made (the client left between its
+    // body's end and the handler) is never heard of again, and would be relayed to no one.
+    if (c.res.destroyed) this.clientClosed();
   }
 
   /** Settles when the exchange is over. */
@@ -165,6 +170,7 @@ abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode, Inflig
     this.controller = controller;
     if (this.clientGone) controller.abort(new Error('the client went away'));
     else if (this.settled) controller.abort(new Error('the exchange is over'));
+    else this.sent = true;
   }
 
   /**
@@ -275,8 +281,9 @@ abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode, Inflig
     this.drainTimer = null;
     unwatchClose(this.c.res);
     this.keySlot?.release();
-    // A model server that refused or never answered read no prompt: nothing to estimate.
-    const hadPrompt = this.status === 200 || this.clientGone;
+    // A model server that refused, or never answered, or was never sent the request (its client
+    // left first) read no prompt: nothing to estimate.
+    const hadPrompt = this.status === 200 || (this.clientGone && this.sent);
     this.c.countTokens(
       prompt ?? (hadPrompt ? null : 0),
       completion ?? (hadPrompt ? null : 0),
