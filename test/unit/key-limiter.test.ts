@@ -139,6 +139,41 @@ describe('KeyLimiter', () => {
     });
   });
 
+  it("keeps one header object per key: an answer carries the key's latest counts, and a change of limits gets a new object with the headers it needs", () => {
+    const l = new KeyLimiter(60_000);
+    const k = key({ rpm: 10 });
+    const first = l.admit(k, T0).headers;
+    expect(first['x-ratelimit-remaining-requests']).toBe('9');
+    // A second request while the first is still being answered: the first's answer tells 8 left.
+    expect(l.admit(k, T0 + 1000).headers).toBe(first);
+    expect(first).toEqual({
+      'x-ratelimit-limit-requests': '10',
+      'x-ratelimit-remaining-requests': '8',
+      'x-ratelimit-reset-requests': '59s',
+    });
+    k.limits = { ...k.limits, tpm: 500 };
+    const both = l.admit(k, T0 + 2000).headers;
+    expect(both).not.toBe(first);
+    expect(Object.entries(both)).toEqual([
+      ['x-ratelimit-limit-requests', '10'],
+      ['x-ratelimit-remaining-requests', '7'],
+      ['x-ratelimit-reset-requests', '58s'],
+      ['x-ratelimit-limit-tokens', '500'],
+      ['x-ratelimit-remaining-tokens', '500'],
+      ['x-ratelimit-reset-tokens', '0ms'],
+    ]);
+    // The answer begun before the change keeps what it had: no header of a limit it was not under.
+    expect(Object.keys(first)).toHaveLength(3);
+    k.limits = { ...k.limits, rpm: null };
+    expect(Object.keys(l.admit(k, T0 + 3000).headers)).toEqual([
+      'x-ratelimit-limit-tokens',
+      'x-ratelimit-remaining-tokens',
+      'x-ratelimit-reset-tokens',
+    ]);
+    k.limits = { ...k.limits, tpm: null, concurrency: 1 };
+    expect(l.admit(k, T0 + 4000).headers).toEqual({});
+  });
+
   it('writes resets as OpenAI does, and Retry-After in whole seconds, at least 1', () => {
     expect([0, 20, 999, 1000, 8640, 59_999, 60_000, 360_000, 90_500].map(formatReset)).toEqual([
       '0ms',
