@@ -1,4 +1,4 @@
-import { STATUS_CODES, type ServerResponse } from 'node:http';
+import { type OutgoingHttpHeaders, STATUS_CODES, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyReply } from 'fastify';
 import { ObProxyError, obError } from '../../src/errors.js';
@@ -45,26 +45,47 @@ export function writeRawError(
   if (res.headersSent) return;
   closeIfBodyPending(res);
   const body = JSON.stringify(err.toBody());
-  res.writeHead(
-    err.status,
-    withHeaders(
-      {
-        'content-type': 'application/json',
-        'content-length': Buffer.byteLength(body),
-        'x-request-id': requestId,
-      },
-      extra,
-    ),
-  );
+  res.writeHead(err.status, jsonHeaders(Buffer.byteLength(body), requestId, extra));
   res.end(body);
 }
 
-/** `headers` with `extra` added: one writeHead takes them all (see admitKey for why not setHeader). */
-export function withHeaders<T extends object>(
-  headers: T,
+/*
+ * The headers of an answer we write ourselves, with `extra` (the key's x-ratelimit-*) in the same
+ * object: one writeHead takes them all (see admitKey for why not setHeader). Spread first, into
+ * the literal: V8 clones `extra` and adds ours, about 20 ns, where Object.assign onto our literal
+ * cost about 85 ns and a third more memory (docs/performance.md, session 14).
+ */
+
+/** A JSON body's. */
+export function jsonHeaders(
+  length: number,
+  requestId: string,
   extra: Readonly<Record<string, string>> | null | undefined,
-): T {
-  return extra == null ? headers : Object.assign(headers, extra);
+): OutgoingHttpHeaders {
+  return extra == null
+    ? { 'content-type': 'application/json', 'content-length': length, 'x-request-id': requestId }
+    : { ...extra, 'content-type': 'application/json', 'content-length': length, 'x-request-id': requestId };
+}
+
+/** An event stream's. */
+export function streamHeaders(
+  requestId: string,
+  extra: Readonly<Record<string, string>> | null | undefined,
+): OutgoingHttpHeaders {
+  return extra == null
+    ? {
+        'content-type': 'text/event-stream; charset=utf-8',
+        'cache-control': 'no-cache',
+        'x-accel-buffering': 'no',
+        'x-request-id': requestId,
+      }
+    : {
+        ...extra,
+        'content-type': 'text/event-stream; charset=utf-8',
+        'cache-control': 'no-cache',
+        'x-accel-buffering': 'no',
+        'x-request-id': requestId,
+      };
 }
 
 /**

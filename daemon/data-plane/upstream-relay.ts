@@ -12,7 +12,7 @@ import type { RequestOutcome } from '../../src/services/usage.js';
 import type { DeadlineNode, Deadlines } from './deadlines.js';
 import type { InflightEntry, InflightNode } from './inflight.js';
 import { type CloseWatcher, type HeldSlot, unwatchClose, watchClose } from './close-watch.js';
-import { withHeaders, writeRawError } from './send-error.js';
+import { jsonHeaders, streamHeaders, writeRawError } from './send-error.js';
 
 type Controller = Dispatcher.DispatchController;
 
@@ -356,13 +356,7 @@ export class PlainRelay extends Relay {
       return;
     }
     const usage = usageOf(body);
-    this.c.res.writeHead(
-      200,
-      withHeaders(
-        { 'content-type': 'application/json', 'content-length': Buffer.byteLength(out), 'x-request-id': this.c.reqId },
-        this.c.headers,
-      ),
-    );
+    this.c.res.writeHead(200, jsonHeaders(Buffer.byteLength(out), this.c.reqId, this.c.headers));
     this.c.res.end(out);
     this.finish(usage.prompt, usage.completion, usage.reasoning);
   }
@@ -405,18 +399,7 @@ export class StreamRelay extends Relay {
   protected start(): void {
     this.begun = true;
     const res = this.c.res;
-    res.writeHead(
-      200,
-      withHeaders(
-        {
-          'content-type': 'text/event-stream; charset=utf-8',
-          'cache-control': 'no-cache',
-          'x-accel-buffering': 'no',
-          'x-request-id': this.c.reqId,
-        },
-        this.c.headers,
-      ),
-    );
+    res.writeHead(200, streamHeaders(this.c.reqId, this.c.headers));
     // The headers leave with the first chunk when it is already here (one write, not two); when
     // the model is slow to its first token, they leave on the next turn of the event loop.
     setImmediate(() => {
