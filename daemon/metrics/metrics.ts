@@ -1,4 +1,5 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { collectProcessMetrics } from './process-metrics.js';
 import type { Registry as KeyRegistry } from '../../src/services/registry.js';
 import { Buckets, InstanceSeries, type KeySeries, registerHistogram } from './hot-series.js';
 
@@ -53,7 +54,7 @@ export class Metrics {
     this.registryOf = opts.keys;
     this.clock = opts.clock ?? Date;
     const registers = [this.registry];
-    collectDefaultMetrics({ register: this.registry, prefix: 'ob_proxy_' });
+    collectProcessMetrics(this.registry, 'ob_proxy_');
     const series = (): Iterable<[string, InstanceSeries, string, KeySeries]> => this.keySeries();
     const keyLabel = opts.keyLabel;
     new Counter({

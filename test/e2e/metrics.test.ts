@@ -6,6 +6,7 @@
 import { readFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import OpenAI from 'openai';
+import { Registry, collectDefaultMetrics } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SECRET_PATTERN } from '../../src/domain/api-key.js';
 import { type Harness, MODEL, chatBody, post, readyInstance, startHarness, startSim } from '../reliability/harness.js';
@@ -157,6 +158,18 @@ describe('metrics with key labels', () => {
     expect(value(samples, 'ob_proxy_store_write_seconds_count', {})).toBeGreaterThanOrEqual(4);
     expect(value(samples, 'ob_proxy_process_cpu_seconds_total', {})).toBeGreaterThan(0);
     expect(sim.requests.filter((r) => r.path === '/v1/chat/completions')).toHaveLength(7);
+  });
+
+  it("process metrics: prom-client's default set but its GC histogram, which watched every collection", async () => {
+    const { text } = await scrape(h);
+    const processNames = (exposition: string): string[] =>
+      [...exposition.matchAll(/^# TYPE (ob_proxy_(?:process|nodejs)_\w+) /gm)].map((m) => m[1]!).sort();
+    // What collectDefaultMetrics registers, in a registry of this test's own.
+    const defaults = new Registry();
+    collectDefaultMetrics({ register: defaults, prefix: 'ob_proxy_' });
+    const expected = processNames(await defaults.metrics()).filter((n) => n !== 'ob_proxy_nodejs_gc_duration_seconds');
+    expect(expected.length).toBeGreaterThan(15);
+    expect(processNames(text)).toEqual(expected);
   });
 
   it('every series the Grafana dashboard in docs/ queries is one the daemon exposes', async () => {
