@@ -227,11 +227,7 @@ async function assemble(config: Config, deps: DaemonDeps, opened: Opened): Promi
     live: new LiveStats(clock.now()),
     upstreamTokens,
     health,
-    upstream: new UpstreamClient({
-      timeoutMs: config.upstreamTimeoutMs,
-      connectTimeoutMs: config.connectTimeoutMs,
-      idleTimeoutMs: config.idleTimeoutMs,
-    }),
+    upstream: new UpstreamClient({ connectTimeoutMs: config.connectTimeoutMs }),
     badKeys: new BadKeyLimiter(config.badKeyLimit),
     keyLimits: new KeyLimiter(
       config.limitWindowMs,

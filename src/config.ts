@@ -109,7 +109,7 @@ export const SETTINGS = {
     flag: 'upstream-timeout',
     value: '<seconds>',
     env: 'OB_PROXY_UPSTREAM_TIMEOUT',
-    default: 300,
+    default: DEFAULT_ANSWER_LIMITS.upstreamTimeoutMs / 1000,
     min: 0.001,
     max: 86400,
     unit: 'seconds',
@@ -473,10 +473,8 @@ export interface Config extends AnswerLimits {
   store: string;
   host: string;
   port: number;
-  upstreamTimeoutMs: number;
+  // upstreamTimeoutMs and idleTimeoutMs (AnswerLimits): the idle time defaults to the upstream time-out.
   connectTimeoutMs: number;
-  /** Longest silence between upstream body chunks (streaming or not); defaults to upstreamTimeoutMs. */
-  idleTimeoutMs: number;
   /** A client must have sent its whole request within this time (slow senders are cut off). */
   requestTimeoutMs: number;
   graceMs: number;

@@ -4,19 +4,33 @@ export interface DeadlineNode {
   dueAt: number;
   prevDue: DeadlineNode | null;
   nextDue: DeadlineNode | null;
+  /** Bumped by the node at each sign of life from the model server (its headers, each read). */
+  heard: number;
+  /** How long the model server may now stay silent, in ms; 0: not watched (not sent yet, or paused). */
+  quietMs: number;
+  /** The sweep's own: `heard` as it last saw it, and when it saw it change. */
+  heardSeen: number;
+  quietSince: number;
   /** Called once, from the sweep, when `dueAt` has passed; the node is out of the list by then. */
   deadlinePassed(): void;
+  /** Called once, from the sweep, when the model server was silent `quietMs`; the node is out of the list by then. */
+  silencePassed(): void;
 }
 
 /**
- * The response deadlines of the requests in flight, in one list swept every `periodMs`, instead
- * of a timer per request: a Timeout (with its argument array and its place in Node's timer
- * lists) lives as long as its request, and what requests in flight keep alive is copied by
- * every scavenge they live through (docs/performance.md, session 8). Every request gets the same
- * deadline, so they come due in the order they were added: adding is an append, the sweep takes
- * from the front, and a request that ends unlinks itself. A deadline is enforced at most
- * `periodMs` late (CONTRACT §3 asks for a second). The sweep runs only while the list is not
- * empty, and keeps no process alive.
+ * The response deadlines of the requests in flight, and the model server's silences, in one
+ * list swept every `periodMs`, instead of timers per request: a Timeout (with its argument array
+ * and its place in Node's timer lists) lives as long as its request, and what requests in flight
+ * keep alive is copied by every scavenge they live through (docs/performance.md, session 8).
+ * undici's own time-outs to the headers and between reads were no better: each request made one
+ * of its timer objects, held in undici's list until its next half-second tick, so promoted to
+ * the old generation every time, about 100 of the 130 bytes a request promoted (session 15).
+ *
+ * Every request gets the same deadline, so they come due in the order they were added: adding is
+ * an append, and a request that ends unlinks itself. A silence is seen without a clock read per
+ * read: the node counts what it hears, and the sweep notes when the count last moved. A deadline
+ * is enforced at most `periodMs` late, a silence at most twice that (CONTRACT §3 asks for a
+ * second). The sweep runs only while the list is not empty, and keeps no process alive.
  */
 export class Deadlines {
   private head: DeadlineNode | null = null;
@@ -67,18 +81,30 @@ export class Deadlines {
 
   private readonly sweep = (): void => {
     const now = performance.now();
-    for (let x = this.head; x !== null && x.dueAt <= now; x = this.head) {
-      this.remove(x);
-      // One request's failure to answer must not leave the others due past their deadline.
-      try {
-        x.deadlinePassed();
-      } catch (err) {
-        this.onError(err);
-      }
+    // All of them, for their silences: a few thousand at most (one per request in flight).
+    for (let x = this.head; x !== null;) {
+      const next = x.nextDue;
+      if (x.dueAt <= now) this.end(x, false);
+      else if (x.heard !== x.heardSeen) {
+        x.heardSeen = x.heard;
+        x.quietSince = now;
+      } else if (x.quietMs > 0 && now - x.quietSince >= x.quietMs) this.end(x, true);
+      x = next;
     }
     if (this.head === null && this.timer !== null) {
       clearInterval(this.timer);
       this.timer = null;
     }
   };
+
+  private end(x: DeadlineNode, silence: boolean): void {
+    this.remove(x);
+    // One request's failure to answer must not leave the others due past their deadline.
+    try {
+      if (silence) x.silencePassed();
+      else x.deadlinePassed();
+    } catch (err) {
+      this.onError(err);
+    }
+  }
 }

@@ -94,10 +94,14 @@ abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode, Inflig
   private errorBody: Buffer[] | null = null;
   private errorBytes = 0;
   private settled = false;
-  /** Its place in the response deadlines (deadlines.ts). */
+  /** Its place in the response deadlines, and the model server's silence (deadlines.ts). */
   dueAt = 0;
   prevDue: DeadlineNode | null = null;
   nextDue: DeadlineNode | null = null;
+  heard = 0;
+  quietMs = 0;
+  heardSeen = 0;
+  quietSince = 0;
   /** Its place among its key's requests in flight (inflight.ts). */
   inflightEntry: InflightEntry | null = null;
   inflightPrev: InflightNode | null = null;
@@ -130,6 +134,11 @@ abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode, Inflig
   /** The response deadline passed (deadlines.ts). */
   deadlinePassed(): void {
     this.refuse(limitErrors.tooSlow(this.c.limits.responseDeadlineMs), 'the response deadline passed');
+  }
+
+  /** The model server said nothing for `quietMs`: no headers in --upstream-timeout, or no read in the idle time. */
+  silencePassed(): void {
+    this.refuse(obError('upstream_timeout'), 'the model server was silent for too long');
   }
 
   /** Over a limit: answers the client (or ends its stream) with `err`, then aborts the upstream. */
@@ -170,7 +179,12 @@ abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode, Inflig
     this.controller = controller;
     if (this.clientGone) controller.abort(new Error('the client went away'));
     else if (this.settled) controller.abort(new Error('the exchange is over'));
-    else this.sent = true;
+    else {
+      this.sent = true;
+      // The request is being written: its answer's headers are due within --upstream-timeout.
+      this.quietMs = this.c.limits.upstreamTimeoutMs;
+      this.heard++;
+    }
   }
 
   /**
@@ -190,7 +204,9 @@ abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode, Inflig
     // 102 Processing, 103 Early Hints: undici hands over an informational response, then the
     // final one, which is the answer (RFC 9110 §15.2). Refused as "HTTP 103", a valid answer
     // behind it was lost. A server that sends them without end meets the response deadline.
+    this.heard++;
     if (statusCode < 200) return;
+    this.quietMs = this.c.limits.idleTimeoutMs;
     this.status = statusCode;
     this.c.observer?.responseStarted(statusCode);
     if (statusCode === 200) {
@@ -214,6 +230,7 @@ abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode, Inflig
   // parser's callback only while what it calls leaves room in Turbofan's inlining budget; when
   // it did not, each chunk paid a megamorphic `socket.destroyed` (docs/performance.md).
   onResponseData(_controller: Controller, chunk: Buffer): void {
+    this.heard++;
     if (this.errorBody === null) this.data(chunk);
     else this.errorData(chunk);
   }
@@ -504,11 +521,15 @@ export class StreamRelay extends Relay {
     if (this.waiting) return;
     const res = this.c.res;
     this.waiting = true;
+    // A client that does not read is not the model server's silence (undici's time-out alike).
+    this.quietMs = 0;
     this.controller?.pause();
     const resume = (): void => {
       res.off('drain', resume);
       res.off('close', resume);
       this.waiting = false;
+      this.quietMs = this.c.limits.idleTimeoutMs;
+      this.heard++;
       // After a disconnect the request is aborted: nothing to resume.
       if (!this.clientGone) this.controller?.resume();
     };

@@ -13,6 +13,10 @@ export interface AnswerLimits {
   maxErrorBytes: number;
   /** From the request sent upstream to the end of its answer, streaming or not. */
   responseDeadlineMs: number;
+  /** From the request sent upstream to its answer's headers. */
+  upstreamTimeoutMs: number;
+  /** Longest silence between upstream body reads (streaming or not), while the client reads. */
+  idleTimeoutMs: number;
 }
 
 export const DEFAULT_ANSWER_LIMITS: Readonly<AnswerLimits> = {
@@ -21,6 +25,8 @@ export const DEFAULT_ANSWER_LIMITS: Readonly<AnswerLimits> = {
   maxErrorBytes: 64 * 1024,
   // Generous: a long generation at a few tokens per second, after minutes of loading.
   responseDeadlineMs: 30 * 60 * 1000,
+  upstreamTimeoutMs: 300_000,
+  idleTimeoutMs: 300_000,
 };
 
 /**

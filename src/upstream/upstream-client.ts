@@ -1,11 +1,7 @@
 import { Pool, type Dispatcher } from 'undici';
 
 export interface UpstreamOptions {
-  /** No response headers within this time: 504. */
-  timeoutMs: number;
   connectTimeoutMs: number;
-  /** Longest silence between body chunks; defaults to timeoutMs. */
-  idleTimeoutMs?: number;
   /**
    * Connections per endpoint; default unlimited. Every connection serves one client request
    * (its own client socket bounds the count), and a cap would queue streams in the proxy,
@@ -23,13 +19,16 @@ export interface UpstreamRequest {
   token?: string | undefined;
 }
 
-/**
- * One keep-alive undici Pool per model-server origin. Requests carry only the headers we choose:
- * the client's Authorization and Host never reach the model server.
- */
 /** Past this many origins, a new one first closes the pools with nothing open or waiting. */
 export const IDLE_POOL_SWEEP_AT = 64;
 
+/**
+ * One keep-alive undici Pool per model-server origin. Requests carry only the headers we choose:
+ * the client's Authorization and Host never reach the model server. The wait for an answer's
+ * headers and between its reads is the handler's to bound (the relay's, in the daemon's
+ * deadline sweep): undici's own time-outs made a timer object per request that its timer list
+ * kept for half a second, so the old generation took one per request (deadlines.ts).
+ */
 export class UpstreamClient {
   private readonly pools = new Map<string, Pool>();
   /** Parsed endpoints: no URL parse on the request path. */
@@ -47,8 +46,8 @@ export class UpstreamClient {
         // Shorter than vLLM's 5 s keep-alive, so a socket the server is closing is not reused.
         keepAliveTimeout: 4_000,
         keepAliveMaxTimeout: 60_000,
-        headersTimeout: this.options.timeoutMs,
-        bodyTimeout: this.options.idleTimeoutMs ?? this.options.timeoutMs,
+        headersTimeout: 0,
+        bodyTimeout: 0,
         connect: { timeout: this.options.connectTimeoutMs },
       });
       this.pools.set(origin, pool);

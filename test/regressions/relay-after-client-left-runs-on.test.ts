@@ -24,7 +24,7 @@ import { MODEL, chatRequests, startSim } from '../helpers/inproc.js';
 
 let sim: Simulator;
 let simUrl: string;
-const upstream = new UpstreamClient({ timeoutMs: 5_000, connectTimeoutMs: 5_000 });
+const upstream = new UpstreamClient({ connectTimeoutMs: 5_000 });
 const deadlines = new Deadlines();
 
 beforeAll(async () => {

@@ -5,10 +5,23 @@ class Req implements DeadlineNode {
   dueAt = 0;
   prevDue: DeadlineNode | null = null;
   nextDue: DeadlineNode | null = null;
+  heard = 0;
+  quietMs = 0;
+  heardSeen = 0;
+  quietSince = 0;
   passedAt: number | null = null;
+  silentAt: number | null = null;
   constructor(readonly name: string) {}
   deadlinePassed(): void {
     this.passedAt = performance.now();
+  }
+  silencePassed(): void {
+    this.silentAt = performance.now();
+  }
+  /** What a relay does at each read, or when its wait changes. */
+  hear(quietMs = this.quietMs): void {
+    this.quietMs = quietMs;
+    this.heard++;
   }
 }
 
@@ -89,5 +102,62 @@ describe('Deadlines', () => {
     expect(good.passedAt).not.toBeNull();
     expect(errors.map((e) => (e as Error).message)).toEqual(['socket gone']);
     expect(d.size).toBe(0);
+  });
+
+  it('ends a request whose model server is silent for its quiet time, no sooner and at most two periods later', () => {
+    const d = new Deadlines(250);
+    const silent = new Req('silent');
+    const talking = new Req('talking');
+    const unwatched = new Req('unwatched');
+    for (const r of [silent, talking, unwatched]) d.add(r, 60_000);
+    silent.hear(1_000);
+    talking.hear(1_000);
+    // Heard from at 0 ms, then at 130 ms: the silence is counted from its last read.
+    vi.advanceTimersByTime(130);
+    const lastRead = performance.now();
+    silent.hear();
+    for (let t = 0; t < 40; t++) {
+      vi.advanceTimersByTime(100);
+      talking.hear();
+      if (silent.silentAt === null) expect(performance.now() - lastRead).toBeLessThan(1_000 + 500);
+    }
+    expect(silent.silentAt).not.toBeNull();
+    expect(silent.silentAt! - lastRead).toBeGreaterThanOrEqual(1_000);
+    expect(silent.silentAt! - lastRead).toBeLessThanOrEqual(1_000 + 500);
+    // Out of the list once told, and its deadline never comes; the others are not touched.
+    expect(silent.passedAt).toBeNull();
+    expect([talking.silentAt, unwatched.silentAt]).toEqual([null, null]);
+    expect(d.size).toBe(2);
+  });
+
+  it('does not watch a silence while the quiet time is 0 (a paused read), and counts it anew after', () => {
+    const d = new Deadlines(100);
+    const r = new Req('paused');
+    d.add(r, 60_000);
+    r.hear(500);
+    vi.advanceTimersByTime(200);
+    r.hear(0);
+    vi.advanceTimersByTime(5_000);
+    expect(r.silentAt).toBeNull();
+    const resumed = performance.now();
+    r.hear(500);
+    vi.advanceTimersByTime(1_000);
+    expect(r.silentAt).not.toBeNull();
+    expect(r.silentAt! - resumed).toBeGreaterThanOrEqual(500);
+    expect(r.silentAt! - resumed).toBeLessThanOrEqual(500 + 200);
+    expect(d.size).toBe(0);
+  });
+
+  it('ends a request at its deadline even while it is heard from', () => {
+    const d = new Deadlines(100);
+    const r = new Req('chatty');
+    d.add(r, 1_000);
+    r.hear(300);
+    for (let t = 0; t < 15; t++) {
+      vi.advanceTimersByTime(100);
+      r.hear();
+    }
+    expect(r.passedAt).not.toBeNull();
+    expect(r.silentAt).toBeNull();
   });
 });
