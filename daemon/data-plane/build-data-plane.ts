@@ -95,7 +95,8 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
     // must not keep a connection whose body is still to come (unread-body.ts).
     closeIfBodyPending(reply.raw);
     // The key's x-ratelimit-* (admitKey) on every answer Fastify sends; the relay adds them to its own.
-    if (request.rateLimit !== null) reply.headers(request.rateLimit);
+    const h = request.rateLimit;
+    if (h !== null) for (let i = 0; i < h.length; i += 2) reply.header(h[i] as string, h[i + 1]);
   });
 
   // Checks 3 to 5 run again at the start of the handler, once the body is in (recheck).

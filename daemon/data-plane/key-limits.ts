@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { KeyRecord } from '../../src/domain/key.js';
 import { type ObProxyError, obError } from '../../src/errors.js';
-import { type KeyLimiter, type LimitName, retryAfterSeconds } from '../../src/services/key-limiter.js';
+import { type HeaderList, type KeyLimiter, type LimitName, retryAfterSeconds } from '../../src/services/key-limiter.js';
 import type { DaemonContext } from '../context.js';
 import { type HeldSlot, watchClose } from './close-watch.js';
 import { replyError } from './send-error.js';
@@ -14,8 +14,8 @@ const WHAT: Record<LimitName, string> = {
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** The key's x-ratelimit-* headers for this request, or null when the key has no limits. */
-    rateLimit: Readonly<Record<string, string>> | null;
+    /** The key's x-ratelimit-* headers for this request (names and values in turn), or null when the key has no limits. */
+    rateLimit: HeaderList | null;
   }
 }
 

@@ -8,6 +8,7 @@ import { OutputBatch } from '../../src/wire/output-batch.js';
 import { SseRelay } from '../../src/wire/sse-relay.js';
 import { type AnswerLimits, DRAIN_BYTES, DRAIN_MS, limitErrors } from '../../src/upstream/answer-limits.js';
 import { translateUpstreamError, upstreamStatusError } from '../../src/upstream/upstream-errors.js';
+import type { HeaderList } from '../../src/services/key-limiter.js';
 import type { RequestOutcome } from '../../src/services/usage.js';
 import type { DeadlineNode, Deadlines } from './deadlines.js';
 import type { InflightEntry, InflightNode } from './inflight.js';
@@ -44,7 +45,7 @@ export interface RelayContext {
   /** Told of the model server's response and failures (metrics); null when nobody listens. */
   observer: RelayObserver | null;
   /** More headers for the answer, whatever it is (the key's x-ratelimit-*). */
-  headers?: Readonly<Record<string, string>> | null;
+  headers?: HeaderList | null;
   /** Where a model server's failure is told (at warn), with the instance and key ids. */
   log: { warn(obj: object, msg: string): void };
   instance: string;
@@ -591,10 +592,7 @@ export class StreamRelay extends Relay {
  * The extra headers of an error answer: the key's x-ratelimit-*, and for a daemon out of sync with
  * its shared store the Retry-After its refusals on the headers give (auth-hook.ts).
  */
-function answerHeaders(
-  err: ObProxyError,
-  headers: Readonly<Record<string, string>> | null | undefined,
-): Readonly<Record<string, string>> | null {
+function answerHeaders(err: ObProxyError, headers: HeaderList | null | undefined): HeaderList | null {
   if (err.code !== 'store_unreachable') return headers ?? null;
-  return { ...headers, 'retry-after': '5' };
+  return [...(headers ?? []), 'retry-after', '5'];
 }

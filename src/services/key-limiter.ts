@@ -109,28 +109,33 @@ class HeaderTexts {
   readonly remainingTokens = new CountText();
 }
 
-/** A key with only a concurrency limit has no x-ratelimit-* header: one empty object for all. */
-const NO_HEADERS: Record<string, string> = Object.freeze({});
+/**
+ * Response headers as Node's `writeHead` takes them fastest: names and values in turn, in one
+ * array (an object's are read by name, megamorphic keyed loads in Node's header loop).
+ */
+export type HeaderList = readonly string[];
+
+/** A key with only a concurrency limit has no x-ratelimit-* header: one empty list for all. */
+const NO_HEADERS: HeaderList = Object.freeze([]);
 
 /** Which x-ratelimit-* trios a key's answers carry: 1 the requests', 2 the tokens', 3 both. */
 type HeaderKind = 0 | 1 | 2 | 3;
 
-/** A key's header object for `kind`, every header in it, in OpenAI's order (its values are set at each request). */
-function headerObject(kind: HeaderKind): Record<string, string> {
-  if (kind === 3)
-    return {
-      'x-ratelimit-limit-requests': '',
-      'x-ratelimit-remaining-requests': '',
-      'x-ratelimit-reset-requests': '',
-      'x-ratelimit-limit-tokens': '',
-      'x-ratelimit-remaining-tokens': '',
-      'x-ratelimit-reset-tokens': '',
-    };
-  if (kind === 1)
-    return { 'x-ratelimit-limit-requests': '', 'x-ratelimit-remaining-requests': '', 'x-ratelimit-reset-requests': '' };
-  if (kind === 2)
-    return { 'x-ratelimit-limit-tokens': '', 'x-ratelimit-remaining-tokens': '', 'x-ratelimit-reset-tokens': '' };
-  return NO_HEADERS;
+const REQUEST_TRIO = [
+  'x-ratelimit-limit-requests',
+  '',
+  'x-ratelimit-remaining-requests',
+  '',
+  'x-ratelimit-reset-requests',
+  '',
+];
+const TOKEN_TRIO = ['x-ratelimit-limit-tokens', '', 'x-ratelimit-remaining-tokens', '', 'x-ratelimit-reset-tokens', ''];
+
+/** A key's header list for `kind`, every header in it, in OpenAI's order (its values are set at each request). */
+function headerList(kind: HeaderKind): string[] {
+  if (kind === 3) return [...REQUEST_TRIO, ...TOKEN_TRIO];
+  if (kind === 1) return [...REQUEST_TRIO];
+  return [...TOKEN_TRIO];
 }
 
 class KeyState {
@@ -138,7 +143,7 @@ class KeyState {
   readonly tokens: Window;
   readonly texts = new HeaderTexts();
   /** The key's x-ratelimit-* headers (`KeyLimiter.headers`), and which limits they are for. */
-  headers: Record<string, string> = NO_HEADERS;
+  headers: string[] = [];
   headerKind: HeaderKind = 0;
   inflight = 0;
   /** When a refusal was last reported (logged), so that it is once per window, not per request. */
@@ -210,10 +215,10 @@ export interface Verdict {
   retryAfterMs: number;
   /**
    * OpenAI's x-ratelimit-* headers for the limits that apply (empty when only concurrency does).
-   * The key's own object, updated at each of its requests: an answer carries the key's counts as
+   * The key's own list, updated at each of its requests: an answer carries the key's counts as
    * of the key's latest request, its own or one admitted since.
    */
-  headers: Readonly<Record<string, string>>;
+  headers: HeaderList;
   /** Counted in flight: `leave` must be called once when the request is over. */
   entered: boolean;
   /** A refusal, the key's first in a window: worth one log line. */
@@ -530,19 +535,19 @@ export class KeyLimiter {
   }
 
   /**
-   * The key's header object with its values as of now. One object per key, not one per request
-   * (each request's was 83 bytes, and more when merged into its answer's): every answer of the
-   * key writes it as it is when the answer is written. The values are strings kept per key
+   * The key's header list with its values as of now. One list per key, not one per request
+   * (each request's object was 83 bytes, and more when merged into its answer's): every answer of
+   * the key writes it as it is when the answer is written. The values are strings kept per key
    * (`HeaderTexts`, and the reset per millisecond): only what changed is formatted again.
    */
-  private headers(limits: KeyLimits, s: KeyState, now: number, c: Caps | null): Record<string, string> {
+  private headers(limits: KeyLimits, s: KeyState, now: number, c: Caps | null): HeaderList {
     const { rpm, tpm } = limits;
     const kind = ((rpm === null ? 0 : 1) | (tpm === null ? 0 : 2)) as HeaderKind;
     if (kind === 0) return NO_HEADERS;
-    // A new object when the key's limits change which trios it has: an answer already under way
-    // keeps the object it was given, with the values of the key's last request before the change.
+    // A new list when the key's limits change which trios it has: an answer already under way
+    // keeps the list it was given, with the values of the key's last request before the change.
     if (kind !== s.headerKind) {
-      s.headers = headerObject(kind);
+      s.headers = headerList(kind);
       s.headerKind = kind;
     }
     const h = s.headers;
@@ -551,15 +556,17 @@ export class KeyLimiter {
     // Remaining: the cluster's as far as this daemon knows (the others' counts at the last snapshot).
     if (rpm !== null) {
       const used = s.requests.count + (c === null ? 0 : c.othersRequests);
-      h['x-ratelimit-limit-requests'] = t.limitRequests.of(rpm);
-      h['x-ratelimit-remaining-requests'] = t.remainingRequests.of(Math.max(0, rpm - used));
-      h['x-ratelimit-reset-requests'] = s.requests.reset(now, w);
+      h[1] = t.limitRequests.of(rpm);
+      h[3] = t.remainingRequests.of(Math.max(0, rpm - used));
+      h[5] = s.requests.reset(now, w);
     }
     if (tpm !== null) {
+      // The tokens' trio follows the requests' when the key has both.
+      const at = rpm === null ? 0 : 6;
       const used = s.tokens.count + (c === null ? 0 : c.othersTokens);
-      h['x-ratelimit-limit-tokens'] = t.limitTokens.of(tpm);
-      h['x-ratelimit-remaining-tokens'] = t.remainingTokens.of(Math.max(0, tpm - used));
-      h['x-ratelimit-reset-tokens'] = s.tokens.reset(now, w, tpm);
+      h[at + 1] = t.limitTokens.of(tpm);
+      h[at + 3] = t.remainingTokens.of(Math.max(0, tpm - used));
+      h[at + 5] = s.tokens.reset(now, w, tpm);
     }
     return h;
   }
