@@ -13,6 +13,7 @@ import {
   setupReadyInstance,
   sseFrames,
   streamTokens,
+  untilHeldBack,
 } from '../reliability/harness.js';
 
 const IDLE_MS = 400;
@@ -43,16 +44,7 @@ it('a client that stops reading for longer than the idle time still gets the who
     () => env.sim.requests.find((r) => JSON.stringify(r.body).includes('tag-slow')),
     'upstream request',
   );
-  let last = -1;
-  await eventually(
-    () => {
-      const settled = up.chunksSent > 0 && up.chunksSent === last;
-      last = up.chunksSent;
-      return settled;
-    },
-    'upstream held back by back-pressure',
-    15_000,
-  );
+  await untilHeldBack(up);
   expect(up.chunksSent).toBeLessThan(CHUNKS);
   // Quiet for more than the idle time and the sweep's two periods (deadlines.ts), then read.
   await new Promise((r) => setTimeout(r, IDLE_MS + 1_000));

@@ -6,7 +6,7 @@
 import { connect } from 'node:net';
 import { expect, it } from 'vitest';
 import type { KeyRecord } from '../../src/domain/key.js';
-import { chatBody, eventually, setupReadyInstance } from '../reliability/harness.js';
+import { chatBody, eventually, setupReadyInstance, untilHeldBack } from '../reliability/harness.js';
 
 const env = setupReadyInstance({ id: 'stuck' });
 
@@ -30,16 +30,7 @@ it('a client that stops reading and then disconnects: upstream aborted, usage co
     'upstream request',
   );
   // The simulator stops sending once the proxy stops reading: wait for its count to settle.
-  let last = -1;
-  await eventually(
-    () => {
-      const settled = up.chunksSent > 0 && up.chunksSent === last;
-      last = up.chunksSent;
-      return settled;
-    },
-    'upstream held back by back-pressure',
-    15_000,
-  );
+  await untilHeldBack(up);
   expect(up.chunksSent).toBeLessThan(200_000);
   socket.destroy();
   await eventually(() => (up.endedAt !== null && up.aborted ? true : undefined), 'upstream aborted');

@@ -13,6 +13,7 @@ import { type Config, resolveConfig } from '../../src/config.js';
 import type { Store } from '../../src/store/store.js';
 import { type Daemon, startDaemon } from '../../daemon/build-daemon.js';
 import { buildSimulator, type Simulator, type SimulatorOptions } from '../../simulator/simulator.js';
+import { eventually } from '../helpers/processes.js';
 import { type TestDatabase, freshDatabase } from '../helpers/postgres.js';
 
 export const MODEL = 'gemma4:26b';
@@ -222,4 +223,21 @@ export function errorShape(json: unknown): boolean {
   );
 }
 
-export { eventually } from '../helpers/processes.js';
+export { eventually };
+
+/**
+ * Waits until a simulated stream stops sending because its reader (the proxy) stopped reading:
+ * its count of chunks sent, once some were, is the same at two polls in a row.
+ */
+export async function untilHeldBack(up: { chunksSent: number }, timeoutMs = 15_000): Promise<void> {
+  let last = -1;
+  await eventually(
+    () => {
+      const settled = up.chunksSent > 0 && up.chunksSent === last;
+      last = up.chunksSent;
+      return settled;
+    },
+    'upstream held back by back-pressure',
+    timeoutMs,
+  );
+}
