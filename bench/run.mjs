@@ -447,7 +447,8 @@ try {
     cli,
     together,
   };
-  mkdirSync(dirname(jsonOut), { recursive: true });
+  // --json and --out may name different folders, and bench/results/ is not in a fresh clone.
+  for (const f of [jsonOut, out]) mkdirSync(dirname(f), { recursive: true });
   writeFileSync(jsonOut, `${JSON.stringify(doc, null, 2)}\n`);
   writeFileSync(out, renderReport(doc));
   log(`wrote ${out} and ${jsonOut}`);
