@@ -123,6 +123,19 @@ const deps: ProgramDeps = {
   },
 };
 
+/**
+ * A reader that leaves early (`ob-proxy keys list | head -1`, a log pipe whose reader is gone)
+ * closes the pipe. What it did not read was not wanted, and that is no failure of the command:
+ * writes to a closed stdout or stderr are dropped, the command ends with its own exit code, and a
+ * daemon or simulator keeps serving. Node ignores SIGPIPE, so the write's EPIPE was an unhandled
+ * 'error' event instead: a stack trace and exit 1 from `serve --help | head`, and a simulator or
+ * demo that died once nobody read its output.
+ */
+for (const stream of [process.stdout, process.stderr])
+  stream.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EPIPE') throw err;
+  });
+
 const code = await runCli(process.argv.slice(2), deps);
 process.exitCode = code;
 // The command is over. Anything still holding the event loop (a timer started before a listen()
