@@ -22,28 +22,12 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { gcOfNvp as gcOf } from './gc-nvp.mjs';
 import { startVariant } from './native-harness.mjs';
 import { cpuSeconds } from './procstat.mjs';
 import { bodies } from './scenarios.mjs';
 import { median } from './report.mjs';
 import { runWrk } from './wrk.mjs';
-
-/** The nvp lines of a window, summed: scavenges, other collections, bytes promoted and pause (ms) of the scavenges. */
-export function gcOf(text) {
-  const g = { scavenges: 0, others: 0, promoted: 0, pauseMs: 0 };
-  for (const line of text.split('\n')) {
-    const kind = / gc=(\w+) /.exec(` ${line}`)?.[1];
-    if (kind === undefined) continue;
-    if (kind !== 's') {
-      g.others++;
-      continue;
-    }
-    g.scavenges++;
-    g.promoted += Number(/ promoted=(\d+)/.exec(line)?.[1] ?? 0);
-    g.pauseMs += Number(/ pause=([\d.]+)/.exec(line)?.[1] ?? 0);
-  }
-  return g;
-}
 
 const { values: a, positionals: specs } = parseArgs({
   allowPositionals: true,

@@ -16,6 +16,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { gcOfNvp as gcOf } from './gc-nvp.mjs';
 import { startVariant } from './native-harness.mjs';
 import { cpuSeconds, sampleRss } from './procstat.mjs';
 import { bodies } from './scenarios.mjs';
@@ -44,22 +45,6 @@ const nodeArgs = [
 const tmp = mkdtempSync(join(tmpdir(), 'obgc-'));
 const files = {};
 for (const k of kinds) writeFileSync((files[k] = join(tmp, `${k}.json`)), bodies()[k]);
-
-/** The nvp lines of one window, summed: scavenges, other collections, bytes promoted by scavenges. */
-function gcOf(text) {
-  let scavenges = 0;
-  let others = 0;
-  let promoted = 0;
-  for (const line of text.split('\n')) {
-    const kind = / gc=(\w+) /.exec(` ${line}`)?.[1];
-    if (kind === undefined) continue;
-    if (kind === 's') {
-      scavenges++;
-      promoted += Number(/ promoted=(\d+)/.exec(line)?.[1] ?? 0);
-    } else others++;
-  }
-  return { scavenges, others, promoted };
-}
 
 const daemons = [];
 try {
