@@ -1,7 +1,7 @@
 /* global process, console, setTimeout, Buffer */
 /**
  * `node bench/callgrind.mjs [--dir CHECKOUT] [--streams 2000] [--warmup 3000] [--concurrency 8]
- * [--body stream|plain] [--env K=V] [--functions N] [--label NAME]`: instructions the daemon
+ * [--body stream|plain] [--env K=V] [--functions N] [--label NAME] [--ops]`: instructions the daemon
  * executes per request, counted by `valgrind --tool=callgrind` over a fixed number of requests.
  * Wall time on this shared VM moves by ±10 % between runs; an instruction count does not depend
  * on the load, so this is how two builds (or a build with one candidate switched off) are
@@ -15,7 +15,8 @@
  * (`mutatorPerRequest`), repeated within 1.5 % over three runs per build. The dump stays in
  * bench/results/callgrind/ for callgrind_annotate. `--functions N` prints the N functions that
  * executed most instructions per request, JavaScript ones named through V8's `--perf-basic-prof`
- * map (callgrind itself sees only addresses in JIT code). About 10 minutes at the defaults.
+ * map (callgrind itself sees only addresses in JIT code). `--ops`: metrics on and a key with every
+ * limit, as the bench's `ob-proxy-ops` target. About 10 minutes at the defaults.
  */
 import { execFile, execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -23,7 +24,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { bodies } from './scenarios.mjs';
-import { drive } from './native-harness.mjs';
+import { OPS_KEY, drive } from './native-harness.mjs';
 import { freePort, startUpstream } from './targets.mjs';
 
 const ROOT = resolve(import.meta.dirname, '..');
@@ -37,6 +38,7 @@ const { values: a } = parseArgs({
     env: { type: 'string', multiple: true },
     label: { type: 'string' },
     functions: { type: 'string' },
+    ops: { type: 'boolean' },
   },
 });
 const dir = resolve(a.dir ?? ROOT);
@@ -50,9 +52,12 @@ const extraEnv = Object.fromEntries(
 );
 const out = join(ROOT, 'bench/results/callgrind');
 mkdirSync(out, { recursive: true });
-const label = a.label ?? `${dir === ROOT ? 'this' : dir.split('/').pop()}-${kind}`;
+const label = a.label ?? `${dir === ROOT ? 'this' : dir.split('/').pop()}-${kind}${a.ops === true ? '-ops' : ''}`;
 const NODE = process.execPath;
 const functions = Number(a.functions ?? 0);
+// As `npm run bench -- --ops`: metrics on, and the requests sent with a key that has every limit.
+const ops = a.ops === true;
+const metricsPort = ops ? await freePort() : null;
 const wait = (ms) => new Promise((r) => setTimeout(r, ms));
 
 function cli(home, args) {
@@ -173,6 +178,7 @@ const proc = spawn(
     String(port),
     '--log-level',
     'warn',
+    ...(metricsPort === null ? [] : ['--metrics-port', String(metricsPort)]),
   ],
   { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, NO_COLOR: '1', ...extraEnv } },
 );
@@ -196,9 +202,12 @@ try {
   await cli(home, ['instances', 'add', 'bench', '--model', 'gemma4:26b', '--endpoint', upstream.url]);
   const ready = await cli(home, ['instances', 'ready', 'bench']);
   const url = `http://127.0.0.1:${port}`;
-  await drive(url, ready.defaultKey.secret, body, kind, warm, conc);
+  const secret = ops
+    ? (await cli(home, ['keys', 'create', '--instance', 'bench', '--name', 'ops', ...OPS_KEY])).secret
+    : ready.defaultKey.secret;
+  await drive(url, secret, body, kind, warm, conc);
   execFileSync('callgrind_control', ['-z', String(proc.pid)], { stdio: 'ignore' });
-  await drive(url, ready.defaultKey.secret, body, kind, n, conc);
+  await drive(url, secret, body, kind, n, conc);
   execFileSync('callgrind_control', ['-d', String(proc.pid)], { stdio: 'ignore' });
   const dump = readdirSync(out)
     .filter((f) => f.startsWith(`${label}.out.`))
@@ -213,6 +222,7 @@ try {
       label,
       dir,
       kind,
+      ops,
       requests: n,
       concurrency: conc,
       env: extraEnv,

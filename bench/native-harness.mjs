@@ -151,7 +151,7 @@ export async function drive(url, secret, body, kind, count, conc) {
 }
 
 /** The bench key's limits for `+ops`: far above any load here, so every request is checked and counted, none refused. */
-const OPS_KEY = ['--rpm', '1000000000', '--tpm', '1000000000', '--concurrency', '1000000'];
+export const OPS_KEY = ['--rpm', '1000000000', '--tpm', '1000000000', '--concurrency', '1000000'];
 /** `+conc`: the concurrency limit alone, which sends no x-ratelimit-* header; `+rpm`: rpm alone (three headers). */
 const PART_KEYS = { conc: ['--concurrency', '1000000'], rpm: ['--rpm', '1000000000'] };
 
