@@ -82,7 +82,7 @@ try {
         const cpu = cpuSeconds(pids) - cpu0;
         const g = gcOf(d.gc);
         console.log(
-          `${rep + 1} ${k.padEnd(6)} ${d.dir}: ${Math.round(r.rps)} req/s, ${Math.round((cpu * 1e6) / r.requests)} µs CPU/req, peak RSS ${Math.round(rss.stop() / 1024)} MiB; ${g.scavenges} scavenges, ${g.others} other collections, ${Math.round(g.promoted / r.requests)} B promoted/req`,
+          `${rep + 1} ${k.padEnd(6)} ${d.dir}: ${Math.round(r.rps)} req/s, ${Math.round((cpu * 1e6) / r.requests)} µs CPU/req, peak RSS ${Math.round(rss.stop() / 1024)} MiB; ${g.scavenges} scavenges, ${g.others} other collections, ${Math.round(g.promoted / r.requests)} B promoted/req, young generation ${g.minNewMiB}–${g.maxNewMiB} MiB`,
         );
       }
 } finally {
