@@ -43,6 +43,9 @@ async function ask(question: string): Promise<string> {
   }
 }
 
+/** serve, demo and simulate: their output is a log, and losing it fails nothing (see below). */
+let serving = false;
+
 const deps: ProgramDeps = {
   version: pkg.version,
   io: {
@@ -55,6 +58,7 @@ const deps: ProgramDeps = {
   },
   connect: async (socketPath) => new (await import('../cli/daemon-client.js')).DaemonClient(socketPath),
   serve: async (o) => {
+    serving = true;
     // People read a terminal, machines read pipes and journald.
     const cfg = config(o, { logFormat: process.stdout.isTTY ? 'pretty' : 'json' });
     const { resolveGroup, runServe } = await import('../daemon/run-serve.js');
@@ -76,6 +80,7 @@ const deps: ProgramDeps = {
     await runConsole(socketPath, { json: o.json === true });
   },
   demo: async (o) => {
+    serving = true;
     const { demoHome, runDemo } = await import('../daemon/run-demo.js');
     const given = givenValue('home', o, env);
     const temporary = given === undefined;
@@ -89,6 +94,7 @@ const deps: ProgramDeps = {
     }
   },
   simulate: async (o) => {
+    serving = true;
     const { buildSimulator } = await import('../simulator/simulator.js');
     const sim = buildSimulator({
       models: o.model,
@@ -125,20 +131,25 @@ const deps: ProgramDeps = {
 
 /**
  * A reader that leaves early (`ob-proxy keys list | head -1`, a log pipe whose reader is gone)
- * closes the pipe. What it did not read was not wanted, and that is no failure of the command:
- * writes to a closed stdout or stderr are dropped, the command ends with its own exit code, and a
- * daemon or simulator keeps serving. Node ignores SIGPIPE, so the write's EPIPE was an unhandled
- * 'error' event instead: a stack trace and exit 1 from `serve --help | head`, and a simulator or
- * demo that died once nobody read its output.
+ * closes the pipe. Node ignores SIGPIPE, so the write's EPIPE was an unhandled 'error' event: a
+ * stack trace and exit 1 from `serve --help | head`, and a simulator or demo that died once nobody
+ * read its output. Now the writes are dropped and nothing is printed. A daemon, simulator or
+ * demo keeps serving: its output is a log. A one-shot command's output was its answer (a list, a
+ * key's only showing of its secret), so one that succeeded but could not write it exits 141, as
+ * a Unix tool killed by SIGPIPE does, and a script with `set -o pipefail` sees it.
  */
+const PIPE_CLOSED = 141;
+let lost = false;
+let done = false;
 for (const stream of [process.stdout, process.stderr])
   stream.on('error', (err: NodeJS.ErrnoException) => {
     if (err.code !== 'EPIPE') throw err;
+    lost = true;
+    // The write's error can come after the command has returned.
+    if (done && !serving && process.exitCode === 0) process.exitCode = PIPE_CLOSED;
   });
 
 const code = await runCli(process.argv.slice(2), deps);
-process.exitCode = code;
-// The command is over. Anything still holding the event loop (a timer started before a listen()
-// that failed, a socket) would keep a failed `serve` "running" under a supervisor with nothing
-// listening: leave anyway, once the loop has had a second to flush what it writes.
-setTimeout(() => process.exit(code), 1_000).unref();
+done = true;
+process.exitCode = code === 0 && lost && !serving ? PIPE_CLOSED : code;
+setTimeout(() => process.exit(process.exitCode), 1_000).unref();

@@ -1,7 +1,8 @@
 /**
  * A reader that leaves early closes the pipe (`ob-proxy keys list | head -1`, a log reader that
- * died). The command ends with its own exit code and prints no stack trace; a simulator keeps
- * serving. Each process here starts with its stdout already closed, so its first write fails
+ * died). No stack trace: a one-shot command whose answer could not be written exits 141 (as a
+ * Unix tool killed by SIGPIPE), one that failed keeps its own code, and a simulator keeps serving
+ * and stops with 0. Each process here starts with its stdout already closed, so its first write fails
  * with EPIPE whatever the pipe's buffer holds (a `| head` in a shell fails the same way, at the
  * write after the reader left, which is a race).
  */
@@ -28,18 +29,26 @@ function withStdoutClosed(args: string[]): { stderr: () => string; exited: Promi
 describe('stdout closed by its reader', () => {
   const f = serveWithSimulator();
 
-  it('--help, --version and a command answered by the daemon end 0, with nothing on stderr', async () => {
+  it('--help, --version and a command answered by the daemon end 141, with nothing on stderr', async () => {
     for (const args of [['--help'], ['--version'], ['serve', '--help'], ['instances', 'list', '--home', f.home]]) {
       const p = withStdoutClosed(args);
-      expect({ args, code: await p.exited, stderr: p.stderr() }).toEqual({ args, code: 0, stderr: '' });
+      expect({ args, code: await p.exited, stderr: p.stderr() }).toEqual({ args, code: 141, stderr: '' });
     }
   });
 
-  it('a key made with its output unread is made, and the command says it succeeded', async () => {
+  it('a command that failed keeps its own code and its error line', async () => {
+    const p = withStdoutClosed(['instances', 'ready', 'no-such', '--home', f.home]);
+    expect({ code: await p.exited, stderr: p.stderr() }).toEqual({
+      code: 1,
+      stderr: 'error: No instance "no-such". List instances with `ob-proxy instances list`.\n',
+    });
+  });
+
+  it('a key made with its secret unread is made, and the command does not call that a success', async () => {
     await cliJson(['instances', 'add', 'pipe-1', '--model', MODEL, '--endpoint', f.sim.url], f.home);
     await cliJson(['instances', 'ready', 'pipe-1'], f.home);
     const p = withStdoutClosed(['keys', 'create', '--instance', 'pipe-1', '--name', 'unread', '-q', '--home', f.home]);
-    expect({ code: await p.exited, stderr: p.stderr() }).toEqual({ code: 0, stderr: '' });
+    expect({ code: await p.exited, stderr: p.stderr() }).toEqual({ code: 141, stderr: '' });
     const keys = await cliJson<{ name: string; status: string }[]>(['keys', 'list', '--instance', 'pipe-1'], f.home);
     expect(keys.filter((k) => k.name === 'unread').map((k) => k.status)).toEqual(['active']);
   });
