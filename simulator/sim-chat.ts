@@ -52,6 +52,8 @@ export interface ChatEnv {
   agent(): { reasoning: boolean; flavor: Flavor };
   /** A record changed (chunksSent): re-checks waitFor predicates. */
   changed(record: RecordedRequest): void;
+  /** While the simulator is held (Simulator.hold), what a stream past its first chunk waits on. */
+  held(): Promise<void> | null;
 }
 
 export interface SimChatRequest {
@@ -239,6 +241,13 @@ function stream(job: Job, req: SimChatRequest, k: Readonly<Knobs>, env: ChatEnv)
       const ok = res.write(i === 0 ? frames.first(tokenText(0)) : frames.content(tokenText(i)));
       record.chunksSent = ++i;
       env.changed(record);
+      const held = i === 1 && i < limit ? env.held() : null;
+      if (held !== null) {
+        void held.then(() => {
+          if (!job.done) step();
+        });
+        return;
+      }
       if (i < limit) {
         if (interval > 0) {
           later(job, interval, step);

@@ -119,6 +119,12 @@ export interface Simulator {
   configure(patch: Partial<SimulatorOptions>): void;
   /** Resolves with the first recorded request matching, now or later; rejects on timeout (default 5000 ms). */
   waitFor(predicate: (r: RecordedRequest) => boolean, timeoutMs?: number): Promise<RecordedRequest>;
+  /**
+   * Holds every stream after its first chunk until the returned function is called (or the
+   * simulator closes): many streams open at once by construction, where a slow pace would race
+   * the clock on a loaded machine. Streams started while held wait too.
+   */
+  hold(): () => void;
 }
 
 /** The per-request generation knobs, fully resolved. */

@@ -75,12 +75,20 @@ export function buildSimulator(options: SimulatorOptions): Simulator {
   const bornAt = Math.floor(Date.now() / 1000);
   let hostCheck = true;
   let closing = false;
+  let holding: { done: Promise<void>; release: () => void } | null = null;
 
   const env: ChatEnv = {
     hasModel: (m) => models.has(m),
     knobs: () => knobs,
     agent: () => agent,
     changed: (r) => recorder.changed(r),
+    held: () => holding?.done ?? null,
+  };
+
+  const release = (): void => {
+    const h = holding;
+    holding = null;
+    h?.release();
   };
 
   const configure = (patch: Partial<SimulatorOptions>): void => {
@@ -215,6 +223,7 @@ export function buildSimulator(options: SimulatorOptions): Simulator {
 
     close(): Promise<void> {
       closing = true;
+      release();
       recorder.rejectWaiters('simulator closed');
       for (const job of jobs) {
         if (job.timer !== null) clearTimeout(job.timer);
@@ -244,6 +253,19 @@ export function buildSimulator(options: SimulatorOptions): Simulator {
     waitFor(predicate: (r: RecordedRequest) => boolean, timeoutMs = 5000): Promise<RecordedRequest> {
       if (closing) return Promise.reject(new Error('simulator closed'));
       return recorder.waitFor(predicate, timeoutMs);
+    },
+
+    hold(): () => void {
+      if (holding === null) {
+        let open!: () => void;
+        const done = new Promise<void>((resolve) => (open = resolve));
+        holding = { done, release: open };
+      }
+      const mine = holding;
+      // Releases only the hold it made: a stale function from an earlier hold is a no-op.
+      return () => {
+        if (holding === mine) release();
+      };
     },
   };
 }

@@ -6,6 +6,7 @@
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import { Pool } from 'undici';
+import type { Simulator } from '../../simulator/simulator.js';
 import { MODEL, expectedTokens } from './harness.js';
 
 /** A full collection, so "memory after" is what is still referenced, not garbage not yet swept. */
@@ -136,9 +137,11 @@ export interface HeldResult {
 }
 
 /**
- * Opens `streams` streams at once and holds them open together (the simulator's pace makes each
- * last longer than it takes to open them all), then checks each ended whole. `peak` is how many
- * were streaming at the same moment.
+ * Opens `streams` streams at once and holds them open together, then checks each ended whole.
+ * `peak` is how many were streaming at the same moment. The simulators are held (Simulator.hold)
+ * after each stream's first chunk until every stream has either reached the client or ended
+ * without doing so: all open at once by construction, however slowly a loaded machine opens them
+ * (a pace alone raced the clock: 483 of 800 at once with the cores busy).
  */
 export async function holdStreams(
   baseUrl: string,
@@ -146,8 +149,16 @@ export async function holdStreams(
   streams: number,
   tokensPerSecond: number,
   chunks: number,
+  sims: readonly Simulator[],
 ): Promise<HeldResult & { peak: number }> {
   const pool = new Pool(baseUrl, { connections: streams });
+  const releases = sims.map((s) => s.hold());
+  // Streams that reached the client, and those that ended before they did: when the two add up to
+  // all of them, nothing more can arrive while held, so the simulators let them all go on.
+  let settled = 0;
+  const settle = (): void => {
+    if (++settled === streams) for (const release of releases) release();
+  };
   let open = 0;
   let peak = 0;
   let completed = 0;
@@ -160,6 +171,7 @@ export async function holdStreams(
   const started = performance.now();
   await Promise.all(
     Array.from({ length: streams }, async (_, i) => {
+      let counted = false;
       try {
         const r = await pool.request({
           method: 'POST',
@@ -174,15 +186,16 @@ export async function holdStreams(
           }),
         });
         let text = '';
-        let counted = false;
         for await (const c of r.body) {
           text += (c as Buffer).toString('utf8');
           if (!counted && text.includes('"content"')) {
             counted = true;
             peak = Math.max(peak, ++open);
+            settle();
           }
         }
         if (counted) open--;
+        else settle();
         const tokens = [...text.matchAll(/"content":"(t\d+ )"/g)].map((m) => m[1]);
         if (
           r.statusCode === 200 &&
@@ -193,6 +206,7 @@ export async function holdStreams(
         else fail(`HTTP ${r.statusCode}, ${tokens.length} tokens, ends: ${text.slice(-160)}`);
       } catch (err) {
         fail(`client error: ${(err as Error).message}`);
+        if (!counted) settle();
       }
     }),
   );

@@ -50,8 +50,8 @@ it('3,000 mixed requests at concurrency 64: no errors, no lost or reordered chun
 }, 120_000);
 
 it('800 streams held open at once, all ending whole', async () => {
-  // 30 tokens at 6 a second: each stream lasts ~5 s, longer than opening all of them takes.
-  const r = await holdStreams(h.baseUrl, keys, 800, 6, 30);
+  // Each stream is held after its first chunk until all 800 have one; then 30 tokens at 30 a second.
+  const r = await holdStreams(h.baseUrl, keys, 800, 30, 30, sims);
   console.log(JSON.stringify({ suite: 'load-held', ...r }));
   expect(r.firstErrors).toEqual([]);
   expect({ completed: r.completed, errors: r.errors }).toEqual({ completed: 800, errors: 0 });

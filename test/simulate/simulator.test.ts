@@ -143,6 +143,40 @@ describe('POST /v1/chat/completions, streaming', () => {
     expect(rest).toContain('"t4 "');
     expect(rest.endsWith('data: [DONE]\n\n')).toBe(true);
   });
+
+  it('hold() keeps every stream at its first chunk until released, then each ends whole', async () => {
+    const base = await start({ chunks: 3 });
+    const release = sim!.hold();
+    const readers = await Promise.all(
+      ['a', 'b'].map(async (w) => (await chat(base, { ...userMessage(w), stream: true })).body!.getReader()),
+    );
+    for (const r of readers) expect(new TextDecoder().decode((await r.read()).value)).toContain('"t0 "');
+    // A whole request answered after both first chunks: the held streams had every turn to go on.
+    expect((await chat(base, userMessage('plain'))).status).toBe(200);
+    expect(sim!.requests.map((r) => [r.chunksSent, r.completed])).toStrictEqual([
+      [1, false],
+      [1, false],
+      [0, true],
+    ]);
+    release();
+    for (const r of readers) {
+      let rest = '';
+      for (let x = await r.read(); !x.done; x = await r.read()) rest += new TextDecoder().decode(x.value);
+      expect(rest).toContain('"t2 "');
+      expect(rest.endsWith('data: [DONE]\n\n')).toBe(true);
+    }
+    // A release from a hold that ended is a no-op: it does not end a new hold.
+    const again = sim!.hold();
+    release();
+    const held = (await chat(base, { ...userMessage('c'), stream: true })).body!.getReader();
+    await held.read();
+    expect((await chat(base, userMessage('plain'))).status).toBe(200);
+    expect(sim!.requests.at(-2)!.chunksSent).toBe(1);
+    again();
+    let rest = '';
+    for (let x = await held.read(); !x.done; x = await held.read()) rest += new TextDecoder().decode(x.value);
+    expect(rest.endsWith('data: [DONE]\n\n')).toBe(true);
+  });
 });
 
 describe('validation, as Ollama', () => {

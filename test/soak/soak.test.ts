@@ -106,8 +106,8 @@ it(`${HELD} streams held open at once, twice: the second time costs no more memo
   const before = memory();
   const runs: { after: ReturnType<typeof memory>; ms: number; peak: number }[] = [];
   for (let run = 0; run < 2; run++) {
-    // 100 tokens at 4 a second: each stream lasts 25 s, longer than opening thousands takes on 2 busy cores.
-    const r = await holdStreams(h.baseUrl, keys, HELD, 4, 100);
+    // Held after the first chunk until all are open, then 100 tokens at 4 a second (25 s together).
+    const r = await holdStreams(h.baseUrl, keys, HELD, 4, 100, sims);
     expect(r.firstErrors).toEqual([]);
     expect({ completed: r.completed, errors: r.errors, peak: r.peak }).toEqual({
       completed: HELD,
