@@ -120,9 +120,10 @@ export interface Simulator {
   /** Resolves with the first recorded request matching, now or later; rejects on timeout (default 5000 ms). */
   waitFor(predicate: (r: RecordedRequest) => boolean, timeoutMs?: number): Promise<RecordedRequest>;
   /**
-   * Holds every stream after its first chunk until the returned function is called (or the
-   * simulator closes): many streams open at once by construction, where a slow pace would race
-   * the clock on a loaded machine. Streams started while held wait too.
+   * Holds every streamed text reply after its first chunk until the returned function is called
+   * (or the simulator closes): many streams open at once by construction, where a slow pace would
+   * race the clock on a loaded machine. Streams started while held wait too; agent replies (tool
+   * calls) and the hostile answers are not held.
    */
   hold(): () => void;
 }
