@@ -19,27 +19,14 @@ import {
   StreamFrames,
   tokenText,
 } from './sim-responses.js';
-import type { FailMode, Knobs } from './sim-types.js';
+import { HOSTILE_FAIL_MODES, type FailMode, type Knobs } from './sim-types.js';
 
 const SSE = { 'Content-Type': 'text/event-stream' };
 const JSON_CT = { 'Content-Type': 'application/json' };
 const PIECE = 64 * 1024;
 const FILLER = Buffer.alloc(PIECE, 'a');
 
-export const HOSTILE_MODES: ReadonlySet<FailMode> = new Set<FailMode>([
-  'endless-line',
-  'endless-body',
-  'huge-body',
-  'huge-error',
-  'bad-status',
-  'hang-after-done',
-  'error-event',
-  'broken-error-event',
-  'named-error-event',
-  'sse-fields',
-  'named-event',
-  'html-frames',
-]);
+export const HOSTILE_MODES: ReadonlySet<FailMode> = new Set<FailMode>(HOSTILE_FAIL_MODES);
 
 /** An HTML page with blank lines, so an SSE reader finds "events" in it. */
 export const HTML_PAGE =

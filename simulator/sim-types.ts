@@ -3,33 +3,7 @@
  */
 import type { Flavor } from './sim-agent.js';
 
-export type FailMode =
-  | 'none'
-  | 'http-error'
-  | 'html-500'
-  | 'invalid-json'
-  | 'hang'
-  | 'reset-before-headers'
-  | 'hang-mid-stream'
-  | 'drop-mid-stream'
-  | 'eof-mid-stream'
-  | 'garbage'
-  | 'slow-drip'
-  // Hostile model servers (sim-hostile.ts): answers a proxy must bound or refuse.
-  | 'endless-line'
-  | 'endless-body'
-  | 'huge-body'
-  | 'huge-error'
-  | 'bad-status'
-  | 'hang-after-done'
-  | 'error-event'
-  | 'broken-error-event'
-  | 'named-error-event'
-  | 'sse-fields'
-  | 'named-event'
-  | 'html-frames';
-
-export const FAIL_MODES: readonly FailMode[] = [
+const PLAIN_FAIL_MODES = [
   'none',
   'http-error',
   'html-500',
@@ -41,6 +15,10 @@ export const FAIL_MODES: readonly FailMode[] = [
   'eof-mid-stream',
   'garbage',
   'slow-drip',
+] as const;
+
+/** Hostile model servers (sim-hostile.ts): answers a proxy must bound or refuse. */
+export const HOSTILE_FAIL_MODES = [
   'endless-line',
   'endless-body',
   'huge-body',
@@ -53,7 +31,13 @@ export const FAIL_MODES: readonly FailMode[] = [
   'sse-fields',
   'named-event',
   'html-frames',
-];
+] as const;
+
+// One list: a mode named here is accepted by the directive parser, and is hostile if it is in
+// HOSTILE_FAIL_MODES (three copies could disagree).
+export const FAIL_MODES = [...PLAIN_FAIL_MODES, ...HOSTILE_FAIL_MODES] as const;
+
+export type FailMode = (typeof FAIL_MODES)[number];
 
 export interface SimulatorOptions {
   /** Model ids served, e.g. `['gemma4:26b']`. */
