@@ -9,6 +9,7 @@ import type { Command } from 'commander';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { makeProgram, runCli } from '../../cli/program.js';
 import { SETTINGS, type Setting, shownDefault } from '../../src/config.js';
+import { FAIL_MODES, HOSTILE_FAIL_MODES } from '../../simulator/sim-types.js';
 
 const settings: Setting[] = Object.values(SETTINGS);
 const unused = async (): Promise<never> => {
@@ -119,6 +120,21 @@ describe('docs/cli.md and --help', () => {
       expect({ missing, unknown }).toEqual({ missing: [], unknown: [] });
     },
   );
+
+  it('simulate --fail: --help and the docs name exactly the modes the simulator has, hostile ones apart', () => {
+    // The CLI does not import the simulator to list them (--help stays light), so this holds the copy.
+    const plain = FAIL_MODES.filter((m) => m !== 'none' && !(HOSTILE_FAIL_MODES as readonly string[]).includes(m));
+    const hostile = [...HOSTILE_FAIL_MODES];
+    const simulate = commands.find(([p]) => p === 'simulate')![1];
+    const help = simulate.options.find((o) => o.long === '--fail')!.description;
+    expect(help).toBe(`failure mode: ${plain.join(', ')}; hostile: ${hostile.join(', ')}`);
+    const row = doc.split('\n').find((l) => l.startsWith('| `ob-proxy simulate '))!;
+    // Words in backticks, but not flags (the hostile part names --body-bytes and --status).
+    const listed = (part: string): string[] => [...part.matchAll(/`([a-z][a-z0-9-]*)`/g)].map((m) => m[1]!);
+    const [before, after] = row.split('hostile ones:');
+    expect(listed(before!.slice(before!.indexOf('`--fail` modes:')))).toEqual(plain);
+    expect(listed(after!.slice(0, after!.indexOf('; any knob')))).toEqual(hostile);
+  });
 });
 
 describe('OB_PROXY_DEBUG does what docs/cli.md says', () => {
