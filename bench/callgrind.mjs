@@ -1,9 +1,9 @@
-/* global process, console, setTimeout, Buffer */
+/* global process, console, Buffer, URL */
 /**
  * `node bench/callgrind.mjs [--dir CHECKOUT] [--streams 2000] [--warmup 3000] [--concurrency 8]
  * [--body stream|plain] [--env K=V] [--functions N] [--label NAME] [--ops]`: instructions the daemon
  * executes per request, counted by `valgrind --tool=callgrind` over a fixed number of requests.
- * Wall time on this shared VM moves by ±10 % between runs; an instruction count does not depend
+ * Wall time on a shared machine moves by ±10 % between runs; an instruction count does not depend
  * on the load, so this is how two builds (or a build with one candidate switched off) are
  * compared. The daemon (CHECKOUT's dist/, default this one) runs under callgrind with
  * `--single-threaded` (no V8 helper threads racing with the count); the upstream and the client
@@ -18,16 +18,31 @@
  * map (callgrind itself sees only addresses in JIT code). `--ops`: metrics on and a key with every
  * limit, as the bench's `ob-proxy-ops` target. About 10 minutes at the defaults.
  */
-import { execFile, execFileSync, spawn } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
+import { Agent, request } from 'node:http';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { bodies } from './scenarios.mjs';
-import { OPS_KEY, drive } from './native-harness.mjs';
-import { freePort, startUpstream } from './targets.mjs';
+import { freePort, startServe } from './serve.mjs';
+import { startUpstream } from './targets.mjs';
 
 const ROOT = resolve(import.meta.dirname, '..');
+const USAGE = `node bench/callgrind.mjs [options]: instructions ob-proxy executes per request, under callgrind
+
+  --dir CHECKOUT     the built checkout to count (default this one)
+  --body KIND        stream (64 chunks, the default) or plain
+  --streams N        requests counted (2000)
+  --warmup N         requests sent before counting (3000)
+  --concurrency N    connections (8)
+  --ops              metrics on and a key with every limit
+  --env K=V          more environment for the daemon (repeatable)
+  --functions N      also print the N costliest functions
+  --label NAME       the dump's name in bench/results/callgrind/
+
+Prints one JSON line: perRequest, and mutatorPerRequest, the program's own work without V8's
+collector, compilers and write barrier: the figure to compare. Needs valgrind; about 10 minutes.`;
 const { values: a } = parseArgs({
   options: {
     dir: { type: 'string' },
@@ -39,8 +54,13 @@ const { values: a } = parseArgs({
     label: { type: 'string' },
     functions: { type: 'string' },
     ops: { type: 'boolean' },
+    help: { type: 'boolean', short: 'h' },
   },
 });
+if (a.help === true) {
+  console.log(USAGE);
+  process.exit(0);
+}
 const dir = resolve(a.dir ?? ROOT);
 const n = Number(a.streams ?? 2000);
 const warm = Number(a.warmup ?? 3000);
@@ -58,8 +78,49 @@ const functions = Number(a.functions ?? 0);
 // As `npm run bench -- --ops`: metrics on, and the requests sent with a key that has every limit.
 const ops = a.ops === true;
 const metricsPort = ops ? await freePort() : null;
-const wait = (ms) => new Promise((r) => setTimeout(r, ms));
 
+/** `count` requests of `body`, `conc` at a time over keep-alive sockets; every answer read whole and checked. */
+export async function drive(url, secret, body, kind, count, conc) {
+  const agent = new Agent({ keepAlive: true, maxSockets: conc });
+  const headers = {
+    authorization: `Bearer ${secret}`,
+    'content-type': 'application/json',
+    'content-length': String(body.length),
+  };
+  let next = 0;
+  let bad = 0;
+  const one = () =>
+    new Promise((done) => {
+      const req = request(new URL('/v1/chat/completions', url), { method: 'POST', agent, headers }, (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (s) => {
+          text += s;
+        });
+        res.on('end', () => {
+          if (res.statusCode !== 200 || (kind === 'stream' && !text.trimEnd().endsWith('data: [DONE]'))) bad++;
+          done();
+        });
+      });
+      req.on('error', () => {
+        bad++;
+        done();
+      });
+      req.end(body);
+    });
+  const worker = async () => {
+    while (next < count) {
+      next++;
+      await one();
+    }
+  };
+  await Promise.all(Array.from({ length: conc }, worker));
+  agent.destroy();
+  if (bad > 0) throw new Error(`${bad} of ${count} requests failed`);
+}
+
+/** The bench key's limits for `+ops`: far above any load here, so every request is checked and counted, none refused. */
+export const OPS_KEY = ['--rpm', '1000000000', '--tpm', '1000000000', '--concurrency', '1000000'];
 function cli(home, args) {
   return new Promise((done, fail) => {
     execFile(
@@ -157,51 +218,24 @@ function printFunctions(rows, mapFile) {
 
 const upstream = await startUpstream();
 const home = mkdtempSync(join(tmpdir(), 'obcg-'));
-const port = await freePort();
 const cgFile = join(out, `${label}.out`);
 for (const f of readdirSync(out)) if (f.startsWith(`${label}.out`)) rmSync(join(out, f));
-const proc = spawn(
-  'valgrind',
-  [
-    '--tool=callgrind',
-    '--smc-check=all-non-file',
-    `--callgrind-out-file=${cgFile}`,
-    NODE,
-    '--single-threaded',
-    '--max-semi-space-size=4',
-    ...(functions > 0 ? ['--perf-basic-prof'] : []),
-    join(dir, 'dist/bin/ob-proxy.js'),
-    'serve',
-    '--home',
-    home,
-    '--port',
-    String(port),
-    '--log-level',
-    'warn',
-    ...(metricsPort === null ? [] : ['--metrics-port', String(metricsPort)]),
-  ],
-  { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, NO_COLOR: '1', ...extraEnv } },
-);
-let stderr = '';
-proc.stderr.setEncoding('utf8').on('data', (s) => {
-  stderr += s;
+// Start-up under valgrind takes minutes when other jobs share the machine.
+const serve = await startServe({
+  home,
+  bin: join(dir, 'dist/bin/ob-proxy.js'),
+  launcher: ['valgrind', '--tool=callgrind', '--smc-check=all-non-file', `--callgrind-out-file=${cgFile}`],
+  nodeArgs: ['--single-threaded', '--max-semi-space-size=4', ...(functions > 0 ? ['--perf-basic-prof'] : [])],
+  args: ['--log-level', 'warn', ...(metricsPort === null ? [] : ['--metrics-port', String(metricsPort)])],
+  env: extraEnv,
+  logs: 'ignore',
+  timeoutMs: 900_000,
 });
+const proc = serve.proc;
 try {
-  // Start-up under valgrind takes minutes when other jobs share the machine.
-  const deadline = Date.now() + 900_000;
-  for (;;) {
-    try {
-      await cli(home, ['instances', 'list']);
-      break;
-    } catch (err) {
-      if (Date.now() > deadline || proc.exitCode !== null)
-        throw new Error(`daemon did not start: ${stderr.slice(-2000)}`, { cause: err });
-      await wait(1000);
-    }
-  }
   await cli(home, ['instances', 'add', 'bench', '--model', 'gemma4:26b', '--endpoint', upstream.url]);
   const ready = await cli(home, ['instances', 'ready', 'bench']);
-  const url = `http://127.0.0.1:${port}`;
+  const url = serve.baseUrl;
   const secret = ops
     ? (await cli(home, ['keys', 'create', '--instance', 'bench', '--name', 'ops', ...OPS_KEY])).secret
     : ready.defaultKey.secret;

@@ -1,8 +1,8 @@
 /* global process */
 /**
- * The CLI scenario of `npm run bench` (issue 14): wall time from spawn to exit of CLI commands
+ * The CLI scenario of `npm run bench`: wall time from spawn to exit of CLI commands
  * users type, against `node -e 0` measured in the same interleaved rounds, so the figures say
- * what ob-proxy adds to starting Node on this machine now. `instances list` and `keys list` talk
+ * what ob-proxy adds to starting Node on the machine that runs it. `instances list` and `keys list` talk
  * to a running daemon (the bench's ob-proxy target). Medians of `runs` rounds, after one
  * untimed round that warms the file cache.
  */

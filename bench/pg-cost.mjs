@@ -1,6 +1,6 @@
 /* global process, setTimeout, console */
 /**
- * What the PostgreSQL store costs beside lowdb, counted rather than timed (issue 12's "within 5 %"):
+ * What the PostgreSQL store costs beside lowdb, counted rather than timed:
  * one lowdb daemon and one on a PostgreSQL server of this script's own (initdb in a temp folder,
  * pg_stat_statements loaded, fsync as the server's default), both from the same dist/, measured in
  * turn over the same windows: per request (plain and streaming, 64 connections) and per second
@@ -37,8 +37,17 @@ const { values: a } = parseArgs({
     dir: { type: 'string' },
     json: { type: 'string' },
     limits: { type: 'boolean' },
+    help: { type: 'boolean', short: 'h' },
   },
 });
+if (a.help === true) {
+  console.log(
+    'node bench/pg-cost.mjs [--reps 2] [--requests 10000] [--duration 4] [--idle 20] [--dir CHECKOUT] [--limits] [--json FILE]\n' +
+      "What the PostgreSQL store costs beside lowdb, counted per request and per idle second on a server of the script's own.\n" +
+      'Needs initdb on the PATH and bench/native/malloc-count.so (bash bench/native/build.sh).',
+  );
+  process.exit(0);
+}
 const reps = Number(a.reps ?? 2);
 const durationMs = Number(a.duration ?? 4) * 1000;
 const minRequests = Number(a.requests ?? 10_000);

@@ -3,7 +3,7 @@
  * `node bench/pool.mjs FILE.json …`: the per-run pairs of several `npm run bench` runs (their
  * `--json` files) pooled per scenario and extra target (baseline, ob-proxy-ops, ob-proxy-pg):
  * the median of all pairs, their range and a 90 % interval of that median (report.mjs's
- * bootstrap). One run of 7 repetitions cannot resolve a few percent on this shared machine; the
+ * bootstrap). One run of 7 repetitions cannot resolve a few percent on a shared machine; the
  * pairs of several runs of the same two builds can, and an A/A run (`--baseline` of this
  * checkout) pooled the same way says how wide the noise alone is.
  */
@@ -11,9 +11,12 @@ import { readFileSync } from 'node:fs';
 import { median, medianInterval } from './report.mjs';
 
 const files = process.argv.slice(2);
-if (files.length === 0) {
-  console.error('usage: node bench/pool.mjs FILE.json [FILE.json …]  (files written by bench/run.mjs --json)');
-  process.exit(2);
+const help = files.includes('--help') || files.includes('-h');
+if (files.length === 0 || help) {
+  (help ? console.log : console.error)(
+    'usage: node bench/pool.mjs FILE.json [FILE.json …]  (files written by bench/run.mjs --json)',
+  );
+  process.exit(help ? 0 : 2);
 }
 const pooled = new Map();
 for (const file of files) {

@@ -14,7 +14,7 @@ try {
 }
 
 /**
- * CPU seconds the hypervisor has taken from this machine so far (the "steal" column of
+ * CPU seconds the hypervisor has taken from the machine so far (the "steal" column of
  * /proc/stat, all CPUs), or null when it is not reported. On a shared VM it is the best single
  * sign that a run's absolute figures are not comparable with another run's.
  */

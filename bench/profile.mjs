@@ -13,12 +13,20 @@ import { runWrk } from './wrk.mjs';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const argv = process.argv.slice(2);
+if (argv.includes('--help') || argv.includes('-h')) {
+  console.log(
+    'node bench/profile.mjs [scenario] [seconds] [--reference | --ops] [--bin CHECKOUT]\n' +
+      'One bench scenario (default stream-c64, 5 s) against a daemon under node --cpu-prof: self time by function and by file.\n' +
+      `Scenarios: ${SCENARIOS.map((s) => s.id).join(', ')}.`,
+  );
+  process.exit(0);
+}
 // --bin DIR: profile another build (a worktree with its own dist/), with this harness and body.
 const binAt = argv.indexOf('--bin');
 const otherDir = binAt === -1 ? null : resolve(argv[binAt + 1]);
 const args = argv.filter((x, i) => !x.startsWith('--') && (binAt === -1 || i !== binAt + 1));
 const reference = process.argv.includes('--reference');
-// --ops: metrics on and the bench key with limits (what they cost: bench/ops-instructions.mjs counts it).
+// --ops: metrics on and the bench key with limits (what they cost: bench/callgrind.mjs --ops counts it).
 const ops = process.argv.includes('--ops');
 const sc = SCENARIOS.find((s) => s.id === (args[0] ?? 'stream-c64'));
 const seconds = Number(args[1] ?? 5);

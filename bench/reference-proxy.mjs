@@ -1,6 +1,6 @@
 /* global process, console, Buffer, AbortController */
 /**
- * The reference: what a careful, minimal Node proxy reaches on this machine. node:http in front,
+ * The reference: what a careful, minimal Node proxy reaches on the same machine. node:http in front,
  * one undici Pool behind, the small request body buffered and sent in one piece, the response
  * streamed back as it arrives. No auth, no validation, no id rewrite, no logging: the floor an
  * honest Node gateway is measured against.

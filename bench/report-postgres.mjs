@@ -1,7 +1,7 @@
 /**
  * With --postgres: ob-proxy on the PostgreSQL store against ob-proxy on lowdb, per scenario, as
- * the median of per-repetition ratios (both measured seconds apart in each repetition). Issue 12
- * asks for the PostgreSQL store's throughput within 5 % of lowdb's: the request path is the same
+ * the median of per-repetition ratios (both measured seconds apart in each repetition). The goal
+ * is the PostgreSQL store's throughput within 5 % of lowdb's: the request path is the same
  * code on both, so a difference is the usage flush and the change-log reads, or the machine's noise.
  * CPU is the daemon's (bench/procstat.mjs reads the target's own pid): the server's backends are
  * not counted here, since the server may be shared; bench/pg-cost.mjs counts them apart.
@@ -14,11 +14,11 @@ export function postgresSection(doc) {
   );
   if (rows.length === 0) return [];
   return [
-    '## PostgreSQL store vs lowdb (issue 12)',
+    '## PostgreSQL store vs lowdb',
     '',
     'Medians of per-repetition ratios, `ob-proxy-pg` req/s over `ob-proxy` (lowdb) req/s. Goal: at least 0.95.',
     "CPU is the daemon's alone: the PostgreSQL server's processes are not counted (the server given by `--postgres`",
-    'may serve others too); `bench/pg-cost.mjs` counts them on a server of its own (docs/performance.md, session 6).',
+    'may serve others too); `bench/pg-cost.mjs` counts them on a server of its own (docs/scale-out.md, "Throughput").',
     '',
     '| scenario | lowdb req/s | PostgreSQL req/s | PostgreSQL / lowdb | lowdb CPU µs/req | PostgreSQL CPU µs/req | goal met |',
     '|---|---|---|---|---|---|---|',

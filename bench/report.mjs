@@ -1,7 +1,7 @@
 /* global process */
 /**
  * Renders one bench run as Markdown: the machine, one table per scenario with ratios to the
- * direct and reference runs of the same run, the targets of issue 4 checked, streams held.
+ * direct and reference runs of the same run, the targets checked, streams held.
  */
 import { spawnSync } from 'node:child_process';
 import { cpus, release, totalmem } from 'node:os';
@@ -140,7 +140,7 @@ function scenarioTable(sc, byTarget) {
   ].join('\n');
 }
 
-/** The targets of issue 4 for ob-proxy, each with the figure measured and whether it is met. */
+/** The targets for ob-proxy, each with the figure measured and whether it is met. */
 export function checkTargets(doc) {
   const r = doc.results;
   const ob = (id) => r[id]?.['ob-proxy'];
@@ -224,11 +224,11 @@ export function checkTargets(doc) {
   }));
 }
 
-/** CLI start-up (bench/cli.mjs); issue 14's goal is at most 100 ms wall for these commands. */
+/** CLI start-up (bench/cli.mjs); the goal is at most 100 ms wall for these commands. */
 function cliSection(cli) {
   if (cli == null) return [];
   return [
-    '## CLI start-up (issue 14)',
+    '## CLI start-up',
     '',
     `Wall time from spawn to exit, ${cli.runs} interleaved rounds, median (Node ${cli.node}, started as \`node dist/bin/ob-proxy.js\`); the list commands ask the running ob-proxy target. Goal: at most 100 ms.`,
     '',
@@ -254,7 +254,7 @@ export function togetherSection(together) {
   return [
     '## Side by side: each extra target and ob-proxy under load at the same moment',
     '',
-    `Each round starts both anew, warms both together, then loads both at once, each with its own upstream and its own wrk at ${first.connections} connections for ${first.seconds} s; which wrk starts first alternates (bench/together.mjs). Whatever the shared machine does in that window falls on both, so these ratios are much steadier than the interleaved ones above (two identical builds: 0.987× and 1.006×, docs/performance.md session 8). Medians of the rounds' ratios (target ÷ ob-proxy), with a 90 % bootstrap interval.`,
+    `Each round starts both anew, warms both together, then loads both at once, each with its own upstream and its own wrk at ${first.connections} connections for ${first.seconds} s; which wrk starts first alternates (bench/together.mjs). Whatever the shared machine does in that window falls on both, so these ratios are much steadier than the interleaved ones above (two identical builds: 0.987× and 1.006×). Medians of the rounds' ratios (target ÷ ob-proxy), with a 90 % bootstrap interval.`,
     '',
     '| target ÷ ob-proxy | rounds | non-streaming req/s | CPU per request | streaming req/s | CPU per stream |',
     '|---|---|---|---|---|---|',
@@ -284,7 +284,7 @@ export function renderReport(doc) {
     `Each scenario: ${o.warmupS} s warm-up per target, then ${o.reps} repetitions of ${o.durationS} s, targets interleaved within each repetition${o.restart ? '; before each repetition after the first, every Node proxy is started anew and warmed up again (a process keeps the garbage-collection regime it settles into, so repetitions of one process are not independent draws)' : '; one process per target for the whole run'}${o.prerollS > 0 ? `; each measured run follows ${o.prerollS} s of the same load on the same target` : ''}; the tables show medians (peak RSS: the maximum). Load: ${o.wrk ? 'wrk -t1 (a separate process)' : 'bench/loadgen.mjs (wrk not installed)'} for throughput and latency; bench/loadgen.mjs (a separate Node process) for time to first chunk and stream checks.`,
     "Proxy CPU is utime+stime of the proxy's processes from /proc over the run, divided by the requests completed. Ratios and added latencies are medians of per-repetition pairs: each repetition's figure against the reference's (or direct's) from the same repetition, measured seconds apart, so a drift in the machine's speed over the run cancels out instead of landing in the ratio.",
     '',
-    '## Targets of issue 4 (ob-proxy)',
+    '## Targets (ob-proxy)',
     '',
     '| target | goal | measured | met |',
     '|---|---|---|---|',

@@ -1,6 +1,6 @@
 /* global process, setTimeout */
 /**
- * `npm run bench`: one run, on this machine, of every scenario against every target (the
+ * `npm run bench`: one run, on the machine it runs on, of every scenario against every target (the
  * upstream directly, ob-proxy, the reference proxy, nginx when installed), repeated and reduced
  * to medians, written as Markdown to bench/RESULTS.md and as JSON to bench/results/latest.json.
  *
@@ -21,8 +21,8 @@
  *        --rpm/--tpm/--concurrency, beside plain "ob-proxy", to measure what they cost)
  *        --together-rounds N (6; 0: none): each extra target (--baseline, --ops, --postgres) is
  *        also measured side by side with ob-proxy, both under load at the same moment, in N rounds
- *        of fresh processes (bench/together.mjs): the figure to judge a change by on a shared VM
- *        --same-process (keep each proxy's process for every repetition, as before session 7;
+ *        of fresh processes (bench/together.mjs): the wall-clock figure least disturbed by a shared machine
+ *        --same-process (keep each proxy's process for every repetition;
  *        by default each repetition starts every Node proxy anew and warms it up first, for
  *        --warmup seconds per scenario, default 4: a fresh process reaches its steady CPU per
  *        request after 3 to 4 s of load)
@@ -84,11 +84,11 @@ const opts = {
   nodeFlags: (a['node-flags'] ?? '--max-semi-space-size=8').split(' ').filter(Boolean),
   cliRuns: a['no-cli'] === true ? 0 : Number(a['cli-runs'] ?? (smoke ? 3 : 40)),
   // A Node process settles, under load, into one of two garbage-collection regimes (few objects
-  // promoted, or many, with several times the scavenge time: docs/performance.md, session 7) and
+  // promoted, or many, with several times the scavenge time: docs/performance.md, "The collection regime") and
   // stays in it; with one process per target, the whole comparison rested on one draw per target.
   restart: a['same-process'] !== true,
   // A proxy left idle while the others are measured (tens of seconds) is slower for its first
-  // second or two of load again, by more in a process with more timers of its own (session 7):
+  // second or two of load again, by more in a process with more timers of its own:
   // each measured run follows this much of the same load on the same target.
   prerollS: Number(a.preroll ?? (smoke ? 0 : 2)),
   togetherRounds: Number(a['together-rounds'] ?? (smoke ? 1 : 6)),
@@ -112,7 +112,7 @@ if (a['no-build'] !== true) {
   );
 }
 
-// Issue 12: the lowdb store at 10,000 keys and 100,000 events, through a daemon's management
+// The lowdb store at 10,000 keys and 100,000 events, through a daemon's management
 // socket (bench/store-scale.mjs); alone with --only store-10k.
 if (only?.has('store-10k')) {
   const { renderStoreBench, runStoreBench } = await import('./store-scale.mjs');
@@ -208,7 +208,7 @@ const sub = (x, y) => (num(x) && num(y) ? x - y : null);
 
 /**
  * Ratios and added latencies as medians of per-repetition pairs: each repetition's figure
- * against the reference's or direct's from the same repetition, seconds apart. This machine's
+ * against the reference's or direct's from the same repetition, seconds apart. A shared VM's
  * speed drifts over a run (seen: a twofold change in ten minutes), which a ratio of medians
  * taken at different moments would carry into the result; a paired ratio cancels it.
  */

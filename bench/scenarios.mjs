@@ -1,5 +1,5 @@
 /**
- * The scenarios of issue 4, and the request bodies they send. `tool` says which load generator
+ * The scenarios of `npm run bench`, and the request bodies they send. `tool` says which load generator
  * measures it: wrk (when installed) for throughput and latency, the bench's own loadgen for
  * what wrk cannot see (time to first chunk, chunk order, held streams).
  */

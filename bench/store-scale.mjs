@@ -1,79 +1,19 @@
-/* global process, setTimeout, performance */
+/* global process, performance */
 /**
- * `npm run bench -- --only store-10k` (issue 12 §7): how long a key creation and an instance stop
+ * `npm run bench -- --only store-10k`: how long a key creation and an instance stop
  * take through a real daemon's management socket, on a lowdb store of 10,000 keys and 100,000
  * audit events, against the same on an empty store, in one run. Each round adds an instance, makes
  * it ready, creates 10 keys (not timed), then times one key creation and the stop that revokes its
  * 12 keys. Also timed: the daemon's start (load, replay, the first fold) on each store. 600 rounds
  * (about 9 MB of journal) take the large store's journal past its fold size at least once.
  */
-import { spawn } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { OB_BIN, freePort } from './targets.mjs';
+import { bigStoreData } from './big-store.mjs';
+import { OB_BIN, startServe } from './serve.mjs';
 
 const ROOT = resolve(import.meta.dirname, '..');
-const ALNUM = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
-
-/** The store a long-lived daemon leaves: as test/helpers/big-store.ts, written as db.json. */
-export function bigStore({ instances = 100, keys = 10_000, events = 100_000 } = {}) {
-  const at = '2026-11-01T00:00:00.000Z';
-  const insts = Array.from({ length: instances }, (_, i) => ({
-    id: `big-${i}`,
-    deployment: `dep-${i}`,
-    model: 'gemma4:26b',
-    endpoint: 'http://127.0.0.1:9/v1',
-    state: 'ready',
-    packEndsAt: null,
-    upstreamTokenFile: null,
-    createdAt: at,
-    updatedAt: at,
-  }));
-  const evs = [];
-  const ks = Array.from({ length: keys }, (_, i) => {
-    const inst = insts[i % instances];
-    let id = '';
-    for (let n = i, d = 0; d < 12; d++, n = Math.floor(n / 62)) id = ALNUM[n % 62] + id;
-    const revoked = i % 5 === 4;
-    evs.push({ seq: evs.length + 1, at, type: 'key.created', instance: inst.id, keyId: id, keyName: `k${i}` });
-    if (revoked)
-      evs.push({
-        seq: evs.length + 1,
-        at,
-        type: 'key.revoked',
-        instance: inst.id,
-        keyId: id,
-        keyName: `k${i}`,
-        reason: 'manual',
-      });
-    return {
-      id,
-      name: `k${i}`,
-      instance: inst.id,
-      deployment: inst.deployment,
-      hash: createHash('sha256').update(`big-${i}`).digest('hex'),
-      hint: `ob_sk_…${id.slice(-4)}`,
-      isDefault: false,
-      status: revoked ? 'revoked' : 'active',
-      createdAt: at,
-      lastUsedAt: null,
-      revokedAt: revoked ? at : null,
-      revokeReason: revoked ? 'manual' : null,
-      usage: { requests: i, promptTokens: 2 * i, completionTokens: 3 * i },
-    };
-  });
-  while (evs.length < events)
-    evs.push({
-      seq: evs.length + 1,
-      at,
-      type: 'instance.state',
-      instance: insts[evs.length % instances].id,
-      state: 'ready',
-    });
-  return { version: 2, instances: insts, keys: ks, events: evs };
-}
 
 function pct(sorted, p) {
   if (sorted.length === 0) return null;
@@ -85,44 +25,22 @@ function summary(ms) {
   return { n: s.length, p50: pct(s, 50), p99: pct(s, 99), max: s[s.length - 1] ?? null };
 }
 
-async function waitFor(check, what, ms = 60_000) {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
 async function measureStore(label, data, { rounds, nodeArgs, log, dir, build = { name: 'this', bin: OB_BIN } }) {
   const { DaemonClient } = await import(join(ROOT, 'dist/cli/daemon-client.js'));
   const home = mkdtempSync(join(dir, 'obstore-'));
   if (data !== null) writeFileSync(join(home, 'db.json'), JSON.stringify(data));
   const dbBytes = data === null ? 0 : statSync(join(home, 'db.json')).size;
-  const port = await freePort();
   const t0 = performance.now();
-  const proc = spawn(
-    process.execPath,
-    [...nodeArgs, build.bin, 'serve', '--home', home, '--port', String(port), '--log-level', 'warn'],
-    { stdio: ['ignore', 'ignore', 'pipe'] },
-  );
-  let stderr = '';
-  proc.stderr.setEncoding('utf8').on('data', (s) => {
-    stderr += s;
+  const serve = await startServe({
+    home,
+    bin: build.bin,
+    nodeArgs,
+    args: ['--log-level', 'warn'],
+    logs: 'ignore',
+    timeoutMs: 60_000,
   });
   const client = new DaemonClient(join(home, 'ob-proxy.sock'));
   try {
-    await waitFor(() => existsSync(join(home, 'ob-proxy.sock')) || proc.exitCode !== null, 'the daemon to start');
-    if (proc.exitCode !== null) throw new Error(`serve exited ${proc.exitCode}: ${stderr}`);
-    // The socket file exists from bind, a moment before it accepts (seen on a loaded machine).
-    for (let i = 0; ; i++) {
-      try {
-        await client.status();
-        break;
-      } catch (err) {
-        if (i >= 100 || proc.exitCode !== null) throw err;
-        await new Promise((r) => setTimeout(r, 20));
-      }
-    }
     const startMs = performance.now() - t0;
     const create = [];
     const stop = [];
@@ -171,8 +89,7 @@ async function measureStore(label, data, { rounds, nodeArgs, log, dir, build = {
     return result;
   } finally {
     await client.close?.();
-    proc.kill('SIGTERM');
-    await new Promise((r) => (proc.exitCode !== null ? r() : proc.once('exit', r)));
+    await serve.stop();
     rmSync(home, { recursive: true, force: true });
   }
 }
@@ -187,7 +104,7 @@ async function measureStore(label, data, { rounds, nodeArgs, log, dir, build = {
  * OB_STORE_BENCH_DIRS=<dir>[,<dir>] replaces the folders.
  */
 export async function runStoreBench({ rounds = 600, reps = 2, nodeArgs = [], log }) {
-  const big = bigStore();
+  const big = bigStoreData({ instances: 100, keys: 10_000, events: 100_000 });
   const dirs = process.env.OB_STORE_BENCH_DIRS?.split(',') ?? [
     tmpdir(),
     ...(existsSync('/dev/shm') ? ['/dev/shm'] : []),

@@ -5,14 +5,16 @@
  * nginx when installed. Each target is { name, url, headers, pids(), stop() }.
  */
 import { execFile, execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, mkdirSync, rmSync, writeFileSync, readFileSync } from 'node:fs';
-import { createServer, connect } from 'node:net';
+import { mkdtempSync, mkdirSync, rmSync, writeFileSync, readFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { childPids } from './procstat.mjs';
+import { OB_BIN, freePort, startServe } from './serve.mjs';
+
+export { OB_BIN, freePort };
 
 const ROOT = resolve(import.meta.dirname, '..');
-export const OB_BIN = join(ROOT, 'dist/bin/ob-proxy.js');
 const NODE = process.execPath;
 
 function spawnWithUrl(cmd, args, what) {
@@ -44,17 +46,6 @@ function stopper(proc) {
       proc.kill('SIGTERM');
       setTimeout(() => proc.kill('SIGKILL'), 5_000).unref();
     });
-}
-
-export function freePort() {
-  return new Promise((done, fail) => {
-    const s = createServer();
-    s.once('error', fail);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => done(port));
-    });
-  });
 }
 
 async function waitForPort(port, what, timeoutMs = 15_000) {
@@ -105,7 +96,7 @@ function cli(args, timeout = 20_000) {
 /**
  * `ob-proxy serve` on a fresh home, with an instance pointing at the upstream made ready. `ops`:
  * metrics on (a port of their own) and the bench key made with generous limits, so their cost is
- * measured; `metrics` and `limits` turn on one of the two alone (bench/ops-instructions.mjs).
+ * measured; `metrics` and `limits` turn on one of the two alone.
  * `launcher`: a command the daemon runs under (valgrind), with `slow` for its longer start-up.
  */
 export async function startObProxy(
@@ -124,38 +115,17 @@ export async function startObProxy(
   } = {},
 ) {
   const home = mkdtempSync(join(tmpdir(), 'obb-'));
-  const port = await freePort();
-  const extra = [
-    ...(store === undefined ? [] : ['--store', store]),
-    ...(metrics ? ['--metrics-port', String(await freePort())] : []),
-  ];
   // Slow (valgrind): no health probes, work that comes per unit of time rather than per request.
-  const argv = [
-    NODE,
-    ...nodeArgs,
-    bin,
-    'serve',
-    '--home',
-    home,
-    '--port',
-    String(port),
+  const args = [
     '--log-level',
     logLevel,
-    ...extra,
+    ...(store === undefined ? [] : ['--store', store]),
+    ...(metrics ? ['--metrics-port', String(await freePort())] : []),
     ...(slow ? ['--probe-interval', '0'] : []),
   ];
-  const full = [...launcher, ...argv];
-  const proc = spawn(
-    full[0],
-    full.slice(1),
-    // Logs go to a file, as under systemd or a container runtime: the bench must not pay for a pipe it never reads.
-    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, NO_COLOR: '1' } },
-  );
-  const wait = slow ? 300_000 : 20_000;
-  await waitForPort(port, 'ob-proxy serve', wait);
-  // The management socket may come up a moment after the port (long under valgrind).
-  for (const end = Date.now() + wait; !existsSync(join(home, 'ob-proxy.sock')) && Date.now() < end;)
-    await new Promise((r) => setTimeout(r, 50));
+  const wait = slow ? 900_000 : 20_000;
+  // Logs are not read, as under systemd or a container runtime: the bench must not pay for a pipe.
+  const serve = await startServe({ home, bin, args, nodeArgs, launcher, logs: 'ignore', timeoutMs: wait });
   await cli(['instances', 'add', 'bench', '--model', 'gemma4:26b', '--endpoint', upstreamUrl, '--home', home], wait);
   // Under valgrind on a busy machine the daemon's probe of the upstream can miss its 5 s: the upstream is ours and up.
   const ready = await cli(['instances', 'ready', 'bench', '--home', home, ...(slow ? ['--no-probe'] : [])], wait);
@@ -182,13 +152,13 @@ export async function startObProxy(
         )
       ).secret
     : ready.defaultKey.secret;
-  const stop = stopper(proc);
+  const stop = stopper(serve.proc);
   return {
     name,
-    url: `http://127.0.0.1:${port}`,
+    url: serve.baseUrl,
     home,
     headers: { Authorization: `Bearer ${secret}` },
-    pids: () => [proc.pid],
+    pids: () => [serve.proc.pid],
     stop: async () => {
       await stop();
       rmSync(home, { recursive: true, force: true });

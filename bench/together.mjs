@@ -2,14 +2,14 @@
  * Two daemons measured at the same time, each under its own wrk at the same connection count, so
  * whatever the machine does in that window (another job, the hypervisor, a change of clock speed)
  * falls on both. Measured seconds apart, as `npm run bench`'s interleaved repetitions are, one
- * build's own throughput moved by ±20 % between repetitions on this shared 2-core VM, and two
- * identical builds differed by up to 6 % in the median of 7 (docs/performance.md, session 8).
+ * build's own throughput moved by ±20 % between repetitions on a shared 2-core VM, and two
+ * identical builds differed by up to 6 % in the median of 7 (docs/performance.md, "How to measure").
  *
  * Each round starts both anew (a process keeps the collection regime it settles into), warms
  * both together, then measures both together; which wrk starts first alternates by round. Per
  * round and kind: B's req/s ÷ A's, and B's CPU per request ÷ A's (utime + stime of every thread,
  * /proc). Both share the cores, so absolute figures are about half of a solo run's; the ratio is
- * the result. Used by bench/ab-together.mjs and by `npm run bench` for its extra targets.
+ * the result. Used by `npm run bench` for its extra targets.
  */
 import { join } from 'node:path';
 import { cpuSeconds } from './procstat.mjs';

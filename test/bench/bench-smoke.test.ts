@@ -111,8 +111,8 @@ describe('npm run bench (smoke)', () => {
     for (const c of doc.cli!.commands) expect(c.medianMs, c.command).toBeGreaterThan(0);
 
     const text = await readFile(md, 'utf8');
-    expect(text).toContain('## Targets of issue 4 (ob-proxy)');
-    expect(text).toContain('## CLI start-up (issue 14)');
+    expect(text).toContain('## Targets (ob-proxy)');
+    expect(text).toContain('## CLI start-up');
     for (const title of [
       'Non-streaming, 64 connections',
       'Streaming 64 chunks, 1 connection',
@@ -126,6 +126,17 @@ describe('npm run bench (smoke)', () => {
     expect(text).not.toContain('ob_sk_');
     expect(JSON.stringify(doc)).not.toContain('ob_sk_');
   }, 180_000);
+
+  // The maintained tools outside `npm run bench` load, with every module they import, and say how they are run.
+  it.each(['callgrind', 'profile', 'pg-cost', 'pool'])('bench/%s.mjs --help', async (tool) => {
+    const out = await new Promise<{ code: number; stdout: string }>((done) => {
+      execFile(process.execPath, [join(ROOT, `bench/${tool}.mjs`), '--help'], { cwd: ROOT }, (err, stdout) =>
+        done({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : 1, stdout }),
+      );
+    });
+    expect(out.code).toBe(0);
+    expect(out.stdout).toContain(`node bench/${tool}.mjs`);
+  });
 
   it('parses a wrk report', async () => {
     // Loaded by URL: the bench is plain .mjs, outside the TypeScript build.

@@ -2,6 +2,7 @@ import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { startServe as launchServe } from '../../bench/serve.mjs';
 
 /** The built CLI: tests drive the same file users run. `npm test` builds before vitest runs. */
 export const BIN = resolve(import.meta.dirname, '../../dist/bin/ob-proxy.js');
@@ -137,19 +138,15 @@ export interface ServeProcess extends RunningProcess {
   logs(): Record<string, unknown>[];
 }
 
-/** `ob-proxy serve --port 0` on a home; resolves once both listeners are up. */
+/** `ob-proxy serve --port 0` on a home; resolves once both listeners are up (bench/serve.mjs, the bench's launcher too). */
 export async function startServe(
   home: string,
   args: string[] = [],
   env: Record<string, string> = {},
 ): Promise<ServeProcess> {
-  const p = spawnLogged(['serve', '--home', home, '--port', '0', ...args], env);
-  const line = await waitForLine(p, (l) => l.includes('"ob-proxy serving"'), 'ob-proxy serve');
-  const baseUrl = (JSON.parse(line) as { baseUrl: string }).baseUrl;
+  const p = await launchServe({ bin: BIN, home, args, env });
   return {
     ...p,
-    baseUrl,
-    home,
     logs: () =>
       p.lines.flatMap((l) => {
         try {
