@@ -3,7 +3,7 @@
  * The entry point: wires argv, environment, stdio and signals to the CLI program, and injects
  * the long-running commands (serve, simulate, demo) from daemon/ so cli/ and daemon/ stay apart.
  * Each command imports what it needs when it runs: `--help` or `instances list` never load
- * Fastify, pino, the store, the simulator, Ink or React (issue 14; test/e2e/cli-imports.test.ts).
+ * Fastify, pino, the store, the simulator, Ink or React (test/e2e/cli-imports.test.ts).
  */
 import { readFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';

@@ -29,7 +29,7 @@ export function settingOption(name: FlagName, help?: string): Option {
   return new Option(`--${s.flag} ${s.value}`, `${help ?? s.help} (default ${shownDefault(s)}; env: ${s.env})`);
 }
 
-/** Every command takes --home, --socket and --json (CONTRACT §2). */
+/** Every command takes --home, --socket and --json (docs/contract.md §2). */
 export function withCommon(cmd: Command): Command {
   return cmd
     .addOption(settingOption('home'))

@@ -15,7 +15,7 @@ export type HaltAction = 'pending' | 'stop' | 'fail' | 'terminate';
  * Connection failures become `daemon_unreachable` (exit 3); the daemon's refusals come back as
  * the ObProxyError it sent. One connection per call, over a small HTTP/1.1 client of its own
  * (socket-http.ts): every CLI command loads this file, and undici or node:http took longer to
- * load than the rest of a command (issue 14).
+ * load than the rest of a command.
  */
 export class DaemonClient {
   /**

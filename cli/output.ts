@@ -11,7 +11,7 @@ export interface Io {
   env: Readonly<Record<string, string | undefined>>;
 }
 
-/** Colour only on a terminal, and never with NO_COLOR (CONTRACT §2). */
+/** Colour only on a terminal, and never with NO_COLOR (docs/contract.md §2). */
 export function colours(io: Io): ChalkInstance {
   const off = !io.isTTY || (io.env.NO_COLOR !== undefined && io.env.NO_COLOR !== '');
   return new Chalk({ level: off ? 0 : 1 });

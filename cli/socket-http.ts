@@ -5,7 +5,7 @@ import { type Socket, connect } from 'node:net';
  * Just enough HTTP/1.1 to talk to the daemon's management socket: one request per connection
  * (`Connection: close`), a response read by Content-Length, chunked encoding or to the end.
  * Not node:http: on Node 24 loading it loads Node's bundled undici, http2 and tls, which took a
- * third of a CLI command's time (issue 14); node:net is loaded anyway for stdio.
+ * third of a CLI command's time; node:net is loaded anyway for stdio.
  */
 export interface SocketResponse {
   status: number;

@@ -410,7 +410,7 @@ async function assemble(config: Config, deps: DaemonDeps, opened: Opened): Promi
       if (store.subscribe !== undefined) lifecycle.retryUnwritten().catch(() => {});
     }, config.usageFlushMs);
 
-    // Bounded staleness (CONTRACT §4): a flag the request path reads, set here, so a request
+    // Bounded staleness (docs/contract.md §4): a flag the request path reads, set here, so a request
     // never computes it, and a change of state is logged once.
     const lastInSync = store.lastInSync?.bind(store);
     staleTimer =

@@ -1,7 +1,7 @@
 /* global process, console */
 /**
  * `npm run build:binary`: one file, dist-bin/ob-proxy, that runs every command on a machine with
- * no Node (issue 14 §2; docs/operations.md "Single binary").
+ * no Node (docs/operations.md "Single binary").
  *
  * 1. esbuild bundles bin/ob-proxy.ts from source into ES module chunks: ESM because
  *    bin/ob-proxy.ts and yoga-layout (Ink's layout engine, its WebAssembly inlined as base64) use

@@ -3,7 +3,7 @@
  * offered and the last turn is the user's, a final answer after tool results, reasoning from a
  * thinking model, JSON under `response_format`, and Ollama's refusals of inputs it cannot read
  * (http image URLs, null content without tool calls, tool arguments that are not JSON).
- * Three wire flavours: Ollama ≥ 0.32.6, older Ollama, and vLLM (protocol.md §1.3-1.5, §2).
+ * Three wire flavours: Ollama ≥ 0.32.6, older Ollama, and vLLM (Ollama's openai/openai.go and middleware/openai.go; vLLM's chat_completion/serving.py).
  */
 
 export type Flavor = 'ollama' | 'ollama-old' | 'vllm';

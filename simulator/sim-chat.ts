@@ -285,7 +285,7 @@ function nonStream(job: Job, req: SimChatRequest, k: Readonly<Knobs>): void {
     later(job, k.firstTokenDelayMs, () => drip(job, Buffer.from(body), Math.max(2, n), interval));
     return;
   }
-  // No headers before generation ends (protocol.md §1.8): first token + the rest of the tokens.
+  // No headers before generation ends (Ollama's server/routes.go writes nothing before the first token): first token + the rest of the tokens.
   later(job, k.firstTokenDelayMs + Math.max(0, n - 1) * interval, () => {
     if (k.fail === 'drop-mid-stream') {
       const bytes = Buffer.from(body);

@@ -1,5 +1,5 @@
 /**
- * Ollama's allowedHostsMiddleware (O-routes, protocol.md §1.1): when Ollama listens on a loopback
+ * Ollama's allowedHostsMiddleware (Ollama's server/routes.go): when Ollama listens on a loopback
  * address, a request whose Host is not a loopback/private/unspecified/local-interface IP,
  * `localhost`, the machine's hostname, or `*.localhost|*.local|*.internal` gets 403, empty body.
  */

@@ -2,7 +2,7 @@
  * The hostile model server's answers: lines, bodies and error bodies without end or of any size,
  * statuses that are neither 200 nor an error, a body that goes on after `[DONE]`, error events
  * and SSE that is not OpenAI's wire format. A proxy must bound, refuse or drop each of them
- * (CONTRACT §3, docs/reliability.md); the tests pair each with a healthy neighbour.
+ * (docs/contract.md §3, docs/reliability.md); the tests pair each with a healthy neighbour.
  * Everything is written with back-pressure, so an endless answer costs the simulator nothing
  * while nobody reads it, and stops as soon as the proxy closes the connection.
  */

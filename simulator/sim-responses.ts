@@ -1,6 +1,6 @@
 /**
  * Wire bodies of the simulated Ollama server, built as strings (the hot path of benchmarks).
- * Shapes follow Ollama ≥ 0.32.6 (protocol.md §1.3, §1.4, §1.7): key order as Go's encoder
+ * Shapes follow Ollama ≥ 0.32.6 (Ollama's openai/openai.go and middleware/openai.go): key order as Go's encoder
  * writes them, non-streaming bodies end with the "\n" that json.Encoder appends.
  */
 

@@ -1,6 +1,6 @@
 /**
  * A simulated Ollama model server (`ob-proxy simulate`): a plain `node:http` server speaking
- * Ollama's OpenAI-compatible API (protocol.md §1), with failure modes, per-request directives
+ * Ollama's OpenAI-compatible API (Ollama's openai/openai.go), with failure modes, per-request directives
  * and request recording, for the demo, end-to-end and fault tests, and benchmarks.
  *
  *   const sim = buildSimulator({ models: ['gemma4:26b'] });

@@ -409,7 +409,7 @@ export const SETTINGS = {
     type: 'number',
     env: 'OB_PROXY_STORE_CATCHUP_MS',
     // Half a second: with a notification lost, the change still reaches every daemon within the
-    // 1 s that CONTRACT section 4 promises (one period plus one read).
+    // 1 s that docs/contract.md §4 promises (one period plus one read).
     default: 500,
     min: 50,
     max: 600_000,
@@ -466,7 +466,7 @@ export type FlagName = NamesOf<{ flag: string }>;
 export type ConfigFlags = { [K in FlagName]?: string | number };
 export type Env = Readonly<Record<string, string | undefined>>;
 
-/** Resolved once at startup; flag, then environment, then default (CONTRACT §1). */
+/** Resolved once at startup; flag, then environment, then default (docs/contract.md §1). */
 export interface Config extends AnswerLimits {
   home: string;
   socket: string;

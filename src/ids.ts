@@ -22,7 +22,7 @@ function randomId(): string {
   return pool.toString('latin1', at, at + ID_LEN);
 }
 
-/** Our own completion id: Ollama's `chatcmpl-<0..998>` collides (protocol.md §1.3). */
+/** Our own completion id: Ollama's `chatcmpl-<0..998>` collides (Ollama's middleware/openai.go draws it from 0 to 998). */
 export function completionId(): string {
   return `chatcmpl-${randomId()}`;
 }

@@ -8,7 +8,7 @@ const CHAT_PATH = '/v1/chat/completions';
  * Fastify's own errors), in the metrics. Fastify calls `requestCompleted` when a response of any
  * route finishes, from the same listener that runs a route's onResponse hooks (it sets that
  * listener up for every request when it is given a logger, as the data plane is); an onResponse
- * hook cost three closures and a hook runner per request (docs/performance.md, session 6).
+ * hook cost three closures and a hook runner per request (docs/performance.md, "What each optimisation bought").
  * Request logging stays off: the base class logs nothing with `disableRequestLogging`.
  */
 export class AnswerCounter extends LogController {

@@ -23,7 +23,7 @@ declare module 'fastify' {
 const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
 
 /**
- * CONTRACT §3 checks 1 to 4, in an onRequest hook: before the body is read, from memory only.
+ * docs/contract.md §3 checks 1 to 4, in an onRequest hook: before the body is read, from memory only.
  * `requireReady` is false for GET /v1/models, which answers whatever the instance's state.
  * Callback style, not async: nothing here waits, and a promise per request is measurable.
  * A refusal is sent from the hook and `done` is not called, which ends the request there.
@@ -126,14 +126,14 @@ export function endDuePacksSoon(ctx: DaemonContext): void {
 }
 
 /**
- * CONTRACT §3 checks 3 to 5 again once the body has arrived, which may be minutes after the
+ * docs/contract.md §3 checks 3 to 5 again once the body has arrived, which may be minutes after the
  * headers: the key may have been revoked, or its deployment stopped, removed or past its pack
  * end, meanwhile. The chat handler calls it first, in the turn in which it registers the request
  * in flight, so no revocation falls between this check and the upstream send unseen (it was a
  * `preHandler` hook; Fastify's hook runner made three closures per request for it). Sets
  * `request.auth` to the instance as it is now: its endpoint may have changed.
  * A daemon that has gone out of sync with its shared store for longer than --max-stale since the
- * headers came refuses as it would have then (CONTRACT §4): a revocation made elsewhere meanwhile
+ * headers came refuses as it would have then (docs/contract.md §4): a revocation made elsewhere meanwhile
  * cannot have reached this registry.
  */
 /** The refusal for an authenticated request whose key or deployment changed since its headers. */

@@ -80,7 +80,7 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
   registerCors(app, ctx.config.corsOrigins);
 
   // Read every body as bytes: the handler parses once, reports invalid_json before a bad
-  // Content-Type (CONTRACT §3 order), and forwards the same bytes when nothing needs rewriting.
+  // Content-Type (docs/contract.md §3 order), and forwards the same bytes when nothing needs rewriting.
   // application/json is named as well as '*': Fastify caches the parser it finds by name, but
   // looks the catch-all up again, parsing the Content-Type header anew, on every request.
   app.removeAllContentTypeParsers();

@@ -22,7 +22,7 @@ const UTF8 = /^utf-?8$/i;
 export function makeChatHandler(ctx: DaemonContext) {
   // Not async: the reply is hijacked, so Fastify need not wait on a promise for each request.
   return function chatCompletions(request: FastifyRequest, reply: FastifyReply): void {
-    // Checks 3 to 5 again, now that the body is in: before any check of the body (CONTRACT §3
+    // Checks 3 to 5 again, now that the body is in: before any check of the body (docs/contract.md §3
     // order), and in the turn the request is registered in flight (proxy).
     const refusal = recheck(ctx, request);
     if (refusal !== null) {
@@ -81,7 +81,7 @@ export function makeChatHandler(ctx: DaemonContext) {
 /**
  * A request waiting for a slot of its instance (admission.ts). It is in its key's in-flight list
  * while it waits, so a revocation or a pack end ends it as it ends a request sent upstream: out of
- * the queue, answered with the error, at once (CONTRACT §3), rather than holding its place until
+ * the queue, answered with the error, at once (docs/contract.md §3), rather than holding its place until
  * its turn or the queue's time-out. Its key is checked again when its turn comes, in the turn it
  * is sent: a deployment stopped or moved back to pending while it waited is refused then, and it
  * never reaches the model server. A client that leaves while it waits leaves the queue.

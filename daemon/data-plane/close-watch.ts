@@ -19,7 +19,7 @@ type WatchedResponse = ServerResponse & { [WATCHER]?: CloseWatcher | null };
 /**
  * The one 'close' listener every watched response shares. A closure per response, or a second
  * listener for the key's slot beside the relay's, cost each limited request a closure, a listener
- * array and its copy at every emit (docs/performance.md, session 13).
+ * array and its copy at every emit (docs/performance.md, "What each optimisation bought").
  */
 function onResponseClose(this: WatchedResponse): void {
   this[WATCHER]?.clientClosed();

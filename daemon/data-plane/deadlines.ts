@@ -21,15 +21,15 @@ export interface DeadlineNode {
  * The response deadlines of the requests in flight, and the model server's silences, in one
  * list swept every `periodMs`, instead of timers per request: a Timeout (with its argument array
  * and its place in Node's timer lists) lives as long as its request, and what requests in flight
- * keep alive is copied by every scavenge they live through (docs/performance.md, session 8).
+ * keep alive is copied by every scavenge they live through (docs/performance.md, "What each optimisation bought").
  * undici's own time-outs to the headers and between reads were no better: each request made one
  * of its timer objects, held in undici's list until its next half-second tick, so promoted to
- * the old generation every time, about 100 of the 130 bytes a request promoted (session 15).
+ * the old generation every time, about 100 of the 130 bytes a request promoted.
  *
  * Every request gets the same deadline, so they come due in the order they were added: adding is
  * an append, and a request that ends unlinks itself. A silence is seen without a clock read per
  * read: the node counts what it hears, and the sweep notes when the count last moved. A deadline
- * is enforced at most `periodMs` late, a silence at most twice that (CONTRACT §3 asks for a
+ * is enforced at most `periodMs` late, a silence at most twice that (docs/contract.md §3 asks for a
  * second). The sweep runs only while the list is not empty, and keeps no process alive.
  */
 export class Deadlines {

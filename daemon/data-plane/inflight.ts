@@ -28,13 +28,13 @@ export interface InflightNode extends Terminable {
 
 /**
  * The requests sent upstream and not yet over, per key, so that a revocation or a pack end can
- * end them (CONTRACT §3). Each key's requests are a doubly linked list, and a request that leaves
+ * end them (docs/contract.md §3). Each key's requests are a doubly linked list, and a request that leaves
  * it has its links cleared. Not a Set: a Set that long-lived code adds to and deletes from
  * thousands of times a second rebuilds its hash table every few dozen requests, and each old
  * table keeps a link to the next one, and its entries, until a full collection. Once one of those
  * tables had been promoted, every later table, and every request it held, was promoted too:
  * 5 to 7 KB per request instead of about 140 B, with a mark-compact every few hundred
- * milliseconds (docs/performance.md, session 7). A key's empty entry is kept until the next
+ * milliseconds (docs/performance.md, "What each optimisation bought"). A key's empty entry is kept until the next
  * sweep, so a busy key does not make one per request.
  */
 export class InflightRequests {
@@ -118,7 +118,7 @@ export function inflightError(packEnded: boolean): ObProxyError {
 export const SWEEP_MS = 250;
 
 /**
- * Ends in-flight work when its key is revoked (CONTRACT §3): at once on each `key.revoked`
+ * Ends in-flight work when its key is revoked (docs/contract.md §3): at once on each `key.revoked`
  * event, which the lifecycle emits before the CLI's call returns; and, as a backstop, a sweep
  * that re-checks every key with work in flight against the registry. The sweep catches a pack
  * whose time has come before the pack timer fires (a late or busy event loop), and any change to
@@ -136,7 +136,7 @@ export function watchRevocations(ctx: DaemonContext): () => void {
     let packDue = false;
     ctx.inflight.sweep((key) => {
       // Out of sync with a shared store for longer than --max-stale: a key revoked elsewhere
-      // meanwhile is not known here, so no key is served, in flight or new (CONTRACT §4).
+      // meanwhile is not known here, so no key is served, in flight or new (docs/contract.md §4).
       if (ctx.storeStale) return STALE;
       // requireReady false: a deployment moved back to pending keeps its keys, and its streams.
       const r = registry.check(key, now, false);

@@ -56,7 +56,7 @@ export function writeRawError(
  * turn, in one array, which Node's header loop reads by index. An object made by spreading the
  * key's headers into ours cost a limited key about 10 µs a request in some processes: V8 kept
  * defining and migrating the objects' maps (DefineNamedOwnIC, MigrateToMap; docs/performance.md,
- * session 15), and Node read their properties by name, megamorphic keyed loads.
+ * "What each optimisation bought"), and Node read their properties by name, megamorphic keyed loads.
  */
 
 /** A JSON body's. */

@@ -76,8 +76,8 @@ function contentLength(headers: IncomingHttpHeaders): number {
 /**
  * What both relays share: the client's disconnect aborts the upstream request (also when it
  * comes before undici has started it), an error status is collected and passed on in our shape,
- * and `done` settles exactly once, when the exchange is over. The answer is bounded (CONTRACT
- * §3): a status other than 200 or an error, an error body past its cap, or an answer past its
+ * and `done` settles exactly once, when the exchange is over. The answer is bounded (docs/contract.md
+ * §3.6): a status other than 200 or an error, an error body past its cap, or an answer past its
  * deadline is refused with 502 upstream_error (one error event once a stream has begun) and the
  * upstream request aborted.
  */
@@ -189,7 +189,7 @@ abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode, Inflig
   }
 
   /**
-   * Ends the exchange now, for a revocation or a pack end (CONTRACT §3): an answer not begun is
+   * Ends the exchange now, for a revocation or a pack end (docs/contract.md §3): an answer not begun is
    * `err` in our shape, a stream begun gets it as one error event and no [DONE]. Then the
    * upstream request is aborted (its connection closed, the model server's slot freed); undici's
    * error callback that follows finds the exchange settled and does nothing.
@@ -320,7 +320,7 @@ abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode, Inflig
   protected abstract failed(err: ObProxyError): void;
 }
 
-/** A non-streaming answer: collected, given our id and the SPEC 2.5 shape, sent in one write. */
+/** A non-streaming answer: collected, given our id and the shape of docs/contract.md §3.3, sent in one write. */
 export class PlainRelay extends Relay {
   private chunks: Buffer[] = [];
   private bytes = 0;

@@ -29,7 +29,7 @@ export function stillListening(request: FastifyRequest): boolean {
 }
 
 /**
- * `instances ready` asks the model server for its models first (issue 13 §3): an endpoint where
+ * `instances ready` asks the model server for its models first: an endpoint where
  * nothing listens, or that lacks the model, is refused before any key is made for it. A state
  * or endpoint that cannot go ready is left for lifecycle.ready to refuse, with its own message.
  */

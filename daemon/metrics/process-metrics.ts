@@ -17,7 +17,7 @@ import version from 'prom-client/lib/metrics/version.js';
  * `nodejs_gc_duration_seconds`. That one watches every collection with a PerformanceObserver, and
  * Node's delivery of each entry left about 4.5 KB to be copied to the old generation at every
  * young-generation collection: 8 bytes a plain request and 20 to 35 a stream, the whole of what
- * the metrics promoted (docs/performance.md, session 14). The others are read when scraped, or
+ * the metrics promoted (docs/performance.md, "What each optimisation bought"). The others are read when scraped, or
  * kept by Node itself (the event-loop delay histogram).
  */
 export function collectProcessMetrics(registry: Registry, prefix: string): void {

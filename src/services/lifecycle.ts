@@ -310,7 +310,7 @@ export class LifecycleService {
     return at;
   }
 
-  /** Moves to ready; the default key is made in the background (SPEC §3). */
+  /** Moves to ready; the default key is made in the background (docs/contract.md §2.4). */
   async ready(id: string, options: { endpoint?: unknown; upstreamTokenFile?: unknown } = {}): Promise<ReadyResult> {
     const instance = await this.fresh(async () => {
       const inst = this.getInstance(id);

@@ -193,7 +193,7 @@ export class MutableRegistry implements Registry, KeyCounters {
   }
 
   /**
-   * CONTRACT §3 checks 2 to 5, in order. `nowMs` lets the request path see a pack that ended
+   * docs/contract.md §3 checks 2 to 5, in order. `nowMs` lets the request path see a pack that ended
    * between timer ticks: such a key is already revoked for the client.
    */
   authenticate(secret: string, nowMs: number, requireReady: boolean): AuthResult {

@@ -168,8 +168,8 @@ function checkKey(location: string, raw: unknown, index: number): KeyRecord {
       c.fail(`limits.${f}`, `expected null or a whole number from 1 to ${LIMIT_MAX}, found ${show(v)}`);
     limits[f] = v;
   }
-  // Counted since issue 13 (estimatedTokens since session 12): a store written before holds none
-  // of them, and none were counted.
+  // Counters added to the store later: a store written before them holds none of them, and none
+  // were counted.
   for (const f of ['reasoningTokens', 'errors', 'disconnects', 'estimatedTokens'])
     if (usage[f] !== undefined) c.count(f, usage, 'usage.');
   const first = usage.firstUsedAt;

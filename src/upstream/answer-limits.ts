@@ -1,7 +1,7 @@
 import { type ObProxyError, obError } from '../errors.js';
 
 /**
- * Bounds on a model server's answer (CONTRACT §3): one model server that sends without end must
+ * Bounds on a model server's answer (docs/contract.md §3): one model server that sends without end must
  * cost the gateway a bounded amount of memory and time, not take every other instance down.
  */
 export interface AnswerLimits {

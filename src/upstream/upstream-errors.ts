@@ -1,7 +1,7 @@
 import { ObProxyError, obError } from '../errors.js';
 import { redactToken } from '../wire/upstream-token-redaction.js';
 
-/** undici and socket failures, translated once into our codes (CONTRACT §3). */
+/** undici and socket failures, translated once into our codes (docs/contract.md §3). */
 export function translateUpstreamError(err: unknown): ObProxyError {
   if (err instanceof ObProxyError) return err;
   const code = (err as { code?: string } | null)?.code ?? '';

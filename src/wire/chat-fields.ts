@@ -12,7 +12,7 @@ import {
 } from './request-checks.js';
 
 /**
- * The request fields beyond SPEC 2.4's, checked where OpenAI documents a type or range and
+ * The request fields beyond a plain chat's (docs/contract.md §3.2), checked where OpenAI documents a type or range and
  * forwarded as sent. Fields not named here pass through untouched: clients add new ones often,
  * and the model server ignores what it does not know.
  */

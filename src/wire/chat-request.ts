@@ -4,8 +4,8 @@ import { checkFieldNames, fieldSet, parseJsonBody, stringifyExact } from './json
 import { type Json, invalid, isObject, optionalNumber } from './request-checks.js';
 
 /**
- * Validation of POST /v1/chat/completions: SPEC 2.4 / 8 and the rest of OpenAI's chat API as the
- * SDKs and agent frameworks send it (CONTRACT §3), written by hand: it runs on every request,
+ * Validation of POST /v1/chat/completions: docs/contract.md §3.2 and the rest of OpenAI's chat API as the
+ * SDKs and agent frameworks send it (docs/contract.md §3), written by hand: it runs on every request,
  * names the exact field path in `param`, and tells whether the body must be rewritten before it
  * goes upstream (otherwise the client's bytes are forwarded untouched).
  */

@@ -1,13 +1,13 @@
 /**
  * More choices than this and an answer is not a chat completion for us: a request asks for one
  * (`n` must be 1, chat-request.ts), and OpenAI's own `n` stops at 128. Each choice is filled in
- * to the SPEC 2.5 shape, so a 4 MB answer of two million `0`s was written back as 165 MB, and
+ * to the shape of docs/contract.md §3.3, so a 4 MB answer of two million `0`s was written back as 165 MB, and
  * one within the 32 MiB cap took 14 s of the event loop and 2 GB of heap before it failed.
  */
 export const MAX_CHOICES = 128;
 
 /**
- * Guarantees the SPEC 2.5 shape on a model server's non-streaming answer: our own id, the
+ * Guarantees the shape of docs/contract.md §3.3 on a model server's non-streaming answer: our own id, the
  * `chat.completion` object, integer `created`, the model, and choices with index, assistant
  * role, content and finish_reason. Content is a string, or null where the server sent null (a
  * turn that only calls tools, as OpenAI sends it too). Other fields the server sent are kept.

@@ -2,7 +2,7 @@ import { isUtf8 } from 'node:buffer';
 import { MAX_CHOICES } from './chat-response.js';
 
 /**
- * The fast path of SPEC 2.5 normalisation for a non-streaming answer: when the model server's
+ * The fast path of normalisation to docs/contract.md §3.3 for a non-streaming answer: when the model server's
  * answer already has the guaranteed shape, the client gets the server's own bytes with our id
  * spliced in, instead of the parsed object spread and stringified again (and encoded again).
  * `text` is `raw` decoded, `parsed` is `text` parsed. Returns null whenever normalizeCompletion

@@ -2,7 +2,7 @@ import type { Instance } from '../domain/instance.js';
 import type { AuditEvent, KeyLimits, KeyRecord, KeyUsage, RevokeReason } from '../domain/key.js';
 import type { HealthView } from '../services/instance-health.js';
 
-/** CONTRACT §2 JSON shapes. Built field by field so no store-only field (hash) can leak. */
+/** docs/contract.md §2 JSON shapes. Built field by field so no store-only field (hash) can leak. */
 export interface InstanceView {
   id: string;
   model: string;

@@ -1,5 +1,5 @@
 /**
- * The console's live view (issue 13 §6): per instance, requests, tokens and errors per second
+ * The console's live view: per instance, requests, tokens and errors per second
  * and open streams with sparklines, from the daemon's stats route polled while connected; the
  * health of each instance's model server; per key, its usage and (when the daemon has them) its
  * limits. Against the FakeDaemon; the real daemon's stats route is tested in

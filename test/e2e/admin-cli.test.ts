@@ -1,5 +1,5 @@
 /**
- * Admin commands that cannot hurt (issue 14), through the real CLI: confirmation on a terminal
+ * Admin commands that cannot hurt, through the real CLI: confirmation on a terminal
  * (a pseudo-terminal made by `script`), none off one; `keys create -q` in a shell. Each question's
  * wording, usage errors naming the flag and `--pack-ends` durations are in test/inproc/cli.test.ts.
  */

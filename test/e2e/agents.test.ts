@@ -1,5 +1,5 @@
 /**
- * Agents through ob-proxy, unchanged (issue 11): the openai SDK's tool loops, the Vercel AI SDK,
+ * Agents through ob-proxy, unchanged: the openai SDK's tool loops, the Vercel AI SDK,
  * LangChain, images, structured output and reasoning, plain and streaming, against a real
  * `ob-proxy serve` and `ob-proxy simulate` (Ollama ≥ 0.32.6, a thinking model, and vLLM's wire).
  */

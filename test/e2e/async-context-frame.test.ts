@@ -2,7 +2,7 @@
  * Node turns its async context frames on once, when something first reads async_hooks'
  * AsyncLocalStorage. Left to Fastify's boot, that came after the store's start-up had run its
  * ticks, and process.nextTick and the tick loop stayed optimised with generic property loads
- * (docs/performance.md, session 6). `serve` turns them on itself, by importing node:async_hooks
+ * (docs/performance.md, "What each optimisation bought"). `serve` turns them on itself, by importing node:async_hooks
  * before anything else runs: asserted on the stack that turns them on, never on time.
  */
 import { spawn } from 'node:child_process';

@@ -1,5 +1,5 @@
 /**
- * Logs an operator can work from (issue 13): every management action and every audit event is a
+ * Logs an operator can work from: every management action and every audit event is a
  * line, every refused request a line with its code (and key id where known), a model server's
  * failure a warning; never a secret.
  */

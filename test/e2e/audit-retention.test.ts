@@ -1,5 +1,5 @@
 /**
- * Issue 12: lowdb keeps the newest audit events in db.json and moves older ones to db.json.audit.
+ * Lowdb keeps the newest audit events in db.json and moves older ones to db.json.audit.
  * A key revoked long ago (its key.revoked event archived) is still listed by `ob-proxy revocations`,
  * from its own record, stays revoked, and is not "repaired" with a new event at start.
  */

@@ -1,6 +1,6 @@
 /**
  * What only a real daemon shows: the management socket's mode, a second daemon refused, a stale
- * socket cleaned up, and an upstream token read from a file by the daemon process. The CONTRACT §3
+ * socket cleaned up, and an upstream token read from a file by the daemon process. The docs/contract.md §3
  * check order and OB_PROXY_MODELS are in test/inproc/data-plane.test.ts (the SDK meets each
  * refusal once on a socket in sdk.test.ts).
  */

@@ -1,5 +1,5 @@
 /**
- * A fast CLI (issue 14) is one that loads only what a command needs: `--help`, `instances list`
+ * A fast CLI is one that loads only what a command needs: `--help`, `instances list`
  * and `keys list` must not load the daemon (Fastify, pino, the store), undici, the simulator,
  * Ink or React. Asserted on the modules the process resolved (test/helpers/record-imports.mjs),
  * never on time; `npm run bench` measures the time.

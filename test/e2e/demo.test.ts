@@ -33,7 +33,7 @@ describe('ob-proxy demo', () => {
       `Manage it from another terminal: npx ob-proxy instances list --home ${home}   (or: npx ob-proxy console --home ${home})`,
     );
 
-    // Issue 10: the secret was inside the curl command line (argv, shell history). Only the key
+    // The secret was inside the curl command line (argv, shell history). Only the key
     // list and the export line hold a secret; the examples read $OB_KEY.
     const withSecret = lines.filter((l) => l.includes('ob_sk_') && !l.includes('ob_sk_…'));
     expect(withSecret.filter((l) => !/^ {2}demo-\S+ +\S+ +key ob_sk_/.test(l))).toEqual([exported]);

@@ -1,5 +1,5 @@
 /**
- * Health probes (issue 13 §3): `instances ready` asks the model server for its models first and
+ * Health probes: `instances ready` asks the model server for its models first and
  * refuses a dead endpoint or a missing model with a message naming the endpoint; `--no-probe`
  * skips that. Each ready instance is probed every --probe-interval: a model server that dies
  * shows as unreachable in `instances list` (JSON and table) and in the metrics within two

@@ -1,5 +1,5 @@
 /**
- * Per-key limits and per-instance admission (issue 13 §4), end to end: real `ob-proxy serve`,
+ * Per-key limits and per-instance admission, end to end: real `ob-proxy serve`,
  * real `ob-proxy simulate`, the real CLI and the `openai` SDK. The rpm/tpm window is shortened
  * to 4 s (OB_PROXY_LIMIT_WINDOW_MS) so that the SDK's retry after the window takes seconds.
  */

@@ -1,5 +1,5 @@
 /**
- * The daemon's live figures for the console (issue 13 §6): GET /v1/stats on the socket holds,
+ * The daemon's live figures for the console: GET /v1/stats on the socket holds,
  * per instance, what each one-second sample counted (requests, completion tokens, errors) and
  * the streams open at each, from counters the data plane keeps in memory. After a known mix of
  * requests the samples add up to exactly it. Real daemon, real simulator.

@@ -1,5 +1,5 @@
 /**
- * Logs a person can read (issue 13): JSON lines with ISO 8601 times for machines, pino-pretty
+ * Logs a person can read: JSON lines with ISO 8601 times for machines, pino-pretty
  * for people (`--log-format pretty`), from the same records.
  */
 import { spawn } from 'node:child_process';

@@ -1,5 +1,5 @@
 /**
- * Prometheus metrics (issue 13): after a known mix of requests, one scrape shows exactly those
+ * Prometheus metrics: after a known mix of requests, one scrape shows exactly those
  * counts per instance, key and code, histograms whose counts match, tokens as the model server
  * reported them, and no secret or key name. The real daemon, simulator and text format.
  */

@@ -1,5 +1,5 @@
 /**
- * The README's walk-through, pasted as written (issue 14): its ```sh blocks, in order, in one
+ * The README's walk-through, pasted as written: its ```sh blocks, in order, in one
  * bash shell, from the checkout, with `npx ob-proxy` as a user runs it. The only things set from
  * outside are what the README itself honours: TMPDIR (where `mktemp -d` makes the home), HOME,
  * and the two ports (`OB_PROXY_PORT`, `SIM_PORT`), free ones here. The ```js block runs as the

@@ -63,7 +63,7 @@ describe('a refused request whose body is still being sent', () => {
   // with them unread, made the kernel reset the connection, and about half of these attempts
   // ended in a connection error (EPIPE) the SDK would have retried instead of the 401.
   it('an OpenAI SDK sending a large body with a bad key gets its 401 every time, not a connection error', async () => {
-    // The key is checked first (CONTRACT §3), so a body over the limit is refused for its key.
+    // The key is checked first (docs/contract.md §3), so a body over the limit is refused for its key.
     expect(await outcomes('ob_sk_notakey', 'x'.repeat(2 * BODY_LIMIT), 10)).toEqual(
       Array(10).fill('401 invalid_api_key'),
     );

@@ -47,7 +47,7 @@ async function sdkError(fn: () => Promise<unknown>): Promise<APIError> {
 }
 
 describe('the official openai SDK against ob-proxy serve and ob-proxy simulate', () => {
-  it('creates a plain chat completion with the SPEC 2.5 shape and our own id', async () => {
+  it('creates a plain chat completion with the shape of docs/contract.md §3.3 and our own id', async () => {
     const r = await client.chat.completions.create({
       model: MODEL,
       messages: [{ role: 'user', content: 'Hello' }],
@@ -238,7 +238,7 @@ describe('the official openai SDK against ob-proxy serve and ob-proxy simulate',
   });
 });
 
-describe('each status of CONTRACT §3 surfaces as the SDK error class with our code', () => {
+describe('each status of docs/contract.md §3 surfaces as the SDK error class with our code', () => {
   const hello = { model: MODEL, messages: [{ role: 'user' as const, content: 'Hello' }] };
 
   it('400 missing_api_key with the whole OpenAI error body', async () => {

@@ -1,5 +1,5 @@
 /**
- * Every serve setting with a bad value is a usage error (issue 14): exit 2, one line on stderr
+ * Every serve setting with a bad value is a usage error: exit 2, one line on stderr
  * naming the flag as typed (`--port`, with the variable that also sets it) or, for a setting
  * read from the environment only, the variable; nothing is created in the home.
  */

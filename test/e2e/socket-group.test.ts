@@ -1,5 +1,5 @@
 /**
- * `serve --socket-group G` (issue 14, CONTRACT §5): the management socket is mode 0660, group G,
+ * `serve --socket-group G` (docs/contract.md §5): the management socket is mode 0660, group G,
  * and a user in G who is not the daemon's user can run the CLI over it; a user outside G cannot.
  * Needs root, to make a group and to run the CLI as another user; skipped otherwise, with the
  * reason printed.

@@ -1,5 +1,5 @@
 /**
- * `serve` and `demo` fail fast and cleanly (issue 14): every start-up error ends the process on
+ * `serve` and `demo` fail fast and cleanly: every start-up error ends the process on
  * its own, with its exit code and one line on stderr, and leaves no socket and no temporary
  * folder behind. A process that hung (a timer started before listen()) is killed by the
  * generous guard below and fails the test on `signal`; nothing here measures time.

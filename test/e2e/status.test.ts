@@ -1,5 +1,5 @@
 /**
- * Issue 12: `ob-proxy status` says how a daemon stands with its store. On lowdb, the file and that
+ * `ob-proxy status` says how a daemon stands with its store. On lowdb, the file and that
  * this daemon alone writes it. On a shared PostgreSQL (a server of its own, so it can be killed):
  * in sync, the age of the last sync, and which of two daemons does the chores; once the database
  * has been away for longer than --max-stale, stale; in sync again when it returns.

@@ -1,5 +1,5 @@
 /**
- * `ob-proxy store backup <file>` (issue 14): a consistent copy through the running daemon, or from
+ * `ob-proxy store backup <file>`: a consistent copy through the running daemon, or from
  * the files when none runs (db.json with the revocation journal folded in), written 0600. A
  * restore is stop, copy back, start: an older backup brings instances and keys back, never a
  * revoked key. A store written by a newer version is refused at start and left untouched.

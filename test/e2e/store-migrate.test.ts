@@ -1,5 +1,5 @@
 /**
- * Issue 12 §6: `ob-proxy store migrate --from <home>/db.json --to postgres://…` copies instances,
+ * `ob-proxy store migrate --from <home>/db.json --to postgres://…` copies instances,
  * key hashes, usage and the audit trail; refuses a non-empty database without --force; verifies
  * counts. A daemon on the PostgreSQL store then serves the same keys, refuses the same ones.
  */

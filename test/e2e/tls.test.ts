@@ -1,5 +1,5 @@
 /**
- * HTTPS on the public listener (issue 14, CONTRACT §5): `serve --tls-cert --tls-key`, called with
+ * HTTPS on the public listener (docs/contract.md §5): `serve --tls-cert --tls-key`, called with
  * the openai SDK trusting a certificate made here with openssl; the pair replaced and SIGHUP sent
  * while a stream is open: new connections get the new certificate, the open stream ends whole.
  * A pair that cannot serve stops the start-up with one line, and at a reload is logged while the

@@ -1,5 +1,5 @@
 /**
- * `ob-proxy usage` (issue 13 §5): after a known mix of requests through the real daemon (plain,
+ * `ob-proxy usage`: after a known mix of requests through the real daemon (plain,
  * streamed, an upstream error, a client that leaves, reasoning reported by the model server),
  * the report shows exactly those counts per key and per pack, with the pack's total; counters
  * survive a restart, and a store written before they existed loads with them at zero. The

@@ -1,5 +1,5 @@
 /**
- * Generated model-server streams of the kinds agents meet (issue 11): reasoning deltas, whole
+ * Generated model-server streams of the kinds agents meet: reasoning deltas, whole
  * tool calls (Ollama) and fragmented ones (vLLM), refusals, logprobs, every finish reason,
  * `content: null`, usage per chunk or at the end, an error event; strings with multi-byte
  * characters, emoji, lone surrogates and every escape, written the way different servers write

@@ -1,5 +1,5 @@
 /**
- * The data plane through `inject()` (CONTRACT §3): the check order, validation, model mismatch,
+ * The data plane through `inject()` (docs/contract.md §3): the check order, validation, model mismatch,
  * revocation and pack end, and plain and streamed completions through to a real simulator, whose
  * received requests are asserted. No port is bound by the daemon; the end-to-end suites
  * (test/e2e/sdk.test.ts, refused-body-connection.test.ts) cover the same paths once on sockets.
@@ -96,7 +96,7 @@ afterAll(async () => {
   await sim?.close();
 });
 
-describe('CONTRACT §3 check order: the first failing check answers', () => {
+describe('docs/contract.md §3 check order: the first failing check answers', () => {
   it('1. a missing or non-Bearer key wins over everything after it', async () => {
     expect(await call(null, '{not json')).toEqual(MISSING);
     expect(await call(null, big)).toEqual(MISSING);
@@ -193,7 +193,7 @@ describe('CONTRACT §3 check order: the first failing check answers', () => {
 });
 
 describe('completions through to the model server', () => {
-  it("a plain completion: our id, the SPEC 2.5 shape, and the client's body sent upstream without its Authorization", async () => {
+  it("a plain completion: our id, the shape of docs/contract.md §3.3, and the client's body sent upstream without its Authorization", async () => {
     const r = await d.chat(
       keys.live!,
       hello(MODEL, {

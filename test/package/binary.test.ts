@@ -1,8 +1,8 @@
 /**
- * The single binary (issue 14 §2): `npm run build:binary`, then dist-bin/ob-proxy, copied out of
+ * The single binary: `npm run build:binary`, then dist-bin/ob-proxy, copied out of
  * the checkout, runs every command with no Node to find. Each run gets an empty folder as PATH
  * and, where this process may make a mount namespace (root, as in CI, or an unprivileged user
- * namespace), also finds every `node` on this machine replaced by /dev/null and the checkout
+ * namespace), also finds every `node` on the host replaced by /dev/null and the checkout
  * and its node_modules hidden under empty tmpfs mounts: nothing the binary needs may come from
  * outside it. Behind `npm run test:dist`; `.ci/run` runs it.
  */

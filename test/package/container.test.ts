@@ -1,5 +1,5 @@
 /**
- * packaging/Containerfile built into an image and run (issue 14 §6): the single binary as a user
+ * packaging/Containerfile built into an image and run: the single binary as a user
  * of its own, the state in the volume (kept across a restart), a completion through the
  * container from the openai SDK, and a SIGTERM stop that exits 0. Behind `npm run test:dist`;
  * `.ci/run` provides the engine (.ci/container-engine.sh). Where no engine answers it is skipped

@@ -1,5 +1,5 @@
 /**
- * The package as a user gets it (issue 14): `npm pack`, then `npm install -g` of the tarball into
+ * The package as a user gets it: `npm pack`, then `npm install -g` of the tarball into
  * a temporary prefix, then the installed `ob-proxy`: --version, and the demo's export and curl
  * lines pasted into bash for a real completion. Behind `npm run test:dist` (it installs the
  * dependencies from the registry); `.ci/run` runs it.
@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually, tmpHome } from '../helpers/processes.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
-// npm's own notice about this machine's npmrc is not the package's doing.
+// npm's own notice about the host's npmrc is not the package's doing.
 const NOISE = /Unknown (user|project|env) config/;
 
 function sh(

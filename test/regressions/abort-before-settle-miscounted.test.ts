@@ -1,5 +1,5 @@
 /**
- * Regression (adversarial review, hostile model server): the stream relay aborted the upstream
+ * Regression (hostile model server): the stream relay aborted the upstream
  * request before settling the exchange, and undici calls the error callback within abort(),
  * which found the exchange still open and took the abort for a network failure:
  * - on an upstream error event, or an event refused (not JSON, not SSE, over the frame cap), the

@@ -1,6 +1,6 @@
 /**
- * Regression (adversarial review, hostile model server): a plain answer's `choices` had no bound
- * but the answer's byte cap, and every entry was filled in to the SPEC 2.5 shape. A 4 MB answer
+ * Regression (hostile model server): a plain answer's `choices` had no bound
+ * but the answer's byte cap, and every entry was filled in to the shape of docs/contract.md §3.3. A 4 MB answer
  * of two million `0`s reached the client as 165 MB (41 times the bytes, five times the 32 MiB
  * cap on an answer) after seconds of the event loop; one of 16 million within the cap took 14 s
  * and 2 GB of heap, then failed re-encoding as "upstream_unavailable". A request asks for one
@@ -56,7 +56,7 @@ it.each(['zeros', 'empties', 'fullOver'])('%s: more than 128 choices is 502 upst
   });
 });
 
-it('128 choices are relayed: as sent with our id, or filled in to the SPEC 2.5 shape', async () => {
+it('128 choices are relayed: as sent with our id, or filled in to the shape of docs/contract.md §3.3', async () => {
   const sent = await post(h.baseUrl, key, chatBody('fullAtCap'));
   expect(sent.status).toBe(200);
   const id = (sent.json as { id: string }).id;

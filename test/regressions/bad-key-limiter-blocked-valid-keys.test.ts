@@ -1,5 +1,5 @@
 /**
- * Regression (issue 5, security): the bad-key limiter ran before authentication, so once an
+ * Regression (security): the bad-key limiter ran before authentication, so once an
  * address had sent too many bad keys, every request from it got 429, valid keys included: one
  * misconfigured client behind a NAT locked out everyone sharing the address. Now a valid key is
  * authenticated first and never counted or refused; only bad keys from that address get 429.

@@ -1,5 +1,5 @@
 /**
- * Regression (issue 10): a status other than 200 or an error was relayed as it came: 204 and 304
+ * Regression: a status other than 200 or an error was relayed as it came: 204 and 304
  * reached the client with a Content-Length and no body, and a 201 carrying a whole completion
  * was turned into an "error" sent with status 201. Anything other than a 200 with a well-formed
  * answer, or an error status (4xx/5xx, passed on), is now 502 upstream_error, and the upstream

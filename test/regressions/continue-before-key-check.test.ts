@@ -1,5 +1,5 @@
 /**
- * Regression (issue 10, checked before the body): Node answered `Expect: 100-continue` with
+ * Regression (checked before the body): Node answered `Expect: 100-continue` with
  * 100 Continue as soon as the headers came, before the key was checked, so a client with a bad or
  * revoked key was told to upload its whole body (up to --body-limit) only to be refused after it.
  * Now the 100 is written by the auth hook once the key has passed; a refused request gets its

@@ -1,5 +1,5 @@
 /**
- * Regression (issue 10, operators' mistakes): names, ids, endpoints and hints already in a store
+ * Regression (operators' mistakes): names, ids, endpoints and hints already in a store
  * (a hand edit, an older version) were printed raw by `keys list` and the console: an ESC
  * sequence in a key name cleared the screen, an OSC one set the window title, a bidi override
  * made a name read backwards. The store below is hostile in every field a person reads; every

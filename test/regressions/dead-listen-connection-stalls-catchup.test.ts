@@ -1,5 +1,5 @@
 /**
- * Regression (scale-out review): a daemon's LISTEN connection dropped silently (a firewall or
+ * Regression: a daemon's LISTEN connection dropped silently (a firewall or
  * NAT forgot it, a half-open TCP connection: no error, no end). Each catch-up period first checked
  * that connection with a query, and read the change log only once that query answered; on a
  * dead connection it answered only at its 10 s time-out. So the catch-up read, the one thing

@@ -1,5 +1,5 @@
 /**
- * Regression (adversarial review, hostile model server): an answer or an event that had to be
+ * Regression (hostile model server): an answer or an event that had to be
  * encoded again (its id not first, a usage chunk the client did not ask for, data on several
  * lines, a plain answer whose shape needed filling in) and nested a few thousand levels deep made
  * JSON.stringify overflow the stack. The RangeError, thrown inside undici's callback, was taken

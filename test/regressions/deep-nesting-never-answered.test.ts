@@ -1,5 +1,5 @@
 /**
- * Regression (issue 10): a body that needed a rewrite (`role: "developer"`) with 5,000 levels of
+ * Regression: a body that needed a rewrite (`role: "developer"`) with 5,000 levels of
  * nesting in any field overflowed the stack while the upstream body was built, after the reply
  * was hijacked: 0 of 200 such requests were answered, each holding a socket until the client
  * left. Nesting is now bounded (400), and the upstream body is built before the hijack.

@@ -1,5 +1,5 @@
 /**
- * Regression (issue 5, SIGTERM drain): server.close() waited for keep-alive connections that
+ * Regression (SIGTERM drain): server.close() waited for keep-alive connections that
  * went idle during the drain (their last stream ended) until their 65 s keep-alive time-out, so
  * the grace period always ran out and a stop with streams in flight took the whole grace period,
  * then force-closed. Now idle connections are closed as soon as they are idle.

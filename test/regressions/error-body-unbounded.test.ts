@@ -1,5 +1,5 @@
 /**
- * Regression (issue 10): an error status's body was collected whole, so a 200 MB error body took
+ * Regression: an error status's body was collected whole, so a 200 MB error body took
  * 200 MB of memory before the client got its answer. Now an error body is capped (default
  * 64 KiB): past it the client gets 502 upstream_error naming the upstream status, and the
  * upstream request is aborted; under it the status and message are passed on as before.

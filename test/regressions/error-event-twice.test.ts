@@ -1,5 +1,5 @@
 /**
- * Regression (issue 10): an upstream error event followed by the end of the body gave the
+ * Regression: an upstream error event followed by the end of the body gave the
  * client two error events: the upstream's, then ours ("ended the stream before it was
  * complete"). An error event now ends the stream: the client gets exactly one, no [DONE], and
  * nothing more is read from the model server.

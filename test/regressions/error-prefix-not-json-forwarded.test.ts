@@ -1,5 +1,5 @@
 /**
- * Regression (issue 10): an event starting `{"error"` was taken for an error event by its prefix
+ * Regression: an event starting `{"error"` was taken for an error event by its prefix
  * and forwarded unchecked, so `data: {"error" <not json>` reached the client, whose SDK then
  * threw a parse error. An error event must be valid JSON like any other; a broken one ends the
  * stream with one upstream_error event.

@@ -1,5 +1,5 @@
 /**
- * Regression (issue 10, operators' mistakes): `Expect: 999-x` was answered by Node itself with a
+ * Regression (operators' mistakes): `Expect: 999-x` was answered by Node itself with a
  * bare 417 (no body, connection kept), which no OpenAI SDK can read. Siblings found with it, where
  * Node answered the public port outside our envelope: CONNECT closed the socket without a word, an
  * HTTP/1.1 request without Host got a bare 400, and bytes sent after a request whose stream had

@@ -1,5 +1,5 @@
 /**
- * Regression (adversarial review, the lowdb store): a fold renames the live journal of commits to
+ * Regression (the lowdb store): a fold renames the live journal of commits to
  * a segment and creates a new, empty journal. When that file could not be created (no inode
  * left: `df -i` full, a quota, too many open files) the fold was logged as failed, but the store
  * kept appending to the old journal's path, now gone: every later commit failed with ENOENT

@@ -1,5 +1,5 @@
 /**
- * Regression (issue 5, fuzzing): requests that Node's parser or Fastify's router refused before
+ * Regression (fuzzing): requests that Node's parser or Fastify's router refused before
  * our handlers ran were answered in Fastify's own shape (`{"error":"Bad Request","statusCode":400}`)
  * which OpenAI SDKs cannot read, and the management API answered a too-long id with a bare 414
  * that the CLI reported as "internal_error". Both now answer in our envelope with a sentence.

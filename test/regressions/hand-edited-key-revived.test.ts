@@ -1,5 +1,5 @@
 /**
- * Regression (issue 10, "Hand edits"): a revoked key set back to `active` in db.json was
+ * Regression (Hand edits): a revoked key set back to `active` in db.json was
  * accepted, although its `key.revoked` event was in the audit trail of the same file. Now a key
  * is revoked whenever anything records its revocation (the audit trail, the revocation journal,
  * its own revokedAt/revokeReason): revoked wins, and the log says which key was corrected.

@@ -1,9 +1,9 @@
 /**
- * Regression (issue 10, "checked before the body, served after"): the key was checked in
+ * Regression (checked before the body, served after): the key was checked in
  * onRequest only, against the instance as it was when the headers arrived. A client that sent
  * its headers, waited for `keys revoke`, `instances stop`, `terminate`, `remove` or the pack end,
  * then sent its body, was forwarded and answered 200. Checks 2 to 5 now hold when the request is
- * sent upstream (CONTRACT §3), in the contract's order, against the instance as it is then.
+ * sent upstream (docs/contract.md §3), in the contract's order, against the instance as it is then.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { obError } from '../../src/errors.js';

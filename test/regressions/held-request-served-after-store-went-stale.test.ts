@@ -1,6 +1,6 @@
 /**
  * Regression: a daemon on a shared store that has not heard from it for `--max-stale` refuses every
- * key with 503 store_unreachable "rather than risk serving a key revoked elsewhere" (CONTRACT §4),
+ * key with 503 store_unreachable "rather than risk serving a key revoked elsewhere" (docs/contract.md §4),
  * but only when a request's headers arrived. A request whose headers came while it was in sync was
  * still sent upstream once stale: a body held back until then (Expect: 100-continue), and a
  * request waiting in its instance's queue when its turn came, were answered 200 by the model

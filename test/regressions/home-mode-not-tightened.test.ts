@@ -1,5 +1,5 @@
 /**
- * Regression (issue 10, "Operators' mistakes"): a home that already existed with mode 0755 was
+ * Regression (Operators' mistakes): a home that already existed with mode 0755 was
  * left so (mkdir's mode applies only to what it creates): any local user could read the store
  * and the audit trail. Now `serve` makes it 0700 at start and logs that it did.
  */

@@ -1,5 +1,5 @@
 /**
- * Regression (issue 5, fuzzing): `--pack-ends 2030-02-30T00:00:00Z` was accepted and silently
+ * Regression (fuzzing): `--pack-ends 2030-02-30T00:00:00Z` was accepted and silently
  * became 2030-03-02, because Date.parse rolls impossible days over. A pack end is money: a date
  * that does not exist is now refused with the usual sentence.
  */

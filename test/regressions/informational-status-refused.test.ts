@@ -1,5 +1,5 @@
 /**
- * Regression (adversarial review, hostile model server): an informational response before the
+ * Regression (hostile model server): an informational response before the
  * answer (103 Early Hints, as a reverse proxy in front of a model server may send; 102
  * Processing) was refused as the answer itself: 502 "The model server answered HTTP 103, which is
  * not a chat completion", and the valid answer behind it was lost. (docs/reliability.md said Node's

@@ -1,5 +1,5 @@
 /**
- * Regression (issue 10): the proxy checked the body as JSON.parse reads it and forwarded the
+ * Regression: the proxy checked the body as JSON.parse reads it and forwarded the
  * client's bytes, which Ollama reads with Go's encoding/json: field names match case-insensitively
  * and the last duplicate wins. `{"model":"gemma4:26b","MODEL":"llama3:70b"}` through a gemma env.key
  * was answered by llama3:70b; `"Temperature":50` passed the range check; a second `stream` made

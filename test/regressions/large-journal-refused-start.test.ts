@@ -1,5 +1,5 @@
 /**
- * Regression (adversarial review, the lowdb store): the journal of commits was read whole at
+ * Regression (the lowdb store): the journal of commits was read whole at
  * start (one readFile). It grows for as long as folds fail (a home db.json cannot be written
  * into while the journal still can, usage flushed every few seconds): past 2 GiB the start was
  * refused with "cannot be read (ERR_FS_FILE_TOO_LARGE). Check the permissions of the home

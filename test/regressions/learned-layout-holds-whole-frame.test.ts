@@ -1,5 +1,5 @@
 /**
- * Regression (adversarial review, stream fast path): a learned event layout kept a copy of every
+ * Regression (stream fast path): a learned event layout kept a copy of every
  * byte of the event it was learned from but its holes, up to the frame cap (1 MiB by default).
  * Layouts live as long as the daemon (four per model server, for up to 10,000 servers), so a
  * model server's few events with large fixed parts (a big `system_fingerprint`, logprobs, or a

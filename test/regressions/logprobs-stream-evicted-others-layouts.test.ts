@@ -1,5 +1,5 @@
 /**
- * Regression (adversarial review, layout poisoning): a model server's learned event layouts are
+ * Regression (layout poisoning): a model server's learned event layouts are
  * four, shared by all its streams, and a stream kept to the fast path only while the layout of
  * its events stayed among them. A stream whose every event has a layout of its own (a client
  * asking for `logprobs`: each token and its logprob are fixed bytes, not a hole) replaced all

@@ -1,5 +1,5 @@
 /**
- * Regression (issue 10, a broken model server): a model server that answered in broken HTTP
+ * Regression (a broken model server): a model server that answered in broken HTTP
  * (response headers over undici's 16 KiB, a chunk size that is not hex) was reported to the client as 502 upstream_unavailable, "could not be reached
  * or closed the connection. Retry": the SDKs retry that, and the operator looks at the network.
  * Now it is 502 upstream_error naming what was wrong, as for any answer the proxy refuses.

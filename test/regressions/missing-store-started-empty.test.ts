@@ -1,5 +1,5 @@
 /**
- * Regression (adversarial review, the lowdb store): with db.json deleted or lost after a crash,
+ * Regression (the lowdb store): with db.json deleted or lost after a crash,
  * `serve` started anyway with an empty store: every instance and key gone (each client answered
  * 401), and the journal of commits, which held the changes since the last fold, was renamed aside
  * as `*.unused-<time>` as if an older backup had been restored. Now a journal that continues a

@@ -1,5 +1,5 @@
 /**
- * Regression (issue 10): frames that were not `data:` events (`event:`, `retry:`, `id:`,
+ * Regression: frames that were not `data:` events (`event:`, `retry:`, `id:`,
  * comments, an HTML page with blank lines) were forwarded to the client as they came, though
  * docs/reliability.md said no garbage was. The policy now: only `data:` events reach the client,
  * as in OpenAI's wire format; comments and the `id:`/`retry:` fields are dropped; `event:

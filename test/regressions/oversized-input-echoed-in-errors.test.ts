@@ -1,5 +1,5 @@
 /**
- * Regression (issue 10, operators' mistakes): an error quoted the value it refused whole, so a
+ * Regression (operators' mistakes): an error quoted the value it refused whole, so a
  * 100 KB model name or token-file path (up to the management body limit)
  * came back as a 100 KB message: one line on the operator's terminal and in every log that keeps
  * the CLI's output. Now a message quotes at most QUOTE_MAX characters of it, then `…`.

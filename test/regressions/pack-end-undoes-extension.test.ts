@@ -1,5 +1,5 @@
 /**
- * Regression (scale-out review): a pack extended through daemon A just before it was due, while
+ * Regression: a pack extended through daemon A just before it was due, while
  * daemon B (the one ending packs) had not heard of the extension yet. B's timer ended the pack
  * from its stale view, and the store took that halt "decided on a stale view" like a stop: the
  * instance was stopped with the new packEndsAt and every key revoked, on every daemon. The

@@ -1,5 +1,5 @@
 /**
- * Regression (issue 5, fuzzing): a pack ending more than 24.8 days ahead armed the pack timer
+ * Regression (fuzzing): a pack ending more than 24.8 days ahead armed the pack timer
  * with more than 2^31-1 ms; Node fires such a timer after 1 ms, so the daemon ran endDuePacks
  * (and took the lifecycle mutex) about a thousand times a second for as long as it lived.
  */

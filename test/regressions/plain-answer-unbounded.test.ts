@@ -1,5 +1,5 @@
 /**
- * Regression (issue 10): a non-streaming answer was collected whole, whatever its size: a 200 MB
+ * Regression: a non-streaming answer was collected whole, whatever its size: a 200 MB
  * answer took 400 MB of RSS and blocked the event loop 1.5 s, and an endless one grew RSS by
  * about 48 MB/s until the kernel killed the gateway. Now a plain answer is capped (default
  * 32 MiB, here 1 MiB): past it, or when its Content-Length announces more, the client gets 502

@@ -1,5 +1,5 @@
 /**
- * Regression (scale-out review): the PostgreSQL store restored from an older backup while the
+ * Regression: the PostgreSQL store restored from an older backup while the
  * daemons run (or a failover to a replica that lagged). The change counter went back, and:
  * - a running daemon, whose last change number was now ahead of the database's, read "no
  *   changes" every period and stayed "in sync": every later change numbered up to its old

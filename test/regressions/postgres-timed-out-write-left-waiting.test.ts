@@ -1,5 +1,5 @@
 /**
- * Regression (scale-out review): a transaction left open on the PostgreSQL store (an operator's
+ * Regression: a transaction left open on the PostgreSQL store (an operator's
  * `psql` session, a stuck job) holding the change counter. A write through a daemon waited for
  * it and gave up after 10 s, but only on the daemon's side (node-postgres's query_timeout):
  * the server went on waiting for the lock, holding its place in the queue, and each later write

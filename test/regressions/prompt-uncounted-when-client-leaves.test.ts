@@ -1,5 +1,5 @@
 /**
- * Regression (left by the adversarial review of accounting): a model server reports a prompt's
+ * Regression (accounting): a model server reports a prompt's
  * tokens only when its answer ends. A client that hung up before then (after the first token of a
  * stream, or while a plain answer was being written) had its prompt counted as 0 tokens, in its
  * usage and against its tpm: a key could send a long prompt, read one token and leave, again and

@@ -3,7 +3,7 @@
  * work a revocation ends. Its key revoked, it kept its place until its turn came or the queue
  * timed it out: the client waited up to --queue-timeout and then got 429 rate_limited ("busy,
  * retry shortly", which the SDKs retry) instead of 401 revoked_api_key, and meanwhile its place
- * counted against the other keys' share of the queue. CONTRACT §3 ends a revoked key's pending
+ * counted against the other keys' share of the queue. docs/contract.md §3 ends a revoked key's pending
  * requests within a second. A queued request is now ended with its key, like one sent upstream:
  * at once on the revocation (and by the in-flight sweep, for a pack end), out of the queue,
  * answered with the revocation's error, never sent to the model server.

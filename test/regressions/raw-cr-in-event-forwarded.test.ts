@@ -1,5 +1,5 @@
 /**
- * Regression (issue 11): an event holding a raw CR as JSON whitespace (`{"id":"a",\r"choices":…}`)
+ * Regression: an event holding a raw CR as JSON whitespace (`{"id":"a",\r"choices":…}`)
  * was forwarded with it, its id spliced into the text. JSON allows that CR, but SSE clients end a
  * line at a CR (the openai SDK's line decoder does), so the client got half an event and a parse
  * error. Such an event is now encoded again, without the whitespace, and never learned as a layout.

@@ -1,5 +1,5 @@
 /**
- * Regression (issue 10): after `[DONE]` the proxy kept reading a model server that never ended
+ * Regression: after `[DONE]` the proxy kept reading a model server that never ended
  * its body (40 s, until the upstream stopped; with the default idle time-out, five minutes), so
  * the request held its upstream connection and its slot. Now the rest of the body is drained
  * only briefly (a few KiB, a second), for the connection's reuse, then the request is aborted.

@@ -1,5 +1,5 @@
 /**
- * Regression (issue 10, drain): a refusal sent before the request's body was read (a bad key from
+ * Regression (drain): a refusal sent before the request's body was read (a bad key from
  * the onRequest hook, a key over its limits, a deployment not ready, Node's own refusals) left
  * the connection open, kept alive, while Node read the announced body to throw it away. Until its
  * last byte came, Node counted the connection as busy, so the drain's `closeIdleConnections`

@@ -1,5 +1,5 @@
 /**
- * Regression (session 13's review): a relay learnt of its client's departure only from its
+ * Regression: a relay learnt of its client's departure only from its
  * response's 'close' event, and that event comes once. A response that had closed before its
  * relay was made (its client gone between the body's end and the handler) was never told: the
  * request went to the model server, the instance's admission slot and the relay were held until

@@ -1,5 +1,5 @@
 /**
- * Regression (issue 10): `instances remove X` left X's keys active, and `instances add X` with
+ * Regression: `instances remove X` left X's keys active, and `instances add X` with
  * another model and endpoint (a new rental) then served the old renter's key, while the new owner
  * got no default key (`"defaultKey": null`). Now remove revokes every key (instance_removed), a
  * key belongs to the deployment it was made for (an internal id never reused), and the old keys

@@ -1,5 +1,5 @@
 /**
- * Regression (adversarial review, id splicing): our id is spliced over the text of the server's
+ * Regression (id splicing): our id is spliced over the text of the server's
  * first key, `{"id":"…"`, and the rest sent as it came. A chunk or an answer repeating the key
  * later (`…,"id":"up"}`, or spelled with an escape, `"\u0069d"`, which the plain answer's check
  * for a second `"id"` missed) reached the client with both, and JSON parsers (the proxy's, the

@@ -1,5 +1,5 @@
 /**
- * Regression (issue 5, client faults): the data plane set Fastify's requestTimeout (120 s), but
+ * Regression (client faults): the data plane set Fastify's requestTimeout (120 s), but
  * Node reads that limit only when the server is created, so it never took effect: a client that
  * sent its request slowly held its connection for Node's default 300 s. Now the limit is given to
  * the server at creation, checked often, and answered with an OpenAI-shaped 408.

@@ -1,5 +1,5 @@
 /**
- * Regression (issue 10): nothing bounded a response's total time. A model server that streams
+ * Regression: nothing bounded a response's total time. A model server that streams
  * well-formed events for ever, or never ends a plain body, held its request (and the client)
  * as long as it liked, the idle time-out never firing. A response now has a total deadline
  * (default 30 min, here 1.5 s): past it, 502 upstream_error, or mid-stream one upstream_error

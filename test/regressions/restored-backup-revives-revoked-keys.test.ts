@@ -1,5 +1,5 @@
 /**
- * Regression (issue 10, "A revocation lost at shutdown", second half): operations.md says to
+ * Regression ("A revocation lost at shutdown", second half): operations.md says to
  * back up db.json; restoring an older copy brought back, active, every key revoked since the
  * backup. The revocation journal beside db.json is replayed over whatever db.json holds at every
  * start, so restoring db.json (and its journal of commits) cannot revive a revoked key.

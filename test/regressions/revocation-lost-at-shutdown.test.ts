@@ -1,5 +1,5 @@
 /**
- * Regression (issue 10, "A revocation lost at shutdown"): on a full disk `instances stop`
+ * Regression (A revocation lost at shutdown): on a full disk `instances stop`
  * revoked in memory and said the write failed; a SIGTERM then dropped the revocation silently
  * (lifecycle.close() swallowed the error), the daemon exited 0, and after a restart the key
  * answered 200. Now the revocation is in the revocation journal (written into space reserved

@@ -1,5 +1,5 @@
 /**
- * Regression (issue 10, what reaches the model server means what was checked): a body the proxy
+ * Regression (what reaches the model server means what was checked): a body the proxy
  * must rewrite (a `developer` turn, `max_completion_tokens`, a stream's `stream_options`) was
  * sent upstream as JSON.stringify wrote it, with every number as JavaScript holds it: a seed of
  * 9007199254740993 arrived as 9007199254740992, and 1e400 in a field passed through as null.

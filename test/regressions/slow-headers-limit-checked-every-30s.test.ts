@@ -1,5 +1,5 @@
 /**
- * Regression (issue 10): the 60 s header limit and the request limit (OB_PROXY_REQUEST_TIMEOUT)
+ * Regression: the 60 s header limit and the request limit (OB_PROXY_REQUEST_TIMEOUT)
  * are enforced by Node only when its connections check runs, and that ran every 30 s
  * (requestTimeout / 4, capped at 30 s): headers trickled a byte at a time held their socket for
  * up to 90 s, a trickled body for up to 150 s. Now the check runs every second.

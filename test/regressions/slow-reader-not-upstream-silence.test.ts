@@ -1,5 +1,5 @@
 /**
- * Guard (session 15): the wait between a model server's reads is the relay's to time now, not
+ * Guard: the wait between a model server's reads is the relay's to time now, not
  * undici's. While a streaming client does not read, the relay pauses the upstream, and the
  * model server, held back, goes quiet: that silence is the client's doing, and must not end the
  * stream with upstream_timeout (undici's body time-out did not count a paused read either).

@@ -1,5 +1,5 @@
 /**
- * Regression (issue 10, "Operators' mistakes"): `serve --socket <home>/db.json`, or --socket
+ * Regression (Operators' mistakes): `serve --socket <home>/db.json`, or --socket
  * naming any existing file, deleted that file (taken for a stale socket) and started with an
  * empty store: every key and revocation gone. Now only what lstat says is a socket is removed;
  * anything else, and the store's own file names, are refused with a message.

@@ -1,5 +1,5 @@
 /**
- * Regression (issue 10, one model server takes the gateway down): an SSE line that never ended
+ * Regression (one model server takes the gateway down): an SSE line that never ended
  * made the relay concatenate its whole pending buffer again on every read, so its cost grew
  * quadratically (7 CPU-seconds per second, /healthz at 3-5 s, other instances timing out, RSS
  * 85 -> 440 MB) and nothing bounded it. Now pending bytes are kept as pieces and joined once,

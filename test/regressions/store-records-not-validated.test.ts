@@ -1,5 +1,5 @@
 /**
- * Regression (issue 10, "Hand edits"): records were used as found. `instances:[null]` stopped
+ * Regression (Hand edits): records were used as found. `instances:[null]` stopped
  * the daemon with a bare TypeError, and `packEndsAt:"garbage"` was accepted: the pack timer
  * re-armed every millisecond (Date.parse gives NaN) and the pack never ended. Now every record is
  * checked on load: `serve` refuses to start, naming the record and the field and saying how to

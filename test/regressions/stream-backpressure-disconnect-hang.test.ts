@@ -1,5 +1,5 @@
 /**
- * Regression (issue 5, client faults): when a streaming client stopped reading, the relay waited
+ * Regression (client faults): when a streaming client stopped reading, the relay waited
  * for 'drain'; if the client then went away, 'drain' never came and the handler hung for ever:
  * its usage was never counted, its log line never written, and its closure leaked.
  */

@@ -1,5 +1,5 @@
 /**
- * Regression (issue 5, upstream faults): an upstream event that was not valid JSON was forwarded
+ * Regression (upstream faults): an upstream event that was not valid JSON was forwarded
  * to the client as it was, so the OpenAI SDK threw a parse error instead of an API error. Now the
  * relay stops at it and the stream ends with one upstream_error event and no [DONE].
  */

@@ -1,5 +1,5 @@
 /**
- * Regression (issue 4, found while reworking the stream fast path): a content frame matching the
+ * Regression (found while reworking the stream fast path): a content frame matching the
  * learned template was forwarded as raw bytes, including bytes that are not UTF-8, which a strict
  * client decoder (Python's json on bytes) rejects for the whole event. The template path now
  * accepts only well-formed UTF-8 inside the content literal; anything else takes the string path,

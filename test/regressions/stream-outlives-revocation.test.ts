@@ -1,8 +1,8 @@
 /**
- * Regression (issue 10, "in-flight streams outlive revocation"): after `keys revoke`, `instances
+ * Regression (in-flight streams outlive revocation): after `keys revoke`, `instances
  * stop` or `remove`, a stream in flight went on for 17 tokens over 17 s and ended with [DONE]; one
  * started 0.3 s before the pack end relayed 13 tokens after it. Now a revocation or pack end ends
- * that key's work in flight (CONTRACT §3, docs/security.md): a stream begun gets one error event
+ * that key's work in flight (docs/contract.md §3, docs/security.md): a stream begun gets one error event
  * and no [DONE], an answer not begun is the error (401), and the upstream request is aborted.
  *
  * Streams here are 60 tokens at 5 a second (12 s): one that is not ended would run on for

@@ -1,5 +1,5 @@
 /**
- * Regression (adversarial review, stream fast path): a model server writing its events as
+ * Regression (stream fast path): a model server writing its events as
  * `data:{…}` (no space after the colon, as SSE allows) had its first event parsed by the slow
  * path and sent as `data: {…}`, and every later event of the layout that first one taught
  * copied by the fast path with the server's own `data:{` head. The fast path's promise is the

@@ -1,5 +1,5 @@
 /**
- * Regression (issue 10, "Operators' mistakes"): a symbolic link at db.json.tmp was followed and
+ * Regression (Operators' mistakes): a symbolic link at db.json.tmp was followed and
  * its target overwritten with the store; a db.json that was a symbolic link was replaced by a
  * plain file on the first write, silently parting from the file it pointed to. Now the temp file
  * is opened O_CREAT|O_EXCL|O_NOFOLLOW and the store without following links: a link at either

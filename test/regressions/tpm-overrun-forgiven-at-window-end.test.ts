@@ -1,5 +1,5 @@
 /**
- * Regression (adversarial review, accounting and limits): tokens are known only when an answer
+ * Regression (accounting and limits): tokens are known only when an answer
  * ends, so a key's tpm was checked against the tokens of answers already over, and whatever an
  * answer took past the limit was forgotten when the window ended. A key with `--tpm 30` that opened
  * eight streams at once (each admitted: nothing was charged yet) got 96 tokens in one window, was

@@ -1,5 +1,5 @@
 /**
- * Regression (issue 10, "Two daemons on one home"): a second `serve` with its own --socket
+ * Regression (Two daemons on one home): a second `serve` with its own --socket
  * started on the same db.json. A key revoked through one daemon was still answered 200 by the
  * other, whose next write (its usage flush) put `active` back on disk. Now the store is locked:
  * the second daemon exits non-zero naming the first one's pid, before binding anything; and the

@@ -1,5 +1,5 @@
 /**
- * Regression (adversarial review, hostile model server): a model server, or a gateway in front
+ * Regression (hostile model server): a model server, or a gateway in front
  * of it, that echoes the request's `Authorization` header in an error ("invalid token: Bearer
  * sk-…") handed the operator's upstream token (`--upstream-token-file`) to the client: an error
  * status's message and code are passed on, and an error event is forwarded as sent. Any client

@@ -1,5 +1,5 @@
 /**
- * Regression (adversarial review, hostile model server): the token counts a model server reports
+ * Regression (hostile model server): the token counts a model server reports
  * were trusted. A plain answer's usage was kept when it was any finite number ≥ 0 (a fraction, or
  * 1e308, which two answers turn into Infinity); a stream's usage chunk was kept as it came, so a
  * string ("100"), a negative number or 1e308 went into the key's counters (string concatenation:

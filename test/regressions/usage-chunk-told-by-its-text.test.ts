@@ -1,5 +1,5 @@
 /**
- * Regression (issue 11, found by the relay's property test on agents' streams): the slow path
+ * Regression (found by the relay's property test on agents' streams): the slow path
  * told a usage chunk by the text `"usage":{` and an error event by `{"error"`. A server that
  * writes JSON with spaces (Python's json.dumps: `"usage": {`) or a key with escapes
  * (`"\u0075sage"`) had its usage chunk forwarded to clients that had not asked for it, and its

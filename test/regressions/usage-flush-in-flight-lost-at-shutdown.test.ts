@@ -1,5 +1,5 @@
 /**
- * Regression (adversarial review, accounting and limits): a shutdown (SIGTERM) took the usage
+ * Regression (accounting and limits): a shutdown (SIGTERM) took the usage
  * counted since the last flush and wrote it, but a periodic flush still being written at that
  * moment was not waited for. When that write then failed (a store out of reach: the database
  * down at the moment of a restart), its counters were put back into a tracker nobody would flush

@@ -1,5 +1,5 @@
 /**
- * Issue 12 §4: on a shared store one daemon ends packs on their clock (it holds an advisory
+ * On a shared store one daemon ends packs on their clock (it holds an advisory
  * lock), and when it dies another takes over within seconds. Two real daemons on a fresh
  * PostgreSQL database: the first pack end is done by A (B hears it as a remote change); A is
  * then killed with SIGKILL before the next pack ends, and B ends that one itself.

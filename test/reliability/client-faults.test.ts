@@ -1,5 +1,5 @@
 /**
- * Issue 5 §2, client faults: a client that goes away cancels the upstream request (the simulated
+ * Client faults: a client that goes away cancels the upstream request (the simulated
  * instance records the abort), streaming or not, before or after headers, and the usage so far is
  * still counted; a client that sends too slowly is cut off; an oversized body is refused with 413
  * without being read to the end.

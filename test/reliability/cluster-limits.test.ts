@@ -1,5 +1,5 @@
 /**
- * Per-key limits hold cluster-wide (issue 13 §4): three `ob-proxy serve` processes on one
+ * Per-key limits hold cluster-wide: three `ob-proxy serve` processes on one
  * PostgreSQL (a fresh database on the local server), a client spreading a key's requests over
  * them. Outcomes are counted, not timed: per window, the requests the daemons let through (and
  * the model server received) stay within the limit + 10 %; every refusal is a 429 rate_limited

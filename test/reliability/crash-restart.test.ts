@@ -1,9 +1,9 @@
 /**
- * Issue 5 §3, crash and restart: `ob-proxy serve` is killed with SIGKILL in the middle of bursts
+ * Crash and restart: `ob-proxy serve` is killed with SIGKILL in the middle of bursts
  * of instance readies, key creations, revocations and instance stops, many times over. After
  * every restart: the store loads; every operation the client saw acknowledged is there; no key
  * ever seen revoked works again (or is active again); no key is half-created; no secret on disk.
- * Issue 12: the same against the PostgreSQL store (a fresh database on the local server); on
+ * The same against the PostgreSQL store (a fresh database on the local server); on
  * lowdb with the journal folded every 8 KiB, so that kills land in folds too.
  */
 import { readFile, readdir } from 'node:fs/promises';

@@ -1,5 +1,5 @@
 /**
- * Issue 12: the fuzz suite again, with the daemon on the PostgreSQL store (a fresh database on the
+ * The fuzz suite again, with the daemon on the PostgreSQL store (a fresh database on the
  * local server): the same properties must hold whatever the store. The switch is read by
  * startHarness, so it is set before the suite is loaded.
  */

@@ -1,5 +1,5 @@
 /**
- * Issue 5 §4, bad input: property-based fuzzing (fast-check) of headers and bodies against the
+ * Bad input: property-based fuzzing (fast-check) of headers and bodies against the
  * running daemon. Whatever a client sends, the proxy never answers 5xx for the client's mistake,
  * never crashes, and answers every error in the OpenAI shape. Then the management API and the
  * CLI with ids, names and dates that are empty, huge, control characters, unicode, path-like.

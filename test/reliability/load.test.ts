@@ -1,5 +1,5 @@
 /**
- * Issue 5 §5, load (the short version; `npm run soak` runs the long one): thousands of mixed
+ * Load (the short version; `npm run soak` runs the long one): thousands of mixed
  * plain and streaming requests at high concurrency through the proxy to simulated instances,
  * with zero errors, zero lost or reordered chunks, and memory back near its start; then
  * hundreds of streams held open at once.

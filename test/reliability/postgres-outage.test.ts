@@ -1,5 +1,5 @@
 /**
- * Issue 12: kill -9 of PostgreSQL under two daemons (a server of its own, in a temp folder). While
+ * Kill -9 of PostgreSQL under two daemons (a server of its own, in a temp folder). While
  * it is away the daemons serve the keys they know; management changes fail with a one-line error
  * and exit 1; after --max-stale they refuse every key with 503 store_unreachable, Retry-After and
  * /readyz 503, and say so in their log. When it returns they catch up: every change made before

@@ -1,7 +1,7 @@
 /**
- * Property (issue 10): whatever the timing of a revocation against requests whose bodies are
+ * Property: whatever the timing of a revocation against requests whose bodies are
  * held back, streams and plain requests in flight, once the management API has acknowledged it,
- * no request with that key gets an answer: each is refused, or ends with the error (CONTRACT §3),
+ * no request with that key gets an answer: each is refused, or ends with the error (docs/contract.md §3),
  * streams carry no token after the acknowledgement but one already on the wire, and the model
  * server sees each request it got closed before it finished. Real serve and simulate processes;
  * each request would run 6 s if nothing ended it, and every action comes within 1.5 s.

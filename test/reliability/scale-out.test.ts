@@ -1,5 +1,5 @@
 /**
- * Issue 12: three `ob-proxy serve` processes on one PostgreSQL (a fresh database on the local
+ * Three `ob-proxy serve` processes on one PostgreSQL (a fresh database on the local
  * server). A key created on any node works on every node; a key revoked or an instance stopped
  * on any node is refused on every node, measured by a client polling each node (figures in
  * docs/scale-out.md; no timing is asserted, only that every node refuses in the end). Then the
@@ -205,7 +205,7 @@ describe('three daemons on one PostgreSQL', () => {
   );
 });
 
-// The catch-up daemons run at the default period (500 ms): CONTRACT section 4's 1 s bound must
+// The catch-up daemons run at the default period (500 ms): docs/contract.md §4's 1 s bound must
 // hold with every notification lost. Timings are reported, not asserted (a shared machine).
 describe('NOTIFY suppressed: the catch-up read alone', () => {
   let db: TestDatabase;

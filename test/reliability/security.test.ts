@@ -1,5 +1,5 @@
 /**
- * Issue 5 §6, security: secrets never in logs, store, events, error messages or process
+ * Security: secrets never in logs, store, events, error messages or process
  * arguments; the management socket is private; the public port is only the data plane; bad
  * keys are slowed without touching valid keys; keys are compared through their hash only.
  */

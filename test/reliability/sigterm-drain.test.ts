@@ -1,5 +1,5 @@
 /**
- * Issue 5 §3, graceful stop: SIGTERM with 100 streams in flight. Every stream finishes whole
+ * Graceful stop: SIGTERM with 100 streams in flight. Every stream finishes whole
  * (all tokens, in order, then [DONE]) within the grace period, new requests are refused, and the
  * daemon exits 0. When the grace period runs out first, what is left is cut and it still exits 0.
  */

@@ -1,5 +1,5 @@
 /**
- * Issue 5 §3, a full disk and a read-only home: each refused write is reported clearly, nothing
+ * A full disk and a read-only home: each refused write is reported clearly, nothing
  * already acknowledged is lost, a revocation still takes effect at once and is written as soon
  * as the disk can take it, and everything is there after a restart.
  *

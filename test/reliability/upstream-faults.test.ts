@@ -1,6 +1,6 @@
 /**
- * Issue 5 §1, upstream faults: every failure mode of the simulated instance gets the documented
- * answer (CONTRACT §3), other requests keep being served meanwhile, and nothing leaks.
+ * Upstream faults: every failure mode of the simulated instance gets the documented
+ * answer (docs/contract.md §3), other requests keep being served meanwhile, and nothing leaks.
  */
 import { Server, createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -290,7 +290,7 @@ describe('time-out configuration', () => {
       firstByte: 600_000,
       idle: 45_000,
     });
-    // --upstream-timeout alone sets both the time to headers and the idle time (CONTRACT §3).
+    // --upstream-timeout alone sets both the time to headers and the idle time (docs/contract.md §3).
     expect(resolveConfig({ home: '/tmp/x', upstreamTimeout: '90' }, {}, '/tmp').idleTimeoutMs).toBe(90_000);
   });
 });

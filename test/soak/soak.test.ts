@@ -1,5 +1,5 @@
 /**
- * Issue 5 §5, the soak: `npm run soak`. Rounds of tens of thousands of mixed plain and streaming
+ * The soak: `npm run soak`. Rounds of tens of thousands of mixed plain and streaming
  * requests at high concurrency, with zero errors, zero lost or reordered chunks and a heap that
  * stays flat between rounds; thousands of streams held open at once; and faulty upstream
  * requests mixed into healthy traffic without touching it. Prints the figures of

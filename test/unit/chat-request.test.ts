@@ -16,7 +16,7 @@ function refusal(body: Record<string, unknown>): { code: string; param: string |
 
 const NO_MEDIA = { parts: 0, chars: 0 };
 
-describe('chat request validation (SPEC 2.4 and 8)', () => {
+describe('chat request validation (docs/contract.md §3.2)', () => {
   it('accepts a valid body and forwards the bytes untouched', () => {
     expect(validateChatRequest({ ...base, temperature: 0, top_p: 1, max_tokens: 5 })).toEqual({
       model: 'gemma4:26b',

@@ -1,5 +1,5 @@
 /**
- * resolveConfig, in process: flag, then environment, then default (CONTRACT §1), each bad value a
+ * resolveConfig, in process: flag, then environment, then default (docs/contract.md §1), each bad value a
  * usage error naming the flag and the variable that set it. The spawned-process table in
  * test/e2e/serve-usage-errors.test.ts checks that these reach the terminal as exit 2.
  */

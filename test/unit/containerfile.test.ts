@@ -1,5 +1,5 @@
 /**
- * packaging/Containerfile (issue 14): built from the single binary, runs as a user of its own with
+ * packaging/Containerfile: built from the single binary, runs as a user of its own with
  * the state in a volume, and stops with SIGTERM. Its directives, here; the image built and run:
  * test/package/container.test.ts (npm run test:dist).
  */

@@ -79,7 +79,7 @@ describe('InflightRequests', () => {
     const relays = [0, 1, 2].map(() => new FakeRelay(inflight));
     for (const r of relays) inflight.add(a, r);
     inflight.delete(relays[1]!);
-    // A request that left holds nothing: an old one must not keep young ones alive (session 7).
+    // A request that left holds nothing: an old one must not keep young ones alive.
     expect(relays[1]).toMatchObject({ inflightEntry: null, inflightPrev: null, inflightNext: null });
     expect(relays[2]!.inflightNext).toBe(relays[0]);
     expect(relays[0]!.inflightPrev).toBe(relays[2]);

@@ -1,5 +1,5 @@
 /**
- * The lowdb store's journal of commits (issue 12 §7): each commit one framed, synced append; a
+ * The lowdb store's journal of commits: each commit one framed, synced append; a
  * torn last line dropped, never half-applied; folded into db.json off the commit path; the audit
  * trail bounded; and, at 10,000 keys and 100,000 events, a key creation or a stop writes a few
  * hundred bytes whatever the store's size, and db.json not at all.

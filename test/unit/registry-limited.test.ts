@@ -10,7 +10,7 @@ function key(id: string, limits: KeyLimits = noLimits(), status: KeyRecord['stat
 
 const rpm = (n: number): KeyLimits => ({ ...noLimits(), rpm: n });
 
-// The shared store's limit exchange runs only while this says true (issue 13): it must follow every
+// The shared store's limit exchange runs only while this says true: it must follow every
 // way a key gains or loses a limit, or stops being active, without scanning the keys.
 describe('MutableRegistry.hasLimitedKey', () => {
   it('follows limits set, cleared, revocations, replacements and reloads', () => {

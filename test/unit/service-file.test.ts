@@ -1,5 +1,5 @@
 /**
- * packaging/ob-proxy.service (issue 14): hardened as docs/operations.md says, and accepted by
+ * packaging/ob-proxy.service: hardened as docs/operations.md says, and accepted by
  * `systemd-analyze verify` where systemd is installed (skipped, with the reason printed, where not).
  */
 import { execFile, execFileSync } from 'node:child_process';

@@ -545,7 +545,7 @@ describe('SseRelay: frames near the cap, CRLF frames, comments and fields, howev
   });
 });
 
-describe("SseRelay on agents' streams (issue 11): reasoning, tool calls whole and in fragments, refusals, logprobs, unicode and escapes", () => {
+describe("SseRelay on agents' streams: reasoning, tool calls whole and in fragments, refusals, logprobs, unicode and escapes", () => {
   /** Feeds `bytes` in the reads `cuts` makes; returns what the client got. */
   async function relayed(
     bytes: Buffer,

@@ -68,7 +68,7 @@ export const MIGRATIONS: readonly { version: number; name: string; sql: string }
     version: 3,
     name: 'usage: reasoning tokens, errors, client disconnects, first use',
     sql: `
-      -- Counted since issue 13; rows from before hold none, which is what was counted then.
+      -- Rows written before these columns existed hold none, which is what was counted then.
       ALTER TABLE ob_keys
         ADD COLUMN reasoning_tokens bigint NOT NULL DEFAULT 0,
         ADD COLUMN errors bigint NOT NULL DEFAULT 0,
@@ -97,7 +97,7 @@ export const MIGRATIONS: readonly { version: number; name: string; sql: string }
     version: 5,
     name: 'usage: tokens charged by estimate',
     sql: `
-      -- Counted since session 12; rows from before hold none, which is what was counted then.
+      -- Rows written before this column existed hold none, which is what was counted then.
       ALTER TABLE ob_keys ADD COLUMN estimated_tokens bigint NOT NULL DEFAULT 0;
     `,
   },
