@@ -5,7 +5,15 @@ import { socketPathProblem } from '../src/config.js';
 import { ObProxyError, isErrorCode, obError } from '../src/errors.js';
 import type { LiveStatsView } from '../src/services/live-stats.js';
 import type { UsageReport } from '../src/wire/usage-report.js';
-import type { InstanceView, KeyView, KeyWithSecret, ReadyView, RevocationView, StatusView } from '../src/wire/views.js';
+import type {
+  InstanceView,
+  KeyView,
+  KeyWithSecret,
+  ReadyView,
+  RevocationView,
+  RevokedKeyView,
+  StatusView,
+} from '../src/wire/views.js';
 import { type SocketResponse, socketRequest } from './socket-http.js';
 
 export type HaltAction = 'pending' | 'stop' | 'fail' | 'terminate';
@@ -130,7 +138,7 @@ export class DaemonClient {
   setKeyLimits(id: string, limits: Partial<KeyLimits>): Promise<KeyView> {
     return this.call('POST', `/v1/keys/${encodeURIComponent(id)}/limits`, limits);
   }
-  revokeKey(id: string): Promise<KeyView> {
+  revokeKey(id: string): Promise<RevokedKeyView> {
     return this.call('POST', `/v1/keys/${encodeURIComponent(id)}/revoke`, {});
   }
   revealKey(id: string): Promise<KeyWithSecret> {

@@ -1,5 +1,5 @@
 import { chmod } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { Server as SecureServer } from 'node:tls';
 import type { FastifyInstance } from 'fastify';
 import type { DestinationStream, Logger } from 'pino';
@@ -121,6 +121,8 @@ export async function buildDaemon(config: Config, deps: DaemonDeps): Promise<Dae
             catchupMs: config.storeCatchupMs,
             notify: config.storeNotify,
             onNotice: (message) => log.warn({ store: 'postgres' }, message),
+            journalPath: join(config.home, 'postgres.revocations'),
+            pid: process.pid,
           })
         : new LowdbStore(config.store, {
             onNotice: (message) => log.warn({ store: config.store }, message),
@@ -264,6 +266,7 @@ async function assemble(config: Config, deps: DaemonDeps, opened: Opened): Promi
             maxStaleMs: config.maxStaleMs,
             stale: ctx.storeStale,
             holdsChores: store.holdsChores?.() ?? true,
+            problem: store.syncProblem?.() ?? null,
           }),
   };
   // Per-key limits hold cluster-wide on a shared store (docs/scale-out.md).

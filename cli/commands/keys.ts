@@ -120,6 +120,10 @@ export function makeKeysCommand(deps: CliDeps): Command {
         if (o.json === true) return printJson(deps.io, answer);
         const key = shown(answer);
         deps.io.out(`Revoked key ${key.id} ("${key.name}") of instance ${key.instance}. It answers 401 from now on.\n`);
+        if (key.storePending !== undefined)
+          deps.io.out(
+            `Every daemon refuses it; its row and audit event are not in the store yet (${key.storePending}) and are written as soon as it takes writes.\n`,
+          );
       }),
     'ob-proxy keys revoke 3fA9kQ2mXz1B',
     'ob-proxy keys revoke 3fA9kQ2mXz1B --yes',

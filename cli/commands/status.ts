@@ -21,7 +21,9 @@ function storeLine(deps: CliDeps, s: StatusView): string {
   const chores = sync.holdsChores
     ? "this daemon does the cluster's chores (ending packs)"
     : "another daemon does the cluster's chores";
-  return `${sync.location} (shared): ${state}; last in sync ${seconds(sync.lastSyncAgeMs)} ago (${sync.lastSyncAt}); ${chores}`;
+  // Why, as the database said: a daemon that reads but cannot write is not in sync either.
+  const problem = sync.problem == null ? '' : `; ${c.red(sync.problem)}`;
+  return `${sync.location} (shared): ${state}; last in sync ${seconds(sync.lastSyncAgeMs)} ago (${sync.lastSyncAt})${problem}; ${chores}`;
 }
 
 export function makeStatusCommand(deps: CliDeps): Command {

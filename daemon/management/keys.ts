@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import type { KeyWithSecret, RevocationView } from '../../src/wire/views.js';
+import type { KeyWithSecret, RevocationView, RevokedKeyView } from '../../src/wire/views.js';
 import { revocationOfKey, revocationView } from '../../src/wire/views.js';
 import { obError } from '../../src/errors.js';
 import type { DaemonContext } from '../context.js';
@@ -57,9 +57,11 @@ export function registerKeyRoutes(app: FastifyInstance, ctx: DaemonContext): voi
     async (request) => viewKey(ctx, await lc.setKeyLimits(request.params.id, request.body ?? {})),
   );
 
-  app.post<{ Params: Params }>('/v1/keys/:id/revoke', byId, async (request) =>
-    viewKey(ctx, await lc.revokeKey(request.params.id)),
-  );
+  app.post<{ Params: Params }>('/v1/keys/:id/revoke', byId, async (request): Promise<RevokedKeyView> => {
+    const key = await lc.revokeKey(request.params.id);
+    const pending = lc.revocationPending(key.id);
+    return { ...viewKey(ctx, key), ...(pending === null ? {} : { storePending: pending }) };
+  });
 
   app.post<{ Params: Params }>('/v1/keys/:id/reveal', byId, async (request) => {
     // A client that gave up while the daemon was busy would take the one showing with it.

@@ -79,6 +79,8 @@ export class LifecycleService {
   private readonly undisplayed = new UndisplayedSecrets();
   /** Mutations applied in memory whose write failed; written with the next commit. */
   private unwritten: Mutation[] = [];
+  /** Why the last write failed (null: it did not). */
+  private unwrittenWhy: string | null = null;
   private readonly inflightDefaults = new Map<string, Promise<KeyRecord | null>>();
 
   constructor(
@@ -144,6 +146,10 @@ export class LifecycleService {
    * elsewhere is refused by the very object a request in flight checks again.
    */
   applyRemote(changes: readonly StoreChange[]): Promise<void> {
+    // Revocations take effect now, not after the mutex: a change of this daemon's waiting on the
+    // store (behind a lock held in the database) must not keep a key revoked elsewhere served.
+    for (const c of changes)
+      for (const m of c.mutations) if (m.op === 'putKey' && m.key.status === 'revoked') this.revokeKnown(m.key);
     return this.mutex.run(async () => {
       const events: AuditEvent[] = [];
       for (const c of changes) {
@@ -196,13 +202,8 @@ export class LifecycleService {
         this.undisplayed.drop(this.reg.keysOf(m.id));
         break;
       case 'putKey': {
-        const known = this.reg.keys.get(m.key.id);
-        if (known === undefined) {
-          this.reg.putKey(structuredClone(m.key));
-        } else if (known.status === 'active' && m.key.status === 'revoked') {
-          this.reg.revoke(known, m.key.revokedAt, m.key.revokeReason);
-          this.undisplayed.drop([known]);
-        }
+        if (!this.reg.keys.has(m.key.id)) this.reg.putKey(structuredClone(m.key));
+        else if (m.key.status === 'revoked') this.revokeKnown(m.key);
         break;
       }
       case 'setKeyLimits': {
@@ -221,11 +222,34 @@ export class LifecycleService {
     }
   }
 
+  /** A key this daemon knows, revoked as a revocation heard says (in place: requests hold the record). */
+  private revokeKnown(key: KeyRecord): void {
+    const known = this.reg.keys.get(key.id);
+    if (known === undefined || known.status !== 'active') return;
+    this.reg.revoke(known, key.revokedAt, key.revokeReason);
+    this.undisplayed.drop([known]);
+  }
+
   /** Writes mutations, after any that failed to be written before. */
   private async write(mutations: Mutation[]): Promise<void> {
     const batch = [...this.unwritten, ...mutations];
-    await this.deps.store.commit(batch);
+    try {
+      await this.deps.store.commit(batch);
+    } catch (err) {
+      this.unwrittenWhy = (err as Error).message;
+      throw err;
+    }
     this.unwritten = [];
+    this.unwrittenWhy = null;
+  }
+
+  /**
+   * Whether the key's revocation is still to be written in full (its row and audit event),
+   * and why, while a shared store already has every daemon refuse it (revokeKey succeeded).
+   */
+  revocationPending(keyId: string): string | null {
+    const pending = this.unwritten.some((m) => m.op === 'putKey' && m.key.id === keyId);
+    return pending ? this.unwrittenWhy : null;
   }
 
   /**
@@ -468,12 +492,26 @@ export class LifecycleService {
       this.unwritten.push(...mutations);
       this.emit(events);
       if (err instanceof ObProxyError) {
+        const store = this.deps.store;
         const revoked = revokedKeyIds(mutations);
-        const durable = revoked.length > 0 && revoked.every((id) => this.deps.store.isRevocationDurable?.(id) === true);
+        // A shared store took the revocations themselves: every daemon refuses these keys. A
+        // key's revocation alone is then done (revocationPending says the rest waits); an
+        // instance change that did not go through is still an error.
+        if (revoked.length > 0 && revoked.every((id) => store.isRevocationShared?.(id) === true)) {
+          if (mutations.every((m) => m.op === 'putKey' || m.op === 'appendEvent')) return;
+          throw obError('store_write_failed', {
+            message: `Its keys are revoked on every daemon, but the rest of the change could not be written (${err.message}) It is retried with the next write.`,
+          });
+        }
+        const durable = revoked.length > 0 && revoked.every((id) => store.isRevocationDurable?.(id) === true);
+        const hint =
+          store.subscribe === undefined
+            ? '; free disk space or fix permissions'
+            : ': the other daemons refuse the key once it is written';
         throw obError('store_write_failed', {
           message: durable
-            ? `Revoked in the running daemon and recorded in the revocation journal, so it holds after a restart; but the store could not be written (${err.message}) The rest of the change is retried with the next write; free disk space or fix permissions.`
-            : `Revoked in the running daemon, but the store could not be written (${err.message}) The revocation is retried with the next write; free disk space or fix permissions.`,
+            ? `Revoked in the running daemon and recorded in the revocation journal, so it holds after a restart; but the store could not be written (${err.message}) The rest of the change is retried with the next write${hint}.`
+            : `Revoked in the running daemon, but the store could not be written (${err.message}) The revocation is retried with the next write${hint}.`,
         });
       }
       throw err;

@@ -1,9 +1,21 @@
 import { randomUUID } from 'node:crypto';
+import { unlink } from 'node:fs/promises';
 import pg from 'pg';
 import type { Instance } from '../domain/instance.js';
 import type { AuditEvent, KeyRecord, RevokeReason } from '../domain/key.js';
 import { ObProxyError, obError } from '../errors.js';
 import { applyBatch } from './postgres/apply.js';
+import { pruneDaemonRows, writeDaemonRow } from './postgres/daemon-row.js';
+import {
+  REVOCATION_PAYLOAD,
+  type RevocationCursor,
+  cursorParams,
+  insertRevocations,
+  revocationsSince,
+  revokedKey,
+} from './postgres/revocations.js';
+import { type JournalRecord, RevocationJournal } from './revocation-journal.js';
+import { journalRecordOf } from './revoked-wins.js';
 import { type TableCounts, countTables, countsOf, importData } from './postgres/import.js';
 import { CHORES_LOCK, LOCK_SPACE, migrate } from './postgres/migrations.js';
 import {
@@ -27,6 +39,14 @@ export interface PostgresStoreOptions {
   onNotice?: (message: string) => void;
   /** The clock, in ms (tests). */
   now?: () => number;
+  /**
+   * This daemon's journal of revocations the database did not take (in its home): each is
+   * applied at the next start, before serving, and written to the database once it takes writes.
+   * Absent (`store migrate`): a revocation the database refuses lives in memory only.
+   */
+  journalPath?: string;
+  /** This daemon's process id, for its row in ob_daemons. */
+  pid?: number;
 }
 
 const CHANNEL = 'ob_proxy_changes';
@@ -43,6 +63,28 @@ const PRUNE_MS = 60_000;
 // How long the daemon waits on one statement of the pool before it gives up (the server is told
 // to give up a second sooner).
 const QUERY_TIMEOUT_MS = 10_000;
+/**
+ * The settings of every pooled session. A transaction left idle (its daemon paused by Ctrl-Z or
+ * a container pause while it held the counter row) is ended by the server after a few seconds,
+ * which frees the row; a write waits for a lock a little longer than that, so a paused peer
+ * costs the others a delay, not a failure, and a lock held by something else (a `psql` session)
+ * fails the write after 5 s instead of holding this daemon's changes for the statement's 9 s.
+ * Exported so that a test can hold the counter with the daemons' own settings.
+ */
+export const POOL_SESSION_SETTINGS = {
+  // The server's own time-out, just under the client's: a statement the daemon gives up on
+  // (waiting for a lock a stuck transaction holds) is cancelled there too, instead of waiting
+  // on with its place in the queue, one more for every later write, until the server's
+  // connections run out (test/regressions/postgres-timed-out-write-left-waiting.test.ts).
+  statement_timeout: QUERY_TIMEOUT_MS - 1000,
+  lock_timeout: 5000,
+  idle_in_transaction_session_timeout: 4000,
+} as const;
+// Rows of daemons not seen for this long are deleted by the chores.
+const DAEMON_ROWS_KEEP = '1 hour';
+// A revocation in ob_revocations whose key is still active in ob_keys this long after: its
+// daemon died before writing the change; the one doing the chores writes it.
+const ORPHAN_AFTER = '1 minute';
 // The session connection's queries (LISTEN, the chores lock, its check) answer in milliseconds:
 // one that does not answer within this is taken for gone silently (a half-open connection), and
 // replaced, since its notifications are lost meanwhile.
@@ -111,6 +153,7 @@ export class PostgresStore implements Store {
   /** This process's name in the change log, so it skips its own changes. */
   readonly origin = randomUUID();
   private readonly pool: pg.Pool;
+  private readonly writers: pg.Pool;
   private readonly catchupMs: number;
   private readonly notify: boolean;
   private readonly now: () => number;
@@ -120,6 +163,24 @@ export class PostgresStore implements Store {
   /** Every key this daemon knows revoked: written back into a database that lost the revocation. */
   private readonly revoked = new Map<string, Revocation>();
   private inSyncAt = 0;
+  /** When a write of this daemon's row that began then succeeded: a daemon that cannot write is not in sync. */
+  private wroteAt = 0;
+  private readProblem: string | null = null;
+  private writeProblem: string | null = null;
+  private beating: Promise<void> | null = null;
+  private readonly startedAt: string;
+  /** How far ob_revocations has been read (null: not yet). */
+  private revCursor: RevocationCursor | null = null;
+  /** Keys whose revocation is in ob_revocations: every daemon refuses them. */
+  private readonly shared = new Set<string>();
+  /** Revocations to put into ob_revocations (from the journal, after a restart). */
+  private readonly unshared = new Map<string, KeyRecord>();
+  /** Revocations whose key the database still holds active, and that no running lifecycle writes. */
+  private readonly writeBack = new Map<string, KeyRecord>();
+  private settling: Promise<void> | null = null;
+  private journal: RevocationJournal | null = null;
+  /** Appends and the journal's drop, one at a time. */
+  private journalQueue: Promise<unknown> = Promise.resolve();
   private feed: StoreFeed | null = null;
   private session: pg.Client | null = null;
   private sessionStarting: Promise<void> | null = null;
@@ -148,22 +209,24 @@ export class PostgresStore implements Store {
     this.catchupMs = options.catchupMs ?? 500;
     this.notify = options.notify ?? true;
     this.now = options.now ?? Date.now;
+    this.startedAt = new Date(this.now()).toISOString();
     // Fail fast when the database is away: a management command answers within seconds, and the
     // catch-up read notices on its next period.
-    this.pool = new pg.Pool({
+    const config: pg.PoolConfig = {
       connectionString: url,
-      max: 4,
       connectionTimeoutMillis: 3000,
       query_timeout: QUERY_TIMEOUT_MS,
-      // The server's own time-out, just under the client's: a statement the daemon gives up on
-      // (waiting for a lock a stuck transaction holds) is cancelled there too, instead of waiting
-      // on with its place in the queue, one more for every later write, until the server's
-      // connections run out (test/regressions/postgres-timed-out-write-left-waiting.test.ts).
-      statement_timeout: QUERY_TIMEOUT_MS - 1000,
+      ...POOL_SESSION_SETTINGS,
       idleTimeoutMillis: 10_000,
-    });
+    };
+    // Two pools: the transactions that take the counter row wait for it, and may all wait at
+    // once behind a session holding it; the change-log reads, revocations and this daemon's row
+    // never wait for it, so they must never wait for a connection behind those either.
+    this.pool = new pg.Pool({ ...config, max: 4 });
+    this.writers = new pg.Pool({ ...config, max: 3 });
     // An idle client whose server went away: without a listener this would end the process.
-    this.pool.on('error', (err) => this.notice(`PostgreSQL connection lost (${errText(err)}).`));
+    for (const p of [this.pool, this.writers])
+      p.on('error', (err) => this.notice(`PostgreSQL connection lost (${errText(err)}).`));
   }
 
   private notice(message: string): void {
@@ -174,6 +237,10 @@ export class PostgresStore implements Store {
   }
 
   async load(): Promise<StoreData> {
+    if (this.journal === null && this.options.journalPath !== undefined) {
+      this.journal = await RevocationJournal.open(this.options.journalPath);
+      for (const n of this.journal.notices) this.notice(n);
+    }
     let client: pg.PoolClient;
     try {
       client = await this.pool.connect();
@@ -209,10 +276,17 @@ export class PostgresStore implements Store {
         "SELECT record, requests, prompt_tokens, completion_tokens, last_used_at, reasoning_tokens, errors, disconnects, first_used_at, estimated_tokens FROM ob_keys ORDER BY record->>'createdAt', id",
       );
       const events = await client.query<{ record: AuditEvent }>('SELECT record FROM ob_events ORDER BY seq');
+      // The same snapshot: the revocations it holds, and where the next read of them starts.
+      const revs = await client.query<{ rev_xmax: string; rev_xip: string[]; revocations: KeyRecord[] }>(
+        `SELECT ${revocationsSince(1)}`,
+        cursorParams(null),
+      );
       await client.query('COMMIT');
       this.lastChange = Number(head.rows[0]!.change_no);
       this.lastChangeAt = head.rows[0]!.at;
+      this.revCursor = { xmax: revs.rows[0]!.rev_xmax, xip: revs.rows[0]!.rev_xip };
       this.inSyncAt = this.now();
+      this.wroteAt = Math.max(this.wroteAt, this.inSyncAt);
       const data: StoreData = {
         version: STORE_VERSION,
         instances: instances.rows.map((r) => r.record),
@@ -233,6 +307,7 @@ export class PostgresStore implements Store {
         events: events.rows.map((r) => r.record),
       };
       const valid = validateStoreData(this.location, data);
+      this.revokedWins(valid, revs.rows[0]!.revocations, this.journal?.records() ?? []);
       for (const key of valid.keys) if (key.status === 'revoked') this.remember(key);
       return valid;
     } catch (err) {
@@ -243,9 +318,81 @@ export class PostgresStore implements Store {
     }
   }
 
+  /**
+   * Revoked wins over the rows of ob_keys: a key in ob_revocations, or in this daemon's journal
+   * of revocations the database did not take, is revoked in `data` (in place). Those the
+   * database still holds active are written back by the next periods (settle()): a journal's
+   * into ob_revocations first, then every one as a change, with its audit event.
+   */
+  private revokedWins(data: StoreData, rows: readonly KeyRecord[], journal: readonly JournalRecord[]): void {
+    const byId = new Map(data.keys.map((k) => [k.id, k]));
+    const byHash = new Map(data.keys.map((k) => [k.hash, k]));
+    const revoke = (key: KeyRecord, at: string, reason: RevokeReason): void => {
+      if (key.status !== 'active') return;
+      key.status = 'revoked';
+      key.revokedAt = at;
+      key.revokeReason = reason;
+      this.writeBack.set(key.id, { ...key });
+    };
+    for (const r of rows) {
+      this.shared.add(r.id);
+      const key = byId.get(r.id);
+      if (key !== undefined) revoke(key, r.revokedAt ?? new Date(this.now()).toISOString(), r.revokeReason ?? 'manual');
+    }
+    for (const j of journal) {
+      const key = byId.get(j.keyId) ?? byHash.get(j.keyHash);
+      if (key === undefined) continue;
+      revoke(key, j.at, j.reason);
+      if (!this.shared.has(key.id)) this.unshared.set(key.id, { ...key });
+    }
+  }
+
   async commit(mutations: readonly Mutation[]): Promise<void> {
     if (mutations.length === 0) return;
+    // The revocations first, on their own (nothing this daemon's or another's bookkeeping holds
+    // delays them), then the change as a whole.
+    const revoked = mutations.flatMap((m) =>
+      m.op === 'putKey' && m.key.status === 'revoked' && !this.shared.has(m.key.id) ? [m.key] : [],
+    );
+    if (revoked.length > 0) await this.shareRevocations(revoked);
     await this.commitDecided(() => Promise.resolve(mutations));
+  }
+
+  /**
+   * Puts revocations into ob_revocations, where every daemon reads them within a catch-up
+   * period. Those the database does not take go into this daemon's journal (synced before the
+   * caller acknowledges anything), so they survive a kill -9 and are written once it takes
+   * writes. Never throws: the change that follows says whether the store was written.
+   */
+  private async shareRevocations(keys: readonly KeyRecord[]): Promise<void> {
+    try {
+      await insertRevocations(this.pool, keys, this.origin, CHANNEL);
+      for (const k of keys) {
+        this.shared.add(k.id);
+        this.unshared.delete(k.id);
+        this.remember(k);
+      }
+    } catch (err) {
+      for (const k of keys) this.unshared.set(k.id, { ...k });
+      const journal = this.journal;
+      if (journal === null) return;
+      const records = keys.map(journalRecordOf);
+      const appended = this.journalQueue.then(() => journal.append(records));
+      this.journalQueue = appended.catch(() => {});
+      await appended.catch((jerr: unknown) =>
+        this.notice(
+          `Could not record ${keys.length} revocation(s) in ${journal.path} (${errText(jerr)}) after ${this.location} refused them (${errText(err)}): they hold in this daemon's memory until the database takes them.`,
+        ),
+      );
+    }
+  }
+
+  isRevocationDurable(keyId: string): boolean {
+    return this.shared.has(keyId) || this.journal?.has(keyId) === true;
+  }
+
+  isRevocationShared(keyId: string): boolean {
+    return this.shared.has(keyId);
   }
 
   /**
@@ -257,7 +404,7 @@ export class PostgresStore implements Store {
   ): Promise<readonly Mutation[]> {
     let client: pg.PoolClient | undefined;
     try {
-      client = await this.pool.connect();
+      client = await this.writers.connect();
       await client.query('BEGIN');
       // The counter first: it serialises every write, on every daemon (migrations.ts).
       const { rows } = await client.query<{ change_no: string }>(
@@ -271,14 +418,13 @@ export class PostgresStore implements Store {
         return mutations;
       }
       const applied = await applyBatch(client, mutations, new Date(this.now()).toISOString());
-      await client.query('INSERT INTO ob_changes (no, origin, mutations, extra) VALUES ($1, $2, $3, $4)', [
-        no,
-        this.origin,
-        JSON.stringify(applied.mutations),
-        JSON.stringify(applied.extra),
-      ]);
-      // Delivered at commit, to every listening daemon (this one too: it reads back the extras).
-      await client.query('SELECT pg_notify($1, $2)', [CHANNEL, String(no)]);
+      // The change and its notification in one statement: the counter row is held for as few
+      // round trips as can be. Delivered at commit, to every listening daemon (this one too: it
+      // reads back the extras).
+      await client.query(
+        'WITH c AS (INSERT INTO ob_changes (no, origin, mutations, extra) VALUES ($1, $2, $3, $4)) SELECT pg_notify($5, $1::text)',
+        [no, this.origin, JSON.stringify(applied.mutations), JSON.stringify(applied.extra), CHANNEL],
+      );
       await client.query('COMMIT');
       client.release();
       client = undefined;
@@ -305,7 +451,7 @@ export class PostgresStore implements Store {
    * that does not match changes nothing.
    */
   async replaceAll(data: StoreData, force: boolean): Promise<TableCounts> {
-    const client = await this.pool.connect();
+    const client = await this.writers.connect();
     try {
       if (!this.migrated) {
         await migrate(client, this.location);
@@ -339,8 +485,16 @@ export class PostgresStore implements Store {
     }
   }
 
+  /** The older of the last read of the change log and the last write of this daemon's row that succeeded. */
   lastInSync(): number {
-    return this.inSyncAt;
+    return Math.min(this.inSyncAt, this.wroteAt);
+  }
+
+  /** Why this daemon is not in sync, as the database said (null: it reads and writes). */
+  syncProblem(): string | null {
+    if (this.readProblem !== null) return `cannot read the change log: ${this.readProblem}`;
+    if (this.writeProblem !== null) return `cannot write: ${this.writeProblem}`;
+    return null;
   }
 
   holdsChores(): boolean {
@@ -443,8 +597,10 @@ export class PostgresStore implements Store {
         await this.pull();
         // In sync as of when the read began: nothing committed before then is unheard.
         this.inSyncAt = Math.max(this.inSyncAt, started);
+        this.readProblem = null;
         if (this.lastNotice.startsWith('Cannot')) this.notice(`In sync with ${this.location} again.`);
       } catch (err) {
+        this.readProblem = errText(err);
         this.notice(
           `Cannot read the change log of ${this.location} (${errText(err)}): serving from memory; keys are refused once out of sync for longer than --max-stale.`,
         );
@@ -458,19 +614,26 @@ export class PostgresStore implements Store {
       // One statement, so one snapshot: a change's row and the counter commit together, so here
       // the head and the rows agree, and a gap seen is a real one (pruned), never a commit that
       // landed between two reads.
+      // The revocations committed since the last read, in the same snapshot.
       const {
         rows: [page],
       } = await this.pool.query<{
         head: string;
         last_at: string | null;
         changes: { no: number; at: string; origin: string; mutations: Mutation[]; extra: Mutation[] }[];
+        rev_xmax: string;
+        rev_xip: string[];
+        revocations: KeyRecord[];
       }>(
         `SELECT (SELECT change_no FROM ob_meta WHERE id = 1) AS head,
            (SELECT at::text FROM ob_changes WHERE no = $1) AS last_at,
            coalesce((SELECT json_agg(c ORDER BY c.no) FROM
-             (SELECT no, at::text AS at, origin, mutations, extra FROM ob_changes WHERE no > $1 ORDER BY no LIMIT $2) c), '[]'::json) AS changes`,
-        [this.lastChange, PAGE],
+             (SELECT no, at::text AS at, origin, mutations, extra FROM ob_changes WHERE no > $1 ORDER BY no LIMIT $2) c), '[]'::json) AS changes,
+           ${revocationsSince(3)}`,
+        [this.lastChange, PAGE, ...cursorParams(this.revCursor)],
       );
+      await this.applyRevocations(page!.revocations);
+      this.revCursor = { xmax: page!.rev_xmax, xip: page!.rev_xip };
       const head = Number(page!.head);
       const rows = page!.changes;
       // The database went back in time (restored from an older backup, a failover to a replica
@@ -511,6 +674,24 @@ export class PostgresStore implements Store {
       this.lastChangeAt = last.at;
       if (rows.length < PAGE) return;
     }
+  }
+
+  /**
+   * Revocations read from ob_revocations, applied as any revocation heard from another daemon
+   * (its key's in-flight work ends within the daemon's sweep). The key.revoked audit event, with
+   * its number, comes with the change that follows. A key already known revoked: nothing to do.
+   */
+  private async applyRevocations(records: readonly KeyRecord[]): Promise<void> {
+    const fresh: Mutation[] = [];
+    for (const r of records) {
+      this.shared.add(r.id);
+      this.unshared.delete(r.id);
+      if (this.revoked.has(r.id)) continue;
+      const key = revokedKey(r);
+      this.remember(key);
+      fresh.push({ op: 'putKey', key });
+    }
+    if (fresh.length > 0) await this.feed?.changes([{ no: this.lastChange, mutations: fresh }]);
   }
 
   private async reload(why: string): Promise<void> {
@@ -600,7 +781,10 @@ export class PostgresStore implements Store {
       const checked = this.checkSession();
       if (first) await checked;
       this.wake();
+      // Beside the read, never awaited by the period: a write that hangs delays neither.
+      this.beat();
       await this.pulling;
+      this.settle();
       // On the pool: the session answers only its own quick queries, within its time-out.
       if (this.chores && !this.closed && this.now() - this.prunedAt >= PRUNE_MS) {
         this.prunedAt = this.now();
@@ -612,6 +796,8 @@ export class PostgresStore implements Store {
         await this.pool
           .query(`DELETE FROM ob_limit_counts WHERE at < now() - interval '${LIMIT_ROWS_KEEP}'`)
           .catch(() => {});
+        await pruneDaemonRows(this.pool, DAEMON_ROWS_KEEP).catch(() => {});
+        await this.findOrphans().catch(() => {});
       }
     } finally {
       if (!this.closed) {
@@ -619,6 +805,140 @@ export class PostgresStore implements Store {
         this.timer.unref();
       }
     }
+  }
+
+  /** Writes this daemon's row (one at a time): while it fails, this daemon is not in sync. */
+  private beat(): void {
+    if (this.beating !== null || this.closed) return;
+    const started = this.now();
+    this.beating = writeDaemonRow(this.pool, {
+      origin: this.origin,
+      pid: this.options.pid ?? 0,
+      startedAt: this.startedAt,
+      appliedChange: this.lastChange,
+      appliedRevocations: this.revCursor?.xmax ?? null,
+      inSyncAt: this.inSyncAt,
+    })
+      .then(
+        () => {
+          this.wroteAt = Math.max(this.wroteAt, started);
+          if (this.writeProblem !== null) this.notice(`${this.location} takes this daemon's writes again.`);
+          this.writeProblem = null;
+        },
+        (err: unknown) => {
+          this.writeProblem = errText(err);
+          this.notice(
+            `Cannot write to ${this.location} (${errText(err)}): serving from memory; keys are refused once it has refused writes for longer than --max-stale.`,
+          );
+        },
+      )
+      .finally(() => {
+        this.beating = null;
+      });
+  }
+
+  /**
+   * Writes what this daemon holds that the database lacks (one at a time, every period): the
+   * revocations of its journal into ob_revocations, then, as a change with its audit event,
+   * every revocation whose key the database holds active and no running daemon is writing (its
+   * daemon restarted, or died). Then drops the journal's entries, all in ob_revocations.
+   */
+  private settle(): void {
+    if (this.settling !== null || this.closed) return;
+    if (this.unshared.size === 0 && this.writeBack.size === 0 && (this.journal?.records().length ?? 0) === 0) return;
+    this.settling = this.settleNow()
+      .catch(() => {
+        // The next period tries again; the failure is the database's, said by the read or the row.
+      })
+      .finally(() => {
+        this.settling = null;
+      });
+  }
+
+  private async settleNow(): Promise<void> {
+    if (this.unshared.size > 0) {
+      const keys = [...this.unshared.values()];
+      await insertRevocations(this.pool, keys, this.origin, CHANNEL);
+      for (const k of keys) {
+        this.shared.add(k.id);
+        this.unshared.delete(k.id);
+      }
+    }
+    if (this.writeBack.size > 0) {
+      const keys = [...this.writeBack.values()];
+      const written = await this.writeRevoked(keys);
+      for (const k of keys) this.writeBack.delete(k.id);
+      if (written.length > 0)
+        this.notice(
+          `${written.length} revocation(s) the database lacked written to ${this.location} (${written
+            .slice(0, 10)
+            .map((e) => e.keyId)
+            .join(', ')}${written.length > 10 ? ', …' : ''}).`,
+        );
+    }
+    await this.dropJournal();
+  }
+
+  /**
+   * The change that revokes keys the database may hold active: only those still active once the
+   * counter is taken (another daemon may have written them meanwhile), each with its audit
+   * event, which this daemon hears too. Returns the events written.
+   */
+  private async writeRevoked(keys: readonly KeyRecord[]): Promise<AuditEvent[]> {
+    const mutations: Mutation[] = [];
+    for (const key of keys) {
+      const event: AuditEvent = {
+        seq: 0,
+        at: key.revokedAt ?? new Date(this.now()).toISOString(),
+        type: 'key.revoked',
+        instance: key.instance,
+        keyId: key.id,
+        keyName: key.name,
+        reason: key.revokeReason ?? 'manual',
+      };
+      mutations.push({ op: 'putKey', key: { ...key, status: 'revoked' } }, { op: 'appendEvent', event });
+    }
+    const written = await this.commitDecided(async (client) => {
+      const { rows } = await client.query<{ id: string }>(
+        "SELECT id FROM ob_keys WHERE id = ANY($1::text[]) AND status = 'active'",
+        [keys.map((k) => k.id)],
+      );
+      const active = new Set(rows.map((r) => r.id));
+      return mutations.filter((m) =>
+        active.has(m.op === 'putKey' ? m.key.id : (m as { event: AuditEvent }).event.keyId!),
+      );
+    });
+    const events = written.flatMap((m) => (m.op === 'appendEvent' ? [m.event] : []));
+    // This daemon's own changes are not read back: its audit trail gets the events here.
+    if (events.length > 0)
+      await this.feed?.changes([
+        { no: this.lastChange, mutations: events.map((event) => ({ op: 'appendEvent', event })) },
+      ]);
+    return events;
+  }
+
+  /** The journal holds only revocations the database has not taken: once it has them all, it is emptied. */
+  private async dropJournal(): Promise<void> {
+    const journal = this.journal;
+    if (journal === null) return;
+    const dropped = this.journalQueue.then(async () => {
+      const records = journal.records();
+      if (records.length === 0 || !records.every((r) => this.shared.has(r.keyId))) return;
+      await journal.close();
+      await unlink(journal.path);
+      this.journal = await RevocationJournal.open(journal.path);
+    });
+    this.journalQueue = dropped.catch(() => {});
+    await dropped;
+  }
+
+  /** Revocations whose daemon died before writing their change: the chores write them. */
+  private async findOrphans(): Promise<void> {
+    const { rows } = await this.pool.query<{ record: KeyRecord }>(
+      `SELECT r.record FROM ob_revocations r JOIN ob_keys k ON k.id = r.key_id
+        WHERE k.status = 'active' AND r.at < now() - interval '${ORPHAN_AFTER}' LIMIT ${PAGE}`,
+    );
+    for (const r of rows) this.writeBack.set(r.record.id, revokedKey(r.record));
   }
 
   /**
@@ -661,7 +981,8 @@ export class PostgresStore implements Store {
       if (this.session === client) this.dropSession();
     });
     client.on('notification', (msg) => {
-      if (msg.channel === CHANNEL && Number(msg.payload) > this.lastChange) this.wake();
+      if (msg.channel === CHANNEL && (msg.payload === REVOCATION_PAYLOAD || Number(msg.payload) > this.lastChange))
+        this.wake();
     });
     try {
       await client.connect();
@@ -703,8 +1024,13 @@ export class PostgresStore implements Store {
     await this.pulling?.catch(() => {});
     await this.sessionStarting?.catch(() => {});
     await this.sessionCheck?.catch(() => {});
+    await this.beating;
+    await this.settling;
+    await this.journalQueue;
+    await this.journal?.close();
     this.dropSession();
     await this.pool.end().catch(() => {});
+    await this.writers.end().catch(() => {});
   }
 }
 

@@ -110,6 +110,11 @@ export interface Store {
    */
   isRevocationDurable?(keyId: string): boolean;
   /**
+   * A store shared by several daemons: whether a key's revocation reached every daemon (each
+   * refuses the key) even though the commit carrying it failed; the rest of that commit waits.
+   */
+  isRevocationShared?(keyId: string): boolean;
+  /**
    * A store shared by several daemons: starts delivering the changes committed since `load`,
    * through other daemons or by the store itself (a key revoked with its instance although this
    * daemon did not know it yet). Absent: this daemon is the only writer.
@@ -122,6 +127,8 @@ export interface Store {
    * request path refuses keys once that is longer ago than --max-stale. Absent: always in sync.
    */
   lastInSync?(): number;
+  /** A shared store: why this daemon is not in sync (it cannot read, or cannot write), as the database said; null if it can. */
+  syncProblem?(): string | null;
   /**
    * Whether this daemon does the cluster's chores (ending packs on their clock): one daemon of
    * a shared store at a time. Absent: always.

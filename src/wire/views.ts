@@ -36,6 +36,15 @@ export interface KeyView {
   revealable: boolean;
 }
 
+/**
+ * The answer to a revocation. `storePending`: a shared store has every daemon refuse the key,
+ * but its row and audit event could not be written yet (why, as the store said); they are
+ * written as soon as it takes writes.
+ */
+export interface RevokedKeyView extends KeyView {
+  storePending?: string;
+}
+
 export interface RevocationView {
   keyId: string;
   name: string;
@@ -75,6 +84,8 @@ export interface StoreSyncView {
   maxStaleMs: number;
   /** Whether this daemon does the cluster's chores (ending packs on their clock). */
   holdsChores: boolean;
+  /** Why it is not in sync, as the database said (`cannot read …`, `cannot write …`); null while it reads and writes. */
+  problem: string | null;
 }
 
 export function storeSyncView(s: {
@@ -84,6 +95,7 @@ export function storeSyncView(s: {
   maxStaleMs: number;
   stale: boolean;
   holdsChores: boolean;
+  problem: string | null;
 }): StoreSyncView {
   return {
     location: s.location,
@@ -92,6 +104,7 @@ export function storeSyncView(s: {
     lastSyncAgeMs: Math.max(0, s.now - s.lastInSync),
     maxStaleMs: s.maxStaleMs,
     holdsChores: s.holdsChores,
+    problem: s.problem,
   };
 }
 

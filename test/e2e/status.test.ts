@@ -68,7 +68,12 @@ it(
     );
     for (const s of both) {
       expect(s.store).toContain(`127.0.0.1:${cluster.port}`);
-      expect(s.storeSync).toMatchObject({ location: s.store, state: 'in_sync', maxStaleMs: MAX_STALE_S * 1000 });
+      expect(s.storeSync).toMatchObject({
+        location: s.store,
+        state: 'in_sync',
+        maxStaleMs: MAX_STALE_S * 1000,
+        problem: null,
+      });
       // Synced by a catch-up read every 200 ms: never far behind.
       expect(s.storeSync!.lastSyncAgeMs).toBeLessThan(MAX_STALE_S * 1000);
       expect(Date.parse(s.storeSync!.lastSyncAt)).toBeGreaterThan(Date.now() - MAX_STALE_S * 1000);
@@ -94,6 +99,8 @@ it(
       20_000,
     );
     expect(stale.storeSync!.lastSyncAgeMs).toBeGreaterThan(MAX_STALE_S * 1000);
+    // Why, as the connection said.
+    expect(stale.storeSync!.problem).toMatch(/^cannot read the change log: (ECONNREFUSED|.*terminat)/);
     const staleHuman = await runCli(['status'], { home: homes[0]! });
     expect(staleHuman.code).toBe(0);
     expect(staleHuman.stdout).toContain(

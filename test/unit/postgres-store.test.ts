@@ -105,7 +105,10 @@ describe('PostgreSQL store', () => {
     expect(b.lc.registry.events.map((e) => e.seq)).toEqual(a.lc.registry.events.map((e) => e.seq));
     await b.lc.revokeKey(key.id);
     await eventually(() => !a.lc.registry.authenticate(secret, T0, true).ok, 'A refuses the key');
+    // The refusal may come first (from ob_revocations), the event, numbered, with the change.
+    await eventually(() => a.heard.at(-1)?.type === 'key.revoked', 'A hears the key.revoked event');
     expect(a.heard.at(-1)).toMatchObject({ type: 'key.revoked', keyId: key.id, reason: 'manual' });
+    expect(a.heard.filter((e) => e.type === 'key.revoked')).toHaveLength(1);
   });
 
   it('the catch-up read alone (no NOTIFY) delivers changes', async () => {

@@ -55,6 +55,9 @@ export async function applyBatch(client: PoolClient, batch: readonly Mutation[],
     extra.push({ op: 'appendEvent', event: e });
     return e;
   };
+  // Keys the batch revokes that the database held revoked already (through another daemon, or
+  // written back from ob_revocations): their key.revoked events are in the trail, not added twice.
+  const revokedBefore = new Set<string>();
   // Keys revoked by this batch itself: not revoked again as extras.
   const revokedHere = new Set(
     batch.flatMap((m) => (m.op === 'putKey' && m.key.status === 'revoked' ? [m.key.id] : [])),
@@ -160,7 +163,7 @@ export async function applyBatch(client: PoolClient, batch: readonly Mutation[],
             `UPDATE ob_keys SET status = 'revoked', record = $2 WHERE id = $1 AND status = 'active'`,
             [key.id, record],
           );
-          if (updated.rowCount === 0) await insertKey(client, key, record);
+          if (updated.rowCount === 0 && (await insertKey(client, key, record)) === 0) revokedBefore.add(key.id);
           applied.push(m);
           break;
         }
@@ -195,6 +198,7 @@ export async function applyBatch(client: PoolClient, batch: readonly Mutation[],
         break;
       }
       case 'appendEvent':
+        if (m.event.type === 'key.revoked' && m.event.keyId !== undefined && revokedBefore.has(m.event.keyId)) break;
         events.push(m.event);
         applied.push(m);
         break;
@@ -275,10 +279,11 @@ function reasonIn(batch: readonly Mutation[], instance: string): RevokeReason | 
 /**
  * A key's row: its record without the counters, which have columns of their own. A revoked key
  * leaves a row already there as it is (its counters are added to by addUsage, never written over).
+ * Returns the rows inserted.
  */
-async function insertKey(client: PoolClient, key: KeyRecord, record: string): Promise<void> {
+async function insertKey(client: PoolClient, key: KeyRecord, record: string): Promise<number> {
   const u = key.usage;
-  await client.query(
+  const { rowCount } = await client.query(
     `INSERT INTO ob_keys (id, hash, instance, deployment, status, record, requests, prompt_tokens, completion_tokens,
        last_used_at, reasoning_tokens, errors, disconnects, first_used_at, estimated_tokens)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)${key.status === 'revoked' ? ' ON CONFLICT (id) DO NOTHING' : ''}`,
@@ -300,6 +305,7 @@ async function insertKey(client: PoolClient, key: KeyRecord, record: string): Pr
       u.estimatedTokens,
     ],
   );
+  return rowCount ?? 0;
 }
 
 function withoutUsage(key: KeyRecord): Omit<KeyRecord, 'usage' | 'lastUsedAt'> {

@@ -101,6 +101,39 @@ export const MIGRATIONS: readonly { version: number; name: string; sql: string }
       ALTER TABLE ob_keys ADD COLUMN estimated_tokens bigint NOT NULL DEFAULT 0;
     `,
   },
+  {
+    version: 6,
+    name: 'revocations apart from the change counter; a row per daemon',
+    sql: `
+      -- Every revoked key, written in a short transaction of its own that takes no lock any
+      -- other write holds (never the ob_meta counter), before the usual change: a revocation
+      -- reaches every daemon while the counter is held. Read by each daemon as an outbox: the
+      -- rows whose transaction was not visible to its previous read (xid past that snapshot's
+      -- xmax, or among its transactions in progress). record: the key without its usage.
+      CREATE TABLE ob_revocations (
+        key_id text PRIMARY KEY,
+        record jsonb NOT NULL,
+        origin text NOT NULL,
+        at timestamptz NOT NULL DEFAULT now(),
+        xid xid8 NOT NULL DEFAULT pg_current_xact_id()
+      );
+      CREATE INDEX ob_revocations_by_xid ON ob_revocations (xid);
+
+      -- One row per running daemon, written every catch-up period: proves it can write, and
+      -- says how far it has applied the change log and the revocations (applied_revocations:
+      -- the xmax of the snapshot of its last read) and when it was last in sync.
+      CREATE TABLE ob_daemons (
+        origin text PRIMARY KEY,
+        host text NOT NULL,
+        pid int NOT NULL,
+        started_at timestamptz NOT NULL,
+        seen_at timestamptz NOT NULL DEFAULT now(),
+        applied_change bigint NOT NULL,
+        applied_revocations xid8,
+        in_sync_at timestamptz
+      );
+    `,
+  },
 ];
 
 /** Advisory lock keys (two int4: ob-proxy's, then the lock's). */
@@ -114,6 +147,9 @@ export const CHORES_LOCK = 2;
  * its version row, so a crash leaves a database at a known step.
  */
 export async function migrate(client: PoolClient, location: string): Promise<number[]> {
+  // Nothing to do is found without writing (no DDL, no lock): a database that has turned
+  // read-only (a failover onto a standby) still lets a daemon start and serve from it.
+  if (await upToDate(client)) return [];
   await client.query('SELECT pg_advisory_lock($1, $2)', [LOCK_SPACE, MIGRATE_LOCK]);
   try {
     await client.query(
@@ -146,4 +182,14 @@ export async function migrate(client: PoolClient, location: string): Promise<num
   } finally {
     await client.query('SELECT pg_advisory_unlock($1, $2)', [LOCK_SPACE, MIGRATE_LOCK]).catch(() => {});
   }
+}
+
+/** Whether every step is applied already (a newer schema is left to migrate() to refuse). */
+async function upToDate(client: PoolClient): Promise<boolean> {
+  const exists = await client.query<{ t: string | null }>("SELECT to_regclass('ob_schema_migrations')::text AS t");
+  if (exists.rows[0]?.t == null) return false;
+  const { rows } = await client.query<{ version: number }>('SELECT version FROM ob_schema_migrations');
+  const have = new Set(rows.map((r) => r.version));
+  const known = Math.max(...MIGRATIONS.map((m) => m.version));
+  return MIGRATIONS.every((m) => have.has(m.version)) && [...have].every((v) => v <= known);
 }
