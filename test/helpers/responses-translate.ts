@@ -24,6 +24,21 @@ export function contextFor(request: Record<string, unknown>, ids: IdSource = cou
   };
 }
 
+type Json = Record<string, unknown>;
+
+/** A chat completion as Ollama writes it (protocol.md §1.3). */
+export function completion(message: Json, finish: string | null, u: Json | undefined): Json {
+  return {
+    id: 'chatcmpl-417',
+    object: 'chat.completion',
+    created: 1755800000,
+    model: 'gemma4:26b',
+    system_fingerprint: 'fp_ollama',
+    choices: [{ index: 0, message: { role: 'assistant', ...message }, finish_reason: finish }],
+    ...(u === undefined ? {} : { usage: u }),
+  };
+}
+
 /** A chat stream chunk as Ollama writes it (protocol.md §1.4). */
 export function chunk(delta: Record<string, unknown>, finish: string | null = null): Record<string, unknown> {
   return {
@@ -62,4 +77,36 @@ export function parseFrames(text: string): { type: string; data: Record<string, 
       if (data.type !== m[1]) throw new Error(`event ${m[1]} carries type ${String(data.type)}`);
       return { type: m[1] as string, data };
     });
+}
+
+/** The chat stream a model server would send for `message` (one chat completion's), its text cut at `cuts`. */
+export function streamOf(message: Json, finish: string, u: Json, cuts: number[]): unknown[] {
+  const split = (s: string): string[] => {
+    const at = [...new Set(cuts.map((c) => c % (s.length + 1)))].sort((x, y) => x - y);
+    const pieces: string[] = [];
+    let from = 0;
+    for (const c of at) {
+      if (c > from) pieces.push(s.slice(from, c));
+      from = Math.max(from, c);
+    }
+    if (from < s.length) pieces.push(s.slice(from));
+    return pieces;
+  };
+  const out: unknown[] = [chunk({ role: 'assistant', content: '' })];
+  for (const p of split((message.reasoning as string | undefined) ?? '')) out.push(chunk({ reasoning: p }));
+  for (const p of split((message.content as string | undefined) ?? '')) out.push(chunk({ content: p }));
+  const calls = (message.tool_calls as Json[] | undefined) ?? [];
+  calls.forEach((c, index) => {
+    const fn = c.function as Json;
+    const [first, ...rest] = split(fn.arguments as string);
+    out.push(
+      chunk({
+        tool_calls: [{ index, id: c.id, type: 'function', function: { name: fn.name, arguments: first ?? '' } }],
+      }),
+    );
+    for (const p of rest) out.push(chunk({ tool_calls: [{ index, function: { arguments: p } }] }));
+  });
+  out.push(chunk({}, finish));
+  out.push({ choices: [], usage: u });
+  return out;
 }

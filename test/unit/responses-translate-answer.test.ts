@@ -5,7 +5,16 @@ import { describe, expect, it } from 'vitest';
 import { ObProxyError } from '../../src/errors.js';
 import { chatToResponse } from '../../src/wire/chat-to-responses.js';
 import { ResponsesStreamTranslator } from '../../src/wire/responses-stream.js';
-import { CREATED_AT, chunk, contextFor, countingIds, parseFrames, usageChunk } from '../helpers/responses-translate.js';
+import {
+  CREATED_AT,
+  chunk,
+  completion,
+  contextFor,
+  countingIds,
+  parseFrames,
+  streamOf,
+  usageChunk,
+} from '../helpers/responses-translate.js';
 
 type Json = Record<string, unknown>;
 
@@ -83,18 +92,6 @@ function reasoning(id: string, t: string): Json {
 
 function call(id: string, callId: string, args: string, status = 'completed'): Json {
   return { id, type: 'function_call', status, call_id: callId, name: 'get_weather', arguments: args };
-}
-
-function completion(message: Json, finish: string | null, u: Json | undefined): Json {
-  return {
-    id: 'chatcmpl-417',
-    object: 'chat.completion',
-    created: 1755800000,
-    model: 'gemma4:26b',
-    system_fingerprint: 'fp_ollama',
-    choices: [{ index: 0, message: { role: 'assistant', ...message }, finish_reason: finish }],
-    ...(u === undefined ? {} : { usage: u }),
-  };
 }
 
 /** Feeds chunks and the end; returns the parsed events, checked for consecutive sequence numbers. */
@@ -532,38 +529,6 @@ describe('chat stream → Responses events', () => {
     expect(t.usage).toEqual({ prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 });
   });
 });
-
-/** The chat stream a model server would send for `message` (one chat completion's), its text cut at `cuts`. */
-function streamOf(message: Json, finish: string, u: Json, cuts: number[]): unknown[] {
-  const split = (s: string): string[] => {
-    const at = [...new Set(cuts.map((c) => c % (s.length + 1)))].sort((x, y) => x - y);
-    const pieces: string[] = [];
-    let from = 0;
-    for (const c of at) {
-      if (c > from) pieces.push(s.slice(from, c));
-      from = Math.max(from, c);
-    }
-    if (from < s.length) pieces.push(s.slice(from));
-    return pieces;
-  };
-  const out: unknown[] = [chunk({ role: 'assistant', content: '' })];
-  for (const p of split((message.reasoning as string | undefined) ?? '')) out.push(chunk({ reasoning: p }));
-  for (const p of split((message.content as string | undefined) ?? '')) out.push(chunk({ content: p }));
-  const calls = (message.tool_calls as Json[] | undefined) ?? [];
-  calls.forEach((c, index) => {
-    const fn = c.function as Json;
-    const [first, ...rest] = split(fn.arguments as string);
-    out.push(
-      chunk({
-        tool_calls: [{ index, id: c.id, type: 'function', function: { name: fn.name, arguments: first ?? '' } }],
-      }),
-    );
-    for (const p of rest) out.push(chunk({ tool_calls: [{ index, function: { arguments: p } }] }));
-  });
-  out.push(chunk({}, finish));
-  out.push({ choices: [], usage: u });
-  return out;
-}
 
 describe('the streamed and the plain translation agree', () => {
   const answer = fc.record({
