@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ObProxyError } from '../../src/errors.js';
+import { validateChatRequest } from '../../src/wire/chat-request.js';
 import { type TranslateOptions, responsesToChat } from '../../src/wire/responses-to-chat.js';
 
 const MODEL = 'gemma4:26b';
@@ -111,6 +112,11 @@ describe('Responses request → chat completions request', () => {
       stream: true,
       echo: DEFAULT_ECHO,
     });
+    expect(validateChatRequest(responsesToChat({ model: MODEL, input: 'Hi', stream: true }).chat)).toMatchObject({
+      stream: true,
+      includeUsage: true,
+      rewritten: null,
+    });
   });
 
   it('message items of every role and part type become chat turns', () => {
@@ -160,6 +166,7 @@ describe('Responses request → chat completions request', () => {
       },
       { role: 'assistant', content: 'I cannot.' },
     ]);
+    expect(validateChatRequest(t.chat)).toMatchObject({ rewritten: null, media: { parts: 2 } });
   });
 
   it('a multi-turn conversation with function calls and their outputs, reasoning fed back', () => {
@@ -236,6 +243,8 @@ describe('Responses request → chat completions request', () => {
       weather,
       { type: 'function', name: 'get_time', description: null, parameters: null, strict: null },
     ]);
+    // What goes upstream is a chat request the chat route itself accepts, forwarded as built.
+    expect(validateChatRequest(t.chat)).toMatchObject({ model: MODEL, stream: false, rewritten: null });
   });
 
   it('reasoning with no assistant turn after it is left out', () => {
