@@ -115,7 +115,7 @@ export class ResponsesStreamTranslator {
   }
 
   /** response.created and response.in_progress, once: sent by the first push, or earlier by the caller. */
-  start(): ResponsesEvent[] {
+  startEvents(): ResponsesEvent[] {
     if (this.started || this.ended) return [];
     this.started = true;
     const response = this.response('in_progress', [], null, null, null);
@@ -125,7 +125,7 @@ export class ResponsesStreamTranslator {
   /** The events for one parsed chat chunk (a `data:` line's JSON). */
   pushEvents(chunk: unknown): ResponsesEvent[] {
     if (this.ended) return [];
-    const out = this.start();
+    const out = this.startEvents();
     if (!isObject(chunk)) return out;
     if (chunk.error !== undefined && chunk.error !== null)
       throw obError('upstream_error', { message: 'The model server ended the stream with an error.' });
@@ -171,7 +171,7 @@ export class ResponsesStreamTranslator {
    */
   endEvents(): ResponsesEvent[] {
     if (this.ended) return [];
-    const out = this.start();
+    const out = this.startEvents();
     const { status, incomplete } = statusOf(this.finishReason);
     const itemStatus: ResponseStatus = status === 'incomplete' ? 'incomplete' : 'completed';
     if (this.calls.size === 0 && !this.items.some((item) => item.kind === 'message')) {
@@ -202,6 +202,11 @@ export class ResponsesStreamTranslator {
     const data = { type: 'error', code, message, param: null, sequence_number: this.seq++ };
     this.ended = true;
     return { type: 'error', data };
+  }
+
+  /** `startEvents` as frames to write ('' once sent). */
+  start(): string {
+    return frames(this.startEvents());
   }
 
   /** `pushEvents` as frames to write ('' when the chunk adds nothing). */

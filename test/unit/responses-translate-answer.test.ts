@@ -481,6 +481,30 @@ describe('chat stream → Responses events', () => {
     expect(t.end()).toBe('');
   });
 
+  it('start() sends response.created and response.in_progress before any chunk, once', () => {
+    const t = new ResponsesStreamTranslator(contextFor(PLAIN));
+    expect(parseFrames(t.start()).map((e) => [e.type, e.data.sequence_number])).toEqual([
+      ['response.created', 0],
+      ['response.in_progress', 1],
+    ]);
+    expect(t.start()).toBe('');
+    expect(parseFrames(t.push(chunk({ role: 'assistant', content: 'x' })))[0]?.type).toBe('response.output_item.added');
+    const cut = new ResponsesStreamTranslator(contextFor(PLAIN));
+    cut.start();
+    expect(parseFrames(cut.error('upstream_timeout', 'The model server did not answer in time.'))).toEqual([
+      {
+        type: 'error',
+        data: {
+          type: 'error',
+          code: 'upstream_timeout',
+          message: 'The model server did not answer in time.',
+          param: null,
+          sequence_number: 2,
+        },
+      },
+    ]);
+  });
+
   it('a hostile model server: wrong types are skipped, an error chunk or too many calls throw upstream_error', () => {
     const t = new ResponsesStreamTranslator(contextFor(PLAIN));
     const events = parseFrames(
