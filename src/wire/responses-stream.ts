@@ -125,10 +125,10 @@ export class ResponsesStreamTranslator {
   /** The events for one parsed chat chunk (a `data:` line's JSON). */
   pushEvents(chunk: unknown): ResponsesEvent[] {
     if (this.ended) return [];
+    // Refused before any event is made, so that no sequence number is spent on an event never sent.
+    if (isObject(chunk)) this.refuse(chunk);
     const out = this.startEvents();
     if (!isObject(chunk)) return out;
-    if (chunk.error !== undefined && chunk.error !== null)
-      throw obError('upstream_error', { message: 'The model server ended the stream with an error.' });
     if (isObject(chunk.usage)) this.usage = chunk.usage;
     const choices = chunk.choices;
     const choice: unknown = Array.isArray(choices) ? choices[0] : undefined;
@@ -224,6 +224,26 @@ export class ResponsesStreamTranslator {
     return eventFrame(this.errorEvent(code, message));
   }
 
+  /** Throws `upstream_error` for an error chunk, or one that would take the calls past MAX_TOOL_CALLS. */
+  private refuse(chunk: Json): void {
+    if (chunk.error !== undefined && chunk.error !== null)
+      throw obError('upstream_error', { message: 'The model server ended the stream with an error.' });
+    const choice: unknown = Array.isArray(chunk.choices) ? chunk.choices[0] : undefined;
+    const delta = isObject(choice) ? choice.delta : undefined;
+    if (!isObject(delta) || !Array.isArray(delta.tool_calls)) return;
+    const fresh = new Set<number>();
+    for (let i = 0; i < delta.tool_calls.length; i++) {
+      const call: unknown = delta.tool_calls[i];
+      if (!isObject(call)) continue;
+      const key = callKey(call, i);
+      if (!this.calls.has(key)) fresh.add(key);
+    }
+    if (this.calls.size + fresh.size > MAX_TOOL_CALLS)
+      throw obError('upstream_error', {
+        message: `The model server sent more than ${MAX_TOOL_CALLS} tool calls in one answer.`,
+      });
+  }
+
   private event(type: string, fields: Json): ResponsesEvent {
     return { type, data: { type, ...fields, sequence_number: this.seq++ } };
   }
@@ -315,15 +335,10 @@ export class ResponsesStreamTranslator {
 
   /** One entry of a delta's `tool_calls`; true when it carried arguments. */
   private callDelta(call: Json, position: number, out: ResponsesEvent[]): boolean {
-    const key =
-      typeof call.index === 'number' && Number.isSafeInteger(call.index) && call.index >= 0 ? call.index : position;
+    const key = callKey(call, position);
     const fn = isObject(call.function) ? call.function : {};
     let state = this.calls.get(key);
     if (state === undefined) {
-      if (this.calls.size >= MAX_TOOL_CALLS)
-        throw obError('upstream_error', {
-          message: `The model server sent more than ${MAX_TOOL_CALLS} tool calls in one answer.`,
-        });
       this.closeCurrent(out, 'completed');
       const id = this.ctx.ids('fc');
       state = {
@@ -392,6 +407,11 @@ export class ResponsesStreamTranslator {
     }
     out.push(this.event('response.output_item.done', { output_index: item.index, item: item.done }));
   }
+}
+
+/** Which call a tool-call delta continues: its `index`, else its place in the delta's list. */
+function callKey(call: Json, position: number): number {
+  return typeof call.index === 'number' && Number.isSafeInteger(call.index) && call.index >= 0 ? call.index : position;
 }
 
 function frames(events: ResponsesEvent[]): string {

@@ -534,10 +534,17 @@ describe('chat stream → Responses events', () => {
       id: `c${i}`,
       function: { name: 'f', arguments: '{}' },
     }));
-    many.push(chunk({ tool_calls: calls }));
-    expect(() => many.push(chunk({ tool_calls: [{ index: 128, function: { name: 'f' } }] }))).toThrow(
-      'more than 128 tool calls',
-    );
+    const sent = parseFrames(many.push(chunk({ tool_calls: calls })));
+    expect(sent.length).toBe(2 + 128 * 2);
+    expect(() =>
+      many.push(chunk({ content: 'x', tool_calls: [{ index: 5, function: { arguments: ' ' } }, { index: 128 }] })),
+    ).toThrow('more than 128 tool calls');
+    // Nothing of the refused chunk was made: the error event takes the number after the last sent.
+    expect(many.nextSequence).toBe(sent.length);
+
+    const first = new ResponsesStreamTranslator(contextFor(PLAIN));
+    expect(() => first.push({ error: 'boom' })).toThrow(ObProxyError);
+    expect(first.nextSequence).toBe(0);
   });
 
   it('counts the chunks that carried content, and keeps the last usage reported', () => {
