@@ -1,9 +1,9 @@
 /**
  * The translated Responses wire read by real clients: the openai SDK (create, streamed create,
- * the `responses.stream()` helper) and the Vercel AI SDK's `openai.responses(model)` against a
- * local HTTP server that does what the route does in translation: the Responses request through
- * responsesToChat, a scripted chat answer, and that answer back through chatToResponse or the
- * ResponsesStreamTranslator.
+ * the `responses.stream()` helper), the Vercel AI SDK's `openai.responses(model)` and the Agents
+ * SDK, against a local HTTP server that does what the route does in translation: the Responses
+ * request through responsesToChat, a scripted chat answer, and that answer back through
+ * chatToResponse or the ResponsesStreamTranslator (the chat stream's bytes read with SseDataReader).
  */
 import { type Server, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -18,6 +18,7 @@ import { ObProxyError } from '../../src/errors.js';
 import { chatToResponse } from '../../src/wire/chat-to-responses.js';
 import { ResponsesStreamTranslator } from '../../src/wire/responses-stream.js';
 import { responsesToChat } from '../../src/wire/responses-to-chat.js';
+import { SseDataReader } from '../../src/wire/sse-data-reader.js';
 import { completion, fixedClock, streamOf } from '../helpers/responses-translate.js';
 
 type Json = Record<string, unknown>;
@@ -92,15 +93,24 @@ beforeAll(async () => {
       }
       const translator = new ResponsesStreamTranslator(ctx);
       res.writeHead(200, { 'content-type': 'text/event-stream' });
-      const chunks = streamOf(message, finish, usage, [1, 4, 9]);
+      // The chat stream as a model server writes it, read back in 7-byte reads as the route reads it.
+      const sse = Buffer.from(
+        `${streamOf(message, finish, usage, [1, 4, 9])
+          .map((c) => `data: ${JSON.stringify(c)}\n\n`)
+          .join('')}data: [DONE]\n\n`,
+      );
+      const reader = new SseDataReader();
       const failAt = (body.metadata as Json | undefined)?.fail;
-      chunks.forEach((c, i) => {
-        if (failAt !== undefined && i === Number(failAt)) {
-          res.end(translator.error('upstream_unavailable', 'The model server closed the connection.'));
-          return;
+      let i = 0;
+      for (let at = 0; at < sse.length && !res.writableEnded; at += 7) {
+        for (const data of reader.push(sse.subarray(at, at + 7))) {
+          if (res.writableEnded) break;
+          if (data.done) res.end(translator.end());
+          else if (failAt !== undefined && i++ === Number(failAt))
+            res.end(translator.error('upstream_unavailable', 'The model server closed the connection.'));
+          else res.write(translator.push(data.value));
         }
-        if (!res.writableEnded) res.write(translator.push(c));
-      });
+      }
       if (!res.writableEnded) res.end(translator.end());
     });
   });
