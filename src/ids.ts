@@ -30,3 +30,8 @@ export function completionId(): string {
 export function requestId(): string {
   return `req_${randomId()}`;
 }
+
+/** `<prefix>_` and a random id: the ids of a Responses object and its items (`resp`, `msg`, `rs`, `fc`, `call`). */
+export function prefixedId(prefix: string): string {
+  return `${prefix}_${randomId()}`;
+}

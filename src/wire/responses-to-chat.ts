@@ -1,0 +1,456 @@
+import {
+  type Json,
+  given,
+  invalid,
+  isObject,
+  oneOf,
+  optionalBoolean,
+  optionalNumber,
+  optionalString,
+  requiredString,
+} from './request-checks.js';
+import type { ResponseEcho } from './responses-object.js';
+
+/**
+ * A Responses API request (`POST /v1/responses`) as a chat completions request, for a model
+ * server that serves only `/v1/chat/completions`. Input items become turns as Ollama's own
+ * translation makes them (protocol.md §6): `instructions` a leading system turn, a
+ * `function_call` item an assistant turn's tool call (consecutive calls, and calls after an
+ * assistant message, one turn), a `function_call_output` a tool turn, a `reasoning` item the
+ * `reasoning` of the assistant turn that follows it. Every field read is checked on the way; a
+ * refusal is 400 `invalid_request` with the field's path in the Responses request as `param`.
+ *
+ * `previous_response_id` and `conversation` are not read here: the route refuses them first.
+ */
+
+export interface ChatTranslation {
+  /** The chat completions body to send upstream. */
+  chat: Json;
+  stream: boolean;
+  /** What the translated response repeats of the request (chat-to-responses.ts, responses-stream.ts). */
+  echo: ResponseEcho;
+}
+
+export interface TranslateOptions {
+  /**
+   * Tools other than function tools (`web_search`, `file_search`, `mcp`, `namespace`, …) have no
+   * chat equivalent: `refuse` (the default) answers 400 naming the tool, `drop` leaves them out,
+   * as a model server that cannot run them would never call them.
+   */
+  otherTools?: 'refuse' | 'drop';
+}
+
+// OpenAI's rule for function names, as chat-fields.ts holds chat's to it.
+const FUNCTION_NAME = /^[A-Za-z0-9_.:-]{1,64}$/;
+const MESSAGE_ROLES = ['user', 'assistant', 'system', 'developer'] as const;
+const IMAGE_DETAIL = ['auto', 'low', 'high'];
+const FORMAT_TYPES = ['text', 'json_object', 'json_schema'];
+const TOOL_CHOICE_MODES = ['none', 'auto', 'required'];
+
+function textOf(v: unknown, path: string): string {
+  return requiredString(v, path, 'the text');
+}
+
+/** A message's `content` (a string, or input/output parts) as chat content: one string unless it holds images. */
+function messageContent(content: unknown, role: string, path: string): string | Json[] {
+  if (!given(content)) invalid(path, `${path} is required: a string or a list of content parts.`);
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) invalid(path, `${path} must be a string or a list of content parts.`);
+  const parts: Json[] = [];
+  let images = false;
+  for (let j = 0; j < content.length; j++) {
+    const part: unknown = content[j];
+    const pp = `${path}[${j}]`;
+    if (!isObject(part)) invalid(pp, `${pp} must be an object like {"type":"input_text","text":"…"}.`);
+    switch (part.type) {
+      case 'input_text':
+      case 'output_text':
+        parts.push({ type: 'text', text: textOf(part.text, `${pp}.text`) });
+        break;
+      case 'refusal':
+        // Chat servers take text parts only in an assistant turn (Ollama refuses a refusal part).
+        if (role !== 'assistant') invalid(`${pp}.type`, `${pp}.type refusal is allowed only in an assistant message.`);
+        parts.push({ type: 'text', text: requiredString(part.refusal, `${pp}.refusal`, 'the refusal text') });
+        break;
+      case 'input_image': {
+        if (role !== 'user') invalid(`${pp}.type`, `${pp}.type input_image is allowed only in a user message.`);
+        if (!given(part.image_url)) {
+          invalid(
+            `${pp}.image_url`,
+            given(part.file_id)
+              ? `${pp}.file_id is not served: this gateway has no file store. Send the image as a data URL in image_url.`
+              : `${pp}.image_url is required: the image as a data URL ("data:image/png;base64,…").`,
+          );
+        }
+        const url = requiredString(part.image_url, `${pp}.image_url`, 'the image as a data URL');
+        const image: Json = { url };
+        if (typeof part.detail === 'string' && IMAGE_DETAIL.includes(part.detail)) image.detail = part.detail;
+        parts.push({ type: 'image_url', image_url: image });
+        images = true;
+        break;
+      }
+      case 'input_file':
+        invalid(
+          `${pp}.type`,
+          `${pp}: file inputs are not served by this model server. Send the file's text as input_text.`,
+        );
+        break;
+      default:
+        invalid(
+          `${pp}.type`,
+          `${pp}.type must be input_text, output_text${role === 'user' ? ', input_image' : ''}${
+            role === 'assistant' ? ', refusal' : ''
+          }.`,
+        );
+    }
+  }
+  if (images) return parts;
+  // All text: one string, as Ollama's /v1/responses joins the parts of a message.
+  let text = '';
+  for (const p of parts) text += p.text as string;
+  return text;
+}
+
+/** A function_call_output's `output`: a string, or text parts joined (chat tool turns carry text only). */
+function toolOutput(output: unknown, path: string): string {
+  if (typeof output === 'string') return output;
+  if (!Array.isArray(output)) invalid(path, `${path} is required: the function's result as a string.`);
+  let text = '';
+  for (let j = 0; j < output.length; j++) {
+    const part: unknown = output[j];
+    const pp = `${path}[${j}]`;
+    if (!isObject(part) || (part.type !== 'input_text' && part.type !== 'output_text'))
+      invalid(
+        pp,
+        `${pp} must be {"type":"input_text","text":"…"}: a tool result reaches this model server as text only.`,
+      );
+    text += textOf(part.text, `${pp}.text`);
+  }
+  return text;
+}
+
+/** The text of a reasoning item passed back: its summary, its reasoning text, else its `encrypted_content` (in clear, as Ollama writes it). */
+function reasoningText(item: Json, path: string): string {
+  let text = '';
+  for (const key of ['summary', 'content'] as const) {
+    const list = item[key];
+    if (!given(list)) continue;
+    if (!Array.isArray(list)) invalid(`${path}.${key}`, `${path}.${key} must be a list of {"type","text"} parts.`);
+    for (let j = 0; j < list.length; j++) {
+      const part: unknown = list[j];
+      if (!isObject(part)) invalid(`${path}.${key}[${j}]`, `${path}.${key}[${j}] must be an object with text.`);
+      text += textOf(part.text, `${path}.${key}[${j}].text`);
+    }
+    if (text !== '') return text;
+  }
+  optionalString(item.encrypted_content, `${path}.encrypted_content`);
+  return typeof item.encrypted_content === 'string' ? item.encrypted_content : '';
+}
+
+function functionCall(item: Json, path: string): Json {
+  const callId = requiredString(item.call_id, `${path}.call_id`, 'the id its function_call_output names');
+  if (callId === '') invalid(`${path}.call_id`, `${path}.call_id must not be empty.`);
+  const name = requiredString(item.name, `${path}.name`, "the function's name");
+  if (name === '') invalid(`${path}.name`, `${path}.name must not be empty.`);
+  let args = requiredString(item.arguments, `${path}.arguments`, 'the arguments as a JSON string');
+  if (args === '') args = '{}';
+  else {
+    try {
+      JSON.parse(args);
+    } catch {
+      invalid(`${path}.arguments`, `${path}.arguments must be a JSON text, as the model wrote it.`);
+    }
+  }
+  return { id: callId, type: 'function', function: { name, arguments: args } };
+}
+
+function unknownItem(type: unknown, path: string): never {
+  if (type === 'item_reference')
+    invalid(
+      `${path}.type`,
+      `${path}: item_reference is not served: this gateway keeps no responses. Send the whole items (with store: false, SDKs send them).`,
+    );
+  if (!given(type))
+    invalid(`${path}.type`, `${path}.type is required: message, function_call, function_call_output or reasoning.`);
+  invalid(
+    `${path}.type`,
+    `${path}.type ${JSON.stringify(type)} is not served by this model server: send message, function_call, function_call_output or reasoning items.`,
+  );
+}
+
+/** The chat turns of `instructions` and `input`. */
+function messagesOf(body: Json): Json[] {
+  const messages: Json[] = [];
+  const instructions = body.instructions;
+  optionalString(instructions, 'instructions');
+  if (typeof instructions === 'string' && instructions !== '') messages.push({ role: 'system', content: instructions });
+
+  const input = body.input;
+  if (!given(input)) invalid('input', 'input is required: a string or a list of items holding the whole conversation.');
+  if (typeof input === 'string') {
+    messages.push({ role: 'user', content: input });
+    return messages;
+  }
+  if (!Array.isArray(input)) invalid('input', 'input must be a string or a list of items.');
+
+  // Reasoning passed back goes with the assistant turn after it, as Ollama feeds thinking back.
+  let reasoning = '';
+  const withReasoning = (m: Json): Json => {
+    if (reasoning !== '') m.reasoning = reasoning;
+    reasoning = '';
+    return m;
+  };
+  for (let i = 0; i < input.length; i++) {
+    const item: unknown = input[i];
+    const path = `input[${i}]`;
+    if (!isObject(item))
+      invalid(path, `${path} must be an object: a message, function_call or function_call_output item.`);
+    // OpenAI's short form {role, content} is a message.
+    const type = given(item.type) ? item.type : given(item.role) ? 'message' : undefined;
+    switch (type) {
+      case 'message': {
+        const role = item.role;
+        if (!given(role)) invalid(`${path}.role`, `${path}.role is required: one of ${MESSAGE_ROLES.join(', ')}.`);
+        oneOf(role, `${path}.role`, MESSAGE_ROLES);
+        const content = messageContent(item.content, role as string, `${path}.content`);
+        // developer is system to every chat template (chat-messages.ts sends it up as system too).
+        const m: Json = { role: role === 'developer' ? 'system' : role, content };
+        messages.push(role === 'assistant' ? withReasoning(m) : m);
+        break;
+      }
+      case 'function_call': {
+        const call = functionCall(item, path);
+        const last = messages[messages.length - 1];
+        if (last !== undefined && last.role === 'assistant') {
+          // One assistant turn: its text, then every call it made.
+          const calls = Array.isArray(last.tool_calls) ? (last.tool_calls as Json[]) : [];
+          calls.push(call);
+          last.tool_calls = calls;
+          if (reasoning !== '') withReasoning(last);
+        } else {
+          messages.push(withReasoning({ role: 'assistant', content: null, tool_calls: [call] }));
+        }
+        break;
+      }
+      case 'function_call_output': {
+        const callId = requiredString(item.call_id, `${path}.call_id`, 'the call_id of the function_call it answers');
+        if (callId === '') invalid(`${path}.call_id`, `${path}.call_id must not be empty.`);
+        messages.push({ role: 'tool', tool_call_id: callId, content: toolOutput(item.output, `${path}.output`) });
+        break;
+      }
+      case 'reasoning':
+        reasoning = reasoningText(item, path);
+        break;
+      default:
+        unknownItem(type, path);
+    }
+  }
+  // Reasoning with no assistant turn after it says nothing to the model: it is left out.
+  if (messages.length === 0) invalid('input', 'input must hold at least one message: the conversation to answer.');
+  return messages;
+}
+
+interface Tools {
+  chat: Json[];
+  echo: Json[];
+  names: Set<string>;
+}
+
+function toolsOf(tools: unknown, otherTools: 'refuse' | 'drop'): Tools {
+  const out: Tools = { chat: [], echo: [], names: new Set() };
+  if (!given(tools)) return out;
+  if (!Array.isArray(tools))
+    invalid('tools', 'tools must be a list of function tools like {"type":"function","name":"…","parameters":{…}}.');
+  for (let j = 0; j < tools.length; j++) {
+    const tool: unknown = tools[j];
+    const path = `tools[${j}]`;
+    if (!isObject(tool)) invalid(path, `${path} must be an object like {"type":"function","name":"…"}.`);
+    if (tool.type !== 'function') {
+      if (otherTools === 'drop' && typeof tool.type === 'string') continue;
+      invalid(
+        `${path}.type`,
+        `${path}.type ${JSON.stringify(tool.type)} is not served: the model server behind this key runs function tools only. Remove the tool, or describe it as {"type":"function",…}.`,
+      );
+    }
+    const name = requiredString(tool.name, `${path}.name`, "the function's name");
+    if (!FUNCTION_NAME.test(name)) invalid(`${path}.name`, `${path}.name must be 1-64 letters, digits, _ . : or -.`);
+    optionalString(tool.description, `${path}.description`);
+    if (given(tool.parameters) && !isObject(tool.parameters))
+      invalid(`${path}.parameters`, `${path}.parameters must be a JSON Schema object.`);
+    optionalBoolean(tool.strict, `${path}.strict`);
+    const fn: Json = { name };
+    if (given(tool.description)) fn.description = tool.description;
+    if (given(tool.parameters)) fn.parameters = tool.parameters;
+    if (given(tool.strict)) fn.strict = tool.strict;
+    out.chat.push({ type: 'function', function: fn });
+    out.echo.push({
+      type: 'function',
+      name,
+      description: tool.description ?? null,
+      parameters: tool.parameters ?? null,
+      strict: tool.strict ?? null,
+    });
+    out.names.add(name);
+  }
+  return out;
+}
+
+function namedFunction(name: unknown, path: string, tools: Tools): string {
+  const n = requiredString(name, path, 'the name of one of the function tools');
+  if (!tools.names.has(n)) invalid(path, `${path} must name one of the function tools of this request.`);
+  return n;
+}
+
+/** tool_choice in chat's shape; `allowed_tools` narrows the tools sent to those it names. */
+function toolChoiceOf(choice: unknown, tools: Tools): unknown {
+  if (!given(choice)) return undefined;
+  if (typeof choice === 'string') {
+    oneOf(choice, 'tool_choice', TOOL_CHOICE_MODES);
+    return choice;
+  }
+  if (!isObject(choice))
+    invalid('tool_choice', 'tool_choice must be "none", "auto", "required" or {"type":"function","name":"…"}.');
+  if (choice.type === 'function')
+    return { type: 'function', function: { name: namedFunction(choice.name, 'tool_choice.name', tools) } };
+  if (choice.type === 'allowed_tools') {
+    oneOf(choice.mode, 'tool_choice.mode', ['auto', 'required']);
+    if (!Array.isArray(choice.tools))
+      invalid('tool_choice.tools', 'tool_choice.tools must be a list of function tools.');
+    const allowed = new Set<string>();
+    for (let j = 0; j < choice.tools.length; j++) {
+      const t: unknown = choice.tools[j];
+      const path = `tool_choice.tools[${j}]`;
+      if (!isObject(t) || t.type !== 'function')
+        invalid(path, `${path} must be {"type":"function","name":"…"}: only function tools are served.`);
+      allowed.add(namedFunction(t.name, `${path}.name`, tools));
+    }
+    tools.chat = tools.chat.filter((t) => allowed.has((t.function as Json).name as string));
+    return choice.mode;
+  }
+  invalid(
+    'tool_choice.type',
+    'tool_choice.type must be "function" or "allowed_tools": the model server behind this key runs function tools only.',
+  );
+}
+
+/** text.format in chat's shape (response_format), and text.verbosity. */
+function formatOf(text: unknown, chat: Json): Json {
+  if (!given(text)) return { format: { type: 'text' } };
+  if (!isObject(text)) invalid('text', 'text must be an object like {"format":{"type":"json_object"}}.');
+  const echo: Json = { format: { type: 'text' } };
+  const format = text.format;
+  if (given(format)) {
+    if (!isObject(format)) invalid('text.format', 'text.format must be an object like {"type":"json_object"}.');
+    oneOf(format.type, 'text.format.type', FORMAT_TYPES);
+    if (format.type === 'json_object') chat.response_format = { type: 'json_object' };
+    if (format.type === 'json_schema') {
+      if (!isObject(format.schema))
+        invalid('text.format.schema', 'text.format.schema is required: the JSON Schema the answer must follow.');
+      optionalString(format.name, 'text.format.name');
+      optionalString(format.description, 'text.format.description');
+      optionalBoolean(format.strict, 'text.format.strict');
+      const js: Json = { name: format.name ?? 'response', schema: format.schema };
+      if (given(format.description)) js.description = format.description;
+      if (given(format.strict)) js.strict = format.strict;
+      chat.response_format = { type: 'json_schema', json_schema: js };
+    }
+    echo.format = format;
+  }
+  if (given(text.verbosity)) {
+    oneOf(text.verbosity, 'text.verbosity', ['low', 'medium', 'high']);
+    chat.verbosity = text.verbosity;
+    echo.verbosity = text.verbosity;
+  }
+  return echo;
+}
+
+function reasoningOf(reasoning: unknown, chat: Json): Json | null {
+  if (!given(reasoning)) return null;
+  if (!isObject(reasoning)) invalid('reasoning', 'reasoning must be an object like {"effort":"low"}.');
+  const effort = reasoning.effort;
+  if (given(effort) && (typeof effort !== 'string' || effort === ''))
+    invalid('reasoning.effort', 'reasoning.effort must be a string such as "none", "low", "medium" or "high".');
+  const summary = given(reasoning.summary) ? reasoning.summary : reasoning.generate_summary;
+  optionalString(summary, 'reasoning.summary');
+  if (typeof effort === 'string') chat.reasoning_effort = effort;
+  if (!given(effort) && !given(summary)) return null;
+  return { effort: effort ?? null, summary: summary ?? null };
+}
+
+function metadataOf(meta: unknown): Json {
+  if (!given(meta)) return {};
+  if (!isObject(meta)) invalid('metadata', 'metadata must be an object of strings.');
+  const keys = Object.keys(meta);
+  if (keys.length > 16) invalid('metadata', 'metadata may hold at most 16 keys.');
+  for (const k of keys) {
+    if (k.length > 64) invalid('metadata', 'metadata keys must be at most 64 characters.');
+    const v = meta[k];
+    if (typeof v !== 'string' || v.length > 512)
+      invalid(`metadata.${k}`, `metadata.${k} must be a string of at most 512 characters.`);
+  }
+  return meta;
+}
+
+export function responsesToChat(body: Json, options: TranslateOptions = {}): ChatTranslation {
+  const model = body.model;
+  if (!given(model)) invalid('model', 'model is required: name the model of your deployment.');
+  if (typeof model !== 'string' || model === '') invalid('model', 'model must be a non-empty string.');
+  if (body.background === true)
+    invalid('background', 'background is not served: this gateway keeps no responses. Send the request without it.');
+  if (given(body.prompt))
+    invalid('prompt', 'prompt (a stored prompt template) is not served: send the instructions and input themselves.');
+
+  const chat: Json = { model, messages: messagesOf(body) };
+
+  const tools = toolsOf(body.tools, options.otherTools ?? 'refuse');
+  const toolChoice = toolChoiceOf(body.tool_choice, tools);
+  if (tools.chat.length > 0) chat.tools = tools.chat;
+  if (toolChoice !== undefined) chat.tool_choice = toolChoice;
+  optionalBoolean(body.parallel_tool_calls, 'parallel_tool_calls');
+  if (given(body.parallel_tool_calls)) chat.parallel_tool_calls = body.parallel_tool_calls;
+
+  optionalNumber(body.temperature, 'temperature', 0, 2);
+  optionalNumber(body.top_p, 'top_p', 0, 1);
+  if (given(body.temperature)) chat.temperature = body.temperature;
+  if (given(body.top_p)) chat.top_p = body.top_p;
+  const cap = body.max_output_tokens;
+  if (given(cap) && (typeof cap !== 'number' || !Number.isSafeInteger(cap) || cap < 1))
+    invalid('max_output_tokens', 'max_output_tokens must be a positive integer.');
+  if (given(cap)) chat.max_tokens = cap;
+
+  const text = formatOf(body.text, chat);
+  const reasoning = reasoningOf(body.reasoning, chat);
+  const metadata = metadataOf(body.metadata);
+  if (given(body.metadata)) chat.metadata = metadata;
+  for (const field of ['user', 'safety_identifier', 'prompt_cache_key'] as const) {
+    optionalString(body[field], field);
+    if (given(body[field])) chat[field] = body[field];
+  }
+  optionalString(body.truncation, 'truncation');
+
+  const stream = body.stream;
+  optionalBoolean(stream, 'stream');
+  // Usage is counted per key and reported in response.completed: always asked of the upstream.
+  if (stream === true) {
+    chat.stream = true;
+    chat.stream_options = { include_usage: true };
+  }
+
+  return {
+    chat,
+    stream: stream === true,
+    echo: {
+      instructions: typeof body.instructions === 'string' && body.instructions !== '' ? body.instructions : null,
+      tools: tools.echo,
+      toolChoice: given(body.tool_choice) ? body.tool_choice : 'auto',
+      parallelToolCalls: body.parallel_tool_calls !== false,
+      text,
+      temperature: typeof body.temperature === 'number' ? body.temperature : 1,
+      topP: typeof body.top_p === 'number' ? body.top_p : 1,
+      maxOutputTokens: typeof cap === 'number' ? cap : null,
+      reasoning,
+      metadata,
+      truncation: typeof body.truncation === 'string' ? body.truncation : 'disabled',
+    },
+  };
+}
