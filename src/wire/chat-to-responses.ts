@@ -15,7 +15,7 @@ import {
 
 /**
  * A chat completion (non-streamed) as the Responses object a model server's own
- * `/v1/responses` would have answered (protocol.md §6): a reasoning item when the model
+ * `/v1/responses` would have answered (as Ollama's `openai/responses.go` does): a reasoning item when the model
  * reasoned, a message item unless the turn only called tools (always one otherwise, even
  * empty), then one function_call item per tool call. A cut at the token cap is `incomplete`,
  * as OpenAI states it, and so are the items it cut: the calls, or the message when it is last.

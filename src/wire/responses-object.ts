@@ -5,7 +5,7 @@ import { type Json, isObject } from './request-checks.js';
 
 /**
  * The Responses API object and its output items, as a model server's own `/v1/responses` writes
- * them (Ollama's field set, protocol.md §6), for answers translated from chat completions: a
+ * them (Ollama's field set, from its `openai/responses.go`), for answers translated from chat completions: a
  * client reads the same shape whether the model server served `/v1/responses` or the proxy
  * translated. Values echoed from the request come from `ResponseEcho`; item ids from an
  * injected `IdSource`, so tests are deterministic.

@@ -16,7 +16,7 @@ import {
 } from './responses-object.js';
 
 /**
- * A chat completions stream as the Responses event stream (protocol.md §6), one chat chunk at a
+ * A chat completions stream as the Responses event stream (as Ollama's `openai/responses.go` does), one chat chunk at a
  * time. Events are `event: <type>\ndata: <json>\n\n` frames with `sequence_number` from 0 and
  * no `[DONE]`, as Ollama writes them:
  *

@@ -14,7 +14,7 @@ import type { ResponseEcho } from './responses-object.js';
 /**
  * A Responses API request (`POST /v1/responses`) as a chat completions request, for a model
  * server that serves only `/v1/chat/completions`. Input items become turns as Ollama's own
- * translation makes them (protocol.md §6): `instructions` a leading system turn, a
+ * translation makes them (as Ollama's `openai/responses.go` does): `instructions` a leading system turn, a
  * `function_call` item an assistant turn's tool call (consecutive calls, and calls after an
  * assistant message, one turn), a `function_call_output` a tool turn, a `reasoning` item the
  * `reasoning` of the assistant turn that follows it. Every field read is checked on the way; a
