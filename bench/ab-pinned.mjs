@@ -45,7 +45,8 @@ if (specs.length < 2) {
 const rounds = Number(a.rounds ?? 8);
 const kind = a.kind ?? 'plain';
 const connections = Number(a.connections ?? 32);
-const pgServer = a.postgres ?? 'postgres://postgres@127.0.0.1:5432/test';
+// +pg: a database on --postgres, or on a server of the bench's own from npm (bench/postgres.mjs).
+const pgServer = a.postgres;
 
 // Everything started from here on inherits CPU 1.
 execFileSync('taskset', ['-p', '-c', '1', String(process.pid)], { stdio: 'ignore' });

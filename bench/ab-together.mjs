@@ -35,7 +35,8 @@ const rounds = Number(a.rounds ?? 6);
 const seconds = Number(a.seconds ?? 6);
 const kinds = (a.kinds ?? 'plain,stream').split(',');
 const connections = Number(a.connections ?? 32);
-const pgServer = a.postgres ?? 'postgres://postgres@127.0.0.1:5432/test';
+// +pg: a database on --postgres, or on a server of the bench's own from npm (bench/postgres.mjs).
+const pgServer = a.postgres;
 const nodeArgs = (a['node-flags'] ?? '--max-semi-space-size=8').split(' ').filter(Boolean);
 
 const tmp = mkdtempSync(join(tmpdir(), 'obab-'));

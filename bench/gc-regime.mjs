@@ -9,7 +9,7 @@
  * the cheap regime promotes ~140 B per request at 64 connections; in the other, 5-7 KB, with a
  * mark-compact every few hundred ms (docs/performance.md, session 7). Needs wrk.
  * A dir may end in `+pg` (the PostgreSQL store, in a database of its own on `--postgres URL`,
- * default the local server) or `+ops` (metrics on, the bench key with rpm, tpm and concurrency
+ * default a server of the bench's own from npm) or `+ops` (metrics on, the bench key with rpm, tpm and concurrency
  * far above the load), or both, to see whether the store or the operations features change the regime.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -33,7 +33,8 @@ const { values: a } = parseArgs({
   },
 });
 const dirs = (a.dirs ?? resolve(import.meta.dirname, '..')).split(',');
-const pgServer = a.postgres ?? 'postgres://postgres@127.0.0.1:5432/test';
+// +pg: a database on --postgres, or on a server of the bench's own from npm (bench/postgres.mjs).
+const pgServer = a.postgres;
 const kinds = (a.kinds ?? 'plain,stream').split(',');
 const reps = Number(a.reps ?? 3);
 const nodeArgs = [
