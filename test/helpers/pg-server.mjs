@@ -158,12 +158,20 @@ export async function startPgServer({ settings = [] } = {}) {
     const child = spawn(bins.postgres, args(port), { ...user, env, stdio: ['ignore', log, log] });
     closeSync(log);
     child.unref();
-    const exited = new Promise((resolve) => child.once('exit', resolve));
+    let spawnError;
+    const exited = new Promise((resolve) => {
+      child.once('exit', resolve);
+      child.once('error', (err) => {
+        spawnError = err;
+        resolve();
+      });
+    });
     const failed = (why) =>
       new Error(`PostgreSQL did not start on port ${port}: ${why}\n${readFileSync(logFile, 'utf8')}`);
     // Ready once postmaster.pid names this postmaster and says "ready" (what pg_ctl -w waits for).
     const deadline = Date.now() + 60_000;
     for (;;) {
+      if (spawnError !== undefined) throw failed(spawnError.message);
       if (child.exitCode !== null || child.signalCode !== null)
         throw failed(`exited ${child.exitCode ?? child.signalCode}`);
       const lines = readIfThere(join(data, 'postmaster.pid')).split('\n');
