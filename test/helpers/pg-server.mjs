@@ -6,7 +6,7 @@
  * `postgres`; the Unix socket lives in the server's own folder. Plain JavaScript (typed by
  * pg-server.d.mts) so that the benchmarks, which are not compiled, share it with the tests.
  */
-import { execFile, spawn } from 'node:child_process';
+import { execFile, execFileSync, spawn } from 'node:child_process';
 import { closeSync, existsSync, openSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { chmod, chown, cp, mkdtemp, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
@@ -102,28 +102,39 @@ function portInUse(port) {
   });
 }
 
-/** The processes whose parent is `pid`: /proc where there is one, else pgrep. */
-async function childrenOf(pid) {
+/** The processes whose parent is `pid`: /proc where there is one, else pgrep. Synchronous: exit handlers use it. */
+function childrenOf(pid) {
   if (existsSync('/proc/self/stat')) {
     const kids = [];
     for (const name of readdirSync('/proc')) {
       if (!/^\d+$/.test(name)) continue;
-      try {
-        const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
-        // pid (comm) state ppid …: comm may hold spaces and parentheses; the last ")" ends it.
-        const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-        if (ppid === pid) kids.push(Number(name));
-      } catch {
-        // exited while listed
-      }
+      // pid (comm) state ppid …: comm may hold spaces and parentheses; the last ")" ends it.
+      const stat = readIfThere(`/proc/${name}/stat`);
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid) kids.push(Number(name));
     }
     return kids;
   }
-  const { stdout } = await run('pgrep', ['-P', String(pid)]).catch(() => ({ stdout: '' }));
-  return stdout
+  let out = '';
+  try {
+    out = execFileSync('pgrep', ['-P', String(pid)], { encoding: 'utf8' });
+  } catch {
+    // none
+  }
+  return out
     .split('\n')
     .map((l) => Number(l.trim()))
     .filter((n) => n > 0);
+}
+
+/** SIGKILL to the postmaster and every backend: a crash, not a shutdown. */
+function killAll(pid) {
+  for (const p of [pid, ...childrenOf(pid)]) {
+    try {
+      process.kill(p, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
 }
 
 /**
@@ -200,13 +211,7 @@ export async function startPgServer({ settings = [] } = {}) {
       postmaster = undefined;
       // Referenced again: this process waits for the exit it causes.
       child.ref();
-      for (const p of [child.pid, ...(await childrenOf(child.pid))]) {
-        try {
-          process.kill(p, 'SIGKILL');
-        } catch {
-          // already gone
-        }
-      }
+      killAll(child.pid);
       await exited;
       // Until the port is free again, it is not down.
       while (await portInUse(port)) await new Promise((r) => setTimeout(r, 20));
@@ -222,9 +227,10 @@ export async function startPgServer({ settings = [] } = {}) {
       }
       await rm(dir, { recursive: true, force: true });
     },
+    /** At exit, with no time to wait for a shutdown: killed outright, so nothing writes to the folder as it goes. */
     abandon() {
-      postmaster?.child.kill('SIGQUIT');
-      rmSync(dir, { recursive: true, force: true });
+      if (postmaster !== undefined) killAll(postmaster.child.pid);
+      rmSync(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 20 });
     },
   };
   live.add(server);
