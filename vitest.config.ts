@@ -5,6 +5,8 @@ export default defineConfig({
     include: ['test/**/*.test.ts', 'test/**/*.test.tsx'],
     exclude: ['test/soak/**', 'test/package/**', 'node_modules/**', 'dist/**'],
     allowOnly: false,
+    // The run's PostgreSQL server (or OB_PROXY_TEST_PG's): test/helpers/postgres.ts.
+    globalSetup: ['test/helpers/pg-global-setup.ts'],
     testTimeout: 30_000,
     hookTimeout: 30_000,
     pool: 'forks',

@@ -1,12 +1,12 @@
 /* global process, setTimeout, console */
 /**
  * What the PostgreSQL store costs beside lowdb, counted rather than timed:
- * one lowdb daemon and one on a PostgreSQL server of this script's own (initdb in a temp folder,
+ * one lowdb daemon and one on a PostgreSQL server of this script's own (from npm, in a temp folder,
  * pg_stat_statements loaded, fsync as the server's default), both from the same dist/, measured in
  * turn over the same windows: per request (plain and streaming, 64 connections) and per second
  * of idle. For each window: the daemon's CPU (utime+stime, and stime alone), the PostgreSQL server's
  * CPU (postmaster and every backend and helper process, /proc), statements run (pg_stat_statements),
- * sessions opened (pg_stat_database), WAL records, bytes and syncs (pg_stat_wal), V8's allocated
+ * sessions opened (pg_stat_database), WAL records and bytes (pg_stat_wal) and syncs (pg_stat_io), V8's allocated
  * bytes and collections (--trace-gc-nvp, summed over the collections in the window: an idle window
  * without one shows none), native
  * mallocs (bench/native/malloc-count.so; build it first) and involuntary context switches.
@@ -18,14 +18,15 @@
  * with rpm, tpm and concurrency far above the load, so that the cluster limit exchange runs.
  */
 import { execFile, execFileSync } from 'node:child_process';
-import { chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
+import { startPgServer } from '../test/helpers/pg-server.mjs';
 import { childPids, cpuSeconds } from './procstat.mjs';
 import { SCENARIOS, bodies } from './scenarios.mjs';
-import { freePort, startObProxy, startUpstream } from './targets.mjs';
+import { startObProxy, startUpstream } from './targets.mjs';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const { values: a } = parseArgs({
@@ -58,31 +59,14 @@ if (!existsSync(MALLOC)) throw new Error('build bench/native/malloc-count.so fir
 const log = (s) => process.stderr.write(`${s}\n`);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-// --- a PostgreSQL server of our own ---------------------------------------------------------
-const asRoot = process.getuid() === 0;
-const pgDir = mkdtempSync(join(tmpdir(), 'obpgcost-'));
-if (asRoot) {
-  const uid = Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' }));
-  const gid = Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' }));
-  chownSync(pgDir, uid, gid);
-}
-const pgRun = (cmd, args) =>
-  execFileSync(asRoot ? 'runuser' : cmd, asRoot ? ['-u', 'postgres', '--', cmd, ...args] : args, { stdio: 'pipe' });
-const data = join(pgDir, 'data');
-pgRun('initdb', ['-A', 'trust', '-U', 'postgres', '-D', data, '--no-sync']);
-const pgPort = await freePort();
-pgRun('pg_ctl', [
-  '-D',
-  data,
-  '-l',
-  join(pgDir, 'log'),
-  '-w',
-  'start',
-  '-o',
-  `-p ${pgPort} -k ${pgDir} -c listen_addresses=127.0.0.1 -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all`,
-]);
-const postmaster = Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
-const serverUrl = `postgres://postgres@127.0.0.1:${pgPort}/postgres`;
+// --- a PostgreSQL server of our own, from npm (test/helpers/pg-server.mjs) -------------------
+// fsync on: the server's default, what a deployment pays (the helper turns it off for tests).
+const server = await startPgServer({
+  settings: ['fsync=on', 'shared_preload_libraries=pg_stat_statements', 'pg_stat_statements.track=all'],
+});
+const postmaster = server.postmasterPid();
+const serverUrl = server.url;
+const pgPort = server.port;
 const admin = new pg.Client({ connectionString: serverUrl });
 await admin.connect();
 await admin.query('CREATE DATABASE bench');
@@ -112,11 +96,13 @@ async function pgCounts() {
   const {
     rows: [d],
   } = await stats.query("SELECT sessions::bigint AS s FROM pg_stat_database WHERE datname = 'bench'");
-  // The server's WAL (the whole server: this script's is the only database in use).
+  // The server's WAL (the whole server: this script's is the only database in use). PostgreSQL 18
+  // counts WAL syncs in pg_stat_io.
   const {
     rows: [w],
   } = await stats.query(
-    'SELECT wal_records::bigint AS r, wal_bytes::bigint AS b, wal_sync::bigint AS s FROM pg_stat_wal',
+    `SELECT wal_records::bigint AS r, wal_bytes::bigint AS b,
+            (SELECT sum(fsyncs) FROM pg_stat_io WHERE object = 'wal')::bigint AS s FROM pg_stat_wal`,
   );
   return {
     byQuery: new Map(rows.map((r) => [r.query, Number(r.calls)])),
@@ -312,8 +298,7 @@ try {
   await upstream.stop();
   await stats.end();
   await admin.end();
-  pgRun('pg_ctl', ['-D', data, '-m', 'fast', 'stop']);
-  rmSync(pgDir, { recursive: true, force: true });
+  await server.destroy();
   rmSync(tmp, { recursive: true, force: true });
 }
 const out = a.json ?? join(ROOT, 'bench/results/pg-cost.json');

@@ -2,7 +2,7 @@
  * An in-memory daemon behind the ConsoleClient methods, for screen tests: same views, same
  * refusals (codes and the daemon's own name validation), same events, and a switch to take it
  * "down" (calls fail with daemon_unreachable, event streams end) and bring it back.
- * The real daemon is exercised by console-tmux.test.ts.
+ * The real daemon is exercised by console-in-terminal.test.ts.
  */
 import type { AuditEvent, RevokeReason } from '../../src/domain/key.js';
 import type { LiveStatsView } from '../../src/services/live-stats.js';

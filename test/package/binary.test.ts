@@ -16,6 +16,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type SimRequest, eventually, tmpHome } from '../helpers/processes.js';
 import { freshDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { spawnTerminal } from '../helpers/terminal.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const MODEL = 'gemma4:26b';
@@ -288,14 +289,10 @@ describe('the single binary', () => {
     expect(JSON.stringify(listed)).not.toContain(ready.defaultKey.secret);
   });
 
-  it('runs the console in a real terminal (tmux): its first screen, live, and q quits with 0', async () => {
-    const tmuxSocket = join(work, 'tmux.sock');
-    const tmux = (...args: string[]): string =>
-      execFileSync('tmux', ['-S', tmuxSocket, '-f', '/dev/null', ...args], { encoding: 'utf8', timeout: 10_000 });
-    const exitFile = join(work, 'console.exit');
+  it('runs the console in a real terminal: its first screen, live, and q quits with 0', async () => {
     const errFile = join(work, 'console.err');
-    // The pane's own environment is tmux's: env -i gives the console the same empty PATH. DEV=true
-    // would make Ink look for its package.json and React DevTools, which the binary does not hold.
+    // env -i: the console gets the empty PATH and nothing else. DEV=true would make Ink look for
+    // its package.json and React DevTools, which the binary does not hold.
     const argv = [
       '/usr/bin/env',
       '-i',
@@ -309,35 +306,17 @@ describe('the single binary', () => {
       '--home',
       home,
     ];
-    tmux(
-      'new-session',
-      '-d',
-      '-s',
-      'binary',
-      '-x',
-      '110',
-      '-y',
-      '30',
-      `${argv.map(quote).join(' ')} 2> ${quote(errFile)}; echo $? > ${quote(exitFile)}`,
-      ';',
-      'set-option',
-      '-t',
-      'binary',
-      'remain-on-exit',
-      'on',
-    );
+    const term = spawnTerminal('/bin/sh', ['-c', `${argv.map(quote).join(' ')} 2> ${quote(errFile)}`], {
+      cols: 110,
+      rows: 30,
+      env: { PATH: emptyPath },
+    });
     try {
-      let screen = '';
-      await eventually(
-        () => {
-          screen = tmux('capture-pane', '-p', '-t', 'binary');
-          return screen.includes('● live') && screen.includes('gpu-1');
-        },
+      const screen = await term.waitFor(
+        (s) => s.includes('● live') && s.includes('gpu-1'),
         "the console's first screen",
         30_000,
-      ).catch((e: unknown) => {
-        throw new Error(`${String(e)}\n--- screen ---\n${screen}`);
-      });
+      );
       expect(screen).toContain(`ob-proxy console · ${baseUrl} · ● live`);
       expect(screen).toContain('[1 Instances (1)] 2 Keys: gpu-1 (2)  3 Revocations (0)');
       // `instances ready` probed the simulator: HEALTH ok.
@@ -346,21 +325,12 @@ describe('the single binary', () => {
       );
       expect(screen).toContain(`gpu-1 · gemma4:26b · ${simUrl}\n  Ready: Enter shows its keys, n generates a new one.`);
       expect(screen).toContain('q quit');
-      tmux('send-keys', '-t', 'binary', 'q');
-      const status = await eventually(
-        () => readFile(exitFile, 'utf8').then((s) => s.endsWith('\n') && s.trim()),
-        'the console to exit',
-        15_000,
-      );
-      expect(status).toBe('0');
+      term.write('q');
+      expect(await term.exited).toBe(0);
       // Nothing on stderr but the cursor shown again on the way out.
       expect((await readFile(errFile, 'utf8')).replaceAll('\x1b[?25h', '')).toBe('');
     } finally {
-      try {
-        tmux('kill-server');
-      } catch {
-        // Already gone.
-      }
+      await term.close();
     }
   });
 

@@ -156,7 +156,10 @@ it(
       });
       await eventually(() => seen.some((s) => s.nodes.has(store.origin)), 'its own row read back', 20_000);
       const writes = async (): Promise<number> =>
-        Number((await admin.query<{ n: string }>('SELECT wal_write AS n FROM pg_stat_wal')).rows[0]!.n);
+        // PostgreSQL 18 counts WAL writes in pg_stat_io (pg_stat_wal.wal_write is gone).
+        Number(
+          (await admin.query<{ n: string }>("SELECT sum(writes) AS n FROM pg_stat_io WHERE object = 'wal'")).rows[0]!.n,
+        );
       const w0 = await writes();
       const c0 = captures;
       const s0 = seen.length;
