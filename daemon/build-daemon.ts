@@ -568,17 +568,22 @@ async function assemble(config: Config, deps: DaemonDeps, opened: Opened): Promi
     return stopping;
   }
 
+  // One reload at a time, SIGHUPs during one folded into the next (tls-reload.ts); the reloader
+  // is made once, in the first signal's turn, so a burst of signals shares it.
+  let reloader: Promise<import('./tls-reload.js').TlsReloader> | null = null;
   async function reloadTls(): Promise<boolean> {
-    if (config.tls === null) return false;
-    try {
-      const next = await (await import('./tls.js')).loadTls(config.tls);
-      (dataPlane.server as unknown as SecureServer).setSecureContext({ cert: next.cert, key: next.key });
-    } catch (err) {
-      log.error({ err: (err as Error).message }, 'TLS reload failed: still serving the previous certificate');
-      return false;
-    }
-    log.info({ cert: config.tls.cert }, 'TLS certificate reloaded: new connections get it, open ones keep theirs');
-    return true;
+    const files = config.tls;
+    if (files === null) return false;
+    reloader ??= Promise.all([import('./tls-reload.js'), import('./tls.js')]).then(
+      ([{ TlsReloader }, { loadTls }]) =>
+        new TlsReloader(
+          files,
+          loadTls,
+          (next) => (dataPlane.server as unknown as SecureServer).setSecureContext({ cert: next.cert, key: next.key }),
+          log,
+        ),
+    );
+    return (await reloader).reload();
   }
 
   return { ctx, dataPlane, management, listen, shutdown, reloadTls };
