@@ -14,6 +14,7 @@ import { KeyLimiter, LIMIT_SYNC_MS } from '../src/services/key-limiter.js';
 import { UsageTracker } from '../src/services/usage.js';
 import { LowdbStore } from '../src/store/lowdb-store.js';
 import type { Store } from '../src/store/store.js';
+import { storeFiles } from '../src/store/store-files.js';
 import { ModelProbe } from '../src/upstream/model-probe.js';
 import { UpstreamClient } from '../src/upstream/upstream-client.js';
 import { EventLayoutsByServer } from '../src/wire/event-layouts.js';
@@ -113,7 +114,7 @@ export async function buildDaemon(config: Config, deps: DaemonDeps): Promise<Dae
           clock,
         });
   try {
-    await prepareSocketPath(config.socket, shared ? [] : ownFiles(config.store));
+    await prepareSocketPath(config.socket, shared ? [] : storeFiles(config.store));
     store =
       deps.store ??
       (shared
@@ -185,19 +186,6 @@ export async function buildDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     await lock?.release();
     throw err;
   }
-}
-
-/** The store's file and its companions, which no other path option may name. */
-function ownFiles(store: string): string[] {
-  return [
-    store,
-    `${store}.tmp`,
-    `${store}.revocations`,
-    `${store}.journal`,
-    `${store}.audit`,
-    `${store}.pid`,
-    `${store}.lock`,
-  ];
 }
 
 interface Opened {
