@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { clipped } from '../src/printable.js';
 import { type KeyLimits, LIMIT_NAMES } from '../src/domain/key.js';
 import { LIMIT_MAX } from '../src/domain/validate.js';
 import { UsageError } from './usage-error.js';
@@ -28,7 +29,7 @@ export function limitsFrom(o: Partial<Record<keyof KeyLimits, string>>): Partial
     }
     const n = /^\d+$/.test(raw) ? Number(raw) : Number.NaN;
     if (!Number.isSafeInteger(n) || n < 1 || n > LIMIT_MAX)
-      throw new UsageError(`--${name} must be a whole number from 1 to ${LIMIT_MAX}, or none; got "${raw}".`);
+      throw new UsageError(`--${name} must be a whole number from 1 to ${LIMIT_MAX}, or none; got "${clipped(raw)}".`);
     out[name] = n;
   }
   return out;

@@ -1,4 +1,5 @@
 import { ObProxyError } from '../src/errors.js';
+import { clipped } from '../src/printable.js';
 import { validateTimestamp } from '../src/domain/validate.js';
 import { UsageError } from './usage-error.js';
 
@@ -24,7 +25,7 @@ export function parsePackEnds(raw: string, now: number): string {
   } catch (err) {
     if (!(err instanceof ObProxyError)) throw err;
     throw new UsageError(
-      `--pack-ends must be an ISO 8601 time with a zone (2026-12-01T18:00:00Z) or a duration from now (+8h, +30d, +90m), got "${raw}".`,
+      `--pack-ends must be an ISO 8601 time with a zone (2026-12-01T18:00:00Z) or a duration from now (+8h, +30d, +90m), got "${clipped(raw)}".`,
     );
   }
   if (Date.parse(at) <= now)

@@ -1,6 +1,6 @@
 import { Command, CommanderError } from 'commander';
 import { type FlagName, debugWanted } from '../src/config.js';
-import { keyIdInSecret } from '../src/domain/secret-shape.js';
+import { keyIdInSecret, looksLikeSecret } from '../src/domain/secret-shape.js';
 import { ObProxyError } from '../src/errors.js';
 import { printable } from '../src/printable.js';
 import { type CliDeps, type CommonOptions, example, settingOption, socketPath, withCommon } from './common.js';
@@ -201,7 +201,16 @@ function checkMandatoryLast(cmd: Command): void {
 function refuseSecretArguments(argv: readonly string[]): void {
   for (const arg of argv) {
     const id = keyIdInSecret(arg);
-    if (id === null) continue;
+    if (id === null) {
+      // Changed in case on the way (a form, a chat tool): not the secret, but its checksum gives
+      // the casing back offline, so it is not said back either.
+      if (!looksLikeSecret(arg)) continue;
+      throw new UsageError(
+        "An argument looks like a key's secret (it holds ob_sk_ in some case); no command takes one, and it is not printed back. " +
+          'A key is named by its id, the 12 characters after ob_sk_ exactly as `ob-proxy keys list` shows them. ' +
+          'If it is a real secret with its case changed, it is now in your shell history and can be recovered from it: revoke that key (`ob-proxy keys revoke <id>`).',
+      );
+    }
     throw new UsageError(
       `A key's secret was given on the command line; no command takes one. A key is named by its id, the 12 characters after ob_sk_ (here ${id}). ` +
         `The secret is now in your shell history: if it was not meant to be seen there, revoke the key (\`ob-proxy keys revoke ${id}\`).`,

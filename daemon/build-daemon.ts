@@ -14,6 +14,7 @@ import { KeyLimiter, LIMIT_SYNC_MS } from '../src/services/key-limiter.js';
 import { UsageTracker } from '../src/services/usage.js';
 import { LowdbStore } from '../src/store/lowdb-store.js';
 import type { Store } from '../src/store/store.js';
+import { storeFiles } from '../src/store/store-files.js';
 import { ModelProbe } from '../src/upstream/model-probe.js';
 import { UpstreamClient } from '../src/upstream/upstream-client.js';
 import { EventLayoutsByServer } from '../src/wire/event-layouts.js';
@@ -113,7 +114,7 @@ export async function buildDaemon(config: Config, deps: DaemonDeps): Promise<Dae
           clock,
         });
   try {
-    await prepareSocketPath(config.socket, shared ? [] : ownFiles(config.store));
+    await prepareSocketPath(config.socket, shared ? [] : storeFiles(config.store));
     store =
       deps.store ??
       (shared
@@ -187,19 +188,6 @@ export async function buildDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     await lock?.release();
     throw err;
   }
-}
-
-/** The store's file and its companions, which no other path option may name. */
-function ownFiles(store: string): string[] {
-  return [
-    store,
-    `${store}.tmp`,
-    `${store}.revocations`,
-    `${store}.journal`,
-    `${store}.audit`,
-    `${store}.pid`,
-    `${store}.lock`,
-  ];
 }
 
 interface Opened {
@@ -571,17 +559,22 @@ async function assemble(config: Config, deps: DaemonDeps, opened: Opened): Promi
     return stopping;
   }
 
+  // One reload at a time, SIGHUPs during one folded into the next (tls-reload.ts); the reloader
+  // is made once, in the first signal's turn, so a burst of signals shares it.
+  let reloader: Promise<import('./tls-reload.js').TlsReloader> | null = null;
   async function reloadTls(): Promise<boolean> {
-    if (config.tls === null) return false;
-    try {
-      const next = await (await import('./tls.js')).loadTls(config.tls);
-      (dataPlane.server as unknown as SecureServer).setSecureContext({ cert: next.cert, key: next.key });
-    } catch (err) {
-      log.error({ err: (err as Error).message }, 'TLS reload failed: still serving the previous certificate');
-      return false;
-    }
-    log.info({ cert: config.tls.cert }, 'TLS certificate reloaded: new connections get it, open ones keep theirs');
-    return true;
+    const files = config.tls;
+    if (files === null) return false;
+    reloader ??= Promise.all([import('./tls-reload.js'), import('./tls.js')]).then(
+      ([{ TlsReloader }, { loadTls }]) =>
+        new TlsReloader(
+          files,
+          loadTls,
+          (next) => (dataPlane.server as unknown as SecureServer).setSecureContext({ cert: next.cert, key: next.key }),
+          log,
+        ),
+    );
+    return (await reloader).reload();
   }
 
   return { ctx, dataPlane, management, listen, shutdown, reloadTls };

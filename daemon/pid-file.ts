@@ -1,5 +1,6 @@
 import { constants } from 'node:fs';
-import { open, readFile, rename, unlink } from 'node:fs/promises';
+import { open, rename, unlink } from 'node:fs/promises';
+import { operatorFiles } from './operator-file.js';
 
 /**
  * `--pid-file`: how a script stops what it started in the background. `$!` names npx or a shell
@@ -34,6 +35,10 @@ export async function writePidFile(path: string): Promise<void> {
 
 /** Removes the pid file at exit, unless another process has written its own there since. */
 export async function removePidFile(path: string): Promise<void> {
-  const text = await readFile(path, 'utf8').catch(() => '');
+  // Through the bounded reader: a pipe or device put there must not hold the exit.
+  const text = await operatorFiles
+    .read(path, { cap: 64 })
+    .then((b) => b.toString('utf8'))
+    .catch(() => '');
   if (text.trim() === String(process.pid)) await unlink(path).catch(() => {});
 }

@@ -2,7 +2,7 @@ import { lstat, stat, unlink } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { dirname, resolve } from 'node:path';
 import { SETTINGS, socketPathProblem } from '../src/config.js';
-import { makeFolder } from './private-home.js';
+import { makeFolder, octal } from './private-home.js';
 
 function probe(path: string): Promise<boolean> {
   return new Promise((resolve) => {
@@ -41,14 +41,23 @@ export async function prepareSocketPath(path: string, ownFiles: readonly string[
   const dir = dirname(path);
   await makeFolder(dir, "socket's folder", SETTINGS.socket, 'a path in a folder');
   const st = await stat(dir);
-  if ((st.mode & 0o022) !== 0 && (st.mode & 0o1000) === 0) {
-    throw new Error(
-      `The socket directory ${dir} is writable by other users; anyone could replace the socket. Use a private directory (chmod 700 ${dir}) or --socket elsewhere.`,
-    );
-  }
+  // Whoever may write the folder may put their own socket in the daemon's place. The sticky bit
+  // does not stop that: it keeps others from removing the daemon's socket, not from placing one
+  // there before it is made or while it is not there (a restart).
   if ((st.mode & 0o002) !== 0) {
     throw new Error(
-      `The socket directory ${dir} is writable by everyone. Put the socket in a private directory with --socket or --home.`,
+      `The socket directory ${dir} is writable by everyone (mode ${octal(st.mode)}). Put the socket in a private directory with --socket or --home.`,
+    );
+  }
+  if ((st.mode & 0o020) !== 0) {
+    throw new Error(
+      `The socket directory ${dir} is writable by other users (its group; mode ${octal(st.mode)}${(st.mode & 0o1000) !== 0 ? ', sticky or not' : ''}): anyone in the group could replace the socket. Use a private directory (chmod 700 ${dir}; 750 to let --socket-group in) or --socket elsewhere.`,
+    );
+  }
+  const uid = process.getuid?.();
+  if (uid !== undefined && uid !== 0 && st.uid !== uid && st.uid !== 0) {
+    throw new Error(
+      `The socket directory ${dir} is owned by uid ${st.uid}, not by this user (${uid}) or root; its owner could replace the socket. Use a directory of your own for --socket.`,
     );
   }
   const existing = await lstat(path).catch(() => null);

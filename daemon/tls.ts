@@ -1,5 +1,5 @@
-import { readFile } from 'node:fs/promises';
 import { createSecureContext } from 'node:tls';
+import { OperatorFileError, operatorFiles } from './operator-file.js';
 
 export interface TlsFiles {
   cert: Buffer;
@@ -10,22 +10,26 @@ export interface TlsFiles {
 const MAX_PEM_BYTES = 1024 * 1024;
 
 async function readPem(path: string, flag: string): Promise<Buffer> {
-  let data: Buffer;
   try {
-    data = await readFile(path);
+    return await operatorFiles.read(path, { cap: MAX_PEM_BYTES });
   } catch (err) {
-    throw new Error(
-      `Cannot read ${flag} ${path} (${(err as NodeJS.ErrnoException).code ?? 'error'}): give a PEM file this user may read.`,
-      { cause: err },
-    );
+    if (!(err instanceof OperatorFileError)) throw err;
+    const advice: Record<OperatorFileError['problem'], string> = {
+      unreadable: 'give a PEM file this user may read',
+      'not-a-file': 'give the path of the PEM file itself (a pipe or a device can block or never end)',
+      'too-large': 'it is not a PEM certificate or key',
+      'no-answer': 'move the PEM file to a local disk',
+      busy: 'the certificate stays as it was',
+    };
+    if (err.problem === 'unreadable')
+      throw new Error(`Cannot read ${flag} ${path} (${err.code}): ${advice.unreadable}.`, { cause: err });
+    throw new Error(`${flag} ${path} ${err.reason}: ${advice[err.problem]}.`, { cause: err });
   }
-  if (data.length > MAX_PEM_BYTES)
-    throw new Error(`${flag} ${path} is larger than ${MAX_PEM_BYTES} bytes: it is not a PEM certificate or key.`);
-  return data;
 }
 
 /**
- * Reads the certificate (chain) and key, and checks that they make a TLS context: both parse and
+ * Reads the certificate (chain) and key (operator-file.ts: regular files only, capped while read,
+ * one at a time, within a bounded time), and checks that they make a TLS context: both parse and
  * the key is the certificate's. Called at start, where a failure stops the daemon, and on SIGHUP,
  * where it keeps the certificate already served.
  */

@@ -1,7 +1,10 @@
-import { readFile } from 'node:fs/promises';
 import type { Instance } from '../src/domain/instance.js';
 import { obError } from '../src/errors.js';
 import { clipped } from '../src/printable.js';
+import { OperatorFileError, operatorFiles } from './operator-file.js';
+
+/** A bearer token is a line of at most a few KiB; the file is read no further than this. */
+const MAX_TOKEN_FILE_BYTES = 64 * 1024;
 
 /**
  * Model-server bearer tokens, read from the files instances name and held in memory only, so the
@@ -60,11 +63,15 @@ export class UpstreamTokens {
 export async function readToken(path: string): Promise<string> {
   let text: string;
   try {
-    text = await readFile(path, 'utf8');
+    text = (await operatorFiles.read(path, { cap: MAX_TOKEN_FILE_BYTES })).toString('utf8');
   } catch (err) {
+    if (!(err instanceof OperatorFileError)) throw err;
     throw obError('invalid_argument', {
       param: 'upstreamTokenFile',
-      message: `The daemon cannot read the upstream token file ${clipped(path)} (${(err as NodeJS.ErrnoException).code ?? 'error'}). Make it readable by the daemon's user.`,
+      message:
+        err.problem === 'unreadable'
+          ? `The daemon cannot read the upstream token file ${clipped(path)} (${err.code}). Make it readable by the daemon's user.`
+          : `The upstream token file ${clipped(path)} ${err.reason}. Give a regular file that holds the token on one line.`,
     });
   }
   const token = text.trim();

@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { DEFAULT_MODELS, parseModelList } from './domain/model-id.js';
 import { obError } from './errors.js';
+import { clipped } from './printable.js';
 import { type AnswerLimits, DEFAULT_ANSWER_LIMITS } from './upstream/answer-limits.js';
 
 /**
@@ -576,7 +577,7 @@ function readNumber(s: NumberSetting, raw: string | undefined): number | null {
     const unit = s.unit === undefined ? '' : ` of ${s.unit}`;
     refuse(
       s,
-      `${settingLabel(s)} must be a number${unit} from ${s.min} to ${s.max}${s.integer === true ? ', without a fraction' : ''}, got "${raw}".`,
+      `${settingLabel(s)} must be a number${unit} from ${s.min} to ${s.max}${s.integer === true ? ', without a fraction' : ''}, got "${clipped(raw)}".`,
     );
   }
   return n;
@@ -586,7 +587,7 @@ function readChoice(s: ChoiceSetting, raw: string | undefined, fallback = s.defa
   if (raw === undefined) return fallback;
   if (!s.choices.includes(raw)) {
     const choices = s.choices.length === 2 ? `${s.choices[0]} or ${s.choices[1]}` : `one of ${s.choices.join(', ')}`;
-    refuse(s, `${settingLabel(s)} must be ${choices}, got "${raw}".`);
+    refuse(s, `${settingLabel(s)} must be ${choices}, got "${clipped(raw)}".`);
   }
   return raw;
 }
@@ -594,7 +595,10 @@ function readChoice(s: ChoiceSetting, raw: string | undefined, fallback = s.defa
 function readAddress(s: AddressSetting, raw: string | undefined): string {
   if (raw === undefined) return s.default;
   if (!/^(\[[0-9A-Fa-f:.%\w]+\]|[0-9A-Za-z.:%_-]+)$/.test(raw)) {
-    refuse(s, `${settingLabel(s)} must be an address to listen on, such as 127.0.0.1, 0.0.0.0 or ::, got "${raw}".`);
+    refuse(
+      s,
+      `${settingLabel(s)} must be an address to listen on, such as 127.0.0.1, 0.0.0.0 or ::, got "${clipped(raw)}".`,
+    );
   }
   return raw.startsWith('[') ? raw.slice(1, -1) : raw;
 }

@@ -1,3 +1,5 @@
+import { withoutSecrets } from './domain/secret-shape.js';
+
 /**
  * Text that reaches a person's terminal from the store or the daemon (names, ids, endpoints,
  * hints, error messages echoing them) may hold anything: a hand-edited store, one written by an
@@ -64,9 +66,12 @@ export const QUOTE_MAX = 120;
 /**
  * A value as an error message quotes it: at most QUOTE_MAX characters, then `…`. A message that
  * quoted a refused value whole gave back a 100 KB model name or path, up to the body limit, as one
- * line on the operator's terminal and in the logs.
+ * line on the operator's terminal and in the logs. Text that looks like a key's secret, in any
+ * case, is never quoted (secret-shape.ts): every message that says back what it was given quotes
+ * it through here.
  */
-export function clipped(value: string): string {
+export function clipped(given: string): string {
+  const value = withoutSecrets(given);
   if (value.length <= QUOTE_MAX) return value;
   // Not between the halves of a surrogate pair.
   const end = /[\uD800-\uDBFF]/.test(value.charAt(QUOTE_MAX - 1)) ? QUOTE_MAX - 1 : QUOTE_MAX;

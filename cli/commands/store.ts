@@ -57,7 +57,8 @@ export function makeStoreCommand(deps: CliDeps): Command {
       .action(async (file: string, o: BackupOptions) => {
         const source = await backupSource(o, deps);
         const { backupCounts, writeBackup } = await import('../../src/store/backup.js');
-        await writeBackup(file, source.data, { force: o.force === true });
+        const lowdb = /^postgres(ql)?:\/\//i.test(source.from) ? undefined : source.from;
+        await writeBackup(file, source.data, { force: o.force === true, store: lowdb });
         const c = backupCounts(source.data);
         if (o.json === true)
           return printJson(deps.io, { file, from: source.from, via: source.via, version: source.data.version, ...c });

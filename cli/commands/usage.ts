@@ -1,4 +1,5 @@
 import { Command } from 'commander';
+import { clipped } from '../../src/printable.js';
 import { validateTimestamp } from '../../src/domain/validate.js';
 import { ObProxyError } from '../../src/errors.js';
 import type { PackUsage, UsageCounts } from '../../src/wire/usage-report.js';
@@ -23,7 +24,7 @@ export function parseSince(raw: string, now: number): string {
   } catch (err) {
     if (!(err instanceof ObProxyError)) throw err;
     throw new UsageError(
-      `--since must be an ISO 8601 time with a zone (2026-11-01T00:00:00Z) or a duration back from now (24h, 7d), got "${raw}".`,
+      `--since must be an ISO 8601 time with a zone (2026-11-01T00:00:00Z) or a duration back from now (24h, 7d), got "${clipped(raw)}".`,
     );
   }
 }

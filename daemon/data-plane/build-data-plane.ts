@@ -2,6 +2,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type
 import type { Instance } from '../../src/domain/instance.js';
 import { obError } from '../../src/errors.js';
 import { requestId } from '../../src/ids.js';
+import { clipped } from '../../src/printable.js';
 import type { DaemonContext } from '../context.js';
 import type { TlsFiles } from '../tls.js';
 import { AnswerCounter } from './answer-counter.js';
@@ -125,7 +126,7 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
           reply,
           obError('model_not_found', {
             param: 'model',
-            message: `This API key serves only "${inst.model}"; there is no model "${request.params.model}" for it.`,
+            message: `This API key serves only "${inst.model}"; there is no model "${clipped(request.params.model)}" for it.`,
           }),
         );
       }

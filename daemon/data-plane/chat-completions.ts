@@ -2,6 +2,7 @@ import type { ServerResponse } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ObProxyError, obError } from '../../src/errors.js';
 import { completionId } from '../../src/ids.js';
+import { clipped } from '../../src/printable.js';
 import { type ChatRequest, parseChatBody, upstreamBody, validateChatRequest } from '../../src/wire/chat-request.js';
 import type { DaemonContext } from '../context.js';
 import { estimateCompletionTokens, estimatePromptTokens, learnPace } from '../../src/wire/prompt-estimate.js';
@@ -49,7 +50,7 @@ export function makeChatHandler(ctx: DaemonContext) {
       if (chat.model !== auth.instance.model) {
         throw obError('model_mismatch', {
           param: 'model',
-          message: `This API key is bound to a deployment of "${auth.instance.model}"; the request asked for "${chat.model}". Set model to "${auth.instance.model}".`,
+          message: `This API key is bound to a deployment of "${auth.instance.model}"; the request asked for "${clipped(chat.model)}". Set model to "${auth.instance.model}".`,
         });
       }
       // Built before the reply is hijacked: past that point Fastify can no longer answer a throw.

@@ -1,5 +1,6 @@
 import Fastify, { LogController, type FastifyError, type FastifyInstance } from 'fastify';
 import { ObProxyError, obError } from '../../src/errors.js';
+import { clipped } from '../../src/printable.js';
 import type { DaemonContext } from '../context.js';
 import { replyError } from '../data-plane/send-error.js';
 import { registerEventRoutes } from './events.js';
@@ -82,7 +83,7 @@ export function buildManagementPlane(ctx: DaemonContext): FastifyInstance {
       reply,
       obError('invalid_argument', {
         status: 404,
-        message: `No management route ${request.method} ${request.url}. Is the CLI newer than the daemon?`,
+        message: `No management route ${request.method} ${clipped(request.url)}. Is the CLI newer than the daemon?`,
       }),
     );
   });

@@ -1,4 +1,4 @@
-import { keyIdInSecret } from './secret-shape.js';
+import { looksLikeSecret } from './secret-shape.js';
 import { type KeyLimits, LIMIT_NAMES } from './key.js';
 import { obError } from '../errors.js';
 import { isPrintable } from '../printable.js';
@@ -14,6 +14,13 @@ export function validateInstanceId(id: unknown): string {
       message: 'Instance id must be 1-64 characters: letters, digits, and . _ : - (not first).',
     });
   }
+  // An id is stored, logged and shown in clear, as a name is.
+  if (looksLikeSecret(id))
+    throw obError('invalid_argument', {
+      param: 'id',
+      message:
+        "Instance id must not look like a key's secret (ob_sk_…, in any case): ids are stored and shown in clear.",
+    });
   return id;
 }
 
@@ -34,8 +41,9 @@ export function validateKeyName(name: unknown): string {
       param: 'name',
       message: 'Key name must not contain control or invisible characters.',
     });
-  // A name is stored, logged and shown in clear: a secret pasted into it would be too.
-  if (keyIdInSecret(trimmed) !== null)
+  // A name is stored, logged and shown in clear: a secret pasted into it would be too, and one
+  // changed in case gives its casing back through its checksum.
+  if (looksLikeSecret(trimmed))
     throw obError('invalid_argument', {
       param: 'name',
       message:

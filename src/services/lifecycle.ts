@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { type Clock, iso } from '../clock.js';
 import { mintSecret, type SecretSource } from '../domain/api-key.js';
-import { keyIdInSecret } from '../domain/secret-shape.js';
+import { keyIdInSecret, looksLikeSecret } from '../domain/secret-shape.js';
 import { clipped } from '../printable.js';
 import {
   type Instance,
@@ -803,15 +803,19 @@ export class LifecycleService {
 
 /**
  * A key asked for by an id it does not have. A secret given for the id is not said back (the
- * refusal reaches terminals and scripts' logs): the message names the id it holds instead.
+ * refusal reaches terminals and scripts' logs): the message names the id it holds instead, or,
+ * for one changed on the way (upper-cased, cut), only says what it looks like.
  */
 export function keyNotFound(given: string, plain = `No key "${clipped(given)}".`): ObProxyError {
   const id = keyIdInSecret(given);
+  const list = 'list keys with `ob-proxy keys list`.';
   return obError('key_not_found', {
     message:
-      id === null
-        ? `${plain} List keys with \`ob-proxy keys list\`.`
-        : `That is a key's secret, not its id. A key is named by its id, the 12 characters after ob_sk_ (here ${id}); list keys with \`ob-proxy keys list\`.`,
+      id !== null
+        ? `That is a key's secret, not its id. A key is named by its id, the 12 characters after ob_sk_ (here ${id}); ${list}`
+        : looksLikeSecret(given)
+          ? `That looks like a key's secret (it holds ob_sk_ in some case), not a key id, and is not said back. A key is named by its id, the 12 characters after ob_sk_ exactly as the key has them; ${list}`
+          : `${plain} List keys with \`ob-proxy keys list\`.`,
   });
 }
 

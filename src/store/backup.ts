@@ -1,6 +1,7 @@
 import { lstat } from 'node:fs/promises';
 import { AtomicJsonFile } from './atomic-json-file.js';
 import { LowdbStore } from './lowdb-store.js';
+import { storeFileAt } from './store-files.js';
 import type { StoreData } from './store.js';
 
 export interface BackupCounts {
@@ -45,9 +46,20 @@ export async function readLowdbBackup(path: string): Promise<StoreData> {
 /**
  * Writes a backup as a store file: the restore is copying it back as db.json. Replaced
  * atomically (temp file, fsync, rename, fsync of the folder), mode 0600: it holds key hashes.
- * An existing file is replaced only when asked.
+ * An existing file is replaced only when asked, and a file of the lowdb store `store` never.
  */
-export async function writeBackup(file: string, data: StoreData, opts: { force: boolean }): Promise<void> {
+export async function writeBackup(
+  file: string,
+  data: StoreData,
+  opts: { force: boolean; store?: string | undefined },
+): Promise<void> {
+  // Never one of the store's own files, --force or not: a backup over the commit or revocation
+  // journal broke every later write and the next start.
+  const own = opts.store === undefined ? null : await storeFileAt(opts.store, file);
+  if (own !== null)
+    throw new Error(
+      `${file} is ${own === opts.store ? 'the store itself' : `one of the store's own files (${own})`}: a backup written there would replace what the daemon keeps. Give a path outside them, e.g. /var/backups/ob-proxy/db-$(date +%F).json.`,
+    );
   const existing = await lstat(file).catch(() => null);
   if (existing !== null && !opts.force)
     throw new Error(`${file} already exists. Give another file, or --force to replace it.`);

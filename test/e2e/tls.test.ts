@@ -5,15 +5,14 @@
  * A pair that cannot serve stops the start-up with one line, and at a reload is logged while the
  * previous certificate stays.
  */
-import { execFile, execFileSync } from 'node:child_process';
-import { X509Certificate } from 'node:crypto';
+import { execFile } from 'node:child_process';
 import { copyFile, readdir, writeFile } from 'node:fs/promises';
-import { connect } from 'node:tls';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readyInstance } from '../helpers/store-home.js';
+import { type Pair, makePair, servedFingerprint } from '../helpers/tls-pair.js';
 import {
   BIN,
   NODE,
@@ -26,56 +25,6 @@ import {
 } from '../helpers/processes.js';
 
 const MODEL = 'gemma4:26b';
-
-interface Pair {
-  cert: string;
-  key: string;
-  pem: string;
-  fingerprint: string;
-}
-
-function makePair(dir: string, name: string): Pair {
-  const cert = join(dir, `${name}.crt`);
-  const key = join(dir, `${name}.key`);
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-days',
-      '2',
-      '-subj',
-      `/CN=${name}`,
-      '-addext',
-      'subjectAltName=IP:127.0.0.1,DNS:localhost',
-      '-keyout',
-      key,
-      '-out',
-      cert,
-    ],
-    { stdio: 'ignore' },
-  );
-  const pem = execFileSync('cat', [cert], { encoding: 'utf8' });
-  return { cert, key, pem, fingerprint: new X509Certificate(pem).fingerprint256 };
-}
-
-/** The certificate a new TLS connection to the listener is given. */
-function servedFingerprint(baseUrl: string, ca: string[]): Promise<string> {
-  const { hostname, port } = new URL(baseUrl);
-  return new Promise((resolve, reject) => {
-    const s = connect({ host: hostname, port: Number(port), ca, servername: 'localhost' }, () => {
-      const fp = s.getPeerCertificate().fingerprint256;
-      s.end();
-      resolve(fp);
-    });
-    s.once('error', reject);
-  });
-}
 
 /** The openai SDK whose connections trust the CAs of `agent` (as NODE_EXTRA_CA_CERTS would). */
 function sdk(baseUrl: string, apiKey: string, agent: Agent): OpenAI {

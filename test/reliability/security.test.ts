@@ -138,7 +138,7 @@ describe('the management socket is private', () => {
   });
 
   it('the daemon refuses a socket directory other users can write', async () => {
-    for (const mode of [0o777, 0o1777, 0o770, 0o720]) {
+    for (const mode of [0o777, 0o1777, 0o770, 0o720, 0o1770, 0o1730]) {
       const home = await tmpHome();
       const dir = join(home, 'shared');
       await mkdir(dir);
