@@ -33,7 +33,7 @@ export class AtomicJsonFile<T> implements Adapter<T> {
     await this.refuseUnsafeTmp();
     let fh: FileHandle;
     try {
-      fh = await open(this.path, constants.O_RDONLY | constants.O_NOFOLLOW);
+      fh = await open(this.path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       if (code === 'ENOENT') return null;

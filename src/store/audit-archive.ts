@@ -20,7 +20,11 @@ export class AuditArchive {
 
   /** Appends the events the archive does not hold yet and syncs; returns the highest number held. */
   async append(events: readonly AuditEvent[], heldThrough: number): Promise<number> {
-    const fh = await open(this.path, constants.O_RDWR | constants.O_CREAT | constants.O_NOFOLLOW, 0o600);
+    const fh = await open(
+      this.path,
+      constants.O_RDWR | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK,
+      0o600,
+    );
     try {
       const st = await fh.stat();
       if (!st.isFile()) throw new Error(`${this.path} is not a regular file`);

@@ -87,7 +87,7 @@ export async function scanJournal(
 ): Promise<Omit<ReadJournal, 'entries'> | null> {
   let fh: FileHandle;
   try {
-    fh = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+    fh = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') return null;
@@ -100,7 +100,12 @@ export async function scanJournal(
     );
   }
   try {
-    const size = (await fh.stat()).size;
+    const st = await fh.stat();
+    if (!st.isFile())
+      throw new CommitJournalError(
+        `The store journal ${path} is not a regular file. Remove it (it holds no commits) and start again.`,
+      );
+    const size = st.size;
     /** Where `buf` starts in the file: the start of the next line. */
     let at = 0;
     let buf = Buffer.alloc(0);
@@ -240,7 +245,10 @@ export class CommitJournal {
 
   /** Opens (creating) the journal; a torn last line (past `end`) is overwritten with zeros. */
   static async open(path: string, end: number, reserve = 0): Promise<CommitJournal> {
-    const fh = await openJournal(path, constants.O_RDWR | constants.O_CREAT | constants.O_NOFOLLOW);
+    const fh = await openJournal(
+      path,
+      constants.O_RDWR | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK,
+    );
     try {
       const st = await fh.stat();
       if (!st.isFile())
@@ -277,7 +285,7 @@ export class CommitJournal {
     // Sizes the file can have now: a top-up under way may finish while the stat runs.
     const low = this.allocated;
     const high = this.topping === null ? low : this.toppingTo;
-    const fh = await openJournal(this.path, constants.O_RDWR | constants.O_NOFOLLOW);
+    const fh = await openJournal(this.path, constants.O_RDWR | constants.O_NOFOLLOW | constants.O_NONBLOCK);
     let done = 0;
     try {
       const st = await fh.stat();
@@ -324,7 +332,7 @@ export class CommitJournal {
   async retract(bytes: number): Promise<void> {
     await this.topping;
     this.end -= bytes;
-    const fh = await openJournal(this.path, constants.O_RDWR | constants.O_NOFOLLOW);
+    const fh = await openJournal(this.path, constants.O_RDWR | constants.O_NOFOLLOW | constants.O_NONBLOCK);
     try {
       const st = await fh.stat();
       if (st.ino !== this.ino) return;
@@ -347,7 +355,7 @@ export class CommitJournal {
    * written counts even unsynced: an entry written over it later is synced with the size.
    */
   private async topUp(to: number): Promise<void> {
-    const fh = await openJournal(this.path, constants.O_RDWR | constants.O_NOFOLLOW);
+    const fh = await openJournal(this.path, constants.O_RDWR | constants.O_NOFOLLOW | constants.O_NONBLOCK);
     try {
       const st = await fh.stat();
       if (st.ino !== this.ino || st.size !== this.allocated) return;
@@ -384,8 +392,9 @@ async function writeAll(fh: FileHandle, buf: Buffer, at: number): Promise<void> 
 }
 
 async function openJournal(path: string, flags: number): Promise<FileHandle> {
+  let fh: FileHandle;
   try {
-    return await open(path, flags, 0o600);
+    fh = await open(path, flags, 0o600);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ELOOP')
@@ -399,6 +408,14 @@ async function openJournal(path: string, flags: number): Promise<FileHandle> {
       { code },
     );
   }
+  // O_NONBLOCK let a FIFO or device open without a writer; it is refused here, before any read.
+  if (!(await fh.stat()).isFile()) {
+    await fh.close();
+    throw new CommitJournalError(
+      `The store journal ${path} is not a regular file. Remove it (it holds no commits) and start again.`,
+    );
+  }
+  return fh;
 }
 
 export async function syncDir(path: string): Promise<void> {

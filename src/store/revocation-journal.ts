@@ -69,7 +69,7 @@ export class RevocationJournal {
     try {
       const fh = await open(
         path,
-        constants.O_RDWR | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+        constants.O_RDWR | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW | constants.O_NONBLOCK,
         0o600,
       );
       await fh.close();
@@ -94,7 +94,7 @@ export class RevocationJournal {
   static async readRecords(path: string): Promise<JournalRecord[]> {
     let fh: FileHandle;
     try {
-      fh = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+      fh = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
       throw openError(path, err);
@@ -116,7 +116,7 @@ export class RevocationJournal {
   private async withFile<T>(fn: (fh: FileHandle) => Promise<T>): Promise<T> {
     let fh: FileHandle;
     try {
-      fh = await open(this.path, constants.O_RDWR | constants.O_NOFOLLOW);
+      fh = await open(this.path, constants.O_RDWR | constants.O_NOFOLLOW | constants.O_NONBLOCK);
     } catch (err) {
       throw openError(this.path, err);
     }
