@@ -87,7 +87,7 @@ export function parseEvents(text: string): StreamEvent[] {
   return out;
 }
 
-/** POSTs `body` to `baseUrl + path` and reads the answer whole (a stream to its end). */
+/** POSTs `body` (a string goes as it is) to `baseUrl + path` and reads the answer whole (a stream to its end). */
 export async function exchange(
   baseUrl: string,
   path: string,
@@ -98,7 +98,7 @@ export async function exchange(
   const res = await fetch(`${baseUrl}${path}`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...(key === null ? {} : { authorization: `Bearer ${key}` }) },
-    body: JSON.stringify(body),
+    body: typeof body === 'string' ? body : JSON.stringify(body),
     ...(signal === undefined ? {} : { signal }),
   });
   const text = await res.text();
