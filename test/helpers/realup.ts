@@ -74,23 +74,34 @@ async function mirror(from: string, to: string, rel: string, stubs: Map<string, 
   }
 }
 
+async function listFiles(root: string, rel: string): Promise<string[]> {
+  const out: string[] = [];
+  for (const e of await readdir(join(root, rel), { withFileTypes: true })) {
+    const r = join(rel, e.name);
+    if (e.isDirectory()) out.push(...(await listFiles(root, r)));
+    else out.push(r);
+  }
+  return out.sort();
+}
+
 let usable: Promise<string> | null = null;
 
 /**
  * The folder the servers run from: REALUP_DIR itself, or, where its library links were flattened
  * into files, a private copy with the links restored (hard links where the file system allows),
- * made once per machine and named for what it was made from.
+ * made once per machine and named for what it was made from (every file's path, size and time).
  */
 export function realupRoot(): Promise<string> {
   usable ??= (async () => {
     if (REALUP_DIR === null) throw new Error(REALUP_SKIP!);
     const stubs = await stubsOf(REALUP_DIR);
     if (stubs.size === 0) return REALUP_DIR;
-    const stamp = createHash('sha256')
-      .update(REALUP_DIR)
-      .update(String((await stat(join(REALUP_DIR, 'start-ollama'))).mtimeMs))
-      .digest('hex')
-      .slice(0, 12);
+    const hash = createHash('sha256').update(REALUP_DIR);
+    for (const file of await listFiles(REALUP_DIR, '.')) {
+      const st = await stat(join(REALUP_DIR, file));
+      hash.update(`${file} ${st.size} ${st.mtimeMs}\n`);
+    }
+    const stamp = hash.digest('hex').slice(0, 12);
     const target = join(tmpdir(), `ob-proxy-realup-${stamp}`);
     if (existsSync(join(target, 'start-ollama'))) return target;
     const building = await mkdtemp(join(tmpdir(), 'ob-proxy-realup-new-'));
