@@ -9,10 +9,10 @@ import { startLlamaServer } from '../helpers/realup.js';
 conformanceSuite({
   name: 'llama.cpp llama-server',
   async start() {
-    // Two slots of 4096 tokens each: room for the long replies of the cancellation tests.
+    // Two slots of the model's whole context each: room for the long replies of the cancellation tests.
     const [gemma, qwen] = await Promise.all([
-      startLlamaServer({ alias: GEMMA, ctx: 8192, slots: 2 }),
-      startLlamaServer({ alias: QWEN, gemma4: true, ctx: 8192, slots: 2 }),
+      startLlamaServer({ alias: GEMMA, ctx: 16384, slots: 2 }),
+      startLlamaServer({ alias: QWEN, gemma4: true, ctx: 16384, slots: 2 }),
     ]);
     return { gemma, qwen };
   },
@@ -47,5 +47,5 @@ conformanceSuite({
     max_tokens: 150,
   },
   failureEnd: 'error-event',
-  longTokens: 3900,
+  longTokens: 8000,
 });

@@ -73,7 +73,10 @@ export interface Profile {
   readonly failure: Body;
   /** How the server ends `failure`'s stream. */
   readonly failureEnd: 'stops' | 'error-event';
-  /** `max_tokens` for a reply that runs long (within one slot's context). */
+  /**
+   * `max_tokens` for a reply that runs long (within one slot's context): seconds of generation, so
+   * that a cancellation reaches the server while it still generates, however loaded the machine.
+   */
   readonly longTokens: number;
 }
 
@@ -129,17 +132,17 @@ const OUR_ID = /^chatcmpl-[A-Za-z0-9]{24}$/;
 
 /** The server's log past `from`: a generation cancelled there (`cancel task`), and the tokens it had when its slot was freed. */
 async function cancelledAfter(server: RealServer, from: number): Promise<number> {
-  return eventually(
-    async () => {
-      const log = (await server.log()).slice(from);
-      const task = /cancel task, id_task = (\d+)/.exec(log)?.[1];
-      if (task === undefined) return undefined;
-      const freed = new RegExp(`task ${task} \\| stop processing: n_tokens = (\\d+)`).exec(log)?.[1];
-      return freed === undefined ? undefined : Number(freed);
-    },
-    `${server.name} to cancel the generation`,
-    10_000,
-  );
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const log = (await server.log()).slice(from);
+    const task = /cancel task, id_task = (\d+)/.exec(log)?.[1];
+    const freed =
+      task === undefined ? undefined : new RegExp(`task ${task} \\| stop processing: n_tokens = (\\d+)`).exec(log)?.[1];
+    if (freed !== undefined) return Number(freed);
+    if (Date.now() > deadline)
+      throw new Error(`${server.name} did not cancel the generation; its log since:\n${log.slice(-3000)}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
 }
 
 /** Reads a stream until its first content event, then returns the rest as a promise. */

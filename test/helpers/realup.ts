@@ -174,12 +174,16 @@ async function waitReady(s: Spawned, what: string, ready: () => Promise<boolean>
   }
 }
 
-/** Real Ollama serving `gemma4:26b` (Qwen2.5 template) and `qwen3.6:27b` (Gemma 4 template). */
-export async function startOllama(): Promise<RealServer> {
+/**
+ * Real Ollama serving `gemma4:26b` (Qwen2.5 template) and `qwen3.6:27b` (Gemma 4 template), each
+ * with a context of `ctx` tokens (its default here is 4096).
+ */
+export async function startOllama(o: { ctx?: number } = {}): Promise<RealServer> {
   const root = await realupRoot();
   const port = await freePort();
   const state = await mkdtemp(join(tmpdir(), 'obr-ollama-'));
-  const s = spawnGroup(join(root, 'start-ollama'), [String(port), state], SERVER_ENV);
+  const env = { ...SERVER_ENV, ...(o.ctx === undefined ? {} : { OLLAMA_CONTEXT_LENGTH: String(o.ctx) }) };
+  const s = spawnGroup(join(root, 'start-ollama'), [String(port), state], env);
   // It creates both models before it says so: a few seconds, more on a loaded machine.
   await waitReady(s, 'start-ollama', async () => s.output.join('').includes('ollama serving'), 90_000);
   return {
