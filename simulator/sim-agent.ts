@@ -57,6 +57,20 @@ export function sampleOf(schema: unknown, depth = 0): unknown {
   }
 }
 
+/** Go's base64.StdEncoding: padded, whole quanta, no other characters. */
+const STD_BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
+/**
+ * Ollama's refusal of an image part's URL, or null (O-compat decodeImageURL): http(s) URLs are
+ * not fetched, and a data URL must be base64 of an image type it reads.
+ */
+function refuseImageUrl(url: unknown): string | null {
+  if (typeof url === 'string' && /^https?:\/\//.test(url))
+    return 'image URLs are not currently supported, please use base64 encoded data instead';
+  const data = typeof url === 'string' ? /^data:(?:image\/(?:jpeg|jpg|png|webp))?;base64,(.*)$/s.exec(url) : null;
+  return data !== null && STD_BASE64.test(data[1]!) ? null : 'invalid image input';
+}
+
 /** Ollama's 400 for a turn it cannot read, or null (O-compat FromChatRequest). */
 export function refuseInput(messages: readonly unknown[]): string | null {
   for (const m of messages) {
@@ -76,8 +90,8 @@ export function refuseInput(messages: readonly unknown[]): string | null {
             : isObject(part.image_url)
               ? part.image_url.url
               : undefined;
-        if (typeof url !== 'string' || !/^data:(image\/(jpeg|jpg|png|webp))?;base64,/.test(url))
-          return 'invalid image input';
+        const refused = refuseImageUrl(url);
+        if (refused !== null) return refused;
       }
     }
     if (Array.isArray(m.tool_calls)) {
@@ -96,11 +110,25 @@ export function refuseInput(messages: readonly unknown[]): string | null {
 
 let callSeq = 0;
 
-/** Ollama's tool-call ids: `call_` + 8 lowercase alphanumerics (vLLM: `chatcmpl-tool-…`). */
+const ALNUM = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+
+/**
+ * Tool-call ids, the same sequence on every run. Ollama ≥ 0.33 names them as its llama-server
+ * runner does: 32 letters and digits, no `call_` (seen on v0.33.0-rc2; docs/compatibility.md).
+ * Older Ollama: `call_` + 8 lowercase alphanumerics. vLLM: `chatcmpl-tool-…`.
+ */
 function callId(flavor: Flavor): string {
-  const n = (++callSeq * 2_654_435_761) % 36 ** 8;
+  const seq = ++callSeq;
+  const n = (seq * 2_654_435_761) % 36 ** 8;
   const s = n.toString(36).padStart(8, '0');
-  return flavor === 'vllm' ? `chatcmpl-tool-${s}` : `call_${s}`;
+  if (flavor === 'vllm') return `chatcmpl-tool-${s}`;
+  if (flavor === 'ollama-old') return `call_${s}`;
+  let id = '';
+  for (let i = 0, x = seq; i < 32; i++) {
+    x = (x * 1_103_515_245 + 12_345) % 2 ** 31;
+    id += ALNUM[x % ALNUM.length]!;
+  }
+  return id;
 }
 
 const words = (text: string): string[] => text.split(/(?<= )/).filter((w) => w !== '');
@@ -236,12 +264,15 @@ export function agentFrames(r: AgentReply, m: Meta): string[] {
         : { index: 0, delta, finish_reason: finish };
     return `data: ${JSON.stringify({ ...head, choices: [choice] })}\n\n`;
   };
+  // Ollama (≥ 0.32.6) writes `content` on every delta but the finish chunk's: "" beside reasoning
+  // and tool calls (seen on v0.33.0-rc2).
+  const blank: Json = m.flavor === 'ollama' ? { content: '' } : {};
   const deltas: Json[] = [];
-  for (const t of r.reasoning) deltas.push({ reasoning: t });
+  for (const t of r.reasoning) deltas.push({ ...blank, reasoning: t });
   for (const t of r.content) deltas.push({ content: t });
   r.toolCalls.forEach((c, index) => {
     if (m.flavor !== 'vllm') {
-      deltas.push({ tool_calls: [toolCallJson(c, index)] });
+      deltas.push({ ...blank, tool_calls: [toolCallJson(c, index)] });
       return;
     }
     // vLLM streams a call as deltas: id, type and name first, then the arguments in fragments.

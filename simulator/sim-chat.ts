@@ -23,6 +23,7 @@ import {
   countPromptTokens,
   DONE_FRAME,
   errorBody,
+  ginErrorBody,
   GARBAGE,
   HTML_500,
   nowSeconds,
@@ -138,7 +139,7 @@ function validate(parsed: ParsedBody, env: ChatEnv): SimChatRequest | { status: 
     return { status: 400, message: "[] is too short - 'messages'", ct: GIN_JSON_CT };
   if (model === null || model === '') return { status: 400, message: 'model is required', ct: JSON_CT };
   const refused = refuseInput(messages);
-  if (refused !== null) return { status: 400, message: refused, ct: JSON_CT };
+  if (refused !== null) return { status: 400, message: refused, ct: GIN_JSON_CT };
   if (!env.hasModel(model)) return { status: 404, message: `model '${model}' not found`, ct: JSON_CT };
   if (!env.agent().reasoning && typeof b.reasoning_effort === 'string' && b.reasoning_effort !== 'none') {
     return { status: 400, message: `"${model}" does not support thinking`, ct: JSON_CT };
@@ -157,7 +158,9 @@ function validate(parsed: ParsedBody, env: ChatEnv): SimChatRequest | { status: 
 export function handleChat(job: Job, parsed: ParsedBody, env: ChatEnv): void {
   const v = validate(parsed, env);
   if ('status' in v) {
-    sendJson(job.res, v.status, errorBody(v.status, v.message), v.ct);
+    // The middleware's refusals go through gin (charset, no newline); the handler's through json.Encoder.
+    const body = v.ct === GIN_JSON_CT ? ginErrorBody(v.status, v.message) : errorBody(v.status, v.message);
+    sendJson(job.res, v.status, body, v.ct);
     return;
   }
   const k = resolveKnobs(env.knobs(), v.messages);

@@ -41,6 +41,15 @@ export function errorBody(status: number, message: string): string {
   return `${JSON.stringify({ error: { message, type: errorType(status), param: null, code: null } })}\n`;
 }
 
+/**
+ * The same envelope as gin's c.JSON writes it (Ollama's middleware refusals): no trailing
+ * newline, and `<`, `>` and `&` escaped as Go's encoder does for HTML.
+ */
+export function ginErrorBody(status: number, message: string): string {
+  const body = JSON.stringify({ error: { message, type: errorType(status), param: null, code: null } });
+  return body.replace(/[<>&]/g, (c) => `\\u00${c.charCodeAt(0).toString(16)}`);
+}
+
 /** The message Ollama gives for a failing runner with this status. */
 export function runnerErrorMessage(status: number): string {
   if (status === 503) return 'server busy, please try again.  maximum pending requests exceeded';

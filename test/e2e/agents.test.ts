@@ -91,7 +91,7 @@ describe('the openai SDK', () => {
           content: '',
           tool_calls: [
             {
-              id: expect.stringMatching(/^call_[0-9a-z]{8}$/),
+              id: expect.stringMatching(/^[A-Za-z0-9]{32}$/),
               index: 0,
               type: 'function',
               function: { name: 'get_weather', arguments: ARGS },
@@ -120,7 +120,11 @@ describe('the openai SDK', () => {
     const msg = first.choices[0]!.message;
     expect(first.choices[0]!.finish_reason).toBe('tool_calls');
     expect(msg.tool_calls).toEqual([
-      { id: expect.stringMatching(/^call_/), type: 'function', function: { name: 'get_weather', arguments: ARGS } },
+      {
+        id: expect.stringMatching(/^[A-Za-z0-9]{32}$/),
+        type: 'function',
+        function: { name: 'get_weather', arguments: ARGS },
+      },
     ]);
     const calls = msg.tool_calls as { id: string; function: { name: string; arguments: string } }[];
     messages.push({
@@ -283,7 +287,12 @@ describe('agent frameworks', () => {
     const human = new HumanMessage('Weather in Zürich?');
     const ai = await bound.invoke([human]);
     expect(ai.tool_calls).toEqual([
-      { id: expect.stringMatching(/^call_/), name: 'get_weather', args: { city: SAMPLE_STRING }, type: 'tool_call' },
+      {
+        id: expect.stringMatching(/^[A-Za-z0-9]{32}$/),
+        name: 'get_weather',
+        args: { city: SAMPLE_STRING },
+        type: 'tool_call',
+      },
     ]);
     const answer = await bound.invoke([
       human,
@@ -333,7 +342,8 @@ describe('images, structured output and reasoning', () => {
       .catch((err: unknown) => err);
     expect(e).toBeInstanceOf(OpenAI.BadRequestError);
     expect((e as InstanceType<typeof OpenAI.APIError>).error).toEqual({
-      message: 'Model server error (HTTP 400): invalid image input',
+      message:
+        'Model server error (HTTP 400): image URLs are not currently supported, please use base64 encoded data instead',
       type: 'api_error',
       code: 'upstream_error',
       param: null,
