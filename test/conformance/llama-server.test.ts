@@ -1,7 +1,7 @@
 /**
  * The gateway in front of llama.cpp's `llama-server` (b9436, the engine Ollama runs), one server
  * per chat template, with the openai SDK, the AI SDK and LangChain; the differential test;
- * revocation, a client that leaves, and its mid-stream `{"error":…}` event (protocol.md §6).
+ * revocation, a client that leaves, and its mid-stream `{"error":…}` event.
  */
 import { GEMMA, GET_TIME, GET_WEATHER, QWEN, conformanceSuite } from '../helpers/conformance-suite.js';
 import { startLlamaServer } from '../helpers/realup.js';

@@ -1,7 +1,7 @@
 /**
  * The gateway in front of real Ollama (v0.33.0-rc2, the server instances run), with the openai
  * SDK, the AI SDK and LangChain; the differential test; revocation, a client that leaves, and
- * Ollama's stream that just stops when a tool call is cut by the token limit (protocol.md §6).
+ * Ollama's stream that just stops when a tool call is cut by the token limit.
  */
 import { GEMMA, GET_TIME, GET_WEATHER, QWEN, conformanceSuite } from '../helpers/conformance-suite.js';
 import { startOllama } from '../helpers/realup.js';

@@ -15,7 +15,7 @@ type Json = Record<string, unknown>;
 const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /**
- * Chat completions: `id` (ob-proxy's own, CONTRACT §3), `created` (the second it was made), each
+ * Chat completions: `id` (ob-proxy's own, docs/contract.md §3), `created` (the second it was made), each
  * tool call's `id` (random on both servers), llama.cpp's `timings` (measurements) and
  * `usage.prompt_tokens_details.cached_tokens` (what the server's prompt cache held: the second
  * of two identical requests finds the first one's prompt there).
