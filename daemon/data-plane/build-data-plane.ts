@@ -6,9 +6,10 @@ import type { DaemonContext } from '../context.js';
 import type { TlsFiles } from '../tls.js';
 import { AnswerCounter } from './answer-counter.js';
 import { registerCors } from './cors.js';
-import { makeAuthHook, recheck, refuse } from './auth-hook.js';
+import { makeAuthHook } from './auth-hook.js';
 import { makeChatHandler } from './chat-completions.js';
 import { clientErrorHandler } from './client-error.js';
+import { refusedSinceHeaders } from './exchange-end.js';
 import { connectionCaps, descriptorLimit, limitConnections } from './connection-limits.js';
 import { answerNodeRefusals } from './node-refusals.js';
 import { servePipelinedInOrder } from './pipeline.js';
@@ -163,10 +164,11 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
   app.setErrorHandler((error: FastifyError, request, reply) => {
     // A body refused (too large, bad length) after its key was revoked: checks 2 to 5 come
     // first. Closed like a 413: the rest of that body is not worth reading.
-    if (error.code?.startsWith('FST_ERR_CTP_') === true) {
-      const refusal = recheck(ctx, request);
-      if (refusal !== null) return refuse(ctx, reply, refusal, { connection: 'close' });
-    }
+    if (
+      error.code?.startsWith('FST_ERR_CTP_') === true &&
+      refusedSinceHeaders(ctx, request, reply, { connection: 'close' })
+    )
+      return reply;
     switch (error.code) {
       case 'FST_ERR_CTP_BODY_TOO_LARGE':
         return replyError(

@@ -4,16 +4,14 @@ import { ObProxyError, obError } from '../../src/errors.js';
 import { completionId } from '../../src/ids.js';
 import { type ChatRequest, parseChatBody, upstreamBody, validateChatRequest } from '../../src/wire/chat-request.js';
 import type { DaemonContext } from '../context.js';
-import { estimateCompletionTokens, estimatePromptTokens, learnPace } from '../../src/wire/prompt-estimate.js';
-import { RequestObserver } from '../metrics/request-observer.js';
 import type { Waiter } from './admission.js';
-import { type AuthContext, recheck, refuse } from './auth-hook.js';
+import type { AuthContext } from './auth-hook.js';
+import { ExchangeEnd, refusedSinceHeaders } from './exchange-end.js';
 import type { InflightEntry, InflightNode } from './inflight.js';
 import { queueRefusal, retryHeaders, warnQueueRefusal } from './key-limits.js';
 import { replyError, writeRawError } from './send-error.js';
 import { PlainRelay, type RelayContext, StreamRelay } from './upstream-relay.js';
 
-const INFO_LEVELS = new Set(['trace', 'debug', 'info']);
 const JSON_TYPE = /^application\/json\s*(;|$)/i;
 // JSON is UTF-8 (RFC 8259); a body declared in another charset would be read as something else.
 const CHARSET = /;\s*charset\s*=\s*"?([^";\s]*)/i;
@@ -24,11 +22,7 @@ export function makeChatHandler(ctx: DaemonContext) {
   return function chatCompletions(request: FastifyRequest, reply: FastifyReply): void {
     // Checks 3 to 5 again, now that the body is in: before any check of the body (CONTRACT §3
     // order), and in the turn the request is registered in flight (proxy).
-    const refusal = recheck(ctx, request);
-    if (refusal !== null) {
-      refuse(ctx, reply, refusal);
-      return;
-    }
+    if (refusedSinceHeaders(ctx, request, reply)) return;
     const auth = request.auth as AuthContext;
     let chat: ChatRequest;
     let upstream: Buffer | string;
@@ -144,10 +138,12 @@ class QueuedRequest implements Waiter, InflightNode {
       return;
     }
     this.over = true;
-    const refusal = recheck(ctx, request);
-    if (refusal !== null) {
+    let refused = true;
+    this.guarded(() => {
+      refused = refusedSinceHeaders(ctx, request, reply);
+    });
+    if (refused) {
       ctx.admission?.leave(this.instance);
-      this.guarded(() => refuse(ctx, reply, refusal));
       return;
     }
     ctx.metrics?.addedTime(this.added);
@@ -198,38 +194,14 @@ function send(
 ): void {
   const auth = request.auth as AuthContext;
   reply.hijack();
-  const started = performance.now();
-  let relay: PlainRelay | StreamRelay;
   try {
-    relay = proxy(ctx, request, reply.raw, auth, chat, upstream, slot);
+    proxy(ctx, request, reply.raw, auth, chat, upstream, slot);
   } catch (err) {
     // Nothing answers a hijacked reply but us: a throw here would hold the socket until the client left.
     if (slot !== null) ctx.admission?.leave(slot);
     ctx.log.error({ err, reqId: request.id }, 'unhandled error after hijack');
     writeRawError(reply.raw, obError('internal_error'), request.id, request.rateLimit);
     return;
-  }
-  // The access line; its object is not even built when info is off (--log-level warn). Its
-  // closure names strings and the response only: the request and `chat` hold the whole body.
-  if (INFO_LEVELS.has(ctx.log.level)) {
-    const reqId = request.id;
-    const key = auth.key.id;
-    const instance = auth.instance.id;
-    const stream = chat.stream;
-    const res = reply.raw;
-    void relay.done.then(() => {
-      ctx.log.info(
-        {
-          reqId,
-          key,
-          instance,
-          stream,
-          status: res.statusCode,
-          ms: Math.round((performance.now() - started) * 100) / 100,
-        },
-        'chat completion',
-      );
-    });
   }
 }
 
@@ -242,54 +214,19 @@ function proxy(
   body: Buffer | string,
   slot: string | null,
 ): PlainRelay | StreamRelay {
-  const sentAt = ctx.clock.now();
-  ctx.usage.record(auth.key, sentAt, 0, 0);
-  const live = ctx.live.counter(auth.instance.id);
-  live.requests += 1;
-  if (chat.stream) live.openStreams += 1;
-  const inflight = ctx.inflight;
-  // Numbers, not the body nor `chat` (its `rewritten` holds the whole parsed request): the
-  // closure below lives as long as the answer, and what it names is kept that long.
-  const bodyLength = body.length;
-  const media = chat.media;
-  const stream = chat.stream;
-  const completionCap = chat.completionCap;
-  // Only while metrics are on: a request keeps it for its whole life, and scavenges copy it.
-  const observer =
-    ctx.metrics === null ? null : new RequestObserver(ctx.metrics, auth.instance.id, auth.key.id, chat.stream);
-  // One literal with every field, the observer too: a field added afterwards gave each request's
-  // context a second shape and, past the literal's room, a property store of its own.
+  const exchange = new ExchangeEnd(ctx, res, request.id, auth, chat, body.length, slot);
+  // One literal with every field: a field added afterwards gave each request's context a second
+  // shape and, past the literal's room, a property store of its own.
   const rc: RelayContext = {
     res,
     id: completionId(),
     model: chat.model,
     reqId: request.id,
     clock: ctx.clock,
-    // Called once, when the exchange is over: it leaves the in-flight set then.
-    // What the model server did not report is charged by estimate, and counted as such (the
-    // receipt's estimatedTokens): a stream's completion as its content events, a plain answer
-    // left by its client at the instance's pace.
-    countTokens: (reportedPrompt, reportedCompletion, counted, reasoning, outcome) => {
-      inflight.delete(relay);
-      const prompt = reportedPrompt ?? estimatePromptTokens(bodyLength, media);
-      const now = ctx.clock.now();
-      let completion = reportedCompletion ?? counted;
-      if (outcome === 'ok') live.tokensPerMs = learnPace(live.tokensPerMs, completion, now - sentAt);
-      else if (outcome === 'disconnect' && !stream && reportedCompletion === null && counted === 0)
-        completion = estimateCompletionTokens(live.tokensPerMs, now - sentAt, completionCap);
-      const estimated = (reportedPrompt === null ? prompt : 0) + (reportedCompletion === null ? completion : 0);
-      if (slot !== null) ctx.admission?.leave(slot);
-      ctx.usage.finished(auth.key, { prompt, completion, reasoning, estimated, outcome });
-      const tpm = auth.key.limits.tpm;
-      if (tpm !== null) ctx.keyLimits.chargeTokens(auth.key.id, prompt + completion, now, tpm);
-      live.tokens += completion;
-      if (outcome === 'error') live.errors += 1;
-      if (stream) live.openStreams -= 1;
-      observer?.over(prompt, completion, reasoning, estimated);
-    },
+    exchange,
     limits: ctx.config,
     deadlines: ctx.deadlines,
-    observer,
+    observer: exchange.observer,
     headers: request.rateLimit,
     log: ctx.log,
     instance: auth.instance.id,
@@ -298,8 +235,9 @@ function proxy(
   };
   const layouts = ctx.config.relayFastPath ? ctx.eventLayouts.for(auth.instance.deployment) : null;
   const relay = chat.stream ? new StreamRelay(rc, chat.includeUsage, layouts) : new PlainRelay(rc);
-  // In the turn the key was re-checked (recheck, above): from here a revocation ends it.
-  inflight.add(auth.key, relay);
+  // In the turn the key was re-checked (refusedSinceHeaders): from here a revocation ends it.
+  exchange.node = relay;
+  ctx.inflight.add(auth.key, relay);
   try {
     ctx.upstream.dispatch(
       {

@@ -9,8 +9,8 @@ import { SseRelay } from '../../src/wire/sse-relay.js';
 import { type AnswerLimits, DRAIN_BYTES, DRAIN_MS, limitErrors } from '../../src/upstream/answer-limits.js';
 import { translateUpstreamError, upstreamStatusError } from '../../src/upstream/upstream-errors.js';
 import type { HeaderList } from '../../src/services/key-limiter.js';
-import type { RequestOutcome } from '../../src/services/usage.js';
 import type { DeadlineNode, Deadlines } from './deadlines.js';
+import type { ExchangeSink } from './exchange-end.js';
 import type { InflightEntry, InflightNode } from './inflight.js';
 import { type CloseWatcher, type HeldSlot, unwatchClose, watchClose } from './close-watch.js';
 import { jsonHeaders, streamHeaders, writeRawError } from './send-error.js';
@@ -25,19 +25,8 @@ export interface RelayContext {
   reqId: string;
   /** For `created` where the model server's answer lacks one. */
   clock: { now(): number };
-  /**
-   * Called once, when the exchange is over, with what to count. `prompt` null: the model server
-   * had the prompt (it answered 200, or the client left while it had it) but no prompt count came
-   * back; the caller charges an estimate (prompt-estimate.ts). `completion` null: no completion
-   * count came back; `counted` is what the relay saw instead (a stream's content events, else 0).
-   */
-  countTokens(
-    prompt: number | null,
-    completion: number | null,
-    counted: number,
-    reasoning: number,
-    outcome: RequestOutcome,
-  ): void;
+  /** Told once, when the exchange is over, what to count (exchange-end.ts). */
+  exchange: ExchangeSink;
   /** Bounds on the answer (the daemon's config). */
   limits: AnswerLimits;
   /** Where the response deadline is kept (one list for the daemon's requests). */
@@ -302,7 +291,7 @@ abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode, Inflig
     // A model server that refused, or never answered, or was never sent the request (its client
     // left first) read no prompt: nothing to estimate.
     const hadPrompt = this.status === 200 || (this.clientGone && this.sent);
-    this.c.countTokens(
+    this.c.exchange.ended(
       prompt ?? (hadPrompt ? null : 0),
       completion ?? (hadPrompt ? null : 0),
       counted,

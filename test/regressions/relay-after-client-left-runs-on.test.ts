@@ -55,8 +55,10 @@ async function relayAfterClientLeft(stream: boolean): Promise<{ counted: Counted
         model: MODEL,
         reqId: 'req-1',
         clock: { now: () => 0 },
-        countTokens: (prompt, completion, _counted, _reasoning, outcome) => {
-          counted.push({ prompt, completion, outcome });
+        exchange: {
+          ended: (prompt, completion, _counted, _reasoning, outcome) => {
+            counted.push({ prompt, completion, outcome });
+          },
         },
         limits: DEFAULT_ANSWER_LIMITS,
         deadlines,
