@@ -30,3 +30,8 @@ export function completionId(): string {
 export function requestId(): string {
   return `req_${randomId()}`;
 }
+
+/** Our own Responses API id (the model server's may collide, and would name its store's response). */
+export function responseId(): string {
+  return `resp_${randomId()}`;
+}

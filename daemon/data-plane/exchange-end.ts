@@ -76,6 +76,8 @@ export class ExchangeEnd implements ExchangeSink {
     shape: ExchangeShape,
     bodyLength: number,
     private readonly slot: string | null,
+    /** The access line's message (the route's). */
+    private readonly logMessage = 'chat completion',
   ) {
     this.key = auth.key;
     this.instance = auth.instance.id;
@@ -128,7 +130,7 @@ export class ExchangeEnd implements ExchangeSink {
           status: this.res.statusCode,
           ms: Math.round((performance.now() - this.started) * 100) / 100,
         },
-        'chat completion',
+        this.logMessage,
       );
   }
 }

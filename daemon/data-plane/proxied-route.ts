@@ -1,34 +1,66 @@
 import type { ServerResponse } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ObProxyError, obError } from '../../src/errors.js';
-import { completionId } from '../../src/ids.js';
-import { type ChatRequest, parseChatBody, upstreamBody, validateChatRequest } from '../../src/wire/chat-request.js';
+import type { Json } from '../../src/wire/request-checks.js';
 import type { DaemonContext } from '../context.js';
 import type { Waiter } from './admission.js';
 import type { AuthContext } from './auth-hook.js';
-import { ExchangeEnd, refusedSinceHeaders } from './exchange-end.js';
+import { ExchangeEnd, type ExchangeShape, refusedSinceHeaders } from './exchange-end.js';
 import type { InflightEntry, InflightNode } from './inflight.js';
 import { queueRefusal, retryHeaders, warnQueueRefusal } from './key-limits.js';
 import { replyError, writeRawError } from './send-error.js';
-import { PlainRelay, type RelayContext, StreamRelay } from './upstream-relay.js';
+import type { Relay, RelayContext } from './upstream-relay.js';
+import type { RouteSupport } from './route-support.js';
+
+/** A request checked and ready to send: what its exchange is charged by, and its model. */
+export interface Checked extends ExchangeShape {
+  model: string;
+}
+
+/**
+ * One client API the data plane serves (chat completions, Responses, ...): how its body is read
+ * and checked, what goes upstream, and which relay carries the answer. Everything else (the
+ * key's checks before and at send time, admission, limits, the exchange's accounting, deadlines,
+ * caps, revocations, disconnects) is the one request path below, the same for every API.
+ */
+export interface WireApi<C extends Checked> {
+  /** The route's name, in the access line and the metrics: `chat`, `responses`, ... */
+  readonly route: string;
+  /** The access line's message. */
+  readonly logMessage: string;
+  /** The model server's path for it (`/v1/chat/completions`). */
+  readonly upstreamPath: string;
+  /** The body as every decoder reads it, or a throw (400 invalid_json): json-body.ts's rule. */
+  parse(raw: Buffer): Json;
+  /** The fields, as this API documents them, or a throw naming the field (400). */
+  validate(body: Json): C;
+  /** The bytes to send upstream. */
+  upstream(raw: Buffer, checked: C): Buffer | string;
+  /** Our id for the answer (the model server's may collide). */
+  newId(): string;
+  /** The relay for the answer. */
+  relay(ctx: DaemonContext, rc: RelayContext, checked: C, deployment: string): Relay;
+  /** Which model servers serve the route, learned from their answers; null: every one does. */
+  readonly support: RouteSupport | null;
+}
 
 const JSON_TYPE = /^application\/json\s*(;|$)/i;
 // JSON is UTF-8 (RFC 8259); a body declared in another charset would be read as something else.
 const CHARSET = /;\s*charset\s*=\s*"?([^";\s]*)/i;
 const UTF8 = /^utf-?8$/i;
 
-export function makeChatHandler(ctx: DaemonContext) {
+export function makeProxyHandler<C extends Checked>(ctx: DaemonContext, api: WireApi<C>) {
   // Not async: the reply is hijacked, so Fastify need not wait on a promise for each request.
-  return function chatCompletions(request: FastifyRequest, reply: FastifyReply): void {
+  return function proxiedRoute(request: FastifyRequest, reply: FastifyReply): void {
     // Checks 3 to 5 again, now that the body is in: before any check of the body (CONTRACT §3
     // order), and in the turn the request is registered in flight (proxy).
     if (refusedSinceHeaders(ctx, request, reply)) return;
     const auth = request.auth as AuthContext;
-    let chat: ChatRequest;
+    let checked: C;
     let upstream: Buffer | string;
     try {
       const raw = request.body;
-      const body = parseChatBody(Buffer.isBuffer(raw) ? raw : Buffer.alloc(0));
+      const body = api.parse(Buffer.isBuffer(raw) ? raw : Buffer.alloc(0));
       const type = request.headers['content-type'] ?? '';
       if (!JSON_TYPE.test(type)) {
         throw obError('invalid_request', { message: 'Content-Type must be application/json.' });
@@ -39,15 +71,17 @@ export function makeChatHandler(ctx: DaemonContext) {
           message: 'The body must be UTF-8: send Content-Type: application/json (charset=utf-8, if any).',
         });
       }
-      chat = validateChatRequest(body);
-      if (chat.model !== auth.instance.model) {
+      checked = api.validate(body);
+      if (checked.model !== auth.instance.model) {
         throw obError('model_mismatch', {
           param: 'model',
-          message: `This API key is bound to a deployment of "${auth.instance.model}"; the request asked for "${chat.model}". Set model to "${auth.instance.model}".`,
+          message: `This API key is bound to a deployment of "${auth.instance.model}"; the request asked for "${checked.model}". Set model to "${auth.instance.model}".`,
         });
       }
       // Built before the reply is hijacked: past that point Fastify can no longer answer a throw.
-      upstream = upstreamBody(raw as Buffer, chat);
+      upstream = api.upstream(raw as Buffer, checked);
+      // A model server known not to serve the route: refused here, never sent.
+      api.support?.check(auth.instance);
     } catch (err) {
       if (!(err instanceof ObProxyError)) throw err;
       replyError(reply, err);
@@ -56,16 +90,16 @@ export function makeChatHandler(ctx: DaemonContext) {
     const admission = ctx.admission;
     if (admission === null) {
       ctx.metrics?.addedTime(reply.elapsedTime / 1000);
-      send(ctx, request, reply, chat, upstream, null);
+      send(ctx, api, request, reply, checked, upstream, null);
       return;
     }
     const instance = auth.instance.id;
     if (admission.take(instance)) {
       ctx.metrics?.addedTime(reply.elapsedTime / 1000);
-      send(ctx, request, reply, chat, upstream, instance);
+      send(ctx, api, request, reply, checked, upstream, instance);
     } else if (!reply.raw.destroyed) {
       // (A response already closed would not say so again: its client left, and it waits for no one.)
-      const waiter = new QueuedRequest(ctx, request, reply, chat, upstream, instance);
+      const waiter = new QueuedRequest(ctx, api, request, reply, checked, upstream, instance);
       if (admission.wait(instance, waiter) === 'full') refuseQueued(ctx, reply, 'queue_full', instance);
       else ctx.inflight.add(auth.key, waiter);
     }
@@ -80,7 +114,7 @@ export function makeChatHandler(ctx: DaemonContext) {
  * is sent: a deployment stopped or moved back to pending while it waited is refused then, and it
  * never reaches the model server. A client that leaves while it waits leaves the queue.
  */
-class QueuedRequest implements Waiter, InflightNode {
+class QueuedRequest<C extends Checked> implements Waiter, InflightNode {
   readonly key: string;
   private readonly queuedAt = performance.now();
   /** The proxy's own time until now; a wait in the queue is measured apart (queueWait). */
@@ -93,9 +127,10 @@ class QueuedRequest implements Waiter, InflightNode {
 
   constructor(
     private readonly ctx: DaemonContext,
+    private readonly api: WireApi<C>,
     private readonly request: FastifyRequest,
     private readonly reply: FastifyReply,
-    private readonly chat: ChatRequest,
+    private readonly checked: C,
     private readonly upstream: Buffer | string,
     private readonly instance: string,
   ) {
@@ -147,7 +182,7 @@ class QueuedRequest implements Waiter, InflightNode {
       return;
     }
     ctx.metrics?.addedTime(this.added);
-    send(ctx, request, reply, this.chat, this.upstream, this.instance);
+    send(ctx, this.api, request, reply, this.checked, this.upstream, this.instance);
   }
 
   expire(): void {
@@ -184,18 +219,19 @@ function refuseQueued(
 }
 
 /** Hijacks the reply and sends the request upstream; `slot`: the instance whose admission slot it holds. */
-function send(
+function send<C extends Checked>(
   ctx: DaemonContext,
+  api: WireApi<C>,
   request: FastifyRequest,
   reply: FastifyReply,
-  chat: ChatRequest,
+  checked: C,
   upstream: Buffer | string,
   slot: string | null,
 ): void {
   const auth = request.auth as AuthContext;
   reply.hijack();
   try {
-    proxy(ctx, request, reply.raw, auth, chat, upstream, slot);
+    proxy(ctx, api, request, reply.raw, auth, checked, upstream, slot);
   } catch (err) {
     // Nothing answers a hijacked reply but us: a throw here would hold the socket until the client left.
     if (slot !== null) ctx.admission?.leave(slot);
@@ -205,22 +241,23 @@ function send(
   }
 }
 
-function proxy(
+function proxy<C extends Checked>(
   ctx: DaemonContext,
+  api: WireApi<C>,
   request: FastifyRequest,
   res: ServerResponse,
   auth: AuthContext,
-  chat: ChatRequest,
+  checked: C,
   body: Buffer | string,
   slot: string | null,
-): PlainRelay | StreamRelay {
-  const exchange = new ExchangeEnd(ctx, res, request.id, auth, chat, body.length, slot);
+): Relay {
+  const exchange = new ExchangeEnd(ctx, res, request.id, auth, checked, body.length, slot, api.logMessage);
   // One literal with every field: a field added afterwards gave each request's context a second
   // shape and, past the literal's room, a property store of its own.
   const rc: RelayContext = {
     res,
-    id: completionId(),
-    model: chat.model,
+    id: api.newId(),
+    model: checked.model,
     reqId: request.id,
     clock: ctx.clock,
     exchange,
@@ -232,9 +269,9 @@ function proxy(
     instance: auth.instance.id,
     key: auth.key.id,
     upstreamToken: ctx.upstreamTokens.get(auth.instance.id),
+    routeMissing: api.support === null ? null : api.support.learner(auth.instance),
   };
-  const layouts = ctx.config.relayFastPath ? ctx.eventLayouts.for(auth.instance.deployment) : null;
-  const relay = chat.stream ? new StreamRelay(rc, chat.includeUsage, layouts) : new PlainRelay(rc);
+  const relay = api.relay(ctx, rc, checked, auth.instance.deployment);
   // In the turn the key was re-checked (refusedSinceHeaders): from here a revocation ends it.
   exchange.node = relay;
   ctx.inflight.add(auth.key, relay);
@@ -243,7 +280,8 @@ function proxy(
       {
         endpoint: auth.instance.endpoint as string,
         body,
-        stream: chat.stream,
+        stream: checked.stream,
+        path: api.upstreamPath,
         requestId: request.id,
         token: rc.upstreamToken,
       },

@@ -1,0 +1,30 @@
+import { completionId } from '../../src/ids.js';
+import { type ChatRequest, parseChatBody, upstreamBody, validateChatRequest } from '../../src/wire/chat-request.js';
+import { SseRelay } from '../../src/wire/sse-relay.js';
+import type { DaemonContext } from '../context.js';
+import { type WireApi, makeProxyHandler } from './proxied-route.js';
+import { PlainRelay, StreamRelay } from './upstream-relay.js';
+
+/** POST /v1/chat/completions: the SPEC 2.4 request, the SPEC 2.5 answer, streams relayed frame by frame. */
+export const CHAT_API: WireApi<ChatRequest> = {
+  route: 'chat',
+  logMessage: 'chat completion',
+  upstreamPath: '/v1/chat/completions',
+  parse: parseChatBody,
+  validate: validateChatRequest,
+  upstream: upstreamBody,
+  newId: completionId,
+  relay(ctx, rc, chat, deployment) {
+    if (!chat.stream) return new PlainRelay(rc);
+    const layouts = ctx.config.relayFastPath ? ctx.eventLayouts.for(deployment) : null;
+    return new StreamRelay(
+      rc,
+      new SseRelay(rc.id, chat.includeUsage, layouts, rc.limits.maxFrameBytes, rc.upstreamToken),
+    );
+  },
+  support: null,
+};
+
+export function makeChatHandler(ctx: DaemonContext) {
+  return makeProxyHandler(ctx, CHAT_API);
+}
