@@ -27,7 +27,7 @@ async function post(key: string | null, body: unknown, headers: Record<string, s
     },
     payload: typeof body === 'string' ? body : JSON.stringify(body),
   });
-  let json: unknown = null;
+  let json: unknown;
   try {
     json = JSON.parse(res.body);
   } catch {
@@ -45,10 +45,10 @@ async function readyInstance(id: string, endpoint: string, model = MODEL): Promi
 }
 
 beforeAll(async () => {
-  d = await buildInproc({ bodyLimit: 64 * 1024 });
+  d = await buildInproc({ bodyLimit: 64 * 1024, maxFrameBytes: 16 * 1024, maxAnswerBytes: 256 * 1024 });
   ({ sim, url: simUrl } = await startSim({ models: [MODEL, 'qwen3.6:27b'], chunks: 3 }));
   ({ sim: oldSim, url: oldSimUrl } = await startSim({ responses: false }));
-  for (const id of ['live', 'revoked', 'removed']) keys[id] = await readyInstance(id, simUrl);
+  for (const id of ['live', 'revoked', 'removed', 'mid']) keys[id] = await readyInstance(id, simUrl);
   keys.other = await readyInstance('other', simUrl, 'qwen3.6:27b');
   keys.old = await readyInstance('old', oldSimUrl);
   await d.manage('POST', '/v1/instances/revoked/stop', {});
@@ -303,5 +303,61 @@ describe('a model server without /v1/responses', () => {
       expect({ status: r.status, json: r.json }).toEqual(err(404, 'not_found_error', 'route_not_found', message));
     }
     expect(sent(oldSim)).toHaveLength(1);
+  });
+});
+
+describe('in flight', () => {
+  it('a revocation mid-stream ends it at once with one Responses error event, the next sequence number, and the upstream aborted', async () => {
+    const pending = post(keys.mid!, {
+      model: MODEL,
+      input: 'Say hello [[sim tokensPerSecond=20 chunks=200]]',
+      stream: true,
+    });
+    await sim.waitFor((r) => r.path === '/v1/responses' && r.chunksSent >= 4);
+    const listed = (await d.manage('GET', '/v1/keys?instance=mid')).json as { id: string }[];
+    expect((await d.manage('POST', `/v1/keys/${listed[0]!.id}/revoke`, {})).status).toBe(200);
+    const r = await pending;
+    const frames = r.text.split('\n\n').filter((f) => f !== '');
+    const last = frames[frames.length - 1]!;
+    const before = frames
+      .slice(0, -1)
+      .map((f) => JSON.parse(f.split('\n')[1]!.slice(6)) as { sequence_number: number });
+    expect(before.length).toBeGreaterThanOrEqual(4);
+    expect(last).toBe(
+      `event: error\ndata: ${JSON.stringify({
+        type: 'error',
+        code: 'revoked_api_key',
+        message:
+          'This API key was revoked (or its deployment stopped or removed) while the request was in flight; it can never be used again. Generate a new key for a ready instance.',
+        param: null,
+        sequence_number: before[before.length - 1]!.sequence_number + 1,
+      })}`,
+    );
+    expect(r.text.match(/event: error/g)).toHaveLength(1);
+    const upstream = await sim.waitFor((q) => q.path === '/v1/responses' && q.endedAt !== null);
+    expect(upstream.aborted).toBe(true);
+  });
+
+  it('a hostile endless answer is bounded: an endless event ends the stream with one error event, an endless body is 502', async () => {
+    const s = await post(keys.live!, { model: MODEL, input: 'x [[sim fail=endless-line]]', stream: true });
+    expect(s.status).toBe(200);
+    expect(s.text).toBe(
+      `event: error\ndata: ${JSON.stringify({
+        type: 'error',
+        code: 'upstream_error',
+        message: 'The model server sent an event larger than 16384 bytes; the stream was ended.',
+        param: null,
+        sequence_number: 0,
+      })}\n\n`,
+    );
+    const p = await post(keys.live!, { model: MODEL, input: 'x [[sim fail=endless-body]]' });
+    expect(p.status).toBe(502);
+    expect((p.json as { error: { code: string; message: string } }).error).toMatchObject({
+      code: 'upstream_error',
+      message: expect.stringContaining('larger than 262144 bytes'),
+    });
+    const ended = sent(sim);
+    expect(ended).toHaveLength(2);
+    await sim.waitFor((q) => q.path === '/v1/responses' && q.endedAt !== null && q.aborted);
   });
 });
