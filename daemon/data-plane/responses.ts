@@ -6,7 +6,7 @@ import {
   parseResponsesBody,
   validateResponsesRequest,
 } from '../../src/wire/responses-request.js';
-import { ResponsesStreamRelay } from '../../src/wire/responses-stream.js';
+import { ResponsesStreamRelay } from '../../src/wire/responses-event-relay.js';
 import type { DaemonContext } from '../context.js';
 import { type WireApi, makeProxyHandler } from './proxied-route.js';
 import { RouteSupport } from './route-support.js';
