@@ -106,6 +106,7 @@ const deps: ProgramDeps = {
       errorStatus: num(o.errorStatus, 'error-status'),
       reasoning: o.reasoning === true,
       ...(o.flavor === undefined ? {} : { flavor: o.flavor as Flavor }),
+      responses: o.responses !== false,
       status: num(o.status, 'status'),
       bodyBytes: num(o.bodyBytes, 'body-bytes'),
     });

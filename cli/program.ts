@@ -32,6 +32,8 @@ export interface SimulateOptions {
   bodyBytes?: string;
   reasoning?: boolean;
   flavor?: string;
+  /** Commander's `--no-responses`: false when given. */
+  responses?: boolean;
   pidFile?: string;
 }
 export interface DemoOptions extends CommonOptions {
@@ -130,6 +132,7 @@ export function makeProgram(deps: ProgramDeps): Command {
         .option('--error-status <status>', 'HTTP status for --fail http-error')
         .option('--reasoning', 'the model thinks: reasoning output before the answer (as qwen3.6)')
         .option('--flavor <flavor>', 'wire shape: ollama (>= 0.32.6, default), ollama-old, vllm')
+        .option('--no-responses', 'answer POST /v1/responses 404, as an Ollama before 0.13.3')
         .option('--pid-file <file>', "write the simulator's pid here once it listens (removed at exit)")
         .action((o: SimulateOptions) => deps.simulate(o)),
       'ob-proxy simulate --port 11434 --model gemma4:26b',

@@ -64,6 +64,8 @@ export interface SimulatorOptions {
   reasoning?: boolean;
   /** Wire shape: Ollama ≥ 0.32.6 (default), older Ollama, or vLLM. */
   flavor?: Flavor;
+  /** Serves `POST /v1/responses` (default true); false answers it 404 as an Ollama before 0.13.3. */
+  responses?: boolean;
 }
 
 export interface RecordedRequest {

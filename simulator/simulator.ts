@@ -16,6 +16,7 @@ import { knobsOf, normalizePatch, SimConfigError } from './sim-directives.js';
 import { isLoopbackAddress, makeHostCheck } from './sim-host-check.js';
 import { Recorder } from './sim-recorder.js';
 import { errorBody } from './sim-responses.js';
+import { handleResponses, routeMissing } from './sim-responses-api.js';
 import {
   DEFAULT_KNOBS,
   DEFAULT_RECORD_LIMIT,
@@ -69,6 +70,7 @@ export function buildSimulator(options: SimulatorOptions): Simulator {
   let knobs: Readonly<Knobs> = { ...DEFAULT_KNOBS, ...knobsOf(initial) };
   let recordLimit = initial.recordLimit ?? DEFAULT_RECORD_LIMIT;
   let agent = { reasoning: initial.reasoning ?? false, flavor: initial.flavor ?? ('ollama' as const) };
+  let responses = initial.responses ?? true;
   const recorder = new Recorder(recordLimit);
   const jobs = new Set<Job>();
   const hostAllowed = makeHostCheck();
@@ -100,9 +102,10 @@ export function buildSimulator(options: SimulatorOptions): Simulator {
     }
     knobs = { ...knobs, ...knobsOf(p) };
     agent = { reasoning: p.reasoning ?? agent.reasoning, flavor: p.flavor ?? agent.flavor };
+    if (p.responses !== undefined) responses = p.responses;
   };
 
-  const currentOptions = (): SimulatorOptions => ({ models: [...models], ...knobs, recordLimit, ...agent });
+  const currentOptions = (): SimulatorOptions => ({ models: [...models], ...knobs, recordLimit, ...agent, responses });
 
   const modelObject = (id: string): string =>
     `{"id":${JSON.stringify(id)},"object":"model","created":${bornAt},"owned_by":"library"}`;
@@ -151,6 +154,17 @@ export function buildSimulator(options: SimulatorOptions): Simulator {
         job.record.body = parsed.ok ? parsed.value : raw;
         recorder.changed(job.record);
         if (!job.done) handleChat(job, parsed, env);
+      });
+      return;
+    }
+    if (method === 'POST' && path === '/v1/responses') {
+      readBody(req, (raw) => {
+        const parsed = parseBody(raw);
+        job.record.body = parsed.ok ? parsed.value : raw;
+        recorder.changed(job.record);
+        if (job.done) return;
+        if (responses) handleResponses(job, parsed, env);
+        else routeMissing(job);
       });
       return;
     }

@@ -74,6 +74,12 @@ export const ERRORS = {
     type: 'invalid_request_error',
     message: 'The model does not match the model of the deployment this API key is bound to.',
   },
+  unsupported_parameter: {
+    status: 400,
+    type: 'invalid_request_error',
+    message:
+      'This parameter is not supported: the deployment keeps no responses or conversations. Send the whole conversation in `input`.',
+  },
   model_not_found: {
     status: 404,
     type: 'not_found_error',
@@ -249,6 +255,14 @@ export class ObProxyError extends Error {
     this.type = spec.type;
     this.param = options.param ?? null;
     this.wireCode = options.wireCode ?? code;
+  }
+
+  /**
+   * Anthropic's error envelope (the Messages API): its `type` is our code, as specific as the
+   * OpenAI envelope's `code`; the Anthropic SDKs raise by the status.
+   */
+  toAnthropicBody(): { type: 'error'; error: { type: string; message: string } } {
+    return { type: 'error', error: { type: this.wireCode, message: this.message } };
   }
 
   /** The OpenAI error envelope, which every OpenAI SDK parses. */

@@ -35,3 +35,8 @@ export function requestId(): string {
 export function prefixedId(prefix: string): string {
   return `${prefix}_${randomId()}`;
 }
+
+/** Our own Responses API id (the model server's may collide, and would name its store's response). */
+export function responseId(): string {
+  return `resp_${randomId()}`;
+}

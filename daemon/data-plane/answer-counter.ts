@@ -23,9 +23,16 @@ export class AnswerCounter extends LogController {
     metadata?: Record<string, unknown>,
   ): void {
     super.requestCompleted(error, request, reply, metadata);
-    if (!isChatRoute(request)) return;
+    const route = isChatRoute(request) ? 0 : isResponsesRoute(request) ? 1 : -1;
+    if (route < 0) return;
     const auth = request.auth;
-    this.metrics.answered(auth?.instance.id ?? '', auth?.key.id ?? '', reply.statusCode, reply.elapsedTime / 1000);
+    this.metrics.answered(
+      auth?.instance.id ?? '',
+      auth?.key.id ?? '',
+      reply.statusCode,
+      reply.elapsedTime / 1000,
+      route,
+    );
   }
 }
 
@@ -40,4 +47,15 @@ function isChatRoute(request: FastifyRequest): boolean {
   if (request.is404) return false;
   const route = request.routeOptions;
   return route.method === 'POST' && route.url === CHAT_PATH;
+}
+
+const RESPONSES_PATH = '/v1/responses';
+
+/** Whether the request was the Responses route's (ROUTES[1]). */
+function isResponsesRoute(request: FastifyRequest): boolean {
+  const raw = request.raw;
+  if (raw.method === 'POST' && raw.url === RESPONSES_PATH) return true;
+  if (request.is404) return false;
+  const route = request.routeOptions;
+  return route.method === 'POST' && route.url === RESPONSES_PATH;
 }

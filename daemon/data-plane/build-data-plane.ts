@@ -7,9 +7,11 @@ import type { DaemonContext } from '../context.js';
 import type { TlsFiles } from '../tls.js';
 import { AnswerCounter } from './answer-counter.js';
 import { registerCors } from './cors.js';
-import { makeAuthHook, recheck, refuse } from './auth-hook.js';
+import { makeAuthHook } from './auth-hook.js';
 import { makeChatHandler } from './chat-completions.js';
+import { makeResponsesHandler } from './responses.js';
 import { clientErrorHandler } from './client-error.js';
+import { refusedSinceHeaders } from './exchange-end.js';
 import { connectionCaps, descriptorLimit, limitConnections } from './connection-limits.js';
 import { answerNodeRefusals } from './node-refusals.js';
 import { servePipelinedInOrder } from './pipeline.js';
@@ -102,6 +104,7 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
 
   // Checks 3 to 5 run again at the start of the handler, once the body is in (recheck).
   app.post('/v1/chat/completions', { onRequest: makeAuthHook(ctx, true) }, makeChatHandler(ctx));
+  app.post('/v1/responses', { onRequest: makeAuthHook(ctx, true) }, makeResponsesHandler(ctx));
 
   // The key's one model, whatever the instance's state (OpenAI's list and model shapes).
   const modelOf = (inst: Instance) => ({
@@ -150,13 +153,15 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
 
   app.setNotFoundHandler((request, reply) => {
     const hint =
-      request.url.startsWith('/chat/completions') || request.url.startsWith('/models')
+      request.url.startsWith('/chat/completions') ||
+      request.url.startsWith('/responses') ||
+      request.url.startsWith('/models')
         ? ' Your base URL is missing /v1: use {base_url}/v1.'
         : '';
     replyError(
       reply,
       obError('route_not_found', {
-        message: `No route ${request.method} ${request.url.split('?')[0]}. The proxy serves POST /v1/chat/completions, GET /v1/models and GET /v1/models/{model}.${hint}`,
+        message: `No route ${request.method} ${request.url.split('?')[0]}. The proxy serves POST /v1/chat/completions, POST /v1/responses, GET /v1/models and GET /v1/models/{model}.${hint}`,
       }),
     );
   });
@@ -164,10 +169,11 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
   app.setErrorHandler((error: FastifyError, request, reply) => {
     // A body refused (too large, bad length) after its key was revoked: checks 2 to 5 come
     // first. Closed like a 413: the rest of that body is not worth reading.
-    if (error.code?.startsWith('FST_ERR_CTP_') === true) {
-      const refusal = recheck(ctx, request);
-      if (refusal !== null) return refuse(ctx, reply, refusal, { connection: 'close' });
-    }
+    if (
+      error.code?.startsWith('FST_ERR_CTP_') === true &&
+      refusedSinceHeaders(ctx, request, reply, { connection: 'close' })
+    )
+      return reply;
     switch (error.code) {
       case 'FST_ERR_CTP_BODY_TOO_LARGE':
         return replyError(

@@ -1,16 +1,15 @@
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import { type ObProxyError, obError } from '../../src/errors.js';
-import { encodeJson, normalizeCompletion, reasoningCount, tokenCount, usageOf } from '../../src/wire/chat-response.js';
+import { encodeJson, normalizeCompletion, usageOf } from '../../src/wire/chat-response.js';
 import { spliceCompletionId } from '../../src/wire/completion-splice.js';
-import type { EventLayouts } from '../../src/wire/event-layouts.js';
 import { OutputBatch } from '../../src/wire/output-batch.js';
-import { SseRelay } from '../../src/wire/sse-relay.js';
+import type { InvalidReason } from '../../src/wire/sse-relay.js';
 import { type AnswerLimits, DRAIN_BYTES, DRAIN_MS, limitErrors } from '../../src/upstream/answer-limits.js';
 import { translateUpstreamError, upstreamStatusError } from '../../src/upstream/upstream-errors.js';
 import type { HeaderList } from '../../src/services/key-limiter.js';
-import type { RequestOutcome } from '../../src/services/usage.js';
 import type { DeadlineNode, Deadlines } from './deadlines.js';
+import type { ExchangeSink } from './exchange-end.js';
 import type { InflightEntry, InflightNode } from './inflight.js';
 import { type CloseWatcher, type HeldSlot, unwatchClose, watchClose } from './close-watch.js';
 import { jsonHeaders, streamHeaders, writeRawError } from './send-error.js';
@@ -25,19 +24,8 @@ export interface RelayContext {
   reqId: string;
   /** For `created` where the model server's answer lacks one. */
   clock: { now(): number };
-  /**
-   * Called once, when the exchange is over, with what to count. `prompt` null: the model server
-   * had the prompt (it answered 200, or the client left while it had it) but no prompt count came
-   * back; the caller charges an estimate (prompt-estimate.ts). `completion` null: no completion
-   * count came back; `counted` is what the relay saw instead (a stream's content events, else 0).
-   */
-  countTokens(
-    prompt: number | null,
-    completion: number | null,
-    counted: number,
-    reasoning: number,
-    outcome: RequestOutcome,
-  ): void;
+  /** Told once, when the exchange is over, what to count (exchange-end.ts). */
+  exchange: ExchangeSink;
   /** Bounds on the answer (the daemon's config). */
   limits: AnswerLimits;
   /** Where the response deadline is kept (one list for the daemon's requests). */
@@ -52,6 +40,33 @@ export interface RelayContext {
   key: string;
   /** The instance's token for its model server, if any: cleared from the errors passed on. */
   upstreamToken?: string | undefined;
+  /**
+   * Told when the model server answers that it has no such route (route-support.ts), instead of
+   * the error being passed on; returns the error to answer. Null: errors pass on as they come.
+   */
+  routeMissing: ((status: number, type: string | undefined, body: string) => ObProxyError | null) | null;
+}
+
+/**
+ * What turns a model server's event stream into the client's, read by read: chat's SseRelay,
+ * the Responses API's ResponsesStreamRelay.
+ */
+export interface EventStream {
+  pushInto(chunk: Buffer, out: OutputBatch): void;
+  /** Nothing more is forwarded: the end, an error event, or something refused. */
+  readonly stopped: boolean;
+  /** The stream's own end came (`[DONE]`, `response.completed`). */
+  readonly done: boolean;
+  /** The model server's error event was forwarded, the client's last. */
+  readonly sawError: boolean;
+  readonly invalid: boolean;
+  readonly invalidReason: InvalidReason | null;
+  /** Content events seen: the completion when the model server reports none. */
+  readonly contentChunks: number;
+  /** The model server's counts, where they are token counts. */
+  counts(): { prompt: number | null; completion: number | null; reasoning: number };
+  /** Our error event, in the stream's own shape, the client's last. */
+  closingError(err: ObProxyError): string;
 }
 
 export interface RelayObserver {
@@ -81,7 +96,7 @@ function contentLength(headers: IncomingHttpHeaders): number {
  * deadline is refused with 502 upstream_error (one error event once a stream has begun) and the
  * upstream request aborted.
  */
-abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode, InflightNode, CloseWatcher {
+export abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode, InflightNode, CloseWatcher {
   protected controller: Controller | null = null;
   /** The key's concurrency slot, when it has limits: given back when the response closes or the exchange is over. */
   private readonly keySlot: HeldSlot | null;
@@ -250,15 +265,13 @@ abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode, Inflig
   onResponseEnd(): void {
     if (this.settled) return;
     if (this.errorBody !== null) {
-      this.upstreamFailed('upstream_error');
+      const text = Buffer.concat(this.errorBody).toString('utf8');
+      const missing = this.c.routeMissing?.(this.status, this.errorType, text) ?? null;
+      if (missing === null) this.upstreamFailed('upstream_error');
+      else this.errored = true;
       writeRawError(
         this.c.res,
-        upstreamStatusError(
-          this.status,
-          this.errorType,
-          Buffer.concat(this.errorBody).toString('utf8'),
-          this.c.upstreamToken,
-        ),
+        missing ?? upstreamStatusError(this.status, this.errorType, text, this.c.upstreamToken),
         this.c.reqId,
         this.c.headers,
       );
@@ -302,7 +315,7 @@ abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode, Inflig
     // A model server that refused, or never answered, or was never sent the request (its client
     // left first) read no prompt: nothing to estimate.
     const hadPrompt = this.status === 200 || (this.clientGone && this.sent);
-    this.c.countTokens(
+    this.c.exchange.ended(
       prompt ?? (hadPrompt ? null : 0),
       completion ?? (hadPrompt ? null : 0),
       counted,
@@ -353,6 +366,11 @@ export class PlainRelay extends Relay {
     } catch {
       parsed = null;
     }
+    this.answer(raw, text, parsed);
+  }
+
+  /** Writes the answer whose bytes are `raw` (`text` decoded, `parsed` its JSON or null): chat's shape (docs/contract.md §3.3). */
+  protected answer(raw: Buffer, text: string, parsed: unknown): void {
     // Parsed once, for the shape check and usage; re-serialised only when the shape needs fixing.
     let out: Buffer | string | null = spliceCompletionId(raw, text, parsed, this.c.id);
     const body =
@@ -397,7 +415,7 @@ export class PlainRelay extends Relay {
  * briefly (DRAIN_BYTES, DRAIN_MS) so its connection returns to the pool, then aborted.
  */
 export class StreamRelay extends Relay {
-  private readonly relay: SseRelay;
+  private readonly relay: EventStream;
   private waiting = false;
   private readonly pending = new OutputBatch();
   private scheduled = false;
@@ -408,10 +426,10 @@ export class StreamRelay extends Relay {
   /** [DONE] came: the drain's deadline replaces the response's on the next microtask (`flushQueued`). */
   private drainDue = false;
 
-  /** `layouts` null: every event takes the slow path (config `relayFastPath` off). */
-  constructor(c: RelayContext, forwardUsage: boolean, layouts: EventLayouts | null) {
+  /** `events`: what turns this API's events into the client's (chat's SseRelay, made with the context's id and limits). */
+  constructor(c: RelayContext, events: EventStream) {
     super(c);
-    this.relay = new SseRelay(c.id, forwardUsage, layouts, c.limits.maxFrameBytes, c.upstreamToken);
+    this.relay = events;
   }
 
   protected start(): void {
@@ -565,15 +583,10 @@ export class StreamRelay extends Relay {
     this.count();
   }
 
-  /** The usage chunk's counts where they are token counts (tokenCount); else the completion is the content events. */
+  /** The model server's counts where they are token counts; else the completion is the content events. */
   private count(): void {
-    const u = this.relay.usage;
-    this.finish(
-      tokenCount(u?.prompt_tokens),
-      tokenCount(u?.completion_tokens),
-      reasoningCount(u) ?? 0,
-      this.relay.contentChunks,
-    );
+    const u = this.relay.counts();
+    this.finish(u.prompt, u.completion, u.reasoning, this.relay.contentChunks);
   }
 
   /** After a 200 has been sent, the only way to say "failed": one error event, no [DONE]. */
@@ -584,7 +597,7 @@ export class StreamRelay extends Relay {
       err.code === 'upstream_timeout'
         ? obError('upstream_timeout', { message: 'The model server sent nothing for too long; the stream was ended.' })
         : err;
-    res.end(`data: ${JSON.stringify(e.toBody())}\n\n`);
+    res.end(this.relay.closingError(e));
   }
 }
 

@@ -11,6 +11,9 @@ import { Buckets, InstanceSeries, type KeySeries, registerHistogram } from './ho
  */
 export const GONE_RETAIN_MS = 15 * 60_000;
 
+/** The client APIs, in the order their answers are counted (AnswerCounter): chat first. */
+export const ROUTES = ['chat', 'responses'] as const;
+
 /** The values of the second label of the instance-labelled prom-client series, for dropping them. */
 const UPSTREAM_KINDS = ['upstream_unavailable', 'upstream_timeout', 'upstream_error'];
 
@@ -59,14 +62,20 @@ export class Metrics {
     const keyLabel = opts.keyLabel;
     new Counter({
       name: 'ob_proxy_requests_total',
-      help: 'Chat completion requests answered, by instance, key id and HTTP status (refused before a key was known: instance and key empty).',
-      labelNames: keyLabel ? ['instance', 'key', 'code'] : ['instance', 'code'],
+      help: 'Requests answered, by instance, key id and HTTP status (refused before a key was known: instance and key empty); route for the APIs other than chat completions (responses).',
+      labelNames: keyLabel ? ['instance', 'key', 'code', 'route'] : ['instance', 'code', 'route'],
       registers,
       collect() {
         this.reset();
         for (const [instance, , key, k] of series()) {
-          for (const [status, n] of k.codes)
-            this.inc(keyLabel ? { instance, key, code: String(status) } : { instance, code: String(status) }, n);
+          for (const [answer, n] of k.codes) {
+            // A route other than chat's is counted as status + 1000 × its place in ROUTES (answered()).
+            const code = String(answer % 1000);
+            const route = ROUTES[Math.floor(answer / 1000)] ?? 'chat';
+            const labels: Record<string, string> = keyLabel ? { instance, key, code } : { instance, code };
+            if (route !== 'chat') labels.route = route;
+            this.inc(labels, n);
+          }
         }
       },
     });
@@ -209,10 +218,10 @@ export class Metrics {
     return instance.key(this.keyLabel ? key : '');
   }
 
-  /** One chat completion request answered (or refused) with `status`, after `seconds`. */
-  answered(instance: string, key: string, status: number, seconds: number): void {
+  /** One request answered (or refused) with `status`, after `seconds`; `route`: its place in ROUTES (0, chat). */
+  answered(instance: string, key: string, status: number, seconds: number, route = 0): void {
     const s = this.instance(instance);
-    this.key(s, key).answered(status);
+    this.key(s, key).answered(route === 0 ? status : status + 1000 * route);
     s.duration.observe(seconds);
   }
 

@@ -14,10 +14,14 @@ export interface UpstreamRequest {
   endpoint: string;
   body: string | Buffer;
   stream: boolean;
+  /** The model server's path below the endpoint; default `/v1/chat/completions`. */
+  path?: string;
   requestId: string;
   /** Bearer token for the model server, when the instance has one; never the client's key. */
   token?: string | undefined;
 }
+
+const CHAT_PATH = '/v1/chat/completions';
 
 /** Past this many origins, a new one first closes the pools with nothing open or waiting. */
 export const IDLE_POOL_SWEEP_AT = 64;
@@ -32,7 +36,7 @@ export const IDLE_POOL_SWEEP_AT = 64;
 export class UpstreamClient {
   private readonly pools = new Map<string, Pool>();
   /** Parsed endpoints: no URL parse on the request path. */
-  private readonly targets = new Map<string, { origin: string; path: string }>();
+  private readonly targets = new Map<string, { origin: string; base: string; path: string }>();
 
   constructor(private readonly options: UpstreamOptions) {}
 
@@ -64,7 +68,8 @@ export class UpstreamClient {
     let target = this.targets.get(req.endpoint);
     if (target === undefined) {
       const url = new URL(req.endpoint);
-      target = { origin: url.origin, path: `${url.pathname.replace(/\/$/, '')}/v1/chat/completions` };
+      const base = url.pathname.replace(/\/$/, '');
+      target = { origin: url.origin, base, path: `${base}${CHAT_PATH}` };
       if (this.targets.size > 1_000) this.targets.clear();
       this.targets.set(req.endpoint, target);
     }
@@ -75,7 +80,8 @@ export class UpstreamClient {
       'x-request-id': req.requestId,
     };
     if (req.token !== undefined) headers.authorization = `Bearer ${req.token}`;
-    this.pool(target.origin).dispatch({ method: 'POST', path: target.path, headers, body: req.body }, handler);
+    const path = req.path === undefined || req.path === CHAT_PATH ? target.path : `${target.base}${req.path}`;
+    this.pool(target.origin).dispatch({ method: 'POST', path, headers, body: req.body }, handler);
   }
 
   /**

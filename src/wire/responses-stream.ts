@@ -196,7 +196,7 @@ export class ResponsesStreamTranslator {
 
   /**
    * The one error event that ends a stream cut short (revocation, pack end, upstream failure),
-   * in the Responses stream's own shape (CONTRACT §3b). Nothing is sent after it.
+   * in the Responses stream's own shape (docs/contract.md §6). Nothing is sent after it.
    */
   errorEvent(code: string, message: string): ResponsesEvent {
     const data = { type: 'error', code, message, param: null, sequence_number: this.seq++ };

@@ -1,5 +1,5 @@
-import { obError } from '../errors.js';
-import { encodeJson } from './chat-response.js';
+import { type ObProxyError, obError } from '../errors.js';
+import { encodeJson, reasoningCount, tokenCount } from './chat-response.js';
 import { redactToken, redactTokenInJson } from './upstream-token-redaction.js';
 import { type EventLayout, EventLayouts, LayoutMatch } from './event-layouts.js';
 import { OutputBatch } from './output-batch.js';
@@ -75,6 +75,21 @@ export class SseRelay {
     private readonly upstreamToken?: string,
   ) {
     this.layouts = layouts;
+  }
+
+  /** The usage chunk's counts where they are token counts (tokenCount). */
+  counts(): { prompt: number | null; completion: number | null; reasoning: number } {
+    const u = this.usage;
+    return {
+      prompt: tokenCount(u?.prompt_tokens),
+      completion: tokenCount(u?.completion_tokens),
+      reasoning: reasoningCount(u) ?? 0,
+    };
+  }
+
+  /** Our error event, the client's last: OpenAI's envelope as a data event, and no [DONE]. */
+  closingError(err: ObProxyError): string {
+    return `data: ${JSON.stringify(err.toBody())}\n\n`;
   }
 
   /** The relay forwards nothing more: `[DONE]`, an error event, or something refused. */
@@ -441,7 +456,7 @@ export class SseRelay {
  * From `from`, the index just past the first blank line (two LFs or two CRLFs), or -1 when
  * there is none yet: the newlines are judged in order, each by the bytes around it.
  */
-function frameEnd(buf: Buffer, from: number): number {
+export function frameEnd(buf: Buffer, from: number): number {
   const n = buf.length;
   for (;;) {
     const nl = buf.indexOf(LF, from);

@@ -17,6 +17,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { Deadlines } from '../../daemon/data-plane/deadlines.js';
 import { PlainRelay, type RelayContext, StreamRelay } from '../../daemon/data-plane/upstream-relay.js';
 import type { RequestOutcome } from '../../src/services/usage.js';
+import { SseRelay } from '../../src/wire/sse-relay.js';
 import { DEFAULT_ANSWER_LIMITS } from '../../src/upstream/answer-limits.js';
 import { UpstreamClient } from '../../src/upstream/upstream-client.js';
 import type { Simulator } from '../../simulator/simulator.js';
@@ -55,8 +56,10 @@ async function relayAfterClientLeft(stream: boolean): Promise<{ counted: Counted
         model: MODEL,
         reqId: 'req-1',
         clock: { now: () => 0 },
-        countTokens: (prompt, completion, _counted, _reasoning, outcome) => {
-          counted.push({ prompt, completion, outcome });
+        exchange: {
+          ended: (prompt, completion, _counted, _reasoning, outcome) => {
+            counted.push({ prompt, completion, outcome });
+          },
         },
         limits: DEFAULT_ANSWER_LIMITS,
         deadlines,
@@ -64,8 +67,9 @@ async function relayAfterClientLeft(stream: boolean): Promise<{ counted: Counted
         log: { warn: (_o, msg) => warnings.push(msg) },
         instance: 'gpu-1',
         key: 'k1',
+        routeMissing: null,
       };
-      const relay = stream ? new StreamRelay(c, false, null) : new PlainRelay(c);
+      const relay = stream ? new StreamRelay(c, new SseRelay(c.id, false, null)) : new PlainRelay(c);
       upstream.dispatch(
         {
           endpoint: simUrl,

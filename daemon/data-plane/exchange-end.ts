@@ -1,0 +1,154 @@
+import type { ServerResponse } from 'node:http';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { KeyRecord } from '../../src/domain/key.js';
+import type { LiveCounter } from '../../src/services/live-stats.js';
+import type { RequestOutcome } from '../../src/services/usage.js';
+import type { Media } from '../../src/wire/chat-messages.js';
+import { estimateCompletionTokens, estimatePromptTokens, learnPace } from '../../src/wire/prompt-estimate.js';
+import type { DaemonContext } from '../context.js';
+import { RequestObserver } from '../metrics/request-observer.js';
+import { type AuthContext, recheck, refuse } from './auth-hook.js';
+import type { InflightNode } from './inflight.js';
+
+const INFO_LEVELS = new Set(['trace', 'debug', 'info']);
+
+/**
+ * Where a relay reports the end of its exchange, once. `prompt` null: the model server had the
+ * prompt (it answered 200, or the client left while it had it) but no prompt count came back; an
+ * estimate is charged (prompt-estimate.ts). `completion` null: no completion count came back;
+ * `counted` is what the relay saw instead (a stream's content events, else 0).
+ */
+export interface ExchangeSink {
+  ended(
+    prompt: number | null,
+    completion: number | null,
+    counted: number,
+    reasoning: number,
+    outcome: RequestOutcome,
+  ): void;
+}
+
+/** What the exchange needs to know of its request to charge it: numbers and flags, never the body. */
+export interface ExchangeShape {
+  stream: boolean;
+  media: Media;
+  /** The request's own cap on its completion (`max_tokens` and the like), or null. */
+  completionCap: number | null;
+}
+
+/**
+ * One exchange with a model server, from the turn it is sent to the turn it is over: the one
+ * place its key's usage, its tpm charge, its admission slot, the live figures and the metrics
+ * are told of it. Made when the request is sent (its usage's request count and `lastUsedAt`,
+ * its live request and open stream); `ended` is called once by its relay, and takes it out of
+ * its key's in-flight list. It names numbers and the records it charges, not the request nor
+ * its body: it lives as long as the answer, and what it names is kept that long.
+ *
+ * What the model server did not report is charged by estimate, and counted as such (the
+ * receipt's estimatedTokens): a stream's completion as its content events, a plain answer left
+ * by its client at the instance's pace.
+ */
+export class ExchangeEnd implements ExchangeSink {
+  /** The relay carrying it, in its key's in-flight list until the exchange is over. */
+  node: InflightNode | null = null;
+  /** Only while metrics are on: a request keeps it for its whole life, and scavenges copy it. */
+  readonly observer: RequestObserver | null;
+  private readonly sentAt: number;
+  private readonly live: LiveCounter;
+  private readonly key: KeyRecord;
+  private readonly instance: string;
+  private readonly stream: boolean;
+  private readonly bodyLength: number;
+  private readonly media: Media;
+  private readonly completionCap: number | null;
+
+  private readonly started = performance.now();
+
+  /**
+   * `bodyLength`: the length of the body sent upstream (bytes, or characters when it was
+   * rewritten); `slot`: the instance whose admission slot the request holds, or null.
+   */
+  constructor(
+    private readonly ctx: DaemonContext,
+    private readonly res: ServerResponse,
+    private readonly reqId: string,
+    auth: AuthContext,
+    shape: ExchangeShape,
+    bodyLength: number,
+    private readonly slot: string | null,
+    /** The access line's message (the route's). */
+    private readonly logMessage = 'chat completion',
+  ) {
+    this.key = auth.key;
+    this.instance = auth.instance.id;
+    this.stream = shape.stream;
+    this.bodyLength = bodyLength;
+    this.media = shape.media;
+    this.completionCap = shape.completionCap;
+    this.sentAt = ctx.clock.now();
+    ctx.usage.record(auth.key, this.sentAt, 0, 0);
+    const live = ctx.live.counter(auth.instance.id);
+    live.requests += 1;
+    if (shape.stream) live.openStreams += 1;
+    this.live = live;
+    this.observer =
+      ctx.metrics === null ? null : new RequestObserver(ctx.metrics, auth.instance.id, auth.key.id, shape.stream);
+  }
+
+  ended(
+    reportedPrompt: number | null,
+    reportedCompletion: number | null,
+    counted: number,
+    reasoning: number,
+    outcome: RequestOutcome,
+  ): void {
+    const { ctx, live, key } = this;
+    if (this.node !== null) ctx.inflight.delete(this.node);
+    const prompt = reportedPrompt ?? estimatePromptTokens(this.bodyLength, this.media);
+    const now = ctx.clock.now();
+    let completion = reportedCompletion ?? counted;
+    if (outcome === 'ok') live.tokensPerMs = learnPace(live.tokensPerMs, completion, now - this.sentAt);
+    else if (outcome === 'disconnect' && !this.stream && reportedCompletion === null && counted === 0)
+      completion = estimateCompletionTokens(live.tokensPerMs, now - this.sentAt, this.completionCap);
+    const estimated = (reportedPrompt === null ? prompt : 0) + (reportedCompletion === null ? completion : 0);
+    if (this.slot !== null) ctx.admission?.leave(this.slot);
+    ctx.usage.finished(key, { prompt, completion, reasoning, estimated, outcome });
+    const tpm = key.limits.tpm;
+    if (tpm !== null) ctx.keyLimits.chargeTokens(key.id, prompt + completion, now, tpm);
+    live.tokens += completion;
+    if (outcome === 'error') live.errors += 1;
+    if (this.stream) live.openStreams -= 1;
+    this.observer?.over(prompt, completion, reasoning, estimated);
+    // The access line; its object is not even built when info is off (--log-level warn).
+    if (INFO_LEVELS.has(ctx.log.level))
+      ctx.log.info(
+        {
+          reqId: this.reqId,
+          key: key.id,
+          instance: this.instance,
+          stream: this.stream,
+          status: this.res.statusCode,
+          ms: Math.round((performance.now() - this.started) * 100) / 100,
+        },
+        this.logMessage,
+      );
+  }
+}
+
+/**
+ * docs/contract.md §3 checks 2 to 5 again, for a request whose headers passed them: the one place the
+ * data plane re-checks a key after its headers. Called when the body is in (before any check of
+ * the body, so the order holds), when a queued request's turn comes (in the turn it is sent), and
+ * for a body refused as it arrived. A failed check is answered here; returns whether it was.
+ */
+export function refusedSinceHeaders(
+  ctx: DaemonContext,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  headers?: Record<string, string>,
+): boolean {
+  const refusal = recheck(ctx, request);
+  if (refusal === null) return false;
+  refuse(ctx, reply, refusal, headers);
+  return true;
+}

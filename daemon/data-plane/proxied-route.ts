@@ -1,0 +1,297 @@
+import type { ServerResponse } from 'node:http';
+import { clipped } from '../../src/printable.js';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { ObProxyError, obError } from '../../src/errors.js';
+import type { Json } from '../../src/wire/request-checks.js';
+import type { DaemonContext } from '../context.js';
+import type { Waiter } from './admission.js';
+import type { AuthContext } from './auth-hook.js';
+import { ExchangeEnd, type ExchangeShape, refusedSinceHeaders } from './exchange-end.js';
+import type { InflightEntry, InflightNode } from './inflight.js';
+import { queueRefusal, retryHeaders, warnQueueRefusal } from './key-limits.js';
+import { replyError, writeRawError } from './send-error.js';
+import type { Relay, RelayContext } from './upstream-relay.js';
+import type { RouteSupport } from './route-support.js';
+
+/** A request checked and ready to send: what its exchange is charged by, and its model. */
+export interface Checked extends ExchangeShape {
+  model: string;
+}
+
+/**
+ * One client API the data plane serves (chat completions, Responses, ...): how its body is read
+ * and checked, what goes upstream, and which relay carries the answer. Everything else (the
+ * key's checks before and at send time, admission, limits, the exchange's accounting, deadlines,
+ * caps, revocations, disconnects) is the one request path below, the same for every API.
+ */
+export interface WireApi<C extends Checked> {
+  /** The route's name, in the access line and the metrics: `chat`, `responses`, ... */
+  readonly route: string;
+  /** The access line's message. */
+  readonly logMessage: string;
+  /** The model server's path for it (`/v1/chat/completions`). */
+  readonly upstreamPath: string;
+  /** The body as every decoder reads it, or a throw (400 invalid_json): json-body.ts's rule. */
+  parse(raw: Buffer): Json;
+  /** The fields, as this API documents them, or a throw naming the field (400). */
+  validate(body: Json): C;
+  /** The bytes to send upstream. */
+  upstream(raw: Buffer, checked: C): Buffer | string;
+  /** Our id for the answer (the model server's may collide). */
+  newId(): string;
+  /** The relay for the answer. */
+  relay(ctx: DaemonContext, rc: RelayContext, checked: C, deployment: string): Relay;
+  /** Which model servers serve the route, learned from their answers; null: every one does. */
+  readonly support: RouteSupport | null;
+}
+
+const JSON_TYPE = /^application\/json\s*(;|$)/i;
+// JSON is UTF-8 (RFC 8259); a body declared in another charset would be read as something else.
+const CHARSET = /;\s*charset\s*=\s*"?([^";\s]*)/i;
+const UTF8 = /^utf-?8$/i;
+
+export function makeProxyHandler<C extends Checked>(ctx: DaemonContext, api: WireApi<C>) {
+  // Not async: the reply is hijacked, so Fastify need not wait on a promise for each request.
+  return function proxiedRoute(request: FastifyRequest, reply: FastifyReply): void {
+    // Checks 3 to 5 again, now that the body is in: before any check of the body (docs/contract.md §3
+    // order), and in the turn the request is registered in flight (proxy).
+    if (refusedSinceHeaders(ctx, request, reply)) return;
+    const auth = request.auth as AuthContext;
+    let checked: C;
+    let upstream: Buffer | string;
+    try {
+      const raw = request.body;
+      const body = api.parse(Buffer.isBuffer(raw) ? raw : Buffer.alloc(0));
+      const type = request.headers['content-type'] ?? '';
+      if (!JSON_TYPE.test(type)) {
+        throw obError('invalid_request', { message: 'Content-Type must be application/json.' });
+      }
+      const charset = CHARSET.exec(type);
+      if (charset !== null && !UTF8.test(charset[1] ?? '')) {
+        throw obError('invalid_request', {
+          message: 'The body must be UTF-8: send Content-Type: application/json (charset=utf-8, if any).',
+        });
+      }
+      checked = api.validate(body);
+      if (checked.model !== auth.instance.model) {
+        throw obError('model_mismatch', {
+          param: 'model',
+          message: `This API key is bound to a deployment of "${auth.instance.model}"; the request asked for "${clipped(checked.model)}". Set model to "${auth.instance.model}".`,
+        });
+      }
+      // Built before the reply is hijacked: past that point Fastify can no longer answer a throw.
+      upstream = api.upstream(raw as Buffer, checked);
+      // A model server known not to serve the route: refused here, never sent.
+      api.support?.check(auth.instance);
+    } catch (err) {
+      if (!(err instanceof ObProxyError)) throw err;
+      replyError(reply, err);
+      return;
+    }
+    const admission = ctx.admission;
+    if (admission === null) {
+      ctx.metrics?.addedTime(reply.elapsedTime / 1000);
+      send(ctx, api, request, reply, checked, upstream, null);
+      return;
+    }
+    const instance = auth.instance.id;
+    if (admission.take(instance)) {
+      ctx.metrics?.addedTime(reply.elapsedTime / 1000);
+      send(ctx, api, request, reply, checked, upstream, instance);
+    } else if (!reply.raw.destroyed) {
+      // (A response already closed would not say so again: its client left, and it waits for no one.)
+      const waiter = new QueuedRequest(ctx, api, request, reply, checked, upstream, instance);
+      if (admission.wait(instance, waiter) === 'full') refuseQueued(ctx, reply, 'queue_full', instance);
+      else ctx.inflight.add(auth.key, waiter);
+    }
+  };
+}
+
+/**
+ * A request waiting for a slot of its instance (admission.ts). It is in its key's in-flight list
+ * while it waits, so a revocation or a pack end ends it as it ends a request sent upstream: out of
+ * the queue, answered with the error, at once (docs/contract.md §3), rather than holding its place until
+ * its turn or the queue's time-out. Its key is checked again when its turn comes, in the turn it
+ * is sent: a deployment stopped or moved back to pending while it waited is refused then, and it
+ * never reaches the model server. A client that leaves while it waits leaves the queue.
+ */
+class QueuedRequest<C extends Checked> implements Waiter, InflightNode {
+  readonly key: string;
+  private readonly queuedAt = performance.now();
+  /** The proxy's own time until now; a wait in the queue is measured apart (queueWait). */
+  private readonly added: number;
+  /** Answered or gone: out of the queue for good (a grant already on its way finds it so). */
+  private over = false;
+  inflightEntry: InflightEntry | null = null;
+  inflightPrev: InflightNode | null = null;
+  inflightNext: InflightNode | null = null;
+
+  constructor(
+    private readonly ctx: DaemonContext,
+    private readonly api: WireApi<C>,
+    private readonly request: FastifyRequest,
+    private readonly reply: FastifyReply,
+    private readonly checked: C,
+    private readonly upstream: Buffer | string,
+    private readonly instance: string,
+  ) {
+    this.key = (request.auth as AuthContext).key.id;
+    this.added = reply.elapsedTime / 1000;
+    reply.raw.once('close', this.onClose);
+  }
+
+  private readonly onClose = (): void => {
+    if (this.reply.raw.writableFinished) return;
+    this.leaveQueue();
+  };
+
+  /** Out of the queue and of the in-flight list, for good. */
+  private leaveQueue(): void {
+    this.over = true;
+    this.reply.raw.off('close', this.onClose);
+    this.ctx.admission?.cancel(this.instance, this);
+    this.ctx.inflight.delete(this);
+  }
+
+  /** Its key was revoked, or its pack ended, while it waited (inflight.ts). */
+  terminate(err: ObProxyError): void {
+    if (this.over) return;
+    this.leaveQueue();
+    // A daemon out of sync with its shared store: the wait its onRequest refusal would give.
+    const headers = err.code === 'store_unreachable' ? { 'retry-after': '5' } : undefined;
+    this.guarded(() => {
+      replyError(this.reply, err, headers);
+    });
+  }
+
+  grant(): void {
+    const { ctx, request, reply } = this;
+    reply.raw.off('close', this.onClose);
+    ctx.inflight.delete(this);
+    ctx.metrics?.queueWait(this.instance, (performance.now() - this.queuedAt) / 1000);
+    if (this.over || reply.raw.destroyed) {
+      ctx.admission?.leave(this.instance);
+      return;
+    }
+    this.over = true;
+    let refused = true;
+    this.guarded(() => {
+      refused = refusedSinceHeaders(ctx, request, reply);
+    });
+    if (refused) {
+      ctx.admission?.leave(this.instance);
+      return;
+    }
+    ctx.metrics?.addedTime(this.added);
+    send(ctx, this.api, request, reply, this.checked, this.upstream, this.instance);
+  }
+
+  expire(): void {
+    this.leaveQueue();
+    this.guarded(() => refuseQueued(this.ctx, this.reply, 'queue_timeout', this.instance));
+  }
+
+  /** Its place went to a key holding less than its share: the answer a full queue gives. */
+  evict(): void {
+    this.leaveQueue();
+    this.guarded(() => refuseQueued(this.ctx, this.reply, 'queue_full', this.instance));
+  }
+
+  /** Runs on a timer or a microtask, where a throw would end the process: logged and the socket closed instead. */
+  private guarded(fn: () => void): void {
+    try {
+      fn();
+    } catch (err) {
+      this.ctx.log.error({ err, reqId: this.request.id }, 'unhandled error answering a queued request');
+      this.reply.raw.destroy();
+    }
+  }
+}
+
+function refuseQueued(
+  ctx: DaemonContext,
+  reply: FastifyReply,
+  reason: 'queue_full' | 'queue_timeout',
+  instance: string,
+): void {
+  ctx.metrics?.rateLimited(instance, reason);
+  warnQueueRefusal(ctx, reason, instance);
+  replyError(reply, queueRefusal(reason, instance, ctx.config.queueTimeoutMs), retryHeaders(1000));
+}
+
+/** Hijacks the reply and sends the request upstream; `slot`: the instance whose admission slot it holds. */
+function send<C extends Checked>(
+  ctx: DaemonContext,
+  api: WireApi<C>,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  checked: C,
+  upstream: Buffer | string,
+  slot: string | null,
+): void {
+  const auth = request.auth as AuthContext;
+  reply.hijack();
+  try {
+    proxy(ctx, api, request, reply.raw, auth, checked, upstream, slot);
+  } catch (err) {
+    // Nothing answers a hijacked reply but us: a throw here would hold the socket until the client left.
+    if (slot !== null) ctx.admission?.leave(slot);
+    ctx.log.error({ err, reqId: request.id }, 'unhandled error after hijack');
+    writeRawError(reply.raw, obError('internal_error'), request.id, request.rateLimit);
+    return;
+  }
+}
+
+function proxy<C extends Checked>(
+  ctx: DaemonContext,
+  api: WireApi<C>,
+  request: FastifyRequest,
+  res: ServerResponse,
+  auth: AuthContext,
+  checked: C,
+  body: Buffer | string,
+  slot: string | null,
+): Relay {
+  const exchange = new ExchangeEnd(ctx, res, request.id, auth, checked, body.length, slot, api.logMessage);
+  // One literal with every field: a field added afterwards gave each request's context a second
+  // shape and, past the literal's room, a property store of its own.
+  const rc: RelayContext = {
+    res,
+    id: api.newId(),
+    model: checked.model,
+    reqId: request.id,
+    clock: ctx.clock,
+    exchange,
+    limits: ctx.config,
+    deadlines: ctx.deadlines,
+    observer: exchange.observer,
+    headers: request.rateLimit,
+    log: ctx.log,
+    instance: auth.instance.id,
+    key: auth.key.id,
+    upstreamToken: ctx.upstreamTokens.get(auth.instance.id),
+    routeMissing: api.support === null ? null : api.support.learner(auth.instance),
+  };
+  const relay = api.relay(ctx, rc, checked, auth.instance.deployment);
+  // In the turn the key was re-checked (refusedSinceHeaders): from here a revocation ends it.
+  exchange.node = relay;
+  ctx.inflight.add(auth.key, relay);
+  try {
+    ctx.upstream.dispatch(
+      {
+        endpoint: auth.instance.endpoint as string,
+        body,
+        stream: checked.stream,
+        path: api.upstreamPath,
+        requestId: request.id,
+        token: rc.upstreamToken,
+      },
+      relay,
+    );
+  } catch (err) {
+    // Answered, and out of the in-flight set, rather than a socket held until the client leaves.
+    ctx.log.error({ err, reqId: request.id }, 'upstream request not sent');
+    relay.terminate(obError('internal_error'));
+  }
+  return relay;
+}

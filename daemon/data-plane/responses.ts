@@ -1,0 +1,80 @@
+import { obError } from '../../src/errors.js';
+import { responseId } from '../../src/ids.js';
+import { encodeJson, tokenCount } from '../../src/wire/chat-response.js';
+import {
+  type ResponsesRequest,
+  parseResponsesBody,
+  validateResponsesRequest,
+} from '../../src/wire/responses-request.js';
+import { ResponsesStreamRelay } from '../../src/wire/responses-event-relay.js';
+import type { DaemonContext } from '../context.js';
+import { type WireApi, makeProxyHandler } from './proxied-route.js';
+import { RouteSupport } from './route-support.js';
+import { jsonHeaders } from './send-error.js';
+import { PlainRelay, StreamRelay } from './upstream-relay.js';
+
+type Json = Record<string, unknown>;
+
+/**
+ * A plain Responses answer: the model server's response object with our id, re-encoded (its
+ * output items hold ids of their own, so the top-level one is not spliced), the trailing
+ * newline kept. Usage from its `usage` (`input_tokens`, `output_tokens`, reasoning in
+ * `output_tokens_details`).
+ */
+export class ResponsesPlainRelay extends PlainRelay {
+  protected override answer(_raw: Buffer, text: string, parsed: unknown): void {
+    if (
+      typeof parsed !== 'object' ||
+      parsed === null ||
+      Array.isArray(parsed) ||
+      (parsed as Json).object !== 'response'
+    ) {
+      this.upstreamFailed('upstream_error');
+      this.failed(
+        obError('upstream_error', {
+          message:
+            "The model server sent an answer that is not a Responses API response. Check the instance's endpoint.",
+        }),
+      );
+      return;
+    }
+    const body = parsed as Json;
+    body.id = this.c.id;
+    const encoded = encodeJson(body);
+    if (encoded === null) {
+      this.upstreamFailed('upstream_error');
+      this.failed(obError('upstream_error', { message: 'The model server sent an answer nested too deeply.' }));
+      return;
+    }
+    const out = text.endsWith('\n') ? `${encoded}\n` : encoded;
+    const u = typeof body.usage === 'object' && body.usage !== null ? (body.usage as Json) : null;
+    const details = u?.output_tokens_details;
+    const reasoning =
+      typeof details === 'object' && details !== null ? (tokenCount((details as Json).reasoning_tokens) ?? 0) : 0;
+    this.c.res.writeHead(200, jsonHeaders(Buffer.byteLength(out), this.c.reqId, this.c.headers));
+    this.c.res.end(out);
+    this.finish(tokenCount(u?.input_tokens), tokenCount(u?.output_tokens), reasoning);
+  }
+}
+
+/** POST /v1/responses, passed through to the model server's own (docs/contract.md §6). */
+export function responsesApi(ctx: DaemonContext): WireApi<ResponsesRequest> {
+  return {
+    route: 'responses',
+    logMessage: 'response',
+    upstreamPath: '/v1/responses',
+    parse: parseResponsesBody,
+    validate: validateResponsesRequest,
+    upstream: (raw) => raw,
+    newId: responseId,
+    relay(_ctx, rc, req) {
+      if (!req.stream) return new ResponsesPlainRelay(rc);
+      return new StreamRelay(rc, new ResponsesStreamRelay(rc.id, rc.limits.maxFrameBytes, rc.upstreamToken));
+    },
+    support: new RouteSupport('POST /v1/responses', ctx.clock),
+  };
+}
+
+export function makeResponsesHandler(ctx: DaemonContext) {
+  return makeProxyHandler(ctx, responsesApi(ctx));
+}
