@@ -1,6 +1,6 @@
 import { type ObProxyError, obError } from '../errors.js';
 import { encodeJson, reasoningCount, tokenCount } from './chat-response.js';
-import { redactToken, redactTokenInJson } from './upstream-token-redaction.js';
+import { redactToken } from './upstream-token-redaction.js';
 import { type EventLayout, EventLayouts, LayoutMatch } from './event-layouts.js';
 import { OutputBatch } from './output-batch.js';
 import { mayRepeatId } from './completion-splice.js';
@@ -350,8 +350,8 @@ export class SseRelay {
     // A chunk is an object; a bare string or number is not OpenAI's stream.
     if (typeof value !== 'object' || value === null || Array.isArray(value)) return this.reject('not_sse');
     const event = value as Record<string, unknown>;
-    // What the client's SDK takes for an error (openai-node: `if (data.error)`), passed on as sent.
-    if (isError(event.error)) return this.errorEvent(data, event);
+    // What the client's SDK takes for an error (openai-node: `if (data.error)`): the stream's last event.
+    if (isError(event.error)) return this.errorEvent(event);
     const usage = event.usage;
     if (typeof usage === 'object' && usage !== null) {
       this.usage = usage as StreamUsage;
@@ -379,7 +379,7 @@ export class SseRelay {
   private namedError(data: string): string {
     const parsed = this.parse(data);
     if (parsed === null) return this.reject('not_json');
-    if (isError(parsed.error)) return this.errorEvent(null, parsed);
+    if (isError(parsed.error)) return this.errorEvent(parsed);
     const { message, code } = parsed;
     return this.ourErrorEvent(
       typeof message === 'string' && message !== '' ? message : 'an error event without a message',
@@ -388,21 +388,24 @@ export class SseRelay {
   }
 
   /**
-   * An upstream error event, the client's last: `data` is its text, to go as it is, or null when
-   * it must be encoded again (its data came on several lines); a raw CR is encoded again too. The
-   * upstream token is cleared from it; when that cannot be done, ours goes instead.
+   * An upstream error event, the client's last, as our error event: the server's message and its
+   * code when that is a string (else `upstream_error`), in the one error shape every answer of
+   * ours has. llama-server's `{"error":{"code":500,…}}` would otherwise reach the client with a
+   * number where the OpenAI shape has a string, and a server's other fields (its upstream token
+   * among them) never reach it.
    */
-  private errorEvent(data: string | null, event: Record<string, unknown>): string {
-    let sent = data === null || data.includes('\r') ? this.encode(event) : data;
-    if (sent === null) return '';
-    const token = this.upstreamToken;
-    if (token !== undefined) {
-      sent = redactTokenInJson(sent, token);
-      if (sent === null)
-        return this.ourErrorEvent('an error event that could not be passed on as sent', 'upstream_error');
+  private errorEvent(event: Record<string, unknown>): string {
+    const error = event.error;
+    let message: unknown = error;
+    let code: unknown;
+    if (typeof error === 'object' && error !== null) {
+      message = (error as Record<string, unknown>).message;
+      code = (error as Record<string, unknown>).code;
     }
-    this.sawError = true;
-    return `data: ${sent}\n\n`;
+    return this.ourErrorEvent(
+      typeof message === 'string' && message !== '' ? message : 'an error event without a message',
+      typeof code === 'string' && code !== '' ? code : 'upstream_error',
+    );
   }
 
   /** Our error event with the server's message (its upstream token cleared) and string code. */

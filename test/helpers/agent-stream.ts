@@ -357,16 +357,31 @@ export function upstreamBytes(c: StreamCase): Buffer {
   );
 }
 
+/** The model server's error event as the client gets it: our shape, its message, its code if a string. */
+export function ourErrorEvent(error: unknown): unknown {
+  const e = typeof error === 'object' && error !== null ? (error as Record<string, unknown>) : { message: error };
+  const message = typeof e.message === 'string' && e.message !== '' ? e.message : 'an error event without a message';
+  return {
+    error: {
+      message: `Model server error: ${message}`,
+      type: 'api_error',
+      code: typeof e.code === 'string' && e.code !== '' ? e.code : 'upstream_error',
+      param: null,
+    },
+  };
+}
+
 /**
  * What the client must receive, as values: each event parsed, its id ours, the usage chunk
- * (choices empty) only when asked, a chunk's `usage` only when asked; then `[DONE]`.
+ * (choices empty) only when asked, a chunk's `usage` only when asked, an error event in our shape;
+ * then `[DONE]`.
  */
 export function expectedEvents(c: StreamCase, ours: string, forwardUsage: boolean): unknown[] {
   const out: unknown[] = [];
   for (const e of c.events) {
     const v = JSON.parse(e) as Record<string, unknown>;
     if (sdkThrowsOn(v.error)) {
-      out.push(v);
+      out.push(ourErrorEvent(v.error));
       continue;
     }
     const usage = typeof v.usage === 'object' && v.usage !== null;
@@ -388,7 +403,7 @@ export function expectedTexts(c: StreamCase, ours: string, forwardUsage: boolean
   for (const e of c.events) {
     const v = JSON.parse(e) as Record<string, unknown>;
     if (sdkThrowsOn(v.error)) {
-      out.push(e);
+      out.push(JSON.stringify(ourErrorEvent(v.error)));
       continue;
     }
     const usage = typeof v.usage === 'object' && v.usage !== null;

@@ -27,18 +27,20 @@ describe.each([
   it('the relay stops at an error event', () => {
     const relay = new SseRelay('chatcmpl-x', false, relayFastPath ? undefined : null);
     expect(relay.push(Buffer.from('data: {"error":{"message":"boom"}}\n\ndata: {"id":"a","choices":[]}\n\n'))).toBe(
-      'data: {"error":{"message":"boom"}}\n\n',
+      'data: {"error":{"message":"Model server error: boom","type":"api_error","code":"upstream_error","param":null}}\n\n',
     );
     expect(relay.sawError).toBe(true);
   });
 
-  it("an error event then EOF: the chunks so far and exactly one error event (the upstream's), no [DONE]", async () => {
+  it("an error event then EOF: the chunks so far and exactly one error event (the server's, in our shape), no [DONE]", async () => {
     // Twice: the second stream meets layouts the first taught the instance.
     for (let i = 0; i < 2; i++) {
       const r = await alongside(p, () => ask(p, '[[sim fail=error-event failAfterChunks=2]]', true));
       expect(r.status).toBe(200);
       expect(streamTokens(sseFrames(r.text))).toEqual(expectedTokens(2));
-      expect(errorEvents(r.text)).toEqual([{ error: { message: RUNNER, type: 'api_error', param: null, code: null } }]);
+      expect(errorEvents(r.text)).toEqual([
+        { error: { message: `Model server error: ${RUNNER}`, type: 'api_error', param: null, code: 'upstream_error' } },
+      ]);
       expect(sseFrames(r.text).at(-1)?.startsWith('data: {"error"')).toBe(true);
       expect(r.text).not.toContain('[DONE]');
     }

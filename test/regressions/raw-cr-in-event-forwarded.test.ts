@@ -22,7 +22,7 @@ it('an event with a raw CR inside reaches the client as one line, and teaches th
 it('nor does an error event', () => {
   const relay = new SseRelay('ours', false);
   expect(relay.push(Buffer.from('data: {"error":\r{"message":"boom"}}\n\n'))).toBe(
-    'data: {"error":{"message":"boom"}}\n\n',
+    'data: {"error":{"message":"Model server error: boom","type":"api_error","code":"upstream_error","param":null}}\n\n',
   );
   expect(relay.sawError).toBe(true);
 });

@@ -96,12 +96,18 @@ it('an error status that echoes the token: passed on without it', async () => {
 });
 
 it.each(['event', 'escaped', 'multiLine'])(
-  'an error event that echoes the token (%s): forwarded without it',
+  'an error event that echoes the token (%s): our error event, without it',
   async (which) => {
     const r = await post(h.baseUrl, key, chatBody(which, { stream: true }));
     expect(r.status).toBe(200);
     expect(r.text).not.toContain('operator');
-    expect(r.text.endsWith(`data: {"error":{"message":"unauthorized: Bearer [upstream token]"}}\n\n`)).toBe(true);
+    expect(
+      r.text.endsWith(
+        `data: ${JSON.stringify(
+          obError('upstream_error', { message: 'Model server error: unauthorized: Bearer [upstream token]' }).toBody(),
+        )}\n\n`,
+      ),
+    ).toBe(true);
   },
 );
 

@@ -37,10 +37,12 @@ describe('SSE relay', () => {
     expect(out).toBe(chunk('id', 'héllo ✓') + 'data: [DONE]\n\n');
   });
 
-  it('accepts CRLF framing and passes an upstream error event through', () => {
+  it('accepts CRLF framing and ends at an upstream error event, as our error event', () => {
     const r = new SseRelay('id', false);
     const out = r.push(Buffer.from('data: {"id":"c","choices":[]}\r\n\r\ndata: {"error":{"message":"boom"}}\n\n'));
-    expect(out).toBe('data: {"id":"id","choices":[]}\n\ndata: {"error":{"message":"boom"}}\n\n');
+    expect(out).toBe(
+      'data: {"id":"id","choices":[]}\n\ndata: {"error":{"message":"Model server error: boom","type":"api_error","code":"upstream_error","param":null}}\n\n',
+    );
     expect(r.sawError).toBe(true);
     expect(r.done).toBe(false);
   });
