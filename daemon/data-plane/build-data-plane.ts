@@ -14,6 +14,7 @@ import { answerNodeRefusals } from './node-refusals.js';
 import { servePipelinedInOrder } from './pipeline.js';
 import { replyError, toObError } from './send-error.js';
 import { closeIfBodyPending } from './unread-body.js';
+import { answerBodyRefusal, makeChunkCounter } from './held-bytes.js';
 
 /**
  * The public listener: POST /v1/chat/completions, GET /v1/models, GET /healthz, and nothing
@@ -100,7 +101,11 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
   });
 
   // Checks 3 to 5 run again at the start of the handler, once the body is in (recheck).
-  app.post('/v1/chat/completions', { onRequest: makeAuthHook(ctx, true) }, makeChatHandler(ctx));
+  app.post(
+    '/v1/chat/completions',
+    { onRequest: makeAuthHook(ctx, true), preParsing: makeChunkCounter(ctx) },
+    makeChatHandler(ctx),
+  );
 
   // The key's one model, whatever the instance's state (OpenAI's list and model shapes).
   const modelOf = (inst: Instance) => ({
@@ -161,6 +166,8 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
   });
 
   app.setErrorHandler((error: FastifyError, request, reply) => {
+    // A chunked body past the byte budget, refused as it arrived (held-bytes.ts).
+    if (answerBodyRefusal(reply, error)) return reply;
     // A body refused (too large, bad length) after its key was revoked: checks 2 to 5 come
     // first. Closed like a 413: the rest of that body is not worth reading.
     if (error.code?.startsWith('FST_ERR_CTP_') === true) {

@@ -8,6 +8,7 @@ import { estimateCompletionTokens, estimatePromptTokens, learnPace } from '../..
 import { RequestObserver } from '../metrics/request-observer.js';
 import type { Waiter } from './admission.js';
 import { type AuthContext, recheck, refuse } from './auth-hook.js';
+import { keepOneCopy } from './held-bytes.js';
 import type { InflightEntry, InflightNode } from './inflight.js';
 import { queueRefusal, retryHeaders, warnQueueRefusal } from './key-limits.js';
 import { replyError, writeRawError } from './send-error.js';
@@ -53,7 +54,7 @@ export function makeChatHandler(ctx: DaemonContext) {
         });
       }
       // Built before the reply is hijacked: past that point Fastify can no longer answer a throw.
-      upstream = upstreamBody(raw as Buffer, chat);
+      upstream = keepOneCopy(request, chat, upstreamBody(raw as Buffer, chat));
     } catch (err) {
       if (!(err instanceof ObProxyError)) throw err;
       replyError(reply, err);
