@@ -12,6 +12,7 @@ import { keepOneCopy } from './held-bytes.js';
 import type { InflightEntry, InflightNode } from './inflight.js';
 import { queueRefusal, retryHeaders, warnQueueRefusal } from './key-limits.js';
 import { replyError, writeRawError } from './send-error.js';
+import { reserveTokens, settleTokens } from './token-reservation.js';
 import { PlainRelay, type RelayContext, StreamRelay } from './upstream-relay.js';
 
 const INFO_LEVELS = new Set(['trace', 'debug', 'info']);
@@ -32,7 +33,7 @@ export function makeChatHandler(ctx: DaemonContext) {
     }
     const auth = request.auth as AuthContext;
     let chat: ChatRequest;
-    let upstream: Buffer | string;
+    let upstream: Buffer;
     try {
       const raw = request.body;
       const body = parseChatBody(Buffer.isBuffer(raw) ? raw : Buffer.alloc(0));
@@ -60,6 +61,8 @@ export function makeChatHandler(ctx: DaemonContext) {
       replyError(reply, err);
       return;
     }
+    if (!reserveTokens(ctx, request, reply, estimatePromptTokens(upstream.length, chat.media), chat.completionCap))
+      return;
     const admission = ctx.admission;
     if (admission === null) {
       ctx.metrics?.addedTime(reply.elapsedTime / 1000);
@@ -281,8 +284,7 @@ function proxy(
       const estimated = (reportedPrompt === null ? prompt : 0) + (reportedCompletion === null ? completion : 0);
       if (slot !== null) ctx.admission?.leave(slot);
       ctx.usage.finished(auth.key, { prompt, completion, reasoning, estimated, outcome });
-      const tpm = auth.key.limits.tpm;
-      if (tpm !== null) ctx.keyLimits.chargeTokens(auth.key.id, prompt + completion, now, tpm);
+      settleTokens(ctx, res, auth.key.id, prompt + completion, now, auth.key.limits.tpm);
       live.tokens += completion;
       if (outcome === 'error') live.errors += 1;
       if (stream) live.openStreams -= 1;
