@@ -15,6 +15,7 @@ import { servePipelinedInOrder } from './pipeline.js';
 import { replyError, toObError } from './send-error.js';
 import { closeIfBodyPending } from './unread-body.js';
 import { answerBodyRefusal, makeChunkCounter } from './held-bytes.js';
+import { makeBodyReader } from './body-reader.js';
 
 /**
  * The public listener: POST /v1/chat/completions, GET /v1/models, GET /healthz, and nothing
@@ -84,11 +85,11 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
   // Content-Type (CONTRACT §3 order), and forwards the same bytes when nothing needs rewriting.
   // application/json is named as well as '*': Fastify caches the parser it finds by name, but
   // looks the catch-all up again, parsing the Content-Type header anew, on every request.
+  // Each body is read into one buffer of its announced length (body-reader.ts).
   app.removeAllContentTypeParsers();
-  const asBytes = (_req: unknown, body: Buffer | string, done: (err: null, body: Buffer | string) => void): void =>
-    done(null, body);
-  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, asBytes);
-  app.addContentTypeParser('*', { parseAs: 'buffer' }, asBytes);
+  const readBody = makeBodyReader(ctx.config.bodyLimit);
+  app.addContentTypeParser('application/json', readBody);
+  app.addContentTypeParser('*', readBody);
 
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-request-id', request.id);
