@@ -140,6 +140,8 @@ export function makeChunkCounter(ctx: DaemonContext): preParsingHookHandler {
         cb(r.err);
       },
     });
+    // pipe() passes no error on: a client that breaks off its body must end the read here too.
+    payload.once('error', (err: Error) => counter.destroy(err));
     done(null, payload.pipe(counter));
   };
 }
