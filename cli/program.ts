@@ -67,6 +67,8 @@ export function makeProgram(deps: ProgramDeps): Command {
         .addOption(settingOption('upstreamTimeout'))
         .addOption(settingOption('grace'))
         .addOption(settingOption('bodyLimit'))
+        .addOption(settingOption('bodyMemory'))
+        .addOption(settingOption('bodyMemoryPerKey'))
         .addOption(settingOption('maxFrameBytes'))
         .addOption(settingOption('maxAnswerBytes'))
         .addOption(settingOption('maxErrorBytes'))

@@ -21,6 +21,7 @@ import { EventLayoutsByServer } from '../src/wire/event-layouts.js';
 import { storeSyncView } from '../src/wire/views.js';
 import type { DaemonContext } from './context.js';
 import { Admission } from './data-plane/admission.js';
+import { ByteBudget } from '../src/services/byte-budget.js';
 import { BadKeyLimiter } from './data-plane/bad-key-limiter.js';
 import { buildDataPlane } from './data-plane/build-data-plane.js';
 import { Deadlines } from './data-plane/deadlines.js';
@@ -219,6 +220,7 @@ async function assemble(config: Config, deps: DaemonDeps, opened: Opened): Promi
     health,
     upstream: new UpstreamClient({ connectTimeoutMs: config.connectTimeoutMs }),
     badKeys: new BadKeyLimiter(config.badKeyLimit),
+    bodies: new ByteBudget(config.bodyMemory, config.bodyMemoryPerKey),
     keyLimits: new KeyLimiter(
       config.limitWindowMs,
       store.shareLimits === undefined ? null : { periodMs: LIMIT_SYNC_MS },

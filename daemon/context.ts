@@ -4,6 +4,7 @@ import type { Config } from '../src/config.js';
 import type { InstanceHealth } from '../src/services/instance-health.js';
 import type { LifecycleService } from '../src/services/lifecycle.js';
 import type { KeyLimiter } from '../src/services/key-limiter.js';
+import type { ByteBudget } from '../src/services/byte-budget.js';
 import type { LiveStats } from '../src/services/live-stats.js';
 import type { UsageTracker } from '../src/services/usage.js';
 import type { UpstreamClient } from '../src/upstream/upstream-client.js';
@@ -28,6 +29,8 @@ export interface DaemonContext {
   /** Model-server tokens per instance, in memory (never in the store). */
   upstreamTokens: UpstreamTokens;
   badKeys: BadKeyLimiter;
+  /** Request bodies held, per key and in all (--body-memory-per-key, --body-memory). */
+  bodies: ByteBudget;
   /** Per-key rpm, tpm and concurrency windows (memory, this daemon only). */
   keyLimits: KeyLimiter;
   /** Per-instance admission queue; null without --max-concurrency. */

@@ -150,8 +150,13 @@ function validate(parsed: ParsedBody, env: ChatEnv): SimChatRequest | { status: 
     messages,
     stream: stream === true,
     includeUsage: stream === true && typeof streamOptions === 'object' && streamOptions?.include_usage === true,
-    maxTokens: typeof maxTokens === 'number' && maxTokens > 0 ? maxTokens : null,
+    maxTokens: capOf(env.agent().flavor === 'vllm' ? (b.max_completion_tokens ?? maxTokens) : maxTokens),
   };
+}
+
+/** Ollama reads max_tokens alone; vLLM gives max_completion_tokens precedence over it. */
+function capOf(v: unknown): number | null {
+  return typeof v === 'number' && Number.isInteger(v) && v > 0 ? v : null;
 }
 
 /** Answers one chat completion request whose body has been read and recorded. */

@@ -139,6 +139,35 @@ export const SETTINGS = {
     unit: 'bytes',
     help: 'largest request body',
   },
+  // Each held body costs about its size in RSS once it waits (one copy kept), so the daemon's
+  // bound is its baseline plus about this much (docs/reliability.md): 256 MiB holds sixteen
+  // bodies at the default --body-limit at once, or thousands of ordinary conversations.
+  bodyMemory: {
+    type: 'number',
+    flag: 'body-memory',
+    value: '<bytes>',
+    env: 'OB_PROXY_BODY_MEMORY',
+    default: 256 * MiB,
+    min: 1024,
+    max: 64 * GiB,
+    integer: true,
+    unit: 'bytes',
+    help: 'request bodies held at once (waiting for the queue or the model server); more get 503; at least --body-limit',
+  },
+  // A quarter: one key can never take more than a quarter of the daemon's room for bodies.
+  bodyMemoryPerKey: {
+    type: 'number',
+    flag: 'body-memory-per-key',
+    value: '<bytes>',
+    env: 'OB_PROXY_BODY_MEMORY_PER_KEY',
+    default: null,
+    shown: 'a quarter of --body-memory, at least --body-limit',
+    min: 1024,
+    max: 64 * GiB,
+    integer: true,
+    unit: 'bytes',
+    help: "one key's share of --body-memory; more get 429; from --body-limit to --body-memory",
+  },
   maxFrameBytes: {
     type: 'number',
     flag: 'max-frame-bytes',
@@ -480,6 +509,9 @@ export interface Config extends AnswerLimits {
   requestTimeoutMs: number;
   graceMs: number;
   bodyLimit: number;
+  /** Bytes of request bodies held at once (ByteBudget), in all and per key; each at least bodyLimit. */
+  bodyMemory: number;
+  bodyMemoryPerKey: number;
   models: string[];
   logLevel: string;
   usageFlushMs: number;
@@ -668,6 +700,7 @@ export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string, def
     defaults.logFormat ?? null,
   ) as Config['logFormat'];
   const maxConcurrency = num('maxConcurrency');
+  const memory = bodyMemory(num('bodyLimit')!, num('bodyMemory')!, num('bodyMemoryPerKey'));
   return {
     ...paths,
     host: readAddress(SETTINGS.host, text('host')),
@@ -678,6 +711,7 @@ export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string, def
     requestTimeoutMs: seconds('requestTimeout'),
     graceMs: seconds('grace'),
     bodyLimit: num('bodyLimit')!,
+    ...memory,
     maxFrameBytes: num('maxFrameBytes')!,
     maxAnswerBytes: num('maxAnswerBytes')!,
     maxErrorBytes: num('maxErrorBytes')!,
@@ -710,6 +744,25 @@ export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string, def
     probeIntervalMs: seconds('probeInterval'),
     probeTimeoutMs: seconds('probeTimeout'),
   };
+}
+
+/** The bounds on held bodies: each must take one body of --body-limit, and a key's within the daemon's. */
+function bodyMemory(
+  bodyLimit: number,
+  daemon: number,
+  perKey: number | null,
+): Pick<Config, 'bodyMemory' | 'bodyMemoryPerKey'> {
+  if (daemon < bodyLimit)
+    refuse(
+      SETTINGS.bodyMemory,
+      `${settingLabel(SETTINGS.bodyMemory)} (${daemon} bytes) must be at least ${settingLabel(SETTINGS.bodyLimit)} (${bodyLimit} bytes): otherwise a body the proxy accepts could never be held.`,
+    );
+  if (perKey !== null && (perKey < bodyLimit || perKey > daemon))
+    refuse(
+      SETTINGS.bodyMemoryPerKey,
+      `${settingLabel(SETTINGS.bodyMemoryPerKey)} (${perKey} bytes) must be from ${settingLabel(SETTINGS.bodyLimit)} (${bodyLimit} bytes) to ${settingLabel(SETTINGS.bodyMemory)} (${daemon} bytes).`,
+    );
+  return { bodyMemory: daemon, bodyMemoryPerKey: perKey ?? Math.max(bodyLimit, Math.floor(daemon / 4)) };
 }
 
 function tlsConfig(cert: string | undefined, key: string | undefined): Config['tls'] {

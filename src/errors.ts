@@ -137,6 +137,12 @@ export const ERRORS = {
     type: 'api_error',
     message: 'The proxy is shutting down. Retry in a moment.',
   },
+  proxy_overloaded: {
+    status: 503,
+    type: 'api_error',
+    message:
+      'The proxy holds as many request bodies as its memory allows (--body-memory). Retry in a moment; if it persists, the operator can raise --body-memory, or lower --body-limit or --queue.',
+  },
   store_unreachable: {
     status: 503,
     type: 'api_error',

@@ -5,6 +5,7 @@ import { obError } from '../../src/errors.js';
 import type { AuthResult } from '../../src/services/registry.js';
 import type { DaemonContext } from '../context.js';
 import { clientOf } from './bad-key-limiter.js';
+import { holdBody } from './held-bytes.js';
 import { admitKey } from './key-limits.js';
 import { sendContinue } from './node-refusals.js';
 import { replyError } from './send-error.js';
@@ -86,6 +87,8 @@ export function makeAuthHook(ctx: DaemonContext, requireReady: boolean) {
     request.auth = { key: result.key, instance: result.instance };
     // Per-key limits count chat completions only (requireReady), not model listings.
     if (requireReady && !admitKey(ctx, request, reply, result.key, result.instance.id)) return;
+    // Its body in the daemon's byte budget, before any of it is read (held-bytes.ts).
+    if (requireReady && !holdBody(ctx, request, reply, result.key.id)) return;
     // The go-ahead for a body held back (Expect: 100-continue), now that the key has passed.
     if (request.headers.expect !== undefined) sendContinue(reply.raw);
     done();

@@ -17,6 +17,8 @@ import { answerNodeRefusals } from './node-refusals.js';
 import { servePipelinedInOrder } from './pipeline.js';
 import { replyError, toObError } from './send-error.js';
 import { closeIfBodyPending } from './unread-body.js';
+import { answerBodyRefusal, makeChunkCounter } from './held-bytes.js';
+import { makeBodyReader } from './body-reader.js';
 
 /**
  * The public listener: POST /v1/chat/completions, GET /v1/models, GET /healthz, and nothing
@@ -86,11 +88,11 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
   // Content-Type (docs/contract.md §3 order), and forwards the same bytes when nothing needs rewriting.
   // application/json is named as well as '*': Fastify caches the parser it finds by name, but
   // looks the catch-all up again, parsing the Content-Type header anew, on every request.
+  // Each body is read into one buffer of its announced length (body-reader.ts).
   app.removeAllContentTypeParsers();
-  const asBytes = (_req: unknown, body: Buffer | string, done: (err: null, body: Buffer | string) => void): void =>
-    done(null, body);
-  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, asBytes);
-  app.addContentTypeParser('*', { parseAs: 'buffer' }, asBytes);
+  const readBody = makeBodyReader(ctx.config.bodyLimit);
+  app.addContentTypeParser('application/json', readBody);
+  app.addContentTypeParser('*', readBody);
 
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-request-id', request.id);
@@ -103,8 +105,16 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
   });
 
   // Checks 3 to 5 run again at the start of the handler, once the body is in (recheck).
-  app.post('/v1/chat/completions', { onRequest: makeAuthHook(ctx, true) }, makeChatHandler(ctx));
-  app.post('/v1/responses', { onRequest: makeAuthHook(ctx, true) }, makeResponsesHandler(ctx));
+  app.post(
+    '/v1/chat/completions',
+    { onRequest: makeAuthHook(ctx, true), preParsing: makeChunkCounter(ctx) },
+    makeChatHandler(ctx),
+  );
+  app.post(
+    '/v1/responses',
+    { onRequest: makeAuthHook(ctx, true), preParsing: makeChunkCounter(ctx) },
+    makeResponsesHandler(ctx),
+  );
 
   // The key's one model, whatever the instance's state (OpenAI's list and model shapes).
   const modelOf = (inst: Instance) => ({
@@ -167,6 +177,8 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
   });
 
   app.setErrorHandler((error: FastifyError, request, reply) => {
+    // A chunked body past the byte budget, refused as it arrived (held-bytes.ts).
+    if (answerBodyRefusal(reply, error)) return reply;
     // A body refused (too large, bad length) after its key was revoked: checks 2 to 5 come
     // first. Closed like a 413: the rest of that body is not worth reading.
     if (

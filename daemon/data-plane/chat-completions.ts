@@ -12,7 +12,12 @@ export const CHAT_API: WireApi<ChatRequest> = {
   upstreamPath: '/v1/chat/completions',
   parse: parseChatBody,
   validate: validateChatRequest,
-  upstream: upstreamBody,
+  upstream(raw, chat) {
+    const body = upstreamBody(raw, chat);
+    // Held while the request waits: the rewritten tree is let go once it is bytes (held-bytes.ts).
+    chat.rewritten = null;
+    return body;
+  },
   newId: completionId,
   relay(ctx, rc, chat, deployment) {
     if (!chat.stream) return new PlainRelay(rc);

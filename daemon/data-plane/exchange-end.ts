@@ -8,6 +8,7 @@ import { estimateCompletionTokens, estimatePromptTokens, learnPace } from '../..
 import type { DaemonContext } from '../context.js';
 import { RequestObserver } from '../metrics/request-observer.js';
 import { type AuthContext, recheck, refuse } from './auth-hook.js';
+import { settleTokens } from './token-reservation.js';
 import type { InflightNode } from './inflight.js';
 
 const INFO_LEVELS = new Set(['trace', 'debug', 'info']);
@@ -113,8 +114,7 @@ export class ExchangeEnd implements ExchangeSink {
     const estimated = (reportedPrompt === null ? prompt : 0) + (reportedCompletion === null ? completion : 0);
     if (this.slot !== null) ctx.admission?.leave(this.slot);
     ctx.usage.finished(key, { prompt, completion, reasoning, estimated, outcome });
-    const tpm = key.limits.tpm;
-    if (tpm !== null) ctx.keyLimits.chargeTokens(key.id, prompt + completion, now, tpm);
+    settleTokens(ctx, this.res, key.id, prompt + completion, now, key.limits.tpm);
     live.tokens += completion;
     if (outcome === 'error') live.errors += 1;
     if (this.stream) live.openStreams -= 1;

@@ -49,14 +49,7 @@ export function admitKey(
         { reqId: request.id, key: key.id, instance, limit: v.refused, value: limit, retryAfterS: wait },
         'key over its limit: refusing its requests with 429 until the window ends',
       );
-    replyError(
-      reply,
-      obError('rate_limited', {
-        message: `This API key is over its limit of ${limit} ${WHAT[v.refused]} (${v.refused}). Retry in ${wait} s; the operator sets it with \`ob-proxy keys limit\`.`,
-      }),
-      retryHeaders(v.retryAfterMs),
-      key.id,
-    );
+    replyError(reply, overLimit(v.refused, limit, v.retryAfterMs), retryHeaders(v.retryAfterMs), key.id);
     return false;
   }
   // 'close' comes once, whether the answer was sent or the client left; a relay that takes over
@@ -64,6 +57,13 @@ export function admitKey(
   // (close-watch.ts).
   if (v.entered) watchClose(reply.raw, new KeySlot(ctx.keyLimits, key.id));
   return true;
+}
+
+/** The 429 of a key over one of its limits. */
+export function overLimit(name: LimitName, limit: number, retryAfterMs: number): ObProxyError {
+  return obError('rate_limited', {
+    message: `This API key is over its limit of ${limit} ${WHAT[name]} (${name}). Retry in ${retryAfterSeconds(retryAfterMs)} s; the operator sets it with \`ob-proxy keys limit\`.`,
+  });
 }
 
 /** A request's place in its key's concurrency count: given back once, whoever asks first. */

@@ -10,6 +10,9 @@ import { ExchangeEnd, type ExchangeShape, refusedSinceHeaders } from './exchange
 import type { InflightEntry, InflightNode } from './inflight.js';
 import { queueRefusal, retryHeaders, warnQueueRefusal } from './key-limits.js';
 import { replyError, writeRawError } from './send-error.js';
+import { keepOneCopy } from './held-bytes.js';
+import { reserveTokens } from './token-reservation.js';
+import { estimatePromptTokens } from '../../src/wire/prompt-estimate.js';
 import type { Relay, RelayContext } from './upstream-relay.js';
 import type { RouteSupport } from './route-support.js';
 
@@ -80,7 +83,7 @@ export function makeProxyHandler<C extends Checked>(ctx: DaemonContext, api: Wir
         });
       }
       // Built before the reply is hijacked: past that point Fastify can no longer answer a throw.
-      upstream = api.upstream(raw as Buffer, checked);
+      upstream = keepOneCopy(request, api.upstream(raw as Buffer, checked));
       // A model server known not to serve the route: refused here, never sent.
       api.support?.check(auth.instance);
     } catch (err) {
@@ -88,6 +91,10 @@ export function makeProxyHandler<C extends Checked>(ctx: DaemonContext, api: Wir
       replyError(reply, err);
       return;
     }
+    if (
+      !reserveTokens(ctx, request, reply, estimatePromptTokens(upstream.length, checked.media), checked.completionCap)
+    )
+      return;
     const admission = ctx.admission;
     if (admission === null) {
       ctx.metrics?.addedTime(reply.elapsedTime / 1000);

@@ -11,10 +11,11 @@ export type LimitName = keyof KeyLimits;
  * start of the next (docs/operations.md). On a shared store windows are aligned to the clock
  * instead (a multiple of `windowMs`), so that every daemon counts the same window.
  *
- * Tokens are charged when answers end, so answers admitted together can take a key past its tpm:
- * what is over is carried into the next windows (`carry`, one limit paid off per window), rather
- * than forgotten when the window ends. Forgotten, a key that ran many answers at once got its
- * concurrency times its answers every window, whatever its tpm.
+ * Tokens are reserved when a request is admitted (`KeyLimiter.reserve`) and charged when its
+ * answer ends, so an answer that takes more than it reserved (a prompt longer than its estimate)
+ * can still take a key past its tpm: what is over is carried into the next windows (`carry`, one
+ * limit paid off per window), rather than forgotten when the window ends. Forgotten, a key that
+ * ran many answers at once got its concurrency times its answers every window, whatever its tpm.
  */
 class Window {
   start = 0;
@@ -146,6 +147,14 @@ class KeyState {
   headers: string[] = [];
   headerKind: HeaderKind = 0;
   inflight = 0;
+  /**
+   * Tokens reserved by the key's answers under way (`reserve`): counted against its tpm with what
+   * was charged, until each answer is over and its real usage is charged instead.
+   */
+  reserved = 0;
+  /** Tokens reserved in all, and as of the last capture: demand, for the promises (shared store). */
+  reservedAsked = 0;
+  reservedAtCapture = 0;
   /** When a refusal was last reported (logged), so that it is once per window, not per request. */
   reportedAt = Number.NEGATIVE_INFINITY;
   // Shared store only (see KeyLimiter.caps).
@@ -207,6 +216,11 @@ interface Caps {
   share: { requests: number; tokens: number; inflight: number };
 }
 
+/** Tokens counted against a key's tpm: charged in its window, and reserved by its answers under way. */
+function tokensUsed(s: KeyState): number {
+  return s.tokens.count + s.reserved;
+}
+
 /** `admit`'s answer: read it before the next call, which reuses the object. */
 export interface Verdict {
   /** The limit that refuses the request, or null when it may go on. */
@@ -225,6 +239,17 @@ export interface Verdict {
   report: boolean;
 }
 
+/** `reserve`'s answer: read it before the next call, which reuses the object. */
+export interface Reservation {
+  /** The key is at its tpm, counting its reservations: refuse the request (429, `retryAfterMs`). */
+  refused: boolean;
+  /** Tokens reserved, to give back with `release` when the answer is over (0: nothing reserved). */
+  tokens: number;
+  retryAfterMs: number;
+  /** The key's x-ratelimit-* headers, counting the reservation. */
+  headers: HeaderList;
+}
+
 /**
  * How often daemons of a shared store exchange their limit counts (ms). Short, so that a burst
  * meets a recent split; one small write and read per daemon per period (docs/scale-out.md).
@@ -233,6 +258,16 @@ export const LIMIT_SYNC_MS = 250;
 
 /** Promises kept per key while no snapshot clears them (more than the store's 8-tick look-back). */
 const MAX_PROMISES = 10;
+
+/**
+ * The completion reserved for an answer whose request set no cap (neither max_completion_tokens
+ * nor max_tokens), when the key's tpm has that much left: a long answer's worth. The model server
+ * may write more (Ollama has no cap of its own; vLLM stops at the context's end), and what it
+ * writes past the reservation is charged when the answer ends and carried (Window); a reservation
+ * of all that is left of the tpm instead would have let a key with a large tpm run one uncapped
+ * answer at a time. A client that sets max_tokens reserves exactly its cap.
+ */
+export const UNCAPPED_RESERVE = 4096;
 
 /** How long to wait when a key is at its concurrency limit: unknown, so a short retry. */
 export const CONCURRENCY_RETRY_MS = 1000;
@@ -252,6 +287,8 @@ export class KeyLimiter {
   private view: ClusterView | null = null;
   private lastCapture = Number.NEGATIVE_INFINITY;
   private lastCaptureWindow = 0;
+  /** What `reserve` returns, one object for every call. */
+  private readonly reservation: Reservation = { refused: false, tokens: 0, retryAfterMs: 0, headers: NO_HEADERS };
   /** What `admit` returns, one object for every call: a verdict per request was 64 bytes more for the collector. */
   private readonly verdict: Verdict = {
     refused: null,
@@ -300,16 +337,13 @@ export class KeyLimiter {
       // The cluster's count as far as known: tokens are charged after the answers, so a share
       // can be overspent, and a window spent by the others is spent for this daemon too.
       const spentRequests = rpm !== null && c.othersRequests + s.requests.count >= rpm;
-      const spentTokens = tpm !== null && c.othersTokens + s.tokens.count >= tpm;
+      const spentTokens = tpm !== null && c.othersTokens + tokensUsed(s) >= tpm;
       if (rpm !== null && (spentRequests || s.requests.count >= c.requests)) {
         refused = 'rpm';
         retryAfterMs = spentRequests ? this.windowLeft(now) : soon;
-      } else if (tpm !== null && (spentTokens || s.tokens.count >= c.tokens)) {
+      } else if (tpm !== null && (spentTokens || tokensUsed(s) >= c.tokens)) {
         refused = 'tpm';
-        // A cluster count past the limit is paid off one limit per window (Window).
-        retryAfterMs = spentTokens
-          ? this.windowLeft(now) + (Math.floor((c.othersTokens + s.tokens.count) / tpm) - 1) * w
-          : soon;
+        retryAfterMs = this.sharedTokenWait(s, c, tpm, now, soon);
       } else if (concurrency !== null && s.inflight >= c.inflight) {
         refused = 'concurrency';
         retryAfterMs = c.snapshot === null ? soon : CONCURRENCY_RETRY_MS;
@@ -317,9 +351,9 @@ export class KeyLimiter {
     } else if (rpm !== null && s.requests.count >= rpm) {
       refused = 'rpm';
       retryAfterMs = s.requests.resetMs(now, w);
-    } else if (tpm !== null && s.tokens.count >= tpm) {
+    } else if (tpm !== null && tokensUsed(s) >= tpm) {
       refused = 'tpm';
-      retryAfterMs = s.tokens.underMs(now, w, tpm);
+      retryAfterMs = this.tokenWait(s, tpm, now);
     } else if (concurrency !== null && s.inflight >= concurrency) {
       refused = 'concurrency';
       retryAfterMs = CONCURRENCY_RETRY_MS;
@@ -339,6 +373,71 @@ export class KeyLimiter {
     v.entered = refused === null;
     v.report = report;
     return v;
+  }
+
+  /**
+   * How long a key at its tpm waits (one daemon): past it on what was charged, until that is paid
+   * off (Window.underMs); there only by what its answers under way reserved, a short retry, since
+   * each gives back what it did not use when it ends.
+   */
+  private tokenWait(s: KeyState, tpm: number, now: number): number {
+    return s.tokens.count >= tpm ? s.tokens.underMs(now, this.windowMs, tpm) : CONCURRENCY_RETRY_MS;
+  }
+
+  /** `tokenWait` on a shared store: the cluster's charged count, else this daemon's share, else its reservations. */
+  private sharedTokenWait(s: KeyState, c: Caps, tpm: number, now: number, soon: number): number {
+    const charged = c.othersTokens + s.tokens.count;
+    // A cluster count past the limit is paid off one limit per window (Window).
+    if (charged >= tpm) return this.windowLeft(now) + (Math.floor(charged / tpm) - 1) * this.windowMs;
+    if (s.tokens.count >= c.tokens) return soon;
+    return Math.max(soon, CONCURRENCY_RETRY_MS);
+  }
+
+  /**
+   * Reserves the tokens an answer may take against the key's tpm, when its request is known (the
+   * body read): `prompt`, the estimate of its prompt, and `cap`, its completion's cap, or, with no
+   * cap, UNCAPPED_RESERVE, within what is left of the key's tpm. A key already
+   * at its tpm, counting what its answers under way reserved, is refused, so a burst of requests
+   * at once is bounded by their reservations, not admitted whole before any answer is charged. The
+   * reservation is given back with `release` when the answer is over, and its real usage charged
+   * (`chargeTokens`). A key without a tpm reserves nothing (`tokens` 0).
+   */
+  reserve(key: KeyRecord, prompt: number, cap: number | null, now: number): Readonly<Reservation> {
+    const r = this.reservation;
+    const tpm = key.limits.tpm;
+    r.refused = false;
+    r.tokens = 0;
+    r.retryAfterMs = 0;
+    if (tpm === null) return r;
+    const w = this.windowMs;
+    const s = this.state(key.id);
+    s.tokens.roll(now, w, tpm);
+    const used = tokensUsed(s);
+    let room = tpm - used;
+    if (this.shared) {
+      const c = this.caps(key, s, now);
+      s.limits = key.limits;
+      room = Math.min(room - c.othersTokens, c.tokens - used);
+      if (room <= 0) r.retryAfterMs = this.sharedTokenWait(s, c, tpm, now, this.untilNextShare(now));
+      r.headers = this.headers(key.limits, s, now, c);
+    } else if (room <= 0) r.retryAfterMs = this.tokenWait(s, tpm, now);
+    if (room <= 0) {
+      r.refused = true;
+      if (!this.shared) r.headers = this.headers(key.limits, s, now, null);
+      return r;
+    }
+    r.tokens = prompt + (cap ?? Math.max(0, Math.min(UNCAPPED_RESERVE, room - prompt)));
+    s.reserved += r.tokens;
+    s.reservedAsked += r.tokens;
+    r.headers = this.headers(key.limits, s, now, this.shared ? this.caps(key, s, now) : null);
+    return r;
+  }
+
+  /** An answer that reserved `tokens` is over: they no longer count (its usage is charged apart). */
+  release(keyId: string, tokens: number): void {
+    const s = this.keys.get(keyId);
+    if (s === undefined || tokens <= 0) return;
+    s.reserved = Math.max(0, s.reserved - tokens);
   }
 
   private windowLeft(now: number): number {
@@ -453,12 +552,18 @@ export class KeyLimiter {
       s.requests.roll(now, w);
       s.tokens.roll(now, w, s.limits?.tpm ?? null);
       const asked = s.asked - s.askedAtCapture;
-      const charged = s.charged - s.chargedAtCapture;
+      // Tokens reserved since the last capture are demand too: the answers under way want them.
+      const charged = Math.max(s.charged - s.chargedAtCapture, s.reservedAsked - s.reservedAtCapture);
       s.askedAtCapture = s.asked;
       s.chargedAtCapture = s.charged;
+      s.reservedAtCapture = s.reservedAsked;
       if (
         s.limits === null ||
-        (s.requests.count === 0 && s.tokens.count === 0 && s.inflight === 0 && now - s.lastAskedAt >= w)
+        (s.requests.count === 0 &&
+          s.tokens.count === 0 &&
+          s.reserved === 0 &&
+          s.inflight === 0 &&
+          now - s.lastAskedAt >= w)
       ) {
         this.keys.delete(id);
         continue;
@@ -480,13 +585,13 @@ export class KeyLimiter {
         return Math.max(0, Math.min(room, wanted + Math.max(0, Math.floor((room - wanted) / 2))));
       };
       const xRequests = promise(share.requests - s.requests.count, asked);
-      const xTokens = promise(share.tokens - s.tokens.count, Math.max(charged, asked > 0 ? 1 : 0));
+      const xTokens = promise(share.tokens - tokensUsed(s), Math.max(charged, asked > 0 ? 1 : 0));
       const xInflight = promise(share.inflight - s.inflight, asked);
       s.promises.push({
         tick,
         window,
         requests: s.requests.count + xRequests,
-        tokens: s.tokens.count + xTokens,
+        tokens: tokensUsed(s) + xTokens,
         inflight: s.inflight + xInflight,
         xRequests,
         xTokens,
@@ -495,7 +600,7 @@ export class KeyLimiter {
       // and stop counting it after a few ticks without one, so only the latest promises matter.
       if (s.promises.length > MAX_PROMISES) s.promises.shift();
       s.caps = null;
-      keys[id] = [s.requests.count, s.tokens.count, s.inflight, asked, xRequests, xTokens, xInflight];
+      keys[id] = [s.requests.count, tokensUsed(s), s.inflight, asked, xRequests, xTokens, xInflight];
     }
     this.lastCapture = tick;
     this.lastCaptureWindow = window;
@@ -563,7 +668,7 @@ export class KeyLimiter {
     if (tpm !== null) {
       // The tokens' trio follows the requests' when the key has both.
       const at = rpm === null ? 0 : 6;
-      const used = s.tokens.count + (c === null ? 0 : c.othersTokens);
+      const used = tokensUsed(s) + (c === null ? 0 : c.othersTokens);
       h[at + 1] = t.limitTokens.of(tpm);
       h[at + 3] = t.remainingTokens.of(Math.max(0, tpm - used));
       h[at + 5] = s.tokens.reset(now, w, tpm);

@@ -23,7 +23,7 @@ export interface ChatRequest {
   addUsage: boolean;
   /** Image, audio and file parts, and their encoded characters: what the prompt estimate leaves out. */
   media: Media;
-  /** The completion's cap as the model server reads it (max_tokens, else max_completion_tokens), or null. */
+  /** The completion's cap (effectiveCap), the one the model server is sent as max_tokens, or null. */
   completionCap: number | null;
 }
 
@@ -158,6 +158,17 @@ function optionalTokenCap(body: Json, field: string): void {
 }
 
 /**
+ * The completion's cap as OpenAI and vLLM read a request (max_completion_tokens, which OpenAI
+ * documents as replacing the deprecated max_tokens, wins when both are given), or null. Every cap
+ * or estimate the proxy derives from a request takes it from here, and upstreamBody sends this
+ * cap, and no other, to the model server.
+ */
+export function effectiveCap(body: Json): number | null {
+  const cap = body.max_completion_tokens ?? body.max_tokens;
+  return typeof cap === 'number' ? cap : null;
+}
+
+/**
  * The body as every decoder will read it, or 400 invalid_json: JSON, UTF-8, no repeated key, no
  * key that a case-insensitive decoder would take for a field, bounded depth. What
  * validateChatRequest then checks is what the model server reads.
@@ -182,8 +193,12 @@ export function validateChatRequest(body: Json): ChatRequest {
   optionalNumber(body.top_p, 'top_p', 0, 1);
   optionalTokenCap(body, 'max_tokens');
   optionalTokenCap(body, 'max_completion_tokens');
-  // Ollama ignores max_completion_tokens (ollama/ollama#7125): carry the cap as max_tokens.
-  const mapCap = body.max_completion_tokens != null && body.max_tokens == null;
+  const completionCap = effectiveCap(body);
+  // The two fields mean different things to different model servers: Ollama ignores
+  // max_completion_tokens (ollama/ollama#7125) and reads max_tokens, vLLM and OpenAI give
+  // max_completion_tokens precedence. Whenever it is given, the cap goes upstream as max_tokens
+  // alone, so every model server reads the one cap the proxy checks and charges.
+  const mapCap = body.max_completion_tokens != null;
   if (mapCap) rewrite = true;
 
   checkFields(body);
@@ -215,7 +230,7 @@ export function validateChatRequest(body: Json): ChatRequest {
     rewritten = { ...body };
     if (outMessages !== null) rewritten.messages = outMessages;
     if (mapCap) {
-      rewritten.max_tokens = body.max_completion_tokens;
+      rewritten.max_tokens = completionCap;
       delete rewritten.max_completion_tokens;
     }
     if (askUsage) rewritten.stream_options = { ...(isObject(so) ? so : {}), include_usage: true };
@@ -227,7 +242,7 @@ export function validateChatRequest(body: Json): ChatRequest {
     rewritten,
     addUsage: askUsage && !rewrite,
     media,
-    completionCap: ((body.max_tokens ?? body.max_completion_tokens) as number | null | undefined) ?? null,
+    completionCap,
   };
 }
 

@@ -7,6 +7,8 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { SECRET_PATTERN } from '../../src/domain/api-key.js';
+import { UNCAPPED_RESERVE } from '../../src/services/key-limiter.js';
+import { estimatePromptTokens } from '../../src/wire/prompt-estimate.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   type ServeProcess,
@@ -44,6 +46,12 @@ async function ask(baseUrl: string, key: string, content: string, signal?: Abort
   });
   const text = await res.text();
   return { status: res.status, headers: res.headers, json: JSON.parse(text) as unknown };
+}
+
+/** What a request `ask` sends reserves against a tpm while its answer is under way: its prompt's estimate and a long answer. */
+function reserved(content: string): number {
+  const body = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content }] });
+  return estimatePromptTokens(Buffer.byteLength(body), { parts: 0, chars: 0 }) + UNCAPPED_RESERVE;
 }
 
 function rateHeaders(h: Headers): Record<string, string | null> {
@@ -100,12 +108,12 @@ describe('per-key limits', () => {
     expect(bot.limits).toEqual({ rpm: 2, tpm: 100000, concurrency: null });
     const first = await ask(serve.baseUrl, bot.secret, 'one');
     expect(first.status).toBe(200);
-    // Tokens are charged once the answer is known: the first answer's headers still show them all.
+    // Tokens are charged once the answer is known; until then the answer's reservation counts.
     expect(rateHeaders(first.headers)).toEqual({
       'limit-requests': '2',
       'remaining-requests': '1',
       'limit-tokens': '100000',
-      'remaining-tokens': '100000',
+      'remaining-tokens': String(100000 - reserved('one')),
     });
     expect(first.headers.get('x-ratelimit-reset-requests')).toMatch(RESET);
     expect(first.headers.get('x-ratelimit-reset-tokens')).toBe('0ms');
@@ -116,7 +124,7 @@ describe('per-key limits', () => {
       'limit-requests': '2',
       'remaining-requests': '0',
       'limit-tokens': '100000',
-      'remaining-tokens': String(100000 - usage),
+      'remaining-tokens': String(100000 - usage - reserved('two')),
     });
     const upstreamBefore = (await chatsOf(sim)).length;
 
@@ -181,7 +189,7 @@ describe('per-key limits', () => {
       'limit-requests': '100',
       'remaining-requests': '99',
       'limit-tokens': '100000',
-      'remaining-tokens': '100000',
+      'remaining-tokens': String(100000 - reserved('fine')),
     });
     expect([ok.headers.get('x-ratelimit-reset-requests'), ok.headers.get('x-ratelimit-reset-tokens')]).toEqual([
       expect.stringMatching(RESET),
@@ -235,7 +243,8 @@ describe('per-key limits', () => {
       stream.headers.get('x-ratelimit-limit-tokens'),
       stream.headers.get('x-ratelimit-remaining-tokens'),
       stream.headers.get('x-ratelimit-reset-tokens'),
-    ]).toEqual(['5', '5', '0ms']);
+      // Its prompt's estimate alone is past the tpm of 5: the stream reserved all of it.
+    ]).toEqual(['5', '0', '0ms']);
     expect(await stream.text()).toMatch(/data: \[DONE\]\n\n$/);
     const over = await ask(serve.baseUrl, k.secret, 'd');
     expect(over.status).toBe(429);

@@ -225,9 +225,19 @@ describe('chat request validation (docs/contract.md §3.2)', () => {
 
   it('carries max_completion_tokens as max_tokens (Ollama ignores the former)', () => {
     expect(validateChatRequest({ ...base, max_completion_tokens: 9 }).rewritten).toEqual({ ...base, max_tokens: 9 });
-    // The cap the model server keeps: max_tokens where both are given.
     expect(validateChatRequest({ ...base, max_completion_tokens: 9 }).completionCap).toBe(9);
-    expect(validateChatRequest({ ...base, max_tokens: 4, max_completion_tokens: 9 }).completionCap).toBe(4);
+  });
+
+  it('both caps given: max_completion_tokens wins, as vLLM and OpenAI read it, and goes upstream alone', () => {
+    const both = validateChatRequest({ ...base, max_tokens: 4, max_completion_tokens: 9 });
+    expect(both.completionCap).toBe(9);
+    // One field upstream: Ollama (max_tokens only) and vLLM (max_completion_tokens first) read the same cap.
+    expect(both.rewritten).toEqual({ ...base, max_tokens: 9 });
+    const lower = validateChatRequest({ ...base, max_tokens: 400, max_completion_tokens: 1 });
+    expect([lower.completionCap, lower.rewritten]).toEqual([1, { ...base, max_tokens: 1 }]);
+    // A null max_completion_tokens is no cap: max_tokens holds, and the bytes go as they came.
+    const onlyTokens = validateChatRequest({ ...base, max_tokens: 4, max_completion_tokens: null });
+    expect([onlyTokens.completionCap, onlyTokens.rewritten]).toEqual([4, null]);
   });
 
   it('asks the upstream for usage on every stream and remembers whether the client asked', () => {

@@ -212,6 +212,30 @@ describe('KeyLimiter on a shared store', () => {
     expect(c.nodes[0]!.inflight('q') + c.nodes[1]!.inflight('q')).toBe(3);
   });
 
+  it('reservations hold cluster-wide: a burst spread over three daemons reserves at most the tpm and one answer more', () => {
+    const c = new Cluster(3);
+    const t = key({ tpm: 300 }, 'burst');
+    c.step(3 * PERIOD);
+    for (const n of c.nodes) n.admit(t, c.now);
+    c.step(2 * PERIOD);
+    // Many answers of 40 at once, round robin, in several ticks; none ends.
+    let reserved = 0;
+    for (let i = 0; i < 120; i++) {
+      const n = c.nodes[i % 3]!;
+      if (n.admit(t, c.now).refused === null) {
+        const r = n.reserve(t, 30, 10, c.now);
+        if (!r.refused) reserved += r.tokens;
+      }
+      if (i % 10 === 9) c.step(PERIOD);
+    }
+    expect(reserved).toBeGreaterThan(0);
+    // Each daemon stops at its share: the cluster at the tpm, and the last answer of each past it at most.
+    expect(reserved).toBeLessThanOrEqual(300 + 3 * 40);
+    // The others see the reservations: in the headers, and as spent tokens.
+    c.step(2 * PERIOD);
+    expect(headerRecord(c.nodes[0]!.admit(t, c.now).headers)['x-ratelimit-remaining-tokens']).toBe('0');
+  });
+
   it('no key limited: no daemon exchanges; a key limited again after a long pause still gets at most its rpm per window', () => {
     fc.assert(
       fc.property(

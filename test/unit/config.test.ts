@@ -19,6 +19,9 @@ import {
 } from '../../src/config.js';
 import { ObProxyError } from '../../src/errors.js';
 
+const MiB = 1024 * 1024;
+const GiB = 1024 * MiB;
+
 const DEFAULTS: Config = {
   home: '/home/u/.ob-proxy',
   store: '/home/u/.ob-proxy/db.json',
@@ -31,6 +34,8 @@ const DEFAULTS: Config = {
   requestTimeoutMs: 120_000,
   graceMs: 30_000,
   bodyLimit: 16 * 1024 * 1024,
+  bodyMemory: 256 * MiB,
+  bodyMemoryPerKey: 64 * MiB,
   maxFrameBytes: 1024 * 1024,
   maxAnswerBytes: 32 * 1024 * 1024,
   maxErrorBytes: 64 * 1024,
@@ -240,6 +245,13 @@ const CASES: Record<Exclude<SettingName, 'debug' | 'cliTimeout'>, Case> = {
   upstreamTimeout: { field: 'upstreamTimeoutMs', flag: ['20', 20_000], env: ['0.5', 500], bad: '-1' },
   grace: { field: 'graceMs', flag: ['0', 0], env: ['2.5', 2500], bad: 'soon' },
   bodyLimit: { field: 'bodyLimit', flag: ['2048', 2048], env: ['1024', 1024], bad: '1023' },
+  bodyMemory: { field: 'bodyMemory', flag: ['33554432', 32 * MiB], env: ['1073741824', GiB], bad: '1023' },
+  bodyMemoryPerKey: {
+    field: 'bodyMemoryPerKey',
+    flag: ['16777216', 16 * MiB],
+    env: ['20971520', 20 * MiB],
+    bad: '1e99',
+  },
   maxFrameBytes: { field: 'maxFrameBytes', flag: ['4096', 4096], env: ['8192', 8192], bad: '1e99' },
   maxAnswerBytes: { field: 'maxAnswerBytes', flag: ['4096', 4096], env: ['8192', 8192], bad: '2048.5' },
   maxErrorBytes: { field: 'maxErrorBytes', flag: ['4096', 4096], env: ['8192', 8192], bad: 'lots' },
@@ -323,6 +335,21 @@ describe('each setting of the table: flag, then variable, then default', () => {
       expect(r.message.startsWith(`${settingLabel(s)} `), r.message).toBe(true);
       expect(r.message).toContain(`"${c.bad}"`);
     }
+  });
+
+  it('--body-memory takes a body of --body-limit, and a key its share of it', () => {
+    // Derived: a quarter of --body-memory, never under --body-limit.
+    expect(resolve({ bodyMemory: String(GiB) }).bodyMemoryPerKey).toBe(256 * MiB);
+    expect(resolve({ bodyMemory: String(32 * MiB) }).bodyMemoryPerKey).toBe(16 * MiB);
+    expect(refusal({ bodyMemory: String(8 * MiB) })).toEqual({
+      param: 'body-memory',
+      message:
+        '--body-memory (or OB_PROXY_BODY_MEMORY) (8388608 bytes) must be at least --body-limit (or OB_PROXY_BODY_LIMIT) (16777216 bytes): otherwise a body the proxy accepts could never be held.',
+    });
+    expect(refusal({ bodyMemoryPerKey: String(8 * MiB) }).message).toBe(
+      '--body-memory-per-key (or OB_PROXY_BODY_MEMORY_PER_KEY) (8388608 bytes) must be from --body-limit (or OB_PROXY_BODY_LIMIT) (16777216 bytes) to --body-memory (or OB_PROXY_BODY_MEMORY) (268435456 bytes).',
+    );
+    expect(refusal({ bodyMemoryPerKey: String(GiB) }).param).toBe('body-memory-per-key');
   });
 
   it('home, store and socket are also what the client commands use, with nothing else read', () => {

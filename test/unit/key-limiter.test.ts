@@ -4,7 +4,14 @@
  */
 import { describe, expect, it } from 'vitest';
 import { type KeyLimits, type KeyRecord, noLimits } from '../../src/domain/key.js';
-import { KeyLimiter, decimal, formatReset, retryAfterSeconds } from '../../src/services/key-limiter.js';
+import {
+  CONCURRENCY_RETRY_MS,
+  KeyLimiter,
+  UNCAPPED_RESERVE,
+  decimal,
+  formatReset,
+  retryAfterSeconds,
+} from '../../src/services/key-limiter.js';
 import { headerRecord, viewVerdict } from '../helpers/header-list.js';
 
 const T0 = 1_800_000_000_000;
@@ -107,6 +114,49 @@ describe('KeyLimiter', () => {
       refused: null,
       headers: { 'x-ratelimit-remaining-tokens': '50', 'x-ratelimit-reset-tokens': '1m0s' },
     });
+  });
+
+  it("reserves each answer's prompt estimate and cap against the tpm, refuses at the tpm, and settles to the real usage", () => {
+    const l = new KeyLimiter(60_000);
+    const k = key({ tpm: 100 });
+    // Capped answers reserve their prompt and cap: admitted while the key is under its tpm.
+    const a = l.reserve(k, 20, 10, T0);
+    expect([a.refused, a.tokens, headerRecord(a.headers)['x-ratelimit-remaining-tokens']]).toEqual([false, 30, '70']);
+    expect([l.reserve(k, 20, 10, T0).tokens, l.reserve(k, 20, 10, T0).tokens, l.reserve(k, 20, 10, T0).tokens]).toEqual(
+      [30, 30, 30],
+    );
+    // 120 reserved: refused, with a short wait (the answers under way give back what they do not use).
+    const refused = l.reserve(k, 20, 10, T0);
+    expect([refused.refused, refused.tokens, refused.retryAfterMs]).toEqual([true, 0, CONCURRENCY_RETRY_MS]);
+    expect(viewVerdict(l.admit(k, T0))).toMatchObject({ refused: 'tpm', retryAfterMs: CONCURRENCY_RETRY_MS });
+    // Two answers end, using 25 each: their reservations go, their usage is charged.
+    for (let i = 0; i < 2; i++) {
+      l.release('k1', 30);
+      l.chargeTokens('k1', 25, T0 + 10, 100);
+    }
+    // 50 charged + 60 reserved: still refused; one more ends with 5, and there is room for one.
+    expect(l.reserve(k, 20, 10, T0 + 20).refused).toBe(true);
+    l.release('k1', 30);
+    l.chargeTokens('k1', 5, T0 + 20, 100);
+    expect(l.reserve(k, 20, 10, T0 + 20)).toMatchObject({ refused: false, tokens: 30 });
+    // Charged past the tpm: the wait is the window's, as before reservations.
+    l.chargeTokens('k1', 100, T0 + 30, 100);
+    expect(l.reserve(k, 20, 10, T0 + 30)).toMatchObject({ refused: true, retryAfterMs: 60_000 - 20 });
+  });
+
+  it('an answer without a cap reserves a long answer, within what is left of the tpm; a key without a tpm reserves nothing', () => {
+    const l = new KeyLimiter(60_000);
+    expect(l.reserve(key({ tpm: 100_000 }), 50, null, T0).tokens).toBe(50 + UNCAPPED_RESERVE);
+    expect(l.reserve(key({ tpm: 100 }, 'small'), 30, null, T0).tokens).toBe(100);
+    // A prompt estimate alone past what is left: the prompt, and no completion.
+    expect(l.reserve(key({ tpm: 10 }, 'tiny'), 30, null, T0).tokens).toBe(30);
+    expect(l.reserve(key({ rpm: 5 }, 'none'), 30, null, T0)).toMatchObject({ refused: false, tokens: 0 });
+    // Released more than once, or for a key forgotten: nothing goes below zero.
+    l.release('small', 100);
+    l.release('small', 100);
+    l.forget('tiny');
+    l.release('tiny', 30);
+    expect(l.reserve(key({ tpm: 100 }, 'small'), 30, 5, T0).tokens).toBe(35);
   });
 
   it('holds a key to its concurrency; no x-ratelimit header is about it', () => {

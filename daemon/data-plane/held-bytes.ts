@@ -1,0 +1,167 @@
+import type { ServerResponse } from 'node:http';
+import { Transform, type TransformCallback } from 'node:stream';
+import type { FastifyReply, FastifyRequest, preParsingHookHandler } from 'fastify';
+import { type ObProxyError, obError } from '../../src/errors.js';
+import type { ByteBudget, ByteRefusal } from '../../src/services/byte-budget.js';
+import type { DaemonContext } from '../context.js';
+import { retryHeaders } from './key-limits.js';
+import { replyError } from './send-error.js';
+
+/**
+ * A request's body in the daemon's byte budget (src/services/byte-budget.ts): held from the
+ * moment it is announced (Content-Length, before a byte is read) or as its chunks arrive (a
+ * chunked body), given back once, when its response closes: the answer is written whole, or its
+ * client left (a relay aborts the upstream request then, and with it undici's copy of the body).
+ * Every route that reads a body gets it from the auth hook; nothing else needs calling.
+ */
+class HeldBody {
+  bytes = 0;
+
+  constructor(
+    private readonly budget: ByteBudget,
+    readonly key: string,
+  ) {}
+
+  grow(n: number): ByteRefusal | null {
+    const refused = this.budget.take(this.key, n);
+    if (refused === null) this.bytes += n;
+    return refused;
+  }
+
+  release(): void {
+    this.budget.give(this.key, this.bytes);
+    this.bytes = 0;
+  }
+}
+
+const HELD = Symbol('held body');
+type HoldingResponse = ServerResponse & { [HELD]?: HeldBody | null };
+
+/** One listener for every response (no closure per request): gives its body's bytes back. */
+function releaseHeld(this: HoldingResponse): void {
+  const held = this[HELD];
+  if (held == null) return;
+  this[HELD] = null;
+  held.release();
+}
+
+/** The answer to a body past a bound, and its headers. */
+class BodyRefusal {
+  constructor(
+    readonly err: ObProxyError,
+    readonly headers: Record<string, string>,
+  ) {}
+}
+const REFUSALS = new WeakMap<object, BodyRefusal>();
+
+function refusal(ctx: DaemonContext, held: HeldBody, why: ByteRefusal, instance: string): BodyRefusal {
+  const budget = ctx.bodies;
+  ctx.metrics?.rateLimited(instance, why === 'key' ? 'body_memory' : 'body_memory_full');
+  if (why === 'key') {
+    return new BodyRefusal(
+      obError('rate_limited', {
+        message: `This API key already has ${mib(budget.heldBy(held.key))} of request bodies in flight, its share of the proxy's memory (${mib(budget.keyMax)}, --body-memory-per-key). Retry when some of its requests are over, or send fewer or smaller requests at once.`,
+      }),
+      retryHeaders(1000),
+    );
+  }
+  warnFull(ctx);
+  return new BodyRefusal(obError('proxy_overloaded'), { 'retry-after': '1' });
+}
+
+function mib(n: number): string {
+  return `${(n / 1048576).toFixed(1)} MiB`;
+}
+
+/** One warning a minute at most: a daemon at its bound must not fill the disk. */
+const warnedAt = new WeakMap<DaemonContext, number>();
+function warnFull(ctx: DaemonContext): void {
+  const now = ctx.clock.now();
+  if (now - (warnedAt.get(ctx) ?? Number.NEGATIVE_INFINITY) < 60_000) return;
+  warnedAt.set(ctx, now);
+  ctx.log.warn(
+    { code: 'proxy_overloaded', held: ctx.bodies.held, bodyMemory: ctx.bodies.daemonMax },
+    'request bodies held at --body-memory: refusing new bodies with 503 until some answers are over; raise --body-memory if the host has the memory',
+  );
+}
+
+/**
+ * In the auth hook, once the key has passed its limits: holds the announced body, or answers the
+ * refusal (429 for the key's share, 503 for the daemon's) before any of it is read; the
+ * connection is then closed under the unread body (unread-body.ts). A body announced past
+ * --body-limit is left to its 413. Returns false when refused.
+ */
+export function holdBody(ctx: DaemonContext, request: FastifyRequest, reply: FastifyReply, key: string): boolean {
+  const headers = request.headers;
+  const length = headers['content-length'];
+  if (length === undefined && headers['transfer-encoding'] === undefined) return true;
+  const held = new HeldBody(ctx.bodies, key);
+  if (length !== undefined) {
+    const n = Number(length);
+    if (n > 0 && n <= ctx.config.bodyLimit) {
+      const why = held.grow(n);
+      if (why !== null) {
+        const r = refusal(ctx, held, why, (request.auth as { instance: { id: string } }).instance.id);
+        replyError(reply, r.err, { ...r.headers, connection: 'close' }, key);
+        return false;
+      }
+    }
+  }
+  const res = reply.raw as HoldingResponse;
+  res[HELD] = held;
+  res.on('close', releaseHeld);
+  return true;
+}
+
+/**
+ * A chunked body, held as it arrives: a preParsing hook (a body with a Content-Length was held
+ * whole by holdBody and passes as it is). Past a bound the stream fails with the refusal, which
+ * the data plane's error handler answers (bodyRefusal).
+ */
+export function makeChunkCounter(ctx: DaemonContext): preParsingHookHandler {
+  return function countChunks(request, reply, payload, done): void {
+    const held = (reply.raw as HoldingResponse)[HELD];
+    if (held == null || request.headers['content-length'] !== undefined) {
+      done(null, payload);
+      return;
+    }
+    const instance = (request.auth as { instance: { id: string } }).instance.id;
+    const counter = new Transform({
+      transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
+        const why = held.grow(chunk.length);
+        if (why === null) {
+          cb(null, chunk);
+          return;
+        }
+        payload.unpipe(counter);
+        const r = refusal(ctx, held, why, instance);
+        REFUSALS.set(r.err, r);
+        cb(r.err);
+      },
+    });
+    // pipe() passes no error on: a client that breaks off its body must end the read here too.
+    payload.once('error', (err: Error) => counter.destroy(err));
+    done(null, payload.pipe(counter));
+  };
+}
+
+/**
+ * Hold each body once: what a request keeps while it waits for its turn or its answer is the
+ * bytes it sends upstream, and nothing else of its body. The parsed request (its API's
+ * `upstream` lets go of a rewritten tree once it is bytes) and the client's raw bytes, when the upstream body is another buffer, are let
+ * go; a rewritten body is kept as UTF-8 bytes (undici would make them of the string anyway), not
+ * as a string of up to twice its size. A 15 MiB body waiting held about 22 MiB of RSS before.
+ */
+export function keepOneCopy(request: FastifyRequest, upstream: Buffer | string): Buffer {
+  const bytes = typeof upstream === 'string' ? Buffer.from(upstream) : upstream;
+  if (bytes !== request.body) request.body = undefined;
+  return bytes;
+}
+
+/** The data plane's error handler: answers a chunked body refused by countChunks; false for any other error. */
+export function answerBodyRefusal(reply: FastifyReply, error: unknown): boolean {
+  const r = typeof error === 'object' && error !== null ? REFUSALS.get(error) : undefined;
+  if (r === undefined) return false;
+  replyError(reply, r.err, { ...r.headers, connection: 'close' });
+  return true;
+}
