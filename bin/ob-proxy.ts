@@ -107,6 +107,8 @@ const deps: ProgramDeps = {
       reasoning: o.reasoning === true,
       ...(o.flavor === undefined ? {} : { flavor: o.flavor as Flavor }),
       responses: o.responses !== false,
+      completions: o.completions !== false,
+      messages: o.messages !== false,
       status: num(o.status, 'status'),
       bodyBytes: num(o.bodyBytes, 'body-bytes'),
     });

@@ -34,6 +34,9 @@ export interface SimulateOptions {
   flavor?: string;
   /** Commander's `--no-responses`: false when given. */
   responses?: boolean;
+  /** Commander's `--no-completions`, `--no-messages`: false when given. */
+  completions?: boolean;
+  messages?: boolean;
   pidFile?: string;
 }
 export interface DemoOptions extends CommonOptions {
@@ -135,6 +138,8 @@ export function makeProgram(deps: ProgramDeps): Command {
         .option('--reasoning', 'the model thinks: reasoning output before the answer (as qwen3.6)')
         .option('--flavor <flavor>', 'wire shape: ollama (>= 0.32.6, default), ollama-old, vllm')
         .option('--no-responses', 'answer POST /v1/responses 404, as an Ollama before 0.13.3')
+        .option('--no-completions', 'answer POST /v1/completions 404, as a server without legacy completions')
+        .option('--no-messages', 'answer POST /v1/messages 404, as an Ollama before 0.14')
         .option('--pid-file <file>', "write the simulator's pid here once it listens (removed at exit)")
         .action((o: SimulateOptions) => deps.simulate(o)),
       'ob-proxy simulate --port 11434 --model gemma4:26b',

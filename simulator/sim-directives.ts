@@ -61,9 +61,9 @@ export function normalizePatch(patch: unknown): Partial<SimulatorOptions> {
     } else if (key === 'reasoning') {
       if (typeof value !== 'boolean') throw new SimConfigError('reasoning must be true or false');
       out.reasoning = value;
-    } else if (key === 'responses') {
-      if (typeof value !== 'boolean') throw new SimConfigError('responses must be true or false');
-      out.responses = value;
+    } else if (key === 'responses' || key === 'completions' || key === 'messages') {
+      if (typeof value !== 'boolean') throw new SimConfigError(`${key} must be true or false`);
+      out[key] = value;
     } else if (key === 'flavor') {
       if (!(FLAVORS as readonly unknown[]).includes(value))
         throw new SimConfigError(`flavor must be one of ${FLAVORS.join(', ')}`);

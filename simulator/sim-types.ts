@@ -66,6 +66,10 @@ export interface SimulatorOptions {
   flavor?: Flavor;
   /** Serves `POST /v1/responses` (default true); false answers it 404 as an Ollama before 0.13.3. */
   responses?: boolean;
+  /** Serves `POST /v1/completions` (default true); false answers it 404, as a server without the route. */
+  completions?: boolean;
+  /** Serves `POST /v1/messages` (default true); false answers it 404, as an Ollama before 0.14. */
+  messages?: boolean;
 }
 
 export interface RecordedRequest {

@@ -17,6 +17,8 @@ import { isLoopbackAddress, makeHostCheck } from './sim-host-check.js';
 import { Recorder } from './sim-recorder.js';
 import { errorBody } from './sim-responses.js';
 import { handleResponses, routeMissing } from './sim-responses-api.js';
+import { handleCompletions } from './sim-completions.js';
+import { handleMessages } from './sim-messages.js';
 import {
   DEFAULT_KNOBS,
   DEFAULT_RECORD_LIMIT,
@@ -71,6 +73,8 @@ export function buildSimulator(options: SimulatorOptions): Simulator {
   let recordLimit = initial.recordLimit ?? DEFAULT_RECORD_LIMIT;
   let agent = { reasoning: initial.reasoning ?? false, flavor: initial.flavor ?? ('ollama' as const) };
   let responses = initial.responses ?? true;
+  let completions = initial.completions ?? true;
+  let messages = initial.messages ?? true;
   const recorder = new Recorder(recordLimit);
   const jobs = new Set<Job>();
   const hostAllowed = makeHostCheck();
@@ -103,9 +107,19 @@ export function buildSimulator(options: SimulatorOptions): Simulator {
     knobs = { ...knobs, ...knobsOf(p) };
     agent = { reasoning: p.reasoning ?? agent.reasoning, flavor: p.flavor ?? agent.flavor };
     if (p.responses !== undefined) responses = p.responses;
+    if (p.completions !== undefined) completions = p.completions;
+    if (p.messages !== undefined) messages = p.messages;
   };
 
-  const currentOptions = (): SimulatorOptions => ({ models: [...models], ...knobs, recordLimit, ...agent, responses });
+  const currentOptions = (): SimulatorOptions => ({
+    models: [...models],
+    ...knobs,
+    recordLimit,
+    ...agent,
+    responses,
+    completions,
+    messages,
+  });
 
   const modelObject = (id: string): string =>
     `{"id":${JSON.stringify(id)},"object":"model","created":${bornAt},"owned_by":"library"}`;
@@ -165,6 +179,28 @@ export function buildSimulator(options: SimulatorOptions): Simulator {
         if (job.done) return;
         if (responses) handleResponses(job, parsed, env);
         else routeMissing(job);
+      });
+      return;
+    }
+    // Legacy completions and Anthropic's Messages, each with its switch (an Ollama before 0.14 lacks /v1/messages).
+    const other =
+      path === '/v1/completions'
+        ? completions
+          ? handleCompletions
+          : null
+        : path === '/v1/messages'
+          ? messages
+            ? handleMessages
+            : null
+          : undefined;
+    if (method === 'POST' && other !== undefined) {
+      readBody(req, (raw) => {
+        const parsed = parseBody(raw);
+        job.record.body = parsed.ok ? parsed.value : raw;
+        recorder.changed(job.record);
+        if (job.done) return;
+        if (other === null) routeMissing(job);
+        else other(job, parsed, env);
       });
       return;
     }

@@ -27,6 +27,12 @@ export const ERRORS = {
     type: 'invalid_request_error',
     message: 'No API key: send the header "Authorization: Bearer ob_sk_…" (SDKs: set apiKey).',
   },
+  conflicting_api_keys: {
+    status: 400,
+    type: 'invalid_request_error',
+    message:
+      'The request names two different API keys, in x-api-key and in Authorization. Send the key in one of them (Anthropic SDK: apiKey or authToken, not both).',
+  },
   invalid_api_key: {
     status: 401,
     type: 'authentication_error',

@@ -40,3 +40,13 @@ export function prefixedId(prefix: string): string {
 export function responseId(): string {
   return `resp_${randomId()}`;
 }
+
+/** Our own legacy text completion id (Ollama's `cmpl-<0..998>` collides). */
+export function textCompletionId(): string {
+  return `cmpl-${randomId()}`;
+}
+
+/** Our own Anthropic message id (the model server's may collide). */
+export function messageId(): string {
+  return `msg_${randomId()}`;
+}

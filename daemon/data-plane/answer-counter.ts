@@ -4,7 +4,7 @@ import type { Metrics } from '../metrics/metrics.js';
 const CHAT_PATH = '/v1/chat/completions';
 
 /**
- * Counts every answer to a chat completion, whoever gave it (the auth hook, validation, the relay,
+ * Counts every answer of the proxied APIs (chat, Responses, legacy completions, Messages), whoever gave it (the auth hook, validation, the relay,
  * Fastify's own errors), in the metrics. Fastify calls `requestCompleted` when a response of any
  * route finishes, from the same listener that runs a route's onResponse hooks (it sets that
  * listener up for every request when it is given a logger, as the data plane is); an onResponse
@@ -23,7 +23,7 @@ export class AnswerCounter extends LogController {
     metadata?: Record<string, unknown>,
   ): void {
     super.requestCompleted(error, request, reply, metadata);
-    const route = isChatRoute(request) ? 0 : isResponsesRoute(request) ? 1 : -1;
+    const route = isChatRoute(request) ? 0 : otherRoute(request);
     if (route < 0) return;
     const auth = request.auth;
     this.metrics.answered(
@@ -49,13 +49,21 @@ function isChatRoute(request: FastifyRequest): boolean {
   return route.method === 'POST' && route.url === CHAT_PATH;
 }
 
-const RESPONSES_PATH = '/v1/responses';
+/** The other APIs' paths, by their place in ROUTES (metrics.ts). */
+const OTHER_ROUTES = new Map([
+  ['/v1/responses', 1],
+  ['/v1/completions', 2],
+  ['/v1/messages', 3],
+]);
 
-/** Whether the request was the Responses route's (ROUTES[1]). */
-function isResponsesRoute(request: FastifyRequest): boolean {
+/** The place in ROUTES of an API other than chat that the request was on, or -1. */
+function otherRoute(request: FastifyRequest): number {
   const raw = request.raw;
-  if (raw.method === 'POST' && raw.url === RESPONSES_PATH) return true;
-  if (request.is404) return false;
+  if (raw.method === 'POST') {
+    const exact = OTHER_ROUTES.get(raw.url ?? '');
+    if (exact !== undefined) return exact;
+  }
+  if (request.is404) return -1;
   const route = request.routeOptions;
-  return route.method === 'POST' && route.url === RESPONSES_PATH;
+  return route.method === 'POST' ? (OTHER_ROUTES.get(route.url ?? '') ?? -1) : -1;
 }

@@ -29,7 +29,7 @@ const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
  * Callback style, not async: nothing here waits, and a promise per request is measurable.
  * A refusal is sent from the hook and `done` is not called, which ends the request there.
  */
-export function makeAuthHook(ctx: DaemonContext, requireReady: boolean) {
+export function makeAuthHook(ctx: DaemonContext, requireReady: boolean, apiKeyHeader = false) {
   return function authHook(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
     if (ctx.draining) {
       replyError(reply, obError('shutting_down'), { 'retry-after': '1', connection: 'close' });
@@ -37,17 +37,25 @@ export function makeAuthHook(ctx: DaemonContext, requireReady: boolean) {
     }
     const header = request.headers.authorization;
     const match = header === undefined ? null : BEARER.exec(header);
-    if (match === null || match[1] === undefined) {
+    const secret = apiKeyHeader ? anthropicKey(request, match) : match?.[1];
+    if (secret === null) {
+      ctx.metrics?.keyRefused('conflicting_api_keys');
+      replyError(reply, obError('conflicting_api_keys'));
+      return;
+    }
+    if (secret === undefined) {
       ctx.metrics?.keyRefused('missing_api_key');
       replyError(
         reply,
         obError(
           'missing_api_key',
-          header === undefined
-            ? undefined
-            : {
-                message: 'The Authorization header must be "Bearer ob_sk_…" (SDKs: set apiKey).',
-              },
+          apiKeyHeader
+            ? { message: MISSING_ANTHROPIC_KEY }
+            : header === undefined
+              ? undefined
+              : {
+                  message: 'The Authorization header must be "Bearer ob_sk_…" (SDKs: set apiKey).',
+                },
         ),
       );
       return;
@@ -60,7 +68,7 @@ export function makeAuthHook(ctx: DaemonContext, requireReady: boolean) {
     const now = ctx.clock.now();
     // Authenticate first: a valid key is never slowed by bad keys sent from the same address
     // (a NAT or office shares one). The lookup is an in-memory hash, so it costs a guesser nothing.
-    const result = ctx.lifecycle.registry.authenticate(match[1], now, requireReady);
+    const result = ctx.lifecycle.registry.authenticate(secret, now, requireReady);
     if (!result.ok) {
       if (result.code === 'invalid_api_key') {
         // The socket's address (client headers such as X-Forwarded-For are not trusted), an IPv6
@@ -93,6 +101,22 @@ export function makeAuthHook(ctx: DaemonContext, requireReady: boolean) {
     if (request.headers.expect !== undefined) sendContinue(reply.raw);
     done();
   };
+}
+
+const MISSING_ANTHROPIC_KEY =
+  'No API key: send the header "x-api-key: ob_sk_…" or "Authorization: Bearer ob_sk_…" (Anthropic SDK: set apiKey or authToken).';
+
+/**
+ * The key of a Messages request (docs/contract.md §6): in `x-api-key`, as Anthropic's clients send
+ * it, or in `Authorization: Bearer` (their `authToken`). Both present must name the same key:
+ * the request is refused (null) rather than one of them chosen silently. Undefined: no key.
+ */
+function anthropicKey(request: FastifyRequest, bearer: RegExpExecArray | null): string | null | undefined {
+  const header = request.headers['x-api-key'];
+  const key = typeof header === 'string' ? header.trim() : '';
+  if (key === '') return bearer?.[1];
+  if (request.headers.authorization !== undefined && bearer?.[1] !== key) return null;
+  return key;
 }
 
 /** A failed check 2 to 5, or a daemon too long out of sync with its shared store to tell. */

@@ -10,6 +10,8 @@ import { registerCors } from './cors.js';
 import { makeAuthHook } from './auth-hook.js';
 import { makeChatHandler } from './chat-completions.js';
 import { makeResponsesHandler } from './responses.js';
+import { makeCompletionsHandler } from './completions.js';
+import { anthropicErrors, makeMessagesHandler } from './messages.js';
 import { clientErrorHandler } from './client-error.js';
 import { refusedSinceHeaders } from './exchange-end.js';
 import { connectionCaps, descriptorLimit, limitConnections } from './connection-limits.js';
@@ -105,15 +107,15 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
   });
 
   // Checks 3 to 5 run again at the start of the handler, once the body is in (recheck).
+  // Every body is counted against the byte budget as it arrives (held-bytes.ts).
+  const counted = makeChunkCounter(ctx);
+  app.post('/v1/chat/completions', { onRequest: makeAuthHook(ctx, true), preParsing: counted }, makeChatHandler(ctx));
+  app.post('/v1/responses', { onRequest: makeAuthHook(ctx, true), preParsing: counted }, makeResponsesHandler(ctx));
+  app.post('/v1/completions', { onRequest: makeAuthHook(ctx, true), preParsing: counted }, makeCompletionsHandler(ctx));
   app.post(
-    '/v1/chat/completions',
-    { onRequest: makeAuthHook(ctx, true), preParsing: makeChunkCounter(ctx) },
-    makeChatHandler(ctx),
-  );
-  app.post(
-    '/v1/responses',
-    { onRequest: makeAuthHook(ctx, true), preParsing: makeChunkCounter(ctx) },
-    makeResponsesHandler(ctx),
+    '/v1/messages',
+    { onRequest: [anthropicErrors, makeAuthHook(ctx, true, true)], preParsing: counted },
+    makeMessagesHandler(ctx),
   );
 
   // The key's one model, whatever the instance's state (OpenAI's list and model shapes).
@@ -165,13 +167,15 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
     const hint =
       request.url.startsWith('/chat/completions') ||
       request.url.startsWith('/responses') ||
+      request.url.startsWith('/completions') ||
+      request.url.startsWith('/messages') ||
       request.url.startsWith('/models')
         ? ' Your base URL is missing /v1: use {base_url}/v1.'
         : '';
     replyError(
       reply,
       obError('route_not_found', {
-        message: `No route ${request.method} ${request.url.split('?')[0]}. The proxy serves POST /v1/chat/completions, POST /v1/responses, GET /v1/models and GET /v1/models/{model}.${hint}`,
+        message: `No route ${request.method} ${request.url.split('?')[0]}. The proxy serves POST /v1/chat/completions, POST /v1/responses, POST /v1/completions, POST /v1/messages, GET /v1/models and GET /v1/models/{model}.${hint}`,
       }),
     );
   });

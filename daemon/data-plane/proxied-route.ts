@@ -46,6 +46,8 @@ export interface WireApi<C extends Checked> {
   relay(ctx: DaemonContext, rc: RelayContext, checked: C, deployment: string): Relay;
   /** Which model servers serve the route, learned from their answers; null: every one does. */
   readonly support: RouteSupport | null;
+  /** Client headers passed on to the model server (lower case; `anthropic-version`), if any. */
+  readonly forwardHeaders?: readonly string[];
 }
 
 const JSON_TYPE = /^application\/json\s*(;|$)/i;
@@ -292,6 +294,7 @@ function proxy<C extends Checked>(
         path: api.upstreamPath,
         requestId: request.id,
         token: rc.upstreamToken,
+        forward: api.forwardHeaders === undefined ? null : forwarded(request, api.forwardHeaders),
       },
       relay,
     );
@@ -301,4 +304,15 @@ function proxy<C extends Checked>(
     relay.terminate(obError('internal_error'));
   }
   return relay;
+}
+
+/** The client's headers named in `names` that it sent (one value each: repeated ones are joined by Node). */
+function forwarded(request: FastifyRequest, names: readonly string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of names) {
+    const v = request.headers[name];
+    if (typeof v === 'string') out[name] = v;
+    else if (Array.isArray(v)) out[name] = v.join(', ');
+  }
+  return out;
 }

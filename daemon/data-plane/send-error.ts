@@ -3,6 +3,7 @@ import type { Duplex } from 'node:stream';
 import type { FastifyReply } from 'fastify';
 import { ObProxyError, obError } from '../../src/errors.js';
 import type { HeaderList } from '../../src/services/key-limiter.js';
+import { errorBodyFor } from './error-shape.js';
 import { closeIfBodyPending } from './unread-body.js';
 
 export function toObError(err: unknown): ObProxyError {
@@ -10,7 +11,7 @@ export function toObError(err: unknown): ObProxyError {
 }
 
 /**
- * Answers `err` in the OpenAI envelope, and says so in the log: which route (its pattern, never
+ * Answers `err` in the OpenAI envelope (or the route's own, error-shape.ts), and says so in the log: which route (its pattern, never
  * the raw URL, where a client may have put a secret), the code, and the key's id when known.
  */
 export function replyError(
@@ -33,10 +34,10 @@ export function replyError(
       },
       'refused',
     );
-  return reply.code(err.status).headers(headers).type('application/json').send(err.toBody());
+  return reply.code(err.status).headers(headers).type('application/json').send(errorBodyFor(reply.raw, err));
 }
 
-/** For hijacked responses: the same envelope written straight to the socket, with `extra` headers (the key's x-ratelimit-*). */
+/** For hijacked responses: the same envelope (the route's shape, error-shape.ts) written straight to the socket, with `extra` headers (the key's x-ratelimit-*). */
 export function writeRawError(
   res: ServerResponse,
   err: ObProxyError,
@@ -45,7 +46,7 @@ export function writeRawError(
 ): void {
   if (res.headersSent) return;
   closeIfBodyPending(res);
-  const body = JSON.stringify(err.toBody());
+  const body = JSON.stringify(errorBodyFor(res, err));
   res.writeHead(err.status, jsonHeaders(Buffer.byteLength(body), requestId, extra));
   res.end(body);
 }

@@ -19,6 +19,8 @@ export interface UpstreamRequest {
   requestId: string;
   /** Bearer token for the model server, when the instance has one; never the client's key. */
   token?: string | undefined;
+  /** Client headers the route passes on (`anthropic-version`, ...); never a key, never Host. */
+  forward?: Record<string, string> | null;
 }
 
 const CHAT_PATH = '/v1/chat/completions';
@@ -79,6 +81,7 @@ export class UpstreamClient {
       'accept-encoding': 'identity',
       'x-request-id': req.requestId,
     };
+    if (req.forward != null) for (const name in req.forward) headers[name] ??= req.forward[name] as string;
     if (req.token !== undefined) headers.authorization = `Bearer ${req.token}`;
     const path = req.path === undefined || req.path === CHAT_PATH ? target.path : `${target.base}${req.path}`;
     this.pool(target.origin).dispatch({ method: 'POST', path, headers, body: req.body }, handler);

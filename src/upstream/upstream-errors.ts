@@ -65,6 +65,10 @@ export function upstreamStatusError(
         if (typeof m === 'string') message = m;
         const c = (e as { code?: unknown }).code;
         if (typeof c === 'string' && c !== '') wireCode = c;
+        // Anthropic's envelope, `{"type":"error","error":{"type","message"}}`: its type is its code.
+        const t = (e as { type?: unknown }).type;
+        if (c === undefined && (parsed as { type?: unknown }).type === 'error' && typeof t === 'string' && t !== '')
+          wireCode = t;
       } else if (typeof parsed.detail === 'string') message = parsed.detail;
     } catch {
       // not JSON after all: fall through to the generic sentence

@@ -254,7 +254,7 @@ const USAGE_OPTION = Buffer.from('"stream_options":{"include_usage":true},');
  * stream_options key, so no duplicate is made), instead of serialising the parsed body again,
  * which costs as much as parsing it did.
  */
-export function upstreamBody(raw: Buffer, chat: ChatRequest): Buffer | string {
+export function upstreamBody(raw: Buffer, chat: Pick<ChatRequest, 'rewritten' | 'addUsage'>): Buffer | string {
   if (chat.rewritten !== null) return stringifyExact(raw, chat.rewritten);
   if (!chat.addUsage) return raw;
   // The body parsed as a JSON object, so its first byte other than JSON whitespace is the brace.

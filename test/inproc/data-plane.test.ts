@@ -350,7 +350,7 @@ describe('the other routes', () => {
       {
         error: {
           message:
-            'No route POST /chat/completions. The proxy serves POST /v1/chat/completions, POST /v1/responses, GET /v1/models and GET /v1/models/{model}. Your base URL is missing /v1: use {base_url}/v1.',
+            'No route POST /chat/completions. The proxy serves POST /v1/chat/completions, POST /v1/responses, POST /v1/completions, POST /v1/messages, GET /v1/models and GET /v1/models/{model}. Your base URL is missing /v1: use {base_url}/v1.',
           type: 'not_found_error',
           code: 'route_not_found',
           param: null,

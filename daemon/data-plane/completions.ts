@@ -1,0 +1,78 @@
+import { obError } from '../../src/errors.js';
+import { textCompletionId } from '../../src/ids.js';
+import { MAX_CHOICES, usageOf } from '../../src/wire/chat-response.js';
+import { upstreamBody } from '../../src/wire/chat-request.js';
+import { CompletionsStreamRelay } from '../../src/wire/completions-stream.js';
+import {
+  type CompletionsRequest,
+  parseCompletionsBody,
+  validateCompletionsRequest,
+} from '../../src/wire/completions-request.js';
+import { withTopId } from '../../src/wire/top-id.js';
+import { limitErrors } from '../../src/upstream/answer-limits.js';
+import type { DaemonContext } from '../context.js';
+import { type WireApi, makeProxyHandler } from './proxied-route.js';
+import { RouteSupport } from './route-support.js';
+import { jsonHeaders } from './send-error.js';
+import { PlainRelay, StreamRelay } from './upstream-relay.js';
+
+/**
+ * A plain legacy completion: the model server's answer with our `cmpl-` id, as it sent it
+ * otherwise. Usage from its `usage` (`prompt_tokens`, `completion_tokens`).
+ */
+export class CompletionsPlainRelay extends PlainRelay {
+  protected override answer(raw: Buffer, text: string, parsed: unknown): void {
+    const body = parsed as Record<string, unknown> | null;
+    if (
+      typeof body !== 'object' ||
+      body === null ||
+      Array.isArray(body) ||
+      !Array.isArray(body.choices) ||
+      body.choices.length > MAX_CHOICES
+    ) {
+      this.upstreamFailed('upstream_error');
+      this.failed(
+        obError('upstream_error', {
+          message: "The model server sent an answer that is not a text completion. Check the instance's endpoint.",
+        }),
+      );
+      return;
+    }
+    const out = withTopId(raw, text, body, this.c.id);
+    if (out === null) {
+      this.upstreamFailed('upstream_error');
+      this.failed(limitErrors.tooDeep(false));
+      return;
+    }
+    const usage = usageOf(body);
+    this.c.res.writeHead(200, jsonHeaders(Buffer.byteLength(out), this.c.reqId, this.c.headers));
+    this.c.res.end(out);
+    this.finish(usage.prompt, usage.completion, usage.reasoning);
+  }
+}
+
+/** POST /v1/completions, legacy text completions, passed through to the model server's own (docs/contract.md §6). */
+export function completionsApi(ctx: DaemonContext): WireApi<CompletionsRequest> {
+  return {
+    route: 'completions',
+    logMessage: 'text completion',
+    upstreamPath: '/v1/completions',
+    parse: parseCompletionsBody,
+    validate: validateCompletionsRequest,
+    upstream: upstreamBody,
+    newId: textCompletionId,
+    relay(_ctx, rc, req) {
+      if (!req.stream) return new CompletionsPlainRelay(rc);
+      // Chat's layouts know chat's events only: every completion event takes the parsed path.
+      return new StreamRelay(
+        rc,
+        new CompletionsStreamRelay(rc.id, req.includeUsage, null, rc.limits.maxFrameBytes, rc.upstreamToken),
+      );
+    },
+    support: new RouteSupport('POST /v1/completions', ctx.clock),
+  };
+}
+
+export function makeCompletionsHandler(ctx: DaemonContext) {
+  return makeProxyHandler(ctx, completionsApi(ctx));
+}

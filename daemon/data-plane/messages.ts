@@ -1,0 +1,78 @@
+import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
+import { obError } from '../../src/errors.js';
+import { messageId } from '../../src/ids.js';
+import { limitErrors } from '../../src/upstream/answer-limits.js';
+import { tokenCount } from '../../src/wire/chat-response.js';
+import { MessagesStreamRelay } from '../../src/wire/messages-event-relay.js';
+import { type MessagesRequest, parseMessagesBody, validateMessagesRequest } from '../../src/wire/messages-request.js';
+import { withTopId } from '../../src/wire/top-id.js';
+import type { DaemonContext } from '../context.js';
+import { answerErrorsAsAnthropic } from './error-shape.js';
+import { type WireApi, makeProxyHandler } from './proxied-route.js';
+import { RouteSupport } from './route-support.js';
+import { jsonHeaders } from './send-error.js';
+import { PlainRelay, StreamRelay } from './upstream-relay.js';
+
+type Json = Record<string, unknown>;
+
+/**
+ * A plain Messages answer: the model server's `message` with our `msg_` id, as it sent it
+ * otherwise. Usage from its `usage` (`input_tokens`, `output_tokens`).
+ */
+export class MessagesPlainRelay extends PlainRelay {
+  protected override answer(raw: Buffer, text: string, parsed: unknown): void {
+    const body = parsed as Json | null;
+    if (typeof body !== 'object' || body === null || Array.isArray(body) || body.type !== 'message') {
+      this.upstreamFailed('upstream_error');
+      this.failed(
+        obError('upstream_error', {
+          message: "The model server sent an answer that is not a Messages API message. Check the instance's endpoint.",
+        }),
+      );
+      return;
+    }
+    const out = withTopId(raw, text, body, this.c.id);
+    if (out === null) {
+      this.upstreamFailed('upstream_error');
+      this.failed(limitErrors.tooDeep(false));
+      return;
+    }
+    const u = typeof body.usage === 'object' && body.usage !== null ? (body.usage as Json) : null;
+    this.c.res.writeHead(200, jsonHeaders(Buffer.byteLength(out), this.c.reqId, this.c.headers));
+    this.c.res.end(out);
+    this.finish(tokenCount(u?.input_tokens), tokenCount(u?.output_tokens), 0);
+  }
+}
+
+/**
+ * POST /v1/messages, Anthropic's Messages API, passed through to the model server's own
+ * (docs/contract.md §6). Anthropic's version headers go with it; the client's key (x-api-key or
+ * Authorization) never does.
+ */
+export function messagesApi(ctx: DaemonContext): WireApi<MessagesRequest> {
+  return {
+    route: 'messages',
+    logMessage: 'message',
+    upstreamPath: '/v1/messages',
+    parse: parseMessagesBody,
+    validate: validateMessagesRequest,
+    upstream: (raw) => raw,
+    newId: messageId,
+    relay(_ctx, rc, req) {
+      if (!req.stream) return new MessagesPlainRelay(rc);
+      return new StreamRelay(rc, new MessagesStreamRelay(rc.id, rc.limits.maxFrameBytes, rc.upstreamToken));
+    },
+    support: new RouteSupport('POST /v1/messages', ctx.clock),
+    forwardHeaders: ['anthropic-version', 'anthropic-beta'],
+  };
+}
+
+export function makeMessagesHandler(ctx: DaemonContext) {
+  return makeProxyHandler(ctx, messagesApi(ctx));
+}
+
+/** The route's first hook, before the key's: every error on it, from here on, in Anthropic's shape. */
+export function anthropicErrors(_request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
+  answerErrorsAsAnthropic(reply.raw);
+  done();
+}

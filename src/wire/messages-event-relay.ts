@@ -1,0 +1,203 @@
+import type { ObProxyError } from '../errors.js';
+import { encodeJson, tokenCount } from './chat-response.js';
+import { OutputBatch } from './output-batch.js';
+import { type InvalidReason, frameEnd } from './sse-relay.js';
+import { redactTokenInJson } from './upstream-token-redaction.js';
+
+type Json = Record<string, unknown>;
+
+const CR = 13;
+
+/** The Messages stream's events (Anthropic's API reference); others are not this API's stream. */
+const EVENTS = new Set([
+  'message_start',
+  'content_block_start',
+  'content_block_delta',
+  'content_block_stop',
+  'message_delta',
+  'message_stop',
+  'ping',
+  'error',
+]);
+
+/**
+ * Turns the model server's Anthropic Messages event stream into what the client receives, as it
+ * arrives (docs/contract.md §6): each `event: <type>` + `data: <json>` frame goes on as it came,
+ * its `event:` line kept, except that the message `id` in `message_start` becomes ours. Every
+ * data is parsed: an event that is not a JSON object whose `type` is one of the stream's (and
+ * agrees with its `event:` line) stops the relay (`invalid`), so the client never gets a broken
+ * event. `message_stop` ends it (`done`); the model server's `error` event is passed on, its
+ * upstream token cleared, and ends it too (`sawError`). Usage is read from `message_start` and
+ * `message_delta` (`input_tokens`, `output_tokens`; the later count wins). Nothing is added: this
+ * API has no `[DONE]`. A frame of `maxFrameBytes` or more is refused.
+ */
+export class MessagesStreamRelay {
+  private pieces: Buffer[] = [];
+  private pendingBytes = 0;
+  done = false;
+  sawError = false;
+  invalid = false;
+  invalidReason: InvalidReason | null = null;
+  /** Deltas seen (text, thinking, tool input): the completion when no usage comes. */
+  contentChunks = 0;
+  private input: number | null = null;
+  private output: number | null = null;
+
+  constructor(
+    private readonly id: string,
+    private readonly maxFrameBytes = 1024 * 1024,
+    private readonly upstreamToken?: string,
+  ) {}
+
+  get stopped(): boolean {
+    return this.done || this.invalid || this.sawError;
+  }
+
+  counts(): { prompt: number | null; completion: number | null; reasoning: number } {
+    return { prompt: this.input, completion: this.output, reasoning: 0 };
+  }
+
+  /** The text to write now; for tests. */
+  push(chunk: Buffer): string {
+    const out = new OutputBatch();
+    this.pushInto(chunk, out);
+    return out.length === 0 ? '' : out.take().toString('utf8');
+  }
+
+  pushInto(chunk: Buffer, out: OutputBatch): void {
+    if (this.stopped) return;
+    let buf = chunk;
+    if (this.pendingBytes > 0) {
+      this.pieces.push(chunk);
+      buf = Buffer.concat(this.pieces, this.pendingBytes + chunk.length);
+      this.pieces = [];
+      this.pendingBytes = 0;
+    }
+    let start = 0;
+    while (start < buf.length && !this.stopped) {
+      const next = frameEnd(buf, start);
+      if (next === -1) break;
+      if (next - start > this.maxFrameBytes) {
+        this.refuse('frame_too_large');
+        return;
+      }
+      this.frame(buf.toString('utf8', start, buf[next - 2] === CR ? next - 4 : next - 2), out);
+      start = next;
+    }
+    if (this.stopped || start >= buf.length) return;
+    const rest = buf.length - start;
+    if (rest >= this.maxFrameBytes) {
+      this.refuse('frame_too_large');
+      return;
+    }
+    // A copy: a piece must not pin its whole read. Joined once its frame ends.
+    this.pieces.push(Buffer.from(buf.subarray(start)));
+    this.pendingBytes = rest;
+  }
+
+  /** Our own error event, the client's last, in Anthropic's stream shape. */
+  closingError(err: ObProxyError): string {
+    return `event: error\ndata: ${JSON.stringify(err.toAnthropicBody())}\n\n`;
+  }
+
+  private refuse(reason: InvalidReason): void {
+    this.invalid = true;
+    this.invalidReason ??= reason;
+    this.pieces = [];
+    this.pendingBytes = 0;
+  }
+
+  /** One frame: comments and blank lines are dropped; `event:` and `data:` lines make the event. */
+  private frame(text: string, out: OutputBatch): void {
+    let event = '';
+    let data: string | null = null;
+    for (const raw of text.split('\n')) {
+      const line = raw.endsWith('\r') ? raw.slice(0, -1) : raw;
+      if (line === '' || line.charCodeAt(0) === 58) continue;
+      const colon = line.indexOf(':');
+      const name = colon === -1 ? line : line.slice(0, colon);
+      let value = colon === -1 ? '' : line.slice(colon + 1);
+      if (value.charCodeAt(0) === 32) value = value.slice(1);
+      if (name === 'data') data = data === null ? value : `${data}\n${value}`;
+      else if (name === 'event') event = value;
+      else if (name !== 'id' && name !== 'retry') {
+        this.refuse('not_sse');
+        return;
+      }
+    }
+    if (data === null) return;
+    let value: unknown;
+    try {
+      value = JSON.parse(data);
+    } catch {
+      this.refuse(data === '[DONE]' ? 'not_sse' : 'not_json');
+      return;
+    }
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+      this.refuse('not_sse');
+      return;
+    }
+    const ev = value as Json;
+    const type = typeof ev.type === 'string' ? ev.type : '';
+    if (!EVENTS.has(type) || (event !== '' && event !== type)) {
+      this.refuse('not_sse');
+      return;
+    }
+    if (type === 'error') {
+      this.passError(ev, data, out);
+      return;
+    }
+    let sent = data;
+    let again = data.includes('\n') || data.includes('\r');
+    if (type === 'message_start') {
+      const message = ev.message;
+      if (typeof message === 'object' && message !== null && !Array.isArray(message)) {
+        const m = message as Json;
+        // Its output count is 0 by then: only the input is taken, the output waits for message_delta.
+        this.usage(m.usage, false);
+        if (m.id !== this.id) {
+          m.id = this.id;
+          again = true;
+        }
+      }
+    } else if (type === 'message_delta') this.usage(ev.usage, true);
+    else if (type === 'content_block_delta') this.contentChunks++;
+    if (again) {
+      const encoded = encodeJson(ev);
+      if (encoded === null) {
+        this.refuse('too_deep');
+        return;
+      }
+      sent = encoded;
+    }
+    const frame = Buffer.from(`event: ${type}\ndata: ${sent}\n\n`, 'utf8');
+    out.add(null, frame, 0, frame.length);
+    if (type === 'message_stop') this.done = true;
+  }
+
+  /** The counts of a `usage` object, each where it is a token count; later events win. */
+  private usage(u: unknown, withOutput: boolean): void {
+    if (typeof u !== 'object' || u === null) return;
+    const input = tokenCount((u as Json).input_tokens);
+    if (input !== null) this.input = input;
+    const output = withOutput ? tokenCount((u as Json).output_tokens) : null;
+    if (output !== null) this.output = output;
+  }
+
+  /** The server's error event, its last, with the upstream token cleared (ours instead when it cannot be). */
+  private passError(ev: Json, data: string, out: OutputBatch): void {
+    this.sawError = true;
+    let sent: string | null = data.includes('\n') || data.includes('\r') ? encodeJson(ev) : data;
+    const token = this.upstreamToken;
+    if (sent !== null && token !== undefined) sent = redactTokenInJson(sent, token);
+    sent ??= JSON.stringify({
+      type: 'error',
+      error: {
+        type: 'upstream_error',
+        message: 'Model server error: an error event that could not be passed on as sent.',
+      },
+    });
+    const frame = Buffer.from(`event: error\ndata: ${sent}\n\n`, 'utf8');
+    out.add(null, frame, 0, frame.length);
+  }
+}
