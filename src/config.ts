@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import { DEFAULT_MODELS, parseModelList } from './domain/model-id.js';
 import { obError } from './errors.js';
 import { clipped } from './printable.js';
+import { isPostgresUrl } from './store/store-url.js';
 import { type AnswerLimits, DEFAULT_ANSWER_LIMITS } from './upstream/answer-limits.js';
 
 /**
@@ -676,7 +677,7 @@ export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string, def
   const text = (name: SettingName): string | undefined => givenValue(name, flags, env);
 
   const paths = resolvePaths(flags, env, homedir);
-  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(paths.store) && !/^postgres(ql)?:\/\//i.test(paths.store)) {
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(paths.store) && !isPostgresUrl(paths.store)) {
     refuse(
       SETTINGS.store,
       `${settingLabel(SETTINGS.store)} "${paths.store.split('@').pop()}" is not supported: use a lowdb file path (default <home>/db.json) or a postgres:// URL.`,

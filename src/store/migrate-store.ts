@@ -3,7 +3,8 @@ import { stat } from 'node:fs/promises';
 import { obError } from '../errors.js';
 import { LowdbStore } from './lowdb-store.js';
 import type { TableCounts } from './postgres/import.js';
-import { PostgresStore, isPostgresUrl } from './postgres-store.js';
+import { PostgresStore } from './postgres-store.js';
+import { isPostgresUrl } from './store-url.js';
 import { type LockHost, type LockPurpose, lockStore } from './store-lock.js';
 import { upgradeStoreData } from './upgrade.js';
 
