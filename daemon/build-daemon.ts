@@ -12,7 +12,7 @@ import { LiveStats } from '../src/services/live-stats.js';
 import type { UnwrittenAtShutdownError } from '../src/services/unwritten.js';
 import { KeyLimiter, LIMIT_SYNC_MS } from '../src/services/key-limiter.js';
 import { UsageTracker } from '../src/services/usage.js';
-import { LowdbStore } from '../src/store/lowdb-store.js';
+import { FileStore } from '../src/store/file-store.js';
 import type { Store } from '../src/store/store.js';
 import { storeFiles } from '../src/store/store-files.js';
 import { isPostgresUrl } from '../src/store/store-url.js';
@@ -127,7 +127,7 @@ export async function buildDaemon(config: Config, deps: DaemonDeps): Promise<Dae
             journalPath: join(config.home, 'postgres.revocations'),
             pid: process.pid,
           })
-        : new LowdbStore(config.store, {
+        : new FileStore(config.store, {
             onNotice: (message) => log.warn({ store: config.store }, message),
             ...(config.storeFoldBytes === null ? {} : { foldBytes: config.storeFoldBytes }),
           }));

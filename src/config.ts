@@ -536,7 +536,7 @@ export interface Config extends AnswerLimits {
   storeCatchupMs: number;
   /** A shared store: LISTEN for change notifications (off only to test the catch-up read alone). */
   storeNotify: boolean;
-  /** lowdb: fold the journal of commits into db.json at this size (bytes); null: db.json's own size, at least 1 MiB. */
+  /** File store: fold the journal of commits into db.json at this size (bytes); null: db.json's own size, at least 1 MiB. */
   storeFoldBytes: number | null;
   /**
    * Stream events may skip decoding and JSON.parse when they match a learned layout. Off, every

@@ -206,7 +206,7 @@ async function contentEnd(fh: FileHandle, from: number, to: number): Promise<num
 
 /**
  * Zeros kept written ahead of the last entry (bytes) when a store asks for them: see
- * CommitJournal. The lowdb store's default is none (LowdbStoreOptions.commitReserve): with
+ * CommitJournal. The file store's default is none (FileStoreOptions.commitReserve): with
  * zeros ahead, a disk that fills up keeps taking commits into them, which changes what a full
  * disk refuses (docs/reliability.md).
  */

@@ -16,7 +16,7 @@ interface Waiter {
   reject: (err: unknown) => void;
 }
 
-export interface LowdbStoreOptions {
+export interface FileStoreOptions {
   /** Things worth an operator's attention found while loading (keys kept revoked, repairs). */
   onNotice?: (message: string) => void;
   journal?: JournalOptions;
@@ -42,7 +42,7 @@ export interface LowdbStoreOptions {
 const MIN_FOLD_BYTES = 1024 * 1024;
 
 /**
- * The lowdb file store: `db.json`, a snapshot, plus `db.json.journal`, every commit since that
+ * The JSON file store: `db.json`, a snapshot, plus `db.json.journal`, every commit since that
  * snapshot, appended and synced (one small write per commit, whatever the store's size). Once the
  * journal passes a size it is folded into a fresh db.json in the background: the journal is
  * renamed to a segment (`db.json.journal.<first entry>`), commits go on into a new one, db.json is
@@ -57,7 +57,7 @@ const MIN_FOLD_BYTES = 1024 * 1024;
  * acknowledged and is replayed over db.json at every load; it is never folded, so no backup of
  * db.json restored later can revive a revoked key.
  */
-export class LowdbStore implements Store {
+export class FileStore implements Store {
   readonly location: string;
   readonly journalPath: string;
   readonly commitJournalPath: string;
@@ -82,7 +82,7 @@ export class LowdbStore implements Store {
 
   constructor(
     path: string,
-    private readonly options: LowdbStoreOptions = {},
+    private readonly options: FileStoreOptions = {},
   ) {
     this.location = path;
     this.journalPath = `${path}.revocations`;
