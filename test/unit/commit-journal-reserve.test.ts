@@ -11,7 +11,8 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { cryptoSecretSource } from '../../src/domain/api-key.js';
 import { LifecycleService } from '../../src/services/lifecycle.js';
-import { COMMIT_RESERVE, CommitJournal, frame, readJournal } from '../../src/store/commit-journal.js';
+import { COMMIT_RESERVE, CommitJournal } from '../../src/store/commit-journal.js';
+import { frame, readJournal } from '../../src/store/commit-journal-scan.js';
 import { FileStore } from '../../src/store/file-store.js';
 
 const MODELS = ['gemma4:26b'];

@@ -11,7 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { cryptoSecretSource } from '../../src/domain/api-key.js';
 import type { AuditEvent } from '../../src/domain/key.js';
 import { LifecycleService } from '../../src/services/lifecycle.js';
-import { frame, readJournal } from '../../src/store/commit-journal.js';
+import { frame, readJournal } from '../../src/store/commit-journal-scan.js';
 import { FileStore, type FileStoreOptions } from '../../src/store/file-store.js';
 import type { StoreData } from '../../src/store/store.js';
 import { bigStoreData } from '../helpers/big-store.js';
