@@ -12,9 +12,10 @@ import { LiveStats } from '../src/services/live-stats.js';
 import type { UnwrittenAtShutdownError } from '../src/services/unwritten.js';
 import { KeyLimiter, LIMIT_SYNC_MS } from '../src/services/key-limiter.js';
 import { UsageTracker } from '../src/services/usage.js';
-import { LowdbStore } from '../src/store/lowdb-store.js';
+import { FileStore } from '../src/store/file-store.js';
 import type { Store } from '../src/store/store.js';
 import { storeFiles } from '../src/store/store-files.js';
+import { isPostgresUrl } from '../src/store/store-url.js';
 import { ModelProbe } from '../src/upstream/model-probe.js';
 import { UpstreamClient } from '../src/upstream/upstream-client.js';
 import { EventLayoutsByServer } from '../src/wire/event-layouts.js';
@@ -96,7 +97,7 @@ export async function buildDaemon(config: Config, deps: DaemonDeps): Promise<Dae
       `the home folder was mode ${octal(loosened)}, readable by other users: made it 0700`,
     );
   // Several daemons on one PostgreSQL are the point of that store: no lock, no files of its own.
-  const shared = /^postgres(ql)?:\/\//i.test(config.store);
+  const shared = isPostgresUrl(config.store);
   if (!shared) await makeFolder(dirname(config.store), "store's folder", SETTINGS.store, 'a path in a folder');
   // Before anything is bound or read: a second daemon on this store must change nothing.
   const lock = deps.store === undefined && !shared ? await lockStore(config.store, lockHostOf(process)) : null;
@@ -126,7 +127,7 @@ export async function buildDaemon(config: Config, deps: DaemonDeps): Promise<Dae
             journalPath: join(config.home, 'postgres.revocations'),
             pid: process.pid,
           })
-        : new LowdbStore(config.store, {
+        : new FileStore(config.store, {
             onNotice: (message) => log.warn({ store: config.store }, message),
             ...(config.storeFoldBytes === null ? {} : { foldBytes: config.storeFoldBytes }),
           }));

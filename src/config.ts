@@ -1,8 +1,9 @@
-import { join } from 'node:path';
-import { DEFAULT_MODELS, parseModelList } from './domain/model-id.js';
-import { obError } from './errors.js';
-import { clipped } from './printable.js';
+import { DEFAULT_MODELS } from './domain/model-id.js';
 import { type AnswerLimits, DEFAULT_ANSWER_LIMITS } from './upstream/answer-limits.js';
+
+// How a setting's value is read, and the whole Config resolved, live beside this table.
+export { givenValue, settingLabel, shownDefault } from './config-read.js';
+export { cliTimeoutMs, debugWanted, resolveConfig, resolvePaths, socketPathProblem } from './config-resolve.js';
 
 /**
  * One setting of the daemon or the CLI, said once: the flag and variable that give it, its
@@ -23,7 +24,7 @@ interface SettingBase {
   /** Set by tests, to shorten a period or reach a path; documented apart, not for operators. */
   readonly forTests?: true;
 }
-interface NumberSetting extends SettingBase {
+export interface NumberSetting extends SettingBase {
   readonly type: 'number';
   readonly default: number | null;
   readonly min: number;
@@ -31,17 +32,17 @@ interface NumberSetting extends SettingBase {
   readonly integer?: true;
   readonly unit?: 'seconds' | 'milliseconds' | 'bytes';
 }
-interface ChoiceSetting extends SettingBase {
+export interface ChoiceSetting extends SettingBase {
   readonly type: 'choice';
   readonly choices: readonly string[];
   readonly default: string | null;
 }
 /** A listen address: a name or an IP, not a URL (`--host http://0.0.0.0` is a common slip). */
-interface AddressSetting extends SettingBase {
+export interface AddressSetting extends SettingBase {
   readonly type: 'address';
   readonly default: string;
 }
-interface TextSetting extends SettingBase {
+export interface TextSetting extends SettingBase {
   readonly type: 'text';
   readonly shown: string;
 }
@@ -490,7 +491,7 @@ export const SETTINGS = {
 } as const satisfies Record<string, Setting>;
 
 export type SettingName = keyof typeof SETTINGS;
-type NamesOf<T> = { [K in SettingName]: (typeof SETTINGS)[K] extends T ? K : never }[SettingName];
+export type NamesOf<T> = { [K in SettingName]: (typeof SETTINGS)[K] extends T ? K : never }[SettingName];
 /** The settings that are also flags, by commander's name for them. */
 export type FlagName = NamesOf<{ flag: string }>;
 export type ConfigFlags = { [K in FlagName]?: string | number };
@@ -535,7 +536,7 @@ export interface Config extends AnswerLimits {
   storeCatchupMs: number;
   /** A shared store: LISTEN for change notifications (off only to test the catch-up read alone). */
   storeNotify: boolean;
-  /** lowdb: fold the journal of commits into db.json at this size (bytes); null: db.json's own size, at least 1 MiB. */
+  /** File store: fold the journal of commits into db.json at this size (bytes); null: db.json's own size, at least 1 MiB. */
   storeFoldBytes: number | null;
   /**
    * Stream events may skip decoding and JSON.parse when they match a learned layout. Off, every
@@ -565,214 +566,4 @@ export interface Config extends AnswerLimits {
 export interface CommandDefaults {
   logLevel?: string;
   logFormat?: 'json' | 'pretty';
-}
-
-/** The value given, flag first, then variable; an empty one counts as not given. */
-export function givenValue(name: SettingName, flags: ConfigFlags, env: Env): string | undefined {
-  const s: Setting = SETTINGS[name];
-  const flag =
-    s.flag === undefined ? undefined : (flags as Readonly<Record<string, string | number | undefined>>)[name];
-  if (flag !== undefined && flag !== '') return String(flag);
-  const raw = env[s.env];
-  return raw === undefined || raw === '' ? undefined : raw;
-}
-
-/**
- * How an error names a setting: the flag and the variable that also sets it, as the operator may
- * have used either (`--port (or OB_PROXY_PORT)`); a setting read from the environment only is
- * named by its variable.
- */
-export function settingLabel(s: Setting): string {
-  return s.flag === undefined ? s.env : `--${s.flag} (or ${s.env})`;
-}
-
-function refuse(s: Setting, message: string): never {
-  throw obError('invalid_argument', { param: s.flag ?? s.env, message });
-}
-
-/** The default as `--help` and docs/cli.md say it. */
-export function shownDefault(s: Setting): string {
-  if (s.shown !== undefined) return s.shown;
-  if (s.type === 'text') return '';
-  if (s.type !== 'number' || s.default === null) return String(s.default);
-  const n = s.default;
-  if (s.unit === 'bytes') return n % MiB === 0 ? `${n / MiB} MiB` : n % 1024 === 0 ? `${n / 1024} KiB` : `${n} bytes`;
-  if (s.unit === 'seconds') return `${n} s`;
-  if (s.unit === 'milliseconds') return `${n} ms`;
-  return String(n);
-}
-
-function readNumber(s: NumberSetting, raw: string | undefined): number | null {
-  if (raw === undefined) return s.default;
-  const n = raw.trim() === '' ? NaN : Number(raw);
-  if (!Number.isFinite(n) || n < s.min || n > s.max || (s.integer === true && !Number.isInteger(n))) {
-    const unit = s.unit === undefined ? '' : ` of ${s.unit}`;
-    refuse(
-      s,
-      `${settingLabel(s)} must be a number${unit} from ${s.min} to ${s.max}${s.integer === true ? ', without a fraction' : ''}, got "${clipped(raw)}".`,
-    );
-  }
-  return n;
-}
-
-function readChoice(s: ChoiceSetting, raw: string | undefined, fallback = s.default): string | null {
-  if (raw === undefined) return fallback;
-  if (!s.choices.includes(raw)) {
-    const choices = s.choices.length === 2 ? `${s.choices[0]} or ${s.choices[1]}` : `one of ${s.choices.join(', ')}`;
-    refuse(s, `${settingLabel(s)} must be ${choices}, got "${clipped(raw)}".`);
-  }
-  return raw;
-}
-
-function readAddress(s: AddressSetting, raw: string | undefined): string {
-  if (raw === undefined) return s.default;
-  if (!/^(\[[0-9A-Fa-f:.%\w]+\]|[0-9A-Za-z.:%_-]+)$/.test(raw)) {
-    refuse(
-      s,
-      `${settingLabel(s)} must be an address to listen on, such as 127.0.0.1, 0.0.0.0 or ::, got "${clipped(raw)}".`,
-    );
-  }
-  return raw.startsWith('[') ? raw.slice(1, -1) : raw;
-}
-
-/**
- * A Unix socket's path is at most 107 bytes on Linux (108 with its NUL) and 103 elsewhere. Node
- * cuts a longer one short without a word and binds or connects to what is left: a daemon with a
- * deep --home put its socket beside the home (in /tmp, say), then stopped on a bare ENOENT, and the
- * CLI said the daemon refused the connection. The refusal for such a path, or null.
- */
-export function socketPathProblem(path: string, platform: string): string | null {
-  const max = platform === 'linux' ? 107 : 103;
-  const bytes = Buffer.byteLength(path);
-  if (bytes <= max) return null;
-  return `The socket path ${path} is ${bytes} bytes long; a Unix socket's path may be at most ${max}. Give ${settingLabel(SETTINGS.socket)} a shorter path (e.g. /run/ob-proxy/ob-proxy.sock), or a shorter --home.`;
-}
-
-/** Where the files are: what the client commands need, with no other setting read (or refused). */
-export function resolvePaths(flags: ConfigFlags, env: Env, homedir: string): Pick<Config, 'home' | 'store' | 'socket'> {
-  const home = givenValue('home', flags, env) ?? join(homedir, '.ob-proxy');
-  return {
-    home,
-    store: givenValue('store', flags, env) ?? join(home, 'db.json'),
-    socket: givenValue('socket', flags, env) ?? join(home, 'ob-proxy.sock'),
-  };
-}
-
-/** OB_PROXY_CLI_TIMEOUT: how long a client command waits for the daemon's whole answer (ms). */
-export function cliTimeoutMs(env: Env): number {
-  return readNumber(SETTINGS.cliTimeout, givenValue('cliTimeout', {}, env))! * 1000;
-}
-
-/** OB_PROXY_DEBUG: the CLI adds a stack trace to an unexpected error's line. */
-export function debugWanted(env: Env): boolean {
-  return givenValue('debug', {}, env) !== undefined;
-}
-
-export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string, defaults: CommandDefaults = {}): Config {
-  const num = (name: NamesOf<NumberSetting>): number | null => readNumber(SETTINGS[name], givenValue(name, flags, env));
-  const seconds = (name: NamesOf<NumberSetting>): number => num(name)! * 1000;
-  const choice = (name: NamesOf<ChoiceSetting>, fallback?: string): string =>
-    readChoice(SETTINGS[name], givenValue(name, flags, env), fallback)!;
-  const text = (name: SettingName): string | undefined => givenValue(name, flags, env);
-
-  const paths = resolvePaths(flags, env, homedir);
-  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(paths.store) && !/^postgres(ql)?:\/\//i.test(paths.store)) {
-    refuse(
-      SETTINGS.store,
-      `${settingLabel(SETTINGS.store)} "${paths.store.split('@').pop()}" is not supported: use a lowdb file path (default <home>/db.json) or a postgres:// URL.`,
-    );
-  }
-  const maxStaleMs = seconds('maxStale');
-  const storeCatchupMs = num('storeCatchupMs')!;
-  // In sync means a catch-up read succeeded: a bound shorter than their period would refuse
-  // every key all the time.
-  if (maxStaleMs <= storeCatchupMs) {
-    refuse(
-      SETTINGS.maxStale,
-      `${settingLabel(SETTINGS.maxStale)} (${maxStaleMs / 1000} s) must be longer than the store's catch-up period (${storeCatchupMs / 1000} s, ${SETTINGS.storeCatchupMs.env}).`,
-    );
-  }
-  const upstreamTimeoutMs = seconds('upstreamTimeout');
-  const idle = num('idleTimeout');
-  const logFormat = readChoice(
-    SETTINGS.logFormat,
-    text('logFormat'),
-    defaults.logFormat ?? null,
-  ) as Config['logFormat'];
-  const maxConcurrency = num('maxConcurrency');
-  const memory = bodyMemory(num('bodyLimit')!, num('bodyMemory')!, num('bodyMemoryPerKey'));
-  return {
-    ...paths,
-    host: readAddress(SETTINGS.host, text('host')),
-    port: num('port')!,
-    upstreamTimeoutMs,
-    connectTimeoutMs: seconds('connectTimeout'),
-    idleTimeoutMs: idle === null ? upstreamTimeoutMs : idle * 1000,
-    requestTimeoutMs: seconds('requestTimeout'),
-    graceMs: seconds('grace'),
-    bodyLimit: num('bodyLimit')!,
-    ...memory,
-    maxFrameBytes: num('maxFrameBytes')!,
-    maxAnswerBytes: num('maxAnswerBytes')!,
-    maxErrorBytes: num('maxErrorBytes')!,
-    responseDeadlineMs: seconds('responseDeadline'),
-    models: parseModelList(text('models')) ?? [...DEFAULT_MODELS],
-    logLevel: choice('logLevel', defaults.logLevel),
-    usageFlushMs: num('usageFlushMs')!,
-    badKeyLimit: num('badKeyLimit')!,
-    maxConnections: num('maxConnections'),
-    maxConnectionsPerAddress: num('maxConnectionsPerAddress'),
-    maxStaleMs,
-    storeCatchupMs,
-    storeNotify: choice('testNoNotify') !== '1',
-    storeFoldBytes: num('storeFoldBytes'),
-    corsOrigins: (text('corsOrigins') ?? '')
-      .split(',')
-      .map((o) => o.trim().replace(/\/$/, ''))
-      .filter((o) => o !== ''),
-    metricsPort: num('metricsPort'),
-    metricsHost: readAddress(SETTINGS.metricsHost, text('metricsHost')),
-    metricsKeyLabel: choice('metricsKeyLabel') === 'on',
-    logFormat,
-    relayFastPath: choice('relayFastPath') === '1',
-    tls: tlsConfig(text('tlsCert'), text('tlsKey')),
-    socketGroup: text('socketGroup') ?? null,
-    maxConcurrency,
-    queueSize: num('queue')!,
-    queueTimeoutMs: seconds('queueTimeout'),
-    limitWindowMs: num('limitWindowMs')!,
-    probeIntervalMs: seconds('probeInterval'),
-    probeTimeoutMs: seconds('probeTimeout'),
-  };
-}
-
-/** The bounds on held bodies: each must take one body of --body-limit, and a key's within the daemon's. */
-function bodyMemory(
-  bodyLimit: number,
-  daemon: number,
-  perKey: number | null,
-): Pick<Config, 'bodyMemory' | 'bodyMemoryPerKey'> {
-  if (daemon < bodyLimit)
-    refuse(
-      SETTINGS.bodyMemory,
-      `${settingLabel(SETTINGS.bodyMemory)} (${daemon} bytes) must be at least ${settingLabel(SETTINGS.bodyLimit)} (${bodyLimit} bytes): otherwise a body the proxy accepts could never be held.`,
-    );
-  if (perKey !== null && (perKey < bodyLimit || perKey > daemon))
-    refuse(
-      SETTINGS.bodyMemoryPerKey,
-      `${settingLabel(SETTINGS.bodyMemoryPerKey)} (${perKey} bytes) must be from ${settingLabel(SETTINGS.bodyLimit)} (${bodyLimit} bytes) to ${settingLabel(SETTINGS.bodyMemory)} (${daemon} bytes).`,
-    );
-  return { bodyMemory: daemon, bodyMemoryPerKey: perKey ?? Math.max(bodyLimit, Math.floor(daemon / 4)) };
-}
-
-function tlsConfig(cert: string | undefined, key: string | undefined): Config['tls'] {
-  if (cert === undefined && key === undefined) return null;
-  if (cert === undefined || key === undefined) {
-    const missing = cert === undefined ? SETTINGS.tlsCert : SETTINGS.tlsKey;
-    refuse(
-      missing,
-      `--${SETTINGS.tlsCert.flag} and --${SETTINGS.tlsKey.flag} go together: ${settingLabel(missing)} is missing.`,
-    );
-  }
-  return { cert, key };
 }

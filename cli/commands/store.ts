@@ -3,6 +3,7 @@ import { Command } from 'commander';
 import { resolvePaths } from '../../src/config.js';
 import { ObProxyError } from '../../src/errors.js';
 import type { StoreData } from '../../src/store/store.js';
+import { isPostgresUrl } from '../../src/store/store-url.js';
 import { type CliDeps, type CommonOptions, example, settingOption, withClient, withCommon } from '../common.js';
 import { printJson } from '../output.js';
 
@@ -32,7 +33,7 @@ async function backupSource(
     if (!(err instanceof ObProxyError) || err.code !== 'daemon_unreachable') throw err;
   }
   const { store } = resolvePaths(o, deps.io.env, deps.homedir ?? homedir());
-  if (/^postgres(ql)?:\/\//i.test(store)) {
+  if (isPostgresUrl(store)) {
     throw new Error(
       'No daemon answered on the socket, and a PostgreSQL store is backed up through a daemon (start one, or give --socket) or with pg_dump.',
     );
@@ -57,7 +58,7 @@ export function makeStoreCommand(deps: CliDeps): Command {
       .action(async (file: string, o: BackupOptions) => {
         const source = await backupSource(o, deps);
         const { backupCounts, writeBackup } = await import('../../src/store/backup.js');
-        const lowdb = /^postgres(ql)?:\/\//i.test(source.from) ? undefined : source.from;
+        const lowdb = isPostgresUrl(source.from) ? undefined : source.from;
         await writeBackup(file, source.data, { force: o.force === true, store: lowdb });
         const c = backupCounts(source.data);
         if (o.json === true)

@@ -1,225 +1,14 @@
 import type { KeyLimits, KeyRecord } from '../domain/key.js';
 import type { LimitCounts, LimitExchange, LimitSnapshot } from '../store/store.js';
-import { type ClusterView, readSnapshot, shareOf } from './limit-shares.js';
+import { type Caps, KeyState, tokensUsed } from './key-limit-state.js';
+import { capsOf, promiseOf } from './limit-caps.js';
+import { type HeaderList, NO_HEADERS, keyHeaders } from './limit-headers.js';
+import { type ClusterView, readSnapshot } from './limit-shares.js';
+
+export type { HeaderList } from './limit-headers.js';
+export { decimal, formatReset, retryAfterSeconds } from './limit-header-text.js';
 
 export type LimitName = keyof KeyLimits;
-
-/**
- * One fixed window: it starts with the first request (or tokens) counted after the last one
- * ended, and lasts `windowMs`. Simple and exact to report (the reset is the window's end); the
- * price is that a key may spend its whole allowance at the end of one window and again at the
- * start of the next (docs/operations.md). On a shared store windows are aligned to the clock
- * instead (a multiple of `windowMs`), so that every daemon counts the same window.
- *
- * Tokens are reserved when a request is admitted (`KeyLimiter.reserve`) and charged when its
- * answer ends, so an answer that takes more than it reserved (a prompt longer than its estimate)
- * can still take a key past its tpm: what is over is carried into the next windows (`carry`, one
- * limit paid off per window), rather than forgotten when the window ends. Forgotten, a key that
- * ran many answers at once got its concurrency times its answers every window, whatever its tpm.
- */
-class Window {
-  start = 0;
-  count = 0;
-  private resetAt = -1;
-  private resetText = '0ms';
-
-  constructor(private readonly aligned: boolean) {}
-
-  /** Past the window's end: a new one, with what was counted over `carry` (the limit) in it, if any. */
-  roll(now: number, windowMs: number, carry: number | null = null): void {
-    if (this.count === 0 || now < this.start + windowMs) return;
-    if (carry === null) {
-      this.count = 0;
-      return;
-    }
-    const passed = Math.floor((now - this.start) / windowMs);
-    this.count = Math.max(0, this.count - carry * passed);
-    this.start += passed * windowMs;
-  }
-
-  add(now: number, windowMs: number, n: number, carry: number | null = null): void {
-    this.roll(now, windowMs, carry);
-    if (this.count === 0) this.start = this.aligned ? now - (now % windowMs) : now;
-    this.count += n;
-  }
-
-  /** Milliseconds until the window is over (0 when nothing is counted). */
-  resetMs(now: number, windowMs: number): number {
-    return this.count === 0 ? 0 : Math.max(0, this.start + windowMs - now);
-  }
-
-  /** Milliseconds until the count is under `limit` again: this window's end, and a window more per limit carried. */
-  underMs(now: number, windowMs: number, limit: number): number {
-    if (this.count < limit) return 0;
-    return this.resetMs(now, windowMs) + (Math.floor(this.count / limit) - 1) * windowMs;
-  }
-
-  /** Milliseconds until nothing is counted: the window's end, and a window more per limit carried past it. */
-  clearMs(now: number, windowMs: number, limit: number | null): number {
-    const ms = this.resetMs(now, windowMs);
-    return limit === null || this.count <= limit ? ms : ms + (Math.ceil(this.count / limit) - 1) * windowMs;
-  }
-
-  /** `clearMs` as OpenAI writes it, kept for the millisecond: a busy key asks many times in one. */
-  reset(now: number, windowMs: number, limit: number | null = null): string {
-    const ms = Math.ceil(this.clearMs(now, windowMs, limit));
-    if (ms !== this.resetAt) {
-      this.resetAt = ms;
-      this.resetText = formatReset(ms);
-    }
-    return this.resetText;
-  }
-}
-
-/** A count as a header value, remade only when it changes: most of a key's values repeat from one request to the next. */
-class CountText {
-  private n = -1;
-  private text = '';
-
-  of(n: number): string {
-    if (n !== this.n) {
-      this.n = n;
-      this.text = decimal(n);
-    }
-    return this.text;
-  }
-}
-
-const THREE_DIGITS = Array.from({ length: 1000 }, (_, i) => String(i).padStart(3, '0'));
-
-/**
- * `String(n)`, for a count that is new at each request (what remains of a key's window). V8 keeps
- * the string of every number `String` converts in a cache that outlives the young generation's
- * collections, so each such string was copied to the old generation: 32 bytes a request of a key
- * with an rpm, the most any part of `--ops` promoted (docs/performance.md, "What each optimisation bought"). Made here
- * of groups of three digits: the first group is `String` of a number below 1,000 (a thousand
- * strings at most, cached once), the others come from the table, and the joined string is not
- * cached at all.
- */
-export function decimal(n: number): string {
-  if (n < 1000 || !Number.isSafeInteger(n)) return String(n);
-  const high = Math.floor(n / 1000);
-  return decimal(high) + (THREE_DIGITS[n - high * 1000] as string);
-}
-
-/** The x-ratelimit-* values last sent for a key. */
-class HeaderTexts {
-  readonly limitRequests = new CountText();
-  readonly remainingRequests = new CountText();
-  readonly limitTokens = new CountText();
-  readonly remainingTokens = new CountText();
-}
-
-/**
- * Response headers as Node's `writeHead` takes them fastest: names and values in turn, in one
- * array (an object's are read by name, megamorphic keyed loads in Node's header loop).
- */
-export type HeaderList = readonly string[];
-
-/** A key with only a concurrency limit has no x-ratelimit-* header: one empty list for all. */
-const NO_HEADERS: HeaderList = Object.freeze([]);
-
-/** Which x-ratelimit-* trios a key's answers carry: 1 the requests', 2 the tokens', 3 both. */
-type HeaderKind = 0 | 1 | 2 | 3;
-
-const REQUEST_TRIO = [
-  'x-ratelimit-limit-requests',
-  '',
-  'x-ratelimit-remaining-requests',
-  '',
-  'x-ratelimit-reset-requests',
-  '',
-];
-const TOKEN_TRIO = ['x-ratelimit-limit-tokens', '', 'x-ratelimit-remaining-tokens', '', 'x-ratelimit-reset-tokens', ''];
-
-/** A key's header list for `kind`, every header in it, in OpenAI's order (its values are set at each request). */
-function headerList(kind: HeaderKind): string[] {
-  if (kind === 3) return [...REQUEST_TRIO, ...TOKEN_TRIO];
-  if (kind === 1) return [...REQUEST_TRIO];
-  return [...TOKEN_TRIO];
-}
-
-class KeyState {
-  readonly requests: Window;
-  readonly tokens: Window;
-  readonly texts = new HeaderTexts();
-  /** The key's x-ratelimit-* headers (`KeyLimiter.headers`), and which limits they are for. */
-  headers: string[] = [];
-  headerKind: HeaderKind = 0;
-  inflight = 0;
-  /**
-   * Tokens reserved by the key's answers under way (`reserve`): counted against its tpm with what
-   * was charged, until each answer is over and its real usage is charged instead.
-   */
-  reserved = 0;
-  /** Tokens reserved in all, and as of the last capture: demand, for the promises (shared store). */
-  reservedAsked = 0;
-  reservedAtCapture = 0;
-  /** When a refusal was last reported (logged), so that it is once per window, not per request. */
-  reportedAt = Number.NEGATIVE_INFINITY;
-  // Shared store only (see KeyLimiter.caps).
-  /** The key's limits as last seen, for the capture. */
-  limits: KeyLimits | null = null;
-  /** Requests asked (admitted or refused) and tokens charged, in all, and as of the last capture. */
-  asked = 0;
-  askedAtCapture = 0;
-  charged = 0;
-  chargedAtCapture = 0;
-  lastAskedAt = Number.NEGATIVE_INFINITY;
-  /**
-   * What this daemon promised the others at each capture not yet in a snapshot. A key counted
-   * since the last capture was left out of it: a promise of nothing, until that snapshot is read.
-   */
-  promises: LimitPromise[];
-  /** This daemon's caps, worked out once per snapshot, capture and window. */
-  caps: Caps | null = null;
-
-  constructor(aligned: boolean, lastCapture: number, window: number) {
-    this.requests = new Window(aligned);
-    this.tokens = new Window(aligned);
-    this.promises = [{ tick: lastCapture, window, requests: 0, tokens: 0, inflight: 0, xRequests: 0, xTokens: 0 }];
-  }
-}
-
-/**
- * At a capture, a daemon promises to stay within its counts plus `x*` more until the snapshot
- * of that capture is read (in another window: within `x*`): the others split only what nobody
- * promised, so a share given never overlaps one being spent.
- */
-interface LimitPromise {
-  tick: number;
-  window: number;
-  requests: number;
-  tokens: number;
-  inflight: number;
-  xRequests: number;
-  xTokens: number;
-}
-
-/**
- * What this daemon may reach: its promise plus its share of what was left at the last snapshot,
- * and within its promises since (`others*`: the other daemons' counts, for the headers and to
- * tell a full window from a spent share).
- */
-interface Caps {
-  snapshot: ClusterView | null;
-  limits: KeyLimits;
-  window: number;
-  requests: number;
-  tokens: number;
-  inflight: number;
-  othersRequests: number;
-  othersTokens: number;
-  /** Requests the other daemons were asked for the key in the period before the snapshot. */
-  othersAsked: number;
-  /** From the snapshot alone (before the promises since): what the next promise may reach. */
-  share: { requests: number; tokens: number; inflight: number };
-}
-
-/** Tokens counted against a key's tpm: charged in its window, and reserved by its answers under way. */
-function tokensUsed(s: KeyState): number {
-  return s.tokens.count + s.reserved;
-}
 
 /** `admit`'s answer: read it before the next call, which reuses the object. */
 export interface Verdict {
@@ -255,9 +44,6 @@ export interface Reservation {
  * meets a recent split; one small write and read per daemon per period (docs/scale-out.md).
  */
 export const LIMIT_SYNC_MS = 250;
-
-/** Promises kept per key while no snapshot clears them (more than the store's 8-tick look-back). */
-const MAX_PROMISES = 10;
 
 /**
  * The completion reserved for an answer whose request set no cap (neither max_completion_tokens
@@ -369,7 +155,7 @@ export class KeyLimiter {
     const v = this.verdict;
     v.refused = refused;
     v.retryAfterMs = retryAfterMs;
-    v.headers = this.headers(key.limits, s, now, c);
+    v.headers = keyHeaders(key.limits, s, now, w, c);
     v.entered = refused === null;
     v.report = report;
     return v;
@@ -419,17 +205,17 @@ export class KeyLimiter {
       s.limits = key.limits;
       room = Math.min(room - c.othersTokens, c.tokens - used);
       if (room <= 0) r.retryAfterMs = this.sharedTokenWait(s, c, tpm, now, this.untilNextShare(now));
-      r.headers = this.headers(key.limits, s, now, c);
+      r.headers = keyHeaders(key.limits, s, now, w, c);
     } else if (room <= 0) r.retryAfterMs = this.tokenWait(s, tpm, now);
     if (room <= 0) {
       r.refused = true;
-      if (!this.shared) r.headers = this.headers(key.limits, s, now, null);
+      if (!this.shared) r.headers = keyHeaders(key.limits, s, now, w, null);
       return r;
     }
     r.tokens = prompt + (cap ?? Math.max(0, Math.min(UNCAPPED_RESERVE, room - prompt)));
     s.reserved += r.tokens;
     s.reservedAsked += r.tokens;
-    r.headers = this.headers(key.limits, s, now, this.shared ? this.caps(key, s, now) : null);
+    r.headers = keyHeaders(key.limits, s, now, w, this.shared ? this.caps(key, s, now) : null);
     return r;
   }
 
@@ -450,68 +236,9 @@ export class KeyLimiter {
     return p - (now % p) + p;
   }
 
-  /**
-   * This daemon's caps for the key (shared store). From the last snapshot: what it promised then,
-   * plus its share of what nobody promised, shares weighted by each daemon's demand in the period
-   * before (plus one, so a daemon with none still gets a little). Every daemon computes the same
-   * split and the shares add up to what was left, so the cluster stays within the limit whatever
-   * the spread of requests. Then no more than what it promised at the captures since.
-   * A snapshot of an ended window: only the promises on top count. In-flight counts carry over.
-   * Without a snapshot yet (a daemon just started: three periods at most), it has no share; a key
-   * it had not counted at its last capture it promised nothing of, until that capture's snapshot
-   * is read (two periods at most). Both refuse with a short wait.
-   */
+  /** This daemon's caps for the key from the last snapshot (shared store; capsOf). */
   private caps(key: KeyRecord, s: KeyState, now: number): Caps {
-    const v = this.view;
-    const window = Math.floor(now / this.windowMs);
-    const cached = s.caps;
-    if (cached !== null && cached.snapshot === v && cached.limits === key.limits && cached.window === window)
-      return cached;
-    const { rpm, tpm, concurrency } = key.limits;
-    const c: Caps = {
-      snapshot: v,
-      limits: key.limits,
-      window,
-      requests: 0,
-      tokens: 0,
-      inflight: 0,
-      othersRequests: 0,
-      othersTokens: 0,
-      othersAsked: 0,
-      share: { requests: 0, tokens: 0, inflight: 0 },
-    };
-    s.caps = c;
-    if (v === null) return c;
-    s.promises = s.promises.filter((p) => p.tick > v.tick);
-    const k = v.keys.get(key.id);
-    const current = v.window === window;
-    const zeros = new Array<number>(v.size).fill(0);
-    const weights = k === undefined ? new Array<number>(v.size).fill(1) : k.asked.map((a) => a + 1);
-    const cap = (limit: number | null, promised: number[]): number => {
-      if (limit === null) return Number.POSITIVE_INFINITY;
-      return promised[v.self]! + shareOf(limit - sum(promised), weights, v.self);
-    };
-    c.requests = c.share.requests = cap(
-      rpm,
-      k === undefined ? zeros : current ? k.promised.requests : k.promisedAfter.requests,
-    );
-    c.tokens = c.share.tokens = cap(
-      tpm,
-      k === undefined ? zeros : current ? k.promised.tokens : k.promisedAfter.tokens,
-    );
-    c.inflight = c.share.inflight = cap(concurrency, k === undefined ? zeros : k.promised.inflight);
-    for (const p of s.promises) {
-      const same = p.window === window;
-      c.requests = Math.min(c.requests, same ? p.requests : p.xRequests);
-      c.tokens = Math.min(c.tokens, same ? p.tokens : p.xTokens);
-      c.inflight = Math.min(c.inflight, p.inflight);
-    }
-    if (k !== undefined) c.othersAsked = sum(k.asked) - k.asked[v.self]!;
-    if (k !== undefined && current) {
-      c.othersRequests = sum(k.requests) - k.requests[v.self]!;
-      c.othersTokens = sum(k.tokens) - k.tokens[v.self]!;
-    }
-    return c;
+    return capsOf(this.view, key.id, key.limits, s, now, this.windowMs);
   }
 
   /**
@@ -568,39 +295,8 @@ export class KeyLimiter {
         this.keys.delete(id);
         continue;
       }
-      // Within its share of the snapshot every daemon is reading now, so the promises add up to
-      // no more than the limit; the promises since only hold until their snapshots are read.
-      const c = this.caps({ id, limits: s.limits } as KeyRecord, s, now);
-      const { share } = c;
-      // One to spare while there is room for two, or while no other daemon wants the key: a
-      // spare kept when room is scarce would starve a daemon that asks.
-      const spare = (room: number): number => (room >= 2 || (room >= 1 && c.othersAsked === 0) ? 1 : 0);
-      // Its demand, and half of the room beyond it: kept to until the snapshot of this capture is
-      // read, the promise is all a daemon may admit in the meantime, so a promise of the demand
-      // alone refused any rise in rate, however far below the limit. The other half stays
-      // unpromised, for the next split to give to whichever daemon asks.
-      const promise = (room: number, demand: number): number => {
-        if (room === Number.POSITIVE_INFINITY) return 0;
-        const wanted = demand + spare(room);
-        return Math.max(0, Math.min(room, wanted + Math.max(0, Math.floor((room - wanted) / 2))));
-      };
-      const xRequests = promise(share.requests - s.requests.count, asked);
-      const xTokens = promise(share.tokens - tokensUsed(s), Math.max(charged, asked > 0 ? 1 : 0));
-      const xInflight = promise(share.inflight - s.inflight, asked);
-      s.promises.push({
-        tick,
-        window,
-        requests: s.requests.count + xRequests,
-        tokens: tokensUsed(s) + xTokens,
-        inflight: s.inflight + xInflight,
-        xRequests,
-        xTokens,
-      });
-      // Cut off from the store, no snapshot clears them: the others read a daemon's latest row,
-      // and stop counting it after a few ticks without one, so only the latest promises matter.
-      if (s.promises.length > MAX_PROMISES) s.promises.shift();
-      s.caps = null;
-      keys[id] = [s.requests.count, tokensUsed(s), s.inflight, asked, xRequests, xTokens, xInflight];
+      const c = capsOf(this.view, id, s.limits, s, now, w);
+      keys[id] = promiseOf(s, c, tick, window, asked, charged);
     }
     this.lastCapture = tick;
     this.lastCaptureWindow = window;
@@ -638,76 +334,4 @@ export class KeyLimiter {
   inflight(keyId: string): number {
     return this.keys.get(keyId)?.inflight ?? 0;
   }
-
-  /**
-   * The key's header list with its values as of now. One list per key, not one per request
-   * (each request's object was 83 bytes, and more when merged into its answer's): every answer of
-   * the key writes it as it is when the answer is written. The values are strings kept per key
-   * (`HeaderTexts`, and the reset per millisecond): only what changed is formatted again.
-   */
-  private headers(limits: KeyLimits, s: KeyState, now: number, c: Caps | null): HeaderList {
-    const { rpm, tpm } = limits;
-    const kind = ((rpm === null ? 0 : 1) | (tpm === null ? 0 : 2)) as HeaderKind;
-    if (kind === 0) return NO_HEADERS;
-    // A new list when the key's limits change which trios it has: an answer already under way
-    // keeps the list it was given, with the values of the key's last request before the change.
-    if (kind !== s.headerKind) {
-      s.headers = headerList(kind);
-      s.headerKind = kind;
-    }
-    const h = s.headers;
-    const w = this.windowMs;
-    const t = s.texts;
-    // Remaining: the cluster's as far as this daemon knows (the others' counts at the last snapshot).
-    if (rpm !== null) {
-      const used = s.requests.count + (c === null ? 0 : c.othersRequests);
-      h[1] = t.limitRequests.of(rpm);
-      h[3] = t.remainingRequests.of(Math.max(0, rpm - used));
-      h[5] = s.requests.reset(now, w);
-    }
-    if (tpm !== null) {
-      // The tokens' trio follows the requests' when the key has both.
-      const at = rpm === null ? 0 : 6;
-      const used = tokensUsed(s) + (c === null ? 0 : c.othersTokens);
-      h[at + 1] = t.limitTokens.of(tpm);
-      h[at + 3] = t.remainingTokens.of(Math.max(0, tpm - used));
-      h[at + 5] = s.tokens.reset(now, w, tpm);
-    }
-    return h;
-  }
-}
-
-function sum(xs: readonly number[]): number {
-  let t = 0;
-  for (const x of xs) t += x;
-  return t;
-}
-
-/**
- * A duration as OpenAI writes its reset headers: `20ms`, `1s`, `8.64s`, `6m0s`. Integer
- * arithmetic, not `toFixed`: it runs for every request of a key with limits, and `toFixed` with
- * the conversions around it took about a microsecond.
- */
-export function formatReset(ms: number): string {
-  const whole = Math.ceil(ms);
-  if (whole < 1000) return `${whole}ms`;
-  const minutes = Math.floor(whole / 60_000);
-  const rest = whole - minutes * 60_000;
-  const seconds = Math.floor(rest / 1000);
-  let frac = rest - seconds * 1000;
-  let text = `${seconds}`;
-  if (frac !== 0) {
-    let digits = 3;
-    while (frac % 10 === 0) {
-      frac /= 10;
-      digits--;
-    }
-    text += `.${String(frac).padStart(digits, '0')}`;
-  }
-  return minutes > 0 ? `${minutes}m${text}s` : `${text}s`;
-}
-
-/** Retry-After in whole seconds, never 0 (a client would retry at once). */
-export function retryAfterSeconds(ms: number): number {
-  return Math.max(1, Math.ceil(ms / 1000));
 }

@@ -1,7 +1,6 @@
 import { constants } from 'node:fs';
 import { type FileHandle, lstat, open, readlink, rename, unlink } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import type { Adapter } from 'lowdb';
 import { SETTINGS, settingLabel } from '../config.js';
 
 /** The store file or its temp file is something ob-proxy will not read through or write over. */
@@ -13,16 +12,16 @@ export class UnsafeStorePathError extends Error {
 const CREATE_TMP = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
 
 /**
- * lowdb adapter whose writes survive kill -9 and power loss: write a temp file, fsync it, rename
- * it over the target, fsync the directory. A reader sees the old file or the new one, never a torn
- * one. (lowdb's own JSONFile renames but does not fsync.)
+ * A JSON file whose writes survive kill -9 and power loss: write a temp file, fsync it, rename it
+ * over the target, fsync the directory. A reader sees the old file or the new one, never a torn
+ * one (a rename alone, without the fsyncs, can leave an empty file after a power loss).
  *
  * Neither file is reached through a symbolic link. A link at the temp path used to be followed
  * and its target overwritten with the store; a link at the store path was replaced by a plain
  * file on the first write, silently parting from its target. Both are refused instead: the store
  * is the real file at the path given.
  */
-export class AtomicJsonFile<T> implements Adapter<T> {
+export class AtomicJsonFile<T> {
   readonly tmp: string;
 
   constructor(readonly path: string) {

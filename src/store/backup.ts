@@ -1,6 +1,6 @@
 import { lstat } from 'node:fs/promises';
 import { AtomicJsonFile } from './atomic-json-file.js';
-import { LowdbStore } from './lowdb-store.js';
+import { FileStore } from './file-store.js';
 import { storeFileAt } from './store-files.js';
 import type { StoreData } from './store.js';
 
@@ -35,7 +35,7 @@ export async function readLowdbBackup(path: string): Promise<StoreData> {
     throw new Error(
       `There is no store at ${path}: no daemon answered, and no file is there. Give --home or --store of the daemon to back up.`,
     );
-  const store = new LowdbStore(path, { readOnly: true });
+  const store = new FileStore(path, { readOnly: true });
   try {
     return await store.load();
   } finally {

@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { stat } from 'node:fs/promises';
 import { obError } from '../errors.js';
-import { LowdbStore } from './lowdb-store.js';
+import { FileStore } from './file-store.js';
 import type { TableCounts } from './postgres/import.js';
-import { PostgresStore, isPostgresUrl } from './postgres-store.js';
+import { PostgresStore } from './postgres-store.js';
+import { isPostgresUrl } from './store-url.js';
 import { type LockHost, type LockPurpose, lockStore } from './store-lock.js';
 import { upgradeStoreData } from './upgrade.js';
 
@@ -47,7 +48,7 @@ export async function migrateLowdbToPostgres(opts: {
   const lock = await lockStore(opts.from, opts.host, MIGRATING);
   try {
     // Read only: the source may be a stopped daemon's store, left as it was (its journal replayed in memory).
-    const source = new LowdbStore(opts.from, {
+    const source = new FileStore(opts.from, {
       readOnly: true,
       ...(opts.onNotice === undefined ? {} : { onNotice: opts.onNotice }),
     });

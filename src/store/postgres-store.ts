@@ -90,10 +90,6 @@ const ORPHAN_AFTER = '1 minute';
 // replaced, since its notifications are lost meanwhile.
 const SESSION_QUERY_TIMEOUT_MS = 3000;
 
-export function isPostgresUrl(store: string): boolean {
-  return /^postgres(ql)?:\/\//i.test(store);
-}
-
 /**
  * Query parameters whose values are shown. node-postgres reads every parameter of the URL as a
  * setting, `password` and `sslpassword` included (`postgres://ob@db/x?password=…` connects), so

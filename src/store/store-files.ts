@@ -2,7 +2,7 @@ import { realpath } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 
 /**
- * A lowdb store's files: the store, and the companions it keeps beside it under its own name.
+ * The file store's files: the store, and the companions it keeps beside it under its own name.
  * No other path an operator gives (the socket, a backup) may name one of them: writing there
  * replaces the daemon's own state (a backup over `db.json.journal` made every later write fail
  * and the next start refuse the journal).

@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
 import { cryptoSecretSource } from '../../src/domain/api-key.js';
 import { LifecycleService } from '../../src/services/lifecycle.js';
-import { LowdbStore } from '../../src/store/lowdb-store.js';
+import { FileStore } from '../../src/store/file-store.js';
 import { eventually } from '../helpers/processes.js';
 
 const mountPoint = join(tmpdir(), `obr-inodes-${process.pid}`);
@@ -46,7 +46,7 @@ it('commits go on when a fold cannot create the new journal, and the fold finish
   const path = join(mountPoint, 'db.json');
   const notices: string[] = [];
   // A fold every 2,000 bytes: one every few key creations.
-  const store = new LowdbStore(path, { foldBytes: 2000, onNotice: (m) => notices.push(m) });
+  const store = new FileStore(path, { foldBytes: 2000, onNotice: (m) => notices.push(m) });
   const lc = await LifecycleService.open({ store, clock, secrets: cryptoSecretSource, models: ['gemma4:26b'] });
   await lc.addInstance({ id: 'gpu-1', model: 'gemma4:26b', endpoint: 'http://127.0.0.1:9/v1' });
   await (
@@ -90,7 +90,7 @@ it('commits go on when a fold cannot create the new journal, and the fold finish
   );
 
   await store.close();
-  const reopened = new LowdbStore(path);
+  const reopened = new FileStore(path);
   const data = await reopened.load();
   await reopened.close();
   expect(data.keys.map((k) => `${k.name}:${k.status}`).sort()).toEqual(

@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
 import { cryptoSecretSource } from '../../src/domain/api-key.js';
 import { LifecycleService } from '../../src/services/lifecycle.js';
-import { LowdbStore } from '../../src/store/lowdb-store.js';
+import { FileStore } from '../../src/store/file-store.js';
 
 const clock = { now: () => Date.parse('2026-11-23T12:00:00Z') };
 let dir = '';
@@ -28,7 +28,7 @@ afterAll(async () => {
 it('a journal past 2 GiB is read and replayed; every acknowledged commit is there', async () => {
   dir = await mkdtemp(join(tmpdir(), 'obr-big-'));
   const path = join(dir, 'db.json');
-  const first = new LowdbStore(path);
+  const first = new FileStore(path);
   const lc = await LifecycleService.open({ store: first, clock, secrets: cryptoSecretSource, models: ['gemma4:26b'] });
   await lc.addInstance({ id: 'gpu-1', model: 'gemma4:26b', endpoint: 'http://127.0.0.1:9/v1' });
   await (
@@ -36,7 +36,7 @@ it('a journal past 2 GiB is read and replayed; every acknowledged commit is ther
   ).defaultKey;
   await first.close();
   // Reopened, and left without a close (a crash): these commits are only in the journal.
-  const second = new LowdbStore(path);
+  const second = new FileStore(path);
   const lc2 = await LifecycleService.open({
     store: second,
     clock,
@@ -47,7 +47,7 @@ it('a journal past 2 GiB is read and replayed; every acknowledged commit is ther
   await truncate(`${path}.journal`, 2200 * 1024 * 1024);
 
   const notices: string[] = [];
-  const third = new LowdbStore(path, { onNotice: (m) => notices.push(m) });
+  const third = new FileStore(path, { onNotice: (m) => notices.push(m) });
   const loaded = await third.load().then(
     (data) => data.keys.map((k) => `${k.name}:${k.status}`).sort(),
     (err: Error) => err.message,
@@ -58,7 +58,7 @@ it('a journal past 2 GiB is read and replayed; every acknowledged commit is ther
   await third.close();
   expect((await stat(`${path}.journal`)).size).toBe(0);
   expect((await readdir(dir)).sort()).toEqual(['db.json', 'db.json.journal', 'db.json.revocations']);
-  const again = new LowdbStore(path);
+  const again = new FileStore(path);
   expect((await again.load()).keys.map((k) => k.name).sort()).toEqual(['default', 'k0', 'k1', 'k2']);
   await again.close();
 });

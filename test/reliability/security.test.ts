@@ -11,7 +11,7 @@ import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SECRET_PATTERN } from '../../src/domain/api-key.js';
 import { obError } from '../../src/errors.js';
-import { LowdbStore } from '../../src/store/lowdb-store.js';
+import { FileStore } from '../../src/store/file-store.js';
 import { DaemonClient } from '../../cli/daemon-client.js';
 import type { Simulator } from '../../simulator/simulator.js';
 import { cliJson, startServe, startSimulate, tmpHome as processHome } from '../helpers/processes.js';
@@ -101,7 +101,7 @@ describe('secrets stay secret', () => {
     expect(leaks(events.join('\n'))).toEqual([]);
     expect(leaks(answers)).toEqual([]);
     // Keys are kept, and found, by their SHA-256 only.
-    const reader = new LowdbStore(h.config.store, { readOnly: true });
+    const reader = new FileStore(h.config.store, { readOnly: true });
     const stored = (await reader.load()).keys;
     await reader.close();
     expect(stored.map((k) => k.hash).sort()).toEqual(

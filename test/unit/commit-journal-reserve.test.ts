@@ -1,5 +1,5 @@
 /**
- * The journal of commits can write into zeros it wrote ahead (LowdbStoreOptions.commitReserve:
+ * The journal of commits can write into zeros it wrote ahead (FileStoreOptions.commitReserve:
  * an append then changes no file metadata and its sync needs no commit of the file system's
  * journal), and a stop writes its two journals at once. What must still hold: entries read back after a crash, without a notice
  * for the zeros; a file put in the journal's place while running (same inode, another size)
@@ -11,8 +11,9 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { cryptoSecretSource } from '../../src/domain/api-key.js';
 import { LifecycleService } from '../../src/services/lifecycle.js';
-import { COMMIT_RESERVE, CommitJournal, frame, readJournal } from '../../src/store/commit-journal.js';
-import { LowdbStore } from '../../src/store/lowdb-store.js';
+import { COMMIT_RESERVE, CommitJournal } from '../../src/store/commit-journal.js';
+import { frame, readJournal } from '../../src/store/commit-journal-scan.js';
+import { FileStore } from '../../src/store/file-store.js';
 
 const MODELS = ['gemma4:26b'];
 const clock = { now: () => Date.parse('2026-11-23T12:00:00Z') };
@@ -20,7 +21,7 @@ const home = (): Promise<string> => mkdtemp(join(tmpdir(), 'objr-'));
 
 async function open(path: string, commitReserve = COMMIT_RESERVE) {
   const notices: string[] = [];
-  const store = new LowdbStore(path, { onNotice: (m) => notices.push(m), commitReserve });
+  const store = new FileStore(path, { onNotice: (m) => notices.push(m), commitReserve });
   const lc = await LifecycleService.open({ store, clock, secrets: cryptoSecretSource, models: MODELS });
   return { store, lc, notices };
 }
@@ -70,7 +71,7 @@ describe('the journal of commits, written into zeros written ahead', () => {
     const { lc } = await open(path);
     await lc.addInstance({ id: 'gpu-1', model: 'gemma4:26b', endpoint: 'http://127.0.0.1:9/v1' });
     const key = await (await lc.ready('gpu-1')).defaultKey;
-    await (lc as unknown as { deps: { store: LowdbStore } }).deps.store.commit([]);
+    await (lc as unknown as { deps: { store: FileStore } }).deps.store.commit([]);
     // kill -9: no close, no fold. The journal holds zeros past its entries.
     const raw = await readFile(`${path}.journal`);
     expect(raw.at(-1)).toBe(0);

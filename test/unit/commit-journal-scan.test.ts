@@ -7,7 +7,7 @@ import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { type JournalEntry, frame, readJournal } from '../../src/store/commit-journal.js';
+import { type JournalEntry, frame, readJournal } from '../../src/store/commit-journal-scan.js';
 
 /** The whole-file reader, as it was: the answer expected of the piecewise one. */
 function reference(bytes: Buffer, path: string): { entries: number[]; end: number; torn: number } | string {

@@ -11,7 +11,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { cryptoSecretSource } from '../../src/domain/api-key.js';
 import type { AuditEvent } from '../../src/domain/key.js';
 import { LifecycleService } from '../../src/services/lifecycle.js';
-import { LowdbStore } from '../../src/store/lowdb-store.js';
+import { FileStore } from '../../src/store/file-store.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { PostgresStore } from '../../src/store/postgres-store.js';
 import type { Store } from '../../src/store/store.js';
@@ -43,10 +43,10 @@ async function readyInstance(lc: LifecycleService): Promise<void> {
 
 const STORES: [string, () => Promise<() => Store>][] = [
   [
-    'lowdb',
+    'file',
     async () => {
       const file = join(await mkdtemp(join(tmpdir(), 'obl-')), 'db.json');
-      return () => new LowdbStore(file);
+      return () => new FileStore(file);
     },
   ],
   [
@@ -139,7 +139,7 @@ describe('key limits, shared and old stores', () => {
     expect([...again.registry.keys.values()][0]!.limits).toEqual({ rpm: null, tpm: null, concurrency: null });
   });
 
-  it('a lowdb store written before limits existed loads with none; a bad limit names its field', async () => {
+  it('a file store written before limits existed loads with none; a bad limit names its field', async () => {
     const old = new MemoryStore();
     const lc = await open(old);
     await readyInstance(lc);

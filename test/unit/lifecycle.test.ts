@@ -6,7 +6,7 @@ import { cryptoSecretSource } from '../../src/domain/api-key.js';
 import { ObProxyError } from '../../src/errors.js';
 import { LifecycleService } from '../../src/services/lifecycle.js';
 import { MutableRegistry } from '../../src/services/registry.js';
-import { LowdbStore } from '../../src/store/lowdb-store.js';
+import { FileStore } from '../../src/store/file-store.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { PostgresStore } from '../../src/store/postgres-store.js';
 import type { Store } from '../../src/store/store.js';
@@ -26,11 +26,11 @@ function fakeClock(start = T0): { now(): number; advance(ms: number): void } {
   };
 }
 
-// The lifecycle's behaviour on each store: memory, the lowdb file, and PostgreSQL (a fresh
+// The lifecycle's behaviour on each store: memory, the JSON file, and PostgreSQL (a fresh
 // database on the local server per test).
 const STORES: [string, () => Promise<Store>][] = [
   ['memory', async () => new MemoryStore()],
-  ['lowdb', async () => new LowdbStore(join(await mkdtemp(join(tmpdir(), 'obs-')), 'db.json'))],
+  ['file', async () => new FileStore(join(await mkdtemp(join(tmpdir(), 'obs-')), 'db.json'))],
   [
     'postgres',
     async () => {
@@ -160,11 +160,11 @@ describe.each(STORES)('lifecycle service on the %s store', (_name, factory) => {
   });
 });
 
-describe('lowdb store', () => {
+describe('file store', () => {
   it('persists through a reopen, with only hashes, written atomically', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'obs-'));
     const path = join(dir, 'db.json');
-    const { lc } = await setup(new LowdbStore(path));
+    const { lc } = await setup(new FileStore(path));
     const { secret } = await readyInstance(lc);
     await Promise.all(Array.from({ length: 20 }, (_, i) => lc.createKey('gpu-1', `k${i}`)));
     // Neither db.json nor the journal of commits since holds a secret.
@@ -176,7 +176,7 @@ describe('lowdb store', () => {
     expect((await readFile(`${path}.journal`, 'utf8')).split('\n').length).toBeGreaterThan(20);
     // No temp file left behind; the journals live beside the store.
     expect(await readdir(dir)).toEqual(['db.json', 'db.json.journal', 'db.json.revocations']);
-    const reopened = await setup(new LowdbStore(path));
+    const reopened = await setup(new FileStore(path));
     expect(reopened.lc.registry.keys.size).toBe(21);
     expect(reopened.lc.registry.authenticate(secret, T0, true)).toMatchObject({ ok: true });
   });
@@ -186,7 +186,7 @@ describe('lowdb store', () => {
     const path = join(dir, 'db.json');
     const { writeFile } = await import('node:fs/promises');
     await writeFile(path, '{"version":1,"instan');
-    await expect(new LowdbStore(path).load()).rejects.toThrow(/cannot be read.*left untouched/);
+    await expect(new FileStore(path).load()).rejects.toThrow(/cannot be read.*left untouched/);
     expect(await readFile(path, 'utf8')).toBe('{"version":1,"instan');
   });
 });

@@ -11,7 +11,7 @@ import { resolveConfig } from '../../src/config.js';
 import { cryptoSecretSource } from '../../src/domain/api-key.js';
 import type { AuditEvent } from '../../src/domain/key.js';
 import { LifecycleService } from '../../src/services/lifecycle.js';
-import { LowdbStore } from '../../src/store/lowdb-store.js';
+import { FileStore } from '../../src/store/file-store.js';
 import { MIGRATIONS } from '../../src/store/postgres/migrations.js';
 import { PostgresStore, redactUrl } from '../../src/store/postgres-store.js';
 import type { Store } from '../../src/store/store.js';
@@ -239,7 +239,7 @@ describe('PostgreSQL store', () => {
 });
 
 describe.each([
-  ['lowdb', async (): Promise<Store> => new LowdbStore(join(await mkdtemp(join(tmpdir(), 'obt-')), 'db.json'))],
+  ['file', async (): Promise<Store> => new FileStore(join(await mkdtemp(join(tmpdir(), 'obt-')), 'db.json'))],
   ['postgres', async (): Promise<Store> => new PostgresStore(db.url, { catchupMs: 100, now: clock.now })],
 ])('lifecycle on the %s store', (_name, makeStore) => {
   async function reopen(store: Store, make: () => Promise<Store>): Promise<LifecycleService> {
@@ -287,7 +287,7 @@ describe.each([
     await lc.revokeKey(key.id);
     await lc.addInstance({ id: 'gpu-2', model: 'qwen3.6:27b', packEndsAt: new Date(T0 + 3_600_000).toISOString() });
     await lc.remove('gpu-2');
-    const make = store instanceof LowdbStore ? async () => new LowdbStore(store.location) : makeStore;
+    const make = store instanceof FileStore ? async () => new FileStore(store.location) : makeStore;
     const again = await reopen(store, make);
     expect(again.registry.authenticate(secret, T0, true)).toMatchObject({ ok: false, code: 'revoked_api_key' });
     expect(again.registry.authenticate(other.secret, T0, true)).toMatchObject({ ok: true });

@@ -11,7 +11,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { cryptoSecretSource } from '../../src/domain/api-key.js';
 import { LifecycleService } from '../../src/services/lifecycle.js';
 import { UnwrittenAtShutdownError } from '../../src/services/unwritten.js';
-import { LowdbStore } from '../../src/store/lowdb-store.js';
+import { FileStore } from '../../src/store/file-store.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { type JournalRecord, RevocationJournal } from '../../src/store/revocation-journal.js';
 import { mountTmpfs, unmount } from '../helpers/store-home.js';
@@ -142,7 +142,7 @@ describe('the store and lifecycle around the journal', () => {
   const MODELS = ['gemma4:26b'];
   const clock = { now: () => Date.parse('2026-11-23T12:00:00Z') };
 
-  async function readyLifecycle(store: LowdbStore | MemoryStore): Promise<{ lc: LifecycleService; keyId: string }> {
+  async function readyLifecycle(store: FileStore | MemoryStore): Promise<{ lc: LifecycleService; keyId: string }> {
     const lc = await LifecycleService.open({ store, clock, secrets: cryptoSecretSource, models: MODELS });
     await lc.addInstance({ id: 'gpu-1', model: 'gemma4:26b', endpoint: 'http://127.0.0.1:9' });
     const key = await (await lc.ready('gpu-1')).defaultKey;
@@ -151,7 +151,7 @@ describe('the store and lifecycle around the journal', () => {
 
   it('a revocation the journal holds is durable although db.json could not be written; close() names it as kept', async () => {
     const d = await dir();
-    const store = new LowdbStore(join(d, 'db.json'));
+    const store = new FileStore(join(d, 'db.json'));
     const { lc, keyId } = await readyLifecycle(store);
     // A folder where the store's journal was: every commit fails, the revocation journal does not.
     await rename(join(d, 'db.json.journal'), join(d, 'saved.journal'));
@@ -177,7 +177,7 @@ describe('the store and lifecycle around the journal', () => {
     await rm(join(d, 'db.json.journal'), { recursive: true });
     await rename(join(d, 'saved.journal'), join(d, 'db.json.journal'));
     const reopened = await LifecycleService.open({
-      store: new LowdbStore(join(d, 'db.json')),
+      store: new FileStore(join(d, 'db.json')),
       clock,
       secrets: cryptoSecretSource,
       models: MODELS,

@@ -1,9 +1,11 @@
-import { readdir, rename, unlink } from 'node:fs/promises';
-import { basename, dirname, join } from 'node:path';
+import { rename, unlink } from 'node:fs/promises';
+import { basename } from 'node:path';
 import { obError } from '../errors.js';
 import { AtomicJsonFile, UnsafeStorePathError } from './atomic-json-file.js';
 import { AuditArchive, DEFAULT_AUDIT_KEEP } from './audit-archive.js';
-import { CommitJournal, type JournalEntry, frame, scanJournal } from './commit-journal.js';
+import { CommitJournal } from './commit-journal.js';
+import { frame } from './commit-journal-scan.js';
+import { replayCommits } from './journal-replay.js';
 import { type JournalOptions, type JournalRecord, RevocationJournal } from './revocation-journal.js';
 import { journalRecordOf, revokedWins } from './revoked-wins.js';
 import { type SnapshotMeta, readSnapshotMeta, snapshotChunks } from './snapshot.js';
@@ -16,7 +18,7 @@ interface Waiter {
   reject: (err: unknown) => void;
 }
 
-export interface LowdbStoreOptions {
+export interface FileStoreOptions {
   /** Things worth an operator's attention found while loading (keys kept revoked, repairs). */
   onNotice?: (message: string) => void;
   journal?: JournalOptions;
@@ -42,7 +44,7 @@ export interface LowdbStoreOptions {
 const MIN_FOLD_BYTES = 1024 * 1024;
 
 /**
- * The lowdb file store: `db.json`, a snapshot, plus `db.json.journal`, every commit since that
+ * The JSON file store: `db.json`, a snapshot, plus `db.json.journal`, every commit since that
  * snapshot, appended and synced (one small write per commit, whatever the store's size). Once the
  * journal passes a size it is folded into a fresh db.json in the background: the journal is
  * renamed to a segment (`db.json.journal.<first entry>`), commits go on into a new one, db.json is
@@ -57,7 +59,7 @@ const MIN_FOLD_BYTES = 1024 * 1024;
  * acknowledged and is replayed over db.json at every load; it is never folded, so no backup of
  * db.json restored later can revive a revoked key.
  */
-export class LowdbStore implements Store {
+export class FileStore implements Store {
   readonly location: string;
   readonly journalPath: string;
   readonly commitJournalPath: string;
@@ -82,7 +84,7 @@ export class LowdbStore implements Store {
 
   constructor(
     path: string,
-    private readonly options: LowdbStoreOptions = {},
+    private readonly options: FileStoreOptions = {},
   ) {
     this.location = path;
     this.journalPath = `${path}.revocations`;
@@ -111,7 +113,18 @@ export class LowdbStore implements Store {
     const snapshot = validateStoreData(this.location, raw ?? emptyData());
     this.meta = readSnapshotMeta(this.location, raw);
     let tables = Tables.from(snapshot);
-    const replay = await this.replayJournal(tables, existed);
+    const replay = await replayCommits(tables, {
+      location: this.location,
+      commitJournalPath: this.commitJournalPath,
+      journalPath: this.journalPath,
+      through: this.meta.through,
+      existed,
+      readOnly: this.options.readOnly === true,
+      notice: (m) => this.notice(m),
+    });
+    this.liveFirst = replay.liveFirst;
+    this.nextN = replay.nextN;
+    this.segments = replay.segments;
     if (replay.applied > 0) {
       // The journal was written by this code, but its result is checked like a file edited by hand.
       tables = Tables.from(validateStoreData(`${this.location} (with ${this.commitJournalPath})`, tables.toData()));
@@ -169,82 +182,6 @@ export class LowdbStore implements Store {
     }
     // After the fold: the daemon holds the audit events db.json keeps, not those just archived.
     return structuredClone(this.tables.toData());
-  }
-
-  /**
-   * Applies the journal entries that follow db.json's `through`, from the segments a fold had not
-   * finished with and the live journal, in order. Entries that do not continue db.json (a db.json
-   * restored from an older backup after a fold) are set aside, not applied: the revocation
-   * journal still keeps every revocation they hold.
-   */
-  private async replayJournal(tables: Tables, existed: boolean): Promise<{ applied: number; liveEnd: number }> {
-    const dir = dirname(this.commitJournalPath);
-    const prefix = `${basename(this.commitJournalPath)}.`;
-    const names = await readdir(dir).catch(() => [] as string[]);
-    const segments = names
-      .filter((n) => n.startsWith(prefix) && /^\d+$/.test(n.slice(prefix.length)))
-      .sort((a, b) => Number(a.slice(prefix.length)) - Number(b.slice(prefix.length)))
-      .map((n) => join(dir, n));
-    // Applied as they are read, never all held at once: see scanJournal.
-    const files: string[] = [];
-    let liveEnd = 0;
-    let liveFirst: number | null = null;
-    const at = {
-      expected: this.meta.through + 1,
-      applied: 0,
-      broken: null as JournalEntry | null,
-      first: null as { path: string; n: number } | null,
-    };
-    for (const path of [...segments, this.commitJournalPath]) {
-      let fileFirst: number | null = null;
-      const read = await scanJournal(path, (e) => {
-        fileFirst ??= e.n;
-        at.first ??= { path, n: e.n };
-        if (at.broken !== null || e.n < at.expected) return;
-        if (e.n !== at.expected) {
-          at.broken = e;
-          return;
-        }
-        for (const m of e.m) tables.apply(m);
-        at.applied++;
-        at.expected++;
-      });
-      if (read === null) continue;
-      if (read.torn > 0)
-        this.notice(
-          `The store journal ${path} ended in a write a crash or a full disk cut off (${read.torn} bytes, never acknowledged); dropped.`,
-        );
-      if (path === this.commitJournalPath) {
-        liveEnd = read.end;
-        liveFirst = fileFirst;
-      }
-      files.push(path);
-    }
-    const { expected, applied, broken, first } = at;
-    this.liveFirst = liveFirst ?? expected;
-    this.nextN = expected;
-    this.segments = segments;
-    if (broken !== null && !existed && first !== null && first.n > 1) {
-      // Only a db.json that existed leaves a journal that starts past entry 1: it was deleted or
-      // lost. Starting empty used to drop every key and instance, and set the journal aside.
-      const { path, n } = first;
-      throw new Error(
-        `The store ${this.location} is missing, but its journal ${path} holds changes made after it (from entry ${n}). Nothing was changed. ` +
-          `Restore ${basename(this.location)} from a backup (the journal is replayed over it), or, to start an empty store, move ${this.commitJournalPath} and ${this.commitJournalPath}.* away (every revocation in ${this.journalPath} still holds).`,
-      );
-    }
-    if (broken !== null && this.options.readOnly !== true) {
-      const stamp = new Date().toISOString().replace(/[:.]/g, '-');
-      for (const f of files) await rename(f, `${f}.unused-${stamp}`);
-      this.segments = [];
-      liveEnd = 0;
-      this.liveFirst = expected;
-      this.notice(
-        `The store journal does not continue ${this.location} (it holds entry ${broken.n} where ${expected} was due: was db.json restored from an older backup?). ` +
-          `Its files were kept aside as *.unused-${stamp} and not applied; every revocation they held is still applied from ${this.journalPath}.`,
-      );
-    }
-    return { applied, liveEnd };
   }
 
   /** True once the revocation of this key survives a restart, whatever db.json holds. */

@@ -1,5 +1,5 @@
 /**
- * The lowdb store's journal of commits: each commit one framed, synced append; a
+ * The file store's journal of commits: each commit one framed, synced append; a
  * torn last line dropped, never half-applied; folded into db.json off the commit path; the audit
  * trail bounded; and, at 10,000 keys and 100,000 events, a key creation or a stop writes a few
  * hundred bytes whatever the store's size, and db.json not at all.
@@ -11,8 +11,8 @@ import { describe, expect, it } from 'vitest';
 import { cryptoSecretSource } from '../../src/domain/api-key.js';
 import type { AuditEvent } from '../../src/domain/key.js';
 import { LifecycleService } from '../../src/services/lifecycle.js';
-import { frame, readJournal } from '../../src/store/commit-journal.js';
-import { LowdbStore, type LowdbStoreOptions } from '../../src/store/lowdb-store.js';
+import { frame, readJournal } from '../../src/store/commit-journal-scan.js';
+import { FileStore, type FileStoreOptions } from '../../src/store/file-store.js';
 import type { StoreData } from '../../src/store/store.js';
 import { bigStoreData } from '../helpers/big-store.js';
 import { eventually } from '../helpers/processes.js';
@@ -24,9 +24,9 @@ async function home(): Promise<string> {
   return mkdtemp(join(tmpdir(), 'obj-'));
 }
 
-async function open(path: string, options: LowdbStoreOptions = {}) {
+async function open(path: string, options: FileStoreOptions = {}) {
   const notices: string[] = [];
-  const store = new LowdbStore(path, { ...options, onNotice: (m) => notices.push(m) });
+  const store = new FileStore(path, { ...options, onNotice: (m) => notices.push(m) });
   const lc = await LifecycleService.open({ store, clock, secrets: cryptoSecretSource, models: MODELS });
   return { store, lc, notices };
 }
@@ -39,12 +39,9 @@ async function readyInstance(lc: LifecycleService, id: string): Promise<string> 
 }
 
 /** What a reopened store holds, compared as a whole. */
-async function contents(
-  path: string,
-  options: LowdbStoreOptions = {},
-): Promise<{ data: StoreData; notices: string[] }> {
+async function contents(path: string, options: FileStoreOptions = {}): Promise<{ data: StoreData; notices: string[] }> {
   const notices: string[] = [];
-  const store = new LowdbStore(path, { ...options, onNotice: (m) => notices.push(m) });
+  const store = new FileStore(path, { ...options, onNotice: (m) => notices.push(m) });
   const data = await store.load();
   await store.close();
   return { data, notices };
@@ -123,7 +120,7 @@ describe('the journal of commits', () => {
     const lines = (await readFile(journal, 'utf8')).split('\n');
     lines[1] = lines[1]!.replace('"pending"', '"PENDING"');
     await writeFile(journal, lines.join('\n'));
-    const store = new LowdbStore(path);
+    const store = new FileStore(path);
     await expect(store.load()).rejects.toThrow(
       `The store journal ${journal} line 2 is damaged (its checksum does not match) and has whole entries after it`,
     );
