@@ -41,7 +41,11 @@ if (cp[GUARDED] !== true) {
     const custom = original[promisify.custom];
     if (custom !== undefined) {
       guarded[promisify.custom] = (head: unknown, ...rest: unknown[]): unknown => {
-        check(head);
+        try {
+          check(head);
+        } catch (err) {
+          return Promise.reject(err as Error);
+        }
         return custom(head, ...rest);
       };
     }
