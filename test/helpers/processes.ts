@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { startServe as launchServe } from '../../bench/serve.mjs';
 
-/** The built CLI: tests drive the same file users run. `npm test` builds before vitest runs. */
+/** The built CLI: tests drive the same file users run. `npm run test:e2e` builds before vitest runs. */
 export const BIN = resolve(import.meta.dirname, '../../dist/bin/ob-proxy.js');
 export const NODE = process.execPath;
 

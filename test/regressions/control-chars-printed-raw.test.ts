@@ -16,7 +16,9 @@ import { KeystrokeInput } from '../../cli/console/keystroke-input.js';
 import { DaemonClient } from '../../cli/daemon-client.js';
 import type { KeyView } from '../../src/wire/views.js';
 import { renderInk } from '../helpers/ink.js';
-import { type ServeProcess, cliJson, runCli, startServe, tmpHome } from '../helpers/processes.js';
+import { type InprocCli, inprocCli } from '../helpers/inproc-cli.js';
+import { tmpHome } from '../helpers/processes.js';
+import { type Harness, startHarness } from '../reliability/harness.js';
 
 const TITLE = '\u001b]0;pwned\u0007';
 const CLEAR = '\u001b[2J\u001b[H';
@@ -111,19 +113,20 @@ const RAW = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u00ad\u061c\u200b-\u200f\u
 // eslint-disable-next-line no-control-regex
 const SGR = /\u001b\[[0-9;]*m/g;
 
-let home: string;
-let serve: ServeProcess;
+let d: Harness;
+let cli: InprocCli;
 beforeAll(async () => {
-  home = await tmpHome();
+  const home = await tmpHome();
   await writeFile(join(home, 'db.json'), JSON.stringify(STORE), { mode: 0o600 });
-  serve = await startServe(home);
+  d = await startHarness({}, { home });
+  cli = inprocCli(d.daemon.management);
 });
 afterAll(async () => {
-  await serve?.stop();
+  await d?.stop();
 });
 
 async function human(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const r = await runCli(args, { home });
+  const r = await cli.run(...args);
   for (const [stream, text] of [
     ['stdout', r.stdout],
     ['stderr', r.stderr],
@@ -173,27 +176,27 @@ describe('the CLI prints names from the store escaped', () => {
   });
 
   it('--json keeps the exact values, with C1 and bidi characters as \\u escapes', async () => {
-    const r = await runCli(['keys', 'list', '--json'], { home });
+    const r = await cli.run('keys', 'list', '--json');
     expect(r.code).toBe(0);
     expect(RAW.test(r.stdout.replaceAll('\n', ''))).toBe(false);
     const keys = JSON.parse(r.stdout) as KeyView[];
     expect(keys.map((k) => k.name).sort()).toEqual([...NAMES, REVOKED_NAME].sort());
-    const instances = await cliJson<{ id: string }[]>(['instances', 'list'], home);
+    const instances = await cli.json<{ id: string }[]>('instances', 'list');
     expect(instances.map((i) => i.id)).toEqual([INSTANCE, DEAD]);
   });
 });
 
 it("the daemon's log lines (JSON) escape what they quote from the store", () => {
-  const line = serve.lines.find((l) => l.includes('upstream token not loaded'));
+  const line = d.rawLogs.find((l) => l.includes('upstream token not loaded'));
   expect(line).toBeDefined();
   expect(RAW.test(line!)).toBe(false);
   expect((JSON.parse(line!) as { instance: string }).instance).toBe(INSTANCE);
-  for (const l of serve.lines) expect(RAW.test(l), l).toBe(false);
+  for (const l of d.rawLogs) expect(RAW.test(l), l).toBe(false);
 });
 
 describe('the console draws names from the store escaped', () => {
   it('instances, keys, the revoke question and revocations: no frame holds a raw control character', async () => {
-    const client = new DaemonClient(join(home, 'ob-proxy.sock'));
+    const client = new DaemonClient(d.config.socket);
     const ui = renderInk(
       createElement(ConsoleApp, { client, colour: true, retryMs: 20, pollMs: 3_600_000, tickMs: 3_600_000 }),
       { columns: 120, rows: 30, input: (terminal) => new KeystrokeInput(terminal) },

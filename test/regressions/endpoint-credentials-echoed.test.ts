@@ -6,16 +6,17 @@
  * the endpoint without what stands before its last @ and after a ? or #.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { type ServeProcess, runCli, startServe, tmpHome } from '../helpers/processes.js';
+import { type InprocCli, inprocCli } from '../helpers/inproc-cli.js';
+import { type Harness, startHarness } from '../reliability/harness.js';
 
-let serve: ServeProcess;
-let home: string;
+let d: Harness;
+let cli: InprocCli;
 beforeAll(async () => {
-  home = await tmpHome();
-  serve = await startServe(home);
+  d = await startHarness();
+  cli = inprocCli(d.daemon.management);
 });
 afterAll(async () => {
-  await serve?.stop();
+  await d?.stop();
 });
 
 const HINT = "is not a URL; give the model server's base URL, e.g. http://10.0.0.5:11434.";
@@ -32,7 +33,7 @@ it('quotes an endpoint that is not a URL without its password or token', async (
       ['instances', 'add', 'gpu-1', '--model', 'gemma4:26b', '--endpoint', endpoint],
       ['instances', 'add', 'gpu-1', '--model', 'gemma4:26b', '--endpoint', endpoint, '--json'],
     ]) {
-      const r = await runCli(args, { home });
+      const r = await cli.run(...args);
       expect({ endpoint, code: r.code, stdout: r.stdout, stderr: r.stderr }).toEqual({
         endpoint,
         code: 1,
@@ -41,14 +42,12 @@ it('quotes an endpoint that is not a URL without its password or token', async (
       });
     }
   }
-  expect((await runCli(['instances', 'add', 'gpu-1', '--model', 'gemma4:26b'], { home })).code).toBe(0);
-  const ready = await runCli(['instances', 'ready', 'gpu-1', '--endpoint', 'http://ops:hunter2@10.0.0.5:99999'], {
-    home,
-  });
+  expect((await cli.run('instances', 'add', 'gpu-1', '--model', 'gemma4:26b')).code).toBe(0);
+  const ready = await cli.run('instances', 'ready', 'gpu-1', '--endpoint', 'http://ops:hunter2@10.0.0.5:99999');
   expect([ready.code, ready.stdout, ready.stderr]).toEqual([
     1,
     '',
     `error: Endpoint "http://…@10.0.0.5:99999" ${HINT}\n`,
   ]);
-  expect(serve.lines.filter((l) => l.includes('hunter2'))).toEqual([]);
+  expect(d.rawLogs.filter((l) => l.includes('hunter2'))).toEqual([]);
 });

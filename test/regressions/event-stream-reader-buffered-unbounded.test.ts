@@ -13,7 +13,9 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { MAX_UNREAD_EVENT_BYTES } from '../../daemon/management/events.js';
-import { type ServeProcess, cliJson, eventually, runCli, startServe, tmpHome } from '../helpers/processes.js';
+import { type InprocCli, inprocCli } from '../helpers/inproc-cli.js';
+import { eventually, tmpHome } from '../helpers/processes.js';
+import { type Harness, startHarness } from '../reliability/harness.js';
 
 const KEYS = 5_000;
 const NAME = 'n'.repeat(4_000);
@@ -51,21 +53,22 @@ const STORE = {
   events: [],
 };
 
-let home: string;
-let serve: ServeProcess;
+let d: Harness;
+let cli: InprocCli;
 beforeAll(async () => {
-  home = await tmpHome();
+  const home = await tmpHome();
   await writeFile(join(home, 'db.json'), JSON.stringify(STORE), { mode: 0o600 });
-  serve = await startServe(home);
+  d = await startHarness({}, { home });
+  cli = inprocCli(d.daemon.management);
 }, 60_000);
 afterAll(async () => {
-  await serve?.stop();
+  await d?.stop();
 });
 
 it('a reader that does not read is disconnected once it leaves too much unread', async () => {
   // The events of the stop exceed the bound, so the test shows it, not the kernel's buffers.
   expect(KEYS * NAME.length).toBeGreaterThan(MAX_UNREAD_EVENT_BYTES);
-  const socket = connect(join(home, 'ob-proxy.sock'));
+  const socket = connect(d.config.socket);
   let received = '';
   let closed = false;
   socket.setEncoding('utf8');
@@ -84,10 +87,10 @@ it('a reader that does not read is disconnected once it leaves too much unread',
     }),
   );
 
-  const stop = await runCli(['instances', 'stop', 'gpu-1', '--yes'], { home });
+  const stop = await cli.run('instances', 'stop', 'gpu-1', '--yes');
   expect(stop.code).toBe(0);
   await eventually(
-    () => serve.lines.some((l) => l.includes('event stream reader is not reading: disconnected')),
+    () => d.rawLogs.some((l) => l.includes('event stream reader is not reading: disconnected')),
     'the daemon to drop the reader',
     30_000,
   );
@@ -98,6 +101,6 @@ it('a reader that does not read is disconnected once it leaves too much unread',
   expect(received.split('\n').filter((l) => l.startsWith('data: ')).length).toBeLessThan(KEYS);
 
   // The stop itself went through: every key revoked.
-  const gpu = await cliJson<{ state: string; activeKeys: number }>(['instances', 'show', 'gpu-1'], home);
+  const gpu = await cli.json<{ state: string; activeKeys: number }>('instances', 'show', 'gpu-1');
   expect(gpu).toMatchObject({ state: 'stopped', activeKeys: 0 });
 }, 120_000);

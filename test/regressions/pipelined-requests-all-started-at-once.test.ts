@@ -14,34 +14,28 @@
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { MAX_PIPELINED } from '../../daemon/data-plane/pipeline.js';
+import type { Simulator } from '../../simulator/simulator.js';
 import { hello } from '../helpers/chat.js';
+import { chatRequests } from '../helpers/inproc.js';
+import { eventually } from '../helpers/processes.js';
 import { openConnection } from '../helpers/raw-connection.js';
-import {
-  type ServeProcess,
-  type SimProcess,
-  cliJson,
-  eventually,
-  startServe,
-  startSimulate,
-  tmpHome,
-} from '../helpers/processes.js';
+import { type Harness, MODEL, readyInstance, startHarness, startSim } from '../reliability/harness.js';
 
-const MODEL = 'gemma4:26b';
-let sim: SimProcess;
-let serve: ServeProcess;
+let sim: Simulator;
+let h: Harness;
 let key: string;
 
 beforeAll(async () => {
   // Answers of about 70 KB: a few fill the socket buffers of a client that never reads.
-  sim = await startSimulate([MODEL], ['--chunks', '10000', '--tokens-per-second', '0']);
-  const home = await tmpHome();
-  serve = await startServe(home);
-  await cliJson(['instances', 'add', 'one', '--model', MODEL, '--endpoint', sim.url], home);
-  key = (await cliJson<{ defaultKey: { secret: string } }>(['instances', 'ready', 'one'], home)).defaultKey.secret;
+  const started = await startSim({ chunks: 10_000, tokensPerSecond: 0 });
+  sim = started.sim;
+  h = await startHarness();
+  key = await readyInstance(h, 'one', started.url);
 });
 
 afterAll(async () => {
-  await Promise.all([serve?.stop(), sim?.stop()]);
+  await h?.stop();
+  await sim?.close();
 });
 
 function chatRequest(content: string): string {
@@ -52,13 +46,13 @@ function chatRequest(content: string): string {
   );
 }
 
-async function upstreamChats(): Promise<{ body: unknown; completed: boolean }[]> {
-  return (await sim.requests()).filter((r) => r.path === '/v1/chat/completions');
+function upstreamChats(): { body: unknown; completed: boolean }[] {
+  return chatRequests(sim);
 }
 
 it('a few pipelined requests are answered whole, in order, one after the other upstream', async () => {
-  const before = (await upstreamChats()).length;
-  const conn = await openConnection(serve.baseUrl);
+  const before = upstreamChats().length;
+  const conn = await openConnection(h.baseUrl);
   conn.write(['first', 'second', 'third'].map(chatRequest).join(''));
   for (let i = 0; i < 3; i++) {
     const answer = await conn.answer(10_000);
@@ -66,7 +60,7 @@ it('a few pipelined requests are answered whole, in order, one after the other u
     expect((JSON.parse(answer.body) as { object: string }).object).toBe('chat.completion');
   }
   conn.close();
-  const got = (await upstreamChats()).slice(before);
+  const got = upstreamChats().slice(before);
   expect(got.map((r) => (r.body as { messages: { content: string }[] }).messages[0]!.content)).toEqual([
     'first',
     'second',
@@ -76,16 +70,16 @@ it('a few pipelined requests are answered whole, in order, one after the other u
 });
 
 it('a pipeline flood from a client that never reads starts one request upstream, and the connection is closed', async () => {
-  const before = (await upstreamChats()).length;
-  const conn = await openConnection(serve.baseUrl);
+  const before = upstreamChats().length;
+  const conn = await openConnection(h.baseUrl);
   conn.socket.pause();
   conn.write(chatRequest('flood').repeat(300));
   await eventually(() => conn.ended(), 'the flooding connection closed', 10_000);
-  const started = (await upstreamChats()).length - before;
+  const started = upstreamChats().length - before;
   expect(started).toBeLessThanOrEqual(1);
   expect(300).toBeGreaterThan(MAX_PIPELINED + 1);
   // The daemon serves everyone else as before.
-  const other = await openConnection(serve.baseUrl);
+  const other = await openConnection(h.baseUrl);
   other.write(chatRequest('after'));
   expect((await other.answer(10_000)).status).toBe(200);
   other.close();

@@ -9,43 +9,35 @@
  * under the client's), so a write that gives up leaves nothing behind; the lock's holder ending
  * lets writes through again at once.
  */
-import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { DaemonClient } from '../../cli/daemon-client.js';
-import {
-  type ServeProcess,
-  type SimProcess,
-  eventually,
-  startServe,
-  startSimulate,
-  tmpHome,
-} from '../helpers/processes.js';
+import type { Simulator } from '../../simulator/simulator.js';
 import { type TestDatabase, freshDatabase } from '../helpers/postgres.js';
+import { eventually } from '../helpers/processes.js';
+import { type Harness, MODEL, startHarness, startSim } from '../reliability/harness.js';
 
-const MODEL = 'gemma4:26b';
-
-let sim: SimProcess;
+let sim: Simulator;
+let simUrl: string;
 let db: TestDatabase;
 let admin: pg.Client;
-let serve: ServeProcess;
+let h: Harness;
 let api: DaemonClient;
 
 beforeAll(async () => {
-  sim = await startSimulate([MODEL], ['--chunks', '1']);
+  ({ sim, url: simUrl } = await startSim({ chunks: 1 }));
   db = await freshDatabase();
   admin = new pg.Client({ connectionString: db.url });
   await admin.connect();
-  const home = await tmpHome();
-  serve = await startServe(home, ['--store', db.url]);
-  api = new DaemonClient(join(home, 'ob-proxy.sock'));
+  h = await startHarness({ store: db.url });
+  api = new DaemonClient(h.config.socket);
 });
 afterAll(async () => {
   await api?.close().catch(() => {});
-  await serve?.stop();
+  await h?.stop();
   await admin?.end();
   await db?.drop();
-  await sim?.stop();
+  await sim?.close();
 }, 60_000);
 
 /** Backends of the store's database other than the admin's, waiting for a lock. */
@@ -58,7 +50,7 @@ async function waiting(): Promise<number> {
 }
 
 it('a write that timed out behind a stuck transaction leaves no statement waiting in the server', async () => {
-  await api.addInstance({ id: 'gpu-1', model: MODEL, endpoint: sim.url });
+  await api.addInstance({ id: 'gpu-1', model: MODEL, endpoint: simUrl });
   await api.ready('gpu-1', { wait: true });
   await eventually(async () => (await api.listKeys('gpu-1')).length === 1, 'the default key');
 

@@ -6,38 +6,33 @@
  *
  * Two halves, so that no test waits a real minute: the data plane is built in process and its
  * server holds the documented limits and the one-second check at the default settings and at
- * OB_PROXY_REQUEST_TIMEOUT=60; a real daemon with a 5 s request limit (so 5 s for headers too: the
- * header limit is 60 s or the request limit if shorter) cuts trickled headers and a trickled body
- * at that limit. The daemon starts just before its slow clients connect, so Node's default 30 s
+ * OB_PROXY_REQUEST_TIMEOUT=60; a daemon on real sockets with a 5 s request limit (so 5 s for
+ * headers too: the header limit is 60 s or the request limit if shorter) cuts trickled headers and
+ * a trickled body at that limit. The daemon starts just before its slow clients connect, so Node's default 30 s
  * check, or any tick longer than the slack, would cut them late and fail here.
  */
 import { connect } from 'node:net';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import type { Simulator } from '../../simulator/simulator.js';
 import { obError } from '../../src/errors.js';
 import { hello } from '../helpers/chat.js';
 import { buildInproc } from '../helpers/inproc.js';
-import {
-  type ServeProcess,
-  type SimProcess,
-  cliJson,
-  startServe,
-  startSimulate,
-  tmpHome,
-} from '../helpers/processes.js';
+import { inprocCli } from '../helpers/inproc-cli.js';
+import { type Harness, MODEL, startHarness, startSim } from '../reliability/harness.js';
 
-const MODEL = 'gemma4:26b';
 const LIMIT_S = 5;
 const SLACK_MS = 4_000;
-let sim: SimProcess;
-let serve: ServeProcess | undefined;
+let sim: Simulator;
+let simUrl: string;
+let d: Harness | undefined;
 
 beforeAll(async () => {
-  sim = await startSimulate([MODEL]);
+  ({ sim, url: simUrl } = await startSim());
 });
 
 // Both at once: a daemon slow to drain must not leave the simulator running past the hook's time-out.
 afterAll(async () => {
-  await Promise.all([serve?.stop(), sim?.stop()]);
+  await Promise.all([d?.stop(), sim?.close()]);
 });
 
 it.each([
@@ -99,16 +94,15 @@ function expect408(cut: Cut, limitMs: number): void {
 }
 
 it('headers trickled a byte a second are cut at the header limit, and a body at the request limit', async () => {
-  const home = await tmpHome();
-  serve = await startServe(home, [], { OB_PROXY_REQUEST_TIMEOUT: String(LIMIT_S) });
-  await cliJson(['instances', 'add', 'slow', '--model', MODEL, '--endpoint', sim.url], home);
-  const key = (await cliJson<{ defaultKey: { secret: string } }>(['instances', 'ready', 'slow'], home)).defaultKey
-    .secret;
+  d = await startHarness({}, { env: { OB_PROXY_REQUEST_TIMEOUT: String(LIMIT_S) } });
+  const cli = inprocCli(d.daemon.management);
+  await cli.json('instances', 'add', 'slow', '--model', MODEL, '--endpoint', simUrl);
+  const key = (await cli.json<{ defaultKey: { secret: string } }>('instances', 'ready', 'slow')).defaultKey.secret;
   const payload = JSON.stringify(hello(MODEL));
   const [h, b] = await Promise.all([
-    trickle(serve.baseUrl, 'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Slow: ', 'abcdefgh'),
+    trickle(d.baseUrl, 'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Slow: ', 'abcdefgh'),
     trickle(
-      serve.baseUrl,
+      d.baseUrl,
       `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\n` +
         `Content-Type: application/json\r\nContent-Length: ${payload.length + 1_000}\r\n\r\n${payload}`,
       ' ',

@@ -10,24 +10,18 @@
  */
 import OpenAI, { APIError } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { RecordedRequest, Simulator } from '../../simulator/simulator.js';
 import { hello } from '../helpers/chat.js';
-import {
-  type ServeProcess,
-  type SimProcess,
-  type SimRequest,
-  cliJson,
-  eventually,
-  startServe,
-  startSimulate,
-  tmpHome,
-} from '../helpers/processes.js';
+import { type InprocCli, inprocCli } from '../helpers/inproc-cli.js';
+import { eventually } from '../helpers/processes.js';
 import { type OpenStream, openChat, sseData, tokensIn } from '../helpers/raw-http.js';
+import { type Harness, MODEL, startHarness, startSim } from '../reliability/harness.js';
 
-const MODEL = 'gemma4:26b';
 const SLOW = '[[sim chunks=60 tokensPerSecond=5]]';
-let sim: SimProcess;
-let serve: ServeProcess;
-let home: string;
+let sim: Simulator;
+let simUrl: string;
+let daemon: Harness;
+let cli: InprocCli;
 
 interface Key {
   id: string;
@@ -35,30 +29,27 @@ interface Key {
 }
 
 beforeAll(async () => {
-  home = await tmpHome();
-  sim = await startSimulate([MODEL]);
-  serve = await startServe(home);
+  ({ sim, url: simUrl } = await startSim());
+  daemon = await startHarness();
+  cli = inprocCli(daemon.daemon.management);
 });
 
 afterAll(async () => {
-  await serve?.stop();
-  await sim?.stop();
+  await daemon?.stop();
+  await sim?.close();
 });
 
 async function readyInstance(id: string, extra: string[] = []): Promise<Key> {
-  await cliJson(['instances', 'add', id, '--model', MODEL, '--endpoint', sim.url, ...extra], home);
-  return (await cliJson<{ defaultKey: Key }>(['instances', 'ready', id], home)).defaultKey;
+  await cli.json('instances', 'add', id, '--model', MODEL, '--endpoint', simUrl, ...extra);
+  return (await cli.json<{ defaultKey: Key }>('instances', 'ready', id)).defaultKey;
 }
 
 function chat(tag: string, stream: boolean, directive = SLOW): Record<string, unknown> {
   return hello(MODEL, { stream, messages: [{ role: 'user', content: `${tag} ${directive}` }] });
 }
 
-async function upstream(tag: string): Promise<SimRequest> {
-  return eventually(
-    async () => (await sim.requests()).find((r) => JSON.stringify(r.body).includes(tag)),
-    `upstream request ${tag}`,
-  );
+async function upstream(tag: string): Promise<RecordedRequest> {
+  return eventually(() => sim.requests.find((r) => JSON.stringify(r.body).includes(tag)), `upstream request ${tag}`);
 }
 
 /** The model server saw its connection closed before it had finished. */
@@ -96,16 +87,16 @@ function tokensAfter(s: OpenStream, at: number): number {
 }
 
 async function startedStream(key: Key, tag: string): Promise<OpenStream> {
-  const s = await openChat(serve.baseUrl, key.secret, chat(tag, true));
+  const s = await openChat(daemon.baseUrl, key.secret, chat(tag, true));
   await eventually(() => tokensIn(s.text()) >= 2, 'the first tokens', 10_000);
   return s;
 }
 
 describe('a stream in flight ends with one error event when its key loses its rights', () => {
   const actions: [string, (id: string, key: Key) => Promise<unknown>][] = [
-    ['keys revoke', (_id, key) => cliJson(['keys', 'revoke', key.id], home)],
-    ['instances stop', (id) => cliJson(['instances', 'stop', id], home)],
-    ['instances remove', (id) => cliJson(['instances', 'remove', id], home)],
+    ['keys revoke', (_id, key) => cli.json('keys', 'revoke', key.id)],
+    ['instances stop', (id) => cli.json('instances', 'stop', id)],
+    ['instances remove', (id) => cli.json('instances', 'remove', id)],
   ];
   for (const [action, act] of actions) {
     it(`${action}: revoked_api_key, no [DONE], no token after, upstream aborted`, async () => {
@@ -124,17 +115,21 @@ describe('a stream in flight ends with one error event when its key loses its ri
 
   it('revoking one key leaves the other keys of the same deployment streaming to [DONE]', async () => {
     const key = await readyInstance('st-other');
-    const other = await cliJson<Key & { secret: string }>(
-      ['keys', 'create', '--instance', 'st-other', '--name', 'other'],
-      home,
+    const other = await cli.json<Key & { secret: string }>(
+      'keys',
+      'create',
+      '--instance',
+      'st-other',
+      '--name',
+      'other',
     );
     const doomed = await startedStream(key, 'tag-st-doomed');
     const kept = await openChat(
-      serve.baseUrl,
+      daemon.baseUrl,
       other.secret,
       chat('tag-st-kept', true, '[[sim chunks=10 tokensPerSecond=5]]'),
     );
-    await cliJson(['keys', 'revoke', key.id], home);
+    await cli.json('keys', 'revoke', key.id);
     await Promise.all([doomed.ended, kept.ended]);
     expectEndedWithError(doomed, 'revoked_api_key');
     const data = sseData(kept.text());
@@ -144,7 +139,7 @@ describe('a stream in flight ends with one error event when its key loses its ri
 
   it('the official SDK raises the error mid-stream', async () => {
     const key = await readyInstance('st-sdk');
-    const client = new OpenAI({ baseURL: `${serve.baseUrl}/v1`, apiKey: key.secret, maxRetries: 0 });
+    const client = new OpenAI({ baseURL: `${daemon.baseUrl}/v1`, apiKey: key.secret, maxRetries: 0 });
     const stream = await client.chat.completions.create({
       model: MODEL,
       stream: true,
@@ -158,7 +153,7 @@ describe('a stream in flight ends with one error event when its key loses its ri
           if (chunk.choices[0]?.delta.content) tokens++;
           if (tokens === 2 && !revoked) {
             revoked = true;
-            await cliJson(['keys', 'revoke', key.id], home);
+            await cli.json('keys', 'revoke', key.id);
           }
         }
         return null;
@@ -176,9 +171,9 @@ describe('a stream in flight ends with one error event when its key loses its ri
 describe('an answer not begun is the error itself', () => {
   it('a plain request waiting for its answer: 401 revoked_api_key, upstream aborted', async () => {
     const key = await readyInstance('pl-revoke');
-    const pending = openChat(serve.baseUrl, key.secret, chat('tag-pl-revoke', false));
+    const pending = openChat(daemon.baseUrl, key.secret, chat('tag-pl-revoke', false));
     await upstream('tag-pl-revoke');
-    await cliJson(['keys', 'revoke', key.id], home);
+    await cli.json('keys', 'revoke', key.id);
     const r = await pending;
     await r.ended;
     expect(r.status).toBe(401);
@@ -188,9 +183,9 @@ describe('an answer not begun is the error itself', () => {
 
   it('a stream whose first token has not come yet: 401 revoked_api_key, upstream aborted', async () => {
     const key = await readyInstance('pl-stop');
-    const pending = openChat(serve.baseUrl, key.secret, chat('tag-pl-stop', true, '[[sim firstTokenDelayMs=20000]]'));
+    const pending = openChat(daemon.baseUrl, key.secret, chat('tag-pl-stop', true, '[[sim firstTokenDelayMs=20000]]'));
     await upstream('tag-pl-stop');
-    await cliJson(['instances', 'stop', 'pl-stop'], home);
+    await cli.json('instances', 'stop', 'pl-stop');
     const r = await pending;
     await r.ended;
     expect(r.status).toBe(401);
@@ -203,7 +198,7 @@ it('the pack end ends a stream and a plain request in flight with pack_ended', a
   const packEndsAt = Date.now() + 5_000;
   const key = await readyInstance('pack', ['--pack-ends', new Date(packEndsAt).toISOString()]);
   const s = await startedStream(key, 'tag-pack-stream');
-  const plain = openChat(serve.baseUrl, key.secret, chat('tag-pack-plain', false));
+  const plain = openChat(daemon.baseUrl, key.secret, chat('tag-pack-plain', false));
   await upstream('tag-pack-plain');
   expect(Date.now()).toBeLessThan(packEndsAt);
   await s.ended;

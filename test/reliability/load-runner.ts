@@ -1,5 +1,5 @@
 /**
- * The load generator shared by the short load suite (`npm test`) and the soak (`npm run soak`):
+ * The load generator shared by the short load suite (`npm run test:e2e`) and the soak (`npm run soak`):
  * mixed plain and streaming requests at a fixed concurrency through the proxy to simulated
  * instances, each answer checked token by token (the simulator numbers them "t0 t1 …").
  */
