@@ -67,7 +67,7 @@ it('a plain answer too deep to encode again: 502 upstream_error, said as such', 
   expect(failureCodes().at(-1)).toBe('upstream_error');
 });
 
-it.each(['idNotFirst', 'usageUnasked', 'multiLine', 'errorWithCr'])(
+it.each(['idNotFirst', 'usageUnasked', 'multiLine'])(
   'a stream event too deep to encode again (%s): one upstream_error event, no [DONE]',
   async (which) => {
     const before = failureCodes().length;
@@ -86,3 +86,16 @@ it.each(['idNotFirst', 'usageUnasked', 'multiLine', 'errorWithCr'])(
     expect(failureCodes().slice(before)).toEqual(['upstream_error']);
   },
 );
+
+it('an error event too deep to encode again: our error event with its message, the rest dropped', async () => {
+  const before = failureCodes().length;
+  const r = await post(h.baseUrl, key, chatBody('errorWithCr', { stream: true }));
+  expect(r.status).toBe(200);
+  const frames = sseFrames(r.text);
+  expect(frames).toEqual([
+    `data: ${content.replace('"id":"up"', `"id":"${(JSON.parse(frames[0]!.slice(6)) as { id: string }).id}"`)}`,
+    `data: ${JSON.stringify(obError('upstream_error', { message: 'Model server error: boom' }).toBody())}`,
+  ]);
+  await eventually(() => failureCodes().length > before, 'the failure logged');
+  expect(failureCodes().slice(before)).toEqual(['upstream_error']);
+});

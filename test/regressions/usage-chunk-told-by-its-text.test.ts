@@ -66,7 +66,9 @@ describe.each([
       '{ "error" : {"message":"boom"}}',
     ]) {
       const relay = new SseRelay('ours', false, shapes);
-      expect(relay.push(Buffer.from(`data: ${data}\n\n${content}`))).toBe(`data: ${data}\n\n`);
+      expect(relay.push(Buffer.from(`data: ${data}\n\n${content}`))).toBe(
+        'data: {"error":{"message":"Model server error: boom","type":"api_error","code":"upstream_error","param":null}}\n\n',
+      );
       expect(relay.sawError).toBe(true);
     }
   });
