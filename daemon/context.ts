@@ -1,3 +1,4 @@
+import type { DaemonReports } from '../src/services/revocation-confirmation.js';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../src/clock.js';
 import type { Config } from '../src/config.js';
@@ -57,4 +58,6 @@ export interface DaemonContext {
   storeStale: boolean;
   /** A shared store's sync state for `status`; null for a store this daemon alone writes. */
   storeSync(): StoreSyncView | null;
+  /** A shared store's daemon rows (docs/scale-out.md); null for a store this daemon alone serves. */
+  daemonReports: ((keyIds: readonly string[]) => Promise<DaemonReports>) | null;
 }

@@ -21,6 +21,8 @@ interface SettingBase {
   readonly shown?: string;
   /** Set by tests, to shorten a period or reach a path; documented apart, not for operators. */
   readonly forTests?: true;
+  /** A flag of the commands that talk to the daemon only, not of `serve`. */
+  readonly clientOnly?: true;
 }
 interface NumberSetting extends SettingBase {
   readonly type: 'number';
@@ -370,6 +372,18 @@ export const SETTINGS = {
     unit: 'seconds',
     help: 'a health probe (connect and answer) gives up after this long',
   },
+  waitTimeout: {
+    type: 'number',
+    flag: 'wait-timeout',
+    value: '<seconds>',
+    env: 'OB_PROXY_WAIT_TIMEOUT',
+    clientOnly: true,
+    default: 2,
+    min: 0.1,
+    max: 3600,
+    unit: 'seconds',
+    help: 'with --wait: longest a command that revokes waits for every daemon of the store to confirm it',
+  },
   cliTimeout: {
     type: 'number',
     env: 'OB_PROXY_CLI_TIMEOUT',
@@ -625,6 +639,11 @@ export function resolvePaths(flags: ConfigFlags, env: Env, homedir: string): Pic
 /** OB_PROXY_CLI_TIMEOUT: how long a client command waits for the daemon's whole answer (ms). */
 export function cliTimeoutMs(env: Env): number {
   return readNumber(SETTINGS.cliTimeout, givenValue('cliTimeout', {}, env))! * 1000;
+}
+
+/** `--wait`'s bound: the flag, else OB_PROXY_WAIT_TIMEOUT, else 2 s. */
+export function waitTimeoutMs(flags: { waitTimeout?: string }, env: Env): number {
+  return readNumber(SETTINGS.waitTimeout, givenValue('waitTimeout', flags, env))! * 1000;
 }
 
 /** OB_PROXY_DEBUG: the CLI adds a stack trace to an unexpected error's line. */

@@ -1,3 +1,4 @@
+import type { DaemonsView } from '../services/revocation-confirmation.js';
 import type { Instance } from '../domain/instance.js';
 import type { AuditEvent, KeyLimits, KeyRecord, KeyUsage, RevokeReason } from '../domain/key.js';
 import type { HealthView } from '../services/instance-health.js';
@@ -71,6 +72,8 @@ export interface StatusView {
   models: string[];
   /** A store shared by several daemons (PostgreSQL): how this daemon stands with it. Null: this daemon is the store's only writer. */
   storeSync?: StoreSyncView | null;
+  /** Every daemon of the store, as each last reported (docs/scale-out.md); `shared` false on a file store. */
+  daemons?: DaemonsView & { problem?: string };
 }
 
 export interface StoreSyncView {

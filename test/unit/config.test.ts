@@ -12,6 +12,7 @@ import {
   type Setting,
   type SettingName,
   cliTimeoutMs,
+  waitTimeoutMs,
   debugWanted,
   resolveConfig,
   resolvePaths,
@@ -225,7 +226,7 @@ interface Case {
   also?: Env;
 }
 // The CLI's own settings are no part of the daemon's Config: tested apart.
-const CASES: Record<Exclude<SettingName, 'debug' | 'cliTimeout'>, Case> = {
+const CASES: Record<Exclude<SettingName, 'debug' | 'cliTimeout' | 'waitTimeout'>, Case> = {
   home: { field: 'home', flag: ['/a', '/a'], env: ['/b', '/b'] },
   socket: { field: 'socket', flag: ['/a.sock', '/a.sock'], env: ['/b.sock', '/b.sock'] },
   store: {
@@ -285,7 +286,7 @@ const CASES: Record<Exclude<SettingName, 'debug' | 'cliTimeout'>, Case> = {
 
 describe('each setting of the table: flag, then variable, then default', () => {
   it('the cases cover the table', () => {
-    expect([...Object.keys(CASES), 'debug', 'cliTimeout'].sort()).toEqual(Object.keys(SETTINGS).sort());
+    expect([...Object.keys(CASES), 'debug', 'cliTimeout', 'waitTimeout'].sort()).toEqual(Object.keys(SETTINGS).sort());
   });
 
   it("OB_PROXY_CLI_TIMEOUT: the CLI's wait for an answer, in ms", () => {
@@ -294,6 +295,15 @@ describe('each setting of the table: flag, then variable, then default', () => {
     expect(cliTimeoutMs({ OB_PROXY_CLI_TIMEOUT: '' })).toBe(120_000);
     expect(() => cliTimeoutMs({ OB_PROXY_CLI_TIMEOUT: 'never' })).toThrow(
       'OB_PROXY_CLI_TIMEOUT must be a number of seconds from 0.1 to 86400, got "never".',
+    );
+  });
+
+  it('--wait-timeout: the flag, then OB_PROXY_WAIT_TIMEOUT, then 2 s', () => {
+    expect(waitTimeoutMs({}, {})).toBe(2000);
+    expect(waitTimeoutMs({}, { OB_PROXY_WAIT_TIMEOUT: '0.5' })).toBe(500);
+    expect(waitTimeoutMs({ waitTimeout: '7' }, { OB_PROXY_WAIT_TIMEOUT: '0.5' })).toBe(7000);
+    expect(() => waitTimeoutMs({ waitTimeout: '0' }, {})).toThrow(
+      '--wait-timeout (or OB_PROXY_WAIT_TIMEOUT) must be a number of seconds from 0.1 to 3600, got "0".',
     );
   });
 
