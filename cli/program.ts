@@ -70,6 +70,7 @@ export function makeProgram(deps: ProgramDeps): Command {
         .addOption(settingOption('maxErrorBytes'))
         .addOption(settingOption('responseDeadline'))
         .addOption(settingOption('probeInterval'))
+        .addOption(settingOption('packWarning'))
         .addOption(settingOption('logLevel'))
         .addOption(settingOption('logFormat'))
         .addOption(settingOption('metricsPort'))

@@ -1,4 +1,3 @@
-import type { DaemonReports } from '../src/services/revocation-confirmation.js';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../src/clock.js';
 import type { Config } from '../src/config.js';
@@ -16,6 +15,7 @@ import type { Deadlines } from './data-plane/deadlines.js';
 import type { InflightRequests } from './data-plane/inflight.js';
 import type { Metrics } from './metrics/metrics.js';
 import type { UpstreamTokens } from './upstream-tokens.js';
+import type { DaemonReports } from '../src/services/revocation-confirmation.js';
 
 /** What both planes share; built once by buildDaemon. */
 export interface DaemonContext {

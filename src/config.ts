@@ -187,6 +187,17 @@ export const SETTINGS = {
     unit: 'seconds',
     help: "longest a model server's whole answer may take",
   },
+  packWarning: {
+    type: 'number',
+    flag: 'pack-warning',
+    value: '<seconds>',
+    env: 'OB_PROXY_PACK_WARNING',
+    default: 900,
+    min: 0,
+    max: 30 * 86400,
+    unit: 'seconds',
+    help: 'this long before a pack ends, its keys are told it ends soon (GET /v1/models, a header); 0: never',
+  },
   probeInterval: {
     type: 'number',
     flag: 'probe-interval',
@@ -538,6 +549,8 @@ export interface Config extends AnswerLimits {
   limitWindowMs: number;
   /** Each ready instance's model server is asked for its models this often; 0: never. */
   probeIntervalMs: number;
+  /** How long before a pack's end its keys' answers say it ends soon (0: never). */
+  packWarningMs: number;
   /** A probe (connect and answer) gives up after this long. */
   probeTimeoutMs: number;
 }
@@ -723,6 +736,7 @@ export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string, def
     queueTimeoutMs: seconds('queueTimeout'),
     limitWindowMs: num('limitWindowMs')!,
     probeIntervalMs: seconds('probeInterval'),
+    packWarningMs: seconds('packWarning'),
     probeTimeoutMs: seconds('probeTimeout'),
   };
 }

@@ -145,6 +145,8 @@ class KeyState {
   /** The key's x-ratelimit-* headers (`KeyLimiter.headers`), and which limits they are for. */
   headers: string[] = [];
   headerKind: HeaderKind = 0;
+  /** The length of the tail the list was made with (0: none). */
+  tailLength = 0;
   inflight = 0;
   /** When a refusal was last reported (logged), so that it is once per window, not per request. */
   reportedAt = Number.NEGATIVE_INFINITY;
@@ -281,8 +283,12 @@ export class KeyLimiter {
     return s;
   }
 
-  /** Checks the key's limits for one more request and, if it passes, counts it. */
-  admit(key: KeyRecord, now: number): Readonly<Verdict> {
+  /**
+   * Checks the key's limits for one more request and, if it passes, counts it. `tail`: headers
+   * every answer to the key carries besides (its pack's end), written at the end of the verdict's
+   * list, so an answer still takes its headers from one list, with nothing allocated per request.
+   */
+  admit(key: KeyRecord, now: number, tail: HeaderList | null = null): Readonly<Verdict> {
     const { rpm, tpm, concurrency } = key.limits;
     const w = this.windowMs;
     const s = this.state(key.id);
@@ -335,7 +341,7 @@ export class KeyLimiter {
     const v = this.verdict;
     v.refused = refused;
     v.retryAfterMs = retryAfterMs;
-    v.headers = this.headers(key.limits, s, now, c);
+    v.headers = this.headers(key.limits, s, now, c, tail);
     v.entered = refused === null;
     v.report = report;
     return v;
@@ -540,17 +546,22 @@ export class KeyLimiter {
    * the key writes it as it is when the answer is written. The values are strings kept per key
    * (`HeaderTexts`, and the reset per millisecond): only what changed is formatted again.
    */
-  private headers(limits: KeyLimits, s: KeyState, now: number, c: Caps | null): HeaderList {
+  private headers(limits: KeyLimits, s: KeyState, now: number, c: Caps | null, tail: HeaderList | null): HeaderList {
     const { rpm, tpm } = limits;
     const kind = ((rpm === null ? 0 : 1) | (tpm === null ? 0 : 2)) as HeaderKind;
-    if (kind === 0) return NO_HEADERS;
-    // A new list when the key's limits change which trios it has: an answer already under way
-    // keeps the list it was given, with the values of the key's last request before the change.
-    if (kind !== s.headerKind) {
+    if (kind === 0) return tail ?? NO_HEADERS;
+    const tailLength = tail === null ? 0 : tail.length;
+    // A new list when the key's limits change which trios it has, or its tail its length: an
+    // answer already under way keeps the list it was given, with the values of the key's last
+    // request before the change.
+    if (kind !== s.headerKind || tailLength !== s.tailLength) {
       s.headers = headerList(kind);
+      for (let i = 0; i < tailLength; i++) s.headers.push('');
       s.headerKind = kind;
+      s.tailLength = tailLength;
     }
     const h = s.headers;
+    for (let i = 0, at = h.length - tailLength; i < tailLength; i++) h[at + i] = tail![i]!;
     const w = this.windowMs;
     const t = s.texts;
     // Remaining: the cluster's as far as this daemon knows (the others' counts at the last snapshot).

@@ -1,6 +1,6 @@
-import type { DaemonReports } from '../services/revocation-confirmation.js';
 import type { Instance } from '../domain/instance.js';
 import { type AuditEvent, type KeyLimits, type KeyRecord, type KeyUsage, addUsage } from '../domain/key.js';
+import type { DaemonReports } from '../services/revocation-confirmation.js';
 
 export const STORE_VERSION = 2;
 

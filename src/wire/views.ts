@@ -1,7 +1,7 @@
-import type { DaemonsView } from '../services/revocation-confirmation.js';
 import type { Instance } from '../domain/instance.js';
 import type { AuditEvent, KeyLimits, KeyRecord, KeyUsage, RevokeReason } from '../domain/key.js';
 import type { HealthView } from '../services/instance-health.js';
+import type { DaemonsView } from '../services/revocation-confirmation.js';
 
 /** docs/contract.md §2 JSON shapes. Built field by field so no store-only field (hash) can leak. */
 export interface InstanceView {

@@ -60,6 +60,7 @@ const DEFAULTS: Config = {
   limitWindowMs: 60_000,
   probeIntervalMs: 15_000,
   probeTimeoutMs: 5000,
+  packWarningMs: 900_000,
 };
 
 function resolve(flags: ConfigFlags = {}, env: Env = {}): Config {
@@ -246,6 +247,7 @@ const CASES: Record<Exclude<SettingName, 'debug' | 'cliTimeout' | 'waitTimeout'>
   maxErrorBytes: { field: 'maxErrorBytes', flag: ['4096', 4096], env: ['8192', 8192], bad: 'lots' },
   responseDeadline: { field: 'responseDeadlineMs', flag: ['90', 90_000], env: ['1', 1000], bad: '0' },
   probeInterval: { field: 'probeIntervalMs', flag: ['0', 0], env: ['60', 60_000], bad: '-1' },
+  packWarning: { field: 'packWarningMs', flag: ['0', 0], env: ['3600', 3_600_000], bad: '-5' },
   logLevel: { field: 'logLevel', flag: ['debug', 'debug'], env: ['silent', 'silent'], bad: 'loud' },
   logFormat: { field: 'logFormat', flag: ['pretty', 'pretty'], env: ['json', 'json'], bad: 'xml' },
   metricsPort: { field: 'metricsPort', flag: ['9464', 9464], env: ['0', 0], bad: '65536' },
