@@ -16,7 +16,8 @@
  * bench/results/callgrind/ for callgrind_annotate. `--functions N` prints the N functions that
  * executed most instructions per request, JavaScript ones named through V8's `--perf-basic-prof`
  * map (callgrind itself sees only addresses in JIT code). `--ops`: metrics on and a key with every
- * limit, as the bench's `ob-proxy-ops` target. About 10 minutes at the defaults.
+ * limit, as the bench's `ob-proxy-ops` target. `--pack`: the instance has a pack end (30 days on),
+ * so every answer carries the pack's header. About 10 minutes at the defaults.
  */
 import { execFile, execFileSync } from 'node:child_process';
 import { Agent, request } from 'node:http';
@@ -37,6 +38,7 @@ const USAGE = `node bench/callgrind.mjs [options]: instructions ob-proxy execute
   --warmup N         requests sent before counting (3000)
   --concurrency N    connections (8)
   --ops              metrics on and a key with every limit
+  --pack             the instance has a pack end, so every answer carries its header
   --env K=V          more environment for the daemon (repeatable)
   --functions N      also print the N costliest functions
   --label NAME       the dump's name in bench/results/callgrind/
@@ -54,6 +56,7 @@ const { values: a } = parseArgs({
     label: { type: 'string' },
     functions: { type: 'string' },
     ops: { type: 'boolean' },
+    pack: { type: 'boolean' },
     help: { type: 'boolean', short: 'h' },
   },
 });
@@ -72,7 +75,9 @@ const extraEnv = Object.fromEntries(
 );
 const out = join(ROOT, 'bench/results/callgrind');
 mkdirSync(out, { recursive: true });
-const label = a.label ?? `${dir === ROOT ? 'this' : dir.split('/').pop()}-${kind}${a.ops === true ? '-ops' : ''}`;
+const label =
+  a.label ??
+  `${dir === ROOT ? 'this' : dir.split('/').pop()}-${kind}${a.ops === true ? '-ops' : ''}${a.pack === true ? '-pack' : ''}`;
 const NODE = process.execPath;
 const functions = Number(a.functions ?? 0);
 // As `npm run bench -- --ops`: metrics on, and the requests sent with a key that has every limit.
@@ -233,7 +238,16 @@ const serve = await startServe({
 });
 const proc = serve.proc;
 try {
-  await cli(home, ['instances', 'add', 'bench', '--model', 'gemma4:26b', '--endpoint', upstream.url]);
+  await cli(home, [
+    'instances',
+    'add',
+    'bench',
+    '--model',
+    'gemma4:26b',
+    '--endpoint',
+    upstream.url,
+    ...(a.pack === true ? ['--pack-ends', '+30d'] : []),
+  ]);
   const ready = await cli(home, ['instances', 'ready', 'bench']);
   const url = serve.baseUrl;
   const secret = ops
@@ -257,6 +271,7 @@ try {
       dir,
       kind,
       ops,
+      pack: a.pack === true,
       requests: n,
       concurrency: conc,
       env: extraEnv,

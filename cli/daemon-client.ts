@@ -3,6 +3,7 @@ import type { AuditEvent, KeyLimits } from '../src/domain/key.js';
 import type { StoreData } from '../src/store/store.js';
 import { socketPathProblem } from '../src/config.js';
 import { ObProxyError, isErrorCode, obError } from '../src/errors.js';
+import type { ConfirmationView } from '../src/services/revocation-confirmation.js';
 import type { LiveStatsView } from '../src/services/live-stats.js';
 import type { UsageReport } from '../src/wire/usage-report.js';
 import type {
@@ -140,6 +141,14 @@ export class DaemonClient {
   }
   revokeKey(id: string): Promise<RevokedKeyView> {
     return this.call('POST', `/v1/keys/${encodeURIComponent(id)}/revoke`, {});
+  }
+  /** Whether every live daemon of the store has applied these revocations (`instance`: all its revoked keys). */
+  confirmations(target: { keys?: readonly string[]; instance?: string }): Promise<ConfirmationView> {
+    const q = [
+      ...(target.keys === undefined ? [] : [`keys=${encodeURIComponent(target.keys.join(','))}`]),
+      ...(target.instance === undefined ? [] : [`instance=${encodeURIComponent(target.instance)}`]),
+    ].join('&');
+    return this.call('GET', `/v1/confirmations${q === '' ? '' : `?${q}`}`);
   }
   revealKey(id: string): Promise<KeyWithSecret> {
     return this.call('POST', `/v1/keys/${encodeURIComponent(id)}/reveal`, {});

@@ -77,6 +77,7 @@ export function makeProgram(deps: ProgramDeps): Command {
         .addOption(settingOption('maxErrorBytes'))
         .addOption(settingOption('responseDeadline'))
         .addOption(settingOption('probeInterval'))
+        .addOption(settingOption('packWarning'))
         .addOption(settingOption('logLevel'))
         .addOption(settingOption('logFormat'))
         .addOption(settingOption('metricsPort'))

@@ -126,6 +126,7 @@ export async function buildDaemon(config: Config, deps: DaemonDeps): Promise<Dae
             onNotice: (message) => log.warn({ store: 'postgres' }, message),
             journalPath: join(config.home, 'postgres.revocations'),
             pid: process.pid,
+            maxStaleMs: config.maxStaleMs,
           })
         : new FileStore(config.store, {
             onNotice: (message) => log.warn({ store: config.store }, message),
@@ -259,6 +260,7 @@ async function assemble(config: Config, deps: DaemonDeps, opened: Opened): Promi
             holdsChores: store.holdsChores?.() ?? true,
             problem: store.syncProblem?.() ?? null,
           }),
+    daemonReports: store.daemonReports === undefined ? null : (keyIds) => store.daemonReports!(keyIds),
   };
   // Per-key limits hold cluster-wide on a shared store (docs/scale-out.md).
   const limitExchange = ctx.keyLimits.exchange(() => lifecycle.registry.hasLimitedKey());

@@ -16,6 +16,7 @@ import type { Deadlines } from './data-plane/deadlines.js';
 import type { InflightRequests } from './data-plane/inflight.js';
 import type { Metrics } from './metrics/metrics.js';
 import type { UpstreamTokens } from './upstream-tokens.js';
+import type { DaemonReports } from '../src/services/revocation-confirmation.js';
 
 /** What both planes share; built once by buildDaemon. */
 export interface DaemonContext {
@@ -60,4 +61,6 @@ export interface DaemonContext {
   storeStale: boolean;
   /** A shared store's sync state for `status`; null for a store this daemon alone writes. */
   storeSync(): StoreSyncView | null;
+  /** A shared store's daemon rows (docs/scale-out.md); null for a store this daemon alone serves. */
+  daemonReports: ((keyIds: readonly string[]) => Promise<DaemonReports>) | null;
 }

@@ -44,6 +44,11 @@ export function cliTimeoutMs(env: Env): number {
   return readNumber(SETTINGS.cliTimeout, givenValue('cliTimeout', {}, env))! * 1000;
 }
 
+/** `--wait`'s bound: the flag, else OB_PROXY_WAIT_TIMEOUT, else 2 s. */
+export function waitTimeoutMs(flags: { waitTimeout?: string }, env: Env): number {
+  return readNumber(SETTINGS.waitTimeout, givenValue('waitTimeout', flags, env))! * 1000;
+}
+
 /** OB_PROXY_DEBUG: the CLI adds a stack trace to an unexpected error's line. */
 export function debugWanted(env: Env): boolean {
   return givenValue('debug', {}, env) !== undefined;
@@ -123,6 +128,7 @@ export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string, def
     queueTimeoutMs: seconds('queueTimeout'),
     limitWindowMs: num('limitWindowMs')!,
     probeIntervalMs: seconds('probeInterval'),
+    packWarningMs: seconds('packWarning'),
     probeTimeoutMs: seconds('probeTimeout'),
   };
 }

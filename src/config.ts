@@ -3,7 +3,14 @@ import { type AnswerLimits, DEFAULT_ANSWER_LIMITS } from './upstream/answer-limi
 
 // How a setting's value is read, and the whole Config resolved, live beside this table.
 export { givenValue, settingLabel, shownDefault } from './config-read.js';
-export { cliTimeoutMs, debugWanted, resolveConfig, resolvePaths, socketPathProblem } from './config-resolve.js';
+export {
+  cliTimeoutMs,
+  debugWanted,
+  resolveConfig,
+  resolvePaths,
+  socketPathProblem,
+  waitTimeoutMs,
+} from './config-resolve.js';
 
 /**
  * One setting of the daemon or the CLI, said once: the flag and variable that give it, its
@@ -23,6 +30,8 @@ interface SettingBase {
   readonly shown?: string;
   /** Set by tests, to shorten a period or reach a path; documented apart, not for operators. */
   readonly forTests?: true;
+  /** A flag of the commands that talk to the daemon only, not of `serve`. */
+  readonly clientOnly?: true;
 }
 export interface NumberSetting extends SettingBase {
   readonly type: 'number';
@@ -216,6 +225,17 @@ export const SETTINGS = {
     unit: 'seconds',
     help: "longest a model server's whole answer may take",
   },
+  packWarning: {
+    type: 'number',
+    flag: 'pack-warning',
+    value: '<seconds>',
+    env: 'OB_PROXY_PACK_WARNING',
+    default: 900,
+    min: 0,
+    max: 30 * 86400,
+    unit: 'seconds',
+    help: 'this long before a pack ends, its keys are told it ends soon (GET /v1/models, a header); 0: never',
+  },
   probeInterval: {
     type: 'number',
     flag: 'probe-interval',
@@ -401,6 +421,18 @@ export const SETTINGS = {
     unit: 'seconds',
     help: 'a health probe (connect and answer) gives up after this long',
   },
+  waitTimeout: {
+    type: 'number',
+    flag: 'wait-timeout',
+    value: '<seconds>',
+    env: 'OB_PROXY_WAIT_TIMEOUT',
+    clientOnly: true,
+    default: 2,
+    min: 0.1,
+    max: 3600,
+    unit: 'seconds',
+    help: 'with --wait: longest a command that revokes waits for every daemon of the store to confirm it',
+  },
   cliTimeout: {
     type: 'number',
     env: 'OB_PROXY_CLI_TIMEOUT',
@@ -558,6 +590,8 @@ export interface Config extends AnswerLimits {
   limitWindowMs: number;
   /** Each ready instance's model server is asked for its models this often; 0: never. */
   probeIntervalMs: number;
+  /** How long before a pack's end its keys' answers say it ends soon (0: never). */
+  packWarningMs: number;
   /** A probe (connect and answer) gives up after this long. */
   probeTimeoutMs: number;
 }

@@ -231,6 +231,12 @@ export const ERRORS = {
     type: 'api_error',
     message: 'The ob-proxy daemon is not running or its socket cannot be reached. Start it with `ob-proxy serve`.',
   },
+  revocation_unconfirmed: {
+    status: 504,
+    type: 'api_error',
+    message:
+      'The revocation is made, but not every live daemon of the store confirmed it within the --wait-timeout. Check the daemons named with `ob-proxy status`.',
+  },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERRORS;

@@ -7,6 +7,15 @@ import { confirmed } from '../confirm.js';
 import type { DaemonClient } from '../daemon-client.js';
 import { colours, printJson, secretBlock, shown, stateColour, table } from '../output.js';
 import { parsePackEnds } from '../pack-ends.js';
+import {
+  type WaitOptions,
+  confirmationJson,
+  confirmedLine,
+  unconfirmedError,
+  waitBound,
+  waitConfirmed,
+  withWaitOptions,
+} from '../wait-confirmed.js';
 
 const PACK_ENDS_HELP =
   'when the paid uptime ends: an ISO 8601 time (2026-12-01T18:00:00Z) or a duration from now (+8h, +30d)';
@@ -98,6 +107,33 @@ function render(
       ['updated', value.updatedAt],
     ]),
   );
+}
+
+/**
+ * A move that revokes every key of the instance: asked first on a terminal, and with --wait,
+ * followed until every live daemon of the store refuses those keys.
+ */
+async function revokingMove(
+  deps: CliDeps,
+  o: CommonOptions & WaitOptions & { yes?: boolean },
+  id: string,
+  action: keyof typeof DOOM,
+  move: (cl: DaemonClient) => Promise<InstanceView>,
+  line: (i: InstanceView) => string,
+): Promise<void> {
+  const bound = waitBound(o, deps);
+  const [inst, confirmation] = await withClient(o, deps, async (cl) => {
+    await confirmDoom(deps, o, cl, id, action);
+    const moved = await move(cl);
+    return [moved, bound === null ? null : await waitConfirmed(cl, { instance: moved.id }, bound)] as const;
+  });
+  if (confirmation === null) render(deps, o, inst, line);
+  else if (o.json === true) printJson(deps.io, { ...inst, confirmation: confirmationJson(confirmation) });
+  else {
+    render(deps, o, inst, line);
+    if (confirmation.view.confirmed) deps.io.out(confirmedLine(shown(confirmation)));
+  }
+  if (confirmation !== null && !confirmation.view.confirmed) throw unconfirmedError(shown(confirmation), bound!);
 }
 
 export function makeInstancesCommand(deps: CliDeps): Command {
@@ -216,18 +252,22 @@ export function makeInstancesCommand(deps: CliDeps): Command {
   ] as const;
   for (const [action, description] of halts) {
     example(
-      withCommon(cmd.command(`${action} <id>`))
-        .description(`${description} (asks first on a terminal)`)
-        .option('-y, --yes', 'do not ask for confirmation')
-        .action(async (id: string, o: CommonOptions & { yes?: boolean }) => {
-          const inst = await withClient(o, deps, async (cl) => {
-            await confirmDoom(deps, o, cl, id, action);
-            return cl.move(id, action);
-          });
-          render(deps, o, inst, (i) => `Instance ${i.id} is now ${i.state}. All its keys are revoked.`);
-        }),
+      withWaitOptions(
+        withCommon(cmd.command(`${action} <id>`))
+          .description(`${description} (asks first on a terminal)`)
+          .option('-y, --yes', 'do not ask for confirmation'),
+      ).action(async (id: string, o: CommonOptions & WaitOptions & { yes?: boolean }) => {
+        await revokingMove(
+          deps,
+          o,
+          id,
+          action,
+          (cl) => cl.move(id, action),
+          (i) => `Instance ${i.id} is now ${i.state}. All its keys are revoked.`,
+        );
+      }),
       `ob-proxy instances ${action} gpu-1`,
-      `ob-proxy instances ${action} gpu-1 --yes`,
+      `ob-proxy instances ${action} gpu-1 --yes --wait`,
     );
   }
 
@@ -251,23 +291,22 @@ export function makeInstancesCommand(deps: CliDeps): Command {
   );
 
   example(
-    withCommon(cmd.command('remove <id>'))
-      .description('revoke all its keys and forget the instance (its keys then answer 404; asks first on a terminal)')
-      .option('-y, --yes', 'do not ask for confirmation')
-      .action(async (id: string, o: CommonOptions & { yes?: boolean }) => {
-        const inst = await withClient(o, deps, async (cl) => {
-          await confirmDoom(deps, o, cl, id, 'remove');
-          return cl.remove(id);
-        });
-        render(
-          deps,
-          o,
-          inst,
-          (i) => `Removed instance ${i.id}. All its keys are revoked; they answer 404 deployment_not_found.`,
-        );
-      }),
+    withWaitOptions(
+      withCommon(cmd.command('remove <id>'))
+        .description('revoke all its keys and forget the instance (its keys then answer 404; asks first on a terminal)')
+        .option('-y, --yes', 'do not ask for confirmation'),
+    ).action(async (id: string, o: CommonOptions & WaitOptions & { yes?: boolean }) => {
+      await revokingMove(
+        deps,
+        o,
+        id,
+        'remove',
+        (cl) => cl.remove(id),
+        (i) => `Removed instance ${i.id}. All its keys are revoked; they answer 404 deployment_not_found.`,
+      );
+    }),
     'ob-proxy instances remove gpu-1',
-    'ob-proxy instances remove gpu-1 --yes',
+    'ob-proxy instances remove gpu-1 --yes --wait',
   );
 
   example(

@@ -5,6 +5,15 @@ import { confirmed } from '../confirm.js';
 import { formatLimits, limitsFrom, withLimitOptions } from '../limit-options.js';
 import { colours, printJson, secretBlock, shown, table } from '../output.js';
 import { UsageError } from '../usage-error.js';
+import {
+  type WaitOptions,
+  confirmationJson,
+  confirmedLine,
+  unconfirmedError,
+  waitBound,
+  waitConfirmed,
+  withWaitOptions,
+} from '../wait-confirmed.js';
 
 type LimitFlags = { rpm?: string; tpm?: string; concurrency?: string };
 
@@ -103,30 +112,41 @@ export function makeKeysCommand(deps: CliDeps): Command {
   );
 
   example(
-    withCommon(cmd.command('revoke <key-id>'))
-      .description('revoke one key, for ever (asks first on a terminal)')
-      .option('-y, --yes', 'do not ask for confirmation')
-      .action(async (id: string, o: CommonOptions & { yes?: boolean }) => {
-        const answer = await withClient(o, deps, async (cl) => {
-          await confirmed(deps, o.yes, async () => {
-            const key = (await cl.listKeys()).find((k) => k.id === id);
-            // An unknown or revoked key: nothing to ask, the daemon's refusal says why.
-            if (key === undefined || key.status !== 'active') return null;
-            const k = shown(key);
-            return `Revoke key "${k.name}" (${k.hint}) of instance ${k.instance} for ever?`;
-          });
-          return cl.revokeKey(id);
+    withWaitOptions(
+      withCommon(cmd.command('revoke <key-id>'))
+        .description('revoke one key, for ever (asks first on a terminal)')
+        .option('-y, --yes', 'do not ask for confirmation'),
+    ).action(async (id: string, o: CommonOptions & WaitOptions & { yes?: boolean }) => {
+      const bound = waitBound(o, deps);
+      const [answer, confirmation] = await withClient(o, deps, async (cl) => {
+        await confirmed(deps, o.yes, async () => {
+          const key = (await cl.listKeys()).find((k) => k.id === id);
+          // An unknown or revoked key: nothing to ask, the daemon's refusal says why.
+          if (key === undefined || key.status !== 'active') return null;
+          const k = shown(key);
+          return `Revoke key "${k.name}" (${k.hint}) of instance ${k.instance} for ever?`;
         });
-        if (o.json === true) return printJson(deps.io, answer);
+        const key = await cl.revokeKey(id);
+        return [key, bound === null ? null : await waitConfirmed(cl, { keys: [key.id] }, bound)] as const;
+      });
+      if (o.json === true)
+        printJson(
+          deps.io,
+          confirmation === null ? answer : { ...answer, confirmation: confirmationJson(confirmation) },
+        );
+      else {
         const key = shown(answer);
         deps.io.out(`Revoked key ${key.id} ("${key.name}") of instance ${key.instance}. It answers 401 from now on.\n`);
         if (key.storePending !== undefined)
           deps.io.out(
             `Every daemon refuses it; its row and audit event are not in the store yet (${key.storePending}) and are written as soon as it takes writes.\n`,
           );
-      }),
+        if (confirmation?.view.confirmed === true) deps.io.out(confirmedLine(shown(confirmation)));
+      }
+      if (confirmation !== null && !confirmation.view.confirmed) throw unconfirmedError(shown(confirmation), bound!);
+    }),
     'ob-proxy keys revoke 3fA9kQ2mXz1B',
-    'ob-proxy keys revoke 3fA9kQ2mXz1B --yes',
+    'ob-proxy keys revoke 3fA9kQ2mXz1B --yes --wait',
   );
 
   example(

@@ -26,6 +26,35 @@ function storeLine(deps: CliDeps, s: StatusView): string {
   return `${sync.location} (shared): ${state}; last in sync ${seconds(sync.lastSyncAgeMs)} ago (${sync.lastSyncAt})${problem}; ${chores}`;
 }
 
+/**
+ * Every daemon of a shared store as it last reported: its revocation point and how many
+ * revocations it had not applied then, its change number and lag, and when it reported.
+ */
+function daemonsTable(deps: CliDeps, v: NonNullable<StatusView['daemons']>): string {
+  const c = colours(deps.io);
+  if (v.problem !== undefined) return `\n${c.red(`The daemons' reports cannot be read: ${v.problem}`)}\n`;
+  const behind = (n: number | null): string => (n === null ? '-' : n === 0 ? '0' : c.red(String(n)));
+  return (
+    `\nDaemons of the store (newest revocation: ${v.newestRevocation ?? 'none'}):\n` +
+    table([
+      ['DAEMON', 'HOST', 'PID', 'STATE', 'REVOCATIONS APPLIED', 'BEHIND', 'CHANGE', 'BEHIND', 'LAST REPORT'].map((h) =>
+        c.bold(h),
+      ),
+      ...v.daemons.map((d) => [
+        `${d.id.slice(0, 8)}${d.self ? ' (this)' : ''}`,
+        d.host,
+        String(d.pid),
+        d.state === 'live' ? c.green('live') : c.red('gone'),
+        d.appliedRevocations ?? '-',
+        behind(d.revocationsBehind),
+        String(d.appliedChange),
+        behind(d.changeLag),
+        `${seconds(d.reportAgeMs)} ago`,
+      ]),
+    ])
+  );
+}
+
 export function makeStatusCommand(deps: CliDeps): Command {
   return example(
     withCommon(new Command('status'))
@@ -44,6 +73,7 @@ export function makeStatusCommand(deps: CliDeps): Command {
             [c.bold('store'), storeLine(deps, s)],
           ]),
         );
+        if (s.daemons?.shared === true) deps.io.out(daemonsTable(deps, s.daemons));
       }),
     'ob-proxy status',
     'ob-proxy status --json',

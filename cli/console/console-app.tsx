@@ -28,7 +28,7 @@ import { Header, PANES, type Pane, Tabs } from './components/header.js';
 import { HelpOverlay } from './components/help-overlay.js';
 import { SecretBox, type ShownSecret } from './components/secret-box.js';
 import { type Notice, StatusLine } from './components/status-line.js';
-import { reasonText, shortUtc } from './format.js';
+import { daemonsSummary, reasonText, shortUtc } from './format.js';
 import { GenerateKey } from './screens/generate-key.js';
 import { InstancesScreen } from './screens/instances-screen.js';
 import { KeysScreen, orderKeys } from './screens/keys-screen.js';
@@ -297,7 +297,7 @@ export function ConsoleApp({ client, colour = true, clock = Date.now, retryMs = 
   return (
     <ColourContext.Provider value={colour}>
       <Box flexDirection="column" width={columns} height={Math.max(6, rows - 1)}>
-        <Header baseUrl={baseUrl} connection={data.connection} width={columns} />
+        <Header baseUrl={baseUrl} connection={data.connection} width={columns} daemons={daemonsSummary(data.status?.daemons)} />
         <Tabs pane={pane} labels={labels} />
         <Box flexDirection="column" height={bodyHeight} overflow="hidden">{body}</Box>
         <StatusLine notice={notice} hints={hints} />

@@ -2,7 +2,7 @@
  * Pure text formatting for the console: times, reasons, why an instance cannot take keys.
  * Absolute times are UTC, like every timestamp the CLI and the JSON output print.
  */
-import type { InstanceView } from '../../src/wire/views.js';
+import type { InstanceView, StatusView } from '../../src/wire/views.js';
 import type { RevokeReason } from '../../src/domain/key.js';
 import stringWidth from 'string-width';
 import { printable } from '../../src/printable.js';
@@ -133,4 +133,25 @@ export function compactCount(n: number): string {
   if (n < 10_000) return String(n);
   if (n < 1_000_000) return `${Math.round(n / 1000)}k`;
   return `${(n / 1_000_000).toFixed(1)}M`;
+}
+
+/**
+ * The daemons of a shared store in a few words, for the header: how many, and which are behind
+ * on revocations or gone (as `ob-proxy status` lists them). Null on a store the daemon serves alone.
+ */
+export function daemonsSummary(daemons: StatusView['daemons']): { text: string; ok: boolean } | null {
+  if (daemons?.shared !== true) return null;
+  if (daemons.problem !== undefined) return { text: 'daemons: reports unreadable', ok: false };
+  const name = (d: { id: string }): string => d.id.slice(0, 8);
+  const behind = daemons.daemons.filter((d) => d.state === 'live' && (d.revocationsBehind ?? 1) > 0);
+  const gone = daemons.daemons.filter((d) => d.state === 'gone');
+  const parts = [
+    ...(behind.length === 0 ? [] : [`${behind.length} behind (${behind.map(name).join(', ')})`]),
+    ...(gone.length === 0 ? [] : [`${gone.length} gone (${gone.map(name).join(', ')})`]),
+  ];
+  const n = daemons.daemons.length;
+  return {
+    text: `${n} daemon${n === 1 ? '' : 's'}${parts.length === 0 ? ', all caught up' : `: ${parts.join(', ')}`}`,
+    ok: parts.length === 0,
+  };
 }

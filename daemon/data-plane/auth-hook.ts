@@ -7,6 +7,7 @@ import type { DaemonContext } from '../context.js';
 import { clientOf } from './bad-key-limiter.js';
 import { holdBody } from './held-bytes.js';
 import { admitKey } from './key-limits.js';
+import { packHeaders } from './pack-headers.js';
 import { sendContinue } from './node-refusals.js';
 import { replyError } from './send-error.js';
 
@@ -89,10 +90,15 @@ export function makeAuthHook(ctx: DaemonContext, requireReady: boolean, apiKeyHe
             'too many invalid keys from this address: refusing its invalid keys with 429 for the rest of the minute',
           );
       }
+      // A key whose deployment is not ready is the key's own: its answer carries its pack's end.
+      if (result.code === 'deployment_not_ready' && result.instance !== undefined)
+        request.rateLimit = packHeaders(result.instance, now, ctx.config.packWarningMs);
       refuse(ctx, reply, result);
       return;
     }
     request.auth = { key: result.key, instance: result.instance };
+    // The pack's end on every answer to the key, kept with its x-ratelimit-* (admitKey).
+    request.rateLimit = packHeaders(result.instance, now, ctx.config.packWarningMs);
     // Per-key limits count chat completions only (requireReady), not model listings.
     if (requireReady && !admitKey(ctx, request, reply, result.key, result.instance.id)) return;
     // Its body in the daemon's byte budget, before any of it is read (held-bytes.ts).

@@ -21,6 +21,7 @@ import { replyError, toObError } from './send-error.js';
 import { closeIfBodyPending } from './unread-body.js';
 import { answerBodyRefusal, makeChunkCounter } from './held-bytes.js';
 import { makeBodyReader } from './body-reader.js';
+import { packState } from './pack-headers.js';
 
 /**
  * The public listener: POST /v1/chat/completions, GET /v1/models, GET /healthz, and nothing
@@ -118,13 +119,18 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
     makeMessagesHandler(ctx),
   );
 
-  // The key's one model, whatever the instance's state (OpenAI's list and model shapes).
-  const modelOf = (inst: Instance) => ({
-    id: inst.model,
-    object: 'model',
-    created: Math.floor(Date.parse(inst.createdAt) / 1000),
-    owned_by: 'ob-proxy',
-  });
+  // The key's one model, whatever the instance's state (OpenAI's list and model shapes), with
+  // its pack's end and whether it is near when it has one (docs/contract.md §3.8).
+  const modelOf = (inst: Instance) => {
+    const model = {
+      id: inst.model,
+      object: 'model',
+      created: Math.floor(Date.parse(inst.createdAt) / 1000),
+      owned_by: 'ob-proxy',
+    };
+    const pack = packState(inst, ctx.clock.now(), ctx.config.packWarningMs);
+    return pack === null ? model : { ...model, pack_ends_at: pack.at, pack_ends_soon: pack.soon };
+  };
   app.get('/v1/models', { onRequest: makeAuthHook(ctx, false) }, async (request) => {
     const inst = request.auth?.instance;
     if (inst === undefined) throw obError('internal_error');

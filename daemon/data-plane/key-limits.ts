@@ -14,7 +14,10 @@ const WHAT: Record<LimitName, string> = {
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** The key's x-ratelimit-* headers for this request (names and values in turn), or null when the key has no limits. */
+    /**
+     * The headers every answer to this request carries (names and values in turn): the key's
+     * x-ratelimit-* and its pack's end (pack-headers.ts); null when it has neither.
+     */
     rateLimit: HeaderList | null;
   }
 }
@@ -37,7 +40,8 @@ export function admitKey(
 ): boolean {
   const l = key.limits;
   if (l.rpm === null && l.tpm === null && l.concurrency === null) return true;
-  const v = ctx.keyLimits.admit(key, ctx.clock.now());
+  // The pack's headers (set by the auth hook) go at the end of the key's list.
+  const v = ctx.keyLimits.admit(key, ctx.clock.now(), request.rateLimit);
   request.rateLimit = v.headers;
   if (v.refused !== null) {
     ctx.metrics?.rateLimited(instance, v.refused);

@@ -3,6 +3,7 @@ import { ObProxyError, obError } from '../../src/errors.js';
 import { clipped } from '../../src/printable.js';
 import type { DaemonContext } from '../context.js';
 import { replyError } from '../data-plane/send-error.js';
+import { daemonsOf, registerDaemonRoutes } from './daemons.js';
 import { registerEventRoutes } from './events.js';
 import { registerInstanceRoutes } from './instances.js';
 import { registerKeyRoutes } from './keys.js';
@@ -68,6 +69,7 @@ export function buildManagementPlane(ctx: DaemonContext): FastifyInstance {
     startedAt: ctx.startedAt,
     models: [...ctx.config.models],
     storeSync: ctx.storeSync(),
+    daemons: await daemonsOf(ctx),
   }));
   // `ob-proxy store backup`: the state as this daemon holds it, taken under the lifecycle's
   // mutex; the CLI writes the file (as the operator, where the operator chose).
@@ -77,6 +79,7 @@ export function buildManagementPlane(ctx: DaemonContext): FastifyInstance {
   registerUsageRoutes(app, ctx);
   registerStatsRoutes(app, ctx);
   registerEventRoutes(app, ctx);
+  registerDaemonRoutes(app, ctx);
 
   app.setNotFoundHandler((request, reply) => {
     replyError(

@@ -136,3 +136,6 @@ export function schemaError(errors: FastifySchemaValidationError[], part: Part):
     message: HINTS[field] ?? `${field} in the ${where} ${e.message ?? 'is not valid'}.`,
   });
 }
+
+/** `keys`: key ids, comma-separated; `instance`: every revoked key of that instance. */
+export const CONFIRMATIONS_QUERY = object({ keys: STRING, instance: STRING });

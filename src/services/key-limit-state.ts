@@ -11,6 +11,8 @@ export class KeyState {
   /** The key's x-ratelimit-* headers (`keyHeaders`), and which limits they are for. */
   headers: string[] = [];
   headerKind: HeaderKind = 0;
+  /** The length of the tail the list was made with (0: none). */
+  tailLength = 0;
   inflight = 0;
   /**
    * Tokens reserved by the key's answers under way (`reserve`): counted against its tpm with what

@@ -104,8 +104,12 @@ export class KeyLimiter {
     return s;
   }
 
-  /** Checks the key's limits for one more request and, if it passes, counts it. */
-  admit(key: KeyRecord, now: number): Readonly<Verdict> {
+  /**
+   * Checks the key's limits for one more request and, if it passes, counts it. `tail`: headers
+   * every answer to the key carries besides (its pack's end), written at the end of the verdict's
+   * list, so an answer still takes its headers from one list, with nothing allocated per request.
+   */
+  admit(key: KeyRecord, now: number, tail: HeaderList | null = null): Readonly<Verdict> {
     const { rpm, tpm, concurrency } = key.limits;
     const w = this.windowMs;
     const s = this.state(key.id);
@@ -155,7 +159,7 @@ export class KeyLimiter {
     const v = this.verdict;
     v.refused = refused;
     v.retryAfterMs = retryAfterMs;
-    v.headers = keyHeaders(key.limits, s, now, w, c);
+    v.headers = keyHeaders(key.limits, s, now, w, c, tail);
     v.entered = refused === null;
     v.report = report;
     return v;

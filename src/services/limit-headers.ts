@@ -53,6 +53,8 @@ export interface HeaderSource {
   readonly texts: HeaderTexts;
   headers: string[];
   headerKind: HeaderKind;
+  /** The length of the tail the list was made with (0: none). */
+  tailLength: number;
 }
 
 /** On a shared store: the other daemons' counts for the key at the last snapshot. */
@@ -62,7 +64,8 @@ export interface OthersCounts {
 }
 
 /**
- * The key's header list with its values as of now. One list per key, not one per request
+ * The key's header list with its values as of now, and `tail` (headers every answer to the key
+ * carries besides, such as its pack's end) at its end. One list per key, not one per request
  * (each request's object was 83 bytes, and more when merged into its answer's): every answer of
  * the key writes it as it is when the answer is written. The values are strings kept per key
  * (`HeaderTexts`, and the reset per millisecond): only what changed is formatted again.
@@ -73,17 +76,23 @@ export function keyHeaders(
   now: number,
   w: number,
   c: OthersCounts | null,
+  tail: HeaderList | null = null,
 ): HeaderList {
   const { rpm, tpm } = limits;
   const kind = ((rpm === null ? 0 : 1) | (tpm === null ? 0 : 2)) as HeaderKind;
-  if (kind === 0) return NO_HEADERS;
-  // A new list when the key's limits change which trios it has: an answer already under way
-  // keeps the list it was given, with the values of the key's last request before the change.
-  if (kind !== s.headerKind) {
+  if (kind === 0) return tail ?? NO_HEADERS;
+  const tailLength = tail === null ? 0 : tail.length;
+  // A new list when the key's limits change which trios it has, or its tail its length: an
+  // answer already under way keeps the list it was given, with the values of the key's last
+  // request before the change.
+  if (kind !== s.headerKind || tailLength !== s.tailLength) {
     s.headers = headerList(kind);
+    for (let i = 0; i < tailLength; i++) s.headers.push('');
     s.headerKind = kind;
+    s.tailLength = tailLength;
   }
   const h = s.headers;
+  for (let i = 0, at = h.length - tailLength; i < tailLength; i++) h[at + i] = tail![i]!;
   const t = s.texts;
   // Remaining: the cluster's as far as this daemon knows (the others' counts at the last snapshot).
   if (rpm !== null) {

@@ -5,7 +5,7 @@ import type { Instance } from '../domain/instance.js';
 import type { AuditEvent, KeyRecord, RevokeReason } from '../domain/key.js';
 import { ObProxyError, obError } from '../errors.js';
 import { applyBatch } from './postgres/apply.js';
-import { pruneDaemonRows, writeDaemonRow } from './postgres/daemon-row.js';
+import { pruneDaemonRows, readDaemonReports, writeDaemonRow } from './postgres/daemon-row.js';
 import {
   REVOCATION_PAYLOAD,
   type RevocationCursor,
@@ -29,6 +29,7 @@ import {
   type StoreFeed,
 } from './store.js';
 import { validateStoreData } from './store-validation.js';
+import { DEFAULT_MAX_STALE_MS, type DaemonReports } from '../services/revocation-confirmation.js';
 
 export interface PostgresStoreOptions {
   /** How often the change log is read whether or not a notification came (ms; default 2000). */
@@ -47,6 +48,8 @@ export interface PostgresStoreOptions {
   journalPath?: string;
   /** This daemon's process id, for its row in ob_daemons. */
   pid?: number;
+  /** This daemon's --max-stale (ms), in its row: silent longer than this, it refuses every key. */
+  maxStaleMs?: number;
 }
 
 const CHANNEL = 'ob_proxy_changes';
@@ -164,6 +167,8 @@ export class PostgresStore implements Store {
   private readProblem: string | null = null;
   private writeProblem: string | null = null;
   private beating: Promise<void> | null = null;
+  /** Revocations were applied while a row write was under way: write it again once that ends. */
+  private beatAgain = false;
   private readonly startedAt: string;
   /** How far ob_revocations has been read (null: not yet). */
   private revCursor: RevocationCursor | null = null;
@@ -630,6 +635,7 @@ export class PostgresStore implements Store {
       );
       await this.applyRevocations(page!.revocations);
       this.revCursor = { xmax: page!.rev_xmax, xip: page!.rev_xip };
+      if (page!.revocations.length > 0) this.reportApplied();
       const head = Number(page!.head);
       const rows = page!.changes;
       // The database went back in time (restored from an older backup, a failover to a replica
@@ -813,7 +819,9 @@ export class PostgresStore implements Store {
       startedAt: this.startedAt,
       appliedChange: this.lastChange,
       appliedRevocations: this.revCursor?.xmax ?? null,
+      appliedXip: this.revCursor?.xip ?? [],
       inSyncAt: this.inSyncAt,
+      maxStaleMs: this.options.maxStaleMs ?? DEFAULT_MAX_STALE_MS,
     })
       .then(
         () => {
@@ -830,7 +838,25 @@ export class PostgresStore implements Store {
       )
       .finally(() => {
         this.beating = null;
+        if (this.beatAgain) {
+          this.beatAgain = false;
+          this.beat();
+        }
       });
+  }
+
+  /**
+   * Revocations were applied: the row says so now rather than at the next period, so that a
+   * `--wait` is confirmed within a read and a write of the revocation.
+   */
+  private reportApplied(): void {
+    if (this.beating === null) this.beat();
+    else this.beatAgain = true;
+  }
+
+  /** Every daemon's row, and which of them have applied the revocations of `keyIds`. */
+  daemonReports(keyIds: readonly string[]): Promise<DaemonReports> {
+    return readDaemonReports(this.pool, keyIds, this.origin);
   }
 
   /**

@@ -1,5 +1,6 @@
 import type { Instance } from '../domain/instance.js';
 import { type AuditEvent, type KeyLimits, type KeyRecord, type KeyUsage, addUsage } from '../domain/key.js';
+import type { DaemonReports } from '../services/revocation-confirmation.js';
 
 export const STORE_VERSION = 2;
 
@@ -139,6 +140,11 @@ export interface Store {
    * those every daemon published for the tick before, so per-key limits hold cluster-wide.
    */
   shareLimits?(exchange: LimitExchange): void;
+  /**
+   * A shared store: every daemon's last report (what it has applied, when it said so), and
+   * which of them have applied the revocations of `keyIds`. Absent: this daemon is the only one.
+   */
+  daemonReports?(keyIds: readonly string[]): Promise<DaemonReports>;
 }
 
 export function emptyData(): StoreData {

@@ -1,6 +1,7 @@
 import type { Instance } from '../domain/instance.js';
 import type { AuditEvent, KeyLimits, KeyRecord, KeyUsage, RevokeReason } from '../domain/key.js';
 import type { HealthView } from '../services/instance-health.js';
+import type { DaemonsView } from '../services/revocation-confirmation.js';
 
 /** docs/contract.md §2 JSON shapes. Built field by field so no store-only field (hash) can leak. */
 export interface InstanceView {
@@ -71,6 +72,8 @@ export interface StatusView {
   models: string[];
   /** A store shared by several daemons (PostgreSQL): how this daemon stands with it. Null: this daemon is the store's only writer. */
   storeSync?: StoreSyncView | null;
+  /** Every daemon of the store, as each last reported (docs/scale-out.md); `shared` false on a file store. */
+  daemons?: DaemonsView & { problem?: string };
 }
 
 export interface StoreSyncView {

@@ -200,6 +200,9 @@ export class FakeDaemon implements ConsoleClient {
 
   // ---- ConsoleClient --------------------------------------------------------------------------
 
+  /** The store's daemons as `status` gives them (a shared store); null: a file store's status. */
+  daemons: StatusView['daemons'] | null = null;
+
   async status(): Promise<StatusView> {
     this.guard('status');
     return {
@@ -210,6 +213,7 @@ export class FakeDaemon implements ConsoleClient {
       socket: this.socketPath,
       startedAt: this.iso(),
       models: ['gemma4:26b', 'qwen3.6:27b'],
+      ...(this.daemons === null ? {} : { daemons: this.daemons }),
     };
   }
 

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import {
   ago,
   compactCount,
+  daemonsSummary,
   duration,
   fit,
   packEnd,
@@ -70,5 +71,50 @@ describe('console formatting', () => {
 
   it('when a secret is sent to the clipboard then it is one OSC 52 sequence of its base64', () => {
     expect(osc52('ob_sk_x')).toBe(`\u001b]52;c;${Buffer.from('ob_sk_x').toString('base64')}\u0007`);
+  });
+});
+
+describe('daemonsSummary', () => {
+  const d = (id: string, state: 'live' | 'gone', revocationsBehind: number | null) => ({
+    id,
+    self: false,
+    host: 'h',
+    pid: 1,
+    startedAt: '',
+    state,
+    reportedAt: '',
+    reportAgeMs: 0,
+    appliedChange: 1,
+    changeLag: 0,
+    appliedRevocations: '7',
+    revocationsBehind,
+    lastInSyncAt: null,
+  });
+  it('says nothing on a store served alone, else how many daemons and which are behind or gone', () => {
+    expect(daemonsSummary(undefined)).toBeNull();
+    expect(daemonsSummary({ shared: false, newestRevocation: null, daemons: [] })).toBeNull();
+    expect(
+      daemonsSummary({
+        shared: true,
+        newestRevocation: '7',
+        daemons: [d('aaaaaaaa-1', 'live', 0), d('bbbbbbbb-2', 'live', 0)],
+      }),
+    ).toEqual({ text: '2 daemons, all caught up', ok: true });
+    expect(
+      daemonsSummary({
+        shared: true,
+        newestRevocation: '9',
+        daemons: [
+          d('aaaaaaaa-1', 'live', 0),
+          d('bbbbbbbb-2', 'live', 2),
+          d('cccccccc-3', 'gone', 2),
+          d('dddddddd-4', 'live', null),
+        ],
+      }),
+    ).toEqual({ text: '4 daemons: 2 behind (bbbbbbbb, dddddddd), 1 gone (cccccccc)', ok: false });
+    expect(daemonsSummary({ shared: true, newestRevocation: null, daemons: [], problem: 'timeout' })).toEqual({
+      text: 'daemons: reports unreadable',
+      ok: false,
+    });
   });
 });

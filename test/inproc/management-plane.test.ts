@@ -101,6 +101,7 @@ describe("an instance's life, route by route", () => {
         startedAt: AT,
         models: [MODEL, 'qwen3.6:27b'],
         storeSync: null,
+        daemons: { shared: false, newestRevocation: null, daemons: [] },
       },
     });
   });

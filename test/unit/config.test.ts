@@ -12,6 +12,7 @@ import {
   type Setting,
   type SettingName,
   cliTimeoutMs,
+  waitTimeoutMs,
   debugWanted,
   resolveConfig,
   resolvePaths,
@@ -64,6 +65,7 @@ const DEFAULTS: Config = {
   limitWindowMs: 60_000,
   probeIntervalMs: 15_000,
   probeTimeoutMs: 5000,
+  packWarningMs: 900_000,
 };
 
 function resolve(flags: ConfigFlags = {}, env: Env = {}): Config {
@@ -230,7 +232,7 @@ interface Case {
   also?: Env;
 }
 // The CLI's own settings are no part of the daemon's Config: tested apart.
-const CASES: Record<Exclude<SettingName, 'debug' | 'cliTimeout'>, Case> = {
+const CASES: Record<Exclude<SettingName, 'debug' | 'cliTimeout' | 'waitTimeout'>, Case> = {
   home: { field: 'home', flag: ['/a', '/a'], env: ['/b', '/b'] },
   socket: { field: 'socket', flag: ['/a.sock', '/a.sock'], env: ['/b.sock', '/b.sock'] },
   store: {
@@ -257,6 +259,7 @@ const CASES: Record<Exclude<SettingName, 'debug' | 'cliTimeout'>, Case> = {
   maxErrorBytes: { field: 'maxErrorBytes', flag: ['4096', 4096], env: ['8192', 8192], bad: 'lots' },
   responseDeadline: { field: 'responseDeadlineMs', flag: ['90', 90_000], env: ['1', 1000], bad: '0' },
   probeInterval: { field: 'probeIntervalMs', flag: ['0', 0], env: ['60', 60_000], bad: '-1' },
+  packWarning: { field: 'packWarningMs', flag: ['0', 0], env: ['3600', 3_600_000], bad: '-5' },
   logLevel: { field: 'logLevel', flag: ['debug', 'debug'], env: ['silent', 'silent'], bad: 'loud' },
   logFormat: { field: 'logFormat', flag: ['pretty', 'pretty'], env: ['json', 'json'], bad: 'xml' },
   metricsPort: { field: 'metricsPort', flag: ['9464', 9464], env: ['0', 0], bad: '65536' },
@@ -297,7 +300,7 @@ const CASES: Record<Exclude<SettingName, 'debug' | 'cliTimeout'>, Case> = {
 
 describe('each setting of the table: flag, then variable, then default', () => {
   it('the cases cover the table', () => {
-    expect([...Object.keys(CASES), 'debug', 'cliTimeout'].sort()).toEqual(Object.keys(SETTINGS).sort());
+    expect([...Object.keys(CASES), 'debug', 'cliTimeout', 'waitTimeout'].sort()).toEqual(Object.keys(SETTINGS).sort());
   });
 
   it("OB_PROXY_CLI_TIMEOUT: the CLI's wait for an answer, in ms", () => {
@@ -306,6 +309,15 @@ describe('each setting of the table: flag, then variable, then default', () => {
     expect(cliTimeoutMs({ OB_PROXY_CLI_TIMEOUT: '' })).toBe(120_000);
     expect(() => cliTimeoutMs({ OB_PROXY_CLI_TIMEOUT: 'never' })).toThrow(
       'OB_PROXY_CLI_TIMEOUT must be a number of seconds from 0.1 to 86400, got "never".',
+    );
+  });
+
+  it('--wait-timeout: the flag, then OB_PROXY_WAIT_TIMEOUT, then 2 s', () => {
+    expect(waitTimeoutMs({}, {})).toBe(2000);
+    expect(waitTimeoutMs({}, { OB_PROXY_WAIT_TIMEOUT: '0.5' })).toBe(500);
+    expect(waitTimeoutMs({ waitTimeout: '7' }, { OB_PROXY_WAIT_TIMEOUT: '0.5' })).toBe(7000);
+    expect(() => waitTimeoutMs({ waitTimeout: '0' }, {})).toThrow(
+      '--wait-timeout (or OB_PROXY_WAIT_TIMEOUT) must be a number of seconds from 0.1 to 3600, got "0".',
     );
   });
 

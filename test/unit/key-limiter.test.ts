@@ -19,6 +19,32 @@ const key = (limits: Partial<KeyLimits>, id = 'k1'): KeyRecord =>
   ({ id, limits: { ...noLimits(), ...limits } }) as KeyRecord;
 
 describe('KeyLimiter', () => {
+  it("writes a tail (the pack's headers) at the end of the key's one list, nothing allocated per request", () => {
+    const l = new KeyLimiter(60_000);
+    const tail = ['x-ob-pack-ends-at', '2026-12-01T12:00:00.000Z'];
+    const soon = ['x-ob-pack-ends-at', '2026-12-01T12:00:00.000Z', 'x-ob-pack-ends-soon', 'true'];
+    const k = key({ rpm: 2 });
+    const first = l.admit(k, T0, tail).headers;
+    expect([...first]).toEqual([
+      'x-ratelimit-limit-requests',
+      '2',
+      'x-ratelimit-remaining-requests',
+      '1',
+      'x-ratelimit-reset-requests',
+      '1m0s',
+      ...tail,
+    ]);
+    // The same list again, its values set in place.
+    expect(l.admit(k, T0 + 1, tail).headers).toBe(first);
+    // A longer tail makes a new list; an answer under way keeps the one it was given.
+    const second = l.admit(k, T0 + 2, soon).headers;
+    expect(second).not.toBe(first);
+    expect(headerRecord(second)).toMatchObject({ 'x-ob-pack-ends-soon': 'true' });
+    expect([...l.admit(k, T0 + 3, null).headers]).toHaveLength(6);
+    // A key with no x-ratelimit-* header: the tail itself.
+    expect(l.admit(key({ concurrency: 1 }, 'k2'), T0, tail).headers).toBe(tail);
+  });
+
   it('counts requests in a one-minute window and tells how long until it ends', () => {
     const l = new KeyLimiter(60_000);
     const k = key({ rpm: 2 });

@@ -134,6 +134,18 @@ export const MIGRATIONS: readonly { version: number; name: string; sql: string }
       );
     `,
   },
+  {
+    version: 7,
+    name: 'daemon rows: the whole revocation point, and when a silent daemon refuses every key',
+    sql: `
+      -- applied_xip: the transactions in progress at its last read of ob_revocations, so that
+      -- the point (applied_revocations and these) tells exactly which rows it has applied: a
+      -- row is applied when its xid is below the xmax and not among these. max_stale_ms: its
+      -- --max-stale, past which a daemon that has not written its row refuses every key.
+      -- Rows of older daemons hold neither: they confirm nothing.
+      ALTER TABLE ob_daemons ADD COLUMN applied_xip xid8[], ADD COLUMN max_stale_ms int;
+    `,
+  },
 ];
 
 /** Advisory lock keys (two int4: ob-proxy's, then the lock's). */
