@@ -47,5 +47,6 @@ conformanceSuite({
     max_tokens: 150,
   },
   failureEnd: 'error-event',
+  routes: ['responses', 'completions'],
   longTokens: 8000,
 });

@@ -42,5 +42,6 @@ conformanceSuite({
     max_tokens: 100,
   },
   failureEnd: 'stops',
+  routes: ['responses', 'completions', 'messages'],
   longTokens: 8000,
 });

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from './processes.js';
 import { type Gateway, startGateway } from './real-gateway.js';
 import { REALUP_SKIP, type RealServer } from './realup.js';
-import { type Exchange, ROUTES, type RouteSpec, eventIds, exchange, normalised } from './wire-exchange.js';
+import { type Exchange, ROUTES, type RouteSpec, answerIds, eventIds, exchange, normalised } from './wire-exchange.js';
 
 type Body = Record<string, unknown>;
 
@@ -78,7 +78,11 @@ export interface Profile {
    * that a cancellation reaches the server while it still generates, however loaded the machine.
    */
   readonly longTokens: number;
+  /** The other client APIs the server serves itself. */
+  readonly routes: readonly OtherRoute[];
 }
+
+export type OtherRoute = 'responses' | 'completions' | 'messages';
 
 /** Each request the differential test sends straight and through the gateway, plain and streamed. */
 export interface DiffCase {
@@ -115,11 +119,29 @@ export function diffCases(p: Profile): DiffCase[] {
       body: hello(GEMMA, { temperature: 0, seed: 1, max_tokens: 40, response_format: JSON_SCHEMA_FORMAT }),
     },
     { name: 'reasoning (Gemma 4 template)', route: ROUTES.chat, body: reasoning },
-    // Routes the gateway will serve: one case each, e.g.
-    // { name: 'responses', route: ROUTES.responses, body: { model: GEMMA, input: 'Hello', temperature: 0, … } },
-    // { name: 'completions', route: ROUTES.completions, body: { model: GEMMA, prompt: 'Hello', temperature: 0, … } },
-    // { name: 'messages', route: ROUTES.messages, body: { model: GEMMA, max_tokens: 12, messages: […], … } },
   ];
+}
+
+/** The other client APIs, for the routes the server serves: greedy text, plain and streamed. */
+export function otherRouteCases(p: Profile): DiffCase[] {
+  const all: Record<OtherRoute, DiffCase> = {
+    responses: {
+      name: 'Responses API',
+      route: ROUTES.responses,
+      body: { model: GEMMA, input: 'Hello', temperature: 0, max_output_tokens: 12 },
+    },
+    completions: {
+      name: 'legacy completions',
+      route: ROUTES.completions,
+      body: { model: GEMMA, prompt: 'Hello', temperature: 0, seed: 1, max_tokens: 12 },
+    },
+    messages: {
+      name: 'Messages',
+      route: ROUTES.messages,
+      body: { model: GEMMA, max_tokens: 12, temperature: 0, messages: [{ role: 'user', content: 'Hello' }] },
+    },
+  };
+  return p.routes.map((r) => all[r]);
 }
 
 const MODES = [
@@ -210,6 +232,33 @@ export function conformanceSuite(p: Profile): void {
           expect(new Set(ids).size).toBe(1);
           expect(ids[0]).toMatch(OUR_ID);
         } else expect((via.json as { id: string }).id).toMatch(OUR_ID);
+      });
+
+      // Legacy completions streamed ask for usage: llama-server sends it on its last chunk unasked,
+      // and the gateway gives a client usage only when asked (docs/compatibility.md).
+      const others = otherRouteCases(p).flatMap((c) =>
+        [
+          { mode: 'plain', extra: {} },
+          {
+            mode: 'streamed',
+            extra:
+              c.route === ROUTES.completions
+                ? { stream: true, stream_options: { include_usage: true } }
+                : { stream: true },
+          },
+        ].map((m) => ({ ...c, ...m })),
+      );
+      it.each(others)('$name, $mode', async ({ route, body, extra }) => {
+        const request = { ...body, ...extra };
+        const straight = await exchange(serverOf(body).url, route.path, request);
+        const via = await exchange(gw.baseUrl, route.path, request, keyOf(body));
+        expect(straight.status, straight.text).toBe(200);
+        expect(normalised(route, via)).toEqual(normalised(route, straight));
+        const ids = answerIds(route, via);
+        expect(ids.length).toBeGreaterThan(0);
+        expect(new Set(ids).size).toBe(1);
+        expect(ids[0]).toMatch(route.ourId);
+        if (via.events.length > 0) expect(via.events.at(-1) === '[DONE]').toBe(route.done);
       });
 
       it('each case does what it is there for on this server', async () => {

@@ -9,6 +9,10 @@ export interface RouteSpec {
   readonly path: string;
   /** The answer (or one event) with what differs from request to request masked. */
   normalise(value: unknown): unknown;
+  /** The id the gateway gives its answers on the route. */
+  readonly ourId: RegExp;
+  /** Whether the route's streams end with `data: [DONE]`. */
+  readonly done: boolean;
 }
 
 type Json = Record<string, unknown>;
@@ -43,17 +47,54 @@ function normaliseChat(value: unknown): unknown {
   return out;
 }
 
+/** Keys whose values each side makes up per request, at any depth: ids and timestamps. */
+const MADE_UP = new Set(['id', 'item_id', 'call_id', 'created', 'created_at', 'completed_at']);
+
+/**
+ * The Responses API, legacy completions and Messages: every id (the response's, each item's, each
+ * call's; the message's), every timestamp and llama.cpp's `timings` and cached-token count, masked
+ * wherever they are in the answer or event.
+ */
+function normaliseDeep(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(normaliseDeep);
+  if (!isObject(value)) return value;
+  const out: Json = {};
+  for (const [k, v] of Object.entries(value)) {
+    if (k === 'timings') continue;
+    if (MADE_UP.has(k) && v !== null) out[k] = `<${k}>`;
+    else if (k === 'cached_tokens') out[k] = '<n>';
+    else out[k] = normaliseDeep(v);
+  }
+  return out;
+}
+
 /**
  * The routes of the differential test and the simulator's fidelity test: one row per route the
- * gateway serves.
+ * gateway serves. `ourId`: the shape of the id the gateway puts in place of the server's; `done`:
+ * whether its streams end with `data: [DONE]`.
  */
 export const ROUTES = {
-  chat: { path: '/v1/chat/completions', normalise: normaliseChat },
-  // Routes the gateway will serve: one row each here, then one case each in the tests' tables.
-  // responses: { path: '/v1/responses', normalise: … },   (its response id and each item's id)
-  // completions: { path: '/v1/completions', normalise: … },  (id, created)
-  // messages: { path: '/v1/messages', normalise: … },      (id)
+  chat: { path: '/v1/chat/completions', normalise: normaliseChat, ourId: /^chatcmpl-[A-Za-z0-9]{24}$/, done: true },
+  responses: { path: '/v1/responses', normalise: normaliseDeep, ourId: /^resp_[A-Za-z0-9]{24}$/, done: false },
+  completions: { path: '/v1/completions', normalise: normaliseDeep, ourId: /^cmpl-[A-Za-z0-9]{24}$/, done: true },
+  messages: { path: '/v1/messages', normalise: normaliseDeep, ourId: /^msg_[A-Za-z0-9]{24}$/, done: false },
 } as const satisfies Record<string, RouteSpec>;
+
+/** The gateway's id in an answer or stream of `route`: where each API keeps its id. */
+export function answerIds(route: RouteSpec, x: Exchange): unknown[] {
+  const values = x.events.length > 0 ? x.events.filter(isObject) : isObject(x.json) ? [x.json] : [];
+  const ids: unknown[] = [];
+  for (const v of values) {
+    if (route.path === '/v1/responses') {
+      if (isObject(v.response)) ids.push(v.response.id);
+      else if (v.object === 'response') ids.push(v.id);
+    } else if (route.path === '/v1/messages') {
+      if (isObject(v.message)) ids.push(v.message.id);
+      else if (v.type === 'message') ids.push(v.id);
+    } else if ('id' in v) ids.push(v.id);
+  }
+  return ids;
+}
 
 /** An SSE event's data: parsed JSON, or the text when it is not JSON (`[DONE]`). */
 export type StreamEvent = unknown;
