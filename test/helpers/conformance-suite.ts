@@ -4,7 +4,9 @@
  * the same request sent straight to the server (seeded sampling is deterministic on both), so
  * what is asserted is the server's own answer, whole, not what a test expects a model to say.
  */
+import Anthropic from '@anthropic-ai/sdk';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
+import { Agent, run, setDefaultOpenAIClient, setOpenAIAPI, setTracingDisabled } from '@openai/agents';
 import { ChatOpenAI } from '@langchain/openai';
 import { generateText, streamText } from 'ai';
 import OpenAI, { APIError } from 'openai';
@@ -302,6 +304,71 @@ export function conformanceSuite(p: Profile): void {
       expect(new Set(gotChunks.map((c) => c.id)).size).toBe(1);
       expect(gotChunks[0]!.id).toMatch(OUR_ID);
     });
+
+    it.skipIf(!p.routes.includes('responses'))(
+      'the openai SDK and the Agents SDK on the Responses API: the server answer, our id',
+      async () => {
+        const body = { model: GEMMA, input: 'Hello', temperature: 0, max_output_tokens: 12 };
+        const [want, got] = [
+          await straightClient(gemma).responses.create(body),
+          await gatewayClient(keys[GEMMA]!).responses.create(body),
+        ];
+        expect(got.id).toMatch(ROUTES.responses.ourId);
+        expect(ROUTES.responses.normalise(got)).toEqual(ROUTES.responses.normalise(want));
+        const events = async (c: OpenAI): Promise<unknown[]> => {
+          const out: unknown[] = [];
+          for await (const e of await c.responses.create({ ...body, stream: true })) out.push(e);
+          return out;
+        };
+        const [wantEvents, gotEvents] = [
+          await events(straightClient(gemma)),
+          await events(gatewayClient(keys[GEMMA]!)),
+        ];
+        expect(gotEvents.map((e) => ROUTES.responses.normalise(e))).toEqual(
+          wantEvents.map((e) => ROUTES.responses.normalise(e)),
+        );
+        // An agent's run ends through the gateway as it ends straight: on Ollama, with the server's
+        // own text; on llama-server, whose tiny model never gives the SDK a final output, at max turns.
+        setTracingDisabled(true);
+        setOpenAIAPI('responses');
+        const agent = new Agent({ name: 'hello', model: GEMMA, modelSettings: { temperature: 0, maxTokens: 12 } });
+        const outcome = async (c: OpenAI): Promise<unknown> => {
+          setDefaultOpenAIClient(c);
+          try {
+            return { output: (await run(agent, 'Hello', { maxTurns: 3 })).finalOutput };
+          } catch (err) {
+            return { error: (err as Error).name };
+          }
+        };
+        expect(await outcome(gatewayClient(keys[GEMMA]!))).toEqual(await outcome(straightClient(gemma)));
+      },
+    );
+
+    it.skipIf(!p.routes.includes('messages'))(
+      'the Anthropic SDK on Messages, plain and streamed: the server answer, our id',
+      async () => {
+        const body = {
+          model: GEMMA,
+          max_tokens: 12,
+          temperature: 0,
+          messages: [{ role: 'user' as const, content: 'Hello' }],
+        } as Anthropic.MessageCreateParamsNonStreaming;
+        const direct = new Anthropic({ baseURL: gemma.url, apiKey: 'unused', maxRetries: 0 });
+        const via = new Anthropic({ baseURL: gw.baseUrl, apiKey: keys[GEMMA]!, maxRetries: 0 });
+        const [want, got] = [await direct.messages.create(body), await via.messages.create(body)];
+        expect(got.id).toMatch(ROUTES.messages.ourId);
+        expect(ROUTES.messages.normalise(got)).toEqual(ROUTES.messages.normalise(want));
+        const events = async (c: Anthropic): Promise<unknown[]> => {
+          const out: unknown[] = [];
+          for await (const e of await c.messages.create({ ...body, stream: true })) out.push(e);
+          return out;
+        };
+        const [wantEvents, gotEvents] = [await events(direct), await events(via)];
+        expect(gotEvents.map((e) => ROUTES.messages.normalise(e))).toEqual(
+          wantEvents.map((e) => ROUTES.messages.normalise(e)),
+        );
+      },
+    );
 
     it('the openai SDK: a forced tool call, then the tool-result turn', async () => {
       const run = async (c: OpenAI): Promise<unknown[]> => {
