@@ -351,10 +351,15 @@ export class PostgresStore implements Store {
   async commit(mutations: readonly Mutation[]): Promise<void> {
     if (mutations.length === 0) return;
     // The revocations first, on their own (nothing this daemon's or another's bookkeeping holds
-    // delays them), then the change as a whole.
-    const revoked = mutations.flatMap((m) =>
-      m.op === 'putKey' && m.key.status === 'revoked' && !this.shared.has(m.key.id) ? [m.key] : [],
-    );
+    // delays them), then the change as a whole. Not a pack end's: it is written only if no daemon
+    // extended the pack meanwhile, so its revocations take effect with it or not at all; every
+    // daemon refuses those keys from packEndsAt in its own memory, so they need no head start.
+    const packEnd = mutations.some((m) => m.op === 'putInstance' && m.packEnd === true);
+    const revoked = packEnd
+      ? []
+      : mutations.flatMap((m) =>
+          m.op === 'putKey' && m.key.status === 'revoked' && !this.shared.has(m.key.id) ? [m.key] : [],
+        );
     if (revoked.length > 0) await this.shareRevocations(revoked);
     await this.commitDecided(() => Promise.resolve(mutations));
   }
