@@ -236,6 +236,14 @@ export const SETTINGS = {
     default: '127.0.0.1',
     help: 'address of the metrics listener',
   },
+  otlpEndpoint: {
+    type: 'text',
+    flag: 'otlp-endpoint',
+    value: '<url>',
+    env: 'OB_PROXY_OTLP_ENDPOINT',
+    shown: 'off',
+    help: 'send a trace span per request to this OpenTelemetry collector (OTLP over HTTP, e.g. http://127.0.0.1:4318)',
+  },
   tlsCert: {
     type: 'text',
     flag: 'tls-cert',
@@ -418,6 +426,12 @@ export const SETTINGS = {
     unit: 'milliseconds',
     help: 'PostgreSQL store: its change log is read this often, notified or not',
   },
+  otlpServiceName: {
+    type: 'text',
+    env: 'OB_PROXY_OTLP_SERVICE_NAME',
+    shown: 'ob-proxy',
+    help: "with --otlp-endpoint: the spans' service.name",
+  },
   debug: {
     type: 'text',
     env: 'OB_PROXY_DEBUG',
@@ -495,6 +509,11 @@ export interface Config extends AnswerLimits {
   metricsHost: string;
   /** Label request and token series with the key id (off for very many keys). */
   metricsKeyLabel: boolean;
+  /**
+   * OpenTelemetry traces: where spans are sent (the OTLP/HTTP traces URL, `/v1/traces` added to
+   * a bare origin) and under which service name; null: tracing off, and its SDK never loaded.
+   */
+  otlp: { url: string; serviceName: string } | null;
   /** JSON lines for machines, pino-pretty for people; null: pretty on a terminal, JSON otherwise. */
   logFormat: 'json' | 'pretty' | null;
   /** A shared store (PostgreSQL): keys are refused once out of sync with it for longer than this. */
@@ -702,6 +721,7 @@ export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string, def
     logFormat,
     relayFastPath: choice('relayFastPath') === '1',
     tls: tlsConfig(text('tlsCert'), text('tlsKey')),
+    otlp: otlpConfig(text('otlpEndpoint'), text('otlpServiceName')),
     socketGroup: text('socketGroup') ?? null,
     maxConcurrency,
     queueSize: num('queue')!,
@@ -722,4 +742,31 @@ function tlsConfig(cert: string | undefined, key: string | undefined): Config['t
     );
   }
   return { cert, key };
+}
+
+/**
+ * The collector's traces URL: http or https only, a bare origin taking OTLP's `/v1/traces` as
+ * `OTEL_EXPORTER_OTLP_ENDPOINT` does, any other path used as given. A URL with a user or a
+ * password is refused: it would be logged and kept in the process's configuration in clear
+ * (a collector that needs credentials takes them in `OTEL_EXPORTER_OTLP_HEADERS`).
+ */
+function otlpConfig(endpoint: string | undefined, serviceName: string | undefined): Config['otlp'] {
+  if (endpoint === undefined) return null;
+  const s = SETTINGS.otlpEndpoint;
+  let url: URL;
+  try {
+    url = new URL(endpoint);
+  } catch {
+    refuse(s, `${settingLabel(s)} must be the collector's URL, such as http://127.0.0.1:4318.`);
+  }
+  if (url.username !== '' || url.password !== '')
+    refuse(
+      s,
+      `${settingLabel(s)} must not hold a user or password: give the collector's credentials in OTEL_EXPORTER_OTLP_HEADERS.`,
+    );
+  // The scheme only: what follows it may be a password written without one.
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    refuse(s, `${settingLabel(s)} must be an http:// or https:// URL (OTLP over HTTP), not ${clipped(url.protocol)}.`);
+  if (url.pathname === '/' || url.pathname === '') url.pathname = '/v1/traces';
+  return { url: url.href, serviceName: serviceName ?? 'ob-proxy' };
 }

@@ -13,6 +13,8 @@ import type { InflightEntry, InflightNode } from './inflight.js';
 import { queueRefusal, retryHeaders, warnQueueRefusal } from './key-limits.js';
 import { replyError, writeRawError } from './send-error.js';
 import { PlainRelay, type RelayContext, StreamRelay } from './upstream-relay.js';
+import type { ExchangeSpan } from '../tracing/exchange-span.js';
+import type { Tracing } from '../tracing/tracer.js';
 
 const INFO_LEVELS = new Set(['trace', 'debug', 'info']);
 const JSON_TYPE = /^application\/json\s*(;|$)/i;
@@ -202,7 +204,8 @@ function send(
   const started = performance.now();
   let relay: PlainRelay | StreamRelay;
   try {
-    relay = proxy(ctx, request, reply.raw, auth, chat, upstream, slot);
+    const trace = ctx.tracing === null ? null : ctx.tracing.exchange(reply, auth, chat);
+    relay = proxy(ctx, request, reply.raw, auth, chat, upstream, slot, trace);
   } catch (err) {
     // Nothing answers a hijacked reply but us: a throw here would hold the socket until the client left.
     if (slot !== null) ctx.admission?.leave(slot);
@@ -242,6 +245,7 @@ function proxy(
   chat: ChatRequest,
   body: Buffer | string,
   slot: string | null,
+  trace: ExchangeSpan | null,
 ): PlainRelay | StreamRelay {
   const sentAt = ctx.clock.now();
   ctx.usage.record(auth.key, sentAt, 0, 0);
@@ -287,6 +291,7 @@ function proxy(
       if (outcome === 'error') live.errors += 1;
       if (stream) live.openStreams -= 1;
       observer?.over(prompt, completion, reasoning, estimated);
+      trace?.end(res.statusCode, prompt, completion, estimated, outcome);
     },
     limits: ctx.config,
     deadlines: ctx.deadlines,
@@ -296,9 +301,12 @@ function proxy(
     instance: auth.instance.id,
     key: auth.key.id,
     upstreamToken: ctx.upstreamTokens.get(auth.instance.id),
+    trace,
   };
   const layouts = ctx.config.relayFastPath ? ctx.eventLayouts.for(auth.instance.deployment) : null;
-  const relay = chat.stream ? new StreamRelay(rc, chat.includeUsage, layouts) : new PlainRelay(rc);
+  const relay = chat.stream
+    ? new (trace === null ? StreamRelay : (ctx.tracing as Tracing).StreamRelay)(rc, chat.includeUsage, layouts)
+    : new PlainRelay(rc);
   // In the turn the key was re-checked (recheck, above): from here a revocation ends it.
   inflight.add(auth.key, relay);
   try {
@@ -309,6 +317,7 @@ function proxy(
         stream: chat.stream,
         requestId: request.id,
         token: rc.upstreamToken,
+        trace,
       },
       relay,
     );

@@ -52,6 +52,14 @@ export interface RelayContext {
   key: string;
   /** The instance's token for its model server, if any: cleared from the errors passed on. */
   upstreamToken?: string | undefined;
+  /** The exchange's trace span (daemon/tracing/), told what only the relay sees; null: tracing off. */
+  trace?: RelayTrace | null;
+}
+
+/** What the relay tells a trace span: a plain answer's body, and the exchange's error code. */
+export interface RelayTrace {
+  answer(body: Record<string, unknown>): void;
+  error(code: string): void;
 }
 
 export interface RelayObserver {
@@ -283,6 +291,7 @@ abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode, Inflig
   protected upstreamFailed(code: string): void {
     this.errored = true;
     const c = this.c;
+    c.trace?.error(code);
     c.log.warn({ reqId: c.reqId, instance: c.instance, key: c.key, code }, 'model server failed');
     c.observer?.upstreamFailed(code);
   }
@@ -374,6 +383,7 @@ export class PlainRelay extends Relay {
       return;
     }
     const usage = usageOf(body);
+    this.c.trace?.answer(body);
     this.c.res.writeHead(200, jsonHeaders(Buffer.byteLength(out), this.c.reqId, this.c.headers));
     this.c.res.end(out);
     this.finish(usage.prompt, usage.completion, usage.reasoning);
@@ -385,6 +395,7 @@ export class PlainRelay extends Relay {
 
   protected failed(err: ObProxyError): void {
     this.errored = true;
+    this.c.trace?.error(err.code);
     writeRawError(this.c.res, err, this.c.reqId, answerHeaders(err, this.c.headers));
     this.finish(null, null, 0);
   }
@@ -555,6 +566,7 @@ export class StreamRelay extends Relay {
 
   protected failed(err: ObProxyError): void {
     this.errored = true;
+    this.c.trace?.error(err.code);
     this.flush();
     if (this.relay.invalid || this.relay.sawError) {
       this.count();

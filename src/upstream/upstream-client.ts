@@ -17,6 +17,14 @@ export interface UpstreamRequest {
   requestId: string;
   /** Bearer token for the model server, when the instance has one; never the client's key. */
   token?: string | undefined;
+  /** The W3C trace context of the request's span, when tracing is on; never the client's own headers. */
+  trace?: TraceHeaders | null;
+}
+
+/** W3C Trace Context (`traceparent`, `tracestate`), so the model server's trace joins the gateway's. */
+export interface TraceHeaders {
+  readonly traceparent: string;
+  readonly tracestate: string | undefined;
 }
 
 /** Past this many origins, a new one first closes the pools with nothing open or waiting. */
@@ -75,6 +83,11 @@ export class UpstreamClient {
       'x-request-id': req.requestId,
     };
     if (req.token !== undefined) headers.authorization = `Bearer ${req.token}`;
+    const trace = req.trace;
+    if (trace != null) {
+      headers.traceparent = trace.traceparent;
+      if (trace.tracestate !== undefined) headers.tracestate = trace.tracestate;
+    }
     this.pool(target.origin).dispatch({ method: 'POST', path: target.path, headers, body: req.body }, handler);
   }
 
