@@ -4,6 +4,7 @@
  * decoded spans are asserted whole, and the simulator, the model server, shows the
  * `traceparent` it received. test/e2e/traces.test.ts does the same once through `ob-proxy serve`.
  */
+import { type Socket, createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Simulator } from '../../simulator/simulator.js';
 import { type Inproc, MODEL, buildInproc, chatRequests, startSim } from '../helpers/inproc.js';
@@ -290,5 +291,63 @@ describe('what the collector receives, and what it does not', () => {
     expect((await d.chat(secrets.live!, hello())).status).toBe(200);
     await newSpans();
     expect(warnings().slice(had + 1)).toMatchObject([{ level: 30, msg: 'the trace collector takes spans again' }]);
+  });
+});
+
+describe('a collector that takes connections and never answers', () => {
+  it('holds no request, and no shutdown past its bound (an export waits up to 10 s)', async () => {
+    const sockets: Socket[] = [];
+    const silent = createServer((s) => sockets.push(s));
+    await new Promise<void>((done) => silent.listen(0, '127.0.0.1', done));
+    const port = (silent.address() as { port: number }).port;
+    const hung = await buildInproc({ otlp: { url: `http://127.0.0.1:${port}/v1/traces`, serviceName: 'x' } });
+    try {
+      expect((await hung.manage('POST', '/v1/instances', { id: 'a', model: MODEL, endpoint: simUrl })).status).toBe(
+        201,
+      );
+      const ready = await hung.manage('POST', '/v1/instances/a/ready', {});
+      const secret = (ready.json as { defaultKey: { secret: string } }).defaultKey.secret;
+      for (let i = 0; i < 3; i++) expect((await hung.chat(secret, hello({ stream: i === 1 }))).status).toBe(200);
+      void hung.daemon.ctx.tracing!.flush().catch(() => {});
+      // shutdown(0): the spans get their 1 s, then the daemon stops, the export still unanswered.
+      await hung.close();
+      expect(sockets.length).toBeGreaterThan(0);
+    } finally {
+      for (const s of sockets) s.destroy();
+      await new Promise((done) => silent.close(done));
+    }
+  });
+});
+
+describe('tracing off (no --otlp-endpoint)', () => {
+  it("no tracer, and a client's trace context is not sent on: the model server gets our headers only", async () => {
+    const plain = await buildInproc();
+    try {
+      expect(plain.daemon.ctx.tracing).toBeNull();
+      expect((await plain.manage('POST', '/v1/instances', { id: 'a', model: MODEL, endpoint: simUrl })).status).toBe(
+        201,
+      );
+      const ready = await plain.manage('POST', '/v1/instances/a/ready', {});
+      const secret = (ready.json as { defaultKey: { secret: string } }).defaultKey.secret;
+      const before = chatRequests(sim).length;
+      const r = await plain.chat(secret, hello(), {
+        traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
+        tracestate: 'vendor=abc',
+      });
+      expect(r.status).toBe(200);
+      const sent = chatRequests(sim).slice(before);
+      expect(sent).toHaveLength(1);
+      expect(Object.keys(sent[0]!.headers).sort()).toEqual([
+        'accept',
+        'accept-encoding',
+        'connection',
+        'content-length',
+        'content-type',
+        'host',
+        'x-request-id',
+      ]);
+    } finally {
+      await plain.close();
+    }
   });
 });
