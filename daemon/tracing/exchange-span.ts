@@ -150,8 +150,13 @@ export class ExchangeSpan implements TraceHeaders {
   end(status: number, input: number, output: number, estimated: number, outcome: RequestOutcome): void {
     const span = this.span;
     const facts = this.facts;
-    const model = facts === null ? this.responseModel : facts.model;
-    const reasons = facts === null ? this.finishReasons : facts.finishReason === null ? null : [facts.finishReason];
+    let model = this.responseModel;
+    let reasons = this.finishReasons;
+    if (facts !== null) {
+      model = facts.model();
+      const reason = facts.finishReason();
+      reasons = reason === null ? null : [reason];
+    }
     const a: Attributes = {
       'http.response.status_code': status,
       'gen_ai.usage.input_tokens': input,

@@ -1,6 +1,6 @@
 /**
- * daemon/tracing/stream-facts.ts: a stream's model and last finish reason, read from its bytes as
- * they pass, however the reads cut them, and never from a token's text or an odd value.
+ * daemon/tracing/stream-facts.ts: a stream's model and last finish reason, read from its first and
+ * last bytes, however the reads cut them, and never from a token's text or an odd value.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -21,7 +21,7 @@ const STREAM =
 function read(parts: Buffer[]): { model: string | null; finishReason: string | null } {
   const f = new StreamFacts();
   for (const p of parts) f.push(p);
-  return { model: f.model, finishReason: f.finishReason };
+  return { model: f.model(), finishReason: f.finishReason() };
 }
 
 describe('StreamFacts', () => {
@@ -45,6 +45,21 @@ describe('StreamFacts', () => {
       model: 'm-1',
       finishReason: 'stop',
     });
+  });
+
+  it('a long stream: the model from its start, the finish reason from its end, few reads kept', () => {
+    const token = event({ id: 'c1', model: 'gemma4:26b', choices: [{ delta: { content: 'x' }, finish_reason: null }] });
+    const reads = [Buffer.from(token.replace('gemma4:26b', 'first-model')), ...Array(500).fill(Buffer.from(token))];
+    const f = new StreamFacts();
+    for (const r of reads) f.push(r as Buffer);
+    f.push(Buffer.from(STREAM));
+    expect({ model: f.model(), finishReason: f.finishReason() }).toEqual({
+      model: 'first-model',
+      finishReason: 'length',
+    });
+    // The last 4 KiB, give or take a read: not the 500 reads before them.
+    const kept = (f as unknown as { tail: Buffer[] }).tail.reduce((n, b) => n + b.length, 0);
+    expect(kept).toBeLessThan(4096 + token.length);
   });
 
   it('a value that is long, escaped, empty or not plain text is not kept', () => {
