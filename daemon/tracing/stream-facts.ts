@@ -44,28 +44,28 @@ export class StreamFacts {
 
   /** The first model named in the stream's first bytes, if any. */
   model(): string | null {
-    return this.head.length === 0 ? null : findValue(Buffer.concat(this.head), MODEL, true);
+    return this.head.length === 0 ? null : findValue(Buffer.concat(this.head), MODEL, false);
   }
 
   /** The last finish reason in the stream's last bytes, if any. */
   finishReason(): string | null {
-    return this.tail.length === 0 ? null : findValue(Buffer.concat(this.tail), FINISH, false);
+    return this.tail.length === 0 ? null : findValue(Buffer.concat(this.tail), FINISH, true);
   }
 }
 
-/** The string value of the last `key` in `buf` that has one; `first`: the first one instead. */
-function findValue(buf: Buffer, key: Buffer, first: boolean): string | null {
-  let found: string | null = null;
-  let at = buf.indexOf(key);
+/**
+ * The string value of the first `key` in `buf` that has one, or with `last` of the last one,
+ * searched from the end: the stream's token events each carry `"finish_reason":null`, and the
+ * one that counts is the last, so one search from the end usually finds it.
+ */
+function findValue(buf: Buffer, key: Buffer, last: boolean): string | null {
+  let at = last ? buf.lastIndexOf(key) : buf.indexOf(key);
   while (at !== -1) {
     const v = valueAt(buf, at + key.length);
-    if (v !== null) {
-      if (first) return v;
-      found = v;
-    }
-    at = buf.indexOf(key, at + key.length);
+    if (v !== null) return v;
+    at = last ? (at === 0 ? -1 : buf.lastIndexOf(key, at - 1)) : buf.indexOf(key, at + key.length);
   }
-  return found;
+  return null;
 }
 
 /** The string after `:` at `i` (spaces allowed around it), if short and plain; else null. */
