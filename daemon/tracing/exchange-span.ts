@@ -171,7 +171,9 @@ export class ExchangeSpan implements TraceHeaders {
       span.setStatus({ code: 2 /* SpanStatusCode.ERROR */, message: this.errorCode });
     }
     span.setAttributes(a);
-    span.end();
+    // On the clock its start was read from (tracer.ts): Date.now() may step, and a span would
+    // then end before it began.
+    span.end(performance.now());
   }
 }
 

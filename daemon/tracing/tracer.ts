@@ -94,7 +94,7 @@ export class Tracing {
       this.parentOf(request),
     );
     span.setStatus({ code: 2 /* SpanStatusCode.ERROR */, message: err.code });
-    span.end();
+    span.end(performance.now());
   }
 
   private parentOf(request: FastifyRequest): Context {
