@@ -85,6 +85,7 @@ export function makeProgram(deps: ProgramDeps): Command {
         .addOption(settingOption('tlsCert'))
         .addOption(settingOption('tlsKey'))
         .addOption(settingOption('socketGroup'))
+        .addOption(settingOption('otlpEndpoint'))
         .option(
           '--pid-file <file>',
           "write the daemon's pid here once it serves (removed at exit): what a script signals to stop it",

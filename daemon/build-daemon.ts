@@ -38,6 +38,9 @@ import { UpstreamTokens } from './upstream-tokens.js';
 import type { Metrics } from './metrics/metrics.js';
 import type { TlsFiles } from './tls.js';
 
+/** The least time the last spans get to reach the collector at shutdown, however short the grace. */
+const TRACE_FLUSH_MIN_MS = 1_000;
+
 export interface DaemonDeps {
   version: string;
   clock?: Clock;
@@ -245,6 +248,15 @@ async function assemble(config: Config, deps: DaemonDeps, opened: Opened): Promi
     version: deps.version,
     startedAt: iso(clock.now()),
     metrics,
+    // The SDK is loaded only for a daemon that sends traces.
+    tracing:
+      config.otlp === null
+        ? null
+        : (await import('./tracing/tracer.js')).startTracing({
+            ...config.otlp,
+            version: deps.version,
+            log,
+          }),
     metricsUrl: null,
     storeLocation: store.location,
     storeStale: false,
@@ -392,6 +404,7 @@ async function assemble(config: Config, deps: DaemonDeps, opened: Opened): Promi
     await metricsListener?.close();
     stopFollowing();
     await dataPlane.close();
+    await ctx.tracing?.stop(TRACE_FLUSH_MIN_MS);
     await removeSocket(config.socket);
     await store.close().catch(() => {});
     await lock?.release();
@@ -497,6 +510,7 @@ async function assemble(config: Config, deps: DaemonDeps, opened: Opened): Promi
       stopTimers();
       stopFollowing();
       log.info({ graceMs }, 'draining: no new requests, in-flight ones may finish');
+      const drainStart = performance.now();
       const drained = dataPlane.close();
       // A keep-alive connection whose last response ends during the drain would hold close()
       // open until its keep-alive time-out (65 s), so the grace period always ran out: close
@@ -517,6 +531,10 @@ async function assemble(config: Config, deps: DaemonDeps, opened: Opened): Promi
       } else {
         await ctx.upstream.close();
       }
+      // Every exchange is over, so every span ended: they go to the collector in what is left of
+      // the grace period (at least TRACE_FLUSH_MIN_MS), and a collector that does not take them
+      // then does not hold the shutdown.
+      await ctx.tracing?.stop(Math.max(TRACE_FLUSH_MIN_MS, graceMs - (performance.now() - drainStart)));
       stopWatching();
       // What cannot be written now is lost with the process: said in the log and, through the
       // rejection, on stderr with a non-zero exit, never dropped silently.

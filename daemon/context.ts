@@ -15,6 +15,7 @@ import type { BadKeyLimiter } from './data-plane/bad-key-limiter.js';
 import type { Deadlines } from './data-plane/deadlines.js';
 import type { InflightRequests } from './data-plane/inflight.js';
 import type { Metrics } from './metrics/metrics.js';
+import type { Tracing } from './tracing/tracer.js';
 import type { UpstreamTokens } from './upstream-tokens.js';
 import type { DaemonReports } from '../src/services/revocation-confirmation.js';
 
@@ -53,6 +54,8 @@ export interface DaemonContext {
   startedAt: string;
   /** Prometheus series, when --metrics-port is set; null otherwise (nothing recorded). */
   metrics: Metrics | null;
+  /** OpenTelemetry traces, when --otlp-endpoint is set; null otherwise (its SDK never loaded). */
+  tracing: Tracing | null;
   /** Where the metrics are scraped, once listening. */
   metricsUrl: string | null;
   /** Where the store is, for `status` (a PostgreSQL URL without its password). */

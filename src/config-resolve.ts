@@ -12,6 +12,7 @@ import {
 } from './config.js';
 import { givenValue, readAddress, readChoice, readNumber, refuse, settingLabel } from './config-read.js';
 import { DEFAULT_MODELS, parseModelList } from './domain/model-id.js';
+import { clipped } from './printable.js';
 import { isPostgresUrl } from './store/store-url.js';
 
 /** The whole Config from flags, environment and defaults, every value checked against the others. */
@@ -122,6 +123,7 @@ export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string, def
     logFormat,
     relayFastPath: choice('relayFastPath') === '1',
     tls: tlsConfig(text('tlsCert'), text('tlsKey')),
+    otlp: otlpConfig(text('otlpEndpoint'), text('otlpServiceName')),
     socketGroup: text('socketGroup') ?? null,
     maxConcurrency,
     queueSize: num('queue')!,
@@ -162,4 +164,31 @@ function tlsConfig(cert: string | undefined, key: string | undefined): Config['t
     );
   }
   return { cert, key };
+}
+
+/**
+ * The collector's traces URL: http or https only, a bare origin taking OTLP's `/v1/traces` as
+ * `OTEL_EXPORTER_OTLP_ENDPOINT` does, any other path used as given. A URL with a user or a
+ * password is refused: it would be logged and kept in the process's configuration in clear
+ * (a collector that needs credentials takes them in `OTEL_EXPORTER_OTLP_HEADERS`).
+ */
+function otlpConfig(endpoint: string | undefined, serviceName: string | undefined): Config['otlp'] {
+  if (endpoint === undefined) return null;
+  const s = SETTINGS.otlpEndpoint;
+  let url: URL;
+  try {
+    url = new URL(endpoint);
+  } catch {
+    refuse(s, `${settingLabel(s)} must be the collector's URL, such as http://127.0.0.1:4318.`);
+  }
+  if (url.username !== '' || url.password !== '')
+    refuse(
+      s,
+      `${settingLabel(s)} must not hold a user or password: give the collector's credentials in OTEL_EXPORTER_OTLP_HEADERS.`,
+    );
+  // The scheme only: what follows it may be a password written without one.
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    refuse(s, `${settingLabel(s)} must be an http:// or https:// URL (OTLP over HTTP), not ${clipped(url.protocol)}.`);
+  if (url.pathname === '/' || url.pathname === '') url.pathname = '/v1/traces';
+  return { url: url.href, serviceName: serviceName ?? 'ob-proxy' };
 }

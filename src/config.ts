@@ -286,6 +286,14 @@ export const SETTINGS = {
     default: '127.0.0.1',
     help: 'address of the metrics listener',
   },
+  otlpEndpoint: {
+    type: 'text',
+    flag: 'otlp-endpoint',
+    value: '<url>',
+    env: 'OB_PROXY_OTLP_ENDPOINT',
+    shown: 'off',
+    help: 'send a trace span per request to this OpenTelemetry collector (OTLP over HTTP, e.g. http://127.0.0.1:4318)',
+  },
   tlsCert: {
     type: 'text',
     flag: 'tls-cert',
@@ -480,6 +488,12 @@ export const SETTINGS = {
     unit: 'milliseconds',
     help: 'PostgreSQL store: its change log is read this often, notified or not',
   },
+  otlpServiceName: {
+    type: 'text',
+    env: 'OB_PROXY_OTLP_SERVICE_NAME',
+    shown: 'ob-proxy',
+    help: "with --otlp-endpoint: the spans' service.name",
+  },
   debug: {
     type: 'text',
     env: 'OB_PROXY_DEBUG',
@@ -560,6 +574,11 @@ export interface Config extends AnswerLimits {
   metricsHost: string;
   /** Label request and token series with the key id (off for very many keys). */
   metricsKeyLabel: boolean;
+  /**
+   * OpenTelemetry traces: where spans are sent (the OTLP/HTTP traces URL, `/v1/traces` added to
+   * a bare origin) and under which service name; null: tracing off, and its SDK never loaded.
+   */
+  otlp: { url: string; serviceName: string } | null;
   /** JSON lines for machines, pino-pretty for people; null: pretty on a terminal, JSON otherwise. */
   logFormat: 'json' | 'pretty' | null;
   /** A shared store (PostgreSQL): keys are refused once out of sync with it for longer than this. */

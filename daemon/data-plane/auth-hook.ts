@@ -150,7 +150,7 @@ export function refuse(
           message: `The deployment "${result.instance.id}" for this API key is ${result.instance.state === 'ready' ? 'without an endpoint' : result.instance.state}. Retry when it is ready.`,
         }
       : undefined;
-  replyError(reply, obError(result.code, extra), headers, result.key?.id);
+  replyError(reply, obError(result.code, extra), headers, result.key?.id, result.instance?.id);
 }
 
 export function endDuePacksSoon(ctx: DaemonContext): void {

@@ -82,6 +82,8 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
   // Counted from the first connection on: one past a cap is closed as it arrives, unread.
   limitConnections(app.server, connectionCaps(ctx.config, descriptorLimit()), log);
   servePipelinedInOrder(app.server);
+  // Read by replyError, which the management plane shares: there it is undefined.
+  app.decorate('tracing', ctx.tracing);
   app.decorateRequest('auth', null);
   app.decorateRequest('rateLimit', null);
   answerNodeRefusals(app);

@@ -2,8 +2,8 @@ import { completionId } from '../../src/ids.js';
 import { type ChatRequest, parseChatBody, upstreamBody, validateChatRequest } from '../../src/wire/chat-request.js';
 import { SseRelay } from '../../src/wire/sse-relay.js';
 import type { DaemonContext } from '../context.js';
-import { type WireApi, makeProxyHandler } from './proxied-route.js';
-import { PlainRelay, StreamRelay } from './upstream-relay.js';
+import { type WireApi, makeProxyHandler, streamRelayFor } from './proxied-route.js';
+import { PlainRelay } from './upstream-relay.js';
 
 /** POST /v1/chat/completions: the request of docs/contract.md §3.2, the answer of §3.3, streams relayed frame by frame. */
 export const CHAT_API: WireApi<ChatRequest> = {
@@ -22,7 +22,7 @@ export const CHAT_API: WireApi<ChatRequest> = {
   relay(ctx, rc, chat, deployment) {
     if (!chat.stream) return new PlainRelay(rc);
     const layouts = ctx.config.relayFastPath ? ctx.eventLayouts.for(deployment) : null;
-    return new StreamRelay(
+    return new (streamRelayFor(ctx, rc))(
       rc,
       new SseRelay(rc.id, chat.includeUsage, layouts, rc.limits.maxFrameBytes, rc.upstreamToken),
     );

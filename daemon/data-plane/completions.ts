@@ -11,10 +11,10 @@ import {
 import { withTopId } from '../../src/wire/top-id.js';
 import { limitErrors } from '../../src/upstream/answer-limits.js';
 import type { DaemonContext } from '../context.js';
-import { type WireApi, makeProxyHandler } from './proxied-route.js';
+import { type WireApi, makeProxyHandler, streamRelayFor } from './proxied-route.js';
 import { RouteSupport } from './route-support.js';
 import { jsonHeaders } from './send-error.js';
-import { PlainRelay, StreamRelay } from './upstream-relay.js';
+import { PlainRelay } from './upstream-relay.js';
 
 /**
  * A plain legacy completion: the model server's answer with our `cmpl-` id, as it sent it
@@ -45,6 +45,7 @@ export class CompletionsPlainRelay extends PlainRelay {
       return;
     }
     const usage = usageOf(body);
+    this.c.trace?.answer(body);
     this.c.res.writeHead(200, jsonHeaders(Buffer.byteLength(out), this.c.reqId, this.c.headers));
     this.c.res.end(out);
     this.finish(usage.prompt, usage.completion, usage.reasoning);
@@ -64,7 +65,7 @@ export function completionsApi(ctx: DaemonContext): WireApi<CompletionsRequest> 
     relay(_ctx, rc, req) {
       if (!req.stream) return new CompletionsPlainRelay(rc);
       // Chat's layouts know chat's events only: every completion event takes the parsed path.
-      return new StreamRelay(
+      return new (streamRelayFor(ctx, rc))(
         rc,
         new CompletionsStreamRelay(rc.id, req.includeUsage, null, rc.limits.maxFrameBytes, rc.upstreamToken),
       );

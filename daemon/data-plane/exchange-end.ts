@@ -10,6 +10,7 @@ import { RequestObserver } from '../metrics/request-observer.js';
 import { type AuthContext, recheck, refuse } from './auth-hook.js';
 import { settleTokens } from './token-reservation.js';
 import type { InflightNode } from './inflight.js';
+import type { ExchangeSpan } from '../tracing/exchange-span.js';
 
 const INFO_LEVELS = new Set(['trace', 'debug', 'info']);
 
@@ -79,6 +80,8 @@ export class ExchangeEnd implements ExchangeSink {
     private readonly slot: string | null,
     /** The access line's message (the route's). */
     private readonly logMessage = 'chat completion',
+    /** The exchange's trace span, ended with it; null: tracing off. */
+    private readonly trace: ExchangeSpan | null = null,
   ) {
     this.key = auth.key;
     this.instance = auth.instance.id;
@@ -119,6 +122,7 @@ export class ExchangeEnd implements ExchangeSink {
     if (outcome === 'error') live.errors += 1;
     if (this.stream) live.openStreams -= 1;
     this.observer?.over(prompt, completion, reasoning, estimated);
+    this.trace?.end(this.res.statusCode, prompt, completion, estimated, outcome);
     // The access line; its object is not even built when info is off (--log-level warn).
     if (INFO_LEVELS.has(ctx.log.level))
       ctx.log.info(

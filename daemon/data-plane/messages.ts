@@ -8,10 +8,10 @@ import { type MessagesRequest, parseMessagesBody, validateMessagesRequest } from
 import { withTopId } from '../../src/wire/top-id.js';
 import type { DaemonContext } from '../context.js';
 import { answerErrorsAsAnthropic } from './error-shape.js';
-import { type WireApi, makeProxyHandler } from './proxied-route.js';
+import { type WireApi, makeProxyHandler, streamRelayFor } from './proxied-route.js';
 import { RouteSupport } from './route-support.js';
 import { jsonHeaders } from './send-error.js';
-import { PlainRelay, StreamRelay } from './upstream-relay.js';
+import { PlainRelay } from './upstream-relay.js';
 
 type Json = Record<string, unknown>;
 
@@ -38,6 +38,7 @@ export class MessagesPlainRelay extends PlainRelay {
       return;
     }
     const u = typeof body.usage === 'object' && body.usage !== null ? (body.usage as Json) : null;
+    this.c.trace?.answer(body);
     this.c.res.writeHead(200, jsonHeaders(Buffer.byteLength(out), this.c.reqId, this.c.headers));
     this.c.res.end(out);
     this.finish(tokenCount(u?.input_tokens), tokenCount(u?.output_tokens), 0);
@@ -60,7 +61,10 @@ export function messagesApi(ctx: DaemonContext): WireApi<MessagesRequest> {
     newId: messageId,
     relay(_ctx, rc, req) {
       if (!req.stream) return new MessagesPlainRelay(rc);
-      return new StreamRelay(rc, new MessagesStreamRelay(rc.id, rc.limits.maxFrameBytes, rc.upstreamToken));
+      return new (streamRelayFor(ctx, rc))(
+        rc,
+        new MessagesStreamRelay(rc.id, rc.limits.maxFrameBytes, rc.upstreamToken),
+      );
     },
     support: new RouteSupport('POST /v1/messages', ctx.clock),
     forwardHeaders: ['anthropic-version', 'anthropic-beta'],

@@ -13,12 +13,16 @@ import { replyError, writeRawError } from './send-error.js';
 import { keepOneCopy } from './held-bytes.js';
 import { reserveTokens } from './token-reservation.js';
 import { estimatePromptTokens } from '../../src/wire/prompt-estimate.js';
-import type { Relay, RelayContext } from './upstream-relay.js';
+import { type Relay, type RelayContext, StreamRelay } from './upstream-relay.js';
 import type { RouteSupport } from './route-support.js';
+import type { ExchangeSpan } from '../tracing/exchange-span.js';
 
 /** A request checked and ready to send: what its exchange is charged by, and its model. */
 export interface Checked extends ExchangeShape {
   model: string;
+  /** temperature and top_p as given, or null: a trace span's attributes. */
+  temperature: number | null;
+  topP: number | null;
 }
 
 /**
@@ -241,7 +245,8 @@ function send<C extends Checked>(
   const auth = request.auth as AuthContext;
   reply.hijack();
   try {
-    proxy(ctx, api, request, reply.raw, auth, checked, upstream, slot);
+    const trace = ctx.tracing === null ? null : ctx.tracing.exchange(reply, auth, checked);
+    proxy(ctx, api, request, reply.raw, auth, checked, upstream, slot, trace);
   } catch (err) {
     // Nothing answers a hijacked reply but us: a throw here would hold the socket until the client left.
     if (slot !== null) ctx.admission?.leave(slot);
@@ -260,8 +265,9 @@ function proxy<C extends Checked>(
   checked: C,
   body: Buffer | string,
   slot: string | null,
+  trace: ExchangeSpan | null,
 ): Relay {
-  const exchange = new ExchangeEnd(ctx, res, request.id, auth, checked, body.length, slot, api.logMessage);
+  const exchange = new ExchangeEnd(ctx, res, request.id, auth, checked, body.length, slot, api.logMessage, trace);
   // One literal with every field: a field added afterwards gave each request's context a second
   // shape and, past the literal's room, a property store of its own.
   const rc: RelayContext = {
@@ -280,6 +286,7 @@ function proxy<C extends Checked>(
     key: auth.key.id,
     upstreamToken: ctx.upstreamTokens.get(auth.instance.id),
     routeMissing: api.support === null ? null : api.support.learner(auth.instance),
+    trace,
   };
   const relay = api.relay(ctx, rc, checked, auth.instance.deployment);
   // In the turn the key was re-checked (refusedSinceHeaders): from here a revocation ends it.
@@ -295,6 +302,7 @@ function proxy<C extends Checked>(
         requestId: request.id,
         token: rc.upstreamToken,
         forward: api.forwardHeaders === undefined ? null : forwarded(request, api.forwardHeaders),
+        trace,
       },
       relay,
     );
@@ -315,4 +323,13 @@ function forwarded(request: FastifyRequest, names: readonly string[]): Record<st
     else if (Array.isArray(v)) out[name] = v.join(', ');
   }
   return out;
+}
+
+/**
+ * The stream relay class for an exchange: with a trace span, the tracing's own, which also reads
+ * the streamed model and finish reason for the span (daemon/tracing/exchange-span.ts); else the
+ * plain one, whose per-read path stays as it is.
+ */
+export function streamRelayFor(ctx: DaemonContext, rc: RelayContext): typeof StreamRelay {
+  return rc.trace == null || ctx.tracing === null ? StreamRelay : ctx.tracing.StreamRelay;
 }

@@ -8,10 +8,10 @@ import {
 } from '../../src/wire/responses-request.js';
 import { ResponsesStreamRelay } from '../../src/wire/responses-event-relay.js';
 import type { DaemonContext } from '../context.js';
-import { type WireApi, makeProxyHandler } from './proxied-route.js';
+import { type WireApi, makeProxyHandler, streamRelayFor } from './proxied-route.js';
 import { RouteSupport } from './route-support.js';
 import { jsonHeaders } from './send-error.js';
-import { PlainRelay, StreamRelay } from './upstream-relay.js';
+import { PlainRelay } from './upstream-relay.js';
 
 type Json = Record<string, unknown>;
 
@@ -51,6 +51,7 @@ export class ResponsesPlainRelay extends PlainRelay {
     const details = u?.output_tokens_details;
     const reasoning =
       typeof details === 'object' && details !== null ? (tokenCount((details as Json).reasoning_tokens) ?? 0) : 0;
+    this.c.trace?.answer(body);
     this.c.res.writeHead(200, jsonHeaders(Buffer.byteLength(out), this.c.reqId, this.c.headers));
     this.c.res.end(out);
     this.finish(tokenCount(u?.input_tokens), tokenCount(u?.output_tokens), reasoning);
@@ -69,7 +70,10 @@ export function responsesApi(ctx: DaemonContext): WireApi<ResponsesRequest> {
     newId: responseId,
     relay(_ctx, rc, req) {
       if (!req.stream) return new ResponsesPlainRelay(rc);
-      return new StreamRelay(rc, new ResponsesStreamRelay(rc.id, rc.limits.maxFrameBytes, rc.upstreamToken));
+      return new (streamRelayFor(ctx, rc))(
+        rc,
+        new ResponsesStreamRelay(rc.id, rc.limits.maxFrameBytes, rc.upstreamToken),
+      );
     },
     support: new RouteSupport('POST /v1/responses', ctx.clock),
   };

@@ -3,6 +3,7 @@ import type { Duplex } from 'node:stream';
 import type { FastifyReply } from 'fastify';
 import { ObProxyError, obError } from '../../src/errors.js';
 import type { HeaderList } from '../../src/services/key-limiter.js';
+import type { Tracing } from '../tracing/tracer.js';
 import { errorBodyFor } from './error-shape.js';
 import { closeIfBodyPending } from './unread-body.js';
 
@@ -13,15 +14,20 @@ export function toObError(err: unknown): ObProxyError {
 /**
  * Answers `err` in the OpenAI envelope (or the route's own, error-shape.ts), and says so in the log: which route (its pattern, never
  * the raw URL, where a client may have put a secret), the code, and the key's id when known.
+ * With tracing on, the data plane's refusal gets its span (`tracing`, decorated on it alone).
  */
 export function replyError(
   reply: FastifyReply,
   err: ObProxyError,
   headers: Record<string, string> = {},
   keyId?: string,
+  instanceId?: string,
 ): FastifyReply {
   const request = reply.request;
-  const key = keyId ?? (request as { auth?: { key: { id: string } } | null }).auth?.key.id;
+  const auth = (request as { auth?: { key: { id: string }; instance: { id: string } } | null }).auth;
+  const key = keyId ?? auth?.key.id;
+  const tracing = (reply.server as { tracing?: Tracing | null }).tracing;
+  if (tracing != null) tracing.refused(reply, err, key, instanceId ?? auth?.instance.id);
   // A blocked guesser's 429s are counted (metrics), not logged one by one: the limiter logs the block.
   if (err.code !== 'rate_limited')
     reply.log.info(

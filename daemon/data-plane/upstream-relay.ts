@@ -45,6 +45,14 @@ export interface RelayContext {
    * the error being passed on; returns the error to answer. Null: errors pass on as they come.
    */
   routeMissing: ((status: number, type: string | undefined, body: string) => ObProxyError | null) | null;
+  /** The exchange's trace span (daemon/tracing/), told what only the relay sees; null: tracing off. */
+  trace?: RelayTrace | null;
+}
+
+/** What the relay tells a trace span: a plain answer's body, and the exchange's error code. */
+export interface RelayTrace {
+  answer(body: Record<string, unknown>): void;
+  error(code: string): void;
 }
 
 /**
@@ -296,6 +304,7 @@ export abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode,
   protected upstreamFailed(code: string): void {
     this.errored = true;
     const c = this.c;
+    c.trace?.error(code);
     c.log.warn({ reqId: c.reqId, instance: c.instance, key: c.key, code }, 'model server failed');
     c.observer?.upstreamFailed(code);
   }
@@ -392,6 +401,7 @@ export class PlainRelay extends Relay {
       return;
     }
     const usage = usageOf(body);
+    this.c.trace?.answer(body);
     this.c.res.writeHead(200, jsonHeaders(Buffer.byteLength(out), this.c.reqId, this.c.headers));
     this.c.res.end(out);
     this.finish(usage.prompt, usage.completion, usage.reasoning);
@@ -403,6 +413,7 @@ export class PlainRelay extends Relay {
 
   protected failed(err: ObProxyError): void {
     this.errored = true;
+    this.c.trace?.error(err.code);
     writeRawError(this.c.res, err, this.c.reqId, answerHeaders(err, this.c.headers));
     this.finish(null, null, 0);
   }
@@ -573,6 +584,7 @@ export class StreamRelay extends Relay {
 
   protected failed(err: ObProxyError): void {
     this.errored = true;
+    this.c.trace?.error(err.code);
     this.flush();
     if (this.relay.invalid || this.relay.sawError) {
       this.count();

@@ -21,6 +21,14 @@ export interface UpstreamRequest {
   token?: string | undefined;
   /** Client headers the route passes on (`anthropic-version`, ...); never a key, never Host. */
   forward?: Record<string, string> | null;
+  /** The W3C trace context of the request's span, when tracing is on; never the client's own headers. */
+  trace?: TraceHeaders | null;
+}
+
+/** W3C Trace Context (`traceparent`, `tracestate`), so the model server's trace joins the gateway's. */
+export interface TraceHeaders {
+  readonly traceparent: string;
+  readonly tracestate: string | undefined;
 }
 
 const CHAT_PATH = '/v1/chat/completions';
@@ -84,6 +92,11 @@ export class UpstreamClient {
     if (req.forward != null) for (const name in req.forward) headers[name] ??= req.forward[name] as string;
     if (req.token !== undefined) headers.authorization = `Bearer ${req.token}`;
     const path = req.path === undefined || req.path === CHAT_PATH ? target.path : `${target.base}${req.path}`;
+    const trace = req.trace;
+    if (trace != null) {
+      headers.traceparent = trace.traceparent;
+      if (trace.tracestate !== undefined) headers.tracestate = trace.tracestate;
+    }
     this.pool(target.origin).dispatch({ method: 'POST', path, headers, body: req.body }, handler);
   }
 

@@ -25,6 +25,9 @@ export interface ChatRequest {
   media: Media;
   /** The completion's cap (effectiveCap), the one the model server is sent as max_tokens, or null. */
   completionCap: number | null;
+  /** temperature and top_p as given (checked numbers), or null: for traces. */
+  temperature: number | null;
+  topP: number | null;
 }
 
 // The fields OpenAI's chat API, Ollama and vLLM decode at each position of a request. A key that
@@ -243,6 +246,8 @@ export function validateChatRequest(body: Json): ChatRequest {
     addUsage: askUsage && !rewrite,
     media,
     completionCap,
+    temperature: (body.temperature as number | null | undefined) ?? null,
+    topP: (body.top_p as number | null | undefined) ?? null,
   };
 }
 

@@ -20,7 +20,7 @@ import {
  */
 export type CompletionsRequest = Pick<
   ChatRequest,
-  'model' | 'stream' | 'includeUsage' | 'rewritten' | 'addUsage' | 'media' | 'completionCap'
+  'model' | 'stream' | 'includeUsage' | 'rewritten' | 'addUsage' | 'media' | 'completionCap' | 'temperature' | 'topP'
 >;
 
 // The fields OpenAI's legacy completions, Ollama and vLLM decode. A key that differs from one of
@@ -131,5 +131,7 @@ export function validateCompletionsRequest(body: Json): CompletionsRequest {
     addUsage: askUsage && !merge,
     media: { parts: 0, chars: 0 },
     completionCap: typeof body.max_tokens === 'number' ? body.max_tokens : null,
+    temperature: typeof body.temperature === 'number' ? body.temperature : null,
+    topP: typeof body.top_p === 'number' ? body.top_p : null,
   };
 }

@@ -26,6 +26,9 @@ export interface MessagesRequest {
   media: Media;
   /** `max_tokens`: required by this API. */
   completionCap: number;
+  /** temperature and top_p as given (checked numbers), or null: for traces. */
+  temperature: number | null;
+  topP: number | null;
 }
 
 // What Ollama's Go structs decode at each position (its anthropic/anthropic.go), and Anthropic's
@@ -267,5 +270,12 @@ export function validateMessagesRequest(body: Json): MessagesRequest {
     optionalString(body.metadata.user_id, 'metadata.user_id');
   }
   if (given(body.thinking)) checkThinking(body.thinking, maxTokens as number);
-  return { model, stream: body.stream === true, media, completionCap: maxTokens as number };
+  return {
+    model,
+    stream: body.stream === true,
+    media,
+    completionCap: maxTokens as number,
+    temperature: typeof body.temperature === 'number' ? body.temperature : null,
+    topP: typeof body.top_p === 'number' ? body.top_p : null,
+  };
 }

@@ -24,6 +24,9 @@ export interface ResponsesRequest {
   media: Media;
   /** `max_output_tokens`, or null. */
   completionCap: number | null;
+  /** temperature and top_p as given (checked numbers), or null: for traces. */
+  temperature: number | null;
+  topP: number | null;
 }
 
 // The fields OpenAI's Responses API and Ollama decode at each position. A key that differs from
@@ -209,5 +212,12 @@ export function validateResponsesRequest(body: Json): ResponsesRequest {
   optionalBoolean(body.parallel_tool_calls, 'parallel_tool_calls');
 
   const cap = body.max_output_tokens;
-  return { model, stream: body.stream === true, media, completionCap: typeof cap === 'number' ? cap : null };
+  return {
+    model,
+    stream: body.stream === true,
+    media,
+    completionCap: typeof cap === 'number' ? cap : null,
+    temperature: typeof body.temperature === 'number' ? body.temperature : null,
+    topP: typeof body.top_p === 'number' ? body.top_p : null,
+  };
 }

@@ -70,6 +70,19 @@ describe('each command loads only what it needs', () => {
       ]);
       expect(r.code).toBe(1);
       expect(r.modules.some((m) => m.includes('/node_modules/fastify/'))).toBe(true);
+      // Tracing's SDK only for a daemon that sends traces.
+      expect(r.modules.filter((m) => m.includes('/node_modules/@opentelemetry/'))).toEqual([]);
+      const traced = await imports([
+        'serve',
+        '--home',
+        await tmpHome(),
+        '--port',
+        String((taken.address() as { port: number }).port),
+        '--otlp-endpoint',
+        'http://127.0.0.1:9',
+      ]);
+      expect(traced.code).toBe(1);
+      expect(traced.modules.some((m) => m.includes('/node_modules/@opentelemetry/sdk-trace/'))).toBe(true);
     } finally {
       await new Promise<void>((r) => taken.close(() => r()));
     }

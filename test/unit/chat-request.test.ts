@@ -26,6 +26,8 @@ describe('chat request validation (docs/contract.md §3.2)', () => {
       addUsage: false,
       media: NO_MEDIA,
       completionCap: 5,
+      temperature: 0,
+      topP: 1,
     });
   });
 
@@ -220,6 +222,8 @@ describe('chat request validation (docs/contract.md §3.2)', () => {
       // The image and audio parts, and their 26 + 4 characters: what the prompt estimate counts apart.
       media: { parts: 2, chars: 30 },
       completionCap: null,
+      temperature: null,
+      topP: null,
     });
   });
 
@@ -251,6 +255,8 @@ describe('chat request validation (docs/contract.md §3.2)', () => {
       addUsage: true,
       media: NO_MEDIA,
       completionCap: null,
+      temperature: null,
+      topP: null,
     });
     const raw = Buffer.from(` \n\t{"model":"gemma4:26b","stream":true,"messages":[{"role":"user","content":"{x}"}]}`);
     const sent = upstreamBody(raw, plain);
@@ -269,6 +275,8 @@ describe('chat request validation (docs/contract.md §3.2)', () => {
       addUsage: false,
       media: NO_MEDIA,
       completionCap: null,
+      temperature: null,
+      topP: null,
     });
     const merged = validateChatRequest({ ...base, stream: true, stream_options: { include_usage: false, extra: 1 } });
     expect(JSON.parse(upstreamBody(Buffer.from('{}'), merged).toString())).toEqual({
@@ -294,6 +302,8 @@ describe('chat request validation (docs/contract.md §3.2)', () => {
       addUsage: false,
       media: NO_MEDIA,
       completionCap: null,
+      temperature: null,
+      topP: null,
     });
     expect(upstreamBody(raw, asked)).toBe(raw);
   });

@@ -58,6 +58,7 @@ const DEFAULTS: Config = {
   logFormat: null,
   relayFastPath: true,
   tls: null,
+  otlp: null,
   socketGroup: null,
   maxConcurrency: null,
   queueSize: 100,
@@ -277,6 +278,16 @@ const CASES: Record<Exclude<SettingName, 'debug' | 'cliTimeout' | 'waitTimeout'>
     also: { OB_PROXY_TLS_CERT: '/c.pem' },
   },
   socketGroup: { field: 'socketGroup', flag: ['ops', 'ops'], env: ['1001', '1001'] },
+  otlpEndpoint: {
+    field: 'otlp',
+    flag: ['http://127.0.0.1:4318', { url: 'http://127.0.0.1:4318/v1/traces', serviceName: 'ob-proxy' }],
+    env: ['https://c.example/otlp/traces', { url: 'https://c.example/otlp/traces', serviceName: 'ob-proxy' }],
+  },
+  otlpServiceName: {
+    field: 'otlp',
+    env: ['gw-eu', { url: 'http://c:4318/v1/traces', serviceName: 'gw-eu' }],
+    also: { OB_PROXY_OTLP_ENDPOINT: 'http://c:4318/' },
+  },
   maxConcurrency: { field: 'maxConcurrency', flag: ['4', 4], env: ['1', 1], bad: '0' },
   queue: { field: 'queueSize', flag: ['0', 0], env: ['8', 8], bad: '1.5' },
   queueTimeout: { field: 'queueTimeoutMs', flag: ['30', 30_000], env: ['1.5', 1500], bad: 'soon' },
@@ -362,6 +373,21 @@ describe('each setting of the table: flag, then variable, then default', () => {
       '--body-memory-per-key (or OB_PROXY_BODY_MEMORY_PER_KEY) (8388608 bytes) must be from --body-limit (or OB_PROXY_BODY_LIMIT) (16777216 bytes) to --body-memory (or OB_PROXY_BODY_MEMORY) (268435456 bytes).',
     );
     expect(refusal({ bodyMemoryPerKey: String(GiB) }).param).toBe('body-memory-per-key');
+  });
+
+  it('--otlp-endpoint: an http(s) URL without credentials, never echoed in its refusal', () => {
+    const refused = (endpoint: string): string => refusal({}, { OB_PROXY_OTLP_ENDPOINT: endpoint }).message;
+    expect(refused('collector:4318')).toBe(
+      '--otlp-endpoint (or OB_PROXY_OTLP_ENDPOINT) must be an http:// or https:// URL (OTLP over HTTP), not collector:.',
+    );
+    expect(refused('not a url')).toBe(
+      "--otlp-endpoint (or OB_PROXY_OTLP_ENDPOINT) must be the collector's URL, such as http://127.0.0.1:4318.",
+    );
+    const withPassword = refused('https://otel:s3cret@collector:4318');
+    expect(withPassword).toBe(
+      "--otlp-endpoint (or OB_PROXY_OTLP_ENDPOINT) must not hold a user or password: give the collector's credentials in OTEL_EXPORTER_OTLP_HEADERS.",
+    );
+    expect(refused('user:s3cret@collector')).not.toContain('s3cret');
   });
 
   it('home, store and socket are also what the client commands use, with nothing else read', () => {

@@ -1,0 +1,190 @@
+/**
+ * One request's span and what it records, by the GenAI semantic conventions (the version of
+ * @opentelemetry/semantic-conventions this package depends on): `gen_ai.provider.name` (which
+ * replaced `gen_ai.system`), operation, request and response model, usage, finish reasons, the
+ * request's max_tokens, temperature and top_p when given, and the model server's address. Plus
+ * our own: the key's and the instance's ids. Never a secret, never a message's content: nothing
+ * of the body is read but those numbers and the model name.
+ *
+ * Kind CLIENT, as the conventions define an inference span: it stands for the call to the model
+ * (`server.address` is the model server's), and it is the parent of the model server's own span
+ * (vLLM's), to which its `traceparent` goes. A client's own span, if it sent one, is its parent.
+ */
+import type { Attributes, Span } from '@opentelemetry/api';
+import type { FastifyRequest } from 'fastify';
+import type { ObProxyError } from '../../src/errors.js';
+import type { RequestOutcome } from '../../src/services/usage.js';
+import type { TraceHeaders } from '../../src/upstream/upstream-client.js';
+import type { AuthContext } from '../data-plane/auth-hook.js';
+import { StreamRelay } from '../data-plane/upstream-relay.js';
+import { StreamFacts } from './stream-facts.js';
+
+/** The routes that call a model, and their `gen_ai.operation.name`; any other route gets no span. */
+const OPERATIONS: Readonly<Record<string, string>> = {
+  '/v1/chat/completions': 'chat',
+  '/v1/responses': 'chat',
+  '/v1/messages': 'chat',
+  '/v1/completions': 'text_completion',
+};
+
+/** `gen_ai.provider.name`: the flavour of the API spoken to the model server (OpenAI's). */
+const PROVIDER = 'openai';
+
+export function operationOf(request: FastifyRequest): string | null {
+  const route = request.routeOptions.url;
+  return route === undefined ? null : (OPERATIONS[route] ?? null);
+}
+
+/** What a span reads of a validated request: numbers and the model's name, nothing of the messages. */
+export interface GenAiRequest {
+  model: string;
+  stream: boolean;
+  /** max_tokens (or max_completion_tokens), when given. */
+  completionCap: number | null;
+  temperature?: number | null;
+  topP?: number | null;
+}
+
+export function refusalAttributes(
+  operation: string,
+  err: ObProxyError,
+  key: string | undefined,
+  instance: string | undefined,
+): Attributes {
+  const a: Attributes = {
+    'gen_ai.operation.name': operation,
+    'gen_ai.provider.name': PROVIDER,
+    'http.response.status_code': err.status,
+    'error.type': err.code,
+  };
+  if (key !== undefined) a['ob_proxy.key.id'] = key;
+  if (instance !== undefined) a['ob_proxy.instance.id'] = instance;
+  return a;
+}
+
+/** Model-server origins parsed once: the endpoint of a ready instance changes rarely. */
+const servers = new Map<string, { address: string; port: number }>();
+
+function serverOf(endpoint: string): { address: string; port: number } | null {
+  let s = servers.get(endpoint);
+  if (s === undefined) {
+    let url: URL;
+    try {
+      url = new URL(endpoint);
+    } catch {
+      return null;
+    }
+    const port = url.port === '' ? (url.protocol === 'https:' ? 443 : 80) : Number(url.port);
+    s = { address: url.hostname.replace(/^\[|\]$/g, ''), port };
+    if (servers.size >= 1_000) servers.clear();
+    servers.set(endpoint, s);
+  }
+  return s;
+}
+
+/**
+ * The span of one exchange with the model server, ended once, when the exchange is over (`end`,
+ * called where its usage is counted). Its `traceparent` goes upstream (upstream-client.ts).
+ */
+export class ExchangeSpan implements TraceHeaders {
+  readonly traceparent: string;
+  readonly tracestate: string | undefined;
+  private responseModel: string | null = null;
+  private finishReasons: string[] | null = null;
+  private errorCode: string | null = null;
+  /** A stream's model and finish reason, read as its bytes pass (TracedStreamRelay). */
+  facts: StreamFacts | null = null;
+
+  constructor(
+    private readonly span: Span,
+    operation: string,
+    auth: AuthContext,
+    req: GenAiRequest,
+  ) {
+    const sc = span.spanContext();
+    this.traceparent = `00-${sc.traceId}-${sc.spanId}-0${(sc.traceFlags & 1).toString(16)}`;
+    const state = sc.traceState?.serialize();
+    this.tracestate = state === undefined || state === '' ? undefined : state;
+    const a: Attributes = {
+      'gen_ai.operation.name': operation,
+      'gen_ai.provider.name': PROVIDER,
+      'gen_ai.request.model': req.model,
+      'ob_proxy.key.id': auth.key.id,
+      'ob_proxy.instance.id': auth.instance.id,
+    };
+    if (req.completionCap !== null) a['gen_ai.request.max_tokens'] = req.completionCap;
+    if (req.temperature != null) a['gen_ai.request.temperature'] = req.temperature;
+    if (req.topP != null) a['gen_ai.request.top_p'] = req.topP;
+    const server = auth.instance.endpoint === null ? null : serverOf(auth.instance.endpoint);
+    if (server !== null) {
+      a['server.address'] = server.address;
+      a['server.port'] = server.port;
+    }
+    span.setAttributes(a);
+    if (req.stream) this.facts = new StreamFacts();
+  }
+
+  /** A plain answer, parsed by the relay: its model and finish reason. */
+  answer(body: Record<string, unknown>): void {
+    if (typeof body.model === 'string') this.responseModel = body.model;
+    const choices = body.choices;
+    if (!Array.isArray(choices)) return;
+    const reasons: string[] = [];
+    for (const c of choices.slice(0, 8) as unknown[]) {
+      const r = (c as { finish_reason?: unknown } | null)?.finish_reason;
+      if (typeof r === 'string') reasons.push(r);
+    }
+    if (reasons.length > 0) this.finishReasons = reasons;
+  }
+
+  /** The exchange failed with our `code` (the first failure told is the cause). */
+  error(code: string): void {
+    this.errorCode ??= code;
+  }
+
+  /**
+   * The exchange is over: `status` is what the client was answered (200 for a stream that then
+   * failed: its error code tells), the token counts those charged to the key, `estimated` how
+   * many of them were estimated because the model server did not report them.
+   */
+  end(status: number, input: number, output: number, estimated: number, outcome: RequestOutcome): void {
+    const span = this.span;
+    const facts = this.facts;
+    let model = this.responseModel;
+    let reasons = this.finishReasons;
+    if (facts !== null) {
+      model = facts.model();
+      const reason = facts.finishReason();
+      reasons = reason === null ? null : [reason];
+    }
+    const a: Attributes = {
+      'http.response.status_code': status,
+      'gen_ai.usage.input_tokens': input,
+      'gen_ai.usage.output_tokens': output,
+    };
+    if (model !== null) a['gen_ai.response.model'] = model;
+    if (reasons !== null) a['gen_ai.response.finish_reasons'] = reasons;
+    if (estimated > 0) a['ob_proxy.usage.estimated_tokens'] = estimated;
+    if (outcome === 'disconnect') a['ob_proxy.client_gone'] = true;
+    if (this.errorCode !== null) {
+      a['error.type'] = this.errorCode;
+      span.setStatus({ code: 2 /* SpanStatusCode.ERROR */, message: this.errorCode });
+    }
+    span.setAttributes(a);
+    // On the clock its start was read from (tracer.ts): Date.now() may step, and a span would
+    // then end before it began.
+    span.end(performance.now());
+  }
+}
+
+/**
+ * The stream relay of a traced daemon: each read also goes through the span's StreamFacts. A
+ * subclass, so the untraced relay's per-read path keeps its size (upstream-relay.ts explains why
+ * that matters) and a daemon without tracing runs none of this.
+ */
+export class TracedStreamRelay extends StreamRelay {
+  protected override data(chunk: Buffer): void {
+    (this.c.trace as ExchangeSpan).facts?.push(chunk);
+    super.data(chunk);
+  }
+}
