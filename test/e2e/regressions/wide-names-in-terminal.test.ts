@@ -9,7 +9,7 @@
  */
 import stringWidth from 'string-width';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { BIN, NODE, type ServeProcess, cliJson, startServe, tmpHome } from '../../helpers/processes.js';
+import { BIN, NODE, type ServeProcess, cliJson, eventually, startServe, tmpHome } from '../../helpers/processes.js';
 import { KEY, type Terminal, spawnTerminal } from '../../helpers/terminal.js';
 
 const NAMES = ['日本語のキー名前テスト長い名前です', '🚀🚀🚀 rocket', '한국어 이름 열쇠 하나 둘 셋'];
@@ -42,6 +42,9 @@ it('the Keys pane keeps every column under its title with CJK, Hangul and emoji 
   await term.waitFor('● live', 'the console to connect');
   term.write(KEY.enter);
   await term.waitFor('Keys of gpu-1', 'the Keys pane');
+  // The pane's title is drawn before its rows arrive from the daemon: wait for every row.
+  const keyRows = (): number => term.lines().filter((l) => l.includes('ob_sk_…')).length;
+  await eventually(() => keyRows() === 1 + NAMES.length, 'every key row drawn', 15_000);
   const lines = term.lines();
   const header = lines.find((l) => l.includes('HINT'))!;
   const rows = lines.filter((l) => l.includes('ob_sk_…'));
