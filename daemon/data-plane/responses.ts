@@ -9,6 +9,7 @@ import {
 import { ResponsesStreamRelay } from '../../src/wire/responses-event-relay.js';
 import type { DaemonContext } from '../context.js';
 import { type WireApi, makeProxyHandler } from './proxied-route.js';
+import { translateResponses } from './responses-translation.js';
 import { RouteSupport } from './route-support.js';
 import { jsonHeaders } from './send-error.js';
 import { PlainRelay, StreamRelay } from './upstream-relay.js';
@@ -57,7 +58,10 @@ export class ResponsesPlainRelay extends PlainRelay {
   }
 }
 
-/** POST /v1/responses, passed through to the model server's own (docs/contract.md §6). */
+/**
+ * POST /v1/responses (docs/contract.md §6), passed through to the model server's own; where the
+ * model server has none, translated to and from its chat completions (responses-translation.ts).
+ */
 export function responsesApi(ctx: DaemonContext): WireApi<ResponsesRequest> {
   return {
     route: 'responses',
@@ -72,6 +76,8 @@ export function responsesApi(ctx: DaemonContext): WireApi<ResponsesRequest> {
       return new StreamRelay(rc, new ResponsesStreamRelay(rc.id, rc.limits.maxFrameBytes, rc.upstreamToken));
     },
     support: new RouteSupport('POST /v1/responses', ctx.clock),
+    // A model server without /v1/responses: translated to its /v1/chat/completions.
+    fallback: translateResponses,
   };
 }
 

@@ -24,6 +24,8 @@ export interface ResponsesRequest {
   media: Media;
   /** `max_output_tokens`, or null. */
   completionCap: number | null;
+  /** The body as parsed: what a translation to chat completions reads, where the model server has no /v1/responses. */
+  body: Json;
 }
 
 // The fields OpenAI's Responses API and Ollama decode at each position. A key that differs from
@@ -209,5 +211,5 @@ export function validateResponsesRequest(body: Json): ResponsesRequest {
   optionalBoolean(body.parallel_tool_calls, 'parallel_tool_calls');
 
   const cap = body.max_output_tokens;
-  return { model, stream: body.stream === true, media, completionCap: typeof cap === 'number' ? cap : null };
+  return { model, stream: body.stream === true, media, completionCap: typeof cap === 'number' ? cap : null, body };
 }
