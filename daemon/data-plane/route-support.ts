@@ -47,6 +47,8 @@ export class RouteSupport {
 
   /** Whether the instance's model server is known to lack the route now. */
   missing(instance: Instance): boolean {
+    // Every server serves the route until one is known not to: no key is made per request then.
+    if (this.missingUntil.size === 0) return false;
     const until = this.missingUntil.get(this.keyOf(instance));
     if (until === undefined) return false;
     if (until > this.clock.now()) return true;
