@@ -1,7 +1,7 @@
 /* global process, console, Buffer, URL */
 /**
  * `node bench/callgrind.mjs [--dir CHECKOUT] [--streams 2000] [--warmup 3000] [--concurrency 8]
- * [--body stream|plain] [--env K=V] [--functions N] [--label NAME] [--ops]`: instructions the daemon
+ * [--body stream|plain|responses|responses-stream] [--env K=V] [--functions N] [--label NAME] [--ops]`: instructions the daemon
  * executes per request, counted by `valgrind --tool=callgrind` over a fixed number of requests.
  * Wall time on a shared machine moves by ±10 % between runs; an instruction count does not depend
  * on the load, so this is how two builds (or a build with one candidate switched off) are
@@ -33,7 +33,8 @@ const ROOT = resolve(import.meta.dirname, '..');
 const USAGE = `node bench/callgrind.mjs [options]: instructions ob-proxy executes per request, under callgrind
 
   --dir CHECKOUT     the built checkout to count (default this one)
-  --body KIND        stream (64 chunks, the default) or plain
+  --body KIND        stream (64 chunks, the default) or plain; responses-stream (64 text
+                     events) or responses: the same, through POST /v1/responses
   --streams N        requests counted (2000)
   --warmup N         requests sent before counting (3000)
   --concurrency N    connections (8)
@@ -84,6 +85,13 @@ const functions = Number(a.functions ?? 0);
 const ops = a.ops === true;
 const metricsPort = ops ? await freePort() : null;
 
+/** Where `kind`'s body is sent, and the end its stream's answer must have. */
+function routeOf(kind) {
+  return kind.startsWith('responses')
+    ? { path: '/v1/responses', end: /event: response\.completed\ndata: .*\}$/ }
+    : { path: '/v1/chat/completions', end: /data: \[DONE\]$/ };
+}
+
 /** `count` requests of `body`, `conc` at a time over keep-alive sockets; every answer read whole and checked. */
 export async function drive(url, secret, body, kind, count, conc) {
   const agent = new Agent({ keepAlive: true, maxSockets: conc });
@@ -94,16 +102,18 @@ export async function drive(url, secret, body, kind, count, conc) {
   };
   let next = 0;
   let bad = 0;
+  const route = routeOf(kind);
+  const streamed = kind.endsWith('stream');
   const one = () =>
     new Promise((done) => {
-      const req = request(new URL('/v1/chat/completions', url), { method: 'POST', agent, headers }, (res) => {
+      const req = request(new URL(route.path, url), { method: 'POST', agent, headers }, (res) => {
         let text = '';
         res.setEncoding('utf8');
         res.on('data', (s) => {
           text += s;
         });
         res.on('end', () => {
-          if (res.statusCode !== 200 || (kind === 'stream' && !text.trimEnd().endsWith('data: [DONE]'))) bad++;
+          if (res.statusCode !== 200 || (streamed && !route.end.test(text.trimEnd()))) bad++;
           done();
         });
       });

@@ -29,6 +29,9 @@ export function bodies({ heldChunks = 20, heldPaceMs = 300 } = {}) {
       messages: [{ role: 'user', content: `Say hello. [[chunks=${heldChunks} pace=${heldPaceMs}]]` }],
     }),
     large: JSON.stringify(large),
+    // The Responses API (POST /v1/responses), answered with as many text events as `stream`.
+    responses: JSON.stringify({ model: MODEL, input: 'Say hello.' }),
+    'responses-stream': JSON.stringify({ model: MODEL, stream: true, input: 'Say hello.' }),
   };
 }
 

@@ -5,6 +5,8 @@
  * Bodies are built once. The request body is read (a proxy must deliver it) but not parsed:
  * `"stream":true` picks SSE, `"include_usage":true` adds the usage chunk, and a `[[chunks=N
  * pace=MS]]` directive near the end of the body sets the stream's length and pacing.
+ * `POST /v1/responses` answers as Ollama's does: the response object, or its event stream (data
+ * keys sorted, as Go writes a map; one `response.output_text.delta` per token; no `[DONE]`).
  *
  * Usage: node bench/upstream.mjs [--chunks 64]   prints {"url": "..."} once listening.
  */
@@ -40,6 +42,89 @@ const STOP = `${HEAD}[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n`;
 const usageFrame = (n) =>
   `data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":${CREATED},"model":"${MODEL}","choices":[],"usage":{"prompt_tokens":24,"completion_tokens":${n},"total_tokens":${24 + n}}}\n\n`;
 const DONE = 'data: [DONE]\n\n';
+/** Keys sorted at every level, as Go's encoder writes a map[string]any. */
+function sortedJson(v) {
+  if (Array.isArray(v)) return `[${v.map(sortedJson).join(',')}]`;
+  if (typeof v === 'object' && v !== null)
+    return `{${Object.keys(v)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${sortedJson(v[k])}`)
+      .join(',')}}`;
+  return JSON.stringify(v);
+}
+const TEXT = 'The quick brown fox jumps over the lazy dog. '.repeat(4);
+const outputText = (text) => ({ type: 'output_text', text, annotations: [], logprobs: [] });
+const message = (status, content) => ({ id: 'msg_123456', type: 'message', status, role: 'assistant', content });
+const responseObject = (status, output, usage) => ({
+  id: 'resp_123456',
+  object: 'response',
+  created_at: CREATED,
+  completed_at: status === 'completed' ? CREATED : null,
+  status,
+  incomplete_details: null,
+  model: MODEL,
+  previous_response_id: null,
+  instructions: null,
+  output,
+  error: null,
+  tools: [],
+  tool_choice: 'auto',
+  truncation: 'disabled',
+  parallel_tool_calls: true,
+  text: { format: { type: 'text' } },
+  top_p: 1,
+  temperature: 1,
+  reasoning: null,
+  usage:
+    usage === null
+      ? null
+      : {
+          input_tokens: 24,
+          output_tokens: usage,
+          total_tokens: 24 + usage,
+          input_tokens_details: { cached_tokens: 0 },
+          output_tokens_details: { reasoning_tokens: 0 },
+        },
+  max_output_tokens: null,
+  store: false,
+  metadata: {},
+});
+const RESPONSE_PLAIN = Buffer.from(
+  `${JSON.stringify(responseObject('completed', [message('completed', [outputText(TEXT)])], 40))}\n`,
+);
+const RESPONSE_JSON_HEADERS = { 'content-type': 'application/json', 'content-length': String(RESPONSE_PLAIN.length) };
+/** The Responses event stream of `chunks` tokens `t<i> `, as whole frames. */
+function responseFrames(chunks) {
+  const out = [];
+  const ev = (type, data) =>
+    out.push(`event: ${type}\ndata: ${sortedJson({ ...data, type, sequence_number: out.length })}\n\n`);
+  const ids = { output_index: 0, item_id: 'msg_123456', content_index: 0 };
+  ev('response.created', { response: responseObject('in_progress', [], null) });
+  ev('response.in_progress', { response: responseObject('in_progress', [], null) });
+  ev('response.output_item.added', { output_index: 0, item: message('in_progress', []) });
+  ev('response.content_part.added', { ...ids, part: outputText('') });
+  let text = '';
+  for (let i = 0; i < chunks; i++) {
+    ev('response.output_text.delta', { ...ids, delta: `t${i} `, logprobs: [] });
+    text += `t${i} `;
+  }
+  ev('response.output_text.done', { ...ids, text, logprobs: [] });
+  ev('response.content_part.done', { ...ids, part: outputText(text) });
+  ev('response.output_item.done', { output_index: 0, item: message('completed', [outputText(text)]) });
+  ev('response.completed', {
+    response: responseObject('completed', [message('completed', [outputText(text)])], chunks),
+  });
+  return out;
+}
+const RESPONSE_FRAMES = new Map();
+function responseStream(res, body) {
+  const { chunks } = directive(body);
+  let frames = RESPONSE_FRAMES.get(chunks);
+  if (frames === undefined) RESPONSE_FRAMES.set(chunks, (frames = responseFrames(chunks)));
+  res.writeHead(200, SSE_HEADERS);
+  for (let i = 0; i < frames.length - 1; i++) res.write(frames[i]);
+  res.end(frames[frames.length - 1]);
+}
 const SSE_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' };
 const JSON_HEADERS = { 'content-type': 'application/json', 'content-length': String(PLAIN.length) };
 
@@ -93,6 +178,11 @@ const server = createServer({ keepAliveTimeout: 60_000 }, (req, res) => {
       return;
     }
     const body = parts.length === 1 ? parts[0].toString('latin1') : Buffer.concat(parts).toString('latin1');
+    if (req.url === '/v1/responses') {
+      if (body.includes('"stream":true')) responseStream(res, body);
+      else res.writeHead(200, RESPONSE_JSON_HEADERS).end(RESPONSE_PLAIN);
+      return;
+    }
     if (body.includes('"stream":true')) stream(res, body);
     else res.writeHead(200, JSON_HEADERS).end(PLAIN);
   });

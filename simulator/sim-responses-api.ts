@@ -2,10 +2,12 @@
  * `POST /v1/responses` as Ollama (≥ 0.13.3) serves it (its `openai/responses.go`): stateless (no
  * `previous_response_id`, no stored responses), Go's decoding, a plain answer with one trailing
  * newline, and a stream of `event: <type>` + `data: <json>` frames whose data keys come out
- * sorted (Go maps), `sequence_number` from 0, and no `data: [DONE]`. Function tools are called as
- * the chat route's agent does: the first function tool when the last input item is the user's, a
- * final answer naming the tool when it is a `function_call_output`.
+ * sorted (Go maps), `sequence_number` from 0, and no `data: [DONE]`. Ollama answers it with the
+ * model behind its chat route, so the answers are the chat route's agent's: the first function
+ * tool called with arguments sampled from its schema when the last input item is the user's, and
+ * "Final answer from the tool: <output>" when it is a `function_call_output`.
  */
+import { sampleOf } from './sim-agent.js';
 import { resolveKnobs } from './sim-directives.js';
 import { HOSTILE_MODES, hostile } from './sim-hostile.js';
 import { type ChatEnv, type Job, type ParsedBody, type SimChatRequest, sendJson } from './sim-chat.js';
@@ -77,17 +79,13 @@ function planOf(body: Json, k: Readonly<Knobs>, maxTokens: number | null): Plan 
     ? body.tools.filter((t): t is Json => isObject(t) && t.type === 'function' && typeof t.name === 'string')
     : [];
   if (isObject(last) && last.type === 'function_call_output') {
-    const call = input.find((i): i is Json => isObject(i) && i.type === 'function_call' && i.call_id === last.call_id);
-    const name = typeof call?.name === 'string' ? call.name : 'the tool';
     const out = typeof last.output === 'string' ? last.output : JSON.stringify(last.output);
-    return { text: `Final answer from ${name}: ${out}`.split(/(?<= )/), call: null };
+    return { text: `Final answer from the tool: ${out}`.split(/(?<= )/), call: null };
   }
   if (tools.length > 0 && body.tool_choice !== 'none') {
     const tool = tools[0] as Json;
-    const props = isObject(tool.parameters) && isObject(tool.parameters.properties) ? tool.parameters.properties : {};
-    const args: Json = {};
-    for (const key of Object.keys(props)) args[key] = 'Zürich';
-    return { text: [], call: { callId: itemId('call'), name: String(tool.name), arguments: JSON.stringify(args) } };
+    const args = JSON.stringify(sampleOf(tool.parameters));
+    return { text: [], call: { callId: itemId('call'), name: String(tool.name), arguments: args } };
   }
   const n = maxTokens !== null ? Math.min(maxTokens, k.chunks) : k.chunks;
   return { text: Array.from({ length: n }, (_, i) => tokenText(i)), call: null };

@@ -28,6 +28,7 @@ export const CHAT_API: WireApi<ChatRequest> = {
     );
   },
   support: null,
+  fallback: null,
 };
 
 export function makeChatHandler(ctx: DaemonContext) {

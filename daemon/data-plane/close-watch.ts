@@ -47,3 +47,12 @@ export function unwatchClose(res: ServerResponse): void {
   res.off('close', onResponseClose);
   (res as WatchedResponse)[WATCHER] = null;
 }
+
+/**
+ * A relay lets go of `res` without its exchange being over (another relay takes it over): the
+ * key's slot it got from watchClose is the watcher again, for the next relay to take.
+ */
+export function handBackClose(res: ServerResponse, slot: HeldSlot | null): void {
+  if (slot === null) unwatchClose(res);
+  else (res as WatchedResponse)[WATCHER] = slot;
+}

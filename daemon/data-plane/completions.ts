@@ -71,6 +71,7 @@ export function completionsApi(ctx: DaemonContext): WireApi<CompletionsRequest> 
       );
     },
     support: new RouteSupport('POST /v1/completions', ctx.clock),
+    fallback: null,
   };
 }
 

@@ -67,6 +67,7 @@ export function messagesApi(ctx: DaemonContext): WireApi<MessagesRequest> {
       );
     },
     support: new RouteSupport('POST /v1/messages', ctx.clock),
+    fallback: null,
     forwardHeaders: ['anthropic-version', 'anthropic-beta'],
   };
 }

@@ -25,19 +25,31 @@ export interface Checked extends ExchangeShape {
   topP: number | null;
 }
 
+/** Where a request is sent and what carries its answer: its API's own way, or the API's fallback. */
+export interface Route<C extends Checked> {
+  /** The model server's path for it (`/v1/chat/completions`). */
+  readonly upstreamPath: string;
+  /** The relay for the answer. */
+  relay(ctx: DaemonContext, rc: RelayContext, checked: C, deployment: string): Relay;
+}
+
+/** A request sent another way: the body that goes upstream, and the route it takes. */
+export interface Resend<C extends Checked> {
+  body: Buffer | string;
+  route: Route<C>;
+}
+
 /**
  * One client API the data plane serves (chat completions, Responses, ...): how its body is read
  * and checked, what goes upstream, and which relay carries the answer. Everything else (the
  * key's checks before and at send time, admission, limits, the exchange's accounting, deadlines,
  * caps, revocations, disconnects) is the one request path below, the same for every API.
  */
-export interface WireApi<C extends Checked> {
+export interface WireApi<C extends Checked> extends Route<C> {
   /** The route's name, in the access line and the metrics: `chat`, `responses`, ... */
   readonly route: string;
   /** The access line's message. */
   readonly logMessage: string;
-  /** The model server's path for it (`/v1/chat/completions`). */
-  readonly upstreamPath: string;
   /** The body as every decoder reads it, or a throw (400 invalid_json): json-body.ts's rule. */
   parse(raw: Buffer): Json;
   /** The fields, as this API documents them, or a throw naming the field (400). */
@@ -46,12 +58,16 @@ export interface WireApi<C extends Checked> {
   upstream(raw: Buffer, checked: C): Buffer | string;
   /** Our id for the answer (the model server's may collide). */
   newId(): string;
-  /** The relay for the answer. */
-  relay(ctx: DaemonContext, rc: RelayContext, checked: C, deployment: string): Relay;
   /** Which model servers serve the route, learned from their answers; null: every one does. */
   readonly support: RouteSupport | null;
   /** Client headers passed on to the model server (lower case; `anthropic-version`), if any. */
   readonly forwardHeaders?: readonly string[];
+  /**
+   * For a model server that lacks the route (`support`): the request sent another way (the
+   * Responses API translated to chat completions), or null: refused with 404 route_not_found.
+   * Throws a 400 naming the field for a request that cannot be sent so.
+   */
+  readonly fallback: ((checked: C) => Resend<C>) | null;
 }
 
 const JSON_TYPE = /^application\/json\s*(;|$)/i;
@@ -68,6 +84,7 @@ export function makeProxyHandler<C extends Checked>(ctx: DaemonContext, api: Wir
     const auth = request.auth as AuthContext;
     let checked: C;
     let upstream: Buffer | string;
+    let route: Route<C> = api;
     try {
       const raw = request.body;
       const body = api.parse(Buffer.isBuffer(raw) ? raw : Buffer.alloc(0));
@@ -89,9 +106,14 @@ export function makeProxyHandler<C extends Checked>(ctx: DaemonContext, api: Wir
         });
       }
       // Built before the reply is hijacked: past that point Fastify can no longer answer a throw.
-      upstream = keepOneCopy(request, api.upstream(raw as Buffer, checked));
-      // A model server known not to serve the route: refused here, never sent.
-      api.support?.check(auth.instance);
+      // A model server known not to serve the route: the request goes the API's other way, or
+      // is refused here, never sent.
+      if (api.support !== null && api.support.missing(auth.instance)) {
+        if (api.fallback === null) throw api.support.notServed(auth.instance);
+        const other = api.fallback(checked);
+        upstream = keepOneCopy(request, other.body);
+        route = other.route;
+      } else upstream = keepOneCopy(request, api.upstream(raw as Buffer, checked));
     } catch (err) {
       if (!(err instanceof ObProxyError)) throw err;
       replyError(reply, err);
@@ -104,16 +126,16 @@ export function makeProxyHandler<C extends Checked>(ctx: DaemonContext, api: Wir
     const admission = ctx.admission;
     if (admission === null) {
       ctx.metrics?.addedTime(reply.elapsedTime / 1000);
-      send(ctx, api, request, reply, checked, upstream, null);
+      send(ctx, api, route, request, reply, checked, upstream, null);
       return;
     }
     const instance = auth.instance.id;
     if (admission.take(instance)) {
       ctx.metrics?.addedTime(reply.elapsedTime / 1000);
-      send(ctx, api, request, reply, checked, upstream, instance);
+      send(ctx, api, route, request, reply, checked, upstream, instance);
     } else if (!reply.raw.destroyed) {
       // (A response already closed would not say so again: its client left, and it waits for no one.)
-      const waiter = new QueuedRequest(ctx, api, request, reply, checked, upstream, instance);
+      const waiter = new QueuedRequest(ctx, api, route, request, reply, checked, upstream, instance);
       if (admission.wait(instance, waiter) === 'full') refuseQueued(ctx, reply, 'queue_full', instance);
       else ctx.inflight.add(auth.key, waiter);
     }
@@ -142,6 +164,7 @@ class QueuedRequest<C extends Checked> implements Waiter, InflightNode {
   constructor(
     private readonly ctx: DaemonContext,
     private readonly api: WireApi<C>,
+    private readonly route: Route<C>,
     private readonly request: FastifyRequest,
     private readonly reply: FastifyReply,
     private readonly checked: C,
@@ -196,7 +219,7 @@ class QueuedRequest<C extends Checked> implements Waiter, InflightNode {
       return;
     }
     ctx.metrics?.addedTime(this.added);
-    send(ctx, this.api, request, reply, this.checked, this.upstream, this.instance);
+    send(ctx, this.api, this.route, request, reply, this.checked, this.upstream, this.instance);
   }
 
   expire(): void {
@@ -236,6 +259,7 @@ function refuseQueued(
 function send<C extends Checked>(
   ctx: DaemonContext,
   api: WireApi<C>,
+  route: Route<C>,
   request: FastifyRequest,
   reply: FastifyReply,
   checked: C,
@@ -246,7 +270,7 @@ function send<C extends Checked>(
   reply.hijack();
   try {
     const trace = ctx.tracing === null ? null : ctx.tracing.exchange(reply, auth, checked);
-    proxy(ctx, api, request, reply.raw, auth, checked, upstream, slot, trace);
+    proxy(ctx, api, route, request, reply.raw, auth, checked, upstream, slot, trace);
   } catch (err) {
     // Nothing answers a hijacked reply but us: a throw here would hold the socket until the client left.
     if (slot !== null) ctx.admission?.leave(slot);
@@ -259,6 +283,7 @@ function send<C extends Checked>(
 function proxy<C extends Checked>(
   ctx: DaemonContext,
   api: WireApi<C>,
+  route: Route<C>,
   request: FastifyRequest,
   res: ServerResponse,
   auth: AuthContext,
@@ -266,8 +291,11 @@ function proxy<C extends Checked>(
   body: Buffer | string,
   slot: string | null,
   trace: ExchangeSpan | null,
-): Relay {
+): void {
   const exchange = new ExchangeEnd(ctx, res, request.id, auth, checked, body.length, slot, api.logMessage, trace);
+  // Sent its API's own way to a server that may lack the route: its "no such route" is learned,
+  // and, where the API has another way, the request goes that way instead of being refused.
+  const learns = api.support !== null && route === api;
   // One literal with every field: a field added afterwards gave each request's context a second
   // shape and, past the literal's room, a property store of its own.
   const rc: RelayContext = {
@@ -285,10 +313,28 @@ function proxy<C extends Checked>(
     instance: auth.instance.id,
     key: auth.key.id,
     upstreamToken: ctx.upstreamTokens.get(auth.instance.id),
-    routeMissing: api.support === null ? null : api.support.learner(auth.instance),
+    routeMissing: learns ? (api.support as RouteSupport).learner(auth.instance) : null,
+    resend:
+      learns && api.fallback !== null ? () => resend(ctx, api, auth, checked, rc, exchange, forward, trace) : null,
     trace,
   };
-  const relay = api.relay(ctx, rc, checked, auth.instance.deployment);
+  const forward = api.forwardHeaders === undefined ? null : forwarded(request, api.forwardHeaders);
+  dispatch(ctx, route, auth, checked, body, rc, exchange, forward, trace);
+}
+
+/** The relay for `rc`'s exchange made and put in flight, and the request sent upstream `route`'s way. */
+function dispatch<C extends Checked>(
+  ctx: DaemonContext,
+  route: Route<C>,
+  auth: AuthContext,
+  checked: C,
+  body: Buffer | string,
+  rc: RelayContext,
+  exchange: ExchangeEnd,
+  forward: Record<string, string> | null,
+  trace: ExchangeSpan | null,
+): void {
+  const relay = route.relay(ctx, rc, checked, auth.instance.deployment);
   // In the turn the key was re-checked (refusedSinceHeaders): from here a revocation ends it.
   exchange.node = relay;
   ctx.inflight.add(auth.key, relay);
@@ -298,20 +344,58 @@ function proxy<C extends Checked>(
         endpoint: auth.instance.endpoint as string,
         body,
         stream: checked.stream,
-        path: api.upstreamPath,
-        requestId: request.id,
+        path: route.upstreamPath,
+        requestId: rc.reqId,
         token: rc.upstreamToken,
-        forward: api.forwardHeaders === undefined ? null : forwarded(request, api.forwardHeaders),
+        forward,
         trace,
       },
       relay,
     );
   } catch (err) {
     // Answered, and out of the in-flight set, rather than a socket held until the client leaves.
-    ctx.log.error({ err, reqId: request.id }, 'upstream request not sent');
+    ctx.log.error({ err, reqId: rc.reqId }, 'upstream request not sent');
     relay.terminate(obError('internal_error'));
   }
-  return relay;
+}
+
+/**
+ * The model server answered that it lacks the route, and nothing has reached the client yet (the
+ * relay handed the exchange over): the request goes again, the API's other way (its fallback),
+ * in the same exchange, carried by a new relay. A request that cannot be sent so is answered
+ * with its 400, and the exchange ends.
+ */
+function resend<C extends Checked>(
+  ctx: DaemonContext,
+  api: WireApi<C>,
+  auth: AuthContext,
+  checked: C,
+  rc: RelayContext,
+  exchange: ExchangeEnd,
+  forward: Record<string, string> | null,
+  trace: ExchangeSpan | null,
+): void {
+  let other: Resend<C>;
+  try {
+    other = (api.fallback as (checked: C) => Resend<C>)(checked);
+  } catch (err) {
+    if (!(err instanceof ObProxyError)) throw err;
+    writeRawError(rc.res, err, rc.reqId, rc.headers);
+    exchange.ended(0, 0, 0, 0, 'error');
+    return;
+  }
+  if (exchange.node !== null) ctx.inflight.delete(exchange.node);
+  dispatch(
+    ctx,
+    other.route,
+    auth,
+    checked,
+    other.body,
+    { ...rc, routeMissing: null, resend: null },
+    exchange,
+    forward,
+    trace,
+  );
 }
 
 /** The client's headers named in `names` that it sent (one value each: repeated ones are joined by Node). */

@@ -7,22 +7,32 @@ import {
   validateResponsesRequest,
 } from '../../src/wire/responses-request.js';
 import { ResponsesStreamRelay } from '../../src/wire/responses-event-relay.js';
+import { spliceResponseId } from '../../src/wire/response-splice.js';
 import type { DaemonContext } from '../context.js';
 import { type WireApi, makeProxyHandler, streamRelayFor } from './proxied-route.js';
+import { translateResponses } from './responses-translation.js';
 import { RouteSupport } from './route-support.js';
 import { jsonHeaders } from './send-error.js';
-import { PlainRelay } from './upstream-relay.js';
+import { PlainRelay, type RelayContext } from './upstream-relay.js';
 
 type Json = Record<string, unknown>;
 
 /**
- * A plain Responses answer: the model server's response object with our id, re-encoded (its
- * output items hold ids of their own, so the top-level one is not spliced), the trailing
- * newline kept. Usage from its `usage` (`input_tokens`, `output_tokens`, reasoning in
+ * A plain Responses answer: the model server's response object with our id, its own bytes with
+ * the id spliced in where that is the same value (response-splice.ts), else re-encoded, the
+ * trailing newline kept. Usage from its `usage` (`input_tokens`, `output_tokens`, reasoning in
  * `output_tokens_details`).
  */
 export class ResponsesPlainRelay extends PlainRelay {
-  protected override answer(_raw: Buffer, text: string, parsed: unknown): void {
+  /** `splice`: the fast path is on (OB_PROXY_RELAY_FAST_PATH); off, every answer is re-encoded. */
+  constructor(
+    c: RelayContext,
+    private readonly splice: boolean,
+  ) {
+    super(c);
+  }
+
+  protected override answer(raw: Buffer, text: string, parsed: unknown): void {
     if (
       typeof parsed !== 'object' ||
       parsed === null ||
@@ -39,14 +49,17 @@ export class ResponsesPlainRelay extends PlainRelay {
       return;
     }
     const body = parsed as Json;
-    body.id = this.c.id;
-    const encoded = encodeJson(body);
-    if (encoded === null) {
-      this.upstreamFailed('upstream_error');
-      this.failed(obError('upstream_error', { message: 'The model server sent an answer nested too deeply.' }));
-      return;
+    let out: Buffer | string | null = this.splice ? spliceResponseId(raw, text, body, this.c.id) : null;
+    if (out === null) {
+      body.id = this.c.id;
+      const encoded = encodeJson(body);
+      if (encoded === null) {
+        this.upstreamFailed('upstream_error');
+        this.failed(obError('upstream_error', { message: 'The model server sent an answer nested too deeply.' }));
+        return;
+      }
+      out = text.endsWith('\n') ? `${encoded}\n` : encoded;
     }
-    const out = text.endsWith('\n') ? `${encoded}\n` : encoded;
     const u = typeof body.usage === 'object' && body.usage !== null ? (body.usage as Json) : null;
     const details = u?.output_tokens_details;
     const reasoning =
@@ -58,7 +71,10 @@ export class ResponsesPlainRelay extends PlainRelay {
   }
 }
 
-/** POST /v1/responses, passed through to the model server's own (docs/contract.md §6). */
+/**
+ * POST /v1/responses (docs/contract.md §6), passed through to the model server's own; where the
+ * model server has none, translated to and from its chat completions (responses-translation.ts).
+ */
 export function responsesApi(ctx: DaemonContext): WireApi<ResponsesRequest> {
   return {
     route: 'responses',
@@ -69,13 +85,15 @@ export function responsesApi(ctx: DaemonContext): WireApi<ResponsesRequest> {
     upstream: (raw) => raw,
     newId: responseId,
     relay(_ctx, rc, req) {
-      if (!req.stream) return new ResponsesPlainRelay(rc);
+      if (!req.stream) return new ResponsesPlainRelay(rc, ctx.config.relayFastPath);
       return new (streamRelayFor(ctx, rc))(
         rc,
-        new ResponsesStreamRelay(rc.id, rc.limits.maxFrameBytes, rc.upstreamToken),
+        new ResponsesStreamRelay(rc.id, rc.limits.maxFrameBytes, rc.upstreamToken, ctx.config.relayFastPath),
       );
     },
     support: new RouteSupport('POST /v1/responses', ctx.clock),
+    // A model server without /v1/responses: translated to its /v1/chat/completions.
+    fallback: translateResponses,
   };
 }
 

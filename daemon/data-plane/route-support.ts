@@ -25,11 +25,12 @@ export function saysNoRoute(status: number, body: string): boolean {
 }
 
 /**
- * Which model servers lack a route (`POST /v1/responses`, ...), learned from their answers: the
- * first request a server answers "no such route" is answered 404 `route_not_found`, and for
- * ROUTE_MISSING_MS its deployment's requests to the route are refused without being sent (or,
- * where the proxy can translate, translated). Per deployment and endpoint, in memory: an instance
- * moved to another server is asked again.
+ * Which model servers lack a route (`POST /v1/responses`, ...), learned from their answers: once
+ * a server answers "no such route", for ROUTE_MISSING_MS its deployment's requests to the route
+ * go the API's other way where it has one (the Responses API translated to chat completions,
+ * that first request too), and are otherwise refused with 404 `route_not_found` without being
+ * sent. Per deployment and endpoint, in memory: an instance moved to another server is asked
+ * again.
  */
 export class RouteSupport {
   private readonly missingUntil = new Map<string, number>();
@@ -46,16 +47,13 @@ export class RouteSupport {
 
   /** Whether the instance's model server is known to lack the route now. */
   missing(instance: Instance): boolean {
+    // Every server serves the route until one is known not to: no key is made per request then.
+    if (this.missingUntil.size === 0) return false;
     const until = this.missingUntil.get(this.keyOf(instance));
     if (until === undefined) return false;
     if (until > this.clock.now()) return true;
     this.missingUntil.delete(this.keyOf(instance));
     return false;
-  }
-
-  /** Throws `route_not_found` when the instance's model server is known to lack the route. */
-  check(instance: Instance): void {
-    if (this.missing(instance)) throw this.notServed(instance);
   }
 
   /** For the relay (RelayContext.routeMissing): an answer that says "no such route" is remembered, and answered as such. */
@@ -68,7 +66,8 @@ export class RouteSupport {
     };
   }
 
-  private notServed(instance: Instance): ObProxyError {
+  /** The answer to a request the instance's model server cannot serve, where the proxy has no other way. */
+  notServed(instance: Instance): ObProxyError {
     return obError('route_not_found', {
       message: `The model server of deployment "${instance.id}" does not serve ${this.route}. For this key the proxy serves POST /v1/chat/completions, GET /v1/models and GET /v1/models/{model}; ask the operator to upgrade the model server.`,
     });

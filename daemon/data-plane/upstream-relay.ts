@@ -11,7 +11,7 @@ import type { HeaderList } from '../../src/services/key-limiter.js';
 import type { DeadlineNode, Deadlines } from './deadlines.js';
 import type { ExchangeSink } from './exchange-end.js';
 import type { InflightEntry, InflightNode } from './inflight.js';
-import { type CloseWatcher, type HeldSlot, unwatchClose, watchClose } from './close-watch.js';
+import { type CloseWatcher, type HeldSlot, handBackClose, unwatchClose, watchClose } from './close-watch.js';
 import { jsonHeaders, streamHeaders, writeRawError } from './send-error.js';
 
 type Controller = Dispatcher.DispatchController;
@@ -45,6 +45,12 @@ export interface RelayContext {
    * the error being passed on; returns the error to answer. Null: errors pass on as they come.
    */
   routeMissing: ((status: number, type: string | undefined, body: string) => ObProxyError | null) | null;
+  /**
+   * Where the API has another way to the model server (proxied-route.ts `resend`): called, once
+   * the relay has handed its exchange over, instead of answering the "no such route" of
+   * `routeMissing`, which has reached no client yet. Null: the error is answered.
+   */
+  resend: (() => void) | null;
   /** The exchange's trace span (daemon/tracing/), told what only the relay sees; null: tracing off. */
   trace?: RelayTrace | null;
 }
@@ -275,6 +281,11 @@ export abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode,
     if (this.errorBody !== null) {
       const text = Buffer.concat(this.errorBody).toString('utf8');
       const missing = this.c.routeMissing?.(this.status, this.errorType, text) ?? null;
+      if (missing !== null && this.c.resend !== null) {
+        this.handOver();
+        this.c.resend();
+        return;
+      }
       if (missing === null) this.upstreamFailed('upstream_error');
       else this.errored = true;
       writeRawError(
@@ -287,6 +298,20 @@ export abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode,
       return;
     }
     this.end();
+  }
+
+  /**
+   * The exchange goes on in another relay (the request sent again another way, nothing of this
+   * answer written): this one lets go of it without ending it (out of the deadlines, the
+   * response's close watch back to the key's slot) and is settled, so that nothing it hears
+   * later reaches the client or the exchange.
+   */
+  private handOver(): void {
+    this.settled = true;
+    this.c.deadlines.remove(this);
+    if (this.drainTimer !== null) clearTimeout(this.drainTimer);
+    this.drainTimer = null;
+    handBackClose(this.c.res, this.keySlot);
   }
 
   onResponseError(_controller: Controller, err: Error): void {

@@ -353,7 +353,7 @@ function digitsEnd(buf: Buffer, start: number, end: number): number {
  * end) or not valid UTF-8: such an event takes the slow path, whose decoding repairs it (a
  * client's strict UTF-8 decoder would otherwise fail on the whole event).
  */
-function byteLiteralEnd(buf: Buffer, start: number, end: number): number {
+export function byteLiteralEnd(buf: Buffer, start: number, end: number): number {
   if (buf[start] !== QUOTE) return -1;
   for (let i = start + 1; i < end; i++) {
     const c = buf[i] as number;

@@ -1,6 +1,7 @@
 import type { ObProxyError } from '../errors.js';
 import { encodeJson, tokenCount } from './chat-response.js';
 import { OutputBatch } from './output-batch.js';
+import { ResponsesEventLayout } from './responses-event-layout.js';
 import type { InvalidReason } from './sse-relay.js';
 import { frameEnd } from './sse-relay.js';
 import { redactTokenInJson } from './upstream-token-redaction.js';
@@ -38,6 +39,10 @@ export interface ResponsesCounts {
  * accounting; an `error` event is passed on (the upstream token cleared) and ends it too
  * (`sawError`). Nothing is added: no `[DONE]`, which this API does not have. A frame of
  * `maxFrameBytes` or more is refused.
+ *
+ * With `fastPath`, an event with the layout of the last event of its kind that went the slow way
+ * (in practice every delta after a stream's first) is sent as its bytes, unparsed
+ * (responses-event-layout.ts argues why that is the same bytes the slow path would send).
  */
 export class ResponsesStreamRelay {
   private pieces: Buffer[] = [];
@@ -51,11 +56,14 @@ export class ResponsesStreamRelay {
   /** The last `sequence_number` sent to the client; our error event takes the next. */
   private lastSequence = -1;
   private usage: Json | null = null;
+  /** The layout of the last event learned, tried first; null until one is (or without the fast path). */
+  private own: ResponsesEventLayout | null = null;
 
   constructor(
     private readonly id: string,
     private readonly maxFrameBytes = 1024 * 1024,
     private readonly upstreamToken?: string,
+    private readonly fastPath = true,
   ) {}
 
   get stopped(): boolean {
@@ -89,6 +97,17 @@ export class ResponsesStreamRelay {
     }
     let start = 0;
     while (start < buf.length && !this.stopped) {
+      const own = this.own;
+      if (own !== null) {
+        const e = own.end(buf, start, this.maxFrameBytes);
+        if (e !== -1) {
+          out.add(null, buf, start, e);
+          this.lastSequence = own.sequence;
+          if (own.delta) this.contentChunks++;
+          start = e;
+          continue;
+        }
+      }
       const next = frameEnd(buf, start);
       if (next === -1) break;
       if (next - start > this.maxFrameBytes) {
@@ -96,7 +115,10 @@ export class ResponsesStreamRelay {
         return;
       }
       const end = buf[next - 2] === CR ? next - 4 : next - 2;
-      this.frame(buf.toString('utf8', start, end), out);
+      const learnable = this.frame(buf.toString('utf8', start, end), out);
+      if (learnable !== null && this.fastPath) {
+        this.own = ResponsesEventLayout.learn(buf, start, end, next, learnable, this.lastSequence) ?? this.own;
+      }
       start = next;
     }
     if (this.stopped || start >= buf.length) return;
@@ -129,8 +151,12 @@ export class ResponsesStreamRelay {
     this.pendingBytes = 0;
   }
 
-  /** One frame: comments and blank lines are dropped; `event:` and `data:` lines make the event. */
-  private frame(text: string, out: OutputBatch): void {
+  /**
+   * One frame: comments and blank lines are dropped; `event:` and `data:` lines make the event.
+   * Returns its type when it was sent as `event: <type>\ndata: <data>\n\n` with its data as it
+   * came, carries no response object and is no error (its layout may be learned); else null.
+   */
+  private frame(text: string, out: OutputBatch): string | null {
     let event = '';
     let data: string | null = null;
     for (const raw of text.split('\n')) {
@@ -144,37 +170,37 @@ export class ResponsesStreamRelay {
       else if (name === 'event') event = value;
       else if (name !== 'id' && name !== 'retry') {
         this.refuse('not_sse');
-        return;
+        return null;
       }
     }
-    if (data === null) return;
+    if (data === null) return null;
     // A server that ends with [DONE] anyway: the terminal event came first, or this is no Responses stream.
     if (data === '[DONE]') {
       this.refuse('not_sse');
-      return;
+      return null;
     }
     let value: unknown;
     try {
       value = JSON.parse(data);
     } catch {
       this.refuse('not_json');
-      return;
+      return null;
     }
     if (typeof value !== 'object' || value === null || Array.isArray(value)) {
       this.refuse('not_sse');
-      return;
+      return null;
     }
     const ev = value as Json;
     const type = typeof ev.type === 'string' ? ev.type : event;
     if (type === '' || (event !== '' && event !== type && event !== 'message')) {
       this.refuse('not_sse');
-      return;
+      return null;
     }
     if (Number.isSafeInteger(ev.sequence_number)) this.lastSequence = ev.sequence_number as number;
     else this.lastSequence++;
     if (type === 'error') {
       this.passError(ev, data, out);
-      return;
+      return null;
     }
     let sent = data;
     if (CARRIES_RESPONSE.has(type)) {
@@ -186,7 +212,7 @@ export class ResponsesStreamRelay {
           const again = encodeJson(ev);
           if (again === null) {
             this.refuse('too_deep');
-            return;
+            return null;
           }
           sent = again;
         }
@@ -200,13 +226,17 @@ export class ResponsesStreamRelay {
       const one = encodeJson(ev);
       if (one === null) {
         this.refuse('too_deep');
-        return;
+        return null;
       }
       sent = one;
     }
     const frame = Buffer.from(`event: ${type}\ndata: ${sent}\n\n`, 'utf8');
     out.add(null, frame, 0, frame.length);
-    if (TERMINAL.has(type)) this.done = true;
+    if (TERMINAL.has(type)) {
+      this.done = true;
+      return null;
+    }
+    return sent === data && event === type && !CARRIES_RESPONSE.has(type) ? type : null;
   }
 
   /** The server's error event, its last, with the upstream token cleared (ours instead when it cannot be). */

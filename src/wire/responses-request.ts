@@ -27,6 +27,8 @@ export interface ResponsesRequest {
   /** temperature and top_p as given (checked numbers), or null: for traces. */
   temperature: number | null;
   topP: number | null;
+  /** The body as parsed: what a translation to chat completions reads, where the model server has no /v1/responses. */
+  body: Json;
 }
 
 // The fields OpenAI's Responses API and Ollama decode at each position. A key that differs from
@@ -219,5 +221,6 @@ export function validateResponsesRequest(body: Json): ResponsesRequest {
     completionCap: typeof cap === 'number' ? cap : null,
     temperature: typeof body.temperature === 'number' ? body.temperature : null,
     topP: typeof body.top_p === 'number' ? body.top_p : null,
+    body,
   };
 }

@@ -18,6 +18,8 @@ const CR = 13;
 export class SseDataReader {
   private held: Buffer[] = [];
   private heldBytes = 0;
+  /** Why the last push threw: a frame past `maxFrameBytes`, or data that is not JSON. */
+  refused: 'frame_too_large' | 'not_json' | null = null;
 
   constructor(private readonly maxFrameBytes = 1024 * 1024) {}
 
@@ -50,11 +52,20 @@ export class SseDataReader {
       if (end === -1) break;
       if (end.at - start > this.maxFrameBytes) this.tooLarge();
       const data = dataOf(buf.toString('utf8', start, end.at));
-      if (data !== null) out.push(data === '[DONE]' ? { done: true } : { done: false, value: parse(data) });
+      if (data !== null) out.push(data === '[DONE]' ? { done: true } : { done: false, value: this.parse(data) });
       start = end.next;
     }
     if (start < buf.length) this.hold(buf.subarray(start));
     return out;
+  }
+
+  private parse(data: string): unknown {
+    try {
+      return JSON.parse(data);
+    } catch {
+      this.refused = 'not_json';
+      throw obError('upstream_error', { message: 'The model server sent a stream event that is not JSON.' });
+    }
   }
 
   private hold(bytes: Buffer): void {
@@ -65,6 +76,7 @@ export class SseDataReader {
   }
 
   private tooLarge(): never {
+    this.refused = 'frame_too_large';
     throw obError('upstream_error', {
       message: `The model server sent a stream event of more than ${this.maxFrameBytes} bytes.`,
     });
@@ -92,12 +104,4 @@ function dataOf(frame: string): string | null {
     data = data === null ? value : `${data}\n${value}`;
   }
   return data;
-}
-
-function parse(data: string): unknown {
-  try {
-    return JSON.parse(data);
-  } catch {
-    throw obError('upstream_error', { message: 'The model server sent a stream event that is not JSON.' });
-  }
 }

@@ -68,6 +68,7 @@ async function relayAfterClientLeft(stream: boolean): Promise<{ counted: Counted
         instance: 'gpu-1',
         key: 'k1',
         routeMissing: null,
+        resend: null,
       };
       const relay = stream ? new StreamRelay(c, new SseRelay(c.id, false, null)) : new PlainRelay(c);
       upstream.dispatch(

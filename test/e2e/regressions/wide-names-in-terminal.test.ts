@@ -38,12 +38,13 @@ afterAll(async () => {
 });
 
 it('the Keys pane keeps every column under its title with CJK, Hangul and emoji names', async () => {
-  term = spawnTerminal(NODE, [BIN, 'console', '--home', home], { cols: 80, rows: 24 });
-  await term.waitFor('● live', 'the console to connect');
+  const t = spawnTerminal(NODE, [BIN, 'console', '--home', home], { cols: 80, rows: 24 });
+  term = t;
+  await t.waitFor('● live', 'the console to connect');
   term.write(KEY.enter);
   await term.waitFor('Keys of gpu-1', 'the Keys pane');
   // The pane's title is drawn before its rows arrive from the daemon: wait for every row.
-  const keyRows = (): number => term.lines().filter((l) => l.includes('ob_sk_…')).length;
+  const keyRows = (): number => t.lines().filter((l) => l.includes('ob_sk_…')).length;
   await eventually(() => keyRows() === 1 + NAMES.length, 'every key row drawn', 15_000);
   const lines = term.lines();
   const header = lines.find((l) => l.includes('HINT'))!;

@@ -1,0 +1,90 @@
+import { obError } from '../../src/errors.js';
+import { encodeJson, usageOf } from '../../src/wire/chat-response.js';
+import { chatToResponse } from '../../src/wire/chat-to-responses.js';
+import { type ResponseContext, randomIds, unixSeconds } from '../../src/wire/responses-object.js';
+import type { ResponsesRequest } from '../../src/wire/responses-request.js';
+import { type ChatTranslation, responsesToChat } from '../../src/wire/responses-to-chat.js';
+import { TranslatedResponsesStream } from '../../src/wire/responses-translated-stream.js';
+import { limitErrors } from '../../src/upstream/answer-limits.js';
+import type { Resend, Route } from './proxied-route.js';
+import { jsonHeaders } from './send-error.js';
+import { PlainRelay, type RelayContext, StreamRelay } from './upstream-relay.js';
+
+type Json = Record<string, unknown>;
+
+/**
+ * Codex CLI, and other agents, send tools the model server cannot run (`web_search`,
+ * `namespace`, `custom`, …) with every request: refused, no turn of theirs would ever be served.
+ * A model server's own /v1/responses offers the model only function tools too, so leaving the
+ * others out answers as it would (docs/compatibility.md).
+ */
+const OTHER_TOOLS = 'drop';
+
+/**
+ * A plain Responses answer translated from the model server's chat completion: the Responses
+ * object a server's own /v1/responses would have written (chat-to-responses.ts), with our id and
+ * Ollama's trailing newline. Usage from the completion's (`prompt_tokens`, `completion_tokens`).
+ */
+class TranslatedPlainRelay extends PlainRelay {
+  constructor(
+    c: RelayContext,
+    private readonly response: ResponseContext,
+  ) {
+    super(c);
+  }
+
+  protected override answer(_raw: Buffer, _text: string, parsed: unknown): void {
+    const body = chatToResponse(parsed, this.response);
+    if (body === null) {
+      this.upstreamFailed('upstream_error');
+      this.failed(
+        obError('upstream_error', {
+          message: "The model server sent an answer that is not a chat completion. Check the instance's endpoint.",
+        }),
+      );
+      return;
+    }
+    const encoded = encodeJson(body);
+    if (encoded === null) {
+      this.upstreamFailed('upstream_error');
+      this.failed(limitErrors.tooDeep(false));
+      return;
+    }
+    const out = `${encoded}\n`;
+    const usage = usageOf(parsed as Json);
+    this.c.res.writeHead(200, jsonHeaders(Buffer.byteLength(out), this.c.reqId, this.c.headers));
+    this.c.res.end(out);
+    this.finish(usage.prompt, usage.completion, usage.reasoning);
+  }
+}
+
+/** The way of a Responses request translated to chat completions: its path and the relays that translate the answer back. */
+function translatedRoute(t: ChatTranslation): Route<ResponsesRequest> {
+  return {
+    upstreamPath: '/v1/chat/completions',
+    relay(_ctx, rc, req) {
+      const response: ResponseContext = {
+        responseId: rc.id,
+        model: rc.model,
+        echo: t.echo,
+        createdAt: unixSeconds(rc.clock),
+        clock: rc.clock,
+        ids: randomIds,
+      };
+      if (!req.stream) return new TranslatedPlainRelay(rc, response);
+      return new StreamRelay(
+        rc,
+        new TranslatedResponsesStream(response, rc.limits.maxFrameBytes, rc.limits.maxAnswerBytes),
+      );
+    },
+  };
+}
+
+/**
+ * A Responses request as a chat completions request (responses-to-chat.ts), for a model server
+ * that serves only `/v1/chat/completions`; throws 400 naming the field for what has no chat form.
+ */
+export function translateResponses(req: ResponsesRequest): Resend<ResponsesRequest> {
+  const t = responsesToChat(req.body, { otherTools: OTHER_TOOLS });
+  return { body: JSON.stringify(t.chat), route: translatedRoute(t) };
+}
