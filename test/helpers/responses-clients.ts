@@ -7,7 +7,7 @@
  * /responses (generateText and streamText, a two-step tool loop).
  */
 import { createOpenAI } from '@ai-sdk/openai';
-import { Agent, run, setDefaultOpenAIClient, setOpenAIAPI, setTracingDisabled, tool } from '@openai/agents';
+import { Agent, OpenAIProvider, Runner, setTracingDisabled, tool } from '@openai/agents';
 import { generateText, jsonSchema, stepCountIs, streamText, tool as aiTool } from 'ai';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -227,8 +227,14 @@ export function describeClients(responses: boolean): void {
   describe('the OpenAI Agents SDK (Responses by default)', () => {
     it('an agent with a function tool runs to its final answer in two upstream calls', async () => {
       setTracingDisabled(true);
-      setDefaultOpenAIClient(new OpenAI({ baseURL: base, apiKey: m.key, maxRetries: 0 }));
-      setOpenAIAPI('responses');
+      // A provider of its own, not the SDK's default client: that one is module-wide, and a
+      // file sharing this worker may have pointed it at a server since closed.
+      const runner = new Runner({
+        modelProvider: new OpenAIProvider({
+          openAIClient: new OpenAI({ baseURL: base, apiKey: m.key, maxRetries: 0 }),
+          useResponses: true,
+        }),
+      });
       const getWeather = tool({
         name: 'get_weather',
         description: 'The weather in a city',
@@ -241,7 +247,7 @@ export function describeClients(responses: boolean): void {
         model: MODEL,
         tools: [getWeather],
       });
-      const result = await run(agent, 'Weather in Zürich?');
+      const result = await runner.run(agent, 'Weather in Zürich?');
       expect(result.finalOutput).toBe(`Final answer from the tool: sunny in ${SAMPLE_STRING}`);
       const bodies = received();
       expect(bodies).toHaveLength(2);
