@@ -47,6 +47,21 @@ describe('CORS for browser clients (OB_PROXY_CORS_ORIGINS)', () => {
     expect(r.headers.get('vary')).toBe('Origin');
   });
 
+  it.each(['/v1/responses', '/v1/completions', '/v1/messages', '/v1/models', `/v1/models/${MODEL}`])(
+    "answers the preflight of %s, the Anthropic SDK's headers allowed by default",
+    async (path) => {
+      const r = await fetch(`${serve.baseUrl}${path}`, {
+        method: 'OPTIONS',
+        headers: { origin: APP, 'access-control-request-method': 'POST' },
+      });
+      expect(r.status).toBe(204);
+      expect(r.headers.get('access-control-allow-origin')).toBe(APP);
+      expect(r.headers.get('access-control-allow-headers')?.split(', ')).toEqual(
+        expect.arrayContaining(['x-api-key', 'anthropic-version', 'anthropic-beta', 'authorization']),
+      );
+    },
+  );
+
   it('marks proxied answers and errors readable by the allowed origin, and no other', async () => {
     const call = (origin: string, k: string): Promise<Response> =>
       fetch(`${serve.baseUrl}/v1/chat/completions`, {
@@ -57,7 +72,9 @@ describe('CORS for browser clients (OB_PROXY_CORS_ORIGINS)', () => {
     const ok = await call(APP, key);
     expect(ok.status).toBe(200);
     expect(ok.headers.get('access-control-allow-origin')).toBe(APP);
-    expect(ok.headers.get('access-control-expose-headers')).toBe('x-request-id');
+    expect(ok.headers.get('access-control-expose-headers')).toBe(
+      'x-request-id, x-ratelimit-limit-requests, x-ratelimit-remaining-requests, x-ratelimit-reset-requests, x-ratelimit-limit-tokens, x-ratelimit-remaining-tokens, x-ratelimit-reset-tokens, retry-after, retry-after-ms, x-ob-pack-ends-at, x-ob-pack-ends-soon',
+    );
     const denied = await call(APP, 'ob_sk_wrong');
     expect(denied.status).toBe(401);
     expect(denied.headers.get('access-control-allow-origin')).toBe(APP);
