@@ -578,6 +578,12 @@ export function conformanceSuite(p: Profile): void {
       expect((await exchange(gw.baseUrl, ROUTES.chat.path, p.text, key.secret)).status).toBe(200);
       const streamed = await exchange(gw.baseUrl, ROUTES.chat.path, { ...p.text, stream: true }, key.secret);
       expect(streamed.events.some((e) => typeof e === 'object' && e !== null && 'usage' in e)).toBe(false);
+      // The exchange is counted when the relay has ended it, which may come just after the
+      // client read the stream's last byte.
+      await eventually(
+        async () => (await gw.usage(key.id)).completionTokens >= 2 * usage.completion_tokens,
+        'both exchanges counted',
+      ).catch(() => undefined);
       expect(await gw.usage(key.id)).toMatchObject({
         requests: 2,
         promptTokens: 2 * usage.prompt_tokens,
