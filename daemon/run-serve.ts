@@ -21,31 +21,58 @@ export { resolveGroup } from './socket-group.js';
  * A second signal stops waiting for the grace period.
  */
 export async function runServe(config: Config, deps: DaemonDeps, extras: ServeExtras = {}): Promise<void> {
-  const daemon: Daemon = await startDaemon(config, deps);
+  // The handlers go in before the daemon listens: a supervisor may send SIGTERM as soon as the
+  // "serving" line appears, and a signal that found no handler would end the process by Node's
+  // default action, without the drain or the store's final write. A signal during start-up is
+  // held and acted on once the daemon is up.
+  let daemon: Daemon | undefined;
+  let signals = 0;
+  let settle: { resolve: () => void; reject: (err: unknown) => void } | undefined;
+  const stopped = new Promise<void>((resolve, reject) => {
+    settle = { resolve, reject };
+  });
+  const stop = (d: Daemon): void => {
+    const grace = signals > 1 ? 0 : config.graceMs;
+    d.shutdown(grace).then(settle?.resolve, settle?.reject);
+  };
+  const onSignal = (signal: NodeJS.Signals): void => {
+    signals++;
+    if (daemon === undefined) {
+      // A second signal while still starting (a store that does not answer, say) is the
+      // operator insisting: nothing has been served yet, so nothing is left to drain.
+      if (signals > 1) process.exit(signal === 'SIGINT' ? 130 : 143);
+      return;
+    }
+    daemon.ctx.log.info({ signal }, 'signal received');
+    stop(daemon);
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+  try {
+    daemon = await startDaemon(config, deps);
+  } catch (err) {
+    process.off('SIGTERM', onSignal);
+    process.off('SIGINT', onSignal);
+    throw err;
+  }
   // A shutdown that could not write everything rejects: the CLI prints what was lost on stderr
   // and exits non-zero, so a supervisor or an operator sees it.
-  const stopped = new Promise<void>((resolve, reject) => {
-    let signals = 0;
-    const onSignal = (signal: NodeJS.Signals): void => {
-      signals++;
-      daemon.ctx.log.info({ signal }, 'signal received');
-      const grace = signals > 1 ? 0 : config.graceMs;
-      daemon.shutdown(grace).then(resolve, reject);
-    };
-    process.on('SIGTERM', onSignal);
-    process.on('SIGINT', onSignal);
-  });
+  if (signals > 0) {
+    daemon.ctx.log.info({ signals }, 'signal received while starting');
+    stop(daemon);
+  }
+  const started = daemon;
   // SIGHUP reloads the certificate (systemctl reload). Handled with or without TLS: a reload sent
   // to a daemon that has nothing to reload must not stop it.
   process.on('SIGHUP', () => {
-    if (config.tls === null) daemon.ctx.log.info('SIGHUP: nothing to reload (no --tls-cert)');
-    else void daemon.reloadTls();
+    if (config.tls === null) started.ctx.log.info('SIGHUP: nothing to reload (no --tls-cert)');
+    else void started.reloadTls();
   });
   if (extras.pidFile !== undefined) {
     try {
       await writePidFile(extras.pidFile);
     } catch (err) {
-      await daemon.shutdown(0);
+      await started.shutdown(0);
       throw err;
     }
   }
