@@ -19,20 +19,24 @@ import type { AuthContext } from '../data-plane/auth-hook.js';
 import { StreamRelay } from '../data-plane/upstream-relay.js';
 import { StreamFacts } from './stream-facts.js';
 
-/** The routes that call a model, and their `gen_ai.operation.name`; any other route gets no span. */
-const OPERATIONS: Readonly<Record<string, string>> = {
-  '/v1/chat/completions': 'chat',
-  '/v1/responses': 'chat',
-  '/v1/messages': 'chat',
-  '/v1/completions': 'text_completion',
+/** What a model route's span is called by: its `gen_ai.operation.name` and `gen_ai.provider.name`. */
+export interface RouteTrace {
+  operation: string;
+  /** The flavour of the API spoken to the model server: Anthropic's for Messages, else OpenAI's. */
+  provider: string;
+}
+
+/** The routes that call a model; any other route gets no span. */
+const ROUTES: Readonly<Record<string, RouteTrace>> = {
+  '/v1/chat/completions': { operation: 'chat', provider: 'openai' },
+  '/v1/responses': { operation: 'chat', provider: 'openai' },
+  '/v1/messages': { operation: 'chat', provider: 'anthropic' },
+  '/v1/completions': { operation: 'text_completion', provider: 'openai' },
 };
 
-/** `gen_ai.provider.name`: the flavour of the API spoken to the model server (OpenAI's). */
-const PROVIDER = 'openai';
-
-export function operationOf(request: FastifyRequest): string | null {
+export function routeTraceOf(request: FastifyRequest): RouteTrace | null {
   const route = request.routeOptions.url;
-  return route === undefined ? null : (OPERATIONS[route] ?? null);
+  return route === undefined ? null : (ROUTES[route] ?? null);
 }
 
 /** What a span reads of a validated request: numbers and the model's name, nothing of the messages. */
@@ -46,20 +50,36 @@ export interface GenAiRequest {
 }
 
 export function refusalAttributes(
-  operation: string,
+  route: RouteTrace,
   err: ObProxyError,
   key: string | undefined,
   instance: string | undefined,
 ): Attributes {
   const a: Attributes = {
-    'gen_ai.operation.name': operation,
-    'gen_ai.provider.name': PROVIDER,
+    'gen_ai.operation.name': route.operation,
+    'gen_ai.provider.name': route.provider,
     'http.response.status_code': err.status,
     'error.type': err.code,
   };
   if (key !== undefined) a['ob_proxy.key.id'] = key;
   if (instance !== undefined) a['ob_proxy.instance.id'] = instance;
   return a;
+}
+
+function finishReasonsOf(body: Record<string, unknown>): string[] | null {
+  const choices = body.choices;
+  if (Array.isArray(choices)) {
+    const reasons: string[] = [];
+    for (const c of choices.slice(0, 8) as unknown[]) {
+      const r = (c as { finish_reason?: unknown } | null)?.finish_reason;
+      if (typeof r === 'string') reasons.push(r);
+    }
+    return reasons.length > 0 ? reasons : null;
+  }
+  if (typeof body.stop_reason === 'string') return [body.stop_reason];
+  const incomplete = (body.incomplete_details as { reason?: unknown } | null | undefined)?.reason;
+  if (typeof incomplete === 'string') return [incomplete];
+  return typeof body.status === 'string' ? [body.status] : null;
 }
 
 /** Model-server origins parsed once: the endpoint of a ready instance changes rarely. */
@@ -97,7 +117,7 @@ export class ExchangeSpan implements TraceHeaders {
 
   constructor(
     private readonly span: Span,
-    operation: string,
+    route: RouteTrace,
     auth: AuthContext,
     req: GenAiRequest,
   ) {
@@ -106,8 +126,8 @@ export class ExchangeSpan implements TraceHeaders {
     const state = sc.traceState?.serialize();
     this.tracestate = state === undefined || state === '' ? undefined : state;
     const a: Attributes = {
-      'gen_ai.operation.name': operation,
-      'gen_ai.provider.name': PROVIDER,
+      'gen_ai.operation.name': route.operation,
+      'gen_ai.provider.name': route.provider,
       'gen_ai.request.model': req.model,
       'ob_proxy.key.id': auth.key.id,
       'ob_proxy.instance.id': auth.instance.id,
@@ -124,17 +144,16 @@ export class ExchangeSpan implements TraceHeaders {
     if (req.stream) this.facts = new StreamFacts();
   }
 
-  /** A plain answer, parsed by the relay: its model and finish reason. */
+  /**
+   * A plain answer, parsed by the relay: its model and why it ended, in the words of the API the
+   * model server spoke (a translated Responses request gets a chat answer): chat's `finish_reason`
+   * per choice, Messages' `stop_reason`, a Responses answer's `incomplete_details.reason` or else
+   * its `status`.
+   */
   answer(body: Record<string, unknown>): void {
     if (typeof body.model === 'string') this.responseModel = body.model;
-    const choices = body.choices;
-    if (!Array.isArray(choices)) return;
-    const reasons: string[] = [];
-    for (const c of choices.slice(0, 8) as unknown[]) {
-      const r = (c as { finish_reason?: unknown } | null)?.finish_reason;
-      if (typeof r === 'string') reasons.push(r);
-    }
-    if (reasons.length > 0) this.finishReasons = reasons;
+    const reasons = finishReasonsOf(body);
+    if (reasons !== null) this.finishReasons = reasons;
   }
 
   /** The exchange failed with our `code` (the first failure told is the cause). */

@@ -12,7 +12,13 @@
  * HEAD bytes, or whose last WINDOW bytes hold no finish reason, leaves that attribute unset.
  */
 
-const FINISH = Buffer.from('"finish_reason"');
+/**
+ * Why a stream ended, in the words of the API the model server spoke, tried in this order: chat's
+ * `finish_reason`, Messages' `stop_reason` (in `message_delta`), then a Responses stream's
+ * `incomplete_details.reason` and else the `status` of its last event. No stream of one API
+ * carries the others' keys, so the first found is the one that counts.
+ */
+const FINISH_KEYS = ['"finish_reason"', '"stop_reason"', '"reason"', '"status"'].map((k) => Buffer.from(k));
 const MODEL = Buffer.from('"model"');
 /** The longest value kept; a longer one is not a model name or a finish reason a server sends. */
 const MAX_VALUE = 128;
@@ -49,7 +55,13 @@ export class StreamFacts {
 
   /** The last finish reason in the stream's last bytes, if any. */
   finishReason(): string | null {
-    return this.tail.length === 0 ? null : findValue(Buffer.concat(this.tail), FINISH, true);
+    if (this.tail.length === 0) return null;
+    const tail = Buffer.concat(this.tail);
+    for (const key of FINISH_KEYS) {
+      const v = findValue(tail, key, true);
+      if (v !== null) return v;
+    }
+    return null;
   }
 }
 

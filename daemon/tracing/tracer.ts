@@ -23,7 +23,13 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ObProxyError } from '../../src/errors.js';
 import type { AuthContext } from '../data-plane/auth-hook.js';
 import type { StreamRelay } from '../data-plane/upstream-relay.js';
-import { ExchangeSpan, type GenAiRequest, TracedStreamRelay, operationOf, refusalAttributes } from './exchange-span.js';
+import {
+  ExchangeSpan,
+  type GenAiRequest,
+  TracedStreamRelay,
+  refusalAttributes,
+  routeTraceOf,
+} from './exchange-span.js';
 
 export interface TracingOptions {
   /** The collector's traces URL (config `otlp.url`). */
@@ -67,13 +73,13 @@ export class Tracing {
    */
   exchange(reply: FastifyReply, auth: AuthContext, req: GenAiRequest): ExchangeSpan {
     const request = reply.request;
-    const operation = operationOf(request) ?? 'chat';
+    const route = routeTraceOf(request) ?? { operation: 'chat', provider: 'openai' };
     const span = this.tracer.startSpan(
-      `${operation} ${req.model}`,
+      `${route.operation} ${req.model}`,
       { kind: SpanKind.CLIENT, startTime: performance.now() - reply.elapsedTime },
       this.parentOf(request),
     );
-    return new ExchangeSpan(span, operation, auth, req);
+    return new ExchangeSpan(span, route, auth, req);
   }
 
   /**
@@ -82,14 +88,14 @@ export class Tracing {
    */
   refused(reply: FastifyReply, err: ObProxyError, key: string | undefined, instance: string | undefined): void {
     const request = reply.request;
-    const operation = operationOf(request);
-    if (operation === null) return;
+    const route = routeTraceOf(request);
+    if (route === null) return;
     const span = this.tracer.startSpan(
-      operation,
+      route.operation,
       {
         kind: SpanKind.CLIENT,
         startTime: performance.now() - reply.elapsedTime,
-        attributes: refusalAttributes(operation, err, key, instance),
+        attributes: refusalAttributes(route, err, key, instance),
       },
       this.parentOf(request),
     );

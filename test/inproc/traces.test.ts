@@ -202,7 +202,8 @@ describe('a span per exchange, with the GenAI semantic conventions', () => {
     const [span, ...more] = await newSpans();
     expect(more).toEqual([]);
     expect(span).toMatchObject({ name: `chat ${MODEL}`, kind: CLIENT, status: { code: 0, message: '' } });
-    // A Responses answer has no choices: no finish reason is recorded.
+    // A Responses answer has no choices: its status says why it ended.
+    expect(body.status).toBe('completed');
     expect(span!.attributes).toEqual({
       'gen_ai.operation.name': 'chat',
       'gen_ai.provider.name': 'openai',
@@ -210,6 +211,7 @@ describe('a span per exchange, with the GenAI semantic conventions', () => {
       'gen_ai.request.max_tokens': 32,
       'gen_ai.request.temperature': 0.25,
       'gen_ai.response.model': body.model,
+      'gen_ai.response.finish_reasons': ['completed'],
       'gen_ai.usage.input_tokens': body.usage.input_tokens,
       'gen_ai.usage.output_tokens': body.usage.output_tokens,
       'server.address': '127.0.0.1',
@@ -237,8 +239,10 @@ describe('a span per exchange, with the GenAI semantic conventions', () => {
       .map((l) => JSON.parse(l.slice(6)) as { type: string; response?: Record<string, unknown> })
       .find((e) => e.type === 'response.completed')!.response as {
       model: string;
+      status: string;
       usage: { input_tokens: number; output_tokens: number };
     };
+    expect(completed.status).toBe('completed');
     const [span, ...more] = await newSpans();
     expect(more).toEqual([]);
     expect(span!.attributes).toEqual({
@@ -246,6 +250,7 @@ describe('a span per exchange, with the GenAI semantic conventions', () => {
       'gen_ai.provider.name': 'openai',
       'gen_ai.request.model': MODEL,
       'gen_ai.response.model': completed.model,
+      'gen_ai.response.finish_reasons': ['completed'],
       'gen_ai.usage.input_tokens': completed.usage.input_tokens,
       'gen_ai.usage.output_tokens': completed.usage.output_tokens,
       'server.address': '127.0.0.1',
@@ -253,6 +258,91 @@ describe('a span per exchange, with the GenAI semantic conventions', () => {
       'http.response.status_code': 200,
       'ob_proxy.key.id': keyIds.live,
       'ob_proxy.instance.id': 'live',
+    });
+  });
+});
+
+describe('a Messages API exchange is Anthropic-flavoured', () => {
+  const send = (body: Record<string, unknown>) =>
+    d.daemon.dataPlane.inject({
+      method: 'POST',
+      url: '/v1/messages',
+      headers: { 'content-type': 'application/json', 'x-api-key': secrets.live!, 'anthropic-version': '2023-06-01' },
+      payload: JSON.stringify({
+        model: MODEL,
+        max_tokens: 64,
+        messages: [{ role: 'user', content: 'Hello there' }],
+        ...body,
+      }),
+    });
+
+  it('plain: provider anthropic, its stop_reason as the finish reason', async () => {
+    const res = await send({});
+    expect(res.statusCode).toBe(200);
+    const body = JSON.parse(res.body) as {
+      model: string;
+      stop_reason: string;
+      usage: { input_tokens: number; output_tokens: number };
+    };
+    expect(body.stop_reason).toBe('end_turn');
+    const [span, ...more] = await newSpans();
+    expect(more).toEqual([]);
+    expect(span!.attributes).toEqual({
+      'gen_ai.operation.name': 'chat',
+      'gen_ai.provider.name': 'anthropic',
+      'gen_ai.request.model': MODEL,
+      'gen_ai.request.max_tokens': 64,
+      'gen_ai.response.model': body.model,
+      'gen_ai.response.finish_reasons': ['end_turn'],
+      'gen_ai.usage.input_tokens': body.usage.input_tokens,
+      'gen_ai.usage.output_tokens': body.usage.output_tokens,
+      'server.address': '127.0.0.1',
+      'server.port': simPort(),
+      'http.response.status_code': 200,
+      'ob_proxy.key.id': keyIds.live,
+      'ob_proxy.instance.id': 'live',
+    });
+  });
+
+  it('a refusal on the route: its span says anthropic too', async () => {
+    const res = await d.daemon.dataPlane.inject({
+      method: 'POST',
+      url: '/v1/messages',
+      headers: { 'content-type': 'application/json', 'x-api-key': 'ob_sk_not-a-key-at-all' },
+      payload: '{}',
+    });
+    expect(res.statusCode).toBe(401);
+    const [span, ...more] = await newSpans();
+    expect(more).toEqual([]);
+    expect(span).toMatchObject({ name: 'chat', kind: CLIENT, status: { code: ERROR, message: 'invalid_api_key' } });
+    expect(span!.attributes).toEqual({
+      'gen_ai.operation.name': 'chat',
+      'gen_ai.provider.name': 'anthropic',
+      'http.response.status_code': 401,
+      'error.type': 'invalid_api_key',
+    });
+  });
+
+  it('streamed: the stop_reason of message_delta, the model of message_start', async () => {
+    const res = await send({ stream: true, max_tokens: 3 });
+    expect(res.statusCode).toBe(200);
+    const events = res.body
+      .split('\n')
+      .filter((l) => l.startsWith('data: '))
+      .map((l) => JSON.parse(l.slice(6)) as Record<string, unknown>);
+    const start = events.find((e) => e.type === 'message_start')!.message as { model: string };
+    const delta = events.find((e) => e.type === 'message_delta') as {
+      delta: { stop_reason: string };
+      usage: { input_tokens?: number; output_tokens: number };
+    };
+    expect(delta.delta.stop_reason).toBe('max_tokens');
+    const [span, ...more] = await newSpans();
+    expect(more).toEqual([]);
+    expect(span!.attributes).toMatchObject({
+      'gen_ai.provider.name': 'anthropic',
+      'gen_ai.response.model': start.model,
+      'gen_ai.response.finish_reasons': ['max_tokens'],
+      'gen_ai.usage.output_tokens': delta.usage.output_tokens,
     });
   });
 });
