@@ -11,7 +11,7 @@
  */
 import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { POOL_SESSION_SETTINGS } from '../../../src/store/postgres-store.js';
+import { POOL_SESSION_SETTINGS } from '../../../src/store/postgres/pools.js';
 import { type SimProcess, eventually, startSimulate } from '../../helpers/processes.js';
 import { type TestDatabase, freshDatabase } from '../../helpers/postgres.js';
 import { holdCounter } from '../../helpers/postgres-faults.js';
