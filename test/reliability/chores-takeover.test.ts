@@ -4,55 +4,34 @@
  * PostgreSQL database: the first pack end is done by A (B hears it as a remote change); A is
  * then killed with SIGKILL before the next pack ends, and B ends that one itself.
  */
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DaemonClient } from '../../cli/daemon-client.js';
 import { type TestDatabase, freshDatabase } from '../helpers/postgres.js';
-import {
-  type ServeProcess,
-  type SimProcess,
-  eventually,
-  startServe,
-  startSimulate,
-  tmpHome,
-} from '../helpers/processes.js';
+import { type SimProcess, eventually, startSimulate } from '../helpers/processes.js';
+import { type ServeNode, ServeNodes } from '../helpers/serve-nodes.js';
 
 const MODEL = 'gemma4:26b';
 
-interface Node {
-  serve: ServeProcess;
-  api: DaemonClient;
-}
-
-async function startNode(url: string): Promise<Node> {
-  const home = await tmpHome();
-  const serve = await startServe(home, ['--store', url]);
-  return { serve, api: new DaemonClient(join(home, 'ob-proxy.sock')) };
-}
-
 /** The audit log line a daemon wrote for a key's revocation, if any. */
-function revocationLine(n: Node, keyId: string): Record<string, unknown> | undefined {
+function revocationLine(n: ServeNode, keyId: string): Record<string, unknown> | undefined {
   return n.serve.logs().find((l) => l.audit === 'key.revoked' && l.key === keyId);
 }
 
 describe('pack ends on a shared store: one daemon does it, another takes over when it dies', () => {
   let db: TestDatabase;
   let sim: SimProcess;
-  let a: Node;
-  let b: Node;
+  const nodes = new ServeNodes();
+  let a: ServeNode;
+  let b: ServeNode;
 
   beforeAll(async () => {
     db = await freshDatabase();
     sim = await startSimulate([MODEL], ['--chunks', '1']);
     // One after the other, so A is the one that takes the chores lock.
-    a = await startNode(db.url);
-    b = await startNode(db.url);
+    a = await nodes.start(db.url);
+    b = await nodes.start(db.url);
   });
   afterAll(async () => {
-    for (const n of [a, b]) {
-      await n?.api.close().catch(() => {});
-      await n?.serve.stop();
-    }
+    await nodes.stopAll();
     await sim?.stop();
     await db?.drop();
   }, 60_000);

@@ -11,41 +11,25 @@
  */
 import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { POOL_SESSION_SETTINGS } from '../../../src/store/postgres-store.js';
-import { type SimProcess, eventually, startSimulate } from '../../helpers/processes.js';
-import { type TestDatabase, freshDatabase } from '../../helpers/postgres.js';
+import { POOL_SESSION_SETTINGS } from '../../../src/store/postgres/pools.js';
+import { eventually } from '../../helpers/processes.js';
+import { PostgresRig } from '../../helpers/postgres-rig.js';
 import { holdCounter } from '../../helpers/postgres-faults.js';
-import { ServeNodes, modelsStatus } from '../../helpers/serve-nodes.js';
+import { modelsStatus } from '../../helpers/serve-nodes.js';
 
-const MODEL = 'gemma4:26b';
-
-let sim: SimProcess;
-let db: TestDatabase;
-let admin: pg.Client;
+const rig = new PostgresRig();
 let paused: pg.Client | undefined;
-const nodes = new ServeNodes();
 
-beforeAll(async () => {
-  sim = await startSimulate([MODEL], ['--chunks', '1']);
-  db = await freshDatabase();
-  admin = new pg.Client({ connectionString: db.url });
-  await admin.connect();
-});
+beforeAll(() => rig.start());
 afterAll(async () => {
   await paused?.end().catch(() => {});
-  await nodes.stopAll();
-  await admin?.end();
-  await db?.drop();
-  await sim?.stop();
+  await rig.stop();
 }, 60_000);
 
 it('a peer paused holding the counter row blocks the cluster’s writes for the idle-in-transaction time-out only', async () => {
-  const a = await nodes.start(db.url);
-  const b = await nodes.start(db.url);
-  await a.api.addInstance({ id: 'gpu-1', model: MODEL, endpoint: sim.url });
-  await a.api.ready('gpu-1', { wait: true });
+  const { a, b } = await rig.twoDaemons();
 
-  paused = await holdCounter(db.url, POOL_SESSION_SETTINGS);
+  paused = await holdCounter(rig.db.url, POOL_SESSION_SETTINGS);
   const since = Date.now();
   // A write through A waits for the row, and gets it once the server ends the paused session.
   const created = await a.api.createKey('gpu-1', 'after-pause');
@@ -54,13 +38,13 @@ it('a peer paused holding the counter row blocks the cluster’s writes for the 
   expect(created.secret).toMatch(/^ob_sk_/);
   expect(tookMs).toBeLessThan(POOL_SESSION_SETTINGS.lock_timeout);
   // The paused session was ended by the server, with its lock: nothing is left idle in a transaction.
-  const idle = await admin.query<{ n: string }>(
+  const idle = await rig.admin.query<{ n: string }>(
     "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'",
   );
   expect(Number(idle.rows[0]!.n)).toBe(0);
   await expect(paused.query('SELECT 1')).rejects.toThrow(/not queryable|terminat/);
   await eventually(async () => (await modelsStatus(b, created.secret)) === 200, 'B serves the new key', 2000);
-  const { rows } = await admin.query<{ n: string }>(
+  const { rows } = await rig.admin.query<{ n: string }>(
     "SELECT count(*) AS n FROM ob_keys WHERE record->>'name' = 'after-pause' AND status = 'active'",
   );
   expect(Number(rows[0]!.n)).toBe(1);

@@ -7,40 +7,22 @@
  * refuses every key after --max-stale with 503 store_unreachable, `status` says it cannot write
  * and why, and once the database takes writes the revocation is written and refused everywhere.
  */
-import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { type SimProcess, eventually, runCli, startSimulate } from '../../helpers/processes.js';
-import { type TestDatabase, freshDatabase } from '../../helpers/postgres.js';
+import { eventually, runCli } from '../../helpers/processes.js';
+import { PostgresRig } from '../../helpers/postgres-rig.js';
 import { setReadOnly } from '../../helpers/postgres-faults.js';
-import { ServeNodes, modelsStatus } from '../../helpers/serve-nodes.js';
+import { modelsStatus } from '../../helpers/serve-nodes.js';
 
-const MODEL = 'gemma4:26b';
 const MAX_STALE_S = 2;
 const ENV = { OB_PROXY_MAX_STALE: String(MAX_STALE_S) };
 
-let sim: SimProcess;
-let db: TestDatabase;
-let admin: pg.Client;
-const nodes = new ServeNodes();
+const rig = new PostgresRig();
 
-beforeAll(async () => {
-  sim = await startSimulate([MODEL], ['--chunks', '1']);
-  db = await freshDatabase();
-  admin = new pg.Client({ connectionString: db.url });
-  await admin.connect();
-});
-afterAll(async () => {
-  await nodes.stopAll();
-  await admin?.end();
-  await db?.drop();
-  await sim?.stop();
-}, 60_000);
+beforeAll(() => rig.start());
+afterAll(() => rig.stop(), 60_000);
 
 it('a database that refuses writes makes every daemon stale within --max-stale; the revocation holds once it takes writes', async () => {
-  const a = await nodes.start(db.url, ENV);
-  const b = await nodes.start(db.url, ENV);
-  await a.api.addInstance({ id: 'gpu-1', model: MODEL, endpoint: sim.url });
-  await a.api.ready('gpu-1', { wait: true });
+  const { a, b } = await rig.twoDaemons(ENV);
   const revoked = await a.api.createKey('gpu-1', 'revoked');
   const kept = await a.api.createKey('gpu-1', 'kept');
   for (const n of [a, b])
@@ -48,7 +30,7 @@ it('a database that refuses writes makes every daemon stale within --max-stale; 
       await eventually(async () => (await modelsStatus(n, k.secret)) === 200, 'every daemon serves both keys');
 
   const turned = Date.now();
-  await setReadOnly(admin, db.url, true);
+  await setReadOnly(rig.admin, rig.db.url, true);
   const refusal = await b.api.revokeKey(revoked.id).then(
     () => null,
     (err: unknown) => err as { code?: string; message: string },
@@ -79,7 +61,7 @@ it('a database that refuses writes makes every daemon stale within --max-stale; 
     /\(shared\): stale: out of sync for longer than --max-stale \(2\.0 s\), every key refused with 503; last in sync [\d.]+ s ago \([^)]+\); cannot write: 25006: cannot execute INSERT in a read-only transaction; /,
   );
 
-  await setReadOnly(admin, db.url, false);
+  await setReadOnly(rig.admin, rig.db.url, false);
   await eventually(
     async () => (await modelsStatus(a, revoked.secret)) === 401 && (await modelsStatus(a, kept.secret)) === 200,
     'A refuses the revoked key and serves the other',
@@ -88,7 +70,9 @@ it('a database that refuses writes makes every daemon stale within --max-stale; 
   expect((await a.api.status()).storeSync).toMatchObject({ state: 'in_sync', problem: null });
   await eventually(
     async () => {
-      const { rows } = await admin.query<{ status: string }>('SELECT status FROM ob_keys WHERE id = $1', [revoked.id]);
+      const { rows } = await rig.admin.query<{ status: string }>('SELECT status FROM ob_keys WHERE id = $1', [
+        revoked.id,
+      ]);
       return rows[0]?.status === 'revoked';
     },
     'the row says revoked',

@@ -12,55 +12,37 @@
  * revocation it knows that the database lacks ("revoked wins", as the lowdb store does with
  * its revocation journal): each revocation is refused by every daemon, old and new.
  */
-import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { type SimProcess, eventually, startSimulate } from '../../helpers/processes.js';
-import { type TestDatabase, freshDatabase } from '../../helpers/postgres.js';
-import { ServeNodes, modelsStatus } from '../../helpers/serve-nodes.js';
+import { eventually } from '../../helpers/processes.js';
+import { PostgresRig } from '../../helpers/postgres-rig.js';
+import { modelsStatus } from '../../helpers/serve-nodes.js';
 
-const MODEL = 'gemma4:26b';
 const TABLES = ['ob_meta', 'ob_instances', 'ob_keys', 'ob_events', 'ob_changes'];
 const ENV = { OB_PROXY_STORE_CATCHUP_MS: '250' };
 
-let sim: SimProcess;
-let db: TestDatabase;
-let admin: pg.Client;
-const nodes = new ServeNodes();
+const rig = new PostgresRig();
 
 /** A backup as pg_dump takes it: a copy of every table of the store, and the event sequence. */
 async function backup(): Promise<number> {
-  for (const t of TABLES) await admin.query(`CREATE TABLE bk_${t} AS SELECT * FROM ${t}`);
-  const { rows } = await admin.query<{ last_value: string }>('SELECT last_value FROM ob_event_seq');
+  for (const t of TABLES) await rig.admin.query(`CREATE TABLE bk_${t} AS SELECT * FROM ${t}`);
+  const { rows } = await rig.admin.query<{ last_value: string }>('SELECT last_value FROM ob_event_seq');
   return Number(rows[0]!.last_value);
 }
 
 /** Restores it in place, as `pg_restore --clean` would, while the daemons run. */
 async function restore(eventSeq: number): Promise<void> {
-  await admin.query('BEGIN');
-  await admin.query(`TRUNCATE ${TABLES.join(', ')}`);
-  for (const t of TABLES) await admin.query(`INSERT INTO ${t} SELECT * FROM bk_${t}`);
-  await admin.query('SELECT setval($1, $2)', ['ob_event_seq', eventSeq]);
-  await admin.query('COMMIT');
+  await rig.admin.query('BEGIN');
+  await rig.admin.query(`TRUNCATE ${TABLES.join(', ')}`);
+  for (const t of TABLES) await rig.admin.query(`INSERT INTO ${t} SELECT * FROM bk_${t}`);
+  await rig.admin.query('SELECT setval($1, $2)', ['ob_event_seq', eventSeq]);
+  await rig.admin.query('COMMIT');
 }
 
-beforeAll(async () => {
-  sim = await startSimulate([MODEL], ['--chunks', '1']);
-  db = await freshDatabase();
-  admin = new pg.Client({ connectionString: db.url });
-  await admin.connect();
-});
-afterAll(async () => {
-  await nodes.stopAll();
-  await admin?.end();
-  await db?.drop();
-  await sim?.stop();
-}, 60_000);
+beforeAll(() => rig.start());
+afterAll(() => rig.stop(), 60_000);
 
 it('a database restored from an older backup: revocations made before and after it hold on every daemon', async () => {
-  const a = await nodes.start(db.url, ENV);
-  const b = await nodes.start(db.url, ENV);
-  await a.api.addInstance({ id: 'gpu-1', model: MODEL, endpoint: sim.url });
-  await a.api.ready('gpu-1', { wait: true });
+  const { a, b } = await rig.twoDaemons(ENV);
   const early = await a.api.createKey('gpu-1', 'early');
   const late = await a.api.createKey('gpu-1', 'late');
   for (const n of [a, b])
@@ -85,19 +67,19 @@ it('a database restored from an older backup: revocations made before and after 
       10_000,
     );
   // A daemon started now reads the database: the early revocation was written back into it.
-  const c = await nodes.start(db.url, ENV);
+  const c = await rig.nodes.start(rig.db.url, ENV);
   await eventually(
     async () => (await modelsStatus(c, early.secret)) === 401 && (await modelsStatus(c, late.secret)) === 401,
     'a daemon started after the restore refuses both keys',
     10_000,
   );
-  const { rows } = await admin.query<{ id: string; status: string }>(
+  const { rows } = await rig.admin.query<{ id: string; status: string }>(
     'SELECT id, status FROM ob_keys WHERE id = ANY($1) ORDER BY id',
     [[early.id, late.id]],
   );
   expect(rows.map((r) => r.status)).toEqual(['revoked', 'revoked']);
   // One key.revoked event each in the trail, though both running daemons reloaded at once.
-  const events = await admin.query<{ n: string }>(
+  const events = await rig.admin.query<{ n: string }>(
     "SELECT record->>'keyId' AS id, count(*) AS n FROM ob_events WHERE record->>'type' = 'key.revoked' AND record->>'keyId' = ANY($1) GROUP BY 1 ORDER BY 1",
     [[early.id, late.id]],
   );

@@ -10,38 +10,22 @@
  */
 import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { type SimProcess, eventually, runCli, startSimulate } from '../../helpers/processes.js';
-import { type TestDatabase, freshDatabase } from '../../helpers/postgres.js';
+import { eventually, runCli } from '../../helpers/processes.js';
+import { PostgresRig } from '../../helpers/postgres-rig.js';
 import { holdCounter } from '../../helpers/postgres-faults.js';
-import { ServeNodes, modelsStatus } from '../../helpers/serve-nodes.js';
+import { modelsStatus } from '../../helpers/serve-nodes.js';
 
-const MODEL = 'gemma4:26b';
-
-let sim: SimProcess;
-let db: TestDatabase;
-let admin: pg.Client;
+const rig = new PostgresRig();
 let holder: pg.Client | undefined;
-const nodes = new ServeNodes();
 
-beforeAll(async () => {
-  sim = await startSimulate([MODEL], ['--chunks', '1']);
-  db = await freshDatabase();
-  admin = new pg.Client({ connectionString: db.url });
-  await admin.connect();
-});
+beforeAll(() => rig.start());
 afterAll(async () => {
   await holder?.end().catch(() => {});
-  await nodes.stopAll();
-  await admin?.end();
-  await db?.drop();
-  await sim?.stop();
+  await rig.stop();
 }, 60_000);
 
 it('a key revoked through B while a session holds the counter row is refused by A within 1 s', async () => {
-  const a = await nodes.start(db.url);
-  const b = await nodes.start(db.url);
-  await a.api.addInstance({ id: 'gpu-1', model: MODEL, endpoint: sim.url });
-  await a.api.ready('gpu-1', { wait: true });
+  const { a, b } = await rig.twoDaemons();
   const [first, second, kept] = [
     await a.api.createKey('gpu-1', 'first'),
     await a.api.createKey('gpu-1', 'second'),
@@ -50,7 +34,7 @@ it('a key revoked through B while a session holds the counter row is refused by 
   for (const k of [first, second, kept])
     await eventually(async () => (await modelsStatus(b, k.secret)) === 200, 'B serves the keys');
 
-  holder = await holdCounter(db.url);
+  holder = await holdCounter(rig.db.url);
   // A is polled from before the revocation is sent until it refuses.
   const sent = Date.now();
   let refusedAt: number | null = null;
@@ -83,14 +67,16 @@ it('a key revoked through B while a session holds the counter row is refused by 
   // The lock does not stop A being in sync, nor serving the other key.
   expect((await a.api.status()).storeSync).toMatchObject({ state: 'in_sync', problem: null });
   expect(await modelsStatus(a, kept.secret)).toBe(200);
-  const { rows: held } = await admin.query<{ status: string }>('SELECT status FROM ob_keys WHERE id = $1', [first.id]);
+  const { rows: held } = await rig.admin.query<{ status: string }>('SELECT status FROM ob_keys WHERE id = $1', [
+    first.id,
+  ]);
   expect(held[0]!.status).toBe('active');
 
   // The lock released: the rest is written (rows, one audit event each).
   await holder.query('ROLLBACK');
   await eventually(
     async () => {
-      const { rows } = await admin.query<{ status: string }>('SELECT status FROM ob_keys WHERE id = ANY($1)', [
+      const { rows } = await rig.admin.query<{ status: string }>('SELECT status FROM ob_keys WHERE id = ANY($1)', [
         [first.id, second.id],
       ]);
       return rows.length === 2 && rows.every((r) => r.status === 'revoked');
@@ -98,7 +84,7 @@ it('a key revoked through B while a session holds the counter row is refused by 
     'both rows say revoked',
     15_000,
   );
-  const events = await admin.query<{ id: string; n: string }>(
+  const events = await rig.admin.query<{ id: string; n: string }>(
     "SELECT record->>'keyId' AS id, count(*) AS n FROM ob_events WHERE record->>'type' = 'key.revoked' GROUP BY 1 ORDER BY 1",
   );
   expect(events.rows.map((r) => [r.id, Number(r.n)])).toEqual([first.id, second.id].sort().map((id) => [id, 1]));

@@ -8,45 +8,26 @@
  * daemon then refuses it, and the journal is emptied.
  */
 import { join } from 'node:path';
-import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { DaemonClient } from '../../../cli/daemon-client.js';
 import { RevocationJournal } from '../../../src/store/revocation-journal.js';
-import { type SimProcess, eventually, startServe, startSimulate } from '../../helpers/processes.js';
-import { type TestDatabase, freshDatabase } from '../../helpers/postgres.js';
+import { eventually, startServe } from '../../helpers/processes.js';
+import { PostgresRig } from '../../helpers/postgres-rig.js';
 import { setReadOnly } from '../../helpers/postgres-faults.js';
-import { ServeNodes, modelsStatus } from '../../helpers/serve-nodes.js';
+import { modelsStatus } from '../../helpers/serve-nodes.js';
 
-const MODEL = 'gemma4:26b';
+const rig = new PostgresRig();
 
-let sim: SimProcess;
-let db: TestDatabase;
-let admin: pg.Client;
-const nodes = new ServeNodes();
-
-beforeAll(async () => {
-  sim = await startSimulate([MODEL], ['--chunks', '1']);
-  db = await freshDatabase();
-  admin = new pg.Client({ connectionString: db.url });
-  await admin.connect();
-});
-afterAll(async () => {
-  await nodes.stopAll();
-  await admin?.end();
-  await db?.drop();
-  await sim?.stop();
-}, 60_000);
+beforeAll(() => rig.start());
+afterAll(() => rig.stop(), 60_000);
 
 it('a revocation the database refused survives kill -9 of its daemon and is written once it takes writes', async () => {
-  const a = await nodes.start(db.url);
-  const b = await nodes.start(db.url);
-  await a.api.addInstance({ id: 'gpu-1', model: MODEL, endpoint: sim.url });
-  await a.api.ready('gpu-1', { wait: true });
+  const { a, b } = await rig.twoDaemons();
   const key = await a.api.createKey('gpu-1', 'revoked');
   const kept = await a.api.createKey('gpu-1', 'kept');
   for (const n of [a, b]) await eventually(async () => (await modelsStatus(n, key.secret)) === 200, 'served');
 
-  await setReadOnly(admin, db.url, true);
+  await setReadOnly(rig.admin, rig.db.url, true);
   await expect(b.api.revokeKey(key.id)).rejects.toMatchObject({
     code: 'store_write_failed',
     message: expect.stringMatching(/^Revoked in the running daemon and recorded in the revocation journal/),
@@ -59,10 +40,10 @@ it('a revocation the database refused survives kill -9 of its daemon and is writ
 
   // Restarted on the database still read-only: it starts, and refuses the key at once.
   const b2 = {
-    serve: await startServe(b.serve.home, ['--store', db.url]),
+    serve: await startServe(b.serve.home, ['--store', rig.db.url]),
     api: new DaemonClient(join(b.serve.home, 'ob-proxy.sock')),
   };
-  nodes.all.push(b2);
+  rig.nodes.all.push(b2);
   expect(await modelsStatus(b2, key.secret)).toBe(401);
   expect(await modelsStatus(b2, kept.secret)).toBe(200);
   expect((await b2.api.listKeys('gpu-1')).find((k) => k.id === key.id)).toMatchObject({
@@ -70,7 +51,7 @@ it('a revocation the database refused survives kill -9 of its daemon and is writ
     revokeReason: 'manual',
   });
 
-  await setReadOnly(admin, db.url, false);
+  await setReadOnly(rig.admin, rig.db.url, false);
   await eventually(
     async () => (await modelsStatus(a, key.secret)) === 401,
     'A refuses the key once the database takes writes',
@@ -79,7 +60,7 @@ it('a revocation the database refused survives kill -9 of its daemon and is writ
   expect(await modelsStatus(a, kept.secret)).toBe(200);
   await eventually(
     async () => {
-      const { rows } = await admin.query<{ status: string; reason: string }>(
+      const { rows } = await rig.admin.query<{ status: string; reason: string }>(
         "SELECT status, record->>'revokeReason' AS reason FROM ob_keys WHERE id = $1",
         [key.id],
       );
@@ -88,7 +69,7 @@ it('a revocation the database refused survives kill -9 of its daemon and is writ
     'its row says revoked',
     10_000,
   );
-  const events = await admin.query<{ n: string }>(
+  const events = await rig.admin.query<{ n: string }>(
     "SELECT count(*) AS n FROM ob_events WHERE record->>'type' = 'key.revoked' AND record->>'keyId' = $1",
     [key.id],
   );
@@ -96,7 +77,7 @@ it('a revocation the database refused survives kill -9 of its daemon and is writ
   // Written: the journal no longer holds it.
   await eventually(async () => (await RevocationJournal.readRecords(journal)).length === 0, 'the journal emptied');
   // A daemon started now refuses it too, from the database alone.
-  const c = await nodes.start(db.url);
+  const c = await rig.nodes.start(rig.db.url);
   expect(await modelsStatus(c, key.secret)).toBe(401);
   expect(await modelsStatus(c, kept.secret)).toBe(200);
 }, 90_000);

@@ -1,0 +1,124 @@
+import type { KeyRecord, RevokeReason } from '../../domain/key.js';
+import type { JournalRecord } from '../revocation-journal.js';
+import type { StoreData } from '../store.js';
+import { revokedKey } from './revocations.js';
+
+/** A revocation this daemon knows, enough to write it again. */
+export interface Revocation {
+  at: string;
+  reason: RevokeReason;
+}
+
+/**
+ * Every revocation this daemon knows, and how far each has reached the database. Invariants:
+ * - a key once known revoked stays known: it is written back into a database that lost it;
+ * - a key is shared once ob_revocations holds it (every daemon refuses it), and a shared key is
+ *   never unshared;
+ * - unshared: revocations still to be put into ob_revocations (from the journal, after a restart);
+ * - to write back: revocations whose key the database holds active, and that no running
+ *   daemon's lifecycle writes (its daemon restarted, or died).
+ * The write-back (revocation-write-back.ts) drains the last two.
+ */
+export class RevocationLedger {
+  private readonly known = new Map<string, Revocation>();
+  private readonly shared = new Set<string>();
+  private readonly unshared = new Map<string, KeyRecord>();
+  private readonly writeBack = new Map<string, KeyRecord>();
+
+  constructor(private readonly now: () => number) {}
+
+  remember(key: KeyRecord): void {
+    if (this.known.has(key.id)) return;
+    this.known.set(key.id, {
+      at: key.revokedAt ?? new Date(this.now()).toISOString(),
+      reason: key.revokeReason ?? 'manual',
+    });
+  }
+
+  /** How this daemon knows the key revoked (undefined: it does not). */
+  revocation(keyId: string): Revocation | undefined {
+    return this.known.get(keyId);
+  }
+
+  isShared(keyId: string): boolean {
+    return this.shared.has(keyId);
+  }
+
+  /** ob_revocations holds the key's revocation. */
+  markShared(keyId: string): void {
+    this.shared.add(keyId);
+    this.unshared.delete(keyId);
+  }
+
+  /** The database did not take the key's revocation: it is put into ob_revocations later. */
+  markUnshared(key: KeyRecord): void {
+    this.unshared.set(key.id, { ...key });
+  }
+
+  /** The database holds the key active though it is revoked: it is revoked in it again, with its event. */
+  toWriteBack(key: KeyRecord): void {
+    this.writeBack.set(key.id, key);
+  }
+
+  writtenBack(keyId: string): void {
+    this.writeBack.delete(keyId);
+  }
+
+  unsharedKeys(): KeyRecord[] {
+    return [...this.unshared.values()];
+  }
+
+  writeBackKeys(): KeyRecord[] {
+    return [...this.writeBack.values()];
+  }
+
+  /** Whether anything waits to be written. */
+  hasPending(): boolean {
+    return this.unshared.size > 0 || this.writeBack.size > 0;
+  }
+
+  /**
+   * Revocations read from ob_revocations: each is shared, and those this daemon did not know
+   * are returned, as keys the registry takes.
+   */
+  heard(records: readonly KeyRecord[]): KeyRecord[] {
+    const fresh: KeyRecord[] = [];
+    for (const r of records) {
+      this.markShared(r.id);
+      if (this.known.has(r.id)) continue;
+      const key = revokedKey(r);
+      this.remember(key);
+      fresh.push(key);
+    }
+    return fresh;
+  }
+
+  /**
+   * Revoked wins over the rows of ob_keys: a key in ob_revocations, or in this daemon's journal
+   * of revocations the database did not take, is revoked in `data` (in place). Those the
+   * database still holds active are written back by the next periods: a journal's into
+   * ob_revocations first, then every one as a change, with its audit event.
+   */
+  revokedWins(data: StoreData, rows: readonly KeyRecord[], journal: readonly JournalRecord[]): void {
+    const byId = new Map(data.keys.map((k) => [k.id, k]));
+    const byHash = new Map(data.keys.map((k) => [k.hash, k]));
+    const revoke = (key: KeyRecord, at: string, reason: RevokeReason): void => {
+      if (key.status !== 'active') return;
+      key.status = 'revoked';
+      key.revokedAt = at;
+      key.revokeReason = reason;
+      this.writeBack.set(key.id, { ...key });
+    };
+    for (const r of rows) {
+      this.shared.add(r.id);
+      const key = byId.get(r.id);
+      if (key !== undefined) revoke(key, r.revokedAt ?? new Date(this.now()).toISOString(), r.revokeReason ?? 'manual');
+    }
+    for (const j of journal) {
+      const key = byId.get(j.keyId) ?? byHash.get(j.keyHash);
+      if (key === undefined) continue;
+      revoke(key, j.at, j.reason);
+      if (!this.shared.has(key.id)) this.unshared.set(key.id, { ...key });
+    }
+  }
+}
