@@ -1,3 +1,4 @@
+import type { Server as SecureServer } from 'node:tls';
 import type { Logger } from 'pino';
 import type { TlsFiles } from './tls.js';
 
@@ -54,4 +55,24 @@ export class TlsReloader {
     this.log.info({ cert: this.files.cert }, 'TLS certificate reloaded: new connections get it, open ones keep theirs');
     return true;
   }
+}
+
+/**
+ * `Daemon.reloadTls` for a public server: false when there is nothing to reload (no --tls-cert).
+ * The reloader is made once, in the first signal's turn, so a burst of signals shares it.
+ */
+export function tlsReload(
+  files: { cert: string; key: string } | null,
+  server: () => SecureServer,
+  log: Pick<Logger, 'info' | 'warn' | 'error'>,
+): () => Promise<boolean> {
+  let reloader: Promise<TlsReloader> | null = null;
+  return async () => {
+    if (files === null) return false;
+    reloader ??= import('./tls.js').then(
+      ({ loadTls }) =>
+        new TlsReloader(files, loadTls, (next) => server().setSecureContext({ cert: next.cert, key: next.key }), log),
+    );
+    return (await reloader).reload();
+  };
 }

@@ -1,3 +1,4 @@
+import type { FastifyBaseLogger } from 'fastify';
 import type { Instance } from '../src/domain/instance.js';
 import { obError } from '../src/errors.js';
 import { clipped } from '../src/printable.js';
@@ -26,6 +27,18 @@ export class UpstreamTokens {
       return;
     }
     this.tokens.set(instance.id, await readToken(path));
+  }
+
+  /**
+   * Every instance's token, at start. A missing token file must not keep the daemon down: the
+   * instance's requests will be refused by its model server, and the operator is told here.
+   */
+  async loadAll(instances: Iterable<Instance>, log: Pick<FastifyBaseLogger, 'error'>): Promise<void> {
+    for (const inst of instances) {
+      await this.load(inst).catch((err: unknown) =>
+        log.error({ instance: inst.id, err: (err as Error).message }, 'upstream token not loaded'),
+      );
+    }
   }
 
   forget(instanceId: string): void {
