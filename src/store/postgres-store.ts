@@ -18,6 +18,7 @@ import { type JournalRecord, RevocationJournal } from './revocation-journal.js';
 import { journalRecordOf } from './revoked-wins.js';
 import { type TableCounts, countTables, countsOf, importData } from './postgres/import.js';
 import { CHORES_LOCK, LOCK_SPACE, migrate } from './postgres/migrations.js';
+import { loadUsageByRoute } from './postgres/usage.js';
 import {
   type LimitCounts,
   type LimitExchange,
@@ -276,6 +277,7 @@ export class PostgresStore implements Store {
       }>(
         "SELECT record, requests, prompt_tokens, completion_tokens, last_used_at, reasoning_tokens, errors, disconnects, first_used_at, estimated_tokens FROM ob_keys ORDER BY record->>'createdAt', id",
       );
+      const byRoute = await loadUsageByRoute(client);
       const events = await client.query<{ record: AuditEvent }>('SELECT record FROM ob_events ORDER BY seq');
       // The same snapshot: the revocations it holds, and where the next read of them starts.
       const revs = await client.query<{ rev_xmax: string; rev_xip: string[]; revocations: KeyRecord[] }>(
@@ -302,6 +304,7 @@ export class PostgresStore implements Store {
             disconnects: Number(r.disconnects),
             estimatedTokens: Number(r.estimated_tokens),
             firstUsedAt: r.first_used_at,
+            byRoute: byRoute.get(r.record.id) ?? {},
           },
           lastUsedAt: r.last_used_at,
         })),

@@ -99,7 +99,7 @@ describe('console: key usage and limits', () => {
     twoInstances(fake);
     fake.addKey('gpu-1', 'ci-bot', {
       createdAt: '2026-11-23T11:00:00.000Z', lastUsedAt: '2026-11-23T11:59:00.000Z',
-      usage: { requests: 12, promptTokens: 420, completionTokens: 31_337, reasoningTokens: 900, errors: 1, disconnects: 2, estimatedTokens: 350, firstUsedAt: '2026-11-23T11:01:02.000Z' },
+      usage: { requests: 12, promptTokens: 420, completionTokens: 31_337, reasoningTokens: 900, errors: 1, disconnects: 2, estimatedTokens: 350, firstUsedAt: '2026-11-23T11:01:02.000Z', byRoute: {} },
       ...({ limits: { rpm: 60, tpm: null, concurrency: 4 } } as object),
     });
     const ui = renderConsole(fake);
