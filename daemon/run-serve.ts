@@ -27,13 +27,15 @@ export async function runServe(config: Config, deps: DaemonDeps, extras: ServeEx
   // held and acted on once the daemon is up.
   let daemon: Daemon | undefined;
   let signals = 0;
-  let settle: { resolve: () => void; reject: (err: unknown) => void } | undefined;
+  let onStopped!: () => void;
+  let onStopFailed!: (err: unknown) => void;
   const stopped = new Promise<void>((resolve, reject) => {
-    settle = { resolve, reject };
+    onStopped = resolve;
+    onStopFailed = reject;
   });
   const stop = (d: Daemon): void => {
     const grace = signals > 1 ? 0 : config.graceMs;
-    d.shutdown(grace).then(settle?.resolve, settle?.reject);
+    void d.shutdown(grace).then(onStopped, onStopFailed);
   };
   const onSignal = (signal: NodeJS.Signals): void => {
     signals++;
