@@ -1,5 +1,6 @@
 import { Command } from 'commander';
-import { clipped } from '../../src/printable.js';
+import type { ChalkInstance } from 'chalk';
+import { clipped, printable } from '../../src/printable.js';
 import { validateTimestamp } from '../../src/domain/validate.js';
 import { ObProxyError } from '../../src/errors.js';
 import type { PackUsage, UsageCounts } from '../../src/wire/usage-report.js';
@@ -48,6 +49,29 @@ function cells(u: UsageCounts): string[] {
     .concat(u.firstUsedAt ?? '-', u.lastUsedAt ?? '-');
 }
 
+const ROUTE_HEAD = ['KEY', 'ROUTE', 'REQUESTS', 'PROMPT', 'COMPLETION'];
+
+/** One row per route used, in report order (the daemon's). */
+function routeRows(first: string, u: UsageCounts): string[][] {
+  // An older daemon sends no split.
+  const byRoute = u.byRoute ?? {};
+  return Object.keys(byRoute).map((route) => {
+    const r = byRoute[route]!;
+    return [first, printable(route), String(r.requests), String(r.promptTokens), String(r.completionTokens)];
+  });
+}
+
+/**
+ * The pack's usage by route under its table, narrow enough for 80 columns: per key and route
+ * used, then the pack's total per route. Nothing when no key has a split (none used since it
+ * was counted).
+ */
+function routeTable(p: PackUsage, c: ChalkInstance): string {
+  const rows = p.keys.flatMap((k) => routeRows(k.id, k));
+  if (rows.length === 0) return '';
+  return `${c.bold('By route')}\n${table([ROUTE_HEAD.map((h) => c.bold(h)), ...rows, ...routeRows(c.bold('TOTAL'), p.total)])}`;
+}
+
 function packTitle(p: PackUsage): string {
   const what = [p.model, p.state, p.packEndsAt === null ? null : `pack ends ${p.packEndsAt}`]
     .filter((x) => x !== null)
@@ -81,7 +105,7 @@ export function makeUsageCommand(deps: CliDeps): Command {
                   ['KEY', 'NAME', 'STATUS', ...HEAD].map((h) => c.bold(h)),
                   ...p.keys.map((k) => [k.id, k.name, k.status, ...cells(k)]),
                   [c.bold('TOTAL'), `${p.keys.length} key${p.keys.length === 1 ? '' : 's'}`, '', ...cells(p.total)],
-                ])}`,
+                ])}${routeTable(p, c)}`,
             )
             .join('\n'),
         );

@@ -30,6 +30,14 @@ export interface ExchangeSink {
   ): void;
 }
 
+/** The client API an exchange came through (a WireApi): `chat`, `responses`, `completions`, `messages`. */
+export interface ExchangeRoute {
+  /** The name its usage is split by (KeyUsage.byRoute) and its metrics are labelled with. */
+  readonly route: string;
+  /** The access line's message. */
+  readonly logMessage: string;
+}
+
 /** What the exchange needs to know of its request to charge it: numbers and flags, never the body. */
 export interface ExchangeShape {
   stream: boolean;
@@ -78,8 +86,8 @@ export class ExchangeEnd implements ExchangeSink {
     shape: ExchangeShape,
     bodyLength: number,
     private readonly slot: string | null,
-    /** The access line's message (the route's). */
-    private readonly logMessage = 'chat completion',
+    /** The client API it came through: its usage by route, and its access line's message. */
+    private readonly via: ExchangeRoute,
     /** The exchange's trace span, ended with it; null: tracing off. */
     private readonly trace: ExchangeSpan | null = null,
   ) {
@@ -90,7 +98,7 @@ export class ExchangeEnd implements ExchangeSink {
     this.media = shape.media;
     this.completionCap = shape.completionCap;
     this.sentAt = ctx.clock.now();
-    ctx.usage.record(auth.key, this.sentAt, 0, 0);
+    ctx.usage.record(auth.key, this.sentAt, via.route, 0, 0);
     const live = ctx.live.counter(auth.instance.id);
     live.requests += 1;
     if (shape.stream) live.openStreams += 1;
@@ -116,7 +124,7 @@ export class ExchangeEnd implements ExchangeSink {
       completion = estimateCompletionTokens(live.tokensPerMs, now - this.sentAt, this.completionCap);
     const estimated = (reportedPrompt === null ? prompt : 0) + (reportedCompletion === null ? completion : 0);
     if (this.slot !== null) ctx.admission?.leave(this.slot);
-    ctx.usage.finished(key, { prompt, completion, reasoning, estimated, outcome });
+    ctx.usage.finished(key, { route: this.via.route, prompt, completion, reasoning, estimated, outcome });
     settleTokens(ctx, this.res, key.id, prompt + completion, now, key.limits.tpm);
     live.tokens += completion;
     if (outcome === 'error') live.errors += 1;
@@ -134,7 +142,7 @@ export class ExchangeEnd implements ExchangeSink {
           status: this.res.statusCode,
           ms: Math.round((performance.now() - this.started) * 100) / 100,
         },
-        this.logMessage,
+        this.via.logMessage,
       );
   }
 }

@@ -292,7 +292,7 @@ function proxy<C extends Checked>(
   slot: string | null,
   trace: ExchangeSpan | null,
 ): void {
-  const exchange = new ExchangeEnd(ctx, res, request.id, auth, checked, body.length, slot, api.logMessage, trace);
+  const exchange = new ExchangeEnd(ctx, res, request.id, auth, checked, body.length, slot, api, trace);
   // Sent its API's own way to a server that may lack the route: its "no such route" is learned,
   // and, where the API has another way, the request goes that way instead of being refused.
   const learns = api.support !== null && route === api;

@@ -1,3 +1,5 @@
+import { type UsageByRoute, addByRoute } from './route-usage.js';
+
 export const REVOKE_REASONS = [
   'instance_stopped',
   'instance_failed',
@@ -29,6 +31,12 @@ export interface KeyUsage {
    */
   estimatedTokens: number;
   firstUsedAt: string | null;
+  /**
+   * requests, promptTokens and completionTokens split by the client API they came through
+   * (route-usage.ts); only routes used. Counted since the split existed: a key used before holds
+   * less here than in its totals.
+   */
+  byRoute: UsageByRoute;
 }
 
 /**
@@ -107,6 +115,7 @@ export function emptyUsage(): KeyUsage {
     disconnects: 0,
     estimatedTokens: 0,
     firstUsedAt: null,
+    byRoute: {},
   };
 }
 
@@ -123,6 +132,7 @@ export function normalizeUsage(
     disconnects: raw.disconnects ?? 0,
     estimatedTokens: raw.estimatedTokens ?? 0,
     firstUsedAt: raw.firstUsedAt ?? null,
+    byRoute: addByRoute({}, raw.byRoute),
   };
 }
 
@@ -141,5 +151,6 @@ export function addUsage(a: KeyUsage, b: Partial<KeyUsage>): KeyUsage {
     disconnects: a.disconnects + (b.disconnects ?? 0),
     estimatedTokens: a.estimatedTokens + (b.estimatedTokens ?? 0),
     firstUsedAt: a.firstUsedAt === null || (first !== null && first < a.firstUsedAt) ? first : a.firstUsedAt,
+    byRoute: addByRoute(a.byRoute, b.byRoute),
   };
 }

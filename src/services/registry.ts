@@ -8,6 +8,7 @@ import {
   type RevokeReason,
   addUsage,
 } from '../domain/key.js';
+import { addByRoute, routeCounters } from '../domain/route-usage.js';
 import type { StoreData, UsageDelta } from '../store/store.js';
 
 export type AuthResult =
@@ -42,6 +43,8 @@ export type RequestOutcome = 'ok' | 'error' | 'disconnect';
 
 /** What one finished exchange adds to its key. */
 export interface ExchangeCounts {
+  /** The client API it came through (`chat`, `responses`, ...): KeyUsage.byRoute. */
+  route: string;
   prompt: number;
   completion: number;
   /** Part of `completion`, when the model server reports it. */
@@ -53,7 +56,7 @@ export interface ExchangeCounts {
 
 /** The request path's only writes to the registry: a key's running usage, in place. */
 export interface KeyCounters {
-  countRequest(key: KeyRecord, at: string, promptTokens: number, completionTokens: number): void;
+  countRequest(key: KeyRecord, at: string, route: string, promptTokens: number, completionTokens: number): void;
   countExchange(key: KeyRecord, c: ExchangeCounts): void;
 }
 
@@ -167,25 +170,33 @@ export class MutableRegistry implements Registry, KeyCounters {
 
   /** The store's counters and limits for a key, after a reload of the whole state. */
   resetFromStore(key: KeyRecord, stored: Pick<KeyRecord, 'usage' | 'lastUsedAt' | 'limits'>): void {
-    key.usage = { ...stored.usage };
+    // Its own split too: the request path changes this one in place.
+    key.usage = { ...stored.usage, byRoute: addByRoute({}, stored.usage.byRoute) };
     key.lastUsedAt = stored.lastUsedAt;
     key.limits = { ...stored.limits };
     this.track(key);
   }
 
-  countRequest(key: KeyRecord, at: string, promptTokens: number, completionTokens: number): void {
+  countRequest(key: KeyRecord, at: string, route: string, promptTokens: number, completionTokens: number): void {
     key.lastUsedAt = at;
     const u: KeyUsage = key.usage;
     u.requests += 1;
     u.promptTokens += promptTokens;
     u.completionTokens += completionTokens;
     u.firstUsedAt ??= at;
+    const r = routeCounters(u.byRoute, route);
+    r.requests += 1;
+    r.promptTokens += promptTokens;
+    r.completionTokens += completionTokens;
   }
 
   countExchange(key: KeyRecord, c: ExchangeCounts): void {
     const u = key.usage;
     u.promptTokens += c.prompt;
     u.completionTokens += c.completion;
+    const r = routeCounters(u.byRoute, c.route);
+    r.promptTokens += c.prompt;
+    r.completionTokens += c.completion;
     u.reasoningTokens += c.reasoning;
     u.estimatedTokens += c.estimated;
     if (c.outcome === 'error') u.errors += 1;

@@ -1,5 +1,6 @@
 import { iso } from '../clock.js';
 import { type KeyRecord, emptyUsage } from '../domain/key.js';
+import { routeCounters } from '../domain/route-usage.js';
 import type { UsageDelta } from '../store/store.js';
 import type { ExchangeCounts, KeyCounters } from './registry.js';
 
@@ -21,7 +22,8 @@ export class UsageTracker {
 
   constructor(private readonly counters: KeyCounters) {}
 
-  record(key: KeyRecord, nowMs: number, promptTokens: number, completionTokens: number): void {
+  /** A request sent to the model server, through `route` (the client API: `chat`, `responses`, ...). */
+  record(key: KeyRecord, nowMs: number, route: string, promptTokens: number, completionTokens: number): void {
     const second = Math.floor(nowMs / 1000);
     if (second !== this.lastSecond) {
       this.lastSecond = second;
@@ -29,11 +31,15 @@ export class UsageTracker {
     }
     const ms = nowMs - second * 1000;
     const at = `${this.secondText}${ms < 10 ? '00' : ms < 100 ? '0' : ''}${ms}Z`;
-    this.counters.countRequest(key, at, promptTokens, completionTokens);
+    this.counters.countRequest(key, at, route, promptTokens, completionTokens);
     const d = this.delta(key);
     d.requests += 1;
     d.promptTokens += promptTokens;
     d.completionTokens += completionTokens;
+    const r = routeCounters(d.byRoute, route);
+    r.requests += 1;
+    r.promptTokens += promptTokens;
+    r.completionTokens += completionTokens;
     d.firstUsedAt ??= at;
     d.lastUsedAt = at;
   }
@@ -44,6 +50,9 @@ export class UsageTracker {
     const d = this.delta(key);
     d.promptTokens += c.prompt;
     d.completionTokens += c.completion;
+    const r = routeCounters(d.byRoute, c.route);
+    r.promptTokens += c.prompt;
+    r.completionTokens += c.completion;
     d.reasoningTokens += c.reasoning;
     d.estimatedTokens += c.estimated;
     if (c.outcome === 'error') d.errors += 1;

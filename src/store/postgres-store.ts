@@ -13,6 +13,7 @@ import { migrate } from './postgres/migrations.js';
 import { Notices, errText } from './postgres/notices.js';
 import { openPools } from './postgres/pools.js';
 import { redactUrl } from './postgres/redact-url.js';
+import { loadUsageByRoute } from './postgres/usage.js';
 import { replaceAll } from './postgres/replace-all.js';
 import { RevocationLedger } from './postgres/revocation-ledger.js';
 import { RevocationWriteBack } from './postgres/revocation-write-back.js';
@@ -172,6 +173,7 @@ export class PostgresStore implements Store {
       }>(
         "SELECT record, requests, prompt_tokens, completion_tokens, last_used_at, reasoning_tokens, errors, disconnects, first_used_at, estimated_tokens FROM ob_keys ORDER BY record->>'createdAt', id",
       );
+      const byRoute = await loadUsageByRoute(client);
       const events = await client.query<{ record: AuditEvent }>('SELECT record FROM ob_events ORDER BY seq');
       // The same snapshot: the revocations it holds, and where the next read of them starts.
       const revs = await client.query<{ rev_xmax: string; rev_xip: string[]; revocations: KeyRecord[] }>(
@@ -199,6 +201,7 @@ export class PostgresStore implements Store {
             disconnects: Number(r.disconnects),
             estimatedTokens: Number(r.estimated_tokens),
             firstUsedAt: r.first_used_at,
+            byRoute: byRoute.get(r.record.id) ?? {},
           },
           lastUsedAt: r.last_used_at,
         })),

@@ -10,6 +10,7 @@ import {
   normalizeUsage,
 } from '../domain/key.js';
 import { LIMIT_MAX } from '../domain/validate.js';
+import { ROUTE_NAME_RE } from '../domain/route-usage.js';
 import { STORE_VERSION, type StoreData } from './store.js';
 
 /**
@@ -179,6 +180,19 @@ function checkKey(location: string, raw: unknown, index: number): KeyRecord {
     (typeof first !== 'string' || !TIME_RE.test(first) || Number.isNaN(Date.parse(first)))
   ) {
     c.fail('usage.firstUsedAt', `expected an ISO 8601 time with a zone or null, found ${show(first)}`);
+  }
+  // The split by route came later still: a store written before it holds none.
+  const byRoute = usage.byRoute;
+  if (byRoute !== undefined) {
+    if (!isObj(byRoute)) return c.fail('usage.byRoute', `expected {"<route>": {"requests",…}}, found ${show(byRoute)}`);
+    for (const [route, counts] of Object.entries(byRoute)) {
+      if (!ROUTE_NAME_RE.test(route))
+        c.fail('usage.byRoute', `${show(route)} is not a route name (chat, responses, completions, messages)`);
+      const at = `usage.byRoute.${route}`;
+      if (!isObj(counts))
+        return c.fail(at, `expected {"requests","promptTokens","completionTokens"}, found ${show(counts)}`);
+      for (const f of ['requests', 'promptTokens', 'completionTokens']) c.count(f, counts, `${at}.`);
+    }
   }
   raw.usage = normalizeUsage(usage as unknown as KeyUsage);
   return raw as unknown as KeyRecord;

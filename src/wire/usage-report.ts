@@ -1,5 +1,6 @@
 import type { Instance } from '../domain/instance.js';
 import { type KeyRecord, type KeyUsage, addUsage, emptyUsage } from '../domain/key.js';
+import { addByRoute } from '../domain/route-usage.js';
 
 /** A key's or a pack's counters (KeyUsage), with its last use. */
 export interface UsageCounts extends KeyUsage {
@@ -40,8 +41,10 @@ export interface UsageFilter {
   since?: string | undefined;
 }
 
-function counts(k: KeyRecord): UsageCounts {
-  return { ...k.usage, lastUsedAt: k.lastUsedAt };
+/** The counters with their last use, the split by route last (a copy, in report order: the request path changes the key's in place). */
+function counts(u: KeyUsage, lastUsedAt: string | null): UsageCounts {
+  const { byRoute, ...totals } = u;
+  return { ...totals, lastUsedAt, byRoute: addByRoute({}, byRoute) };
 }
 
 function later(a: string | null, b: string | null): string | null {
@@ -81,12 +84,12 @@ export function usageReport(
         state: current?.state ?? 'removed',
         packEndsAt: current?.packEndsAt ?? null,
         keys: [],
-        total: { ...emptyUsage(), lastUsedAt: null },
+        total: counts(emptyUsage(), null),
       };
       packs.set(id, pack);
     }
-    pack.keys.push({ id: k.id, name: k.name, status: k.status, ...counts(k) });
-    pack.total = { ...addUsage(pack.total, k.usage), lastUsedAt: later(pack.total.lastUsedAt, k.lastUsedAt) };
+    pack.keys.push({ id: k.id, name: k.name, status: k.status, ...counts(k.usage, k.lastUsedAt) });
+    pack.total = counts(addUsage(pack.total, k.usage), later(pack.total.lastUsedAt, k.lastUsedAt));
   }
   // The instance's current pack first, then older ones: by instance id, then by first key.
   return {

@@ -1,5 +1,6 @@
 import type { Instance } from '../domain/instance.js';
 import type { AuditEvent, KeyLimits, KeyRecord, KeyUsage, RevokeReason } from '../domain/key.js';
+import { addByRoute } from '../domain/route-usage.js';
 import type { HealthView } from '../services/instance-health.js';
 import type { DaemonsView } from '../services/revocation-confirmation.js';
 
@@ -138,7 +139,8 @@ export function keyView(k: KeyRecord, revealable: boolean): KeyView {
     lastUsedAt: k.lastUsedAt,
     revokedAt: k.revokedAt,
     revokeReason: k.revokeReason,
-    usage: { ...k.usage },
+    // A copy to the split too: the request path changes the key's in place.
+    usage: { ...k.usage, byRoute: addByRoute({}, k.usage.byRoute) },
     limits: { ...k.limits },
     revealable,
   };

@@ -142,6 +142,7 @@ export class FakeDaemon implements ConsoleClient {
         disconnects: 0,
         estimatedTokens: 0,
         firstUsedAt: null,
+        byRoute: {},
       },
       limits: { rpm: null, tpm: null, concurrency: null },
       revealable: false,

@@ -7,7 +7,7 @@ function withKeys(): FakeDaemon {
   twoInstances(fake);
   fake.addKey('gpu-1', 'ci-bot', {
     createdAt: '2026-11-23T11:55:00.000Z', lastUsedAt: '2026-11-23T11:59:40.000Z',
-    usage: { requests: 12, promptTokens: 420, completionTokens: 31_337, reasoningTokens: 0, errors: 0, disconnects: 0, estimatedTokens: 0, firstUsedAt: '2026-11-23T11:56:00.000Z' },
+    usage: { requests: 12, promptTokens: 420, completionTokens: 31_337, reasoningTokens: 0, errors: 0, disconnects: 0, estimatedTokens: 0, firstUsedAt: '2026-11-23T11:56:00.000Z', byRoute: {} },
   });
   const old = fake.addKey('gpu-1', 'old-laptop', { createdAt: '2026-11-20T09:00:00.000Z', lastUsedAt: '2026-11-21T09:00:00.000Z' });
   void fake.revokeKey(old.id);

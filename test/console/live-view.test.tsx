@@ -99,7 +99,7 @@ describe('console: key usage and limits', () => {
     twoInstances(fake);
     fake.addKey('gpu-1', 'ci-bot', {
       createdAt: '2026-11-23T11:00:00.000Z', lastUsedAt: '2026-11-23T11:59:00.000Z',
-      usage: { requests: 12, promptTokens: 420, completionTokens: 31_337, reasoningTokens: 900, errors: 1, disconnects: 2, estimatedTokens: 350, firstUsedAt: '2026-11-23T11:01:02.000Z' },
+      usage: { requests: 12, promptTokens: 420, completionTokens: 31_337, reasoningTokens: 900, errors: 1, disconnects: 2, estimatedTokens: 350, firstUsedAt: '2026-11-23T11:01:02.000Z', byRoute: {} },
       ...({ limits: { rpm: 60, tpm: null, concurrency: 4 } } as object),
     });
     const ui = renderConsole(fake);
@@ -115,5 +115,51 @@ describe('console: key usage and limits', () => {
     expect(frame).toContain('  12 requests · 420 in / 31k out · 900 reasoning · 1 error · 2 left early\n');
     expect(frame).toContain('  Of those tokens 350 are estimates: the model server never reported them.\n');
     expect(frame).toContain('  Limits: 60 requests/min · no token limit · 4 at once\n');
+  });
+
+  it('splits the selected key\'s usage by route, a line per route used, and the table leaves them room', async () => {
+    const fake = new FakeDaemon();
+    twoInstances(fake);
+    fake.addKey('gpu-1', 'codex', {
+      createdAt: '2026-11-23T11:00:00.000Z', lastUsedAt: '2026-11-23T11:59:00.000Z',
+      usage: {
+        requests: 13, promptTokens: 1_420, completionTokens: 31_338, reasoningTokens: 0, errors: 0, disconnects: 0, estimatedTokens: 0,
+        firstUsedAt: '2026-11-23T11:01:02.000Z',
+        byRoute: {
+          responses: { requests: 12, promptTokens: 1_400, completionTokens: 31_337 },
+          messages: { requests: 1, promptTokens: 20, completionTokens: 1 },
+        },
+      },
+    });
+    // As an older daemon sends it: no split, and no line for one.
+    const old = fake.addKey('gpu-1', 'old', { createdAt: '2026-11-23T11:30:00.000Z' });
+    delete (old.usage as Partial<typeof old.usage>).byRoute;
+    const ui = renderConsole(fake, { rows: 16 });
+    await ui.waitForFrame('› gpu-1');
+    await ui.press('enter');
+    await ui.waitForFrame('Keys of gpu-1');
+    await ui.press('j');
+    const frame = await ui.waitForFrame('› codex');
+    expect(trimmed(frame)).toMatchInlineSnapshot(`
+      "ob-proxy console · http://127.0.0.1:8080 · ● live                         ? help
+       1 Instances (2) [2 Keys: gpu-1 (3)] 3 Revocations (0)
+      Keys of gpu-1 (gemma4:26b, ready) · ← → other instance
+        NAME           HINT         STATUS   DEF CREATED  LAST USED REQS  TOKENS
+      › codex          ob_sk_…mu5T  active   no  1h ago   1m ago       13 1420/31k
+        2-2 of 3
+
+        codex · id 4eggv5wQw860 · created 11-23 11:00:00 UTC
+        13 requests · 1420 in / 31k out · 0 reasoning · 0 errors · 0 left early
+          responses: 12 requests · 1400 in / 31k out
+          messages: 1 request · 20 in / 1 out
+        Limits: none
+        x revokes it (asks first).
+
+      ↑↓ move  ←→ instance  x revoke  r reveal  n new key  Tab pane  ? help  q back"
+    `);
+    await ui.press('j');
+    const older = await ui.waitForFrame('› old');
+    expect(older).toContain('  0 requests · 0 in / 0 out · 0 reasoning · 0 errors · 0 left early\n');
+    expect(older).not.toMatch(/^ {4}\w+: \d+ request/m);
   });
 });

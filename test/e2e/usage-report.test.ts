@@ -34,6 +34,7 @@ interface Counts {
   disconnects: number;
   firstUsedAt: string | null;
   lastUsedAt: string | null;
+  byRoute: Record<string, { requests: number; promptTokens: number; completionTokens: number }>;
 }
 interface KeyRow extends Counts {
   id: string;
@@ -105,7 +106,12 @@ function reasoningServer(): Promise<{ url: string; server: Server }> {
   );
 }
 
-function sumOf(rows: Counts[]): Omit<Counts, 'firstUsedAt' | 'lastUsedAt'> {
+/** Every request of this file goes through chat completions: the split is the totals, under `chat`. */
+function chatOnly(requests: number, promptTokens: number, completionTokens: number): Counts['byRoute'] {
+  return requests === 0 ? {} : { chat: { requests, promptTokens, completionTokens } };
+}
+
+function sumOf(rows: Counts[]): Omit<Counts, 'firstUsedAt' | 'lastUsedAt' | 'byRoute'> {
   const t = {
     requests: 0,
     promptTokens: 0,
@@ -243,6 +249,7 @@ describe('ob-proxy usage', () => {
       disconnects: 0,
       firstUsedAt: at,
       lastUsedAt: at,
+      byRoute: chatOnly(4, expected.d1!.prompt, expected.d1!.completion),
     };
     const bot: KeyRow = {
       id: ids.bot!,
@@ -258,6 +265,7 @@ describe('ob-proxy usage', () => {
       disconnects: 1,
       firstUsedAt: at,
       lastUsedAt: at,
+      byRoute: chatOnly(1, expected.bot!.prompt, expected.bot!.completion),
     };
     const idle: KeyRow = {
       id: ids.idle!,
@@ -272,6 +280,7 @@ describe('ob-proxy usage', () => {
       disconnects: 0,
       firstUsedAt: null,
       lastUsedAt: null,
+      byRoute: {},
     };
     const d2: KeyRow = {
       id: ids.d2!,
@@ -286,6 +295,7 @@ describe('ob-proxy usage', () => {
       disconnects: 0,
       firstUsedAt: at,
       lastUsedAt: at,
+      byRoute: chatOnly(2, 14, 40),
     };
     expect(report).toEqual({
       since: null,
@@ -297,7 +307,16 @@ describe('ob-proxy usage', () => {
           state: 'ready',
           packEndsAt: '2099-01-01T00:00:00.000Z',
           keys: [d1, bot, idle],
-          total: { ...sumOf([d1, bot, idle]), firstUsedAt: at, lastUsedAt: at },
+          total: {
+            ...sumOf([d1, bot, idle]),
+            firstUsedAt: at,
+            lastUsedAt: at,
+            byRoute: chatOnly(
+              5,
+              expected.d1!.prompt + expected.bot!.prompt,
+              expected.d1!.completion + expected.bot!.completion,
+            ),
+          },
         },
         {
           instance: 'gpu-2',
@@ -306,7 +325,7 @@ describe('ob-proxy usage', () => {
           state: 'ready',
           packEndsAt: null,
           keys: [d2],
-          total: { ...sumOf([d2]), firstUsedAt: at, lastUsedAt: at },
+          total: { ...sumOf([d2]), firstUsedAt: at, lastUsedAt: at, byRoute: chatOnly(2, 14, 40) },
         },
       ],
     });
@@ -362,7 +381,18 @@ describe('ob-proxy usage', () => {
         `^TOTAL\\s+3 keys\\s+5\\s+${expected.d1!.prompt + expected.bot!.prompt}\\s+${expected.d1!.completion + expected.bot!.completion}\\s+0\\s+${expected.bot!.prompt + expected.bot!.completion}\\s+1\\s+1\\s+\\S+Z\\s+\\S+Z$`,
       ),
     );
-    expect(lines).toHaveLength(6);
+    // The split by route, under the pack: every request here went through chat completions.
+    expect(lines.slice(6)).toEqual([
+      'By route',
+      'KEY           ROUTE  REQUESTS  PROMPT  COMPLETION',
+      expect.stringMatching(new RegExp(`^${ids.d1}  chat   4 +${expected.d1!.prompt} +${expected.d1!.completion}$`)),
+      expect.stringMatching(new RegExp(`^${ids.bot}  chat   1 +${expected.bot!.prompt} +${expected.bot!.completion}$`)),
+      expect.stringMatching(
+        new RegExp(
+          `^TOTAL         chat   5 +${expected.d1!.prompt + expected.bot!.prompt} +${expected.d1!.completion + expected.bot!.completion}$`,
+        ),
+      ),
+    ]);
   });
 
   it('a removed pack keeps its receipt; counters survive a restart; an older store loads with the new counters at zero', async () => {
@@ -382,7 +412,8 @@ describe('ob-proxy usage', () => {
     expect(again.packs[0]).toEqual(before.packs[0]);
     expect(again.packs[1]).toEqual(removed);
 
-    // A store written before these counters existed: the old ones kept, the new ones 0 / null.
+    // A store written before these counters existed: the old ones kept, the new ones 0 / null,
+    // the split by route empty.
     expect(await serve.stop()).toBe(0);
     const file = join(home, 'db.json');
     const db = JSON.parse(await readFile(file, 'utf8')) as { keys: { id: string; usage: Record<string, unknown> }[] };
@@ -402,6 +433,7 @@ describe('ob-proxy usage', () => {
       errors: 0,
       disconnects: 0,
       firstUsedAt: null,
+      byRoute: {},
     });
   });
 });

@@ -504,6 +504,7 @@ describe('ob-proxy usage selects', () => {
       disconnects: 0,
       firstUsedAt: AT,
       lastUsedAt: AT,
+      byRoute: { chat: { requests, promptTokens: requests, completionTokens: 8 * requests } },
     });
     const unused = {
       requests: 0,
@@ -515,6 +516,7 @@ describe('ob-proxy usage selects', () => {
       disconnects: 0,
       firstUsedAt: null,
       lastUsedAt: null,
+      byRoute: {},
     };
     const pack = {
       instance: 'use-a',

@@ -65,6 +65,7 @@ const NO_USAGE = {
   errors: 0,
   disconnects: 0,
   firstUsedAt: null,
+  byRoute: {},
 };
 function key(over: Record<string, unknown> = {}): Record<string, unknown> {
   return {
@@ -237,6 +238,7 @@ describe("an instance's life, route by route", () => {
       disconnects: 0,
       firstUsedAt: AT,
       lastUsedAt: AT,
+      byRoute: { chat: { requests: 1, promptTokens: 1, completionTokens: 8 } },
     };
     const idle = {
       requests: 0,
@@ -248,6 +250,7 @@ describe("an instance's life, route by route", () => {
       disconnects: 0,
       firstUsedAt: null,
       lastUsedAt: null,
+      byRoute: {},
     };
     expect(await call('GET', '/v1/usage?instance=gpu-1')).toEqual({
       status: 200,
@@ -338,6 +341,7 @@ describe("an instance's life, route by route", () => {
           errors: 0,
           disconnects: 0,
           firstUsedAt: AT,
+          byRoute: { chat: { requests: 1, promptTokens: 1, completionTokens: 8 } },
         },
       }),
     });

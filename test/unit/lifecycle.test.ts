@@ -192,15 +192,17 @@ describe('file store', () => {
 });
 
 describe('UsageTracker', () => {
-  it('counts how each exchange ended: reasoning and estimated tokens, errors and disconnects, in the key and in the delta to flush', async () => {
+  it('counts how each exchange ended: reasoning and estimated tokens, errors and disconnects, and by route, in the key and in the delta to flush', async () => {
     const { UsageTracker } = await import('../../src/services/usage.js');
     const { emptyUsage } = await import('../../src/domain/key.js');
     const usage = new UsageTracker(new MutableRegistry());
     const key = { id: 'k1', lastUsedAt: null, usage: emptyUsage() } as unknown as Parameters<typeof usage.record>[0];
     const at = Date.UTC(2026, 10, 23, 5, 0, 0, 0);
-    for (const outcome of ['ok', 'error', 'disconnect', 'ok'] as const) {
-      usage.record(key, at, 0, 0);
+    const routes = ['messages', 'chat', 'messages', 'responses'];
+    for (const [i, outcome] of (['ok', 'error', 'disconnect', 'ok'] as const).entries()) {
+      usage.record(key, at, routes[i]!, 0, 0);
       usage.finished(key, {
+        route: routes[i]!,
         prompt: 3,
         completion: 5,
         reasoning: 2,
@@ -217,6 +219,12 @@ describe('UsageTracker', () => {
       disconnects: 1,
       estimatedTokens: 8,
       firstUsedAt: '2026-11-23T05:00:00.000Z',
+      // In the order first used: reports put them in their own order (route-usage.ts).
+      byRoute: {
+        messages: { requests: 2, promptTokens: 6, completionTokens: 10 },
+        chat: { requests: 1, promptTokens: 3, completionTokens: 5 },
+        responses: { requests: 1, promptTokens: 3, completionTokens: 5 },
+      },
     };
     expect(key.usage).toEqual(counts);
     expect(usage.takeDirty()).toEqual([{ keyId: 'k1', ...counts, lastUsedAt: '2026-11-23T05:00:00.000Z' }]);
@@ -228,7 +236,7 @@ describe('UsageTracker', () => {
     const usage = new UsageTracker(new MutableRegistry());
     const key = {
       lastUsedAt: null,
-      usage: { requests: 0, promptTokens: 0, completionTokens: 0 },
+      usage: { requests: 0, promptTokens: 0, completionTokens: 0, byRoute: {} },
     } as unknown as Parameters<typeof usage.record>[0];
     for (const ms of [
       Date.UTC(2026, 10, 23, 5, 57, 33, 7),
@@ -237,7 +245,7 @@ describe('UsageTracker', () => {
       Date.UTC(2026, 10, 23, 5, 57, 34, 0),
       Date.UTC(2027, 0, 1, 0, 0, 0, 120),
     ]) {
-      usage.record(key, ms, 1, 2);
+      usage.record(key, ms, 'chat', 1, 2);
       expect(key.lastUsedAt).toBe(new Date(ms).toISOString());
     }
     expect(key.usage).toEqual({
@@ -245,6 +253,7 @@ describe('UsageTracker', () => {
       promptTokens: 5,
       completionTokens: 10,
       firstUsedAt: '2026-11-23T05:57:33.007Z',
+      byRoute: { chat: { requests: 5, promptTokens: 5, completionTokens: 10 } },
     });
     expect(usage.takeDirty()).toMatchObject([
       {

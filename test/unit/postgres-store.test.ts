@@ -170,7 +170,13 @@ describe('PostgreSQL store', () => {
     expect(notices.some((n) => n.startsWith('Reloading the whole state'))).toBe(true);
   });
 
-  it('usage counters from several daemons add up', async () => {
+  const byRouteBoth = {
+    chat: { requests: 3, promptTokens: 35, completionTokens: 50 },
+    responses: { requests: 1, promptTokens: 10, completionTokens: 20 },
+    messages: { requests: 1, promptTokens: 5, completionTokens: 30 },
+  };
+
+  it('usage counters from several daemons add up, by route too', async () => {
     const a = await node();
     const b = await node();
     const { key } = await ready(a.lc);
@@ -189,6 +195,10 @@ describe('PostgreSQL store', () => {
         estimatedTokens: 7,
         firstUsedAt: '2026-11-23T12:00:00.500Z',
         lastUsedAt: '2026-11-23T12:00:01.000Z',
+        byRoute: {
+          chat: { requests: 2, promptTokens: 20, completionTokens: 40 },
+          responses: { requests: 1, promptTokens: 10, completionTokens: 20 },
+        },
       },
     ]);
     await b.lc.flushUsage([
@@ -203,6 +213,10 @@ describe('PostgreSQL store', () => {
         estimatedTokens: 11,
         firstUsedAt: '2026-11-23T12:00:00.100Z',
         lastUsedAt: '2026-11-23T12:00:02.000Z',
+        byRoute: {
+          messages: { requests: 1, promptTokens: 5, completionTokens: 30 },
+          chat: { requests: 1, promptTokens: 15, completionTokens: 10 },
+        },
       },
     ]);
     // A revocation written afterwards carries A's older view of the counters: it must not win.
@@ -218,10 +232,88 @@ describe('PostgreSQL store', () => {
         disconnects: 1,
         estimatedTokens: 18,
         firstUsedAt: '2026-11-23T12:00:00.100Z',
+        byRoute: byRouteBoth,
       },
       lastUsedAt: '2026-11-23T12:00:02.000Z',
     });
+    // In report order, whatever order the daemons first used them in.
+    expect(Object.keys(data.keys.find((k) => k.id === key.id)!.usage.byRoute)).toEqual([
+      'chat',
+      'responses',
+      'messages',
+    ]);
     await eventually(() => a.lc.registry.keys.get(key.id)?.usage.requests === 5, "A counts B's usage too");
+    expect(a.lc.registry.keys.get(key.id)!.usage.byRoute).toEqual({
+      // A's own registry counted none of its flushed split (the test set only its totals).
+      messages: { requests: 1, promptTokens: 5, completionTokens: 30 },
+      chat: { requests: 1, promptTokens: 15, completionTokens: 10 },
+    });
+  });
+
+  it('a database made before the split by route loads with its totals and no split; the split then survives a flush and a reload', async () => {
+    const a = await node();
+    const { key } = await ready(a.lc);
+    const totals = {
+      keyId: key.id,
+      requests: 4,
+      promptTokens: 40,
+      completionTokens: 80,
+      reasoningTokens: 0,
+      errors: 1,
+      disconnects: 0,
+      estimatedTokens: 2,
+      firstUsedAt: '2026-11-23T12:00:00.500Z',
+      lastUsedAt: '2026-11-23T12:00:01.000Z',
+    };
+    await a.lc.flushUsage([{ ...totals, byRoute: { chat: { requests: 4, promptTokens: 40, completionTokens: 80 } } }]);
+    await a.store.close();
+    open.splice(0);
+    // The database as the release before the split left it: schema version 7, no table of routes.
+    const c = new pg.Client({ connectionString: db.url });
+    await c.connect();
+    await c.query('DROP TABLE ob_key_usage_by_route');
+    await c.query('DELETE FROM ob_schema_migrations WHERE version = 8');
+    await c.end();
+
+    const b = await node();
+    const { keyId: _id, lastUsedAt, ...usage } = totals;
+    expect(b.lc.registry.keys.get(key.id)).toMatchObject({ usage: { ...usage, byRoute: {} }, lastUsedAt });
+    const c2 = new pg.Client({ connectionString: db.url });
+    await c2.connect();
+    const { rows } = await c2.query<{ version: number }>('SELECT version FROM ob_schema_migrations ORDER BY version');
+    expect(rows.map((r) => r.version)).toEqual(MIGRATIONS.map((m) => m.version));
+
+    // Two deltas of the key in one flush (a failed flush put back) add up, the split too.
+    const later = { ...totals, requests: 1, promptTokens: 3, completionTokens: 5, errors: 0, estimatedTokens: 0 };
+    await b.lc.flushUsage([
+      { ...later, byRoute: { responses: { requests: 1, promptTokens: 3, completionTokens: 5 } } },
+      {
+        ...later,
+        byRoute: {
+          responses: { requests: 1, promptTokens: 3, completionTokens: 5 },
+          messages: { requests: 1, promptTokens: 0, completionTokens: 0 },
+        },
+      },
+    ]);
+    const split = await c2.query(
+      'SELECT key_id, route, requests::int, prompt_tokens::int, completion_tokens::int FROM ob_key_usage_by_route ORDER BY route',
+    );
+    await c2.end();
+    expect(split.rows).toEqual([
+      { key_id: key.id, route: 'messages', requests: 1, prompt_tokens: 0, completion_tokens: 0 },
+      { key_id: key.id, route: 'responses', requests: 2, prompt_tokens: 6, completion_tokens: 10 },
+    ]);
+    const data = await new PostgresStore(db.url).load();
+    expect(data.keys.find((k) => k.id === key.id)!.usage).toEqual({
+      ...usage,
+      requests: 6,
+      promptTokens: 46,
+      completionTokens: 90,
+      byRoute: {
+        responses: { requests: 2, promptTokens: 6, completionTokens: 10 },
+        messages: { requests: 1, promptTokens: 0, completionTokens: 0 },
+      },
+    });
   });
 
   it('one daemon at a time holds the chores lock; another takes over when it goes', async () => {
@@ -268,6 +360,10 @@ describe.each([
         estimatedTokens: 3,
         firstUsedAt: '2026-11-23T11:00:00.000Z',
         lastUsedAt: '2026-11-23T11:30:00.000Z',
+        byRoute: {
+          responses: { requests: 3, promptTokens: 1, completionTokens: 0 },
+          chat: { requests: 1, promptTokens: 0, completionTokens: 2 },
+        },
       },
     ]);
     // A second batch adds to the counters; the first use stays the earliest.
@@ -283,6 +379,7 @@ describe.each([
         estimatedTokens: 2,
         firstUsedAt: '2026-11-23T11:40:00.000Z',
         lastUsedAt: '2026-11-23T11:40:00.000Z',
+        byRoute: { messages: { requests: 1, promptTokens: 0, completionTokens: 0 } },
       },
     ]);
     await lc.revokeKey(key.id);
@@ -301,7 +398,17 @@ describe.each([
       disconnects: 1,
       estimatedTokens: 5,
       firstUsedAt: '2026-11-23T11:00:00.000Z',
+      byRoute: {
+        chat: { requests: 1, promptTokens: 0, completionTokens: 2 },
+        responses: { requests: 3, promptTokens: 1, completionTokens: 0 },
+        messages: { requests: 1, promptTokens: 0, completionTokens: 0 },
+      },
     });
+    expect(Object.keys(again.registry.keys.get(other.key.id)!.usage.byRoute)).toEqual([
+      'chat',
+      'responses',
+      'messages',
+    ]);
     expect(again.registry.keys.get(other.key.id)?.lastUsedAt).toBe('2026-11-23T11:40:00.000Z');
     expect([...again.registry.instances.keys()]).toEqual(['gpu-1']);
     expect(again.registry.events.map((e) => e.type)).toEqual([

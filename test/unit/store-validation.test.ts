@@ -142,6 +142,7 @@ describe('store validation', () => {
       errors: 0,
       disconnects: 0,
       firstUsedAt: null,
+      byRoute: {},
     });
     const full = {
       requests: 3,
@@ -152,6 +153,10 @@ describe('store validation', () => {
       errors: 2,
       disconnects: 1,
       firstUsedAt: AT,
+      byRoute: {
+        chat: { requests: 2, promptTokens: 3, completionTokens: 1 },
+        messages: { requests: 1, promptTokens: 1, completionTokens: 4 },
+      },
     };
     expect(validateStoreData('/h/db.json', store({ keys: [{ ...key, usage: full }] })).keys[0]!.usage).toEqual(full);
     expect(refusal(store({ keys: [{ ...key, usage: { ...full, errors: 1.5 } }] })).field).toBe('usage.errors');
@@ -165,6 +170,23 @@ describe('store validation', () => {
     expect(refusal(store({ keys: [{ ...key, usage: { ...full, firstUsedAt: 'yesterday' } }] })).field).toBe(
       'usage.firstUsedAt',
     );
+    const split = (byRoute: unknown): StoreRecordError =>
+      refusal(store({ keys: [{ ...key, usage: { ...full, byRoute } }] }));
+    expect(split([]).field).toBe('usage.byRoute');
+    expect(split({ chat: 3 }).field).toBe('usage.byRoute.chat');
+    expect(split({ chat: { requests: 1, promptTokens: 2 } }).field).toBe('usage.byRoute.chat.completionTokens');
+    expect(split({ chat: { requests: -1, promptTokens: 2, completionTokens: 0 } }).field).toBe(
+      'usage.byRoute.chat.requests',
+    );
+    const odd = split(JSON.parse('{"__proto__": {"requests": 1, "promptTokens": 0, "completionTokens": 0}}'));
+    expect([odd.field, odd.message]).toEqual([
+      'usage.byRoute',
+      expect.stringContaining('"__proto__" is not a route name'),
+    ]);
+    // A route this version does not name (counted by a newer one) is kept, after the known ones.
+    const newer = { speech: { requests: 1, promptTokens: 0, completionTokens: 0 }, ...full.byRoute };
+    const kept = validateStoreData('/h/db.json', store({ keys: [{ ...key, usage: { ...full, byRoute: newer } }] }));
+    expect(Object.keys(kept.keys[0]!.usage.byRoute)).toEqual(['chat', 'messages', 'speech']);
   });
 
   it('refuses a newer version and something that is not a store, without a record error', () => {

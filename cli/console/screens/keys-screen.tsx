@@ -9,12 +9,15 @@
  *
  *   ci-bot · id 3fA9kQ2mXz1B · created 2026-11-23T04:00:12.000Z
  *   3 requests · 42 in / 311 out · 0 reasoning · 0 errors · 0 left early
+ *     chat: 2 requests · 30 in / 200 out
+ *     responses: 1 request · 12 in / 111 out
  *   Of those tokens 12 are estimates: the model server never reported them.
  *   Limits: 60 requests/min · no token limit · 4 at once
  *   x revokes it (asks first).
  *
  * The limits line shows when the daemon sends `limits` (per-key limits); older daemons do not.
- * The estimates line shows when some of the key's tokens were charged by estimate.
+ * The estimates line shows when some of the key's tokens were charged by estimate. The lines
+ * under the counters split them by the client API the requests came through, one per route used.
  */
 import { Box } from 'ink';
 import { Text } from '../components/text.js';
@@ -64,6 +67,15 @@ export function usageText(k: KeyView): string {
     + ` · ${compactCount(u.reasoningTokens ?? 0)} reasoning · ${compactCount(errors)} error${errors === 1 ? '' : 's'} · ${compactCount(u.disconnects ?? 0)} left early`;
 }
 
+/** The key's usage by route (chat, responses, ...), a line per route used; none from an older daemon. */
+export function routeLines(k: KeyView): string[] {
+  const byRoute = (k.usage as Partial<KeyView['usage']>).byRoute ?? {};
+  return Object.keys(byRoute).map((route) => {
+    const r = byRoute[route]!;
+    return `  ${route}: ${compactCount(r.requests)} request${r.requests === 1 ? '' : 's'} · ${compactCount(r.promptTokens)} in / ${compactCount(r.completionTokens)} out`;
+  });
+}
+
 /** The tokens charged by estimate, when there are any (older daemons send none). */
 export function estimateText(k: KeyView): string | null {
   const n = k.usage.estimatedTokens ?? 0;
@@ -94,18 +106,20 @@ export function KeysScreen({ instance, keys, selected, width, height, now }: Key
   const current = keys[selected];
   const limits = current === undefined ? null : limitsOf(current);
   const estimate = current === undefined ? null : estimateText(current);
+  const routes = current === undefined ? [] : routeLines(current);
   return (
     <Box flexDirection="column">
       <Text wrap="truncate">
         Keys of <Text bold>{instance.id}</Text> ({instance.model}, <Text color={tone(stateTone(instance.state))}>{instance.state}</Text>)
         <Text color={tone('muted')}> · ← → other instance</Text>
       </Text>
-      <Table columns={columns} rows={rows} selected={selected} height={height - (estimate === null ? 6 : 7)}
+      <Table columns={columns} rows={rows} selected={selected} height={height - (estimate === null ? 6 : 7) - routes.length}
         empty={instance.state === 'ready' ? 'No keys yet: n generates one.' : 'No keys.'} />
       {current === undefined ? null : (
         <Box flexDirection="column" marginTop={1}>
           <Text wrap="truncate">{`  ${current.name} · id ${current.id} · created ${secondsUtc(current.createdAt)} UTC`}</Text>
           <Text wrap="truncate">{`  ${usageText(current)}`}</Text>
+          {routes.map((line) => <Text key={line} wrap="truncate">{`  ${line}`}</Text>)}
           {estimate === null ? null : <Text wrap="truncate">{`  ${estimate}`}</Text>}
           {limits === null ? null : <Text wrap="truncate">{`  Limits: ${limitsText(limits)}`}</Text>}
           {current.status === 'revoked'

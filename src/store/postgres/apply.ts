@@ -3,6 +3,7 @@ import type { Instance, InstanceState } from '../../domain/instance.js';
 import type { AuditEvent, KeyRecord, RevokeReason } from '../../domain/key.js';
 import { obError } from '../../errors.js';
 import type { Mutation, UsageDelta } from '../store.js';
+import { addUsageRows, insertRouteRows } from './usage.js';
 
 /** What a committed transaction did, for the change log. */
 export interface Applied {
@@ -224,36 +225,7 @@ export async function applyBatch(client: PoolClient, batch: readonly Mutation[],
       [JSON.stringify(events)],
     );
   }
-  if (usage.length > 0) {
-    await client.query(
-      `UPDATE ob_keys k SET requests = k.requests + (u->>'requests')::bigint,
-         prompt_tokens = k.prompt_tokens + (u->>'promptTokens')::bigint,
-         completion_tokens = k.completion_tokens + (u->>'completionTokens')::bigint,
-         reasoning_tokens = k.reasoning_tokens + (u->>'reasoningTokens')::bigint,
-         errors = k.errors + (u->>'errors')::bigint,
-         disconnects = k.disconnects + (u->>'disconnects')::bigint,
-         estimated_tokens = k.estimated_tokens + (u->>'estimatedTokens')::bigint,
-         first_used_at = LEAST(k.first_used_at, u->>'firstUsedAt'),
-         last_used_at = GREATEST(k.last_used_at, u->>'lastUsedAt')
-       FROM jsonb_array_elements($1::jsonb) AS u WHERE k.id = u->>'keyId'`,
-      [
-        JSON.stringify(
-          usage.map((u) => ({
-            keyId: u.keyId,
-            requests: u.requests,
-            promptTokens: u.promptTokens,
-            completionTokens: u.completionTokens,
-            reasoningTokens: u.reasoningTokens,
-            errors: u.errors,
-            disconnects: u.disconnects,
-            estimatedTokens: u.estimatedTokens,
-            firstUsedAt: u.firstUsedAt,
-            lastUsedAt: u.lastUsedAt,
-          })),
-        ),
-      ],
-    );
-  }
+  if (usage.length > 0) await addUsageRows(client, usage);
   return { mutations: applied, extra };
 }
 
@@ -305,6 +277,7 @@ async function insertKey(client: PoolClient, key: KeyRecord, record: string): Pr
       u.estimatedTokens,
     ],
   );
+  if ((rowCount ?? 0) > 0) await insertRouteRows(client, key);
   return rowCount ?? 0;
 }
 

@@ -1,5 +1,6 @@
 import type { PoolClient } from 'pg';
 import type { StoreData } from '../store.js';
+import { importUsageByRoute } from './usage.js';
 
 export interface TableCounts {
   instances: number;
@@ -64,6 +65,7 @@ export async function importData(client: PoolClient, data: StoreData): Promise<v
      FROM jsonb_array_elements($1::jsonb) AS r`,
     [JSON.stringify(data.keys)],
   );
+  await importUsageByRoute(client, data.keys);
   await client.query(
     "INSERT INTO ob_events (seq, at, record) SELECT (r->>'seq')::bigint, r->>'at', r FROM jsonb_array_elements($1::jsonb) AS r",
     [JSON.stringify(data.events)],

@@ -146,6 +146,23 @@ export const MIGRATIONS: readonly { version: number; name: string; sql: string }
       ALTER TABLE ob_daemons ADD COLUMN applied_xip xid8[], ADD COLUMN max_stale_ms int;
     `,
   },
+  {
+    version: 8,
+    name: 'usage split by route',
+    sql: `
+      -- A key's requests and tokens by the client API they came through (chat, responses,
+      -- completions, messages): a row per key and route used, added to by every daemon as the
+      -- totals in ob_keys are. Keys used before this existed have no rows: their totals stay.
+      CREATE TABLE ob_key_usage_by_route (
+        key_id text NOT NULL,
+        route text NOT NULL,
+        requests bigint NOT NULL DEFAULT 0,
+        prompt_tokens bigint NOT NULL DEFAULT 0,
+        completion_tokens bigint NOT NULL DEFAULT 0,
+        PRIMARY KEY (key_id, route)
+      );
+    `,
+  },
 ];
 
 /** Advisory lock keys (two int4: ob-proxy's, then the lock's). */
