@@ -196,7 +196,11 @@ describe('a span per exchange, with the GenAI semantic conventions', () => {
       payload: JSON.stringify({ model: MODEL, input: 'Hello there', temperature: 0.25, max_output_tokens: 32 }),
     });
     expect(res.statusCode).toBe(200);
-    const body = JSON.parse(res.body) as { model: string; usage: { input_tokens: number; output_tokens: number } };
+    const body = JSON.parse(res.body) as {
+      model: string;
+      status: string;
+      usage: { input_tokens: number; output_tokens: number };
+    };
     expect(body.usage.input_tokens).toBeGreaterThan(0);
     expect(body.usage.output_tokens).toBeGreaterThan(0);
     const [span, ...more] = await newSpans();
