@@ -13,7 +13,8 @@ import { replyError, writeRawError } from './send-error.js';
 import { keepOneCopy } from './held-bytes.js';
 import { reserveTokens } from './token-reservation.js';
 import { estimatePromptTokens } from '../../src/wire/prompt-estimate.js';
-import { type Relay, type RelayContext, StreamRelay } from './upstream-relay.js';
+import type { Relay, RelayContext } from './upstream-relay.js';
+import { StreamRelay } from './stream-relay.js';
 import type { RouteSupport } from './route-support.js';
 import type { ExchangeSpan } from '../tracing/exchange-span.js';
 

@@ -16,7 +16,7 @@ import type { ObProxyError } from '../../src/errors.js';
 import type { RequestOutcome } from '../../src/services/usage.js';
 import type { TraceHeaders } from '../../src/upstream/upstream-client.js';
 import type { AuthContext } from '../data-plane/auth-hook.js';
-import { StreamRelay } from '../data-plane/upstream-relay.js';
+import { StreamRelay } from '../data-plane/stream-relay.js';
 import { StreamFacts } from './stream-facts.js';
 
 /** The routes that call a model, and their `gen_ai.operation.name`; any other route gets no span. */
