@@ -8,10 +8,10 @@ import type { Waiter } from './admission.js';
 import type { AuthContext } from './auth-hook.js';
 import { ExchangeEnd, type ExchangeShape, refusedSinceHeaders } from './exchange-end.js';
 import type { InflightEntry, InflightNode } from './inflight.js';
-import { queueRefusal, retryHeaders, warnQueueRefusal } from './key-limits.js';
+import { queueRefusal, reserveTokens, retryHeaders, warnQueueRefusal } from './key-limits.js';
 import { replyError, writeRawError } from './send-error.js';
 import { keepOneCopy } from './held-bytes.js';
-import { reserveTokens } from './token-reservation.js';
+
 import { estimatePromptTokens } from '../../src/wire/prompt-estimate.js';
 import type { Relay, RelayContext } from './upstream-relay.js';
 import { StreamRelay } from './stream-relay.js';
