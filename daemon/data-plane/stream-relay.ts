@@ -42,8 +42,6 @@ export class StreamRelay extends Relay {
   private begun = false;
   /** Bytes read after [DONE]. */
   private drained = 0;
-  /** [DONE] came: the drain's deadline replaces the response's on the next microtask (`flushQueued`). */
-  private drainDue = false;
 
   /** `events`: what turns this API's events into the client's (chat's SseRelay, made with the context's id and limits). */
   constructor(c: RelayContext, events: EventStream) {
@@ -106,13 +104,7 @@ export class StreamRelay extends Relay {
       this.count();
       // Its error event was the client's last: nothing more to read.
       this.controller?.abort(new Error('the model server sent an error event'));
-    } else {
-      // The drain's timer is set on the microtask that follows, not now: when the upstream's
-      // end came in the same read as [DONE] (the usual case), the exchange is over by then, and
-      // a timer made and cleared in one turn was a Timeout and a closure per stream for nothing.
-      this.drainDue = true;
-      this.schedule();
-    }
+    } else this.shortenDeadline(DRAIN_MS);
   }
 
   private refusal(): ObProxyError {
@@ -137,10 +129,6 @@ export class StreamRelay extends Relay {
   private readonly flushQueued = (): void => {
     this.scheduled = false;
     this.flush();
-    if (this.drainDue) {
-      this.drainDue = false;
-      this.shortenDeadline(DRAIN_MS);
-    }
   };
 
   private flush(): void {
