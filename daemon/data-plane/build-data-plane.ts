@@ -14,13 +14,13 @@ import { makeCompletionsHandler } from './completions.js';
 import { anthropicErrors, makeMessagesHandler } from './messages.js';
 import { clientErrorHandler } from './client-error.js';
 import { refusedSinceHeaders } from './exchange-end.js';
-import { connectionCaps, descriptorLimit, limitConnections } from './connection-limits.js';
+import { connectionCaps, descriptorLimit, limitConnections, servePipelinedInOrder } from './connection-limits.js';
 import { answerNodeRefusals } from './node-refusals.js';
-import { servePipelinedInOrder } from './pipeline.js';
+
 import { replyError, toObError } from './send-error.js';
 import { closeIfBodyPending } from './unread-body.js';
-import { answerBodyRefusal, makeChunkCounter } from './held-bytes.js';
-import { makeBodyReader } from './body-reader.js';
+import { answerBodyRefusal, makeBodyReader, makeChunkCounter } from './held-bytes.js';
+
 import { packState } from './pack-headers.js';
 
 /**
@@ -93,7 +93,7 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
   // Content-Type (docs/contract.md §3 order), and forwards the same bytes when nothing needs rewriting.
   // application/json is named as well as '*': Fastify caches the parser it finds by name, but
   // looks the catch-all up again, parsing the Content-Type header anew, on every request.
-  // Each body is read into one buffer of its announced length (body-reader.ts).
+  // Each body is read into one buffer of its announced length (held-bytes.ts, `makeBodyReader`).
   app.removeAllContentTypeParsers();
   const readBody = makeBodyReader(ctx.config.bodyLimit);
   app.addContentTypeParser('application/json', readBody);

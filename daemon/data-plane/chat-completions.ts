@@ -3,7 +3,7 @@ import { type ChatRequest, parseChatBody, upstreamBody, validateChatRequest } fr
 import { SseRelay } from '../../src/wire/sse-relay.js';
 import type { DaemonContext } from '../context.js';
 import { type WireApi, makeProxyHandler, streamRelayFor } from './proxied-route.js';
-import { PlainRelay } from './upstream-relay.js';
+import { PlainRelay } from './plain-relay.js';
 
 /** POST /v1/chat/completions: the request of docs/contract.md §3.2, the answer of §3.3, streams relayed frame by frame. */
 export const CHAT_API: WireApi<ChatRequest> = {

@@ -14,7 +14,7 @@ import type { DaemonContext } from '../context.js';
 import { type WireApi, makeProxyHandler, streamRelayFor } from './proxied-route.js';
 import { RouteSupport } from './route-support.js';
 import { jsonHeaders } from './send-error.js';
-import { PlainRelay } from './upstream-relay.js';
+import { PlainRelay } from './plain-relay.js';
 
 /**
  * A plain legacy completion: the model server's answer with our `cmpl-` id, as it sent it

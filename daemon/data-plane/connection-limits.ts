@@ -1,7 +1,11 @@
 import { readFileSync } from 'node:fs';
-import type { Server } from 'node:net';
+import type { IncomingMessage, Server as HttpServer, ServerResponse } from 'node:http';
+import type { Server, Socket } from 'node:net';
 import type { FastifyBaseLogger } from 'fastify';
 import { clientOf } from './bad-key-limiter.js';
+
+// What one connection may cost before and between its requests: connections capped in all and
+// per address, and the requests pipelined on one served one after the other.
 
 /** Descriptors kept for the daemon itself: store files, the management socket, metrics, logs. */
 export const RESERVED_DESCRIPTORS = 128;
@@ -103,6 +107,59 @@ export function limitConnections(server: Server, caps: ConnectionCaps, log: Fast
       const left = (open.get(client) ?? 1) - 1;
       if (left === 0) open.delete(client);
       else open.set(client, left);
+    });
+  });
+}
+
+/**
+ * Requests pipelined on one connection that may wait for the one being answered. Real clients
+ * do not pipeline (browsers and SDKs open connections instead); a connection that sends more is
+ * closed.
+ */
+export const MAX_PIPELINED = 32;
+
+type Handler = (this: HttpServer, req: IncomingMessage, res: ServerResponse) => void;
+
+/** Requests of a connection waiting for the answer before theirs to be written. */
+const WAITING = Symbol('pipelined requests waiting');
+type PipelinedSocket = Socket & { [WAITING]?: number };
+
+/**
+ * Serves the requests of one connection one after the other. Node parses every request a client
+ * pipelines and hands each to the handler at once, holding the answers back to send them in
+ * order: a client that wrote hundreds of chat completions in one packet and never read started
+ * them all upstream together, and every answer (up to --max-answer-bytes each) waited in memory,
+ * unbounded, for the client to read the first. Now a pipelined request waits, unstarted, until
+ * Node gives its response the connection (when the answer before it has been written), and past
+ * MAX_PIPELINED waiting the connection is closed: a connection costs at most one request upstream
+ * and one answer in memory.
+ *
+ * Node assigns the connection to a response at once unless an earlier response on it is still
+ * being written, so a request that was not pipelined costs one comparison here: no listener, no
+ * closure. Wraps the server's 'request' listeners (Fastify's), so it applies to every request,
+ * including the ones re-emitted for `Expect: 100-continue`.
+ */
+export function servePipelinedInOrder(server: HttpServer): void {
+  const handlers = server.listeners('request') as Handler[];
+  server.removeAllListeners('request');
+  const handle = function (this: HttpServer, req: IncomingMessage, res: ServerResponse): void {
+    for (const h of handlers) h.call(this, req, res);
+  };
+  server.on('request', function (this: HttpServer, req: IncomingMessage, res: ServerResponse): void {
+    if (res.socket !== null) {
+      handle.call(this, req, res);
+      return;
+    }
+    const socket = req.socket as PipelinedSocket;
+    const waiting = (socket[WAITING] ?? 0) + 1;
+    if (waiting > MAX_PIPELINED) {
+      socket.destroy();
+      return;
+    }
+    socket[WAITING] = waiting;
+    res.once('socket', () => {
+      socket[WAITING] = (socket[WAITING] ?? 1) - 1;
+      handle.call(this, req, res);
     });
   });
 }

@@ -8,7 +8,7 @@ import { estimateCompletionTokens, estimatePromptTokens, learnPace } from '../..
 import type { DaemonContext } from '../context.js';
 import { RequestObserver } from '../metrics/request-observer.js';
 import { type AuthContext, recheck, refuse } from './auth-hook.js';
-import { settleTokens } from './token-reservation.js';
+import { settleTokens } from './key-limits.js';
 import type { InflightNode } from './inflight.js';
 import type { ExchangeSpan } from '../tracing/exchange-span.js';
 

@@ -11,7 +11,7 @@ import { answerErrorsAsAnthropic } from './error-shape.js';
 import { type WireApi, makeProxyHandler, streamRelayFor } from './proxied-route.js';
 import { RouteSupport } from './route-support.js';
 import { jsonHeaders } from './send-error.js';
-import { PlainRelay } from './upstream-relay.js';
+import { PlainRelay } from './plain-relay.js';
 
 type Json = Record<string, unknown>;
 

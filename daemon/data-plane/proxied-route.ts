@@ -4,16 +4,16 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ObProxyError, obError } from '../../src/errors.js';
 import type { Json } from '../../src/wire/request-checks.js';
 import type { DaemonContext } from '../context.js';
-import type { Waiter } from './admission.js';
 import type { AuthContext } from './auth-hook.js';
 import { ExchangeEnd, type ExchangeShape, refusedSinceHeaders } from './exchange-end.js';
-import type { InflightEntry, InflightNode } from './inflight.js';
-import { queueRefusal, retryHeaders, warnQueueRefusal } from './key-limits.js';
+import { reserveTokens } from './key-limits.js';
+import { QueuedRequest, refuseQueued } from './queued-request.js';
 import { replyError, writeRawError } from './send-error.js';
 import { keepOneCopy } from './held-bytes.js';
-import { reserveTokens } from './token-reservation.js';
+
 import { estimatePromptTokens } from '../../src/wire/prompt-estimate.js';
-import { type Relay, type RelayContext, StreamRelay } from './upstream-relay.js';
+import type { Relay, RelayContext } from './upstream-relay.js';
+import { StreamRelay } from './stream-relay.js';
 import type { RouteSupport } from './route-support.js';
 import type { ExchangeSpan } from '../tracing/exchange-span.js';
 
@@ -135,124 +135,13 @@ export function makeProxyHandler<C extends Checked>(ctx: DaemonContext, api: Wir
       send(ctx, api, route, request, reply, checked, upstream, instance);
     } else if (!reply.raw.destroyed) {
       // (A response already closed would not say so again: its client left, and it waits for no one.)
-      const waiter = new QueuedRequest(ctx, api, route, request, reply, checked, upstream, instance);
+      const waiter = new QueuedRequest(ctx, request, reply, instance, () =>
+        send(ctx, api, route, request, reply, checked, upstream, instance),
+      );
       if (admission.wait(instance, waiter) === 'full') refuseQueued(ctx, reply, 'queue_full', instance);
       else ctx.inflight.add(auth.key, waiter);
     }
   };
-}
-
-/**
- * A request waiting for a slot of its instance (admission.ts). It is in its key's in-flight list
- * while it waits, so a revocation or a pack end ends it as it ends a request sent upstream: out of
- * the queue, answered with the error, at once (docs/contract.md §3), rather than holding its place until
- * its turn or the queue's time-out. Its key is checked again when its turn comes, in the turn it
- * is sent: a deployment stopped or moved back to pending while it waited is refused then, and it
- * never reaches the model server. A client that leaves while it waits leaves the queue.
- */
-class QueuedRequest<C extends Checked> implements Waiter, InflightNode {
-  readonly key: string;
-  private readonly queuedAt = performance.now();
-  /** The proxy's own time until now; a wait in the queue is measured apart (queueWait). */
-  private readonly added: number;
-  /** Answered or gone: out of the queue for good (a grant already on its way finds it so). */
-  private over = false;
-  inflightEntry: InflightEntry | null = null;
-  inflightPrev: InflightNode | null = null;
-  inflightNext: InflightNode | null = null;
-
-  constructor(
-    private readonly ctx: DaemonContext,
-    private readonly api: WireApi<C>,
-    private readonly route: Route<C>,
-    private readonly request: FastifyRequest,
-    private readonly reply: FastifyReply,
-    private readonly checked: C,
-    private readonly upstream: Buffer | string,
-    private readonly instance: string,
-  ) {
-    this.key = (request.auth as AuthContext).key.id;
-    this.added = reply.elapsedTime / 1000;
-    reply.raw.once('close', this.onClose);
-  }
-
-  private readonly onClose = (): void => {
-    if (this.reply.raw.writableFinished) return;
-    this.leaveQueue();
-  };
-
-  /** Out of the queue and of the in-flight list, for good. */
-  private leaveQueue(): void {
-    this.over = true;
-    this.reply.raw.off('close', this.onClose);
-    this.ctx.admission?.cancel(this.instance, this);
-    this.ctx.inflight.delete(this);
-  }
-
-  /** Its key was revoked, or its pack ended, while it waited (inflight.ts). */
-  terminate(err: ObProxyError): void {
-    if (this.over) return;
-    this.leaveQueue();
-    // A daemon out of sync with its shared store: the wait its onRequest refusal would give.
-    const headers = err.code === 'store_unreachable' ? { 'retry-after': '5' } : undefined;
-    this.guarded(() => {
-      replyError(this.reply, err, headers);
-    });
-  }
-
-  grant(): void {
-    const { ctx, request, reply } = this;
-    reply.raw.off('close', this.onClose);
-    ctx.inflight.delete(this);
-    ctx.metrics?.queueWait(this.instance, (performance.now() - this.queuedAt) / 1000);
-    if (this.over || reply.raw.destroyed) {
-      ctx.admission?.leave(this.instance);
-      return;
-    }
-    this.over = true;
-    let refused = true;
-    this.guarded(() => {
-      refused = refusedSinceHeaders(ctx, request, reply);
-    });
-    if (refused) {
-      ctx.admission?.leave(this.instance);
-      return;
-    }
-    ctx.metrics?.addedTime(this.added);
-    send(ctx, this.api, this.route, request, reply, this.checked, this.upstream, this.instance);
-  }
-
-  expire(): void {
-    this.leaveQueue();
-    this.guarded(() => refuseQueued(this.ctx, this.reply, 'queue_timeout', this.instance));
-  }
-
-  /** Its place went to a key holding less than its share: the answer a full queue gives. */
-  evict(): void {
-    this.leaveQueue();
-    this.guarded(() => refuseQueued(this.ctx, this.reply, 'queue_full', this.instance));
-  }
-
-  /** Runs on a timer or a microtask, where a throw would end the process: logged and the socket closed instead. */
-  private guarded(fn: () => void): void {
-    try {
-      fn();
-    } catch (err) {
-      this.ctx.log.error({ err, reqId: this.request.id }, 'unhandled error answering a queued request');
-      this.reply.raw.destroy();
-    }
-  }
-}
-
-function refuseQueued(
-  ctx: DaemonContext,
-  reply: FastifyReply,
-  reason: 'queue_full' | 'queue_timeout',
-  instance: string,
-): void {
-  ctx.metrics?.rateLimited(instance, reason);
-  warnQueueRefusal(ctx, reason, instance);
-  replyError(reply, queueRefusal(reason, instance, ctx.config.queueTimeoutMs), retryHeaders(1000));
 }
 
 /** Hijacks the reply and sends the request upstream; `slot`: the instance whose admission slot it holds. */

@@ -8,7 +8,9 @@ import { TranslatedResponsesStream } from '../../src/wire/responses-translated-s
 import { limitErrors } from '../../src/upstream/answer-limits.js';
 import type { Resend, Route } from './proxied-route.js';
 import { jsonHeaders } from './send-error.js';
-import { PlainRelay, type RelayContext, StreamRelay } from './upstream-relay.js';
+import type { RelayContext } from './upstream-relay.js';
+import { PlainRelay } from './plain-relay.js';
+import { StreamRelay } from './stream-relay.js';
 
 type Json = Record<string, unknown>;
 

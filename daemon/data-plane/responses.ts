@@ -13,7 +13,8 @@ import { type WireApi, makeProxyHandler, streamRelayFor } from './proxied-route.
 import { translateResponses } from './responses-translation.js';
 import { RouteSupport } from './route-support.js';
 import { jsonHeaders } from './send-error.js';
-import { PlainRelay, type RelayContext } from './upstream-relay.js';
+import type { RelayContext } from './upstream-relay.js';
+import { PlainRelay } from './plain-relay.js';
 
 type Json = Record<string, unknown>;
 

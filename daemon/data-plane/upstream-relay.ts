@@ -1,18 +1,14 @@
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import { type ObProxyError, obError } from '../../src/errors.js';
-import { encodeJson, normalizeCompletion, usageOf } from '../../src/wire/chat-response.js';
-import { spliceCompletionId } from '../../src/wire/completion-splice.js';
-import { OutputBatch } from '../../src/wire/output-batch.js';
-import type { InvalidReason } from '../../src/wire/sse-relay.js';
-import { type AnswerLimits, DRAIN_BYTES, DRAIN_MS, limitErrors } from '../../src/upstream/answer-limits.js';
+import { type AnswerLimits, limitErrors } from '../../src/upstream/answer-limits.js';
 import { translateUpstreamError, upstreamStatusError } from '../../src/upstream/upstream-errors.js';
 import type { HeaderList } from '../../src/services/key-limiter.js';
 import type { DeadlineNode, Deadlines } from './deadlines.js';
 import type { ExchangeSink } from './exchange-end.js';
 import type { InflightEntry, InflightNode } from './inflight.js';
 import { type CloseWatcher, type HeldSlot, handBackClose, unwatchClose, watchClose } from './close-watch.js';
-import { jsonHeaders, streamHeaders, writeRawError } from './send-error.js';
+import { writeRawError } from './send-error.js';
 
 type Controller = Dispatcher.DispatchController;
 
@@ -61,28 +57,6 @@ export interface RelayTrace {
   error(code: string): void;
 }
 
-/**
- * What turns a model server's event stream into the client's, read by read: chat's SseRelay,
- * the Responses API's ResponsesStreamRelay.
- */
-export interface EventStream {
-  pushInto(chunk: Buffer, out: OutputBatch): void;
-  /** Nothing more is forwarded: the end, an error event, or something refused. */
-  readonly stopped: boolean;
-  /** The stream's own end came (`[DONE]`, `response.completed`). */
-  readonly done: boolean;
-  /** The model server's error event was forwarded, the client's last. */
-  readonly sawError: boolean;
-  readonly invalid: boolean;
-  readonly invalidReason: InvalidReason | null;
-  /** Content events seen: the completion when the model server reports none. */
-  readonly contentChunks: number;
-  /** The model server's counts, where they are token counts. */
-  counts(): { prompt: number | null; completion: number | null; reasoning: number };
-  /** Our error event, in the stream's own shape, the client's last. */
-  closingError(err: ObProxyError): string;
-}
-
 export interface RelayObserver {
   /** The model server's response headers arrived. */
   responseStarted(status: number): void;
@@ -96,16 +70,17 @@ function contentType(headers: IncomingHttpHeaders): string | undefined {
 }
 
 /** The announced body length, or -1 (chunked, or not a number). */
-function contentLength(headers: IncomingHttpHeaders): number {
+export function contentLength(headers: IncomingHttpHeaders): number {
   const v = headers['content-length'];
   const n = typeof v === 'string' && v !== '' ? Number(v) : -1;
   return Number.isSafeInteger(n) ? n : -1;
 }
 
 /**
- * What both relays share: the client's disconnect aborts the upstream request (also when it
- * comes before undici has started it), an error status is collected and passed on in our shape,
- * and `done` settles exactly once, when the exchange is over. The answer is bounded (docs/contract.md
+ * undici's dispatch handler, what both relays (plain-relay.ts, stream-relay.ts) share: the
+ * client's disconnect aborts the upstream request (also when it comes before undici has started
+ * it), an error status is collected and passed on in our shape, and `done` settles exactly once,
+ * when the exchange is over. The answer is bounded (docs/contract.md
  * §3.6): a status other than 200 or an error, an error body past its cap, or an answer past its
  * deadline is refused with 502 upstream_error (one error event once a stream has begun) and the
  * upstream request aborted.
@@ -367,282 +342,11 @@ export abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode,
   protected abstract failed(err: ObProxyError): void;
 }
 
-/** A non-streaming answer: collected, given our id and the shape of docs/contract.md §3.3, sent in one write. */
-export class PlainRelay extends Relay {
-  private chunks: Buffer[] = [];
-  private bytes = 0;
-
-  protected start(headers: IncomingHttpHeaders): void {
-    if (contentLength(headers) > this.c.limits.maxAnswerBytes) this.tooLarge();
-  }
-
-  protected data(chunk: Buffer): void {
-    if (this.bytes < 0) return;
-    this.bytes += chunk.length;
-    if (this.bytes > this.c.limits.maxAnswerBytes) this.tooLarge();
-    else this.chunks.push(chunk);
-  }
-
-  private tooLarge(): void {
-    this.bytes = -1;
-    this.chunks = [];
-    this.refuse(limitErrors.answerTooLarge(this.c.limits.maxAnswerBytes), 'answer over the cap');
-  }
-
-  protected end(): void {
-    if (this.bytes < 0) return;
-    const raw = this.chunks.length === 1 ? (this.chunks[0] as Buffer) : Buffer.concat(this.chunks);
-    this.chunks = [];
-    const text = raw.toString('utf8');
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(text);
-    } catch {
-      parsed = null;
-    }
-    this.answer(raw, text, parsed);
-  }
-
-  /** Writes the answer whose bytes are `raw` (`text` decoded, `parsed` its JSON or null): chat's shape (docs/contract.md §3.3). */
-  protected answer(raw: Buffer, text: string, parsed: unknown): void {
-    // Parsed once, for the shape check and usage; re-serialised only when the shape needs fixing.
-    let out: Buffer | string | null = spliceCompletionId(raw, text, parsed, this.c.id);
-    const body =
-      out !== null
-        ? (parsed as Record<string, unknown>)
-        : normalizeCompletion(parsed, this.c.id, this.c.model, Math.floor(this.c.clock.now() / 1000));
-    if (body === null) {
-      this.failed(
-        obError('upstream_error', {
-          message: "The model server sent an answer that is not a chat completion. Check the instance's endpoint.",
-        }),
-      );
-      return;
-    }
-    out ??= encodeJson(body);
-    if (out === null) {
-      this.upstreamFailed('upstream_error');
-      this.failed(limitErrors.tooDeep(false));
-      return;
-    }
-    const usage = usageOf(body);
-    this.c.trace?.answer(body);
-    this.c.res.writeHead(200, jsonHeaders(Buffer.byteLength(out), this.c.reqId, this.c.headers));
-    this.c.res.end(out);
-    this.finish(usage.prompt, usage.completion, usage.reasoning);
-  }
-
-  protected gone(): void {
-    this.finish(null, null, 0);
-  }
-
-  protected failed(err: ObProxyError): void {
-    this.errored = true;
-    this.c.trace?.error(err.code);
-    writeRawError(this.c.res, err, this.c.reqId, answerHeaders(err, this.c.headers));
-    this.finish(null, null, 0);
-  }
-}
-
-/**
- * A stream: each upstream read goes through the SSE relay and out in one write, as it came.
- * Back-pressure pauses the upstream until the client drains. The client's response ends at
- * [DONE] or at the upstream's error event; after [DONE] the rest of the upstream body is read
- * briefly (DRAIN_BYTES, DRAIN_MS) so its connection returns to the pool, then aborted.
- */
-export class StreamRelay extends Relay {
-  private readonly relay: EventStream;
-  private waiting = false;
-  private readonly pending = new OutputBatch();
-  private scheduled = false;
-  /** The 200 and its headers are written: failures are told with an error event from now on. */
-  private begun = false;
-  /** Bytes read after [DONE]. */
-  private drained = 0;
-  /** [DONE] came: the drain's deadline replaces the response's on the next microtask (`flushQueued`). */
-  private drainDue = false;
-
-  /** `events`: what turns this API's events into the client's (chat's SseRelay, made with the context's id and limits). */
-  constructor(c: RelayContext, events: EventStream) {
-    super(c);
-    this.relay = events;
-  }
-
-  protected start(): void {
-    this.begun = true;
-    const res = this.c.res;
-    res.writeHead(200, streamHeaders(this.c.reqId, this.c.headers));
-    // The headers leave with the first chunk when it is already here (one write, not two); when
-    // the model is slow to its first token, they leave on the next turn of the event loop.
-    setImmediate(() => {
-      if (!res.headersSent && !res.destroyed) res.flushHeaders();
-    });
-  }
-
-  protected data(chunk: Buffer): void {
-    const relay = this.relay;
-    if (relay.stopped) {
-      this.afterStop(chunk);
-      return;
-    }
-    relay.pushInto(chunk, this.pending);
-    if (this.pending.length > 0) this.schedule();
-    if (relay.stopped) this.stopped();
-  }
-
-  /** A read after the relay stopped: after [DONE], drained up to DRAIN_BYTES. */
-  private afterStop(chunk: Buffer): void {
-    if (this.relay.done && (this.drained += chunk.length) > DRAIN_BYTES) this.drainOver();
-  }
-
-  /**
-   * The client's stream ended whole at [DONE]: the exchange is counted as it went, then the
-   * upstream request aborted (settled first, as in `stopped`). Aborted unsettled, a server that
-   * kept its body open past the drain made a whole answer an error of the key's usage and an
-   * `upstream_unavailable` in the log and the metrics.
-   */
-  protected override drainOver(): void {
-    this.count();
-    super.drainOver();
-  }
-
-  /** The read just processed stopped the relay: [DONE], an error event, or a refusal. */
-  private stopped(): void {
-    const relay = this.relay;
-    this.flush();
-    // Settled before the abort: undici calls onResponseError within abort(), which must find
-    // the exchange over. Aborted first, the failure was told twice, the second time as
-    // `upstream_unavailable` (the log and the metrics blamed the network for a refused event).
-    if (relay.invalid) {
-      this.upstreamFailed('upstream_error');
-      this.endWithError(this.refusal());
-      this.count();
-      this.controller?.abort(new Error('an event from the model server was refused'));
-    } else if (relay.sawError) {
-      this.upstreamFailed('upstream_error');
-      this.count();
-      // Its error event was the client's last: nothing more to read.
-      this.controller?.abort(new Error('the model server sent an error event'));
-    } else {
-      // The drain's timer is set on the microtask that follows, not now: when the upstream's
-      // end came in the same read as [DONE] (the usual case), the exchange is over by then, and
-      // a timer made and cleared in one turn was a Timeout and a closure per stream for nothing.
-      this.drainDue = true;
-      this.schedule();
-    }
-  }
-
-  private refusal(): ObProxyError {
-    const reason = this.relay.invalidReason;
-    if (reason === 'frame_too_large') return limitErrors.frameTooLarge(this.c.limits.maxFrameBytes);
-    if (reason === 'too_deep') return limitErrors.tooDeep(true);
-    return reason === 'not_sse' ? limitErrors.notSse() : limitErrors.notJson();
-  }
-
-  /**
-   * undici hands over every HTTP chunk of one socket read synchronously, and a model server
-   * sends one chunk per token: gather their pieces and write them once (one copy), on a
-   * microtask, before the next read. The order is kept and nothing waits past this turn.
-   */
-  private schedule(): void {
-    if (!this.scheduled) {
-      this.scheduled = true;
-      queueMicrotask(this.flushQueued);
-    }
-  }
-
-  private readonly flushQueued = (): void => {
-    this.scheduled = false;
-    this.flush();
-    if (this.drainDue) {
-      this.drainDue = false;
-      this.shortenDeadline(DRAIN_MS);
-    }
-  };
-
-  private flush(): void {
-    const res = this.c.res;
-    if (this.pending.length === 0) return;
-    const out = this.pending.take();
-    if (this.relay.done || this.relay.sawError) {
-      if (!res.writableEnded) res.end(out);
-      return;
-    }
-    if (res.writableEnded) return;
-    if (!res.write(out)) this.pauseUntilDrained();
-  }
-
-  private pauseUntilDrained(): void {
-    if (this.waiting) return;
-    const res = this.c.res;
-    this.waiting = true;
-    // A client that does not read is not the model server's silence (undici's time-out alike).
-    this.quietMs = 0;
-    this.controller?.pause();
-    const resume = (): void => {
-      res.off('drain', resume);
-      res.off('close', resume);
-      this.waiting = false;
-      this.quietMs = this.c.limits.idleTimeoutMs;
-      this.heard++;
-      // After a disconnect the request is aborted: nothing to resume.
-      if (!this.clientGone) this.controller?.resume();
-    };
-    res.on('drain', resume);
-    res.on('close', resume);
-  }
-
-  protected end(): void {
-    this.flush();
-    if (!this.relay.done && !this.relay.sawError) {
-      this.upstreamFailed('upstream_unavailable');
-      this.endWithError(
-        obError('upstream_unavailable', { message: 'The model server ended the stream before it was complete.' }),
-      );
-    } else if (!this.c.res.writableEnded) this.c.res.end();
-    this.count();
-  }
-
-  protected gone(): void {
-    this.count();
-  }
-
-  protected failed(err: ObProxyError): void {
-    this.errored = true;
-    this.c.trace?.error(err.code);
-    this.flush();
-    if (this.relay.invalid || this.relay.sawError) {
-      this.count();
-      return;
-    }
-    if (!this.begun) writeRawError(this.c.res, err, this.c.reqId, answerHeaders(err, this.c.headers));
-    else if (!this.relay.done) this.endWithError(err);
-    this.count();
-  }
-
-  /** The model server's counts where they are token counts; else the completion is the content events. */
-  private count(): void {
-    const u = this.relay.counts();
-    this.finish(u.prompt, u.completion, u.reasoning, this.relay.contentChunks);
-  }
-
-  /** After a 200 has been sent, the only way to say "failed": one error event, no [DONE]. */
-  private endWithError(err: ObProxyError): void {
-    const res = this.c.res;
-    if (res.writableEnded) return;
-    const e =
-      err.code === 'upstream_timeout'
-        ? obError('upstream_timeout', { message: 'The model server sent nothing for too long; the stream was ended.' })
-        : err;
-    res.end(this.relay.closingError(e));
-  }
-}
-
 /**
  * The extra headers of an error answer: the key's x-ratelimit-*, and for a daemon out of sync with
  * its shared store the Retry-After its refusals on the headers give (auth-hook.ts).
  */
-function answerHeaders(err: ObProxyError, headers: HeaderList | null | undefined): HeaderList | null {
+export function answerHeaders(err: ObProxyError, headers: HeaderList | null | undefined): HeaderList | null {
   if (err.code !== 'store_unreachable') return headers ?? null;
   return [...(headers ?? []), 'retry-after', '5'];
 }

@@ -16,7 +16,7 @@ import type { ObProxyError } from '../../src/errors.js';
 import type { RequestOutcome } from '../../src/services/usage.js';
 import type { TraceHeaders } from '../../src/upstream/upstream-client.js';
 import type { AuthContext } from '../data-plane/auth-hook.js';
-import { StreamRelay } from '../data-plane/upstream-relay.js';
+import { StreamRelay } from '../data-plane/stream-relay.js';
 import { StreamFacts } from './stream-facts.js';
 
 /** What a model route's span is called by: its `gen_ai.operation.name` and `gen_ai.provider.name`. */

@@ -22,7 +22,7 @@ import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ObProxyError } from '../../src/errors.js';
 import type { AuthContext } from '../data-plane/auth-hook.js';
-import type { StreamRelay } from '../data-plane/upstream-relay.js';
+import type { StreamRelay } from '../data-plane/stream-relay.js';
 import {
   ExchangeSpan,
   type GenAiRequest,

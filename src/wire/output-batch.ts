@@ -1,36 +1,22 @@
-const EMPTY = Buffer.alloc(0);
-
 /**
  * The bytes for the client, gathered across the upstream reads of one turn of the event loop
  * and assembled once, when they are written. Each piece is an optional constant prefix (a
  * stream's own layout's) followed by a range of an input buffer: ranges, not slices, so no Buffer
  * object is made per frame, and the write is one exact allocation with each byte copied once.
- * The four arrays keep their storage from one write to the next and `count` says how much is in
- * use: emptying them with `length = 0` gave their storage back to V8, and every event's `add`
- * then grew four arrays again (four allocations per event, and `push` no longer inlined).
  */
 export class OutputBatch {
   private readonly prefixes: (Buffer | null)[] = [];
   private readonly sources: Buffer[] = [];
   private readonly starts: number[] = [];
   private readonly ends: number[] = [];
-  private count = 0;
   /** Bytes gathered so far. */
   length = 0;
 
   add(prefix: Buffer | null, source: Buffer, start: number, end: number): void {
-    const i = this.count++;
-    if (i < this.sources.length) {
-      this.prefixes[i] = prefix;
-      this.sources[i] = source;
-      this.starts[i] = start;
-      this.ends[i] = end;
-    } else {
-      this.prefixes.push(prefix);
-      this.sources.push(source);
-      this.starts.push(start);
-      this.ends.push(end);
-    }
+    this.prefixes.push(prefix);
+    this.sources.push(source);
+    this.starts.push(start);
+    this.ends.push(end);
     this.length += (prefix === null ? 0 : prefix.length) + end - start;
   }
 
@@ -38,7 +24,7 @@ export class OutputBatch {
   take(): Buffer {
     const out = Buffer.allocUnsafe(this.length);
     let pos = 0;
-    const n = this.count;
+    const n = this.sources.length;
     const sources = this.sources;
     for (let i = 0; i < n; i++) {
       const prefix = this.prefixes[i] as Buffer | null;
@@ -56,10 +42,12 @@ export class OutputBatch {
         src.copy(out, pos, s, e);
         pos += e - s;
       }
-      // Not kept past the write: an upstream read must not stay pinned by a stream's batch.
-      sources[i] = EMPTY;
     }
-    this.count = 0;
+    // Emptied, so no upstream read stays pinned by a stream's batch past the write.
+    this.prefixes.length = 0;
+    this.sources.length = 0;
+    this.starts.length = 0;
+    this.ends.length = 0;
     this.length = 0;
     return out;
   }

@@ -13,7 +13,7 @@
  * whole and in order.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { MAX_PIPELINED } from '../../daemon/data-plane/pipeline.js';
+import { MAX_PIPELINED } from '../../daemon/data-plane/connection-limits.js';
 import type { Simulator } from '../../simulator/simulator.js';
 import { hello } from '../helpers/chat.js';
 import { chatRequests } from '../helpers/inproc.js';
