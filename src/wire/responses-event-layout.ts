@@ -1,5 +1,6 @@
 import { isUtf8 } from 'node:buffer';
-import { MAX_LAYOUT_BYTES, byteLiteralEnd } from './event-layouts.js';
+import { MAX_LAYOUT_BYTES } from './event-layouts.js';
+import { byteLiteralEnd } from './json-bytes.js';
 
 const LF = 10;
 const CR = 13;
