@@ -90,3 +90,111 @@ function utf8SequenceEnd(buf: Buffer, i: number, end: number): number {
 function isHexByte(c: number | undefined): boolean {
   return c !== undefined && ((c >= 48 && c <= 57) || (c >= 65 && c <= 70) || (c >= 97 && c <= 102));
 }
+
+/** The most digits of an integer a layout takes as a hole: 15 keep it a safe integer. */
+const MAX_DIGITS = 15;
+
+/** The end of a JSON integer at `start` (`0`, or 1 to 15 digits without a leading zero), or -1. */
+export function safeDigitsEnd(buf: Buffer, start: number, end: number): number {
+  if (start >= end) return -1;
+  const first = buf[start] as number;
+  if (first < 48 || first > 57) return -1;
+  if (first === 48) return start + 1 < end && isDigit(buf[start + 1] as number) ? -1 : start + 1;
+  let i = start + 1;
+  while (i < end && isDigit(buf[i] as number)) i++;
+  return i - start > MAX_DIGITS ? -1 : i;
+}
+
+/** The value of the digits `buf[start, end)`. */
+export function digitsValue(buf: Buffer, start: number, end: number): number {
+  let v = 0;
+  for (let i = start; i < end; i++) v = v * 10 + ((buf[i] as number) - 48);
+  return v;
+}
+
+/** The end of a JSON number at `start` (RFC 8259's grammar), or -1. */
+export function numberEnd(buf: Buffer, start: number, end: number): number {
+  let i = start;
+  if (i < end && buf[i] === 45) i++;
+  if (i >= end || !isDigit(buf[i] as number)) return -1;
+  if (buf[i] === 48) i++;
+  else while (i < end && isDigit(buf[i] as number)) i++;
+  if (i < end && buf[i] === 46) {
+    i++;
+    if (i >= end || !isDigit(buf[i] as number)) return -1;
+    while (i < end && isDigit(buf[i] as number)) i++;
+  }
+  if (i < end && (buf[i] === 101 || buf[i] === 69)) {
+    i++;
+    if (i < end && (buf[i] === 43 || buf[i] === 45)) i++;
+    if (i >= end || !isDigit(buf[i] as number)) return -1;
+    while (i < end && isDigit(buf[i] as number)) i++;
+  }
+  return i;
+}
+
+/**
+ * The end of a number at `start` written as JSON.stringify writes its value, or -1 (the number
+ * may be well-formed still). Taken: an integer of 1 to 15 digits without a leading zero (not
+ * `-0`), or a fraction with 1 to 15 significant digits, the last not 0, and fewer than 6 zeros
+ * between the point and the first digit of a value under 1. A decimal of at most 15 significant
+ * digits is the only one of its length or shorter that reads as its double, and JavaScript
+ * writes a double as its shortest such decimal, in this notation for values from 1e-6 to 1e21.
+ */
+export function canonicalNumberEnd(buf: Buffer, start: number, end: number): number {
+  let i = start;
+  const negative = i < end && buf[i] === 45;
+  if (negative) i++;
+  const intStart = i;
+  if (i >= end || !isDigit(buf[i] as number)) return -1;
+  if (buf[i] === 48) i++;
+  else while (i < end && isDigit(buf[i] as number)) i++;
+  const intEnd = i;
+  const zeroInt = intEnd - intStart === 1 && buf[intStart] === 48;
+  if (i >= end || buf[i] !== 46) {
+    if (i < end && (buf[i] === 101 || buf[i] === 69)) return -1;
+    if (zeroInt && negative) return -1;
+    return intEnd - intStart > MAX_DIGITS ? -1 : i;
+  }
+  i++;
+  const fracStart = i;
+  while (i < end && isDigit(buf[i] as number)) i++;
+  const fracEnd = i;
+  if (fracEnd === fracStart || buf[fracEnd - 1] === 48) return -1;
+  if (i < end && (buf[i] === 101 || buf[i] === 69)) return -1;
+  let significant: number;
+  if (zeroInt) {
+    let z = fracStart;
+    while (buf[z] === 48) z++;
+    if (z - fracStart >= 6) return -1;
+    significant = fracEnd - z;
+  } else significant = intEnd - intStart + fracEnd - fracStart;
+  return significant > MAX_DIGITS ? -1 : i;
+}
+
+/**
+ * `byteLiteralEnd` for a string JSON.stringify would write as it is: escapes only `\"`, `\\`,
+ * `\b`, `\f`, `\n`, `\r` and `\t` (a `\u` escape or `\/` is written otherwise, or not escaped);
+ * -1 for any other.
+ */
+export function canonicalLiteralEnd(buf: Buffer, start: number, end: number): number {
+  if (buf[start] !== QUOTE) return -1;
+  for (let i = start + 1; i < end; i++) {
+    const c = buf[i] as number;
+    if (c === QUOTE) return i + 1;
+    if (c < 0x20) return -1;
+    if (c === BACKSLASH) {
+      const x = buf[++i];
+      if (x !== 34 && x !== 92 && x !== 98 && x !== 102 && x !== 110 && x !== 114 && x !== 116) return -1;
+    } else if (c >= 0x80) {
+      const next = utf8SequenceEnd(buf, i, end);
+      if (next === -1) return -1;
+      i = next - 1;
+    }
+  }
+  return -1;
+}
+
+function isDigit(c: number): boolean {
+  return c >= 48 && c <= 57;
+}
