@@ -7,7 +7,7 @@ import {
   validateResponsesRequest,
 } from '../../src/wire/responses-request.js';
 import { ResponsesStreamRelay } from '../../src/wire/responses-event-relay.js';
-import { ResponsesLayoutsByServer } from '../../src/wire/responses-layouts.js';
+import { ResponsesLayoutsByServer } from '../../src/wire/responses-server-layouts.js';
 import { spliceResponseId } from '../../src/wire/response-splice.js';
 import type { DaemonContext } from '../context.js';
 import { type WireApi, makeProxyHandler, streamRelayFor } from './proxied-route.js';

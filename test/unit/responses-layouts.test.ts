@@ -4,7 +4,7 @@ import { obError } from '../../src/errors.js';
 import { canonicalLiteralEnd, canonicalNumberEnd } from '../../src/wire/json-bytes.js';
 import { OutputBatch } from '../../src/wire/output-batch.js';
 import { ResponsesStreamRelay } from '../../src/wire/responses-event-relay.js';
-import { ResponsesLayouts } from '../../src/wire/responses-layouts.js';
+import { ResponsesLayouts } from '../../src/wire/responses-server-layouts.js';
 
 /**
  * The Responses relay's server layouts (responses-layouts.ts) against its parsed path: for any
