@@ -7,6 +7,7 @@ import {
   validateResponsesRequest,
 } from '../../src/wire/responses-request.js';
 import { ResponsesStreamRelay } from '../../src/wire/responses-event-relay.js';
+import { ResponsesLayoutsByServer } from '../../src/wire/responses-server-layouts.js';
 import { spliceResponseId } from '../../src/wire/response-splice.js';
 import type { DaemonContext } from '../context.js';
 import { type WireApi, makeProxyHandler, streamRelayFor } from './proxied-route.js';
@@ -77,6 +78,8 @@ export class ResponsesPlainRelay extends PlainRelay {
  * model server has none, translated to and from its chat completions (responses-translation.ts).
  */
 export function responsesApi(ctx: DaemonContext): WireApi<ResponsesRequest> {
+  // Learned per model server, shared by its streams (responses-layouts.ts).
+  const layouts = ctx.config.relayFastPath ? new ResponsesLayoutsByServer() : null;
   return {
     route: 'responses',
     logMessage: 'response',
@@ -85,11 +88,17 @@ export function responsesApi(ctx: DaemonContext): WireApi<ResponsesRequest> {
     validate: validateResponsesRequest,
     upstream: (raw) => raw,
     newId: responseId,
-    relay(_ctx, rc, req) {
+    relay(_ctx, rc, req, deployment) {
       if (!req.stream) return new ResponsesPlainRelay(rc, ctx.config.relayFastPath);
       return new (streamRelayFor(ctx, rc))(
         rc,
-        new ResponsesStreamRelay(rc.id, rc.limits.maxFrameBytes, rc.upstreamToken, ctx.config.relayFastPath),
+        new ResponsesStreamRelay(
+          rc.id,
+          rc.limits.maxFrameBytes,
+          rc.upstreamToken,
+          ctx.config.relayFastPath,
+          layouts?.for(deployment) ?? null,
+        ),
       );
     },
     support: new RouteSupport('POST /v1/responses', ctx.clock),

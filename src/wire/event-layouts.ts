@@ -1,9 +1,8 @@
 import { isUtf8 } from 'node:buffer';
+import { byteLiteralEnd, digitsEnd, idEnd } from './json-bytes.js';
 
 const LF = 10;
 const CR = 13;
-const QUOTE = 34;
-const BACKSLASH = 92;
 /** Hole kinds: the chunk's id, the `created` number, a string value (the token). */
 const ID = 0;
 const DIGITS = 1;
@@ -320,92 +319,6 @@ export class EventLayouts {
     if (this.layouts.length > this.max) this.layouts.pop();
     return layout;
   }
-}
-
-/**
- * From the first byte of an id's text: the index of its closing quote, when the id is 1 to 128
- * printable ASCII characters without escapes; otherwise -1.
- */
-function idEnd(buf: Buffer, start: number, end: number): number {
-  const limit = Math.min(end, start + 129);
-  for (let i = start; i < limit; i++) {
-    const c = buf[i] as number;
-    if (c === QUOTE) return i > start ? i : -1;
-    if (c < 0x20 || c > 0x7e || c === BACKSLASH) return -1;
-  }
-  return -1;
-}
-
-/** The end of a JSON integer's digits at `start` (`0`, or 1 to 16 digits without a leading zero), or -1. */
-function digitsEnd(buf: Buffer, start: number, end: number): number {
-  const first = buf[start];
-  if (first === undefined || start >= end || first < 48 || first > 57) return -1;
-  if (first === 48) return start + 1;
-  const limit = Math.min(end, start + 16);
-  let i = start + 1;
-  while (i < limit && (buf[i] as number) >= 48 && (buf[i] as number) <= 57) i++;
-  return i < end && (buf[i] as number) >= 48 && (buf[i] as number) <= 57 ? -1 : i;
-}
-
-/**
- * `buf[start]` must open a JSON string literal; returns the index just past its closing quote,
- * or -1 when it is not a well-formed literal before `end` (control characters, bad escapes, no
- * end) or not valid UTF-8: such an event takes the slow path, whose decoding repairs it (a
- * client's strict UTF-8 decoder would otherwise fail on the whole event).
- */
-export function byteLiteralEnd(buf: Buffer, start: number, end: number): number {
-  if (buf[start] !== QUOTE) return -1;
-  for (let i = start + 1; i < end; i++) {
-    const c = buf[i] as number;
-    if (c === QUOTE) return i + 1;
-    if (c < 0x20) return -1;
-    if (c === BACKSLASH) {
-      const x = buf[++i];
-      if (x === 117) {
-        for (let k = 0; k < 4; k++) if (!isHexByte(buf[++i])) return -1;
-      } else if (x !== 34 && x !== 92 && x !== 47 && x !== 98 && x !== 102 && x !== 110 && x !== 114 && x !== 116) {
-        return -1;
-      }
-    } else if (c >= 0x80) {
-      const next = utf8SequenceEnd(buf, i, end);
-      if (next === -1) return -1;
-      i = next - 1;
-    }
-  }
-  return -1;
-}
-
-/** The end of the well-formed UTF-8 sequence (RFC 3629) that starts at `i`, or -1. */
-function utf8SequenceEnd(buf: Buffer, i: number, end: number): number {
-  const c = buf[i] as number;
-  let n: number;
-  let lo = 0x80;
-  let hi = 0xbf;
-  if (c >= 0xc2 && c <= 0xdf) {
-    n = 1;
-  } else if (c >= 0xe0 && c <= 0xef) {
-    n = 2;
-    if (c === 0xe0) lo = 0xa0;
-    else if (c === 0xed) hi = 0x9f;
-  } else if (c >= 0xf0 && c <= 0xf4) {
-    n = 3;
-    if (c === 0xf0) lo = 0x90;
-    else if (c === 0xf4) hi = 0x8f;
-  } else {
-    return -1;
-  }
-  if (i + n >= end) return -1;
-  const first = buf[i + 1] as number;
-  if (first < lo || first > hi) return -1;
-  for (let k = 2; k <= n; k++) {
-    const b = buf[i + k] as number;
-    if (b < 0x80 || b > 0xbf) return -1;
-  }
-  return i + n + 1;
-}
-
-function isHexByte(c: number | undefined): boolean {
-  return c !== undefined && ((c >= 48 && c <= 57) || (c >= 65 && c <= 70) || (c >= 97 && c <= 102));
 }
 
 /** One EventLayouts per model server (instance), made on first use. */

@@ -1,12 +1,11 @@
 import type { ObProxyError } from '../errors.js';
 import { encodeJson, tokenCount } from './chat-response.js';
 import { OutputBatch } from './output-batch.js';
-import { type InvalidReason, frameEnd } from './sse-relay.js';
+import { type FrameSink, SseFrameReader, sseEvent } from './sse-frame-reader.js';
+import type { InvalidReason } from './sse-relay.js';
 import { redactTokenInJson } from './upstream-token-redaction.js';
 
 type Json = Record<string, unknown>;
-
-const CR = 13;
 
 /** The Messages stream's events (Anthropic's API reference); others are not this API's stream. */
 const EVENTS = new Set([
@@ -31,9 +30,10 @@ const EVENTS = new Set([
  * `message_delta` (`input_tokens`, `output_tokens`; the later count wins). Nothing is added: this
  * API has no `[DONE]`. A frame of `maxFrameBytes` or more is refused.
  */
-export class MessagesStreamRelay {
-  private pieces: Buffer[] = [];
-  private pendingBytes = 0;
+export class MessagesStreamRelay implements FrameSink {
+  private readonly reader: SseFrameReader;
+  /** Where the frames of the read being handled go. */
+  private out: OutputBatch | null = null;
   done = false;
   sawError = false;
   invalid = false;
@@ -45,9 +45,11 @@ export class MessagesStreamRelay {
 
   constructor(
     private readonly id: string,
-    private readonly maxFrameBytes = 1024 * 1024,
+    maxFrameBytes = 1024 * 1024,
     private readonly upstreamToken?: string,
-  ) {}
+  ) {
+    this.reader = new SseFrameReader(maxFrameBytes);
+  }
 
   get stopped(): boolean {
     return this.done || this.invalid || this.sawError;
@@ -65,34 +67,8 @@ export class MessagesStreamRelay {
   }
 
   pushInto(chunk: Buffer, out: OutputBatch): void {
-    if (this.stopped) return;
-    let buf = chunk;
-    if (this.pendingBytes > 0) {
-      this.pieces.push(chunk);
-      buf = Buffer.concat(this.pieces, this.pendingBytes + chunk.length);
-      this.pieces = [];
-      this.pendingBytes = 0;
-    }
-    let start = 0;
-    while (start < buf.length && !this.stopped) {
-      const next = frameEnd(buf, start);
-      if (next === -1) break;
-      if (next - start > this.maxFrameBytes) {
-        this.refuse('frame_too_large');
-        return;
-      }
-      this.frame(buf.toString('utf8', start, buf[next - 2] === CR ? next - 4 : next - 2), out);
-      start = next;
-    }
-    if (this.stopped || start >= buf.length) return;
-    const rest = buf.length - start;
-    if (rest >= this.maxFrameBytes) {
-      this.refuse('frame_too_large');
-      return;
-    }
-    // A copy: a piece must not pin its whole read. Joined once its frame ends.
-    this.pieces.push(Buffer.from(buf.subarray(start)));
-    this.pendingBytes = rest;
+    this.out = out;
+    this.reader.read(chunk, this);
   }
 
   /** Our own error event, the client's last, in Anthropic's stream shape. */
@@ -100,31 +76,26 @@ export class MessagesStreamRelay {
     return `event: error\ndata: ${JSON.stringify(err.toAnthropicBody())}\n\n`;
   }
 
-  private refuse(reason: InvalidReason): void {
+  refuse(reason: InvalidReason): void {
     this.invalid = true;
     this.invalidReason ??= reason;
-    this.pieces = [];
-    this.pendingBytes = 0;
+    this.reader.clear();
   }
 
-  /** One frame: comments and blank lines are dropped; `event:` and `data:` lines make the event. */
-  private frame(text: string, out: OutputBatch): void {
-    let event = '';
-    let data: string | null = null;
-    for (const raw of text.split('\n')) {
-      const line = raw.endsWith('\r') ? raw.slice(0, -1) : raw;
-      if (line === '' || line.charCodeAt(0) === 58) continue;
-      const colon = line.indexOf(':');
-      const name = colon === -1 ? line : line.slice(0, colon);
-      let value = colon === -1 ? '' : line.slice(colon + 1);
-      if (value.charCodeAt(0) === 32) value = value.slice(1);
-      if (name === 'data') data = data === null ? value : `${data}\n${value}`;
-      else if (name === 'event') event = value;
-      else if (name !== 'id' && name !== 'retry') {
-        this.refuse('not_sse');
-        return;
-      }
+  /** Every event is parsed: none is known by its bytes. */
+  known(): number {
+    return -1;
+  }
+
+  /** One frame: its `event:` and `data:` lines make the event (sse-frames.ts). */
+  frame(text: string): void {
+    const out = this.out as OutputBatch;
+    const fields = sseEvent(text);
+    if (fields === null) {
+      this.refuse('not_sse');
+      return;
     }
+    const { event, data } = fields;
     if (data === null) return;
     let value: unknown;
     try {

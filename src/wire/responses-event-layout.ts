@@ -1,10 +1,9 @@
 import { isUtf8 } from 'node:buffer';
-import { MAX_LAYOUT_BYTES, byteLiteralEnd } from './event-layouts.js';
+import { MAX_LAYOUT_BYTES } from './event-layouts.js';
+import { byteLiteralEnd, digitsValue, safeDigitsEnd as digitsEnd } from './json-bytes.js';
 
 const LF = 10;
 const CR = 13;
-/** The most digits of a `sequence_number` a layout takes: 15 keep it a safe integer, as the slow path requires. */
-const MAX_DIGITS = 15;
 const DELTA_KEY = Buffer.from('"delta":"', 'latin1');
 const SEQUENCE_KEY = Buffer.from('"sequence_number":', 'latin1');
 
@@ -134,25 +133,4 @@ function runAt(buf: Buffer, pos: number, run: Buffer, n: number): boolean {
     return true;
   }
   return buf.compare(run, 0, len, pos, pos + len) === 0;
-}
-
-/** The end of a JSON integer's digits at `start` (`0`, or 1 to MAX_DIGITS digits without a leading zero), or -1. */
-function digitsEnd(buf: Buffer, start: number, end: number): number {
-  if (start >= end) return -1;
-  const first = buf[start] as number;
-  if (first < 48 || first > 57) return -1;
-  if (first === 48) return start + 1 < end && isDigit(buf[start + 1] as number) ? -1 : start + 1;
-  let i = start + 1;
-  while (i < end && isDigit(buf[i] as number)) i++;
-  return i - start > MAX_DIGITS ? -1 : i;
-}
-
-function isDigit(c: number): boolean {
-  return c >= 48 && c <= 57;
-}
-
-function digitsValue(buf: Buffer, start: number, end: number): number {
-  let v = 0;
-  for (let i = start; i < end; i++) v = v * 10 + ((buf[i] as number) - 48);
-  return v;
 }

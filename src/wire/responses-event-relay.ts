@@ -1,14 +1,14 @@
 import type { ObProxyError } from '../errors.js';
-import { encodeJson, tokenCount } from './chat-response.js';
+import { encodeJson } from './chat-response.js';
 import { OutputBatch } from './output-batch.js';
 import { ResponsesEventLayout } from './responses-event-layout.js';
+import { type ResponsesCounts, ResponsesLayout, usageCounts } from './responses-layouts.js';
+import type { ResponsesLayouts } from './responses-server-layouts.js';
+import { type FrameSink, SseFrameReader, sseEvent } from './sse-frame-reader.js';
 import type { InvalidReason } from './sse-relay.js';
-import { frameEnd } from './sse-relay.js';
 import { redactTokenInJson } from './upstream-token-redaction.js';
 
 type Json = Record<string, unknown>;
-
-const CR = 13;
 
 /** Events whose data carries the response object, and with it the response id. */
 const CARRIES_RESPONSE = new Set([
@@ -22,12 +22,7 @@ const CARRIES_RESPONSE = new Set([
 /** The response is over: no event follows (Ollama ends its body here; it sends no `[DONE]`). */
 const TERMINAL = new Set(['response.completed', 'response.failed', 'response.incomplete']);
 
-/** The stream of a Responses API answer, relayed event for event (docs/contract.md §6). */
-export interface ResponsesCounts {
-  prompt: number | null;
-  completion: number | null;
-  reasoning: number;
-}
+export type { ResponsesCounts } from './responses-layouts.js';
 
 /**
  * Turns the model server's Responses event stream into what the client receives, as it arrives:
@@ -42,11 +37,17 @@ export interface ResponsesCounts {
  *
  * With `fastPath`, an event with the layout of the last event of its kind that went the slow way
  * (in practice every delta after a stream's first) is sent as its bytes, unparsed
- * (responses-event-layout.ts argues why that is the same bytes the slow path would send).
+ * (responses-event-layout.ts argues why that is the same bytes the slow path would send). With
+ * `layouts`, the model server's, an event of a layout learned from an earlier one (its other
+ * events: response.created, …, response.completed) is sent as its bytes too, our id spliced
+ * into those that carry the response (responses-layouts.ts argues why).
  */
-export class ResponsesStreamRelay {
-  private pieces: Buffer[] = [];
-  private pendingBytes = 0;
+export class ResponsesStreamRelay implements FrameSink {
+  private readonly reader: SseFrameReader;
+  /** Where the events of the read being handled go. */
+  private out: OutputBatch | null = null;
+  /** Our id's bytes, spliced into a learned event that carries the response. */
+  private readonly idBytes: Buffer;
   done = false;
   sawError = false;
   invalid = false;
@@ -55,7 +56,8 @@ export class ResponsesStreamRelay {
   contentChunks = 0;
   /** The last `sequence_number` sent to the client; our error event takes the next. */
   private lastSequence = -1;
-  private usage: Json | null = null;
+  /** The terminal event's usage counts, once it came with a usage object. */
+  private counted: ResponsesCounts | null = null;
   /** The layout of the last event learned, tried first; null until one is (or without the fast path). */
   private own: ResponsesEventLayout | null = null;
 
@@ -64,7 +66,11 @@ export class ResponsesStreamRelay {
     private readonly maxFrameBytes = 1024 * 1024,
     private readonly upstreamToken?: string,
     private readonly fastPath = true,
-  ) {}
+    private readonly layouts: ResponsesLayouts | null = null,
+  ) {
+    this.reader = new SseFrameReader(maxFrameBytes);
+    this.idBytes = Buffer.from(id, 'utf8');
+  }
 
   get stopped(): boolean {
     return this.done || this.invalid || this.sawError;
@@ -72,11 +78,7 @@ export class ResponsesStreamRelay {
 
   /** The usage of the terminal event, where its counts are token counts. */
   counts(): ResponsesCounts {
-    const u = this.usage;
-    const details = u?.output_tokens_details;
-    const reasoning =
-      typeof details === 'object' && details !== null ? tokenCount((details as Json).reasoning_tokens) : null;
-    return { prompt: tokenCount(u?.input_tokens), completion: tokenCount(u?.output_tokens), reasoning: reasoning ?? 0 };
+    return this.counted ?? usageCounts(null);
   }
 
   /** The text to write now; for tests. */
@@ -87,49 +89,42 @@ export class ResponsesStreamRelay {
   }
 
   pushInto(chunk: Buffer, out: OutputBatch): void {
-    if (this.stopped) return;
-    let buf = chunk;
-    if (this.pendingBytes > 0) {
-      this.pieces.push(chunk);
-      buf = Buffer.concat(this.pieces, this.pendingBytes + chunk.length);
-      this.pieces = [];
-      this.pendingBytes = 0;
-    }
-    let start = 0;
-    while (start < buf.length && !this.stopped) {
-      const own = this.own;
-      if (own !== null) {
-        const e = own.end(buf, start, this.maxFrameBytes);
-        if (e !== -1) {
-          out.add(null, buf, start, e);
-          this.lastSequence = own.sequence;
-          if (own.delta) this.contentChunks++;
-          start = e;
-          continue;
-        }
+    this.out = out;
+    this.reader.read(chunk, this);
+  }
+
+  /** An event of a layout learned (this stream's delta, or the server's), sent as its bytes; else -1. */
+  known(buf: Buffer, start: number): number {
+    const out = this.out as OutputBatch;
+    const own = this.own;
+    if (own !== null) {
+      const e = own.end(buf, start, this.maxFrameBytes);
+      if (e !== -1) {
+        out.add(null, buf, start, e);
+        this.lastSequence = own.sequence;
+        if (own.delta) this.contentChunks++;
+        return e;
       }
-      const next = frameEnd(buf, start);
-      if (next === -1) break;
-      if (next - start > this.maxFrameBytes) {
-        this.refuse('frame_too_large');
-        return;
-      }
-      const end = buf[next - 2] === CR ? next - 4 : next - 2;
-      const learnable = this.frame(buf.toString('utf8', start, end), out);
-      if (learnable !== null && this.fastPath) {
-        this.own = ResponsesEventLayout.learn(buf, start, end, next, learnable, this.lastSequence) ?? this.own;
-      }
-      start = next;
     }
-    if (this.stopped || start >= buf.length) return;
-    const rest = buf.length - start;
-    if (rest >= this.maxFrameBytes) {
-      this.refuse('frame_too_large');
-      return;
+    const layouts = this.layouts;
+    if (layouts === null) return -1;
+    const layout = layouts.match(buf, start, this.maxFrameBytes);
+    if (layout === null) return -1;
+    const e = layouts.end;
+    this.lastSequence = layout.sequence(buf, this.lastSequence);
+    if (layout.carries) {
+      out.add(null, buf, start, layout.idStart);
+      out.add(this.idBytes, buf, layout.idEnd, e);
+    } else out.add(null, buf, start, e);
+    if (layout.terminal) {
+      this.counted = layout.counts(buf);
+      this.done = true;
+    } else if (layout.delta) {
+      this.contentChunks++;
+      if (this.fastPath)
+        this.own = ResponsesEventLayout.learn(buf, start, e - 2, e, layout.type, this.lastSequence) ?? this.own;
     }
-    // A copy: a piece must not pin its whole read. Joined once its frame ends.
-    this.pieces.push(Buffer.from(buf.subarray(start)));
-    this.pendingBytes = rest;
+    return e;
   }
 
   /** Our own error event, the client's last: the Responses stream's shape, the next sequence number. */
@@ -144,99 +139,102 @@ export class ResponsesStreamRelay {
     return `event: error\ndata: ${data}\n\n`;
   }
 
-  private refuse(reason: InvalidReason): void {
+  refuse(reason: InvalidReason): void {
     this.invalid = true;
     this.invalidReason ??= reason;
-    this.pieces = [];
-    this.pendingBytes = 0;
+    this.reader.clear();
   }
 
   /**
-   * One frame: comments and blank lines are dropped; `event:` and `data:` lines make the event.
-   * Returns its type when it was sent as `event: <type>\ndata: <data>\n\n` with its data as it
-   * came, carries no response object and is no error (its layout may be learned); else null.
+   * One frame: its `event:` and `data:` lines make the event (sse-frames.ts), parsed and judged.
+   * An event sent as `event: <type>\ndata: <data>\n\n` may teach a layout: this stream's
+   * delta layout, or the server's (responses-layouts.ts).
    */
-  private frame(text: string, out: OutputBatch): string | null {
-    let event = '';
-    let data: string | null = null;
-    for (const raw of text.split('\n')) {
-      const line = raw.endsWith('\r') ? raw.slice(0, -1) : raw;
-      if (line === '' || line.charCodeAt(0) === 58) continue;
-      const colon = line.indexOf(':');
-      const name = colon === -1 ? line : line.slice(0, colon);
-      let value = colon === -1 ? '' : line.slice(colon + 1);
-      if (value.charCodeAt(0) === 32) value = value.slice(1);
-      if (name === 'data') data = data === null ? value : `${data}\n${value}`;
-      else if (name === 'event') event = value;
-      else if (name !== 'id' && name !== 'retry') {
-        this.refuse('not_sse');
-        return null;
-      }
+  frame(text: string, buf: Buffer, start: number, next: number): void {
+    const out = this.out as OutputBatch;
+    const fields = sseEvent(text);
+    if (fields === null) {
+      this.refuse('not_sse');
+      return;
     }
-    if (data === null) return null;
+    const { event, data } = fields;
+    if (data === null) return;
     // A server that ends with [DONE] anyway: the terminal event came first, or this is no Responses stream.
     if (data === '[DONE]') {
       this.refuse('not_sse');
-      return null;
+      return;
     }
     let value: unknown;
     try {
       value = JSON.parse(data);
     } catch {
       this.refuse('not_json');
-      return null;
+      return;
     }
     if (typeof value !== 'object' || value === null || Array.isArray(value)) {
       this.refuse('not_sse');
-      return null;
+      return;
     }
     const ev = value as Json;
     const type = typeof ev.type === 'string' ? ev.type : event;
     if (type === '' || (event !== '' && event !== type && event !== 'message')) {
       this.refuse('not_sse');
-      return null;
+      return;
     }
     if (Number.isSafeInteger(ev.sequence_number)) this.lastSequence = ev.sequence_number as number;
     else this.lastSequence++;
     if (type === 'error') {
       this.passError(ev, data, out);
-      return null;
+      return;
     }
     let sent = data;
-    if (CARRIES_RESPONSE.has(type)) {
+    const carries = CARRIES_RESPONSE.has(type);
+    const terminal = TERMINAL.has(type);
+    /** It carries a response object with a string id (which a layout can splice ours into). */
+    let withId = false;
+    if (carries) {
       const response = ev.response;
       if (typeof response === 'object' && response !== null && !Array.isArray(response)) {
         const r = response as Json;
+        withId = typeof r.id === 'string';
         if (r.id !== this.id) {
           r.id = this.id;
           const again = encodeJson(ev);
           if (again === null) {
             this.refuse('too_deep');
-            return null;
+            return;
           }
           sent = again;
         }
-        if (TERMINAL.has(type)) {
+        if (terminal) {
           const usage = r.usage;
-          if (typeof usage === 'object' && usage !== null) this.usage = usage as Json;
+          if (typeof usage === 'object' && usage !== null) this.counted = usageCounts(usage);
         }
       }
-    } else if (type.endsWith('.delta')) this.contentChunks++;
+    }
+    const delta = !carries && type.endsWith('.delta');
+    if (delta) this.contentChunks++;
     if (sent.includes('\n') || sent.includes('\r')) {
       const one = encodeJson(ev);
       if (one === null) {
         this.refuse('too_deep');
-        return null;
+        return;
       }
       sent = one;
     }
     const frame = Buffer.from(`event: ${type}\ndata: ${sent}\n\n`, 'utf8');
     out.add(null, frame, 0, frame.length);
-    if (TERMINAL.has(type)) {
-      this.done = true;
-      return null;
+    if (terminal) this.done = true;
+    if (event !== type) return;
+    const asCame = sent === data && !carries;
+    if (asCame && !terminal && this.fastPath) {
+      const end = buf[next - 2] === 13 ? next - 4 : next - 2;
+      this.own = ResponsesEventLayout.learn(buf, start, end, next, type, this.lastSequence) ?? this.own;
     }
-    return sent === data && event === type && !CARRIES_RESPONSE.has(type) ? type : null;
+    if (this.layouts !== null && (asCame || withId)) {
+      const layout = ResponsesLayout.learn(buf, start, next, { type, ev, carries: withId, terminal, delta }, this.id);
+      if (layout !== null) this.layouts.add(layout);
+    }
   }
 
   /** The server's error event, its last, with the upstream token cleared (ours instead when it cannot be). */

@@ -5,15 +5,22 @@ import {
   type ResponseContext,
   type ResponseStatus,
   functionCallItem,
-  messageItem,
   outputTextPart,
-  reasoningItem,
   refusalPart,
   responseObject,
   responsesUsage,
   statusOf,
   unixSeconds,
 } from './responses-object.js';
+import {
+  type CallState,
+  type ItemState,
+  type MessageState,
+  type ReasoningState,
+  type ResponsesEvent,
+  closeItem,
+  eventFrame,
+} from './responses-stream-items.js';
 
 /**
  * A chat completions stream as the Responses event stream (as Ollama's `openai/responses.go` does), one chat chunk at a
@@ -38,47 +45,6 @@ import {
  * skipped, more than MAX_TOOL_CALLS calls or an error chunk throw `upstream_error`, and what is
  * held (the answer's text) grows only as far as the caller's bound on the upstream answer.
  */
-
-/** An output item being written; `done` is its final shape once output_item.done is sent. */
-interface MessageState {
-  kind: 'message';
-  id: string;
-  index: number;
-  done: Json | null;
-  /** Parts in content_index order; at most one of each type. */
-  parts: { type: 'output_text' | 'refusal'; text: string }[];
-}
-
-interface ReasoningState {
-  kind: 'reasoning';
-  id: string;
-  index: number;
-  done: Json | null;
-  text: string;
-}
-
-interface CallState {
-  kind: 'function_call';
-  id: string;
-  index: number;
-  done: Json | null;
-  callId: string;
-  name: string;
-  args: string;
-}
-
-type ItemState = MessageState | ReasoningState | CallState;
-
-/** One Responses event: its type and its data (which repeats the type and holds `sequence_number`). */
-export interface ResponsesEvent {
-  type: string;
-  data: Json;
-}
-
-/** The SSE frame of one event, as Ollama writes it. */
-export function eventFrame(event: ResponsesEvent): string {
-  return `event: ${event.type}\ndata: ${JSON.stringify(event.data)}\n\n`;
-}
 
 export class ResponsesStreamTranslator {
   private seq = 0;
@@ -375,37 +341,7 @@ export class ResponsesStreamTranslator {
   }
 
   private close(item: ItemState, out: ResponsesEvent[], status: ResponseStatus): void {
-    if (item.done !== null) return;
-    const at = { item_id: item.id, output_index: item.index };
-    if (item.kind === 'reasoning') {
-      out.push(this.event('response.reasoning_summary_text.done', { ...at, summary_index: 0, text: item.text }));
-      out.push(
-        this.event('response.reasoning_summary_part.done', {
-          ...at,
-          summary_index: 0,
-          part: { type: 'summary_text', text: item.text },
-        }),
-      );
-      item.done = reasoningItem(item.id, item.text);
-    } else if (item.kind === 'message') {
-      const parts: Json[] = [];
-      for (let i = 0; i < item.parts.length; i++) {
-        const p = item.parts[i] as { type: 'output_text' | 'refusal'; text: string };
-        if (p.type === 'output_text') {
-          out.push(this.event('response.output_text.done', { ...at, content_index: i, text: p.text, logprobs: [] }));
-          parts.push(outputTextPart(p.text));
-        } else {
-          out.push(this.event('response.refusal.done', { ...at, content_index: i, refusal: p.text }));
-          parts.push(refusalPart(p.text));
-        }
-        out.push(this.event('response.content_part.done', { ...at, content_index: i, part: parts[i] }));
-      }
-      item.done = messageItem(item.id, status, parts);
-    } else {
-      out.push(this.event('response.function_call_arguments.done', { ...at, arguments: item.args }));
-      item.done = functionCallItem(item.id, status, item.callId, item.name, item.args);
-    }
-    out.push(this.event('response.output_item.done', { output_index: item.index, item: item.done }));
+    closeItem(item, status, out, (type, fields) => this.event(type, fields));
   }
 }
 

@@ -2,7 +2,8 @@ import { ObProxyError, obError } from '../errors.js';
 import { reasoningCount, tokenCount } from './chat-response.js';
 import type { OutputBatch } from './output-batch.js';
 import type { ResponseContext } from './responses-object.js';
-import { type ResponsesEvent, ResponsesStreamTranslator, eventFrame } from './responses-stream.js';
+import { ResponsesStreamTranslator } from './responses-stream.js';
+import { type ResponsesEvent, eventFrame } from './responses-stream-items.js';
 import { SseDataReader } from './sse-data-reader.js';
 import type { InvalidReason } from './sse-relay.js';
 
