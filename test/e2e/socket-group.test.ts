@@ -41,11 +41,16 @@ function runAs(groupId: number, args: string[]): Promise<{ code: number | null; 
         gid: groupId,
         cwd: '/',
         env: { PATH: process.env.PATH ?? '', NO_COLOR: '1', HOME: '/nonexistent' },
-        timeout: 10_000,
+        // As runCli: a loaded machine can take seconds to start Node; a kill at the bound shows
+        // in stderr below rather than as an empty result.
+        timeout: 20_000,
       },
       (err, stdout, stderr) => {
-        const e = err as (Error & { code?: number | string }) | null;
-        resolve({ code: e === null ? 0 : typeof e.code === 'number' ? e.code : null, stdout, stderr });
+        const e = err as (Error & { code?: number | string; signal?: string | null }) | null;
+        const code = e === null ? 0 : typeof e.code === 'number' ? e.code : null;
+        // A process that did not exit by itself says why, so a failure is not an empty object.
+        const why = e !== null && code === null ? `[${String(e.code ?? e.signal)}] ${e.message}` : '';
+        resolve({ code, stdout, stderr: stderr + why });
       },
     );
   });
