@@ -1,4 +1,3 @@
-import { obError } from '../../src/errors.js';
 import { textCompletionId } from '../../src/ids.js';
 import { MAX_CHOICES, usageOf } from '../../src/wire/chat-response.js';
 import { upstreamBody } from '../../src/wire/chat-request.js';
@@ -9,11 +8,9 @@ import {
   validateCompletionsRequest,
 } from '../../src/wire/completions-request.js';
 import { withTopId } from '../../src/wire/top-id.js';
-import { limitErrors } from '../../src/upstream/answer-limits.js';
 import type { DaemonContext } from '../context.js';
 import { type WireApi, makeProxyHandler, streamRelayFor } from './proxied-route.js';
 import { RouteSupport } from './route-support.js';
-import { jsonHeaders } from './send-error.js';
 import { PlainRelay } from './plain-relay.js';
 
 /**
@@ -30,25 +27,16 @@ export class CompletionsPlainRelay extends PlainRelay {
       !Array.isArray(body.choices) ||
       body.choices.length > MAX_CHOICES
     ) {
-      this.upstreamFailed('upstream_error');
-      this.failed(
-        obError('upstream_error', {
-          message: "The model server sent an answer that is not a text completion. Check the instance's endpoint.",
-        }),
-      );
+      this.notAnAnswer('a text completion');
       return;
     }
     const out = withTopId(raw, text, body, this.c.id);
     if (out === null) {
-      this.upstreamFailed('upstream_error');
-      this.failed(limitErrors.tooDeep(false));
+      this.tooDeep();
       return;
     }
     const usage = usageOf(body);
-    this.c.trace?.answer(body);
-    this.c.res.writeHead(200, jsonHeaders(Buffer.byteLength(out), this.c.reqId, this.c.headers));
-    this.c.res.end(out);
-    this.finish(usage.prompt, usage.completion, usage.reasoning);
+    this.send(out, body, usage.prompt, usage.completion, usage.reasoning);
   }
 }
 

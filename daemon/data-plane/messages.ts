@@ -1,7 +1,5 @@
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
-import { obError } from '../../src/errors.js';
 import { messageId } from '../../src/ids.js';
-import { limitErrors } from '../../src/upstream/answer-limits.js';
 import { tokenCount } from '../../src/wire/chat-response.js';
 import { MessagesStreamRelay } from '../../src/wire/messages-event-relay.js';
 import { type MessagesRequest, parseMessagesBody, validateMessagesRequest } from '../../src/wire/messages-request.js';
@@ -10,7 +8,6 @@ import type { DaemonContext } from '../context.js';
 import { answerErrorsAsAnthropic } from './error-shape.js';
 import { type WireApi, makeProxyHandler, streamRelayFor } from './proxied-route.js';
 import { RouteSupport } from './route-support.js';
-import { jsonHeaders } from './send-error.js';
 import { PlainRelay } from './plain-relay.js';
 
 type Json = Record<string, unknown>;
@@ -23,25 +20,16 @@ export class MessagesPlainRelay extends PlainRelay {
   protected override answer(raw: Buffer, text: string, parsed: unknown): void {
     const body = parsed as Json | null;
     if (typeof body !== 'object' || body === null || Array.isArray(body) || body.type !== 'message') {
-      this.upstreamFailed('upstream_error');
-      this.failed(
-        obError('upstream_error', {
-          message: "The model server sent an answer that is not a Messages API message. Check the instance's endpoint.",
-        }),
-      );
+      this.notAnAnswer('a Messages API message');
       return;
     }
     const out = withTopId(raw, text, body, this.c.id);
     if (out === null) {
-      this.upstreamFailed('upstream_error');
-      this.failed(limitErrors.tooDeep(false));
+      this.tooDeep();
       return;
     }
     const u = typeof body.usage === 'object' && body.usage !== null ? (body.usage as Json) : null;
-    this.c.trace?.answer(body);
-    this.c.res.writeHead(200, jsonHeaders(Buffer.byteLength(out), this.c.reqId, this.c.headers));
-    this.c.res.end(out);
-    this.finish(tokenCount(u?.input_tokens), tokenCount(u?.output_tokens), 0);
+    this.send(out, body, tokenCount(u?.input_tokens), tokenCount(u?.output_tokens), 0);
   }
 }
 

@@ -51,24 +51,46 @@ export class PlainRelay extends Relay {
         ? (parsed as Record<string, unknown>)
         : normalizeCompletion(parsed, this.c.id, this.c.model, Math.floor(this.c.clock.now() / 1000));
     if (body === null) {
-      this.failed(
-        obError('upstream_error', {
-          message: "The model server sent an answer that is not a chat completion. Check the instance's endpoint.",
-        }),
-      );
+      this.notAnAnswer('a chat completion');
       return;
     }
     out ??= encodeJson(body);
     if (out === null) {
-      this.upstreamFailed('upstream_error');
-      this.failed(limitErrors.tooDeep(false));
+      this.tooDeep();
       return;
     }
     const usage = usageOf(body);
+    this.send(out, body, usage.prompt, usage.completion, usage.reasoning);
+  }
+
+  /** The model server's answer is not the route's kind (`what`): its failure, and the client told so. */
+  protected notAnAnswer(what: string): void {
+    this.upstreamFailed('upstream_error');
+    this.failed(
+      obError('upstream_error', {
+        message: `The model server sent an answer that is not ${what}. Check the instance's endpoint.`,
+      }),
+    );
+  }
+
+  /** The answer is nested deeper than it can be encoded again: the model server's failure. */
+  protected tooDeep(): void {
+    this.upstreamFailed('upstream_error');
+    this.failed(limitErrors.tooDeep(false));
+  }
+
+  /** Sends `out` (the answer with our id) and ends the exchange with the counts read from `body`. */
+  protected send(
+    out: Buffer | string,
+    body: Record<string, unknown>,
+    prompt: number | null,
+    completion: number | null,
+    reasoning: number,
+  ): void {
     this.c.trace?.answer(body);
     this.c.res.writeHead(200, jsonHeaders(Buffer.byteLength(out), this.c.reqId, this.c.headers));
     this.c.res.end(out);
-    this.finish(usage.prompt, usage.completion, usage.reasoning);
+    this.finish(prompt, completion, reasoning);
   }
 
   protected gone(): void {

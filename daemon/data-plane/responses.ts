@@ -1,11 +1,11 @@
-import { obError } from '../../src/errors.js';
 import { responseId } from '../../src/ids.js';
-import { encodeJson, tokenCount } from '../../src/wire/chat-response.js';
+import { encodeJson } from '../../src/wire/chat-response.js';
 import {
   type ResponsesRequest,
   parseResponsesBody,
   validateResponsesRequest,
 } from '../../src/wire/responses-request.js';
+import { usageCounts } from '../../src/wire/responses-layouts.js';
 import { ResponsesStreamRelay } from '../../src/wire/responses-event-relay.js';
 import { ResponsesLayoutsByServer } from '../../src/wire/responses-server-layouts.js';
 import { spliceResponseId } from '../../src/wire/response-splice.js';
@@ -13,7 +13,6 @@ import type { DaemonContext } from '../context.js';
 import { type WireApi, makeProxyHandler, streamRelayFor } from './proxied-route.js';
 import { translateResponses } from './responses-translation.js';
 import { RouteSupport } from './route-support.js';
-import { jsonHeaders } from './send-error.js';
 import type { RelayContext } from './upstream-relay.js';
 import { PlainRelay } from './plain-relay.js';
 
@@ -41,13 +40,7 @@ export class ResponsesPlainRelay extends PlainRelay {
       Array.isArray(parsed) ||
       (parsed as Json).object !== 'response'
     ) {
-      this.upstreamFailed('upstream_error');
-      this.failed(
-        obError('upstream_error', {
-          message:
-            "The model server sent an answer that is not a Responses API response. Check the instance's endpoint.",
-        }),
-      );
+      this.notAnAnswer('a Responses API response');
       return;
     }
     const body = parsed as Json;
@@ -56,20 +49,13 @@ export class ResponsesPlainRelay extends PlainRelay {
       body.id = this.c.id;
       const encoded = encodeJson(body);
       if (encoded === null) {
-        this.upstreamFailed('upstream_error');
-        this.failed(obError('upstream_error', { message: 'The model server sent an answer nested too deeply.' }));
+        this.tooDeep();
         return;
       }
       out = text.endsWith('\n') ? `${encoded}\n` : encoded;
     }
-    const u = typeof body.usage === 'object' && body.usage !== null ? (body.usage as Json) : null;
-    const details = u?.output_tokens_details;
-    const reasoning =
-      typeof details === 'object' && details !== null ? (tokenCount((details as Json).reasoning_tokens) ?? 0) : 0;
-    this.c.trace?.answer(body);
-    this.c.res.writeHead(200, jsonHeaders(Buffer.byteLength(out), this.c.reqId, this.c.headers));
-    this.c.res.end(out);
-    this.finish(tokenCount(u?.input_tokens), tokenCount(u?.output_tokens), reasoning);
+    const usage = usageCounts(body.usage);
+    this.send(out, body, usage.prompt, usage.completion, usage.reasoning);
   }
 }
 

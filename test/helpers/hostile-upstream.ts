@@ -156,11 +156,11 @@ export async function startRawUpstream(answer: (chat: RawChat) => RawAnswer): Pr
     req.on('end', () => {
       const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as {
         stream?: boolean;
-        messages: { content: string }[];
+        messages?: { content: string }[];
       };
       const a = answer({
         stream: body.stream === true,
-        content: body.messages.at(-1)?.content ?? '',
+        content: body.messages?.at(-1)?.content ?? '',
         headers: req.headers,
       });
       up.answered += 1;
