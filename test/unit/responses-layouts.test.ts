@@ -1,10 +1,9 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { obError } from '../../src/errors.js';
 import { canonicalLiteralEnd, canonicalNumberEnd } from '../../src/wire/json-bytes.js';
-import { OutputBatch } from '../../src/wire/output-batch.js';
 import { ResponsesStreamRelay } from '../../src/wire/responses-event-relay.js';
 import { ResponsesLayouts } from '../../src/wire/responses-server-layouts.js';
+import { runResponsesRelay } from '../helpers/responses-relay-run.js';
 
 /**
  * The Responses relay's server layouts (responses-layouts.ts) against its parsed path: for any
@@ -123,25 +122,7 @@ const shapeArb = fc.record({
   form: fc.oneof(fc.constant('plain' as const), fc.constantFrom('crlf' as const, 'name' as const, 'latin1' as const)),
 });
 
-function run(relay: ResponsesStreamRelay, stream: Buffer, cuts: number[]) {
-  const out = new OutputBatch();
-  let at = 0;
-  for (const c of [...cuts.map((x) => x % (stream.length + 1)).sort((a, b) => a - b), stream.length]) {
-    if (c < at) continue;
-    relay.pushInto(stream.subarray(at, c), out);
-    at = c;
-  }
-  return {
-    bytes: out.length === 0 ? '' : out.take().toString('latin1'),
-    done: relay.done,
-    sawError: relay.sawError,
-    invalid: relay.invalid,
-    reason: relay.invalidReason,
-    contentChunks: relay.contentChunks,
-    counts: relay.counts(),
-    closing: relay.closingError(obError('upstream_unavailable')),
-  };
-}
+const run = runResponsesRelay;
 
 describe("the Responses relay: a server's learned layouts and the parsed path", () => {
   it('send the same bytes and end the same way, stream after stream, however each is cut', () => {

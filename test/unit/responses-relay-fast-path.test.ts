@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { obError } from '../../src/errors.js';
 import { OutputBatch } from '../../src/wire/output-batch.js';
 import { ResponsesStreamRelay } from '../../src/wire/responses-event-relay.js';
+import { runResponsesRelay } from '../helpers/responses-relay-run.js';
 
 /**
  * The Responses relay's fast path (responses-event-layout.ts) against its slow path: for any
@@ -136,24 +137,7 @@ const streamArb = fc
   });
 
 function run(stream: Buffer, cuts: number[], fastPath: boolean) {
-  const relay = new ResponsesStreamRelay('resp_ours', 4096, undefined, fastPath);
-  const out = new OutputBatch();
-  let at = 0;
-  for (const c of [...cuts.map((x) => x % (stream.length + 1)).sort((a, b) => a - b), stream.length]) {
-    if (c < at) continue;
-    relay.pushInto(stream.subarray(at, c), out);
-    at = c;
-  }
-  return {
-    bytes: out.length === 0 ? '' : out.take().toString('latin1'),
-    done: relay.done,
-    sawError: relay.sawError,
-    invalid: relay.invalid,
-    reason: relay.invalidReason,
-    contentChunks: relay.contentChunks,
-    counts: relay.counts(),
-    closing: relay.closingError(obError('upstream_unavailable')),
-  };
+  return runResponsesRelay(new ResponsesStreamRelay('resp_ours', 4096, undefined, fastPath), stream, cuts);
 }
 
 describe('the Responses relay: fast path and slow path', () => {
