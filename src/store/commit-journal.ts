@@ -42,8 +42,12 @@ export class CommitJournal {
     this.allocated = size;
   }
 
-  /** Opens (creating) the journal; a torn last line (past `end`) is overwritten with zeros. */
-  static async open(path: string, end: number, reserve = 0): Promise<CommitJournal> {
+  /**
+   * Opens (creating) the journal; a torn last line (past `end`) is overwritten with zeros. `torn`
+   * is its length when a scan of this file under the store lock has just measured it: a journal
+   * past gigabytes of reserve is then read once at start, not twice.
+   */
+  static async open(path: string, end: number, reserve = 0, torn?: number): Promise<CommitJournal> {
     const fh = await openJournal(
       path,
       constants.O_RDWR | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK,
@@ -55,7 +59,7 @@ export class CommitJournal {
       let size = st.size;
       if (size > end) {
         // Zeroed in place rather than cut off: the zeros past it stay allocated for the next entries.
-        const junk = (await contentEnd(fh, end, size)) - end;
+        const junk = torn ?? (await contentEnd(fh, end, size)) - end;
         if (junk > 0) {
           await writeAll(fh, Buffer.alloc(junk), end);
           await fh.datasync();

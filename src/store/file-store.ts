@@ -167,7 +167,12 @@ export class FileStore implements Store {
     });
     this.tables = Tables.from(reconciled.data);
 
-    this.log = await CommitJournal.open(this.commitJournalPath, replay.liveEnd, this.options.commitReserve);
+    this.log = await CommitJournal.open(
+      this.commitJournalPath,
+      replay.liveEnd,
+      this.options.commitReserve,
+      replay.liveTorn,
+    );
     // What was corrected in memory, and what the journal added, reach db.json now: a store
     // that was not closed cleanly starts from a complete db.json again.
     const keep = this.options.auditKeep ?? DEFAULT_AUDIT_KEEP;

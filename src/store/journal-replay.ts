@@ -25,6 +25,8 @@ export interface Replayed {
   applied: number;
   /** Bytes of whole entries in the live journal: appends start there. */
   liveEnd: number;
+  /** Bytes of a torn last write past `liveEnd` in the live journal (zeros after it not counted). */
+  liveTorn: number;
   /** The first entry in the live journal (names its segment when it is folded). */
   liveFirst: number;
   /** The number the next commit's entry gets. */
@@ -51,6 +53,7 @@ export async function replayCommits(tables: Tables, from: ReplayFrom): Promise<R
   // Applied as they are read, never all held at once: see scanJournal.
   const files: string[] = [];
   let liveEnd = 0;
+  let liveTorn = 0;
   let liveFirst: number | null = null;
   const at = {
     expected: from.through + 1,
@@ -79,6 +82,7 @@ export async function replayCommits(tables: Tables, from: ReplayFrom): Promise<R
       );
     if (path === commitJournalPath) {
       liveEnd = read.end;
+      liveTorn = read.torn;
       liveFirst = fileFirst;
     }
     files.push(path);
@@ -100,11 +104,12 @@ export async function replayCommits(tables: Tables, from: ReplayFrom): Promise<R
     for (const f of files) await rename(f, `${f}.unused-${stamp}`);
     kept = [];
     liveEnd = 0;
+    liveTorn = 0;
     liveStart = expected;
     from.notice(
       `The store journal does not continue ${location} (it holds entry ${broken.n} where ${expected} was due: was db.json restored from an older backup?). ` +
         `Its files were kept aside as *.unused-${stamp} and not applied; every revocation they held is still applied from ${journalPath}.`,
     );
   }
-  return { applied, liveEnd, liveFirst: liveStart, nextN: expected, segments: kept };
+  return { applied, liveEnd, liveTorn, liveFirst: liveStart, nextN: expected, segments: kept };
 }
