@@ -1,9 +1,13 @@
 /* global process, performance, Buffer */
 /**
- * `npm run check` (and the first half of `npm test`): type-check, lint, format check and build,
- * all at once. They are independent and each is one thread, so together they take about as long
- * as the longest. Each prints its output whole when it ends, then one line gives each one's time;
- * the exit code is 1 if any failed.
+ * `npm run check`: type-check, lint, format check and build, all at once. They are independent
+ * and each is one thread, so together they take about as long as the longest. Each prints its
+ * output whole when it ends, then one line gives each one's time; the exit code is 1 if any
+ * failed.
+ *
+ * `npm test` (`--with-tests`) runs the in-process tier alongside them, its output as it comes and
+ * theirs after it. The tests spend most of their time waiting on sockets and timers, which the
+ * checks' CPU fills; the checks run at a lower priority, so the tests' timers are served first.
  *
  * Each keeps what it learnt between runs, and a clean clone (CI) starts from nothing:
  * - typecheck and build: tsc's incremental state (node_modules/.cache/ob-proxy, and dist/ for the
@@ -16,6 +20,7 @@
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
+import { setPriority } from 'node:os';
 import { mkdirSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 
@@ -80,12 +85,42 @@ function run([script, extra]) {
   });
 }
 
+/** The in-process tier, its output straight to the terminal as it comes. */
+function runTests() {
+  const started = performance.now();
+  const args = [join(root, 'node_modules', 'vitest', 'vitest.mjs'), 'run', '--project', 'fast*'];
+  const child = spawn(process.execPath, args, { cwd: root, stdio: ['ignore', 'inherit', 'inherit'] });
+  return new Promise((done) => {
+    child.on('error', (err) => done({ script: 'tests', code: 1, output: `${err.message}\n`, seconds: 0 }));
+    child.on('close', (code, signal) =>
+      done({
+        script: 'tests',
+        code: code ?? 1,
+        output: signal === null ? '' : `tests: ended by ${signal}\n`,
+        seconds: (performance.now() - started) / 1000,
+      }),
+    );
+  });
+}
+
 const started = performance.now();
-const results = await Promise.all(TASKS.map((task) => run(task).then(report)));
+const tests = process.argv.includes('--with-tests') ? runTests() : null;
+if (tests !== null) {
+  // Inherited by the checks spawned next, not by the tests already running.
+  try {
+    setPriority(10);
+  } catch {
+    // A platform without priorities runs them side by side all the same.
+  }
+}
+const checks = Promise.all(TASKS.map((task) => run(task)));
+const results =
+  tests === null ? await checks.then((rs) => rs.map(report)) : [...(await checks), await tests].map(report);
 
 function report(r) {
   if (r.output !== '') process.stdout.write(r.output);
-  if (r.code !== 0) process.stdout.write(`✗ npm run ${r.script} failed (exit ${r.code})\n`);
+  const what = r.script === 'tests' ? 'the in-process tests' : `npm run ${r.script}`;
+  if (r.code !== 0) process.stdout.write(`✗ ${what} failed (exit ${r.code})\n`);
   return r;
 }
 
