@@ -1,9 +1,3 @@
-// Node turns its async context frames on the first time async_hooks' AsyncLocalStorage is read,
-// which an ESM import of the module does. Left to Fastify's boot, that came after the store's
-// start-up had run its ticks: process.nextTick and the tick loop were optimised with the frames
-// off, thrown away, and optimised again with generic loads of AsyncContextFrame's methods, four
-// calls of V8's LoadIC per tick on every request (docs/performance.md, "What each optimisation bought"). Here, first.
-import 'node:async_hooks';
 import type { Config } from '../src/config.js';
 import { type Daemon, type DaemonDeps, startDaemon } from './build-daemon.js';
 import { removePidFile, writePidFile } from './pid-file.js';

@@ -91,12 +91,9 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
 
   // Read every body as bytes: the handler parses once, reports invalid_json before a bad
   // Content-Type (docs/contract.md §3 order), and forwards the same bytes when nothing needs rewriting.
-  // application/json is named as well as '*': Fastify caches the parser it finds by name, but
-  // looks the catch-all up again, parsing the Content-Type header anew, on every request.
   // Each body is read into one buffer of its announced length (held-bytes.ts, `makeBodyReader`).
   app.removeAllContentTypeParsers();
   const readBody = makeBodyReader(ctx.config.bodyLimit);
-  app.addContentTypeParser('application/json', readBody);
   app.addContentTypeParser('*', readBody);
 
   app.addHook('onSend', async (request, reply) => {

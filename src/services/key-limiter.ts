@@ -6,7 +6,7 @@ import { type HeaderList, NO_HEADERS, keyHeaders } from './limit-headers.js';
 import { type ClusterView, readSnapshot } from './limit-shares.js';
 
 export type { HeaderList } from './limit-headers.js';
-export { decimal, formatReset, retryAfterSeconds } from './limit-header-text.js';
+export { formatReset, retryAfterSeconds } from './limit-header-text.js';
 
 export type LimitName = keyof KeyLimits;
 

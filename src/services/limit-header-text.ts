@@ -11,27 +11,10 @@ export class CountText {
   of(n: number): string {
     if (n !== this.n) {
       this.n = n;
-      this.text = decimal(n);
+      this.text = String(n);
     }
     return this.text;
   }
-}
-
-const THREE_DIGITS = Array.from({ length: 1000 }, (_, i) => String(i).padStart(3, '0'));
-
-/**
- * `String(n)`, for a count that is new at each request (what remains of a key's window). V8 keeps
- * the string of every number `String` converts in a cache that outlives the young generation's
- * collections, so each such string was copied to the old generation: 32 bytes a request of a key
- * with an rpm, the most any part of `--ops` promoted (docs/performance.md, "What each optimisation bought"). Made here
- * of groups of three digits: the first group is `String` of a number below 1,000 (a thousand
- * strings at most, cached once), the others come from the table, and the joined string is not
- * cached at all.
- */
-export function decimal(n: number): string {
-  if (n < 1000 || !Number.isSafeInteger(n)) return String(n);
-  const high = Math.floor(n / 1000);
-  return decimal(high) + (THREE_DIGITS[n - high * 1000] as string);
 }
 
 /**
