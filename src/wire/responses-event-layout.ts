@@ -1,4 +1,5 @@
 import { isUtf8 } from 'node:buffer';
+import { ByteRun, viewOf } from './byte-run.js';
 import { MAX_LAYOUT_BYTES } from './event-layouts.js';
 import { byteLiteralEnd, digitsValue, safeDigitsEnd as digitsEnd } from './json-bytes.js';
 
@@ -34,7 +35,7 @@ export class ResponsesEventLayout {
   sequence = 0;
 
   private constructor(
-    private readonly runs: [Buffer, Buffer, Buffer],
+    private readonly runs: [ByteRun, ByteRun, ByteRun],
     /** The string hole comes first (else the integer does). */
     private readonly stringFirst: boolean,
     /** Its type ends with `.delta`: an output delta, counted as content. */
@@ -76,10 +77,10 @@ export class ResponsesEventLayout {
       : [digStart, digEnd, strStart, strEnd];
     if (aEnd > bStart) return null;
     if (e - s - (aEnd - aStart) - (bEnd - bStart) > MAX_LAYOUT_BYTES) return null;
-    const runs: [Buffer, Buffer, Buffer] = [
-      Buffer.from(buf.subarray(s, aStart)),
-      Buffer.from(buf.subarray(aEnd, bStart)),
-      Buffer.from(buf.subarray(bEnd, e)),
+    const runs: [ByteRun, ByteRun, ByteRun] = [
+      new ByteRun(Buffer.from(buf.subarray(s, aStart))),
+      new ByteRun(Buffer.from(buf.subarray(aEnd, bStart))),
+      new ByteRun(Buffer.from(buf.subarray(bEnd, e))),
     ];
     return new ResponsesEventLayout(runs, stringFirst, type.endsWith('.delta'));
   }
@@ -90,27 +91,28 @@ export class ResponsesEventLayout {
    * (the slow path refuses it).
    */
   end(buf: Buffer, s: number, max: number): number {
+    const view = viewOf(buf);
     const [r0, r1, r2] = this.runs;
     const n = Math.min(buf.length, s + max);
     let pos = s;
-    if (!runAt(buf, pos, r0, n)) return -1;
+    if (!r0.at(view, buf, pos, n)) return -1;
     pos += r0.length;
     let digStart: number;
     let digEnd: number;
     if (this.stringFirst) {
       pos = byteLiteralEnd(buf, pos, n);
-      if (pos === -1 || !runAt(buf, pos, r1, n)) return -1;
+      if (pos === -1 || !r1.at(view, buf, pos, n)) return -1;
       digStart = pos + r1.length;
       pos = digEnd = digitsEnd(buf, digStart, n);
       if (pos === -1) return -1;
     } else {
       digStart = pos;
       digEnd = digitsEnd(buf, pos, n);
-      if (digEnd === -1 || !runAt(buf, digEnd, r1, n)) return -1;
+      if (digEnd === -1 || !r1.at(view, buf, digEnd, n)) return -1;
       pos = byteLiteralEnd(buf, digEnd + r1.length, n);
       if (pos === -1) return -1;
     }
-    if (!runAt(buf, pos, r2, n)) return -1;
+    if (!r2.at(view, buf, pos, n)) return -1;
     pos += r2.length;
     if (pos + 2 > n || buf[pos] !== LF || buf[pos + 1] !== LF) return -1;
     this.sequence = digitsValue(buf, digStart, digEnd);
@@ -121,16 +123,4 @@ export class ResponsesEventLayout {
 /** Whether `indexOf` found something before `e`. */
 function before(at: number, e: number): boolean {
   return at !== -1 && at < e;
-}
-
-/** Whether `run` is at `buf[pos…]`, before `n`. */
-function runAt(buf: Buffer, pos: number, run: Buffer, n: number): boolean {
-  const len = run.length;
-  if (pos + len > n) return false;
-  // A native compare costs a fixed ~0.2 µs: short runs are cheaper compared in a loop.
-  if (len <= 48) {
-    for (let j = 0; j < len; j++) if (buf[pos + j] !== run[j]) return false;
-    return true;
-  }
-  return buf.compare(run, 0, len, pos, pos + len) === 0;
 }

@@ -1,4 +1,5 @@
 import { isUtf8 } from 'node:buffer';
+import { ByteRun, viewOf } from './byte-run.js';
 import { tokenCount } from './chat-response.js';
 import { MAX_LAYOUT_BYTES } from './event-layouts.js';
 import {
@@ -24,8 +25,6 @@ const SEQUENCE = 4;
 const RESPONSE_ID = 5;
 /** Nesting a learned event may have: deeper ones are parsed each time. */
 const MAX_DEPTH = 32;
-/** A run this long or shorter is compared in a loop: a native compare costs a fixed ~0.2 µs. */
-const LOOP_COMPARE = 48;
 
 /** The token counts of a Responses answer's usage (`input_tokens`, `output_tokens`, reasoning). */
 export interface ResponsesCounts {
@@ -86,7 +85,7 @@ export class ResponsesLayout {
   private readonly at: Int32Array;
 
   private constructor(
-    private readonly runs: Buffer[],
+    private readonly runs: ByteRun[],
     private readonly kinds: number[],
     readonly type: string,
     /** The hole of `sequence_number`, or -1 when the event has none. */
@@ -149,19 +148,15 @@ export class ResponsesLayout {
    * path refuses it).
    */
   end(buf: Buffer, s: number, max: number): number {
+    const view = viewOf(buf);
     const { runs, kinds, at } = this;
     const n = Math.min(buf.length, s + max);
     const holes = kinds.length;
     let pos = s;
     for (let i = 0; ; i++) {
-      const run = runs[i] as Buffer;
-      const len = run.length;
-      if (pos + len > n) return -1;
-      const loop = len <= LOOP_COMPARE ? len : LOOP_COMPARE;
-      // The first bytes in a loop: the event names of a server's kinds part there.
-      for (let j = 0; j < loop; j++) if (buf[pos + j] !== run[j]) return -1;
-      if (len > loop && buf.compare(run, loop, len, pos + loop, pos + len) !== 0) return -1;
-      pos += len;
+      const run = runs[i] as ByteRun;
+      if (!run.at(view, buf, pos, n)) return -1;
+      pos += run.length;
       if (i === holes) break;
       const start = pos;
       switch (kinds[i]) {
@@ -196,7 +191,7 @@ export class ResponsesLayout {
       this.type === other.type &&
       this.runs.length === other.runs.length &&
       this.kinds.every((k, i) => k === other.kinds[i]) &&
-      this.runs.every((r, i) => r.equals(other.runs[i] as Buffer))
+      this.runs.every((r, i) => r.equals(other.runs[i] as ByteRun))
     );
   }
 
@@ -227,16 +222,16 @@ export class ResponsesLayout {
       ]);
       if (!spliced.equals(Buffer.from(again, 'utf8'))) return null;
     }
-    const runs: Buffer[] = [];
+    const runs: ByteRun[] = [];
     let pos = s;
     let literal = 0;
     for (let i = 0; i < kinds.length; i++) {
       const start = holes[i * 2] as number;
-      runs.push(Buffer.from(buf.subarray(pos, start)));
+      runs.push(new ByteRun(Buffer.from(buf.subarray(pos, start))));
       literal += start - pos;
       pos = holes[i * 2 + 1] as number;
     }
-    runs.push(Buffer.from(buf.subarray(pos, e)));
+    runs.push(new ByteRun(Buffer.from(buf.subarray(pos, e))));
     literal += e - pos;
     if (literal > MAX_LAYOUT_BYTES) return null;
     const response = checked.ev.response as Json | undefined;
