@@ -12,10 +12,19 @@ import { type TestProjectInlineConfiguration, defineConfig } from 'vitest/config
 const E2E_DIRS = ['test/e2e', 'test/reliability', 'test/bench', 'test/conformance'];
 
 /**
- * Fast-tier files that must load their modules afresh: colour.test.tsx sets FORCE_COLOR before
- * Ink's chalk is first imported, so that Ink would colour what the console let through.
+ * Fast-tier files that need a process of their own:
+ * - colour.test.tsx sets FORCE_COLOR before Ink's chalk is first imported, so that Ink would
+ *   colour what the console let through;
+ * - the files that count the process's pending timers (`vi.getTimerCount()`): in a shared
+ *   worker, a timer that code an earlier file left running re-arms while the fake clock is
+ *   installed is counted as theirs.
  */
-const OWN_PROCESS = ['test/console/colour.test.tsx'];
+const OWN_PROCESS = [
+  'test/console/colour.test.tsx',
+  'test/unit/deadlines.test.ts',
+  'test/unit/pack-timer.test.ts',
+  'test/unit/shutdown.test.ts',
+];
 
 const TESTS = ['**/*.test.ts', '**/*.test.tsx'];
 const NEVER = ['test/soak/**', 'test/package/**', 'node_modules/**', 'dist/**'];
