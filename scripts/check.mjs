@@ -7,7 +7,7 @@
  *
  * `npm test` (`--with-tests`) runs the in-process tier alongside them, its output as it comes and
  * theirs after it. The tests spend most of their time waiting on sockets and timers, which the
- * checks' CPU fills; the checks run at a lower priority, so the tests' timers are served first.
+ * checks' CPU fills; the checks run at the lowest priority, so the tests' timers come first.
  *
  * Each keeps what it learnt between runs, and a clean clone (CI) starts from nothing:
  * - typecheck and build: tsc's incremental state (node_modules/.cache/ob-proxy, and dist/ for the
@@ -108,7 +108,7 @@ const tests = process.argv.includes('--with-tests') ? runTests() : null;
 if (tests !== null) {
   // Inherited by the checks spawned next, not by the tests already running.
   try {
-    setPriority(10);
+    setPriority(19);
   } catch {
     // A platform without priorities runs them side by side all the same.
   }

@@ -16,7 +16,7 @@ import {
   untilHeldBack,
 } from '../reliability/harness.js';
 
-const IDLE_MS = 400;
+const IDLE_MS = 1_000;
 const CHUNKS = 60_000;
 const env = setupReadyInstance({ id: 'slow-reader', config: { idleTimeoutMs: IDLE_MS } });
 
