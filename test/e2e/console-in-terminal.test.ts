@@ -57,7 +57,11 @@ afterAll(async () => {
 describe('ob-proxy console in a real terminal', () => {
   it('generates a key that works through the proxy, hides it after Enter, revokes it (401 at once) and follows a stop made with the CLI', async () => {
     const main = startConsole(home);
-    const first = await main.waitFor('● live', 'the console to connect');
+    // The whole first screen: its parts may come in more than one frame.
+    const first = await main.waitFor(
+      (s) => s.includes('● live') && s.includes('› gpu-1'),
+      'the console to connect and list the instance',
+    );
     // `instances ready` probed the simulator: HEALTH ok.
     expect(first).toMatch(/› gpu-1 +gemma4:26b +ready +ok +http:\/\/127\.0\.0\.1:\d+ +none +1\n/);
 

@@ -312,8 +312,9 @@ describe('the single binary', () => {
       env: { PATH: emptyPath },
     });
     try {
+      // The whole first screen: the selected instance's line under the table can come a frame later.
       const screen = await term.waitFor(
-        (s) => s.includes('● live') && s.includes('gpu-1'),
+        (s) => s.includes('● live') && s.includes('Ready: Enter shows its keys') && s.includes('q quit'),
         "the console's first screen",
         30_000,
       );
