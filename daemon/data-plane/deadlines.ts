@@ -31,11 +31,17 @@ export interface DeadlineNode {
  * read: the node counts what it hears, and the sweep notes when the count last moved. A deadline
  * is enforced at most `periodMs` late, a silence at most twice that (docs/contract.md §3 asks for a
  * second). The sweep runs only while the list is not empty, and keeps no process alive.
+ *
+ * A sweep that comes more than two periods after the last one found the event loop stalled (a
+ * long collection, a starved CPU): the reads that arrived meanwhile are still waiting behind this
+ * timer, so no silence is judged on it; the next sweep, after they are read, judges.
  */
 export class Deadlines {
   private head: DeadlineNode | null = null;
   private tail: DeadlineNode | null = null;
   private timer: NodeJS.Timeout | null = null;
+  /** When the sweep last ran (or the list last became non-empty). */
+  private lastSweep = 0;
 
   constructor(
     private readonly periodMs = 250,
@@ -55,6 +61,7 @@ export class Deadlines {
     if (before === null) this.head = node;
     else before.nextDue = node;
     if (this.timer === null) {
+      this.lastSweep = performance.now();
       this.timer = setInterval(this.sweep, this.periodMs);
       this.timer.unref();
     }
@@ -81,6 +88,8 @@ export class Deadlines {
 
   private readonly sweep = (): void => {
     const now = performance.now();
+    const stalled = now - this.lastSweep > 2 * this.periodMs;
+    this.lastSweep = now;
     // All of them, for their silences: a few thousand at most (one per request in flight).
     for (let x = this.head; x !== null;) {
       const next = x.nextDue;
@@ -88,7 +97,7 @@ export class Deadlines {
       else if (x.heard !== x.heardSeen) {
         x.heardSeen = x.heard;
         x.quietSince = now;
-      } else if (x.quietMs > 0 && now - x.quietSince >= x.quietMs) this.end(x, true);
+      } else if (!stalled && x.quietMs > 0 && now - x.quietSince >= x.quietMs) this.end(x, true);
       x = next;
     }
     if (this.head === null && this.timer !== null) {

@@ -104,6 +104,32 @@ describe('Deadlines', () => {
     expect(d.size).toBe(0);
   });
 
+  it('takes no stall of the event loop for a silence: the reads it held back are counted first', () => {
+    const d = new Deadlines(100);
+    const held = new Req('held');
+    const silent = new Req('silent');
+    for (const r of [held, silent]) {
+      d.add(r, 60_000);
+      r.hear(400);
+    }
+    vi.advanceTimersByTime(100);
+    // The loop stalls 1 s: the clock moves, no timer runs, nothing is read.
+    const stalled = performance.now();
+    const realNow = performance.now.bind(performance);
+    vi.spyOn(performance, 'now').mockImplementation(() => realNow() + 1_000);
+    // The late sweep judges no silence, though both were quiet for more than 400 ms of clock.
+    vi.advanceTimersByTime(100);
+    expect([held.silentAt, silent.silentAt]).toEqual([null, null]);
+    // Then the read that waited behind it; the next sweep ends only the one still silent.
+    held.hear();
+    vi.advanceTimersByTime(100);
+    expect(held.silentAt).toBeNull();
+    expect(silent.silentAt).not.toBeNull();
+    expect(silent.silentAt! - stalled).toBeLessThanOrEqual(1_000 + 200);
+    expect(d.size).toBe(1);
+    vi.restoreAllMocks();
+  });
+
   it('ends a request whose model server is silent for its quiet time, no sooner and at most two periods later', () => {
     const d = new Deadlines(250);
     const silent = new Req('silent');
