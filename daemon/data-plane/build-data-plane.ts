@@ -19,7 +19,7 @@ import { answerNodeRefusals } from './node-refusals.js';
 
 import { replyError, toObError } from './send-error.js';
 import { closeIfBodyPending } from './unread-body.js';
-import { answerBodyRefusal, makeBodyReader, makeChunkCounter } from './held-bytes.js';
+import { answerBodyRefusal, makeBodyReader } from './held-bytes.js';
 
 import { packState } from './pack-headers.js';
 
@@ -86,14 +86,20 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
   app.decorate('tracing', ctx.tracing);
   app.decorateRequest('auth', null);
   app.decorateRequest('rateLimit', null);
+  app.decorateRequest('heldBody', null);
   answerNodeRefusals(app);
   registerCors(app, ctx.config.corsOrigins);
 
   // Read every body as bytes: the handler parses once, reports invalid_json before a bad
   // Content-Type (docs/contract.md §3 order), and forwards the same bytes when nothing needs rewriting.
-  // Each body is read into one buffer of its announced length (held-bytes.ts, `makeBodyReader`).
+  // Each body is read into one buffer of its announced length, and held in the byte budget as it
+  // arrives when it has none (held-bytes.ts, `makeBodyReader`). application/json is named as well
+  // as '*': Fastify caches a parser found by the header's name, but finds the catch-all only
+  // after parsing the header anew (a ContentType, two regular expressions and a join) on every
+  // request.
   app.removeAllContentTypeParsers();
-  const readBody = makeBodyReader(ctx.config.bodyLimit);
+  const readBody = makeBodyReader(ctx);
+  app.addContentTypeParser('application/json', readBody);
   app.addContentTypeParser('*', readBody);
 
   app.addHook('onSend', async (request, reply) => {
@@ -107,16 +113,10 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
   });
 
   // Checks 3 to 5 run again at the start of the handler, once the body is in (recheck).
-  // Every body is counted against the byte budget as it arrives (held-bytes.ts).
-  const counted = makeChunkCounter(ctx);
-  app.post('/v1/chat/completions', { onRequest: makeAuthHook(ctx, true), preParsing: counted }, makeChatHandler(ctx));
-  app.post('/v1/responses', { onRequest: makeAuthHook(ctx, true), preParsing: counted }, makeResponsesHandler(ctx));
-  app.post('/v1/completions', { onRequest: makeAuthHook(ctx, true), preParsing: counted }, makeCompletionsHandler(ctx));
-  app.post(
-    '/v1/messages',
-    { onRequest: [anthropicErrors, makeAuthHook(ctx, true, true)], preParsing: counted },
-    makeMessagesHandler(ctx),
-  );
+  app.post('/v1/chat/completions', { onRequest: makeAuthHook(ctx, true) }, makeChatHandler(ctx));
+  app.post('/v1/responses', { onRequest: makeAuthHook(ctx, true) }, makeResponsesHandler(ctx));
+  app.post('/v1/completions', { onRequest: makeAuthHook(ctx, true) }, makeCompletionsHandler(ctx));
+  app.post('/v1/messages', { onRequest: [anthropicErrors, makeAuthHook(ctx, true, true)] }, makeMessagesHandler(ctx));
 
   // The key's one model, whatever the instance's state (OpenAI's list and model shapes), with
   // its pack's end and whether it is near when it has one (docs/contract.md §3.8).

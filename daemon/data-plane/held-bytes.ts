@@ -1,6 +1,5 @@
 import type { ServerResponse } from 'node:http';
-import { Transform, type TransformCallback } from 'node:stream';
-import { type FastifyReply, type FastifyRequest, type preParsingHookHandler, errorCodes } from 'fastify';
+import { type FastifyReply, type FastifyRequest, errorCodes } from 'fastify';
 import { type ObProxyError, obError } from '../../src/errors.js';
 import type { ByteBudget, ByteRefusal } from '../../src/services/byte-budget.js';
 import type { DaemonContext } from '../context.js';
@@ -34,6 +33,13 @@ class HeldBody {
   release(): void {
     this.budget.give(this.key, this.bytes);
     this.bytes = 0;
+  }
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The body's bytes in the byte budget (holdBody), for the reader to count a chunked one. */
+    heldBody: HeldBody | null;
   }
 }
 
@@ -72,8 +78,9 @@ function refusal(ctx: DaemonContext, held: HeldBody, why: ByteRefusal, instance:
   return new BodyRefusal(obError('proxy_overloaded'), { 'retry-after': '1' });
 }
 
+/** A byte count as a person reads it: MiB, or KiB below one (a small share read "0.0 MiB"). */
 function mib(n: number): string {
-  return `${(n / 1048576).toFixed(1)} MiB`;
+  return n >= 1048576 ? `${(n / 1048576).toFixed(1)} MiB` : `${(n / 1024).toFixed(1)} KiB`;
 }
 
 /** One warning a minute at most: a daemon at its bound must not fill the disk. */
@@ -110,42 +117,11 @@ export function holdBody(ctx: DaemonContext, request: FastifyRequest, reply: Fas
       }
     }
   }
+  request.heldBody = held;
   const res = reply.raw as HoldingResponse;
   res[HELD] = held;
   res.on('close', releaseHeld);
   return true;
-}
-
-/**
- * A chunked body, held as it arrives: a preParsing hook (a body with a Content-Length was held
- * whole by holdBody and passes as it is). Past a bound the stream fails with the refusal, which
- * the data plane's error handler answers (bodyRefusal).
- */
-export function makeChunkCounter(ctx: DaemonContext): preParsingHookHandler {
-  return function countChunks(request, reply, payload, done): void {
-    const held = (reply.raw as HoldingResponse)[HELD];
-    if (held == null || request.headers['content-length'] !== undefined) {
-      done(null, payload);
-      return;
-    }
-    const instance = (request.auth as { instance: { id: string } }).instance.id;
-    const counter = new Transform({
-      transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
-        const why = held.grow(chunk.length);
-        if (why === null) {
-          cb(null, chunk);
-          return;
-        }
-        payload.unpipe(counter);
-        const r = refusal(ctx, held, why, instance);
-        REFUSALS.set(r.err, r);
-        cb(r.err);
-      },
-    });
-    // pipe() passes no error on: a client that breaks off its body must end the read here too.
-    payload.once('error', (err: Error) => counter.destroy(err));
-    done(null, payload.pipe(counter));
-  };
 }
 
 /**
@@ -161,7 +137,7 @@ export function keepOneCopy(request: FastifyRequest, upstream: Buffer | string):
   return bytes;
 }
 
-/** The data plane's error handler: answers a chunked body refused by countChunks; false for any other error. */
+/** The data plane's error handler: answers a chunked body refused by the reader; false for any other error. */
 export function answerBodyRefusal(reply: FastifyReply, error: unknown): boolean {
   const r = typeof error === 'object' && error !== null ? REFUSALS.get(error) : undefined;
   if (r === undefined) return false;
@@ -173,14 +149,17 @@ type Payload = NodeJS.ReadableStream & { receivedEncodedLength?: number };
 type Done = (err: Error | null, body?: Buffer) => void;
 
 /**
- * Reads a request body as bytes, up to `limit`, as Fastify's own reader does (the same 413 and
- * length errors, answered by the data plane's error handler), but into one buffer of the
+ * Reads a request body as bytes, up to --body-limit, as Fastify's own reader does (the same 413
+ * and length errors, answered by the data plane's error handler), but into one buffer of the
  * announced length, each chunk copied in as it arrives and let go at once. Fastify's kept every
  * chunk of every body still arriving and then copied them into a second buffer: twice each body
  * while it was read, and the chunks (64 KiB each) left the allocator fragmented long after.
- * A body of unknown length (chunked) is gathered and joined as before.
+ * A body of unknown length (chunked) is gathered and joined, each chunk held in the byte budget
+ * as it arrives (a body with a Content-Length was held whole by holdBody): past a bound the read
+ * fails with the refusal, which the data plane's error handler answers (answerBodyRefusal).
  */
-export function makeBodyReader(limit: number) {
+export function makeBodyReader(ctx: DaemonContext) {
+  const limit = ctx.config.bodyLimit;
   return function readBody(request: FastifyRequest, payload: Payload, done: Done): void {
     const declared = request.headers['content-length'];
     const length = declared === undefined ? Number.NaN : Number(declared);
@@ -189,6 +168,7 @@ export function makeBodyReader(limit: number) {
       return;
     }
     const whole = Number.isSafeInteger(length) && length >= 0 ? Buffer.allocUnsafe(length) : null;
+    const held = declared === undefined ? request.heldBody : null;
     const chunks: Buffer[] = [];
     let received = 0;
     const stop = (): void => {
@@ -203,6 +183,16 @@ export function makeBodyReader(limit: number) {
         stop();
         done(new errorCodes.FST_ERR_CTP_BODY_TOO_LARGE());
         return;
+      }
+      if (held !== null) {
+        const why = held.grow(bytes.length);
+        if (why !== null) {
+          stop();
+          const r = refusal(ctx, held, why, (request.auth as { instance: { id: string } }).instance.id);
+          REFUSALS.set(r.err, r);
+          done(r.err);
+          return;
+        }
       }
       if (whole === null) chunks.push(bytes);
       else if (end > whole.length) {
