@@ -4,7 +4,7 @@
  * generated input, split at every boundary.
  */
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 
 function parses(s: string): boolean {
   try {
@@ -384,6 +384,35 @@ describe('EventLayouts: event layouts shared by the streams of one model server'
         .replaceAll('chatcmpl-512', 'chatcmpl-b')
         .replace(/data: \{[^\n]*"usage"[^\n]*\n\n/, ''),
     );
+  });
+});
+
+describe("a stream's own layout", () => {
+  it("matches the stream's token events after its first: the server's layouts are not consulted again", async () => {
+    const { SseRelay } = await import('../../src/wire/sse-relay.js');
+    const { EventLayouts } = await import('../../src/wire/event-layouts.js');
+    const tokens = ['Hel', 'lo', ', w', 'orld\\n', ' é', '😀', '', 'a longer token than a word or two'];
+    for (const eol of ['\n\n', '\r\n\r\n']) {
+      const event = (t: string): string =>
+        `data: {"id":"chatcmpl-up","object":"chat.completion.chunk","created":1763870000,"model":"m","choices":[{"index":0,"delta":{"content":"${t}"},"logprobs":null,"finish_reason":null}]}${eol}`;
+      const shapes = new EventLayouts();
+      new SseRelay('chatcmpl-a', false, shapes).push(Buffer.from(event('t0')));
+      const consulted = vi.spyOn(EventLayouts.prototype, 'match');
+      const relay = new SseRelay('chatcmpl-b', false, shapes);
+      // One read per event, as a model server sends them, then all in one read.
+      const out =
+        tokens.map((t) => relay.push(Buffer.from(event(t)))).join('') +
+        relay.push(Buffer.from(tokens.map(event).join('')));
+      expect({ eol, consulted: consulted.mock.calls.length, slow: relay.slowEvents }).toEqual({
+        eol,
+        consulted: 1,
+        slow: 0,
+      });
+      consulted.mockRestore();
+      expect(out).toBe(
+        [...tokens, ...tokens].map((t) => event(t).replace('chatcmpl-up', 'chatcmpl-b').replace(eol, '\n\n')).join(''),
+      );
+    }
   });
 });
 
