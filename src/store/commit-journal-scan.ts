@@ -148,8 +148,8 @@ export async function scanJournal(
   }
 }
 
-async function readAt(fh: FileHandle, at: number, len: number): Promise<Buffer> {
-  const buf = Buffer.allocUnsafe(len);
+async function readAt(fh: FileHandle, at: number, len: number, into?: Buffer): Promise<Buffer> {
+  const buf = into ?? Buffer.allocUnsafe(len);
   const { bytesRead } = await fh.read(buf, 0, len, at);
   return buf.subarray(0, bytesRead);
 }
@@ -161,8 +161,11 @@ async function readAt(fh: FileHandle, at: number, len: number): Promise<Buffer> 
 async function afterBadLine(fh: FileHandle, at: number, size: number): Promise<{ clean: boolean; contentEnd: number }> {
   let lineEnd = false;
   let contentEnd = at;
+  // One buffer for every read: a tail of zeros can be gigabytes, and a fresh megabyte per read
+  // cost a page fault per page of it.
+  const into = Buffer.allocUnsafe(CHUNK);
   for (let pos = at; pos < size;) {
-    const chunk = await readAt(fh, pos, CHUNK);
+    const chunk = await readAt(fh, pos, CHUNK, into);
     if (chunk.length === 0) break;
     let i = 0;
     if (!lineEnd) {
@@ -195,9 +198,10 @@ function contentEndIn(b: Buffer): number {
 
 /** Just past the last byte in [from, to) of the file that is not zero (`from` if none). */
 export async function contentEnd(fh: FileHandle, from: number, to: number): Promise<number> {
+  const into = Buffer.allocUnsafe(CHUNK);
   for (let pos = to; pos > from;) {
     const len = Math.min(CHUNK, pos - from);
-    const chunk = await readAt(fh, pos - len, len);
+    const chunk = await readAt(fh, pos - len, len, into);
     const last = contentEndIn(chunk);
     if (last > 0) return pos - len + last;
     pos -= len;
