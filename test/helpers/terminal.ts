@@ -92,7 +92,12 @@ export function spawnTerminal(file: string, args: string[], opts: TerminalOption
   });
   const watchers = new Set<() => void>();
   proc.onData((data) => term.write(data));
+  // A program that wraps its frames in synchronized updates (DEC mode 2026, as Ink does) is
+  // judged on whole frames, as a terminal that honours the mode shows them: a pty read can end
+  // mid-frame, and a screen half redrawn would match text the frame has not finished with.
+  const midFrame = (): boolean => term.modes.synchronizedOutputMode;
   term.onWriteParsed(() => {
+    if (midFrame()) return;
     for (const w of watchers) w();
   });
   term.onData((reply) => {
@@ -136,6 +141,7 @@ export function spawnTerminal(file: string, args: string[], opts: TerminalOption
           settle();
         };
         const check = (): void => {
+          if (midFrame()) return;
           const s = screen();
           if (test(s)) finish(() => resolve(s));
         };
