@@ -293,6 +293,8 @@ try {
     JSON.stringify({
       label,
       dir,
+      // Counts differ between Node versions: a comparison holds only within one.
+      node: process.version,
       kind,
       ops,
       pack: a.pack === true,
