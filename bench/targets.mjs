@@ -244,3 +244,29 @@ http {
     },
   };
 }
+
+/**
+ * A target whose process can be replaced between repetitions: `start()` makes a fresh one and
+ * the object keeps its name, so runs stay grouped by target; url, headers and pids follow.
+ */
+export async function restartable(start) {
+  let cur = await start();
+  return {
+    name: cur.name,
+    get url() {
+      return cur.url;
+    },
+    get headers() {
+      return cur.headers;
+    },
+    get home() {
+      return cur.home;
+    },
+    pids: () => cur.pids(),
+    stop: () => cur.stop(),
+    restart: async () => {
+      await cur.stop();
+      cur = await start();
+    },
+  };
+}
