@@ -3,7 +3,8 @@
  * per chat template, with the openai SDK, the AI SDK and LangChain; the differential test;
  * revocation, a client that leaves, and its mid-stream `{"error":…}` event.
  */
-import { GEMMA, GET_TIME, GET_WEATHER, QWEN, conformanceSuite } from '../helpers/conformance-suite.js';
+import { GEMMA, GET_TIME, GET_WEATHER, QWEN } from '../helpers/conformance-cases.js';
+import { conformanceSuite } from '../helpers/conformance-suite.js';
 import { startLlamaServer } from '../helpers/realup.js';
 
 conformanceSuite({

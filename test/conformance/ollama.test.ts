@@ -3,7 +3,8 @@
  * SDK, the AI SDK and LangChain; the differential test; revocation, a client that leaves, and
  * Ollama's stream that just stops when a tool call is cut by the token limit.
  */
-import { GEMMA, GET_TIME, GET_WEATHER, QWEN, conformanceSuite } from '../helpers/conformance-suite.js';
+import { GEMMA, GET_TIME, GET_WEATHER, QWEN } from '../helpers/conformance-cases.js';
+import { conformanceSuite } from '../helpers/conformance-suite.js';
 import { startOllama } from '../helpers/realup.js';
 
 conformanceSuite({

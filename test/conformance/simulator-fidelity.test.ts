@@ -8,7 +8,7 @@
  * reasons. A difference is the simulator's to fix, and docs/compatibility.md's to record.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { GEMMA, GET_TIME, JSON_SCHEMA_FORMAT, QWEN } from '../helpers/conformance-suite.js';
+import { GEMMA, GET_TIME, JSON_SCHEMA_FORMAT, QWEN } from '../helpers/conformance-cases.js';
 import { type SimProcess, startSimulate } from '../helpers/processes.js';
 import { REALUP_SKIP, type RealServer, startOllama } from '../helpers/realup.js';
 import { type Exchange, ROUTES, exchange } from '../helpers/wire-exchange.js';
