@@ -2,7 +2,7 @@
  * A key's usage split by route (src/domain/route-usage.ts): added up in report order, kept by the
  * memory and file stores across a reload, absent from a store written before it (the totals
  * kept, the split empty), and reported per key and per pack. PostgreSQL's side is in
- * postgres-store.test.ts; the CLI's in cli-usage-routes.test.ts; the data plane's in
+ * postgres-store-usage.test.ts; the CLI's in cli-usage-routes.test.ts; the data plane's in
  * test/inproc/usage-by-route.test.ts.
  */
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';

@@ -1,120 +1,29 @@
-import fc from 'fast-check';
-import { accumulateResponse } from 'openai/lib/responses/ResponseAccumulator';
-import type { Response, ResponseStreamEvent } from 'openai/resources/responses/responses';
+/**
+ * A chat stream translated to Responses events (ResponsesStreamTranslator): the whole event
+ * sequence for text, reasoning, parallel tool calls and refusals, the end by length, error events
+ * and their sequence numbers, and a hostile model server; each sequence also read by the openai
+ * SDK's accumulator.
+ */
 import { describe, expect, it } from 'vitest';
 import { ObProxyError } from '../../src/errors.js';
-import { chatToResponse } from '../../src/wire/chat-to-responses.js';
 import { ResponsesStreamTranslator } from '../../src/wire/responses-stream.js';
 import {
-  CREATED_AT,
-  chunk,
-  completion,
-  contextFor,
-  countingIds,
-  parseFrames,
-  streamOf,
-  usageChunk,
-} from '../helpers/responses-translate.js';
+  PLAIN,
+  WEATHER_TOOL,
+  WITH_TOOLS,
+  call,
+  message,
+  reasoning,
+  response,
+  text,
+  usage,
+} from '../helpers/responses-answer-shapes.js';
+import { accumulate, translate } from '../helpers/responses-stream-events.js';
+import { chunk, contextFor, parseFrames, usageChunk } from '../helpers/responses-translate.js';
 
 type Json = Record<string, unknown>;
 
-const PLAIN = { model: 'gemma4:26b', input: 'Say hello' };
-const WEATHER_TOOL = {
-  type: 'function',
-  name: 'get_weather',
-  description: 'Weather of a city',
-  parameters: { type: 'object', properties: { city: { type: 'string' } } },
-  strict: false,
-};
-const WITH_TOOLS = { model: 'gemma4:26b', input: 'Weather in Oslo and Bergen?', tools: [WEATHER_TOOL] };
-
-/** The Responses object of a translated answer to PLAIN, with `over` replacing fields. */
-function response(over: Json): Json {
-  return {
-    id: 'resp_test',
-    object: 'response',
-    created_at: CREATED_AT,
-    completed_at: CREATED_AT + 7,
-    status: 'completed',
-    incomplete_details: null,
-    model: 'gemma4:26b',
-    previous_response_id: null,
-    instructions: null,
-    output: [],
-    error: null,
-    tools: [],
-    tool_choice: 'auto',
-    truncation: 'disabled',
-    parallel_tool_calls: true,
-    text: { format: { type: 'text' } },
-    top_p: 1,
-    presence_penalty: 0,
-    frequency_penalty: 0,
-    top_logprobs: 0,
-    temperature: 1,
-    reasoning: null,
-    usage: null,
-    max_output_tokens: null,
-    max_tool_calls: null,
-    store: false,
-    background: false,
-    service_tier: 'default',
-    metadata: {},
-    safety_identifier: null,
-    prompt_cache_key: null,
-    ...over,
-  };
-}
-
 const IN_PROGRESS = { status: 'in_progress', completed_at: null, output: [], usage: null };
-
-function usage(input: number, output: number, reasoning = 0, cached = 0): Json {
-  return {
-    input_tokens: input,
-    input_tokens_details: { cached_tokens: cached },
-    output_tokens: output,
-    output_tokens_details: { reasoning_tokens: reasoning },
-    total_tokens: input + output,
-  };
-}
-
-function text(t: string): Json {
-  return { type: 'output_text', text: t, annotations: [], logprobs: [] };
-}
-
-function message(id: string, t: string, status = 'completed'): Json {
-  return { id, type: 'message', status, role: 'assistant', content: [text(t)] };
-}
-
-function reasoning(id: string, t: string): Json {
-  return { id, type: 'reasoning', summary: [{ type: 'summary_text', text: t }], encrypted_content: t };
-}
-
-function call(id: string, callId: string, args: string, status = 'completed'): Json {
-  return { id, type: 'function_call', status, call_id: callId, name: 'get_weather', arguments: args };
-}
-
-/** Feeds chunks and the end; returns the parsed events, checked for consecutive sequence numbers. */
-function translate(request: Json, chunks: unknown[]): { type: string; data: Json }[] {
-  const t = new ResponsesStreamTranslator(contextFor(request));
-  let out = '';
-  for (const c of chunks) out += t.push(c);
-  out += t.end();
-  const events = parseFrames(out);
-  events.forEach((e, i) => expect(e.data.sequence_number).toBe(i));
-  expect(t.nextSequence).toBe(events.length);
-  return events;
-}
-
-/** Runs the events through the openai SDK's own accumulator; returns its snapshot before the last event. */
-function accumulate(events: { type: string; data: Json }[]): Response {
-  let snapshot: Response | undefined;
-  for (const e of events.slice(0, -1))
-    snapshot = accumulateResponse(e.data as unknown as ResponseStreamEvent, snapshot);
-  const final = accumulateResponse(events.at(-1)?.data as unknown as ResponseStreamEvent, snapshot);
-  expect(final.output).toEqual((events.at(-1)?.data.response as Json).output);
-  return snapshot as Response;
-}
 
 function ev(type: string, fields: Json): Json {
   return { type, ...fields };
@@ -127,157 +36,6 @@ function strip(events: { type: string; data: Json }[]): Json[] {
     return rest;
   });
 }
-
-describe('chat completion → Responses object', () => {
-  it('a plain answer: one message item, usage in the Responses shape', () => {
-    const answer = completion({ content: 'Hello!' }, 'stop', {
-      prompt_tokens: 12,
-      completion_tokens: 3,
-      total_tokens: 15,
-    });
-    expect(chatToResponse(answer, contextFor(PLAIN))).toEqual(
-      response({ output: [message('msg_1', 'Hello!')], usage: usage(12, 3) }),
-    );
-  });
-
-  it('reasoning comes first as a reasoning item; usage details are carried', () => {
-    const answer = completion({ content: 'Hi.', reasoning_content: 'Greet back.' }, 'stop', {
-      prompt_tokens: 20,
-      completion_tokens: 9,
-      total_tokens: 29,
-      prompt_tokens_details: { cached_tokens: 16 },
-      completion_tokens_details: { reasoning_tokens: 6 },
-    });
-    expect(chatToResponse(answer, contextFor(PLAIN))).toEqual(
-      response({ output: [reasoning('rs_1', 'Greet back.'), message('msg_1', 'Hi.')], usage: usage(20, 9, 6, 16) }),
-    );
-  });
-
-  it("tool calls (Ollama's shape, content empty): function_call items and no message item; echoes the tools", () => {
-    const answer = completion(
-      {
-        content: '',
-        reasoning: 'Two cities.',
-        tool_calls: [
-          {
-            id: 'call_k3x9a0qz',
-            index: 0,
-            type: 'function',
-            function: { name: 'get_weather', arguments: '{"city":"Oslo"}' },
-          },
-          { index: 1, type: 'function', function: { name: 'get_weather', arguments: { city: 'Bergen' } } },
-        ],
-      },
-      'tool_calls',
-      { prompt_tokens: 42, completion_tokens: 17, total_tokens: 59 },
-    );
-    expect(chatToResponse(answer, contextFor(WITH_TOOLS))).toEqual(
-      response({
-        tools: [WEATHER_TOOL],
-        output: [
-          reasoning('rs_1', 'Two cities.'),
-          call('fc_1', 'call_k3x9a0qz', '{"city":"Oslo"}'),
-          call('fc_2', 'call_1', '{"city":"Bergen"}'),
-        ],
-        usage: usage(42, 17),
-      }),
-    );
-  });
-
-  it('text and tool calls: the message, then the calls', () => {
-    const answer = completion(
-      {
-        content: 'Looking it up.',
-        tool_calls: [{ id: 'c1', type: 'function', function: { name: 'get_weather', arguments: '{}' } }],
-      },
-      'tool_calls',
-      undefined,
-    );
-    expect(chatToResponse(answer, contextFor(WITH_TOOLS))?.output).toEqual([
-      message('msg_1', 'Looking it up.'),
-      call('fc_1', 'c1', '{}'),
-    ]);
-  });
-
-  it('a cut at the token cap is incomplete, with its reason, and no completed_at', () => {
-    const request = { ...PLAIN, max_output_tokens: 4 };
-    const answer = completion({ content: 'Hello the' }, 'length', {
-      prompt_tokens: 12,
-      completion_tokens: 4,
-      total_tokens: 16,
-    });
-    expect(chatToResponse(answer, contextFor(request))).toEqual(
-      response({
-        status: 'incomplete',
-        incomplete_details: { reason: 'max_output_tokens' },
-        completed_at: null,
-        max_output_tokens: 4,
-        output: [message('msg_1', 'Hello the', 'incomplete')],
-        usage: usage(12, 4),
-      }),
-    );
-  });
-
-  it('a refusal is a refusal part; an empty answer still has its message', () => {
-    const refused = chatToResponse(completion({ content: null, refusal: 'No.' }, 'stop', undefined), contextFor(PLAIN));
-    expect(refused?.output).toEqual([
-      {
-        id: 'msg_1',
-        type: 'message',
-        status: 'completed',
-        role: 'assistant',
-        content: [{ type: 'refusal', refusal: 'No.' }],
-      },
-    ]);
-    const empty = chatToResponse(completion({ content: '' }, null, undefined), contextFor(PLAIN));
-    expect(empty?.output).toEqual([message('msg_1', '')]);
-    expect(empty?.status).toBe('completed');
-  });
-
-  it('echoes the request: instructions, sampling, format, reasoning, metadata', () => {
-    const request = {
-      model: 'gemma4:26b',
-      instructions: 'Be brief.',
-      input: 'x',
-      temperature: 0.2,
-      top_p: 0.9,
-      tool_choice: 'none',
-      parallel_tool_calls: false,
-      text: { format: { type: 'json_object' } },
-      reasoning: { effort: 'high' },
-      metadata: { a: 'b' },
-    };
-    const r = chatToResponse(completion({ content: '{}' }, 'stop', undefined), contextFor(request));
-    expect(r).toEqual(
-      response({
-        instructions: 'Be brief.',
-        temperature: 0.2,
-        top_p: 0.9,
-        tool_choice: 'none',
-        parallel_tool_calls: false,
-        text: { format: { type: 'json_object' } },
-        reasoning: { effort: 'high', summary: null },
-        metadata: { a: 'b' },
-        output: [message('msg_1', '{}')],
-      }),
-    );
-  });
-
-  it('refuses what is not a chat completion, and hostile counts become 0', () => {
-    const ctx = contextFor(PLAIN);
-    expect(chatToResponse('x', ctx)).toBeNull();
-    expect(chatToResponse({ object: 'chat.completion' }, ctx)).toBeNull();
-    expect(chatToResponse({ choices: new Array(129).fill({}) }, ctx)).toBeNull();
-    const hostile = completion({ content: 'x' }, 'stop', {
-      prompt_tokens: -5,
-      completion_tokens: '7',
-      total_tokens: 1e308,
-    });
-    expect(chatToResponse(hostile, ctx)?.usage).toBeNull();
-    const half = completion({ content: 'x' }, 'stop', { prompt_tokens: 5, completion_tokens: 1.5 });
-    expect(chatToResponse(half, ctx)?.usage).toEqual(usage(5, 0));
-  });
-});
 
 describe('chat stream → Responses events', () => {
   it('streamed text: the whole event sequence', () => {
@@ -558,56 +316,5 @@ describe('chat stream → Responses events', () => {
     expect(t.finished).toBe(true);
     expect(t.finishReason).toBe('stop');
     expect(t.usage).toEqual({ prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 });
-  });
-});
-
-describe('the streamed and the plain translation agree', () => {
-  const answer = fc.record({
-    reasoning: fc.option(fc.string({ minLength: 1, maxLength: 40 }), { nil: undefined }),
-    content: fc.option(fc.string({ minLength: 1, maxLength: 80, unit: 'grapheme' }), { nil: undefined }),
-    tool_calls: fc.option(
-      fc.array(
-        fc.record({
-          id: fc.stringMatching(/^call_[a-z0-9]{8}$/),
-          type: fc.constant('function'),
-          function: fc.record({
-            name: fc.constant('get_weather'),
-            arguments: fc.json({ maxDepth: 2 }).map((j) => JSON.stringify({ v: JSON.parse(j) as unknown })),
-          }),
-        }),
-        { minLength: 1, maxLength: 3 },
-      ),
-      { nil: undefined },
-    ),
-  });
-
-  it('for any answer and any cut of its text into deltas, response.completed equals the plain answer', () => {
-    fc.assert(
-      fc.property(
-        answer,
-        fc.constantFrom('stop', 'length', 'tool_calls'),
-        fc.array(fc.nat(200), { maxLength: 12 }),
-        fc.nat(1000),
-        fc.nat(1000),
-        (message, finish, cuts, p, c) => {
-          const u = { prompt_tokens: p, completion_tokens: c, total_tokens: p + c };
-          const plain = chatToResponse(completion(message, finish, u), contextFor(WITH_TOOLS, countingIds()));
-          const events = translate(WITH_TOOLS, streamOf(message, finish, u, cuts));
-          const last = events.at(-1) as { type: string; data: Json };
-          expect(last.type).toBe(finish === 'length' ? 'response.incomplete' : 'response.completed');
-          expect(last.data.response).toEqual(plain);
-          // The SDK's accumulator, fed the deltas, builds the same output the last event states.
-          const snapshot = accumulate(events);
-          expect(snapshot.output).toEqual((plain as Json).output);
-          // Every delta joined gives the whole text.
-          const deltas = events
-            .filter((e) => e.type === 'response.output_text.delta')
-            .map((e) => e.data.delta as string)
-            .join('');
-          expect(deltas).toBe(message.content ?? '');
-        },
-      ),
-      { numRuns: 300 },
-    );
   });
 });
