@@ -5,7 +5,7 @@
  * survive a restart, and a store written before they existed loads with them at zero. The
  * filters (--key, --instance, --since) and their refusals are in test/inproc/cli.test.ts.
  */
-import { type Server, createServer } from 'node:http';
+import type { Server } from 'node:http';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -20,6 +20,7 @@ import {
   startSimulate,
   tmpHome,
 } from '../helpers/processes.js';
+import { reasoningServer } from '../helpers/reasoning-server.js';
 
 const GEMMA = 'gemma4:26b';
 const QWEN = 'qwen3.6:27b';
@@ -55,57 +56,6 @@ interface Report {
   packs: Pack[];
 }
 
-/** A model server that reports reasoning tokens apart, as OpenAI's API does. */
-function reasoningServer(): Promise<{ url: string; server: Server }> {
-  const usage = {
-    prompt_tokens: 7,
-    completion_tokens: 20,
-    total_tokens: 27,
-    completion_tokens_details: { reasoning_tokens: 12 },
-  };
-  const server = createServer((req, res) => {
-    if (req.method === 'GET' && req.url === '/v1/models') {
-      res
-        .writeHead(200, { 'content-type': 'application/json' })
-        .end(JSON.stringify({ object: 'list', data: [{ id: QWEN, object: 'model', created: 0, owned_by: 'test' }] }));
-      return;
-    }
-    let body = '';
-    req.on('data', (c: Buffer) => {
-      body += c.toString();
-    });
-    req.on('end', () => {
-      const stream = (JSON.parse(body) as { stream?: boolean }).stream === true;
-      const head = { id: 'x', created: 1, model: QWEN };
-      if (!stream) {
-        res.writeHead(200, { 'content-type': 'application/json' }).end(
-          JSON.stringify({
-            ...head,
-            object: 'chat.completion',
-            choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }],
-            usage,
-          }),
-        );
-        return;
-      }
-      res.writeHead(200, { 'content-type': 'text/event-stream' });
-      res.write(
-        `data: ${JSON.stringify({ ...head, object: 'chat.completion.chunk', choices: [{ index: 0, delta: { role: 'assistant', content: 'ok' }, finish_reason: null }] })}\n\n`,
-      );
-      res.write(
-        `data: ${JSON.stringify({ ...head, object: 'chat.completion.chunk', choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] })}\n\n`,
-      );
-      res.write(`data: ${JSON.stringify({ ...head, object: 'chat.completion.chunk', choices: [], usage })}\n\n`);
-      res.end('data: [DONE]\n\n');
-    });
-  });
-  return new Promise((r) =>
-    server.listen(0, '127.0.0.1', () =>
-      r({ url: `http://127.0.0.1:${(server.address() as { port: number }).port}`, server }),
-    ),
-  );
-}
-
 /** Every request of this file goes through chat completions: the split is the totals, under `chat`. */
 function chatOnly(requests: number, promptTokens: number, completionTokens: number): Counts['byRoute'] {
   return requests === 0 ? {} : { chat: { requests, promptTokens, completionTokens } };
@@ -136,7 +86,7 @@ describe('ob-proxy usage', () => {
   beforeAll(async () => {
     home = await tmpHome();
     sim = await startSimulate([GEMMA]);
-    reasoning = await reasoningServer();
+    reasoning = await reasoningServer(QWEN);
     serve = await startServe(home, ['--probe-interval', '0', '--metrics-port', '0']);
     await cliJson(
       ['instances', 'add', 'gpu-1', '--model', GEMMA, '--endpoint', sim.url, '--pack-ends', '2099-01-01T00:00:00Z'],

@@ -7,13 +7,14 @@
  * outside it. Behind `npm run test:dist`; `.ci/run` runs it.
  */
 import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
-import { existsSync, realpathSync } from 'node:fs';
+import { realpathSync } from 'node:fs';
 import { copyFile, mkdir, mkdtemp, open, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { delimiter, join, resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import OpenAI from 'openai';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { makeJail, nodesOnThisMachine, quote } from '../helpers/no-node-jail.js';
 import { type SimRequest, eventually, tmpHome } from '../helpers/processes.js';
 import { freshDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { spawnTerminal } from '../helpers/terminal.js';
@@ -22,61 +23,11 @@ const ROOT = resolve(import.meta.dirname, '../..');
 const MODEL = 'gemma4:26b';
 const { version } = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')) as { version: string };
 
-function which(tool: string): string {
-  return execFileSync('/bin/sh', ['-c', `command -v ${tool}`], { encoding: 'utf8' }).trim();
-}
-
-/** Every `node` this process could start: its own, and any on its PATH. */
-function nodesOnThisMachine(): string[] {
-  const found = new Set([realpathSync(process.execPath)]);
-  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
-    for (const name of ['node', 'nodejs']) {
-      const p = join(dir, name);
-      if (dir !== '' && existsSync(p)) found.add(realpathSync(p));
-    }
-  }
-  return [...found];
-}
-
-const quote = (s: string): string => `'${s.replaceAll("'", "'\\''")}'`;
-
 let work: string;
 let bin: string;
 let emptyPath: string;
 /** Prepended to every command run "on a machine with no Node": the mount namespace, if any. */
 let jail: string[] = [];
-
-/**
- * `unshare --mount`, hiding the nodes and the checkout, then exec of the command; tried as root
- * first, then in a user namespace. Returns [] where neither is allowed (PATH alone is empty).
- */
-function makeJail(): string[] {
-  let unshare: string;
-  let mount: string;
-  try {
-    [unshare, mount] = [which('unshare'), which('mount')];
-  } catch {
-    process.stderr.write('binary.test: no unshare or mount here; the binary runs with an empty PATH only\n');
-    return [];
-  }
-  // The nodes first: one of them (this process's) lies inside the node_modules hidden next.
-  const hide = [
-    ...nodesOnThisMachine().map((n) => `${quote(mount)} --bind /dev/null ${quote(n)}`),
-    ...[ROOT, realpathSync(join(ROOT, 'node_modules'))].map((d) => `${quote(mount)} -t tmpfs tmpfs ${quote(d)}`),
-  ];
-  const script = `set -e; ${hide.join('; ')}; exec "$@"`;
-  for (const ns of [['--mount'], ['--user', '--map-root-user', '--mount']]) {
-    const prefix = [unshare, ...ns, '--propagation', 'private', '/bin/sh', '-c', script, 'no-node'];
-    try {
-      execFileSync(prefix[0]!, [...prefix.slice(1), '/bin/true'], { stdio: 'ignore' });
-      return prefix;
-    } catch {
-      // Not allowed here: try the next way, or fall back to PATH alone.
-    }
-  }
-  process.stderr.write('binary.test: no mount namespace allowed here; the binary runs with an empty PATH only\n');
-  return [];
-}
 
 function env(home: string): NodeJS.ProcessEnv {
   return { PATH: emptyPath, HOME: home, NO_COLOR: '1' };
@@ -175,7 +126,7 @@ beforeAll(async () => {
   await copyFile(join(ROOT, 'dist-bin', 'ob-proxy'), bin);
   emptyPath = join(work, 'empty-path');
   await mkdir(emptyPath);
-  jail = makeJail();
+  jail = makeJail(ROOT);
 
   home = await tmpHome();
   serve = start(['serve', '--home', home, '--port', '0'], home);
