@@ -1,7 +1,8 @@
 /**
  * Admin commands that cannot hurt, through the real CLI: confirmation on a terminal
  * (a pseudo-terminal made by `script`), none off one; `keys create -q` in a shell. Each question's
- * wording, usage errors naming the flag and `--pack-ends` durations are in test/inproc/cli.test.ts.
+ * wording is in test/inproc/cli-confirmation.test.ts; usage errors naming the flag and `--pack-ends`
+ * durations are in test/inproc/cli-errors.test.ts.
  */
 import { execFile, spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

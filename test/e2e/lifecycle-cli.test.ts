@@ -1,7 +1,8 @@
 /**
  * The key lifecycle through the real binary, over the real socket, against a real daemon and
  * simulator: the whole path once, the pack timer, a restart, and an unreachable daemon. Each
- * command's outputs, exit codes and refusals, pending and --no-wait, are in test/inproc/cli.test.ts.
+ * command's outputs, pending and --no-wait are in test/inproc/cli-commands.test.ts, exit codes and
+ * refusals in test/inproc/cli-errors.test.ts.
  */
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -246,7 +247,8 @@ describe('key lifecycle through the real CLI against the real daemon', () => {
 });
 
 describe('CLI conventions', () => {
-  // Exit 2, exit 1, help and the in-process CLI's outputs: test/inproc/cli.test.ts.
+  // Exit 2, exit 1 and help: test/inproc/cli-errors.test.ts; the in-process CLI's outputs:
+  // test/inproc/cli-commands.test.ts.
   it('exit 3 with a hint when no daemon listens on the socket; one line on stderr', async () => {
     const home = await tmpHome();
     const down = await runCli(['instances', 'list', '--json'], { home });

@@ -4,7 +4,8 @@
  * (test/helpers/otlp-receiver.ts). The span of a streamed chat joins the client's trace and is the
  * parent of what the model server received; a refusal has its span; the spans of the last
  * requests reach the collector at shutdown; no secret is in anything exported.
- * test/inproc/traces.test.ts asserts each kind of span in detail.
+ * test/inproc/traces-exchanges.test.ts and test/inproc/traces-refusals-export.test.ts assert each
+ * kind of span in detail.
  */
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -3,7 +3,7 @@
  * streamed, an upstream error, a client that leaves, reasoning reported by the model server),
  * the report shows exactly those counts per key and per pack, with the pack's total; counters
  * survive a restart, and a store written before they existed loads with them at zero. The
- * filters (--key, --instance, --since) and their refusals are in test/inproc/cli.test.ts.
+ * filters (--key, --instance, --since) and their refusals are in test/inproc/cli-usage-filters.test.ts.
  */
 import type { Server } from 'node:http';
 import { readFile, writeFile } from 'node:fs/promises';

@@ -1,69 +1,34 @@
 /**
- * OpenTelemetry traces (docs/operations.md#traces), in process: a daemon with an OTLP endpoint
- * sends its spans to a test collector on 127.0.0.1:0 (test/helpers/otlp-receiver.ts), whose
- * decoded spans are asserted whole, and the simulator, the model server, shows the
- * `traceparent` it received. test/e2e/traces.test.ts does the same once through `ob-proxy serve`.
+ * OpenTelemetry traces of exchanges (docs/operations.md#traces), in process: a daemon with an
+ * OTLP endpoint sends its spans to a test collector (test/helpers/traced-daemon.ts), whose
+ * decoded spans are asserted whole. A span per chat, Responses or Messages exchange, plain or
+ * streamed, with the GenAI semantic conventions; the `traceparent` the simulator, the model
+ * server, received, a client's trace joined or a bad one dropped; with tracing off, no trace
+ * context sent on. test/e2e/traces.test.ts does the same once through `ob-proxy serve`.
  */
-import { type Socket, createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Simulator } from '../../simulator/simulator.js';
-import { type Inproc, MODEL, buildInproc, chatRequests, startSim } from '../helpers/inproc.js';
-import { type OtlpReceiver, type ReceivedSpan, startOtlpReceiver } from '../helpers/otlp-receiver.js';
+import { type Inproc, MODEL, buildInproc, chatRequests } from '../helpers/inproc.js';
+import type { ReceivedSpan } from '../helpers/otlp-receiver.js';
+import { CLIENT, ERROR, type TracedDaemon, hello, startTracedDaemon } from '../helpers/traced-daemon.js';
 
-const CLIENT = 3; // OTLP's SPAN_KIND_CLIENT
-const ERROR = 2; // OTLP's STATUS_CODE_ERROR
-
+let t: TracedDaemon;
 let d: Inproc;
 let sim: Simulator;
 let simUrl: string;
-let collector: OtlpReceiver;
-const secrets: Record<string, string> = {};
-const keyIds: Record<string, string> = {};
+let secrets: Record<string, string>;
+let keyIds: Record<string, string>;
 
-const hello = (extra: Record<string, unknown> = {}): Record<string, unknown> => ({
-  model: MODEL,
-  messages: [{ role: 'user', content: 'Hello there' }],
-  ...extra,
-});
-
-async function readyInstance(id: string): Promise<void> {
-  expect((await d.manage('POST', '/v1/instances', { id, model: MODEL, endpoint: simUrl })).status).toBe(201);
-  const ready = await d.manage('POST', `/v1/instances/${id}/ready`, {});
-  const key = (ready.json as { defaultKey: { id: string; secret: string } }).defaultKey;
-  secrets[id] = key.secret;
-  keyIds[id] = key.id;
-}
-
-/** The spans sent since the last call, once the daemon has flushed them. */
-let seen = 0;
-async function newSpans(): Promise<ReceivedSpan[]> {
-  await d.daemon.ctx.tracing!.flush();
-  const out = collector.spans.slice(seen);
-  seen = collector.spans.length;
-  return out;
-}
-
-const simPort = (): number => Number(new URL(simUrl).port);
+const newSpans = (): Promise<ReceivedSpan[]> => t.newSpans();
+const simPort = (): number => t.simPort();
 
 beforeAll(async () => {
-  collector = await startOtlpReceiver();
-  ({ sim, url: simUrl } = await startSim());
-  d = await buildInproc({ otlp: { url: `${collector.url}/v1/traces`, serviceName: 'gw-test' } });
-  await readyInstance('live');
-  await readyInstance('pending');
-  await d.manage('POST', '/v1/instances/pending/pending', {});
-  await readyInstance('revoked');
-  await d.manage('POST', '/v1/instances/revoked/stop', {});
-  const limited = await d.manage('POST', '/v1/keys', { instance: 'live', name: 'one-a-minute', limits: { rpm: 1 } });
-  secrets.limited = (limited.json as { secret: string }).secret;
-  keyIds.limited = (limited.json as { id: string }).id;
-  await newSpans();
+  t = await startTracedDaemon();
+  ({ d, sim, simUrl, secrets, keyIds } = t);
 });
 
 afterAll(async () => {
-  await d?.close();
-  await sim?.close();
-  await collector?.close();
+  await t?.close();
 });
 
 describe('a span per exchange, with the GenAI semantic conventions', () => {
@@ -351,78 +316,10 @@ describe('a Messages API exchange is Anthropic-flavoured', () => {
   });
 });
 
-describe('refusals get spans, with their error code', () => {
-  const refusal = (status: number, code: string, ids: Record<string, string> = {}): Record<string, unknown> => ({
-    'gen_ai.operation.name': 'chat',
-    'gen_ai.provider.name': 'openai',
-    'http.response.status_code': status,
-    'error.type': code,
-    ...ids,
-  });
-
-  type Case = readonly [string, () => string | null, number, string, () => Record<string, string>];
-  it.each<Case>([
-    ['no key (400)', () => null, 400, 'missing_api_key', () => ({})],
-    ['an unknown key (401)', () => 'ob_sk_not-a-key-at-all', 401, 'invalid_api_key', () => ({})],
-    [
-      'a revoked key (401): the key is known, its ids are set',
-      () => secrets.revoked!,
-      401,
-      'revoked_api_key',
-      () => ({ 'ob_proxy.key.id': keyIds.revoked!, 'ob_proxy.instance.id': 'revoked' }),
-    ],
-    [
-      'a deployment not ready (409)',
-      () => secrets.pending!,
-      409,
-      'deployment_not_ready',
-      () => ({ 'ob_proxy.key.id': keyIds.pending!, 'ob_proxy.instance.id': 'pending' }),
-    ],
-    [
-      'a body that is not JSON (400), after the key passed',
-      () => secrets.live!,
-      400,
-      'invalid_json',
-      () => ({ 'ob_proxy.key.id': keyIds.live!, 'ob_proxy.instance.id': 'live' }),
-    ],
-  ])('%s', async (_name, key, status, code, ids) => {
-    const r = await d.chat(key(), code === 'invalid_json' ? '{"model":' : hello());
-    expect(r.status).toBe(status);
-    expect((r.json as { error: { code: string } }).error.code).toBe(code);
-    const [span, ...more] = await newSpans();
-    expect(more).toEqual([]);
-    expect(span).toMatchObject({ name: 'chat', kind: CLIENT, status: { code: ERROR, message: code } });
-    expect(span!.attributes).toEqual(refusal(status, code, ids()));
-  });
-
-  it("a key over its rpm (429): the first request's span, then the refusal's", async () => {
-    expect((await d.chat(secrets.limited!, hello())).status).toBe(200);
-    const r = await d.chat(secrets.limited!, hello());
-    expect(r.status).toBe(429);
-    const [ok, refused, ...more] = await newSpans();
-    expect(more).toEqual([]);
-    expect(ok!.attributes['http.response.status_code']).toBe(200);
-    expect(refused!.attributes).toEqual(
-      refusal(429, 'rate_limited', { 'ob_proxy.key.id': keyIds.limited!, 'ob_proxy.instance.id': 'live' }),
-    );
-  });
-
-  it('a model listing is no GenAI operation: no span', async () => {
-    const r = await d.daemon.dataPlane.inject({
-      method: 'GET',
-      url: '/v1/models',
-      headers: { authorization: `Bearer ${secrets.live!}` },
-    });
-    expect(r.statusCode).toBe(200);
-    const bad = await d.daemon.dataPlane.inject({ method: 'GET', url: '/v1/models' });
-    expect(bad.statusCode).toBe(400);
-    expect(await newSpans()).toEqual([]);
-  });
-});
-
-describe('what the collector receives, and what it does not', () => {
-  it('no secret anywhere in what was exported, nor a message', () => {
-    const all = Buffer.concat(collector.raw).toString('utf8');
+describe('what the exchanges above exported', () => {
+  it('no secret anywhere, nor a message', async () => {
+    await newSpans();
+    const all = Buffer.concat(t.collector.raw).toString('utf8');
     expect(all.length).toBeGreaterThan(1000);
     for (const [name, secret] of Object.entries(secrets)) {
       expect(all.includes(secret), name).toBe(false);
@@ -430,55 +327,6 @@ describe('what the collector receives, and what it does not', () => {
       expect(all.includes(secret.slice(-20)), `${name}'s tail`).toBe(false);
     }
     expect(all).not.toContain('Hello there');
-    expect(new Set(collector.paths)).toEqual(new Set(['/v1/traces']));
-    expect(new Set(collector.contentTypes)).toEqual(new Set(['application/json']));
-  });
-
-  it('a collector that refuses spans: requests are answered, the log says so once, and again when it is back', async () => {
-    // 400: refused for good, not retried (a 503 is retried with back-off, for seconds).
-    collector.failWith = 400;
-    const warnings = (): unknown[] => d.logs.filter((l) => String(l.msg).startsWith('the trace collector'));
-    const had = warnings().length;
-    for (let i = 0; i < 2; i++) {
-      expect((await d.chat(secrets.live!, hello())).status).toBe(200);
-      await expect(d.daemon.ctx.tracing!.flush()).rejects.toThrow();
-    }
-    expect(warnings().slice(had)).toMatchObject([
-      {
-        level: 40,
-        collector: `${collector.url}/v1/traces`,
-        msg: 'the trace collector did not take spans: they are dropped until it does (requests are not affected)',
-      },
-    ]);
-    collector.failWith = null;
-    expect((await d.chat(secrets.live!, hello())).status).toBe(200);
-    await newSpans();
-    expect(warnings().slice(had + 1)).toMatchObject([{ level: 30, msg: 'the trace collector takes spans again' }]);
-  });
-});
-
-describe('a collector that takes connections and never answers', () => {
-  it('holds no request, and no shutdown past its bound (an export waits up to 10 s)', async () => {
-    const sockets: Socket[] = [];
-    const silent = createServer((s) => sockets.push(s));
-    await new Promise<void>((done) => silent.listen(0, '127.0.0.1', done));
-    const port = (silent.address() as { port: number }).port;
-    const hung = await buildInproc({ otlp: { url: `http://127.0.0.1:${port}/v1/traces`, serviceName: 'x' } });
-    try {
-      expect((await hung.manage('POST', '/v1/instances', { id: 'a', model: MODEL, endpoint: simUrl })).status).toBe(
-        201,
-      );
-      const ready = await hung.manage('POST', '/v1/instances/a/ready', {});
-      const secret = (ready.json as { defaultKey: { secret: string } }).defaultKey.secret;
-      for (let i = 0; i < 3; i++) expect((await hung.chat(secret, hello({ stream: i === 1 }))).status).toBe(200);
-      void hung.daemon.ctx.tracing!.flush().catch(() => {});
-      // shutdown(0): the spans get their 1 s, then the daemon stops, the export still unanswered.
-      await hung.close();
-      expect(sockets.length).toBeGreaterThan(0);
-    } finally {
-      for (const s of sockets) s.destroy();
-      await new Promise((done) => silent.close(done));
-    }
   });
 });
 
