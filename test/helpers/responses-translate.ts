@@ -26,7 +26,7 @@ export function contextFor(request: Record<string, unknown>, ids: IdSource = cou
 
 type Json = Record<string, unknown>;
 
-/** A chat completion as Ollama writes it (protocol.md §1.3). */
+/** A chat completion as Ollama writes it on /v1/chat/completions. */
 export function completion(message: Json, finish: string | null, u: Json | undefined): Json {
   return {
     id: 'chatcmpl-417',
@@ -39,7 +39,7 @@ export function completion(message: Json, finish: string | null, u: Json | undef
   };
 }
 
-/** A chat stream chunk as Ollama writes it (protocol.md §1.4). */
+/** A chat stream chunk as Ollama writes it on /v1/chat/completions. */
 export function chunk(delta: Record<string, unknown>, finish: string | null = null): Record<string, unknown> {
   return {
     id: 'chatcmpl-417',

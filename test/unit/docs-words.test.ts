@@ -1,4 +1,4 @@
-import { readFile, readdir } from 'node:fs/promises';
+import { access, readFile, readdir } from 'node:fs/promises';
 import { join, relative, resolve } from 'node:path';
 import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
  * The repository speaks of the product: its pages, and the comments in its code, state what holds
  * and why, never the history of how it came about (sessions, issue numbers, reviews, "this
  * machine"); git keeps that history. And every citation of the contract names a section of
- * docs/contract.md that exists.
+ * docs/contract.md that exists, and every test a page or comment names is there to read.
  */
 
 const ROOT = resolve(import.meta.dirname, '../..');
@@ -40,7 +40,16 @@ function comments(text: string, file: string): { line: number; text: string }[] 
   const variant = file.endsWith('.tsx') ? ts.LanguageVariant.JSX : ts.LanguageVariant.Standard;
   const scanner = ts.createScanner(ts.ScriptTarget.Latest, false, variant, text);
   const out: { line: number; text: string }[] = [];
+  // The scanner alone reads the `}` that ends a template's `${…}` as a brace, and the rest of the
+  // template as the start of a new one that swallows the code (and comments) after it: a stack
+  // of open braces tells a template's `}` apart, and it is scanned again as the template's.
+  const open: ('brace' | 'template')[] = [];
   for (let kind = scanner.scan(); kind !== ts.SyntaxKind.EndOfFileToken; kind = scanner.scan()) {
+    if (kind === ts.SyntaxKind.OpenBraceToken) open.push('brace');
+    else if (kind === ts.SyntaxKind.TemplateHead) open.push('template');
+    else if (kind === ts.SyntaxKind.CloseBraceToken && open.pop() === 'template') {
+      if (scanner.reScanTemplateToken(false) === ts.SyntaxKind.TemplateMiddle) open.push('template');
+    }
     if (kind === ts.SyntaxKind.SingleLineCommentTrivia || kind === ts.SyntaxKind.MultiLineCommentTrivia) {
       const start = scanner.getTokenStart();
       const line = text.slice(0, start).split('\n').length;
@@ -51,6 +60,25 @@ function comments(text: string, file: string): { line: number; text: string }[] 
     }
   }
   return out;
+}
+
+/** A test named by path: `test/unit/config-resolve.test.ts`. */
+const TEST_PATH = /\btest\/[\w./-]+\.test\.tsx?\b/g;
+/** A test named by tier and name, as the pages' tables do: `unit/config-resolve`, `regressions/…`. */
+const TEST_NAME =
+  /`((?:unit|inproc|e2e|regressions|reliability|simulate|conformance|console|package|soak)\/[\w./-]+)`/g;
+
+async function exists(path: string): Promise<boolean> {
+  return access(join(ROOT, path)).then(
+    () => true,
+    () => false,
+  );
+}
+
+/** Where a test named by tier and name may be: its file, or a folder; regressions of either tier. */
+function placesOf(name: string): string[] {
+  const bases = name.startsWith('regressions/') ? [`test/${name}`, `test/e2e/${name}`] : [`test/${name}`];
+  return bases.flatMap((b) => [`${b}.test.ts`, `${b}.test.tsx`, b]);
 }
 
 /** Every line the rule applies to: whole pages, and the comments of the code. */
@@ -85,6 +113,19 @@ describe('the repository speaks of the product', () => {
   it('no page or comment cites a document that is not in the repository', async () => {
     const found = (await readable()).filter((l) => OUTSIDE.test(l.text)).map((l) => `${l.where}: ${l.text.trim()}`);
     expect(found).toEqual([]);
+  });
+
+  it('every test a page or comment names exists', async () => {
+    const lines = await readable();
+    const named = lines.flatMap((l) => [
+      ...[...l.text.matchAll(TEST_PATH)].map((m) => ({ where: l.where, name: m[0], places: [m[0]] })),
+      ...[...l.text.matchAll(TEST_NAME)].map((m) => ({ where: l.where, name: m[1]!, places: placesOf(m[1]!) })),
+    ]);
+    expect(named.length).toBeGreaterThan(100);
+    const missing: string[] = [];
+    for (const n of named)
+      if (!(await Promise.all(n.places.map(exists))).some(Boolean)) missing.push(`${n.where}: ${n.name}`);
+    expect(missing).toEqual([]);
   });
 
   it('every citation of docs/contract.md names a section that exists', async () => {
