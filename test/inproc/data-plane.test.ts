@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Simulator } from '../../simulator/simulator.js';
 import { type Inproc, MODEL, T0, buildInproc, chatRequests, startSim } from '../helpers/inproc.js';
+import { refusal } from '../helpers/status-and-json.js';
 
 const OTHER = 'qwen3.6:27b';
 let d: Inproc;
@@ -20,15 +21,6 @@ const hello = (model: string, extra: Record<string, unknown> = {}): Record<strin
   ...extra,
 });
 const big = JSON.stringify(hello(MODEL, { messages: [{ role: 'user', content: 'x'.repeat(10_000) }] }));
-
-type ErrorType = 'invalid_request_error' | 'authentication_error' | 'not_found_error' | 'conflict_error';
-const refusal = (
-  status: number,
-  type: ErrorType,
-  code: string,
-  message: string,
-  param: string | null = null,
-): unknown => ({ status, json: { error: { message, type, code, param } } });
 
 const MISSING = refusal(
   400,
