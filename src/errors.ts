@@ -254,6 +254,8 @@ export interface ObProxyErrorOptions {
   status?: number;
   /** The error code as the client sees it, when it is not ours (an upstream's string code). */
   wireCode?: string;
+  /** Overrides the status's retry advice (shouldRetry): a 409 for an instance that will never be ready again. */
+  retry?: boolean;
   cause?: unknown;
 }
 
@@ -263,6 +265,8 @@ export class ObProxyError extends Error {
   readonly type: ErrorType;
   readonly param: string | null;
   readonly wireCode: string;
+  /** The `x-should-retry` advice, or null for none. */
+  readonly retry: boolean | null;
 
   constructor(code: ErrorCode, options: ObProxyErrorOptions = {}) {
     const spec: ErrorSpec = ERRORS[code];
@@ -273,20 +277,58 @@ export class ObProxyError extends Error {
     this.type = spec.type;
     this.param = options.param ?? null;
     this.wireCode = options.wireCode ?? code;
+    this.retry = options.retry ?? shouldRetry(this.status);
   }
 
   /**
-   * Anthropic's error envelope (the Messages API): its `type` is our code, as specific as the
-   * OpenAI envelope's `code`; the Anthropic SDKs raise by the status.
+   * Anthropic's error envelope (the Messages API): `type` from Anthropic's table, which its
+   * clients read, and our stable code beside it in `code`.
    */
-  toAnthropicBody(): { type: 'error'; error: { type: string; message: string } } {
-    return { type: 'error', error: { type: this.wireCode, message: this.message } };
+  toAnthropicBody(): AnthropicErrorBody {
+    return { type: 'error', error: { type: anthropicType(this.status), message: this.message, code: this.wireCode } };
   }
 
   /** The OpenAI error envelope, which every OpenAI SDK parses. */
   toBody(): ErrorBody {
     return { error: { message: this.message, type: this.type, code: this.wireCode, param: this.param } };
   }
+}
+
+export interface AnthropicErrorBody {
+  type: 'error';
+  error: { type: string; message: string; code: string };
+}
+
+/** Anthropic's error types by status (docs.anthropic.com, "Errors"), which Claude Code and the SDKs read. */
+const ANTHROPIC_TYPES: Readonly<Record<number, string>> = {
+  400: 'invalid_request_error',
+  401: 'authentication_error',
+  402: 'billing_error',
+  403: 'permission_error',
+  404: 'not_found_error',
+  413: 'request_too_large',
+  429: 'rate_limit_error',
+  500: 'api_error',
+  503: 'overloaded_error',
+  504: 'timeout_error',
+  529: 'overloaded_error',
+};
+
+export function anthropicType(status: number): string {
+  return ANTHROPIC_TYPES[status] ?? (status < 500 ? 'invalid_request_error' : 'api_error');
+}
+
+/**
+ * Whether a client should send the same request again: the `x-should-retry` answer header,
+ * which the OpenAI and Anthropic SDKs (and the agents built on them) obey before their own rule.
+ * A refusal that the same request meets again (a bad body, a bad or revoked key, a gone
+ * deployment, a body too large) says false, so a client fails at once instead of retrying for
+ * minutes; a wait that passes (429, 503) says true. null: no advice, the client's own rule.
+ */
+export function shouldRetry(status: number): boolean | null {
+  if (status === 429 || status === 503) return true;
+  if (status === 400 || status === 401 || status === 403 || status === 404 || status === 413) return false;
+  return null;
 }
 
 export interface ErrorBody {

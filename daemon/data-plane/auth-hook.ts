@@ -146,11 +146,24 @@ export function refuse(
   ctx.metrics?.keyRefused(result.code);
   const extra =
     result.code === 'deployment_not_ready' && result.instance !== undefined
-      ? {
-          message: `The deployment "${result.instance.id}" for this API key is ${result.instance.state === 'ready' ? 'without an endpoint' : result.instance.state}. Retry when it is ready.`,
-        }
+      ? notReady(result.instance.id, result.instance.state)
       : undefined;
   replyError(reply, obError(result.code, extra), headers, result.key?.id, result.instance?.id);
+}
+
+/**
+ * A pending instance may become ready: the client may retry. A stopped, failed or terminated one
+ * is never ready again for this key (its keys are revoked with it): it must not.
+ */
+function notReady(id: string, state: string): { message: string; retry?: boolean } {
+  if (state === 'ready')
+    return { message: `The deployment "${id}" for this API key is without an endpoint. Retry when it is ready.` };
+  if (state === 'pending')
+    return { message: `The deployment "${id}" for this API key is pending. Retry when it is ready.` };
+  return {
+    message: `The deployment "${id}" for this API key is ${state}: it serves no requests. Use a key of a ready instance.`,
+    retry: false,
+  };
 }
 
 export function endDuePacksSoon(ctx: DaemonContext): void {

@@ -1,4 +1,11 @@
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
+import Fastify, {
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+} from 'fastify';
 import type { Instance } from '../../src/domain/instance.js';
 import { obError } from '../../src/errors.js';
 import { requestId } from '../../src/ids.js';
@@ -11,7 +18,7 @@ import { makeAuthHook } from './auth-hook.js';
 import { makeChatHandler } from './chat-completions.js';
 import { makeResponsesHandler } from './responses.js';
 import { makeCompletionsHandler } from './completions.js';
-import { anthropicErrors, makeMessagesHandler } from './messages.js';
+import { anthropicErrors, makeCountTokensHandler, makeMessagesHandler } from './messages.js';
 import { clientErrorHandler } from './client-error.js';
 import { refusedSinceHeaders } from './exchange-end.js';
 import { connectionCaps, descriptorLimit, limitConnections, servePipelinedInOrder } from './connection-limits.js';
@@ -117,6 +124,11 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
   app.post('/v1/responses', { onRequest: makeAuthHook(ctx, true) }, makeResponsesHandler(ctx));
   app.post('/v1/completions', { onRequest: makeAuthHook(ctx, true) }, makeCompletionsHandler(ctx));
   app.post('/v1/messages', { onRequest: [anthropicErrors, makeAuthHook(ctx, true, true)] }, makeMessagesHandler(ctx));
+  app.post(
+    '/v1/messages/count_tokens',
+    { onRequest: [anthropicErrors, makeAuthHook(ctx, true, true)] },
+    makeCountTokensHandler(ctx),
+  );
 
   // The key's one model, whatever the instance's state (OpenAI's list and model shapes), with
   // its pack's end and whether it is near when it has one (docs/contract.md §3.8).
@@ -154,10 +166,15 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
     },
   );
 
-  app.get('/healthz', async (_request, reply) => {
+  // Liveness, for a probe and for the agents' own connectivity checks before their first request
+  // (Claude Code's HEAD /api/hello, others' HEAD /): answered here, with no key, and no refusal.
+  const alive = async (_request: FastifyRequest, reply: FastifyReply) => {
     if (ctx.draining) return reply.code(503).send({ status: 'draining' });
     return { status: 'ok' };
-  });
+  };
+  app.get('/healthz', alive);
+  app.get('/api/hello', alive);
+  app.get('/', alive);
 
   // For a load balancer: 503 while draining, or while out of sync with a shared store for longer
   // than --max-stale (every key would be refused), so traffic goes to the other daemons.
@@ -180,7 +197,7 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
     replyError(
       reply,
       obError('route_not_found', {
-        message: `No route ${request.method} ${request.url.split('?')[0]}. The proxy serves POST /v1/chat/completions, POST /v1/responses, POST /v1/completions, POST /v1/messages, GET /v1/models and GET /v1/models/{model}.${hint}`,
+        message: `No route ${request.method} ${request.url.split('?')[0]}. The proxy serves POST /v1/chat/completions, POST /v1/responses, POST /v1/completions, POST /v1/messages, POST /v1/messages/count_tokens, GET /v1/models and GET /v1/models/{model}.${hint}`,
       }),
     );
   });

@@ -3,7 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { KeyRecord } from '../../src/domain/key.js';
 import type { LiveCounter } from '../../src/services/live-stats.js';
 import type { RequestOutcome } from '../../src/services/usage.js';
-import type { Media } from '../../src/wire/chat-messages.js';
+import type { Media } from '../../src/wire/media.js';
 import { estimateCompletionTokens, estimatePromptTokens, learnPace } from '../../src/wire/prompt-estimate.js';
 import type { DaemonContext } from '../context.js';
 import { RequestObserver } from '../metrics/request-observer.js';

@@ -64,6 +64,43 @@ export function makeMessagesHandler(ctx: DaemonContext) {
   return makeProxyHandler(ctx, messagesApi(ctx));
 }
 
+/** A count_tokens answer, `{"input_tokens": N}`, passed on as sent: it costs no completion. */
+class CountTokensRelay extends PlainRelay {
+  protected override answer(raw: Buffer, _text: string, parsed: unknown): void {
+    const body = parsed as Json | null;
+    if (typeof body !== 'object' || body === null || Array.isArray(body) || typeof body.input_tokens !== 'number') {
+      this.notAnAnswer('a token count');
+      return;
+    }
+    this.send(raw, body, 0, 0, 0);
+  }
+}
+
+/**
+ * POST /v1/messages/count_tokens (Claude Code may ask before a long turn): the same gate as a
+ * message, passed to the model server's own where it serves it; a server without it is answered
+ * Anthropic's 404, and not asked again for a while (route-support.ts).
+ */
+export function countTokensApi(ctx: DaemonContext): WireApi<MessagesRequest> {
+  return {
+    route: 'count_tokens',
+    logMessage: 'token count',
+    upstreamPath: '/v1/messages/count_tokens',
+    parse: parseMessagesBody,
+    validate: (body) => ({ ...validateMessagesRequest(body), stream: false, completionCap: 0 }),
+    upstream: (raw) => raw,
+    newId: messageId,
+    relay: (_ctx, rc) => new CountTokensRelay(rc),
+    support: new RouteSupport('POST /v1/messages/count_tokens', ctx.clock),
+    fallback: null,
+    forwardHeaders: ['anthropic-version', 'anthropic-beta'],
+  };
+}
+
+export function makeCountTokensHandler(ctx: DaemonContext) {
+  return makeProxyHandler(ctx, countTokensApi(ctx));
+}
+
 /** The route's first hook, before the key's: every error on it, from here on, in Anthropic's shape. */
 export function anthropicErrors(_request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
   answerErrorsAsAnthropic(reply.raw);

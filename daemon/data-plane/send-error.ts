@@ -40,7 +40,32 @@ export function replyError(
       },
       'refused',
     );
-  return reply.code(err.status).headers(headers).type('application/json').send(errorBodyFor(reply.raw, err));
+  return reply
+    .code(err.status)
+    .headers(withRetryAdvice(headers, err))
+    .type('application/json')
+    .send(errorBodyFor(reply.raw, err));
+}
+
+/** `headers` with the error's `x-should-retry`, and a Retry-After wherever it says to retry. */
+function withRetryAdvice(headers: Record<string, string>, err: ObProxyError): Record<string, string> {
+  if (err.retry === null) return headers;
+  if (!err.retry) return { ...headers, 'x-should-retry': 'false' };
+  return { 'retry-after': '1', ...headers, 'x-should-retry': 'true' };
+}
+
+/** The same advice as a header list (writeHead's). */
+function retryAdviceList(extra: HeaderList | null, err: ObProxyError): HeaderList | null {
+  if (err.retry === null) return extra;
+  const list = extra === null ? [] : [...extra];
+  if (err.retry && !hasHeader(list, 'retry-after')) list.push('retry-after', '1');
+  list.push('x-should-retry', err.retry ? 'true' : 'false');
+  return list;
+}
+
+function hasHeader(list: HeaderList, name: string): boolean {
+  for (let i = 0; i < list.length; i += 2) if (String(list[i]).toLowerCase() === name) return true;
+  return false;
 }
 
 /** For hijacked responses: the same envelope (the route's shape, error-shape.ts) written straight to the socket, with `extra` headers (the key's x-ratelimit-*). */
@@ -53,7 +78,7 @@ export function writeRawError(
   if (res.headersSent) return;
   closeIfBodyPending(res);
   const body = JSON.stringify(errorBodyFor(res, err));
-  res.writeHead(err.status, jsonHeaders(Buffer.byteLength(body), requestId, extra));
+  res.writeHead(err.status, jsonHeaders(Buffer.byteLength(body), requestId, retryAdviceList(extra, err)));
   res.end(body);
 }
 
@@ -106,7 +131,9 @@ export function writeSocketError(socket: Duplex, err: ObProxyError): void {
     const body = JSON.stringify(err.toBody());
     socket.write(
       `HTTP/1.1 ${err.status} ${STATUS_CODES[err.status] ?? 'Error'}\r\n` +
-        `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+        `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+        (err.retry === null ? '' : `x-should-retry: ${String(err.retry)}\r\n`) +
+        `Connection: close\r\n\r\n${body}`,
     );
   }
   socket.destroy();

@@ -1,13 +1,15 @@
-import { checkFields } from './chat-fields.js';
-import { type Media, checkMessages } from './chat-messages.js';
+import { readMessages } from './chat-messages.js';
+import { type Media, noMedia } from './media.js';
 import { checkFieldNames, fieldSet, parseJsonBody, stringifyExact } from './json-body.js';
 import { type Json, invalid, isObject, optionalNumber } from './request-checks.js';
 
 /**
- * Validation of POST /v1/chat/completions: docs/contract.md §3.2 and the rest of OpenAI's chat API as the
- * SDKs and agent frameworks send it (docs/contract.md §3), written by hand: it runs on every request,
- * names the exact field path in `param`, and tells whether the body must be rewritten before it
- * goes upstream (otherwise the client's bytes are forwarded untouched).
+ * The gate of POST /v1/chat/completions (docs/contract.md §3b): it reads what the key's promise
+ * needs (the model, the stream flag, the caps it charges, `n`, and SPEC's ranges of temperature
+ * and top_p) and refuses those alone, naming the field in `param`. Every other field reaches the
+ * model server as the client wrote it: the server, not the gate, judges what it can serve. It
+ * also tells whether the body must be rewritten before it goes upstream (otherwise the client's
+ * bytes are forwarded untouched).
  */
 export interface ChatRequest {
   model: string;
@@ -30,125 +32,24 @@ export interface ChatRequest {
   topP: number | null;
 }
 
-// The fields OpenAI's chat API, Ollama and vLLM decode at each position of a request. A key that
-// differs from one of these only by case is refused (see checkFieldNames).
-const TOP = fieldSet([
+// The fields the gate reads. A key that differs from one of these only by case is refused
+// (json-body.ts): Go's decoder would take it for the field, and the model server would read a
+// value the gate never checked. Every other key is the model server's to read.
+const READ = fieldSet([
   'model',
   'messages',
   'stream',
   'stream_options',
   'max_tokens',
   'max_completion_tokens',
+  'n',
   'temperature',
   'top_p',
-  'n',
-  'seed',
-  'stop',
-  'frequency_penalty',
-  'presence_penalty',
-  'logit_bias',
-  'logprobs',
-  'top_logprobs',
-  'response_format',
-  'tools',
-  'tool_choice',
-  'parallel_tool_calls',
-  'functions',
-  'function_call',
-  'user',
-  'reasoning_effort',
-  'reasoning',
-  'metadata',
-  'store',
-  'service_tier',
-  'modalities',
-  'audio',
-  'prediction',
-  'verbosity',
-  'web_search_options',
-  'prompt_cache_key',
-  'safety_identifier',
-  '_debug_render_only',
-  'top_k',
-  'min_p',
-  'repetition_penalty',
-  'include_reasoning',
-  'chat_template_kwargs',
 ]);
-const MESSAGE = fieldSet([
-  'role',
-  'content',
-  'name',
-  'tool_calls',
-  'tool_call_id',
-  'refusal',
-  'reasoning',
-  'reasoning_content',
-  'audio',
-  'function_call',
-]);
-const PART = fieldSet(['type', 'text', 'image_url', 'input_audio', 'file', 'refusal']);
-const IMAGE_URL = fieldSet(['url', 'detail']);
-const TOOL_CALL = fieldSet(['id', 'type', 'index', 'function']);
-const FUNCTION = fieldSet(['name', 'arguments', 'description', 'parameters', 'strict']);
-const TOOL = fieldSet(['type', 'function']);
-const RESPONSE_FORMAT = fieldSet(['type', 'json_schema']);
-const JSON_SCHEMA = fieldSet(['name', 'description', 'schema', 'strict']);
-const STREAM_OPTIONS = fieldSet(['include_usage', 'include_obfuscation']);
+const STREAM_OPTIONS = fieldSet(['include_usage']);
 
-/**
- * Refuses keys that a case-insensitive decoder would read as another field, at every position
- * where the model server decodes into fixed fields. Schemas and metadata are the client's own.
- */
 function checkNames(body: Json): void {
-  checkFieldNames(body, TOP.fields, TOP.folded, '');
-  const messages = body.messages;
-  if (Array.isArray(messages)) {
-    for (let i = 0; i < messages.length; i++) {
-      const m: unknown = messages[i];
-      if (!isObject(m)) continue;
-      const path = `messages[${i}]`;
-      checkFieldNames(m, MESSAGE.fields, MESSAGE.folded, path);
-      if (Array.isArray(m.content)) {
-        for (let j = 0; j < m.content.length; j++) {
-          const part: unknown = m.content[j];
-          if (!isObject(part)) continue;
-          checkFieldNames(part, PART.fields, PART.folded, `${path}.content[${j}]`);
-          if (isObject(part.image_url))
-            checkFieldNames(part.image_url, IMAGE_URL.fields, IMAGE_URL.folded, `${path}.content[${j}].image_url`);
-        }
-      }
-      if (Array.isArray(m.tool_calls)) {
-        for (let j = 0; j < m.tool_calls.length; j++) {
-          const call: unknown = m.tool_calls[j];
-          if (!isObject(call)) continue;
-          checkFieldNames(call, TOOL_CALL.fields, TOOL_CALL.folded, `${path}.tool_calls[${j}]`);
-          if (isObject(call.function))
-            checkFieldNames(call.function, FUNCTION.fields, FUNCTION.folded, `${path}.tool_calls[${j}].function`);
-        }
-      }
-    }
-  }
-  if (Array.isArray(body.tools)) {
-    for (let j = 0; j < body.tools.length; j++) {
-      const tool: unknown = body.tools[j];
-      if (!isObject(tool)) continue;
-      checkFieldNames(tool, TOOL.fields, TOOL.folded, `tools[${j}]`);
-      if (isObject(tool.function))
-        checkFieldNames(tool.function, FUNCTION.fields, FUNCTION.folded, `tools[${j}].function`);
-    }
-  }
-  const rf = body.response_format;
-  if (isObject(rf)) {
-    checkFieldNames(rf, RESPONSE_FORMAT.fields, RESPONSE_FORMAT.folded, 'response_format');
-    if (isObject(rf.json_schema))
-      checkFieldNames(rf.json_schema, JSON_SCHEMA.fields, JSON_SCHEMA.folded, 'response_format.json_schema');
-  }
-  if (isObject(body.tool_choice)) {
-    checkFieldNames(body.tool_choice, TOOL.fields, TOOL.folded, 'tool_choice');
-    if (isObject(body.tool_choice.function))
-      checkFieldNames(body.tool_choice.function, FUNCTION.fields, FUNCTION.folded, 'tool_choice.function');
-  }
+  checkFieldNames(body, READ.fields, READ.folded, '');
   if (isObject(body.stream_options))
     checkFieldNames(body.stream_options, STREAM_OPTIONS.fields, STREAM_OPTIONS.folded, 'stream_options');
 }
@@ -188,8 +89,8 @@ export function validateChatRequest(body: Json): ChatRequest {
   if (model === undefined || model === null) invalid('model', 'model is required: name the model of your deployment.');
   if (typeof model !== 'string' || model === '') invalid('model', 'model must be a non-empty string.');
 
-  const media: Media = { parts: 0, chars: 0 };
-  const outMessages = checkMessages(body.messages, media);
+  const media = noMedia();
+  const outMessages = readMessages(body.messages, media);
   if (outMessages !== null) rewrite = true;
 
   optionalNumber(body.temperature, 'temperature', 0, 2);
@@ -203,8 +104,6 @@ export function validateChatRequest(body: Json): ChatRequest {
   // alone, so every model server reads the one cap the proxy checks and charges.
   const mapCap = body.max_completion_tokens != null;
   if (mapCap) rewrite = true;
-
-  checkFields(body);
 
   const n = body.n;
   if (n !== undefined && n !== null && n !== 1)

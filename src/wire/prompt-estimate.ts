@@ -1,4 +1,4 @@
-import type { Media } from './chat-messages.js';
+import type { Media } from './media.js';
 import { MAX_EXCHANGE_TOKENS } from './chat-response.js';
 
 /**

@@ -1,4 +1,4 @@
-import { type Json, given, invalid, isObject, oneOf, optionalString, requiredString } from './request-checks.js';
+import { type Json, given, invalid, isObject, optionalString, requiredString } from './request-checks.js';
 
 /**
  * A Responses request's `instructions` and `input` items as chat turns, as Ollama's own
@@ -9,7 +9,6 @@ import { type Json, given, invalid, isObject, oneOf, optionalString, requiredStr
  * the item's path (`input[2].content`) as `param`.
  */
 
-const MESSAGE_ROLES = ['user', 'assistant', 'system', 'developer'] as const;
 const IMAGE_DETAIL = ['auto', 'low', 'high'];
 
 function textOf(v: unknown, path: string): string {
@@ -17,7 +16,7 @@ function textOf(v: unknown, path: string): string {
 }
 
 /** A message's `content` (a string, or input/output parts) as chat content: one string unless it holds images. */
-function messageContent(content: unknown, role: string, path: string): string | Json[] {
+function messageContent(content: unknown, path: string): string | Json[] {
   if (!given(content)) invalid(path, `${path} is required: a string or a list of content parts.`);
   if (typeof content === 'string') return content;
   if (!Array.isArray(content)) invalid(path, `${path} must be a string or a list of content parts.`);
@@ -33,12 +32,10 @@ function messageContent(content: unknown, role: string, path: string): string | 
         parts.push({ type: 'text', text: textOf(part.text, `${pp}.text`) });
         break;
       case 'refusal':
-        // Chat servers take text parts only in an assistant turn (Ollama refuses a refusal part).
-        if (role !== 'assistant') invalid(`${pp}.type`, `${pp}.type refusal is allowed only in an assistant message.`);
+        // Chat servers take no refusal part (Ollama refuses one): its text goes as text.
         parts.push({ type: 'text', text: requiredString(part.refusal, `${pp}.refusal`, 'the refusal text') });
         break;
       case 'input_image': {
-        if (role !== 'user') invalid(`${pp}.type`, `${pp}.type input_image is allowed only in a user message.`);
         if (!given(part.image_url)) {
           invalid(
             `${pp}.image_url`,
@@ -63,9 +60,7 @@ function messageContent(content: unknown, role: string, path: string): string | 
       default:
         invalid(
           `${pp}.type`,
-          `${pp}.type must be input_text, output_text${role === 'user' ? ', input_image' : ''}${
-            role === 'assistant' ? ', refusal' : ''
-          }.`,
+          `${pp}.type ${JSON.stringify(part.type)} has no chat equivalent: send input_text, output_text, refusal or input_image parts.`,
         );
     }
   }
@@ -112,21 +107,20 @@ function reasoningText(item: Json, path: string): string {
   return typeof item.encrypted_content === 'string' ? item.encrypted_content : '';
 }
 
+/**
+ * A function_call item as a chat tool call. Its arguments go as the model wrote them (the model
+ * server parses them); a call without `call_id` goes without an id, as Ollama's own translation
+ * sends it, and a tool turn without one answers the call before it.
+ */
 function functionCall(item: Json, path: string): Json {
-  const callId = requiredString(item.call_id, `${path}.call_id`, 'the id its function_call_output names');
-  if (callId === '') invalid(`${path}.call_id`, `${path}.call_id must not be empty.`);
+  optionalString(item.call_id, `${path}.call_id`);
   const name = requiredString(item.name, `${path}.name`, "the function's name");
   if (name === '') invalid(`${path}.name`, `${path}.name must not be empty.`);
   let args = requiredString(item.arguments, `${path}.arguments`, 'the arguments as a JSON string');
   if (args === '') args = '{}';
-  else {
-    try {
-      JSON.parse(args);
-    } catch {
-      invalid(`${path}.arguments`, `${path}.arguments must be a JSON text, as the model wrote it.`);
-    }
-  }
-  return { id: callId, type: 'function', function: { name, arguments: args } };
+  const call: Json = { type: 'function', function: { name, arguments: args } };
+  if (typeof item.call_id === 'string') call.id = item.call_id;
+  return call;
 }
 
 function unknownItem(type: unknown, path: string): never {
@@ -174,10 +168,8 @@ export function messagesOf(body: Json): Json[] {
     const type = given(item.type) ? item.type : given(item.role) ? 'message' : undefined;
     switch (type) {
       case 'message': {
-        const role = item.role;
-        if (!given(role)) invalid(`${path}.role`, `${path}.role is required: one of ${MESSAGE_ROLES.join(', ')}.`);
-        oneOf(role, `${path}.role`, MESSAGE_ROLES);
-        const content = messageContent(item.content, role as string, `${path}.content`);
+        const role = requiredString(item.role, `${path}.role`, 'who speaks: user, assistant, system or developer');
+        const content = messageContent(item.content, `${path}.content`);
         // developer is system to every chat template (chat-messages.ts sends it up as system too).
         const m: Json = { role: role === 'developer' ? 'system' : role, content };
         messages.push(role === 'assistant' ? withReasoning(m) : m);
@@ -198,9 +190,11 @@ export function messagesOf(body: Json): Json[] {
         break;
       }
       case 'function_call_output': {
-        const callId = requiredString(item.call_id, `${path}.call_id`, 'the call_id of the function_call it answers');
-        if (callId === '') invalid(`${path}.call_id`, `${path}.call_id must not be empty.`);
-        messages.push({ role: 'tool', tool_call_id: callId, content: toolOutput(item.output, `${path}.output`) });
+        // Codex writes some outputs with a name and no call_id; chat's tool turn takes either.
+        optionalString(item.call_id, `${path}.call_id`);
+        const turn: Json = { role: 'tool', content: toolOutput(item.output, `${path}.output`) };
+        if (typeof item.call_id === 'string') turn.tool_call_id = item.call_id;
+        messages.push(turn);
         break;
       }
       case 'reasoning':

@@ -15,9 +15,10 @@ import { messagesOf } from './responses-input.js';
 /**
  * A Responses API request (`POST /v1/responses`) as a chat completions request, for a model
  * server that serves only `/v1/chat/completions`: its input items as turns (responses-input.ts),
- * its tools, tool choice, format, reasoning and sampling fields as chat's. Every field read is
- * checked on the way; a refusal is 400 `invalid_request` with the field's path in the Responses
- * request as `param`.
+ * its tools, tool choice, format, reasoning and sampling fields as chat's. It refuses only what
+ * chat cannot express (or what the field must be to be translated at all): 400 `invalid_request`
+ * with the field's path in the Responses request as `param`. Limits that are OpenAI's own (a
+ * function name's characters, metadata's sizes) are the model server's to apply.
  *
  * `previous_response_id` and `conversation` are not read here: the route refuses them first.
  */
@@ -39,8 +40,6 @@ export interface TranslateOptions {
   otherTools?: 'refuse' | 'drop';
 }
 
-// OpenAI's rule for function names, as chat-fields.ts holds chat's to it.
-const FUNCTION_NAME = /^[A-Za-z0-9_.:-]{1,64}$/;
 const FORMAT_TYPES = ['text', 'json_object', 'json_schema'];
 const TOOL_CHOICE_MODES = ['none', 'auto', 'required'];
 
@@ -67,7 +66,6 @@ function toolsOf(tools: unknown, otherTools: 'refuse' | 'drop'): Tools {
       );
     }
     const name = requiredString(tool.name, `${path}.name`, "the function's name");
-    if (!FUNCTION_NAME.test(name)) invalid(`${path}.name`, `${path}.name must be 1-64 letters, digits, _ . : or -.`);
     optionalString(tool.description, `${path}.description`);
     if (given(tool.parameters) && !isObject(tool.parameters))
       invalid(`${path}.parameters`, `${path}.parameters must be a JSON Schema object.`);
@@ -171,17 +169,10 @@ function reasoningOf(reasoning: unknown, chat: Json): Json | null {
   return { effort: effort ?? null, summary: summary ?? null };
 }
 
+/** Repeated in the answer as sent; its limits are OpenAI's to keep, not the model server's. */
 function metadataOf(meta: unknown): Json {
   if (!given(meta)) return {};
   if (!isObject(meta)) invalid('metadata', 'metadata must be an object of strings.');
-  const keys = Object.keys(meta);
-  if (keys.length > 16) invalid('metadata', 'metadata may hold at most 16 keys.');
-  for (const k of keys) {
-    if (k.length > 64) invalid('metadata', 'metadata keys must be at most 64 characters.');
-    const v = meta[k];
-    if (typeof v !== 'string' || v.length > 512)
-      invalid(`metadata.${k}`, `metadata.${k} must be a string of at most 512 characters.`);
-  }
   return meta;
 }
 

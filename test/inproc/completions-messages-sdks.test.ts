@@ -220,7 +220,7 @@ describe('the @anthropic-ai/sdk: messages.create', () => {
     ]);
   });
 
-  it('errors reach the SDK as Anthropic errors: its class, status and our code as the error type', async () => {
+  it('errors reach the SDK as Anthropic errors: its class, status, Anthropic’s type and our code', async () => {
     const bad = new Anthropic({ baseURL: base, apiKey: 'ob_sk_nope', maxRetries: 0 });
     const e = await bad.messages
       .create({ model: MODEL, max_tokens: 8, messages: [{ role: 'user', content: 'x' }] })
@@ -229,24 +229,24 @@ describe('the @anthropic-ai/sdk: messages.create', () => {
     expect((e as InstanceType<typeof Anthropic.APIError>).error).toEqual({
       type: 'error',
       error: {
-        type: 'invalid_api_key',
+        type: 'authentication_error',
         message: 'The API key is not valid. Check that it was copied whole, or generate a new key in the console.',
+        code: 'invalid_api_key',
       },
     });
     const good = new Anthropic({ baseURL: base, apiKey: key, maxRetries: 0 });
     const t = await good.messages
-      // The SDK's own types no longer list temperature; the wire still carries it.
-      .create({
-        model: MODEL,
-        max_tokens: 8,
-        temperature: 1.5,
-        messages: [{ role: 'user', content: 'x' }],
-      } as unknown as Anthropic.MessageCreateParamsNonStreaming)
+      // The cap the gate charges: the one field of this body it refuses.
+      .create({ model: MODEL, max_tokens: 0, messages: [{ role: 'user', content: 'x' }] })
       .catch((x: unknown) => x);
     expect(t).toBeInstanceOf(Anthropic.BadRequestError);
     expect((t as InstanceType<typeof Anthropic.APIError>).error).toEqual({
       type: 'error',
-      error: { type: 'invalid_request', message: 'temperature must be from 0 to 1; got 1.5.' },
+      error: {
+        type: 'invalid_request_error',
+        message: 'max_tokens must be an integer from 1 to 9007199254740991.',
+        code: 'invalid_request',
+      },
     });
     expect(received('/v1/messages')).toHaveLength(0);
   });

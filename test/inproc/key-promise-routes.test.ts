@@ -67,8 +67,12 @@ const ROUTES: Route[] = [
     path: '/v1/messages',
     body: (model, text, stream) => ({ model, max_tokens: 512, messages: [{ role: 'user', content: text }], stream }),
     headers: (key) => ({ 'x-api-key': key, 'anthropic-version': '2023-06-01' }),
-    error: (_type, code, message) => ({ type: 'error', error: { type: code, message } }),
-    eventCode: (d) => (d.error as { type: unknown }).type,
+    // Anthropic's type for the status (a conflict is a bad request to its clients), our code beside it.
+    error: (type, code, message) => ({
+      type: 'error',
+      error: { type: type === 'conflict_error' ? 'invalid_request_error' : type, message, code },
+    }),
+    eventCode: (d) => (d.error as { code: unknown }).code,
     namedEvent: true,
     missingKey:
       'No API key: send the header "x-api-key: ob_sk_…" or "Authorization: Bearer ob_sk_…" (Anthropic SDK: set apiKey or authToken).',
@@ -258,16 +262,17 @@ describe('POST /v1/messages: the key in x-api-key or Authorization', () => {
       json: {
         type: 'error',
         error: {
-          type: 'conflicting_api_keys',
+          type: 'invalid_request_error',
           message:
             'The request names two different API keys, in x-api-key and in Authorization. Send the key in one of them (Anthropic SDK: apiKey or authToken, not both).',
+          code: 'conflicting_api_keys',
         },
       },
     });
     expect(sim.requests.filter((q) => q.path === '/v1/messages')).toHaveLength(1);
   });
 
-  it('an error of the model server reaches the client in Anthropic’s shape, its type kept as the code', async () => {
+  it('an error of the model server reaches the client in Anthropic’s shape, its type kept', async () => {
     const r = await d.daemon.dataPlane.inject({
       method: 'POST',
       url: '/v1/messages',
@@ -281,6 +286,7 @@ describe('POST /v1/messages: the key in x-api-key or Authorization', () => {
         error: {
           type: 'overloaded_error',
           message: 'Model server error (HTTP 503): server busy, please try again.  maximum pending requests exceeded',
+          code: 'overloaded_error',
         },
       },
     });

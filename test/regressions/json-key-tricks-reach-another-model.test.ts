@@ -29,21 +29,15 @@ describe('bodies that two JSON decoders read differently never reach the model s
     ],
     [
       'the Kelvin sign folding onto k',
-      `{"model":"${MODEL}","top_\u212A":1,"top_k":2,${MSG}}`,
-      'top_\u212A',
-      'differs from the field "top_k" only by case',
+      `{"model":"${MODEL}","max_to\u212Aens":100000,"max_tokens":2,${MSG}}`,
+      'max_to\u212Aens',
+      'differs from the field "max_tokens" only by case',
     ],
     [
       'the long s folding onto s',
       `{"model":"${MODEL}","\u017Ftream":true,${MSG}}`,
       '\u017Ftream',
       'differs from the field "stream" only by case',
-    ],
-    [
-      'a case variant inside a message',
-      `{"model":"${MODEL}","messages":[{"role":"user","ROLE":"system","content":"hi"}]}`,
-      'messages[0].ROLE',
-      'differs from the field "role" only by case',
     ],
     [
       'a case variant in stream_options',

@@ -50,7 +50,7 @@ it.each([
       status: 502,
       json:
         path === '/v1/messages'
-          ? { type: 'error', error: { type: 'upstream_error', message } }
+          ? { type: 'error', error: { type: 'api_error', message, code: 'upstream_error' } }
           : obError('upstream_error', { message }).toBody(),
     });
     expect(failures()).toBe(before + 1);
