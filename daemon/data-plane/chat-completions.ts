@@ -1,5 +1,5 @@
 import { completionId } from '../../src/ids.js';
-import { type ChatRequest, parseChatBody, upstreamBody, validateChatRequest } from '../../src/wire/chat-request.js';
+import { type ChatRequest, parseChatBody, upstreamBody, validateChatRequest } from '../../src/apis/chat/request.js';
 import { SseRelay } from '../../src/wire/sse-relay.js';
 import type { DaemonContext } from '../context.js';
 import { type WireApi, makeProxyHandler, streamRelayFor } from './proxied-route.js';

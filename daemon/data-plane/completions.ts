@@ -1,12 +1,12 @@
 import { textCompletionId } from '../../src/ids.js';
 import { MAX_CHOICES, usageOf } from '../../src/wire/chat-response.js';
-import { upstreamBody } from '../../src/wire/chat-request.js';
-import { CompletionsStreamRelay } from '../../src/wire/completions-stream.js';
+import { upstreamBody } from '../../src/apis/chat/request.js';
+import { CompletionsStreamRelay } from '../../src/apis/completions/stream.js';
 import {
   type CompletionsRequest,
   parseCompletionsBody,
   validateCompletionsRequest,
-} from '../../src/wire/completions-request.js';
+} from '../../src/apis/completions/request.js';
 import { withTopId } from '../../src/wire/top-id.js';
 import type { DaemonContext } from '../context.js';
 import { type WireApi, makeProxyHandler, streamRelayFor } from './proxied-route.js';

@@ -1,8 +1,8 @@
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import { messageId } from '../../src/ids.js';
 import { tokenCount } from '../../src/wire/chat-response.js';
-import { MessagesStreamRelay } from '../../src/wire/messages-event-relay.js';
-import { type MessagesRequest, parseMessagesBody, validateMessagesRequest } from '../../src/wire/messages-request.js';
+import { MessagesStreamRelay } from '../../src/apis/messages/event-relay.js';
+import { type MessagesRequest, parseMessagesBody, validateMessagesRequest } from '../../src/apis/messages/request.js';
 import { withTopId } from '../../src/wire/top-id.js';
 import type { DaemonContext } from '../context.js';
 import { answerErrorsAsAnthropic } from './error-shape.js';

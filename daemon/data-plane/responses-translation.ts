@@ -1,10 +1,10 @@
 import { obError } from '../../src/errors.js';
 import { encodeJson, usageOf } from '../../src/wire/chat-response.js';
-import { chatToResponse } from '../../src/wire/chat-to-responses.js';
-import { type ResponseContext, randomIds, unixSeconds } from '../../src/wire/responses-object.js';
-import type { ResponsesRequest } from '../../src/wire/responses-request.js';
-import { type ChatTranslation, responsesToChat } from '../../src/wire/responses-to-chat.js';
-import { TranslatedResponsesStream } from '../../src/wire/responses-translated-stream.js';
+import { chatToResponse } from '../../src/apis/responses/from-chat.js';
+import { type ResponseContext, randomIds, unixSeconds } from '../../src/apis/responses/object.js';
+import type { ResponsesRequest } from '../../src/apis/responses/request.js';
+import { type ChatTranslation, responsesToChat } from '../../src/apis/responses/to-chat.js';
+import { TranslatedResponsesStream } from '../../src/apis/responses/translated-stream.js';
 import { limitErrors } from '../../src/upstream/answer-limits.js';
 import type { Resend, Route } from './proxied-route.js';
 import { jsonHeaders } from './send-error.js';
@@ -24,7 +24,7 @@ const OTHER_TOOLS = 'drop';
 
 /**
  * A plain Responses answer translated from the model server's chat completion: the Responses
- * object a server's own /v1/responses would have written (chat-to-responses.ts), with our id and
+ * object a server's own /v1/responses would have written (apis/responses/from-chat.ts), with our id and
  * Ollama's trailing newline. Usage from the completion's (`prompt_tokens`, `completion_tokens`).
  */
 class TranslatedPlainRelay extends PlainRelay {
@@ -83,7 +83,7 @@ function translatedRoute(t: ChatTranslation): Route<ResponsesRequest> {
 }
 
 /**
- * A Responses request as a chat completions request (responses-to-chat.ts), for a model server
+ * A Responses request as a chat completions request (apis/responses/to-chat.ts), for a model server
  * that serves only `/v1/chat/completions`; throws 400 naming the field for what has no chat form.
  */
 export function translateResponses(req: ResponsesRequest): Resend<ResponsesRequest> {

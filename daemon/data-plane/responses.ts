@@ -4,11 +4,11 @@ import {
   type ResponsesRequest,
   parseResponsesBody,
   validateResponsesRequest,
-} from '../../src/wire/responses-request.js';
-import { usageCounts } from '../../src/wire/responses-layouts.js';
-import { ResponsesStreamRelay } from '../../src/wire/responses-event-relay.js';
-import { ResponsesLayoutsByServer } from '../../src/wire/responses-server-layouts.js';
-import { spliceResponseId } from '../../src/wire/response-splice.js';
+} from '../../src/apis/responses/request.js';
+import { usageCounts } from '../../src/apis/responses/layouts.js';
+import { ResponsesStreamRelay } from '../../src/apis/responses/event-relay.js';
+import { ResponsesLayoutsByServer } from '../../src/apis/responses/server-layouts.js';
+import { spliceResponseId } from '../../src/apis/responses/splice.js';
 import type { DaemonContext } from '../context.js';
 import { type WireApi, makeProxyHandler, streamRelayFor } from './proxied-route.js';
 import { translateResponses } from './responses-translation.js';
@@ -20,7 +20,7 @@ type Json = Record<string, unknown>;
 
 /**
  * A plain Responses answer: the model server's response object with our id, its own bytes with
- * the id spliced in where that is the same value (response-splice.ts), else re-encoded, the
+ * the id spliced in where that is the same value (apis/responses/splice.ts), else re-encoded, the
  * trailing newline kept. Usage from its `usage` (`input_tokens`, `output_tokens`, reasoning in
  * `output_tokens_details`).
  */
@@ -64,7 +64,7 @@ export class ResponsesPlainRelay extends PlainRelay {
  * model server has none, translated to and from its chat completions (responses-translation.ts).
  */
 export function responsesApi(ctx: DaemonContext): WireApi<ResponsesRequest> {
-  // Learned per model server, shared by its streams (responses-layouts.ts).
+  // Learned per model server, shared by its streams (apis/responses/layouts.ts).
   const layouts = ctx.config.relayFastPath ? new ResponsesLayoutsByServer() : null;
   return {
     route: 'responses',

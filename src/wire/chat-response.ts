@@ -1,6 +1,6 @@
 /**
  * More choices than this and an answer is not a chat completion for us: a request asks for one
- * (`n` must be 1, chat-request.ts), and OpenAI's own `n` stops at 128. Each choice is filled in
+ * (`n` must be 1, apis/chat/request.ts), and OpenAI's own `n` stops at 128. Each choice is filled in
  * to the shape of docs/contract.md §3.3, so a 4 MB answer of two million `0`s was written back as 165 MB, and
  * one within the 32 MiB cap took 14 s of the event loop and 2 GB of heap before it failed.
  */

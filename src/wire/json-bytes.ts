@@ -2,7 +2,7 @@ const QUOTE = 34;
 const BACKSLASH = 92;
 
 // Scanners of JSON tokens in an event's bytes, for the layouts that forward events unparsed
-// (event-layouts.ts, responses-event-layout.ts): each says where a well-formed token ends, or -1,
+// (event-layouts.ts, apis/responses/event-layout.ts): each says where a well-formed token ends, or -1,
 // and the layout then sends the event the parsed way.
 
 /**

@@ -1,6 +1,6 @@
 import { obError } from '../../src/errors.js';
 import { OutputBatch } from '../../src/wire/output-batch.js';
-import type { ResponsesStreamRelay } from '../../src/wire/responses-event-relay.js';
+import type { ResponsesStreamRelay } from '../../src/apis/responses/event-relay.js';
 
 /**
  * `stream` pushed through `relay` in reads cut at `cuts` (taken modulo its length, in order),

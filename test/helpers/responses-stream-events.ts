@@ -6,7 +6,7 @@
 import { accumulateResponse } from 'openai/lib/responses/ResponseAccumulator';
 import type { Response, ResponseStreamEvent } from 'openai/resources/responses/responses';
 import { expect } from 'vitest';
-import { ResponsesStreamTranslator } from '../../src/wire/responses-stream.js';
+import { ResponsesStreamTranslator } from '../../src/apis/responses/stream.js';
 import { contextFor, parseFrames } from './responses-translate.js';
 
 type Json = Record<string, unknown>;

@@ -1,6 +1,6 @@
 import type { Clock } from '../../src/clock.js';
-import type { IdSource, ResponseContext } from '../../src/wire/responses-object.js';
-import { responsesToChat } from '../../src/wire/responses-to-chat.js';
+import type { IdSource, ResponseContext } from '../../src/apis/responses/object.js';
+import { responsesToChat } from '../../src/apis/responses/to-chat.js';
 
 /** Fixed time for translated answers: created_at 1_700_000_000, completed_at 1_700_000_007. */
 export const CREATED_AT = 1_700_000_000;

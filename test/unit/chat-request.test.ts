@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ObProxyError } from '../../src/errors.js';
-import { upstreamBody, validateChatRequest } from '../../src/wire/chat-request.js';
+import { upstreamBody, validateChatRequest } from '../../src/apis/chat/request.js';
 
 const base = { model: 'gemma4:26b', messages: [{ role: 'user', content: 'hi' }] };
 

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ObProxyError } from '../../src/errors.js';
-import { parseChatBody } from '../../src/wire/chat-request.js';
+import { parseChatBody } from '../../src/apis/chat/request.js';
 import { MAX_DEPTH, parseJsonBody } from '../../src/wire/json-body.js';
 
 /** A JSON value with every object member kept in order, duplicates included (unlike JSON.parse). */

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { spliceResponseId } from '../../src/wire/response-splice.js';
+import { spliceResponseId } from '../../src/apis/responses/splice.js';
 
 /**
  * The plain Responses answer's fast path against re-encoding: whenever the id is spliced into

@@ -1,12 +1,12 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { canonicalLiteralEnd, canonicalNumberEnd } from '../../src/wire/json-bytes.js';
-import { ResponsesStreamRelay } from '../../src/wire/responses-event-relay.js';
-import { ResponsesLayouts } from '../../src/wire/responses-server-layouts.js';
+import { ResponsesStreamRelay } from '../../src/apis/responses/event-relay.js';
+import { ResponsesLayouts } from '../../src/apis/responses/server-layouts.js';
 import { runResponsesRelay } from '../helpers/responses-relay-run.js';
 
 /**
- * The Responses relay's server layouts (responses-layouts.ts) against its parsed path: for any
+ * The Responses relay's server layouts (apis/responses/layouts.ts) against its parsed path: for any
  * run of streams from one model server, cut into reads anywhere, the relay that learns layouts
  * and the one that parses every event send the same bytes and end the same way. The events are
  * a whole Ollama stream (keys sorted), with any text and numbers, and hostile forms mixed in:

@@ -2,11 +2,11 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { obError } from '../../src/errors.js';
 import { OutputBatch } from '../../src/wire/output-batch.js';
-import { ResponsesStreamRelay } from '../../src/wire/responses-event-relay.js';
+import { ResponsesStreamRelay } from '../../src/apis/responses/event-relay.js';
 import { runResponsesRelay } from '../helpers/responses-relay-run.js';
 
 /**
- * The Responses relay's fast path (responses-event-layout.ts) against its slow path: for any
+ * The Responses relay's fast path (apis/responses/event-layout.ts) against its slow path: for any
  * stream, cut into reads anywhere, both send the same bytes and end the same way (done, error,
  * refusal and its reason, counts, the sequence number our error event would take). Streams are
  * Ollama's (keys sorted) or another server's key order, with deltas of any text, and hostile

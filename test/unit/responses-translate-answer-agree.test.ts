@@ -5,7 +5,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { chatToResponse } from '../../src/wire/chat-to-responses.js';
+import { chatToResponse } from '../../src/apis/responses/from-chat.js';
 import { WITH_TOOLS } from '../helpers/responses-answer-shapes.js';
 import { accumulate, translate } from '../helpers/responses-stream-events.js';
 import { completion, contextFor, countingIds, streamOf } from '../helpers/responses-translate.js';

@@ -4,7 +4,7 @@
  * request echoed, and what is not a chat completion refused.
  */
 import { describe, expect, it } from 'vitest';
-import { chatToResponse } from '../../src/wire/chat-to-responses.js';
+import { chatToResponse } from '../../src/apis/responses/from-chat.js';
 import {
   PLAIN,
   WEATHER_TOOL,

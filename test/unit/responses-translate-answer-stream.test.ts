@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ObProxyError } from '../../src/errors.js';
-import { ResponsesStreamTranslator } from '../../src/wire/responses-stream.js';
+import { ResponsesStreamTranslator } from '../../src/apis/responses/stream.js';
 import {
   PLAIN,
   WEATHER_TOOL,

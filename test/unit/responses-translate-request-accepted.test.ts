@@ -4,8 +4,8 @@
  * and a chat request the chat route itself accepts as built.
  */
 import { describe, expect, it } from 'vitest';
-import { validateChatRequest } from '../../src/wire/chat-request.js';
-import { responsesToChat } from '../../src/wire/responses-to-chat.js';
+import { validateChatRequest } from '../../src/apis/chat/request.js';
+import { responsesToChat } from '../../src/apis/responses/to-chat.js';
 import { MODEL, weather } from '../helpers/responses-request.js';
 
 const DEFAULT_ECHO = {

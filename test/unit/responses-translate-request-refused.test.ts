@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ObProxyError } from '../../src/errors.js';
-import { type TranslateOptions, responsesToChat } from '../../src/wire/responses-to-chat.js';
+import { type TranslateOptions, responsesToChat } from '../../src/apis/responses/to-chat.js';
 import { MODEL, weather } from '../helpers/responses-request.js';
 
 function refusal(

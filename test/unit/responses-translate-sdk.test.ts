@@ -15,9 +15,9 @@ import type { ResponseInputItem, ResponseStreamEvent } from 'openai/resources/re
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { ObProxyError } from '../../src/errors.js';
-import { chatToResponse } from '../../src/wire/chat-to-responses.js';
-import { ResponsesStreamTranslator } from '../../src/wire/responses-stream.js';
-import { responsesToChat } from '../../src/wire/responses-to-chat.js';
+import { chatToResponse } from '../../src/apis/responses/from-chat.js';
+import { ResponsesStreamTranslator } from '../../src/apis/responses/stream.js';
+import { responsesToChat } from '../../src/apis/responses/to-chat.js';
 import { SseDataReader } from '../../src/wire/sse-data-reader.js';
 import { completion, fixedClock, streamOf } from '../helpers/responses-translate.js';
 

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { OutputBatch } from '../../src/wire/output-batch.js';
-import type { IdKind, ResponseContext } from '../../src/wire/responses-object.js';
-import { ResponsesStreamTranslator } from '../../src/wire/responses-stream.js';
-import { TranslatedResponsesStream } from '../../src/wire/responses-translated-stream.js';
+import type { IdKind, ResponseContext } from '../../src/apis/responses/object.js';
+import { ResponsesStreamTranslator } from '../../src/apis/responses/stream.js';
+import { TranslatedResponsesStream } from '../../src/apis/responses/translated-stream.js';
 
 /**
  * A chat stream read by TranslatedResponsesStream, however it is cut into reads, gives the

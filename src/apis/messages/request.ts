@@ -1,6 +1,6 @@
-import { checkFieldNames, fieldSet, parseJsonBody } from './json-body.js';
-import { type Media, countMedia, noMedia } from './media.js';
-import { type Json, given, invalid, isObject, optionalBoolean, optionalInteger } from './request-checks.js';
+import { checkFieldNames, fieldSet, parseJsonBody } from '../../wire/json-body.js';
+import { type Media, countMedia, noMedia } from '../../wire/media.js';
+import { type Json, given, invalid, isObject, optionalBoolean, optionalInteger } from '../../wire/request-checks.js';
 
 /**
  * The gate of POST /v1/messages, Anthropic's Messages API (docs/contract.md §3b): it reads the

@@ -1,12 +1,12 @@
-import type { ObProxyError } from '../errors.js';
-import { encodeJson } from './chat-response.js';
-import { OutputBatch } from './output-batch.js';
-import { ResponsesEventLayout } from './responses-event-layout.js';
-import { type ResponsesCounts, ResponsesLayout, usageCounts } from './responses-layouts.js';
-import type { ResponsesLayouts } from './responses-server-layouts.js';
-import { type FrameSink, SseFrameReader, sseEvent } from './sse-frame-reader.js';
-import type { InvalidReason } from './sse-relay.js';
-import { redactTokenInJson } from './upstream-token-redaction.js';
+import type { ObProxyError } from '../../errors.js';
+import { encodeJson } from '../../wire/chat-response.js';
+import { OutputBatch } from '../../wire/output-batch.js';
+import { ResponsesEventLayout } from './event-layout.js';
+import { type ResponsesCounts, ResponsesLayout, usageCounts } from './layouts.js';
+import type { ResponsesLayouts } from './server-layouts.js';
+import { type FrameSink, SseFrameReader, sseEvent } from '../../wire/sse-frame-reader.js';
+import type { InvalidReason } from '../../wire/sse-relay.js';
+import { redactTokenInJson } from '../../wire/upstream-token-redaction.js';
 
 type Json = Record<string, unknown>;
 
@@ -22,7 +22,7 @@ const CARRIES_RESPONSE = new Set([
 /** The response is over: no event follows (Ollama ends its body here; it sends no `[DONE]`). */
 const TERMINAL = new Set(['response.completed', 'response.failed', 'response.incomplete']);
 
-export type { ResponsesCounts } from './responses-layouts.js';
+export type { ResponsesCounts } from './layouts.js';
 
 /**
  * Turns the model server's Responses event stream into what the client receives, as it arrives:
@@ -37,10 +37,10 @@ export type { ResponsesCounts } from './responses-layouts.js';
  *
  * With `fastPath`, an event with the layout of the last event of its kind that went the slow way
  * (in practice every delta after a stream's first) is sent as its bytes, unparsed
- * (responses-event-layout.ts argues why that is the same bytes the slow path would send). With
+ * (apis/responses/event-layout.ts argues why that is the same bytes the slow path would send). With
  * `layouts`, the model server's, an event of a layout learned from an earlier one (its other
  * events: response.created, …, response.completed) is sent as its bytes too, our id spliced
- * into those that carry the response (responses-layouts.ts argues why).
+ * into those that carry the response (apis/responses/layouts.ts argues why).
  */
 export class ResponsesStreamRelay implements FrameSink {
   private readonly reader: SseFrameReader;
@@ -148,7 +148,7 @@ export class ResponsesStreamRelay implements FrameSink {
   /**
    * One frame: its `event:` and `data:` lines make the event (sse-frames.ts), parsed and judged.
    * An event sent as `event: <type>\ndata: <data>\n\n` may teach a layout: this stream's
-   * delta layout, or the server's (responses-layouts.ts).
+   * delta layout, or the server's (apis/responses/layouts.ts).
    */
   frame(text: string, buf: Buffer, start: number, next: number): void {
     const out = this.out as OutputBatch;

@@ -1,9 +1,9 @@
-import type { ObProxyError } from '../errors.js';
-import { encodeJson, tokenCount } from './chat-response.js';
-import { OutputBatch } from './output-batch.js';
-import { type FrameSink, SseFrameReader, sseEvent } from './sse-frame-reader.js';
-import type { InvalidReason } from './sse-relay.js';
-import { redactTokenInJson } from './upstream-token-redaction.js';
+import type { ObProxyError } from '../../errors.js';
+import { encodeJson, tokenCount } from '../../wire/chat-response.js';
+import { OutputBatch } from '../../wire/output-batch.js';
+import { type FrameSink, SseFrameReader, sseEvent } from '../../wire/sse-frame-reader.js';
+import type { InvalidReason } from '../../wire/sse-relay.js';
+import { redactTokenInJson } from '../../wire/upstream-token-redaction.js';
 
 type Json = Record<string, unknown>;
 

@@ -1,7 +1,7 @@
-import { prefixedId } from '../ids.js';
-import type { Clock } from '../clock.js';
-import { reasoningCount, tokenCount } from './chat-response.js';
-import { type Json, isObject } from './request-checks.js';
+import { prefixedId } from '../../ids.js';
+import type { Clock } from '../../clock.js';
+import { reasoningCount, tokenCount } from '../../wire/chat-response.js';
+import { type Json, isObject } from '../../wire/request-checks.js';
 
 /**
  * The Responses API object and its output items, as a model server's own `/v1/responses` writes

@@ -1,4 +1,4 @@
-import type { Json } from './request-checks.js';
+import type { Json } from '../../wire/request-checks.js';
 import {
   type ResponseStatus,
   functionCallItem,
@@ -6,9 +6,9 @@ import {
   outputTextPart,
   reasoningItem,
   refusalPart,
-} from './responses-object.js';
+} from './object.js';
 
-// The output items a translated Responses stream writes (responses-stream.ts), and the events
+// The output items a translated Responses stream writes (apis/responses/stream.ts), and the events
 // that close each.
 
 /** An output item being written; `done` is its final shape once output_item.done is sent. */

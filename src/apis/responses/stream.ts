@@ -1,6 +1,6 @@
-import { obError } from '../errors.js';
-import { MAX_TOOL_CALLS, argumentsText, reasoningField, textField } from './chat-to-responses.js';
-import { type Json, isObject } from './request-checks.js';
+import { obError } from '../../errors.js';
+import { MAX_TOOL_CALLS, argumentsText, reasoningField, textField } from './from-chat.js';
+import { type Json, isObject } from '../../wire/request-checks.js';
 import {
   type ResponseContext,
   type ResponseStatus,
@@ -11,7 +11,7 @@ import {
   responsesUsage,
   statusOf,
   unixSeconds,
-} from './responses-object.js';
+} from './object.js';
 import {
   type CallState,
   type ItemState,
@@ -20,7 +20,7 @@ import {
   type ResponsesEvent,
   closeItem,
   eventFrame,
-} from './responses-stream-items.js';
+} from './stream-items.js';
 
 /**
  * A chat completions stream as the Responses event stream (as Ollama's `openai/responses.go` does), one chat chunk at a

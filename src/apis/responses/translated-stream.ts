@@ -1,11 +1,11 @@
-import { ObProxyError, obError } from '../errors.js';
-import { reasoningCount, tokenCount } from './chat-response.js';
-import type { OutputBatch } from './output-batch.js';
-import type { ResponseContext } from './responses-object.js';
-import { ResponsesStreamTranslator } from './responses-stream.js';
-import { type ResponsesEvent, eventFrame } from './responses-stream-items.js';
-import { SseDataReader } from './sse-data-reader.js';
-import type { InvalidReason } from './sse-relay.js';
+import { ObProxyError, obError } from '../../errors.js';
+import { reasoningCount, tokenCount } from '../../wire/chat-response.js';
+import type { OutputBatch } from '../../wire/output-batch.js';
+import type { ResponseContext } from './object.js';
+import { ResponsesStreamTranslator } from './stream.js';
+import { type ResponsesEvent, eventFrame } from './stream-items.js';
+import { SseDataReader } from '../../wire/sse-data-reader.js';
+import type { InvalidReason } from '../../wire/sse-relay.js';
 
 /**
  * A model server's chat completions stream, turned as it arrives into the Responses event

@@ -1,7 +1,7 @@
-import { readMessages } from './chat-messages.js';
-import { type Media, noMedia } from './media.js';
-import { checkFieldNames, fieldSet, parseJsonBody, stringifyExact } from './json-body.js';
-import { type Json, invalid, isObject, optionalNumber } from './request-checks.js';
+import { readMessages } from './messages.js';
+import { type Media, noMedia } from '../../wire/media.js';
+import { checkFieldNames, fieldSet, parseJsonBody, stringifyExact } from '../../wire/json-body.js';
+import { type Json, invalid, isObject, optionalNumber } from '../../wire/request-checks.js';
 
 /**
  * The gate of POST /v1/chat/completions (docs/contract.md §3b): it reads what the key's promise

@@ -1,4 +1,4 @@
-import { type Json, given, invalid, isObject, optionalString, requiredString } from './request-checks.js';
+import { type Json, given, invalid, isObject, optionalString, requiredString } from '../../wire/request-checks.js';
 
 /**
  * A Responses request's `instructions` and `input` items as chat turns, as Ollama's own
@@ -170,7 +170,7 @@ export function messagesOf(body: Json): Json[] {
       case 'message': {
         const role = requiredString(item.role, `${path}.role`, 'who speaks: user, assistant, system or developer');
         const content = messageContent(item.content, `${path}.content`);
-        // developer is system to every chat template (chat-messages.ts sends it up as system too).
+        // developer is system to every chat template (apis/chat/messages.ts sends it up as system too).
         const m: Json = { role: role === 'developer' ? 'system' : role, content };
         messages.push(role === 'assistant' ? withReasoning(m) : m);
         break;

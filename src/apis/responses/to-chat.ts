@@ -8,13 +8,13 @@ import {
   optionalNumber,
   optionalString,
   requiredString,
-} from './request-checks.js';
-import type { ResponseEcho } from './responses-object.js';
-import { messagesOf } from './responses-input.js';
+} from '../../wire/request-checks.js';
+import type { ResponseEcho } from './object.js';
+import { messagesOf } from './input.js';
 
 /**
  * A Responses API request (`POST /v1/responses`) as a chat completions request, for a model
- * server that serves only `/v1/chat/completions`: its input items as turns (responses-input.ts),
+ * server that serves only `/v1/chat/completions`: its input items as turns (apis/responses/input.ts),
  * its tools, tool choice, format, reasoning and sampling fields as chat's. It refuses only what
  * chat cannot express (or what the field must be to be translated at all): 400 `invalid_request`
  * with the field's path in the Responses request as `param`. Limits that are OpenAI's own (a
@@ -27,7 +27,7 @@ export interface ChatTranslation {
   /** The chat completions body to send upstream. */
   chat: Json;
   stream: boolean;
-  /** What the translated response repeats of the request (chat-to-responses.ts, responses-stream.ts). */
+  /** What the translated response repeats of the request (apis/responses/from-chat.ts, apis/responses/stream.ts). */
   echo: ResponseEcho;
 }
 

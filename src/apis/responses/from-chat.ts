@@ -1,5 +1,5 @@
-import { MAX_CHOICES } from './chat-response.js';
-import { type Json, isObject } from './request-checks.js';
+import { MAX_CHOICES } from '../../wire/chat-response.js';
+import { type Json, isObject } from '../../wire/request-checks.js';
 import {
   type ResponseContext,
   functionCallItem,
@@ -11,7 +11,7 @@ import {
   responsesUsage,
   statusOf,
   unixSeconds,
-} from './responses-object.js';
+} from './object.js';
 
 /**
  * A chat completion (non-streamed) as the Responses object a model server's own

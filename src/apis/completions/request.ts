@@ -1,7 +1,7 @@
-import type { ChatRequest } from './chat-request.js';
-import { checkFieldNames, fieldSet, parseJsonBody } from './json-body.js';
-import { noMedia } from './media.js';
-import { type Json, given, invalid, isObject, optionalBoolean, optionalInteger } from './request-checks.js';
+import type { ChatRequest } from '../chat/request.js';
+import { checkFieldNames, fieldSet, parseJsonBody } from '../../wire/json-body.js';
+import { noMedia } from '../../wire/media.js';
+import { type Json, given, invalid, isObject, optionalBoolean, optionalInteger } from '../../wire/request-checks.js';
 
 /**
  * The gate of POST /v1/completions, OpenAI's legacy text completions (docs/contract.md §3b): it

@@ -1,7 +1,7 @@
 import { isUtf8 } from 'node:buffer';
-import { ByteRun, viewOf } from './byte-run.js';
-import { tokenCount } from './chat-response.js';
-import { MAX_LAYOUT_BYTES } from './event-layouts.js';
+import { ByteRun, viewOf } from '../../wire/byte-run.js';
+import { tokenCount } from '../../wire/chat-response.js';
+import { MAX_LAYOUT_BYTES } from '../../wire/event-layouts.js';
 import {
   byteLiteralEnd,
   canonicalLiteralEnd,
@@ -10,7 +10,7 @@ import {
   idEnd,
   numberEnd,
   safeDigitsEnd,
-} from './json-bytes.js';
+} from '../../wire/json-bytes.js';
 
 type Json = Record<string, unknown>;
 
@@ -42,7 +42,7 @@ export function usageCounts(usage: unknown): ResponsesCounts {
   return { prompt: tokenCount(u?.input_tokens), completion: tokenCount(u?.output_tokens), reasoning: reasoning ?? 0 };
 }
 
-/** What the relay's parsed path made of an event it sent (responses-event-relay.ts). */
+/** What the relay's parsed path made of an event it sent (apis/responses/event-relay.ts). */
 export interface CheckedEvent {
   /** Its `type`, also its `event:` line's name. */
   type: string;

@@ -1,7 +1,7 @@
 import { isUtf8 } from 'node:buffer';
-import { ByteRun, viewOf } from './byte-run.js';
-import { MAX_LAYOUT_BYTES } from './event-layouts.js';
-import { byteLiteralEnd, digitsValue, safeDigitsEnd as digitsEnd } from './json-bytes.js';
+import { ByteRun, viewOf } from '../../wire/byte-run.js';
+import { MAX_LAYOUT_BYTES } from '../../wire/event-layouts.js';
+import { byteLiteralEnd, digitsValue, safeDigitsEnd as digitsEnd } from '../../wire/json-bytes.js';
 
 const LF = 10;
 const CR = 13;
@@ -10,7 +10,7 @@ const SEQUENCE_KEY = Buffer.from('"sequence_number":', 'latin1');
 
 /**
  * The byte layout of one kind of Responses stream event, learned within a stream from an event
- * the relay parsed (responses-event-relay.ts): `event: <type>` and `data: <json>` on two lines,
+ * the relay parsed (apis/responses/event-relay.ts): `event: <type>` and `data: <json>` on two lines,
  * with two holes, the `delta` string and the `sequence_number` integer. A stream's deltas
  * (`response.output_text.delta`, reasoning and argument deltas) differ only there, so after the
  * first of a kind each is matched and sent as its bytes, unparsed.

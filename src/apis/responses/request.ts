@@ -1,7 +1,7 @@
-import { obError } from '../errors.js';
-import { checkFieldNames, fieldSet, parseJsonBody } from './json-body.js';
-import { type Media, countMedia, noMedia } from './media.js';
-import { type Json, given, invalid, isObject, optionalBoolean, optionalInteger } from './request-checks.js';
+import { obError } from '../../errors.js';
+import { checkFieldNames, fieldSet, parseJsonBody } from '../../wire/json-body.js';
+import { type Media, countMedia, noMedia } from '../../wire/media.js';
+import { type Json, given, invalid, isObject, optionalBoolean, optionalInteger } from '../../wire/request-checks.js';
 
 /**
  * The gate of POST /v1/responses (docs/contract.md §3b): it reads the model, the stream flag,
@@ -10,7 +10,7 @@ import { type Json, given, invalid, isObject, optionalBoolean, optionalInteger }
  * no model server honours. Item types, roles, tools and every other field are the model server's
  * to judge: the client's bytes go upstream untouched (a stream's usage comes in its
  * `response.completed` event, unasked). Where the request is translated to chat completions
- * instead, the translation reads more (responses-to-chat.ts).
+ * instead, the translation reads more (apis/responses/to-chat.ts).
  */
 export interface ResponsesRequest {
   model: string;

@@ -1,4 +1,4 @@
-import { SseRelay } from './sse-relay.js';
+import { SseRelay } from '../../wire/sse-relay.js';
 
 /**
  * A legacy completions stream: relayed as chat's is (sse-relay.ts: `data:` events with our id,

@@ -1,5 +1,5 @@
-import { MAX_LAYOUT_BYTES } from './event-layouts.js';
-import type { ResponsesLayout } from './responses-layouts.js';
+import { MAX_LAYOUT_BYTES } from '../../wire/event-layouts.js';
+import type { ResponsesLayout } from './layouts.js';
 
 /**
  * The layouts of a model server's Responses events, shared by its streams: each stream's

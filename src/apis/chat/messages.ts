@@ -1,5 +1,5 @@
-import { type Media, countMedia } from './media.js';
-import { type Json, invalid, isObject } from './request-checks.js';
+import { type Media, countMedia } from '../../wire/media.js';
+import { type Json, invalid, isObject } from '../../wire/request-checks.js';
 
 /**
  * The turns of a chat, read for two things only: the media parts the prompt estimate counts
