@@ -209,6 +209,7 @@ describe("--json: exactly the daemon's views on stdout", () => {
     expect(added).toEqual({
       id: 'j1',
       model: MODEL,
+      aliases: [],
       endpoint: simUrl,
       state: 'pending',
       packEndsAt: null,
