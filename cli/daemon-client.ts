@@ -126,6 +126,10 @@ export class DaemonClient {
       shorten ? { packEndsAt, shorten } : { packEndsAt },
     );
   }
+  /** `add` aliases, `remove` some or `clear` them all: the instance after. Fields not given are not sent. */
+  alias(id: string, change: { add?: string[]; remove?: string[]; clear?: boolean }): Promise<InstanceView> {
+    return this.call('POST', `/v1/instances/${encodeURIComponent(id)}/aliases`, change);
+  }
   remove(id: string): Promise<InstanceView> {
     return this.call('DELETE', `/v1/instances/${encodeURIComponent(id)}`);
   }

@@ -26,6 +26,7 @@ export function logAudit(deps: {
         ...(e.state === undefined ? {} : { state: e.state }),
         ...(e.reason === undefined ? {} : { reason: e.reason }),
         ...(e.limits === undefined ? {} : { limits: e.limits }),
+        ...(e.aliases === undefined ? {} : { aliases: e.aliases }),
         seq: e.seq,
         ...(origin === 'remote' ? { origin } : {}),
       },

@@ -7,6 +7,7 @@ import { confirmed } from '../confirm.js';
 import type { DaemonClient } from '../daemon-client.js';
 import { colours, printJson, secretBlock, shown, stateColour, table } from '../output.js';
 import { parsePackEnds } from '../pack-ends.js';
+import { addAliasCommand, aliasesText } from './instances-alias.js';
 import {
   type WaitOptions,
   confirmationJson,
@@ -78,10 +79,11 @@ function render(
       return io.out('No instances. Add one with `ob-proxy instances add <id> --model <model> --endpoint <url>`.\n');
     io.out(
       table([
-        ['ID', 'MODEL', 'STATE', 'HEALTH', 'KEYS', 'ENDPOINT', 'PACK ENDS'].map((h) => c.bold(h)),
+        ['ID', 'MODEL', 'ALIASES', 'STATE', 'HEALTH', 'KEYS', 'ENDPOINT', 'PACK ENDS'].map((h) => c.bold(h)),
         ...value.map((i) => [
           i.id,
           i.model,
+          aliasesText(i, 3),
           stateColour(c, i.state),
           healthText(c, i.health),
           String(i.activeKeys),
@@ -97,6 +99,7 @@ function render(
     table([
       ['id', value.id],
       ['model', value.model],
+      ['aliases', aliasesText(value)],
       ['state', stateColour(c, value.state)],
       ['endpoint', value.endpoint ?? '-'],
       ['health', healthText(c, value.health)],
@@ -290,6 +293,8 @@ export function makeInstancesCommand(deps: CliDeps): Command {
     'ob-proxy instances extend gpu-1 --pack-ends 2026-12-24T18:00:00Z',
   );
 
+  addAliasCommand(cmd, deps);
+
   example(
     withWaitOptions(
       withCommon(cmd.command('remove <id>'))
@@ -311,7 +316,7 @@ export function makeInstancesCommand(deps: CliDeps): Command {
 
   example(
     withCommon(cmd.command('list'))
-      .description('list instances with state, model, endpoint, pack end, active keys')
+      .description('list instances with model, aliases, state, endpoint, pack end, active keys')
       .option('--state <state>', 'only this state: pending, ready, stopped, failed, terminated')
       .action(async (o: CommonOptions & { state?: string }) => {
         render(deps, o, await withClient(o, deps, (cl) => cl.listInstances(o.state)));

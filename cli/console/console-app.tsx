@@ -120,6 +120,8 @@ export function ConsoleApp({ client, colour = true, clock = Date.now, retryMs = 
         return say(`Instance ${e.instance} removed.`, 'warn');
       case 'instance.extended':
         return say(`Pack of ${e.instance} extended${e.packEndsAt == null ? '' : ` to ${shortUtc(e.packEndsAt)} UTC`}.`);
+      case 'instance.aliased':
+        return say(e.aliases === undefined || e.aliases.length === 0 ? `${e.instance} has no aliases now.` : `Aliases of ${e.instance}: ${e.aliases.join(', ')}.`);
       default:
         return;
     }

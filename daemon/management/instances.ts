@@ -7,7 +7,9 @@ import type { ReadyView } from '../../src/wire/views.js';
 import type { DaemonContext } from '../context.js';
 import {
   ADD_INSTANCE_BODY,
+  ALIASES_BODY,
   type AddInstanceBody,
+  type AliasesBody,
   EXTEND_BODY,
   ID_PARAMS,
   INSTANCES_QUERY,
@@ -166,6 +168,13 @@ export function registerInstanceRoutes(app: FastifyInstance, ctx: DaemonContext)
         ctx,
         await lc.extend(request.params.id, request.body.packEndsAt, { shorten: request.body.shorten === true }),
       ),
+  );
+
+  // Body: `add` aliases, `remove` some or `clear` them all; the answer is the instance after.
+  app.post<{ Params: Params; Body: AliasesBody }>(
+    '/v1/instances/:id/aliases',
+    { schema: { params: ID_PARAMS, body: ALIASES_BODY } },
+    async (request) => viewInstance(ctx, await lc.alias(request.params.id, request.body)),
   );
 
   app.delete<{ Params: Params }>('/v1/instances/:id', byId, async (request) => ({

@@ -51,6 +51,9 @@ export const READY_BODY = optionalObject({
   probe: { type: 'boolean' },
 });
 export const EXTEND_BODY = object({ packEndsAt: STRING, shorten: { type: 'boolean' } }, ['packEndsAt']);
+// Bounded here only so a body cannot be a list of thousands; the core judges each alias and the total.
+const ALIAS_LIST = { type: 'array', items: STRING, maxItems: 1000 } as const;
+export const ALIASES_BODY = object({ add: ALIAS_LIST, remove: ALIAS_LIST, clear: { type: 'boolean' } });
 export const INSTANCES_QUERY = object({ state: { type: 'string', enum: [...INSTANCE_STATES] } });
 
 export const CREATE_KEY_BODY = object(
@@ -75,6 +78,11 @@ export interface ReadyBody {
   wait?: boolean;
   probe?: boolean;
 }
+export interface AliasesBody {
+  add?: string[];
+  remove?: string[];
+  clear?: boolean;
+}
 export interface CreateKeyBody {
   instance: string;
   name: string;
@@ -93,6 +101,9 @@ const HINTS: Record<string, string> = {
   wait: 'wait must be true or false.',
   probe: 'probe must be true or false.',
   shorten: 'shorten must be true or false.',
+  add: 'add must be a list of model ids.',
+  remove: 'remove must be a list of model ids.',
+  clear: 'clear must be true or false.',
   instance: 'instance must be an instance id: list them with `ob-proxy instances list`.',
   name: 'Key name is required: give --name.',
   limits: 'Limits must be an object with rpm, tpm and concurrency.',
@@ -129,7 +140,14 @@ export function schemaError(errors: FastifySchemaValidationError[], part: Part):
       message: `The ${where} has a field ${JSON.stringify(field)} this daemon does not take. Is the CLI newer than the daemon?`,
     });
   }
-  const field = params.missingProperty ?? e.instancePath.split('/').pop() ?? '';
+  // A list's item (`/add/0`) is named by its list.
+  const field =
+    params.missingProperty ??
+    e.instancePath
+      .split('/')
+      .filter((p) => !/^\d+$/.test(p))
+      .pop() ??
+    '';
   if (field === '') return obError('invalid_argument', { message: `The ${where} must be a JSON object.` });
   return obError('invalid_argument', {
     param: field,

@@ -84,6 +84,7 @@ export type AuditEventType =
   | 'instance.added'
   | 'instance.state'
   | 'instance.extended'
+  | 'instance.aliased'
   | 'instance.removed'
   | 'key.created'
   | 'key.revealed'
@@ -103,6 +104,8 @@ export interface AuditEvent {
   packEndsAt?: string | null;
   /** key.limited: the key's limits after the change; key.created: its limits, when it has any. */
   limits?: KeyLimits;
+  /** instance.aliased: the instance's aliases after the change. */
+  aliases?: readonly string[];
 }
 
 export function emptyUsage(): KeyUsage {

@@ -9,6 +9,7 @@ import {
   noLimits,
   normalizeUsage,
 } from '../domain/key.js';
+import { MODEL_ID_RULE, isModelId } from '../domain/model-id.js';
 import { LIMIT_MAX } from '../domain/validate.js';
 import { ROUTE_NAME_RE } from '../domain/route-usage.js';
 import { STORE_VERSION, type StoreData } from './store.js';
@@ -38,6 +39,7 @@ const AUDIT_TYPES: readonly AuditEventType[] = [
   'instance.added',
   'instance.state',
   'instance.extended',
+  'instance.aliased',
   'instance.removed',
   'key.created',
   'key.revealed',
@@ -128,6 +130,13 @@ function checkInstance(location: string, raw: unknown, index: number): Instance 
   c.oneOf('state', INSTANCE_STATES);
   c.time('packEndsAt', true);
   c.optionalString('upstreamTokenFile');
+  // Instances written before aliases existed have none (no store version change needed).
+  if (raw.aliases === undefined) raw.aliases = [];
+  const aliases: unknown = raw.aliases;
+  if (!Array.isArray(aliases)) return c.fail('aliases', `expected a list of model ids, found ${show(aliases)}`);
+  aliases.forEach((a: unknown, i: number) => {
+    if (!isModelId(a)) c.fail(`aliases[${i}]`, `${show(a)} is not a model id (${MODEL_ID_RULE})`);
+  });
   c.time('createdAt');
   c.time('updatedAt');
   return raw as unknown as Instance;

@@ -8,6 +8,8 @@ import type { DaemonsView } from '../services/revocation-confirmation.js';
 export interface InstanceView {
   id: string;
   model: string;
+  /** Other model ids its keys may send as `model`; absent from a daemon older than aliases. */
+  aliases?: string[];
   endpoint: string | null;
   state: Instance['state'];
   packEndsAt: string | null;
@@ -116,6 +118,7 @@ export function instanceView(i: Instance, activeKeys: number, health: HealthView
   return {
     id: i.id,
     model: i.model,
+    aliases: [...i.aliases],
     endpoint: i.endpoint,
     state: i.state,
     packEndsAt: i.packEndsAt,

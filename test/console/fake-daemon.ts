@@ -177,6 +177,13 @@ export class FakeDaemon implements ConsoleClient {
     this.emit({ type: 'instance.state', instance: id, state, reason });
   }
 
+  /** The instance's aliases replaced, as `instances alias` through the CLI does. */
+  alias(id: string, aliases: string[]): void {
+    const inst = this.instances.find((i) => i.id === id)!;
+    inst.aliases = [...aliases];
+    this.emit({ type: 'instance.aliased', instance: id, aliases: [...aliases] });
+  }
+
   private revokeInPlace(k: KeyView, reason: RevokeReason): void {
     k.status = 'revoked';
     k.revokedAt = this.iso();

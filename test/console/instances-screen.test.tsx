@@ -35,6 +35,54 @@ describe('console: Instances pane', () => {
     `);
   });
 
+  it('when an instance has aliases then every instance says its aliases under the table, none included', async () => {
+    const fake = new FakeDaemon();
+    twoInstances(fake);
+    fake.instances[0]!.aliases = ['claude-sonnet-4-5', 'claude-haiku-4-5'];
+    fake.instances[1]!.aliases = [];
+    const ui = renderConsole(fake);
+    expect(trimmed(await ui.waitForFrame('Aliases:'))).toMatchInlineSnapshot(`
+      "ob-proxy console · http://127.0.0.1:8080 · ● live                         ? help
+      [1 Instances (2)] 2 Keys: gpu-1 (1)  3 Revocations (0)
+        ID          MODEL        STATE      ENDPOINT          PACK END (UTC)     KEYS
+      › gpu-1       gemma4:26b   ready      http://10.0.0.5:… 11-23 15:12 3h 12m    1
+        gpu-2       qwen3.6:27b  pending    no endpoint       none                  0
+
+        gpu-1 · gemma4:26b · http://10.0.0.5:11434
+        Aliases: claude-sonnet-4-5, claude-haiku-4-5
+        Ready: Enter shows its keys, n generates a new one.
+
+
+
+
+
+
+
+
+
+
+
+
+
+      ↑↓ move  Enter keys  n new key  Tab pane  ? help  q quit"
+    `);
+    await ui.press('j');
+    expect(await ui.waitForFrame('› gpu-2')).toContain('\n  Aliases: none\n');
+  });
+
+  it('when aliases change in the daemon then the pane and the status line show it without a key press', async () => {
+    const fake = new FakeDaemon();
+    twoInstances(fake);
+    const ui = renderConsole(fake);
+    expect(await ui.waitForFrame('› gpu-1')).not.toContain('Aliases');
+    fake.alias('gpu-1', ['claude-sonnet-4-5']);
+    const frame = await ui.waitForFrame('Aliases: claude-sonnet-4-5\n');
+    expect(frame).toContain('12:00:00 Aliases of gpu-1: claude-sonnet-4-5.');
+    fake.alias('gpu-1', []);
+    const cleared = await ui.waitForFrame('gpu-1 has no aliases now.');
+    expect(cleared).not.toContain('Aliases:');
+  });
+
   it('when the selection moves to an instance that is not ready then it says why no key can be made', async () => {
     const fake = new FakeDaemon();
     twoInstances(fake);

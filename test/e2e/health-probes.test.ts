@@ -166,8 +166,10 @@ describe('periodic probes', () => {
       'a periodic probe',
     );
     const table = await runCli(['instances', 'list'], { home });
-    expect(table.stdout.split('\n')[0]).toMatch(/^ID\s+MODEL\s+STATE\s+HEALTH\s+KEYS\s+ENDPOINT\s+PACK ENDS$/);
-    expect(table.stdout.split('\n')[1]).toMatch(/^gpu-1\s+gemma4:26b\s+ready\s+reachable\s+1\s/);
+    expect(table.stdout.split('\n')[0]).toMatch(
+      /^ID\s+MODEL\s+ALIASES\s+STATE\s+HEALTH\s+KEYS\s+ENDPOINT\s+PACK ENDS$/,
+    );
+    expect(table.stdout.split('\n')[1]).toMatch(/^gpu-1\s+gemma4:26b\s+-\s+ready\s+reachable\s+1\s/);
     const gauge = async (): Promise<string> =>
       (await (await fetch(metricsUrl)).text())
         .split('\n')
@@ -196,7 +198,7 @@ describe('periodic probes', () => {
     expect(Date.parse(down.checkedAt) - killedAt).toBeLessThanOrEqual(2 * periodMs);
     expect(down.error).toBe(`GET ${sim.url}/v1/models: connection refused (is the model server running on that port?)`);
     expect((await runCli(['instances', 'list'], { home })).stdout.split('\n')[1]).toMatch(
-      /^gpu-1\s+gemma4:26b\s+ready\s+unreachable\s+1\s/,
+      /^gpu-1\s+gemma4:26b\s+-\s+ready\s+unreachable\s+1\s/,
     );
     const show = await runCli(['instances', 'show', 'gpu-1'], { home });
     expect(show.stdout).toContain(`probe error  GET ${sim.url}/v1/models: connection refused`);

@@ -96,6 +96,7 @@ describe('key lifecycle through the real CLI against the real daemon', () => {
     expect(added).toEqual({
       id: 'gpu-1',
       model: MODEL,
+      aliases: [],
       endpoint: sim.url,
       state: 'pending',
       packEndsAt: '2099-01-01T00:00:00.000Z',

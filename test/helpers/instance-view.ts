@@ -13,6 +13,7 @@ export function instanceView(endpoint: string, over: Record<string, unknown> = {
   return {
     id: 'gpu-1',
     model: MODEL,
+    aliases: [],
     endpoint,
     state: 'ready',
     packEndsAt: null,

@@ -28,6 +28,7 @@ beforeAll(async () => {
   const k = await client.createKey('gpu-1', 'notebook');
   keyId = k.id;
   secrets.push(k.secret);
+  await client.alias('gpu-1', { add: ['claude-sonnet-4-5'] });
   await expect(client.createKey('nope', 'x')).rejects.toThrow();
   expect((await post(h.baseUrl, null, chatBody('x'))).status).toBe(400);
   expect((await post(h.baseUrl, `${secrets[1]!.slice(0, -4)}AAAA`, chatBody('x'))).status).toBe(401);
@@ -54,6 +55,7 @@ it('each management action and its result is a line', () => {
     { action: 'POST /v1/instances', id: 'gpu-1', status: 201 },
     { action: 'POST /v1/instances/:id/ready', id: 'gpu-1', status: 200 },
     { action: 'POST /v1/keys', instance: 'gpu-1', status: 201 },
+    { action: 'POST /v1/instances/:id/aliases', id: 'gpu-1', status: 200 },
     { action: 'POST /v1/keys/:id/revoke', id: keyId, status: 200 },
     { action: 'POST /v1/instances/:id/stop', id: 'gpu-1', status: 200 },
   ]);
@@ -72,10 +74,20 @@ it('each audit event is a line: keys made and revoked by hand or by the stop', (
     ['instance.state', null, 'ready'],
     ['key.created', defaultId, null],
     ['key.created', keyId, null],
+    ['instance.aliased', null, null],
     ['key.revoked', keyId, 'manual'],
     ['key.revoked', defaultId, 'instance_stopped'],
     ['instance.state', null, 'instance_stopped'],
   ]);
+  const aliased = h.logs.find((l) => l.audit === 'instance.aliased')!;
+  expect(pick(aliased, 'level', 'msg', 'audit', 'instance', 'aliases', 'seq')).toEqual({
+    level: 30,
+    msg: 'audit',
+    audit: 'instance.aliased',
+    instance: 'gpu-1',
+    aliases: ['claude-sonnet-4-5'],
+    seq: 5,
+  });
 });
 
 it('each refused request is a line with its code and the key id where known; a model server failure is a warning', () => {

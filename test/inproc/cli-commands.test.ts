@@ -67,9 +67,9 @@ describe('the main commands, as a person reads them', () => {
     expect(await cli.run('instances', 'list')).toEqual(
       ok(
         [
-          'ID     MODEL       STATE    HEALTH     KEYS  ENDPOINT                PACK ENDS',
-          `gpu-1  gemma4:26b  ready    reachable  1     ${simUrl}  -`,
-          'x1     gemma4:26b  pending  -          0     -                       -',
+          'ID     MODEL       ALIASES  STATE    HEALTH     KEYS  ENDPOINT                PACK ENDS',
+          `gpu-1  gemma4:26b  -        ready    reachable  1     ${simUrl}  -`,
+          'x1     gemma4:26b  -        pending  -          0     -                       -',
           '',
         ].join('\n'),
       ),
@@ -79,6 +79,7 @@ describe('the main commands, as a person reads them', () => {
         [
           'id           gpu-1',
           'model        gemma4:26b',
+          'aliases      -',
           'state        ready',
           `endpoint     ${simUrl}`,
           'health       reachable',
@@ -209,6 +210,7 @@ describe("--json: exactly the daemon's views on stdout", () => {
     expect(added).toEqual({
       id: 'j1',
       model: MODEL,
+      aliases: [],
       endpoint: simUrl,
       state: 'pending',
       packEndsAt: null,

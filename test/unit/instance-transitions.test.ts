@@ -17,6 +17,7 @@ function instance(state: InstanceState): Instance {
     endpoint: null,
     state,
     packEndsAt: null,
+    aliases: [],
     createdAt: '2026-01-01T00:00:00.000Z',
     updatedAt: '2026-01-01T00:00:00.000Z',
   };

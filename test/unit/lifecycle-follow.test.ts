@@ -125,6 +125,7 @@ describe('followLifecycle', () => {
       state: 'ready',
       packEndsAt: null,
       upstreamTokenFile: file,
+      aliases: [],
       createdAt: '2026-11-23T12:00:00.000Z',
       updatedAt: '2026-11-23T12:00:00.000Z',
     };
@@ -163,6 +164,7 @@ describe('followLifecycle', () => {
       state: 'pending',
       packEndsAt: null,
       upstreamTokenFile: '/nonexistent/ob-proxy-token',
+      aliases: [],
       createdAt: '2026-11-23T12:00:00.000Z',
       updatedAt: '2026-11-23T12:00:00.000Z',
     };

@@ -86,6 +86,39 @@ describe('management schemas', () => {
         refusal('wait', 'wait must be true or false.'),
       ],
       ['POST', '/v1/instances/gpu-1/extend', JSON.stringify({}), refusal('packEndsAt', DATE)],
+      [
+        'POST',
+        '/v1/instances/gpu-1/aliases',
+        JSON.stringify({ add: 'claude-sonnet-4-5' }),
+        refusal('add', 'add must be a list of model ids.'),
+      ],
+      [
+        'POST',
+        '/v1/instances/gpu-1/aliases',
+        JSON.stringify({ add: ['claude-sonnet-4-5', 7] }),
+        refusal('add', 'add must be a list of model ids.'),
+      ],
+      [
+        'POST',
+        '/v1/instances/gpu-1/aliases',
+        JSON.stringify({ remove: [null] }),
+        refusal('remove', 'remove must be a list of model ids.'),
+      ],
+      [
+        'POST',
+        '/v1/instances/gpu-1/aliases',
+        JSON.stringify({ clear: 'yes' }),
+        refusal('clear', 'clear must be true or false.'),
+      ],
+      [
+        'POST',
+        '/v1/instances/gpu-1/aliases',
+        JSON.stringify({ aliases: ['x'] }),
+        refusal(
+          'aliases',
+          'The request body has a field "aliases" this daemon does not take. Is the CLI newer than the daemon?',
+        ),
+      ],
       ['POST', '/v1/instances/gpu-1/extend', JSON.stringify({ packEndsAt: 1893456000 }), refusal('packEndsAt', DATE)],
       [
         'POST',
@@ -155,6 +188,12 @@ describe('management schemas', () => {
     expect(await send('POST', '/v1/instances/gpu-1/extend', JSON.stringify({ packEndsAt: 'tomorrow' }))).toEqual(
       refusal('packEndsAt', DATE),
     );
+    expect(await send('POST', '/v1/instances/gpu-1/aliases', JSON.stringify({ add: ['two words'] }))).toEqual(
+      refusal(
+        'aliases',
+        'Alias "two words" is not a model id: 1-200 characters: letters, digits, and . _ : / @ + - (not first). Give the id the agent sends as model, e.g. claude-sonnet-4-5.',
+      ),
+    );
     const unknown = await send('POST', '/v1/instances', JSON.stringify({ id: 'gpu-3', model: 'llama' }));
     expect(unknown).toMatchObject({ status: 400, body: { error: { code: 'unknown_model', param: 'model' } } });
   });
@@ -168,6 +207,10 @@ describe('management schemas', () => {
       status: 200,
       body: { id: keyId, limits: { rpm: 60, tpm: null, concurrency: null } },
     });
+    const aliased = await send('POST', '/v1/instances/gpu-1/aliases', JSON.stringify({ add: ['claude-sonnet-4-5'] }));
+    expect(aliased).toEqual({ status: 200, body: await client.getInstance('gpu-1') });
+    expect(aliased.body).toMatchObject({ aliases: ['claude-sonnet-4-5'] });
+    expect(await client.alias('gpu-1', { clear: true })).toMatchObject({ id: 'gpu-1', aliases: [] });
     expect(await send('POST', '/v1/instances/gpu-1/pending')).toMatchObject({
       status: 200,
       body: { id: 'gpu-1', state: 'pending' },

@@ -77,6 +77,8 @@ describe('store validation', () => {
     ['packEndsAt', '2026-11-23'],
     ['packEndsAt', 1798000000000],
     ['upstreamTokenFile', 3],
+    ['aliases', 'claude-sonnet-4-5'],
+    ['aliases', null],
     ['createdAt', undefined],
     ['updatedAt', 'yesterday'],
   ];

@@ -1,14 +1,16 @@
 /**
  * Instances: every instance with its state, the health of its model server, endpoint, pack end
- * (and time left) and active keys. Below the table, the selected instance in full, whether keys
- * can be made for it (and if not, why not), its last probe, and its live figures with sparklines
- * (the daemon samples them once a second; the console polls them as often).
+ * (and time left) and active keys. Below the table, the selected instance in full, its aliases
+ * (once any instance has one), whether keys can be made for it (and if not, why not), its last
+ * probe, and its live figures with sparklines (the daemon samples them once a second; the console
+ * polls them as often).
  *
  *   ID      MODEL        STATE     HEALTH   ENDPOINT     PACK END (UTC)     KEYS
  * › gpu-1   gemma4:26b   ready     ok       http://10.…  12-01 18:00 3h 12m    2
  *   gpu-2   qwen3.6:27b  stopped   -        http://10.…  none                  0
  *
  *   gpu-1 · gemma4:26b · http://10.0.0.5:11434
+ *   Aliases: claude-sonnet-4-5, claude-haiku-4-5
  *   Ready: Enter shows its keys, n generates a new one.
  *   Model server: reachable (probed 11-23 12:00:01 UTC)
  *   requests/s      3.0 ▁▁▂▃▅▇█▇▅
@@ -43,13 +45,19 @@ const HEALTH: Record<NonNullable<InstanceView['health']>['status'], { text: stri
   'model missing': { text: 'no model', tone: 'bad' },
 };
 
+/** Whether any instance has an alias: then every instance's detail says its aliases, none included. */
+function anyAliases(instances: InstanceView[]): boolean {
+  return instances.some((i) => (i.aliases?.length ?? 0) > 0);
+}
+
 /**
- * Lines kept under the table: a margin and the detail (4), the probe's status and error (2) once
- * any instance has been probed, the live figures (4) once the daemon has any. Decided for the
- * whole list, not the selected row, so the table does not change height as the selection moves.
+ * Lines kept under the table: a margin and the detail (4), the aliases (1) once any instance has
+ * one, the probe's status and error (2) once any instance has been probed, the live figures (4)
+ * once the daemon has any. Decided for the whole list, not the selected row, so the table does
+ * not change height as the selection moves.
  */
 function detailLines(instances: InstanceView[], live: ReadonlyMap<string, InstanceLiveView>): number {
-  return 4 + (instances.some((i) => i.health != null) ? 2 : 0) + (live.size > 0 ? 4 : 0);
+  return 4 + (anyAliases(instances) ? 1 : 0) + (instances.some((i) => i.health != null) ? 2 : 0) + (live.size > 0 ? 4 : 0);
 }
 
 function perSecond(counts: number[], sampleMs: number[]): number[] {
@@ -77,6 +85,7 @@ export function InstancesScreen({ instances, selected, width, height, now, unrev
     ];
   });
   const current = instances[selected];
+  const aliases = !anyAliases(instances) || current === undefined ? null : (current.aliases ?? []);
   const why = current === undefined ? null : whyNotReady(current);
   const figures = current === undefined ? undefined : live.get(current.id);
   const lineW = Math.max(0, Math.min(60, width - 24));
@@ -93,6 +102,9 @@ export function InstancesScreen({ instances, selected, width, height, now, unrev
       {current === undefined ? null : (
         <Box flexDirection="column" marginTop={1}>
           <Text wrap="truncate">{`  ${current.id} · ${current.model} · ${current.endpoint ?? 'no endpoint yet'}`}</Text>
+          {aliases === null ? null : aliases.length === 0
+            ? <Text wrap="truncate" color={tone('muted')}>  Aliases: none</Text>
+            : <Text wrap="truncate">{`  Aliases: ${aliases.join(', ')}`}</Text>}
           {why === null
             ? <Text wrap="truncate" color={tone('good')}>  Ready: Enter shows its keys, n generates a new one.</Text>
             : <Text wrap="wrap" color={tone('warn')}>{`  No new keys: ${why}`}</Text>}

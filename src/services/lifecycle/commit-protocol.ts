@@ -1,7 +1,7 @@
 import { type Clock, iso } from '../../clock.js';
 import { type SecretSource } from '../../domain/api-key.js';
 import { clipped } from '../../printable.js';
-import { type Instance } from '../../domain/instance.js';
+import { type Instance, withAliases } from '../../domain/instance.js';
 import { type AuditEvent, type KeyRecord } from '../../domain/key.js';
 import { ObProxyError, obError } from '../../errors.js';
 import { STORE_VERSION, type Mutation, type Store, type StoreData, type UsageDelta } from '../../store/store.js';
@@ -98,7 +98,8 @@ export class LifecycleCore {
   protected applyState(m: Mutation): void {
     switch (m.op) {
       case 'putInstance': {
-        const inst = structuredClone(m.instance);
+        // A record from a daemon older than aliases, sharing the store, has none.
+        const inst = withAliases(structuredClone(m.instance));
         this.reg.putInstance(inst);
         if (!isLive(inst)) this.undisplayed.drop(this.reg.keysOf(inst.id));
         break;

@@ -1,10 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { clipped } from '../../printable.js';
 import {
+  type AliasChange,
   type Instance,
   type InstanceState,
   REVOKING_ACTIONS,
   assertTransition,
+  changeAliases,
   normalizeEndpoint,
 } from '../../domain/instance.js';
 import { type AuditEvent, type KeyRecord, type RevokeReason } from '../../domain/key.js';
@@ -50,6 +52,7 @@ export class InstanceCommands extends KeyCommands {
         state: 'pending',
         packEndsAt,
         upstreamTokenFile,
+        aliases: [],
         createdAt: now,
         updatedAt: now,
       };
@@ -223,6 +226,30 @@ export class InstanceCommands extends KeyCommands {
       await this.commit(
         [{ op: 'putInstance', instance: updated, prev: inst }],
         this.event({ type: 'instance.extended', instance: id, packEndsAt: at }),
+      );
+      return updated;
+    });
+  }
+
+  /**
+   * Changes the other model ids its keys may send (domain/instance.ts changeAliases says how). On
+   * any instance but a terminated one: a stopped instance made ready again keeps them. A change
+   * that leaves them as they are writes nothing.
+   */
+  alias(id: string, change: AliasChange): Promise<Instance> {
+    return this.fresh(async () => {
+      const inst = this.getInstance(id);
+      if (inst.state === 'terminated') {
+        throw obError('invalid_transition', {
+          message: `Instance "${id}" is terminated; its aliases can no longer change. Add a new instance to serve under them.`,
+        });
+      }
+      const aliases = changeAliases(inst, change);
+      if (aliases.length === inst.aliases.length && aliases.every((a, i) => a === inst.aliases[i])) return inst;
+      const updated: Instance = { ...inst, aliases, updatedAt: this.now() };
+      await this.commit(
+        [{ op: 'putInstance', instance: updated, prev: inst }],
+        this.event({ type: 'instance.aliased', instance: id, aliases: [...aliases] }),
       );
       return updated;
     });

@@ -163,6 +163,16 @@ export const MIGRATIONS: readonly { version: number; name: string; sql: string }
       );
     `,
   },
+  {
+    version: 9,
+    name: 'instance aliases',
+    sql: `
+      -- Other model ids a key of the instance may send, in the instance's record as its other
+      -- fields are: no SQL decides on them. Instances added before hold none (the daemon reads
+      -- a record without them as none too, from the change log of an older daemon say).
+      UPDATE ob_instances SET record = record || '{"aliases": []}'::jsonb WHERE NOT (record ? 'aliases');
+    `,
+  },
 ];
 
 /** Advisory lock keys (two int4: ob-proxy's, then the lock's). */
