@@ -153,7 +153,7 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
     async (request, reply) => {
       const inst = request.auth?.instance;
       if (inst === undefined) throw obError('internal_error');
-      if (request.params.model !== inst.model) {
+      if (request.params.model !== inst.model && !inst.aliases.includes(request.params.model)) {
         return replyError(
           reply,
           obError('model_not_found', {

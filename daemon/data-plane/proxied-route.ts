@@ -3,6 +3,7 @@ import { clipped } from '../../src/printable.js';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ObProxyError, obError } from '../../src/errors.js';
 import type { Json } from '../../src/wire/request-checks.js';
+import { stringifyExact } from '../../src/wire/json-body.js';
 import type { DaemonContext } from '../context.js';
 import type { AuthContext } from './auth-hook.js';
 import { ExchangeEnd, type ExchangeShape, refusedSinceHeaders } from './exchange-end.js';
@@ -86,8 +87,13 @@ export function makeProxyHandler<C extends Checked>(ctx: DaemonContext, api: Wir
     let upstream: Buffer | string;
     let route: Route<C> = api;
     try {
-      const raw = request.body;
+      let raw = request.body as Buffer;
       const body = api.parse(Buffer.isBuffer(raw) ? raw : Buffer.alloc(0));
+      // An alias the operator gave the instance: the model server receives its own model's id.
+      if (body.model !== auth.instance.model && auth.instance.aliases.includes(body.model as string)) {
+        body.model = auth.instance.model;
+        raw = Buffer.from(stringifyExact(raw, body));
+      }
       const type = request.headers['content-type'] ?? '';
       if (!JSON_TYPE.test(type)) {
         throw obError('invalid_request', { message: 'Content-Type must be application/json.' });
@@ -102,7 +108,7 @@ export function makeProxyHandler<C extends Checked>(ctx: DaemonContext, api: Wir
       if (checked.model !== auth.instance.model) {
         throw obError('model_mismatch', {
           param: 'model',
-          message: `This API key is bound to a deployment of "${auth.instance.model}"; the request asked for "${clipped(checked.model)}". Set model to "${auth.instance.model}".`,
+          message: `This API key is bound to a deployment of "${auth.instance.model}"; the request asked for "${clipped(checked.model)}". Set model to "${auth.instance.model}"${auth.instance.aliases.length === 0 ? '' : ` (or one of its aliases: ${auth.instance.aliases.map((a) => `"${a}"`).join(', ')})`}.`,
         });
       }
       // Built before the reply is hijacked: past that point Fastify can no longer answer a throw.
@@ -113,7 +119,7 @@ export function makeProxyHandler<C extends Checked>(ctx: DaemonContext, api: Wir
         const other = api.fallback(checked);
         upstream = keepOneCopy(request, other.body);
         route = other.route;
-      } else upstream = keepOneCopy(request, api.upstream(raw as Buffer, checked));
+      } else upstream = keepOneCopy(request, api.upstream(raw, checked));
     } catch (err) {
       if (!(err instanceof ObProxyError)) throw err;
       replyError(reply, err);
