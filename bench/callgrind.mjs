@@ -1,7 +1,7 @@
 /* global process, console, Buffer, URL */
 /**
  * `node bench/callgrind.mjs [--dir CHECKOUT] [--streams 2000] [--warmup 30000] [--concurrency 8]
- * [--body stream|plain|responses|responses-stream] [--env K=V] [--functions N] [--label NAME] [--ops]`: instructions the daemon
+ * [--body stream|plain|responses|responses-stream|messages|messages-stream] [--env K=V] [--functions N] [--label NAME] [--ops]`: instructions the daemon
  * executes per request, counted by `valgrind --tool=callgrind` over a fixed number of requests.
  * Wall time on a shared machine moves by ±10 % between runs; an instruction count does not depend
  * on the load, so this is how two builds (or a build with one candidate switched off) are
@@ -38,7 +38,8 @@ const USAGE = `node bench/callgrind.mjs [options]: instructions ob-proxy execute
 
   --dir CHECKOUT     the built checkout to count (default this one)
   --body KIND        stream (64 chunks, the default) or plain; responses-stream (64 text
-                     events) or responses: the same, through POST /v1/responses
+                     events) or responses: the same, through POST /v1/responses;
+                     messages-stream or messages: through POST /v1/messages
   --streams N        requests counted (2000)
   --warmup N         requests sent before counting (30000)
   --concurrency N    connections (8)
@@ -91,9 +92,9 @@ const metricsPort = ops ? await freePort() : null;
 
 /** Where `kind`'s body is sent, and the end its stream's answer must have. */
 function routeOf(kind) {
-  return kind.startsWith('responses')
-    ? { path: '/v1/responses', end: /event: response\.completed\ndata: .*\}$/ }
-    : { path: '/v1/chat/completions', end: /data: \[DONE\]$/ };
+  if (kind.startsWith('responses')) return { path: '/v1/responses', end: /event: response\.completed\ndata: .*\}$/ };
+  if (kind.startsWith('messages')) return { path: '/v1/messages', end: /event: message_stop\ndata: .*\}$/ };
+  return { path: '/v1/chat/completions', end: /data: \[DONE\]$/ };
 }
 
 /** `count` requests of `body`, `conc` at a time over `agent`'s keep-alive sockets; every answer read whole and checked. */

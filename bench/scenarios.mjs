@@ -32,6 +32,14 @@ export function bodies({ heldChunks = 20, heldPaceMs = 300 } = {}) {
     // The Responses API (POST /v1/responses), answered with as many text events as `stream`.
     responses: JSON.stringify({ model: MODEL, input: 'Say hello.' }),
     'responses-stream': JSON.stringify({ model: MODEL, stream: true, input: 'Say hello.' }),
+    // Anthropic's Messages API (POST /v1/messages), answered with as many text deltas as `stream`.
+    messages: JSON.stringify({ model: MODEL, max_tokens: 256, messages: [{ role: 'user', content: 'Say hello.' }] }),
+    'messages-stream': JSON.stringify({
+      model: MODEL,
+      max_tokens: 256,
+      stream: true,
+      messages: [{ role: 'user', content: 'Say hello.' }],
+    }),
   };
 }
 

@@ -7,6 +7,8 @@
  * pace=MS]]` directive near the end of the body sets the stream's length and pacing.
  * `POST /v1/responses` answers as Ollama's does: the response object, or its event stream (data
  * keys sorted, as Go writes a map; one `response.output_text.delta` per token; no `[DONE]`).
+ * `POST /v1/messages` answers as Ollama's Anthropic API does: the message, or its event stream
+ * (`event:` lines, one `content_block_delta` per token, `message_stop` last).
  *
  * Usage: node bench/upstream.mjs [--chunks 64]   prints {"url": "..."} once listening.
  */
@@ -125,6 +127,52 @@ function responseStream(res, body) {
   for (let i = 0; i < frames.length - 1; i++) res.write(frames[i]);
   res.end(frames[frames.length - 1]);
 }
+const MESSAGE_PLAIN = Buffer.from(
+  JSON.stringify({
+    id: 'msg_bench',
+    type: 'message',
+    role: 'assistant',
+    model: MODEL,
+    content: [{ type: 'text', text: TEXT }],
+    stop_reason: 'end_turn',
+    stop_sequence: null,
+    usage: { input_tokens: 24, output_tokens: 40 },
+  }),
+);
+const MESSAGE_JSON_HEADERS = { 'content-type': 'application/json', 'content-length': String(MESSAGE_PLAIN.length) };
+/** The Messages event stream of `chunks` tokens `t<i> `, as whole frames. */
+function messageFrames(chunks) {
+  const out = [];
+  const ev = (type, data) => out.push(`event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`);
+  ev('message_start', {
+    message: {
+      id: 'msg_bench',
+      type: 'message',
+      role: 'assistant',
+      model: MODEL,
+      content: [],
+      stop_reason: null,
+      stop_sequence: null,
+      usage: { input_tokens: 24, output_tokens: 0 },
+    },
+  });
+  ev('content_block_start', { index: 0, content_block: { type: 'text', text: '' } });
+  for (let i = 0; i < chunks; i++)
+    ev('content_block_delta', { index: 0, delta: { type: 'text_delta', text: `t${i} ` } });
+  ev('content_block_stop', { index: 0 });
+  ev('message_delta', { delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: chunks } });
+  ev('message_stop', {});
+  return out;
+}
+const MESSAGE_FRAMES = new Map();
+function messageStream(res, body) {
+  const { chunks } = directive(body);
+  let frames = MESSAGE_FRAMES.get(chunks);
+  if (frames === undefined) MESSAGE_FRAMES.set(chunks, (frames = messageFrames(chunks)));
+  res.writeHead(200, SSE_HEADERS);
+  for (let i = 0; i < frames.length - 1; i++) res.write(frames[i]);
+  res.end(frames[frames.length - 1]);
+}
 const SSE_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' };
 const JSON_HEADERS = { 'content-type': 'application/json', 'content-length': String(PLAIN.length) };
 
@@ -181,6 +229,11 @@ const server = createServer({ keepAliveTimeout: 60_000 }, (req, res) => {
     if (req.url === '/v1/responses') {
       if (body.includes('"stream":true')) responseStream(res, body);
       else res.writeHead(200, RESPONSE_JSON_HEADERS).end(RESPONSE_PLAIN);
+      return;
+    }
+    if (req.url === '/v1/messages') {
+      if (body.includes('"stream":true')) messageStream(res, body);
+      else res.writeHead(200, MESSAGE_JSON_HEADERS).end(MESSAGE_PLAIN);
       return;
     }
     if (body.includes('"stream":true')) stream(res, body);
