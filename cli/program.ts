@@ -77,6 +77,8 @@ export function makeProgram(deps: ProgramDeps): Command {
         .addOption(settingOption('maxErrorBytes'))
         .addOption(settingOption('responseDeadline'))
         .addOption(settingOption('probeInterval'))
+        .addOption(settingOption('probeRate'))
+        .addOption(settingOption('probeConcurrency'))
         .addOption(settingOption('packWarning'))
         .addOption(settingOption('logLevel'))
         .addOption(settingOption('logFormat'))

@@ -14,7 +14,7 @@ const PROBE_MAX_BYTES = 1024 * 1024;
  * each change of health logged once (a server back as info, one failing as a warning).
  */
 export function probeModelServers(deps: {
-  config: Pick<Config, 'probeTimeoutMs'>;
+  config: Pick<Config, 'probeTimeoutMs' | 'probeRate' | 'probeConcurrency'>;
   clock: Clock;
   registry: Pick<Registry, 'instances'>;
   tokens: Pick<UpstreamTokens, 'get'>;
@@ -24,6 +24,8 @@ export function probeModelServers(deps: {
   const probe = new ModelProbe({ timeoutMs: config.probeTimeoutMs, maxBytes: PROBE_MAX_BYTES });
   const health = new InstanceHealth({
     clock,
+    rate: config.probeRate,
+    concurrency: config.probeConcurrency,
     probe: (endpoint, model, token) => probe.probe(endpoint, model, token),
     token: (id) => tokens.get(id),
     instances: () => registry.instances.values(),

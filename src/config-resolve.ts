@@ -130,6 +130,8 @@ export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string, def
     queueTimeoutMs: seconds('queueTimeout'),
     limitWindowMs: num('limitWindowMs')!,
     probeIntervalMs: seconds('probeInterval'),
+    probeRate: num('probeRate')!,
+    probeConcurrency: num('probeConcurrency')!,
     packWarningMs: seconds('packWarning'),
     probeTimeoutMs: seconds('probeTimeout'),
   };

@@ -247,6 +247,28 @@ export const SETTINGS = {
     unit: 'seconds',
     help: "ask each ready instance's model server for its models this often; 0: never",
   },
+  probeRate: {
+    type: 'number',
+    flag: 'probe-rate',
+    value: '<n>',
+    env: 'OB_PROXY_PROBE_RATE',
+    default: 50,
+    min: 1,
+    max: 100_000,
+    integer: true,
+    help: 'health probes started per second at most, spread over the round: a round of N instances takes at least N / this seconds',
+  },
+  probeConcurrency: {
+    type: 'number',
+    flag: 'probe-concurrency',
+    value: '<n>',
+    env: 'OB_PROXY_PROBE_CONCURRENCY',
+    default: 16,
+    min: 1,
+    max: 10_000,
+    integer: true,
+    help: 'health probes waiting on their model servers at once, at most',
+  },
   logLevel: {
     type: 'choice',
     flag: 'log-level',
@@ -609,6 +631,8 @@ export interface Config extends AnswerLimits {
   limitWindowMs: number;
   /** Each ready instance's model server is asked for its models this often; 0: never. */
   probeIntervalMs: number;
+  probeRate: number;
+  probeConcurrency: number;
   /** How long before a pack's end its keys' answers say it ends soon (0: never). */
   packWarningMs: number;
   /** A probe (connect and answer) gives up after this long. */

@@ -25,17 +25,29 @@ export interface InstanceHealthDeps {
   token(instanceId: string): string | undefined;
   /** A probe's status differs from the one before (or is the first): for the log. */
   changed?(instance: Instance, now: HealthView, before: HealthView | null): void;
+  /** Probes started per second at most, and waiting at once at most (--probe-rate, --probe-concurrency). */
+  rate?: number;
+  concurrency?: number;
+  /** Resolves after `ms` (a timer, unref'd; tests pass their own). */
+  sleep?(ms: number): Promise<void>;
 }
+
+const unrefSleep = (ms: number): Promise<void> =>
+  new Promise((resolve) => {
+    setTimeout(resolve, ms).unref();
+  });
 
 /**
  * The last probe of each ready instance, in memory, refreshed off the request path every
- * interval. A probe still running when the next tick comes is not started twice, so a server
- * that hangs costs one probe per instance at a time, bounded by the probe's own timeout.
+ * interval. A round's probes are spread out, at most `rate` started a second and `concurrency`
+ * waiting at once, so their cost per second stays flat however many instances there are: a round
+ * of N instances takes at least N / rate seconds, and the next starts no sooner than the interval
+ * after it began. A probe still running is not started twice, so a server that hangs costs one
+ * probe per instance at a time, bounded by the probe's own timeout.
  */
 export class InstanceHealth {
   private readonly entries = new Map<string, Entry>();
   private readonly probing = new Set<string>();
-  private timer: NodeJS.Timeout | undefined;
   private stopped = false;
 
   constructor(private readonly deps: InstanceHealthDeps) {}
@@ -82,53 +94,67 @@ export class InstanceHealth {
     }
   }
 
-  /** Probes every ready instance once; resolves when all have answered (each is time-bounded). */
+  /** Probes every ready instance once, paced; resolves when all have answered (each is time-bounded). */
   async probeAll(): Promise<void> {
-    const running: Promise<void>[] = [];
     for (const id of this.entries.keys()) if (this.deps.instance(id) === undefined) this.entries.delete(id);
-    for (const inst of this.deps.instances()) {
-      const endpoint = inst.endpoint;
-      if (inst.state !== 'ready' || endpoint === null || this.probing.has(inst.id)) continue;
+    const rate = this.deps.rate ?? Infinity;
+    const concurrency = this.deps.concurrency ?? Infinity;
+    const sleep = this.deps.sleep ?? unrefSleep;
+    const gapMs = Number.isFinite(rate) ? 1000 / rate : 0;
+    // The ids now: an instance added during the round waits for the next, and the registry's
+    // iterator is never held across a wait.
+    const ids: string[] = [];
+    for (const inst of this.deps.instances()) if (inst.state === 'ready' && inst.endpoint !== null) ids.push(inst.id);
+    const running = new Set<Promise<void>>();
+    for (let i = 0; i < ids.length && !this.stopped; i++) {
+      if (i > 0 && gapMs > 0) await sleep(gapMs);
+      while (running.size >= concurrency) await Promise.race(running);
+      const inst = this.deps.instance(ids[i] as string);
+      const endpoint = inst?.endpoint ?? null;
+      if (inst === undefined || inst.state !== 'ready' || endpoint === null || this.probing.has(inst.id)) continue;
       this.probing.add(inst.id);
-      running.push(
-        this.check(inst, endpoint)
-          .then((view) => {
-            // The instance may have moved while the probe ran: keep the result only if it still applies.
-            const now = this.deps.instance(inst.id);
-            if (
-              !this.stopped &&
-              now !== undefined &&
-              now.state === 'ready' &&
-              now.deployment === inst.deployment &&
-              now.endpoint === endpoint
-            )
-              this.record(now, endpoint, view);
-          })
-          .finally(() => this.probing.delete(inst.id)),
-      );
+      const one = this.check(inst, endpoint)
+        .then((view) => {
+          // The instance may have moved while the probe ran: keep the result only if it still applies.
+          const now = this.deps.instance(inst.id);
+          if (
+            !this.stopped &&
+            now !== undefined &&
+            now.state === 'ready' &&
+            now.deployment === inst.deployment &&
+            now.endpoint === endpoint
+          )
+            this.record(now, endpoint, view);
+        })
+        .finally(() => {
+          this.probing.delete(inst.id);
+          running.delete(one);
+        });
+      running.add(one);
     }
     await Promise.all(running);
   }
 
   /**
    * Probes at once (instances ready before a restart show their health without waiting a
-   * period), then every `intervalMs` until stop(); 0 keeps periodic probes off.
+   * period), then a round every `intervalMs` (or as soon as a longer round ends) until stop();
+   * 0 keeps periodic probes off.
    */
   start(intervalMs: number): void {
     if (intervalMs <= 0) return;
-    void this.probeAll();
-    const tick = (): void => {
-      this.timer = setTimeout(() => {
-        void this.probeAll();
-        if (!this.stopped) tick();
-      }, intervalMs);
-      this.timer.unref();
+    const sleep = this.deps.sleep ?? unrefSleep;
+    const loop = async (): Promise<void> => {
+      while (!this.stopped) {
+        const began = this.deps.clock.now();
+        await this.probeAll();
+        const rest = intervalMs - (this.deps.clock.now() - began);
+        await sleep(Math.max(rest, 0));
+      }
     };
-    tick();
+    void loop();
   }
 
   stop(): void {
     this.stopped = true;
-    clearTimeout(this.timer);
   }
 }

@@ -60,6 +60,8 @@ const CASES: Record<Exclude<SettingName, 'debug' | 'cliTimeout' | 'waitTimeout'>
   maxErrorBytes: { field: 'maxErrorBytes', flag: ['4096', 4096], env: ['8192', 8192], bad: 'lots' },
   responseDeadline: { field: 'responseDeadlineMs', flag: ['90', 90_000], env: ['1', 1000], bad: '0' },
   probeInterval: { field: 'probeIntervalMs', flag: ['0', 0], env: ['60', 60_000], bad: '-1' },
+  probeRate: { field: 'probeRate', flag: ['200', 200], env: ['5', 5], bad: '0' },
+  probeConcurrency: { field: 'probeConcurrency', flag: ['4', 4], env: ['64', 64], bad: '1.5' },
   packWarning: { field: 'packWarningMs', flag: ['0', 0], env: ['3600', 3_600_000], bad: '-5' },
   logLevel: { field: 'logLevel', flag: ['debug', 'debug'], env: ['silent', 'silent'], bad: 'loud' },
   logFormat: { field: 'logFormat', flag: ['pretty', 'pretty'], env: ['json', 'json'], bad: 'xml' },
