@@ -2,6 +2,7 @@ import { constants } from 'node:fs';
 import { type FileHandle, lstat, open, readlink, rename, unlink } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { SETTINGS, settingLabel } from '../config.js';
+import { parseJsonPieces } from './json-pieces.js';
 
 /** The store file or its temp file is something ob-proxy will not read through or write over. */
 export class UnsafeStorePathError extends Error {
@@ -42,7 +43,8 @@ export class AtomicJsonFile<T> {
     try {
       if (!(await fh.stat()).isFile())
         throw new UnsafeStorePathError(`${this.path} is not a regular file. Point --store at the store file.`);
-      return JSON.parse(await fh.readFile('utf8')) as T;
+      // As bytes, parsed a record at a time: never one string of the whole file (json-pieces.ts).
+      return parseJsonPieces(await fh.readFile()) as T;
     } finally {
       await fh.close();
     }

@@ -59,6 +59,9 @@ const MIN_FOLD_BYTES = 1024 * 1024;
  * acknowledged and is replayed over db.json at every load; it is never folded, so no backup of
  * db.json restored later can revive a revoked key.
  */
+/** Keys past which a JSON store says it has outgrown itself (it still loads, up to a few GiB). */
+export const OUTGROWN_KEYS = 250_000;
+
 export class FileStore implements Store {
   readonly location: string;
   readonly journalPath: string;
@@ -111,6 +114,10 @@ export class FileStore implements Store {
     }
     const existed = raw !== null;
     const snapshot = validateStoreData(this.location, raw ?? emptyData());
+    if (snapshot.keys.length >= OUTGROWN_KEYS)
+      this.notice(
+        `The store ${this.location} holds ${snapshot.keys.length} keys: a JSON store is read whole at start and rewritten whole as it grows, so start-up time and memory follow its size. Move it to PostgreSQL before it grows further: ob-proxy store migrate --from ${this.location} --to postgres://… (docs/scale-out.md).`,
+      );
     this.meta = readSnapshotMeta(this.location, raw);
     let tables = Tables.from(snapshot);
     const replay = await replayCommits(tables, {

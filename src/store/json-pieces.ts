@@ -1,0 +1,156 @@
+/**
+ * A JSON document held as bytes, parsed a member at a time: the top-level object's scalar and
+ * object members whole, and each element of its array members on its own. A store's snapshot
+ * holds a record per element, so no string is ever made of more than one record. V8 caps a string
+ * at about 512 MiB: `JSON.parse(readFile(…, 'utf8'))` could not load a store past about 950,000
+ * keys, while a Buffer holds a few GiB.
+ *
+ * The bytes are scanned for structure only (quotes, backslashes, brackets, commas and colons, all
+ * ASCII, so a UTF-8 continuation byte is never taken for one); each piece found is then given to
+ * JSON.parse, which checks it. A document whose pieces do not join up as one object is refused
+ * as JSON.parse would refuse it: with a SyntaxError.
+ */
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const OPEN_OBJECT = 0x7b;
+const CLOSE_OBJECT = 0x7d;
+const OPEN_ARRAY = 0x5b;
+const CLOSE_ARRAY = 0x5d;
+const COMMA = 0x2c;
+const COLON = 0x3a;
+
+function isSpace(b: number): boolean {
+  return b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09;
+}
+
+function syntax(at: number, what: string): SyntaxError {
+  return new SyntaxError(`${what} at byte ${at} of the store file`);
+}
+
+class Cursor {
+  constructor(
+    readonly buf: Buffer,
+    public at = 0,
+  ) {}
+
+  skipSpace(): void {
+    while (this.at < this.buf.length && isSpace(this.buf[this.at] as number)) this.at++;
+  }
+
+  peek(): number {
+    this.skipSpace();
+    if (this.at >= this.buf.length) throw syntax(this.at, 'Unexpected end of JSON');
+    return this.buf[this.at] as number;
+  }
+
+  expect(byte: number, what: string): void {
+    if (this.peek() !== byte) throw syntax(this.at, `Expected ${what}`);
+    this.at++;
+  }
+
+  /** The end (exclusive) of the string starting at `at` (its opening quote). */
+  private stringEnd(from: number): number {
+    let i = from + 1;
+    for (;;) {
+      const q = this.buf.indexOf(QUOTE, i);
+      if (q === -1) throw syntax(from, 'Unterminated string');
+      let k = q - 1;
+      while (this.buf[k] === BACKSLASH) k--;
+      if ((q - 1 - k) % 2 === 0) return q + 1;
+      i = q + 1;
+    }
+  }
+
+  /** Skips one value, returning where it began and ended (exclusive). */
+  value(): [number, number] {
+    const start = (this.peek(), this.at);
+    const first = this.buf[start] as number;
+    if (first === QUOTE) {
+      this.at = this.stringEnd(start);
+      return [start, this.at];
+    }
+    if (first !== OPEN_OBJECT && first !== OPEN_ARRAY) {
+      // A number, true, false or null: up to the next delimiter.
+      let i = start;
+      while (i < this.buf.length) {
+        const b = this.buf[i] as number;
+        if (b === COMMA || b === CLOSE_OBJECT || b === CLOSE_ARRAY || isSpace(b)) break;
+        i++;
+      }
+      this.at = i;
+      return [start, i];
+    }
+    let depth = 0;
+    let i = start;
+    while (i < this.buf.length) {
+      const b = this.buf[i] as number;
+      if (b === QUOTE) {
+        i = this.stringEnd(i);
+        continue;
+      }
+      if (b === OPEN_OBJECT || b === OPEN_ARRAY) depth++;
+      else if (b === CLOSE_OBJECT || b === CLOSE_ARRAY) {
+        depth--;
+        if (depth === 0) {
+          this.at = i + 1;
+          return [start, this.at];
+        }
+      }
+      i++;
+    }
+    throw syntax(start, 'Unexpected end of JSON');
+  }
+
+  parse([start, end]: [number, number]): unknown {
+    return JSON.parse(this.buf.toString('utf8', start, end));
+  }
+}
+
+/** The elements of the array starting at the cursor, each parsed on its own. */
+function parseArray(c: Cursor): unknown[] {
+  c.expect(OPEN_ARRAY, "'['");
+  const out: unknown[] = [];
+  if (c.peek() === CLOSE_ARRAY) {
+    c.at++;
+    return out;
+  }
+  for (;;) {
+    out.push(c.parse(c.value()));
+    const b = c.peek();
+    c.at++;
+    if (b === CLOSE_ARRAY) return out;
+    if (b !== COMMA) throw syntax(c.at - 1, "Expected ',' or ']'");
+  }
+}
+
+/**
+ * `buf` parsed as JSON.parse would parse it, for a document that is an object; anything else is
+ * parsed whole. Its array members are parsed element by element.
+ */
+export function parseJsonPieces(buf: Buffer): unknown {
+  const c = new Cursor(buf);
+  if (c.peek() !== OPEN_OBJECT) return JSON.parse(buf.toString('utf8'));
+  c.at++;
+  // No prototype: a "__proto__" member is kept as a member, as JSON.parse keeps it.
+  const out = Object.create(null) as Record<string, unknown>;
+  if (c.peek() === CLOSE_OBJECT) c.at++;
+  else
+    for (;;) {
+      if (c.peek() !== QUOTE) throw syntax(c.at, 'Expected a member name');
+      const name = c.parse(c.value()) as string;
+      c.expect(COLON, "':'");
+      out[name] = c.peek() === OPEN_ARRAY ? parseArray(c) : c.parse(c.value());
+      const b = c.peek();
+      c.at++;
+      if (b === CLOSE_OBJECT) break;
+      if (b !== COMMA) throw syntax(c.at - 1, "Expected ',' or '}'");
+    }
+  c.skipSpace();
+  if (c.at !== buf.length) throw syntax(c.at, 'Unexpected data after the JSON document');
+  // A plain object, as JSON.parse gives; each member defined, so a "__proto__" one stays a member.
+  const plain: Record<string, unknown> = {};
+  for (const k of Object.keys(out))
+    Object.defineProperty(plain, k, { value: out[k], writable: true, enumerable: true, configurable: true });
+  return plain;
+}
