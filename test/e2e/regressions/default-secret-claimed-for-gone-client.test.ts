@@ -29,10 +29,13 @@ it('keeps the default secret for keys reveal when the client that asked for it w
   );
   expect(key).toMatchObject({ status: 'active', revealable: true });
   expect((await api.getInstance('gpu-1')).state).toBe('ready');
-  expect(
-    f.serve
+  // The line is written as the key is made, and reaches the log file a moment later: waited for.
+  const said = await eventually(() => {
+    const lines = f.serve
       .logs()
-      .filter((l) => l.msg === 'default key not shown: the client went away; reveal it once with keys reveal'),
-  ).toEqual([expect.objectContaining({ instance: 'gpu-1', key: key.id })]);
+      .filter((l) => l.msg === 'default key not shown: the client went away; reveal it once with keys reveal');
+    return lines.length > 0 && lines;
+  }, 'the log line saying the default key was not shown');
+  expect(said).toEqual([expect.objectContaining({ instance: 'gpu-1', key: key.id })]);
   await expectRevealedOnce(f, key.id);
 });
