@@ -23,7 +23,7 @@
  * limit, as the bench's `ob-proxy-ops` target. `--pack`: the instance has a pack end (30 days on),
  * so every answer carries the pack's header. About 2 minutes at the defaults.
  */
-import { execFile, execFileSync } from 'node:child_process';
+import { execFile, execFileSync, spawn } from 'node:child_process';
 import { Agent, request } from 'node:http';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -48,9 +48,13 @@ const USAGE = `node bench/callgrind.mjs [options]: instructions ob-proxy execute
   --env K=V          more environment for the daemon (repeatable)
   --functions N      also print the N costliest functions
   --label NAME       the dump's name in bench/results/callgrind/
+  --no-reference     count ob-proxy alone, not also the reference proxy
 
 Prints one JSON line: perRequest, and mutatorPerRequest, the program's own work without V8's
-collector, compilers and write barrier: the figure to compare. Needs valgrind; about 2 minutes.`;
+collector, compilers and write barrier: the figure to compare. Then the same counted for the
+reference proxy (bench/reference-proxy.mjs: undici's Pool.dispatch, no auth, no parsing) in the
+same run, and ratio, ob-proxy's mutator instructions over the reference's. Needs valgrind; about
+4 minutes (2 with --no-reference).`;
 const { values: a } = parseArgs({
   options: {
     dir: { type: 'string' },
@@ -63,6 +67,7 @@ const { values: a } = parseArgs({
     functions: { type: 'string' },
     ops: { type: 'boolean' },
     pack: { type: 'boolean' },
+    'no-reference': { type: 'boolean' },
     help: { type: 'boolean', short: 'h' },
   },
 });
@@ -256,6 +261,7 @@ const serve = await startServe({
   timeoutMs: 900_000,
 });
 const proc = serve.proc;
+let result;
 try {
   await cli(home, [
     'instances',
@@ -282,26 +288,59 @@ try {
   await drive(agent, url, secret, body, kind, n, conc);
   execFileSync('callgrind_control', ['-d', String(proc.pid)], { stdio: 'ignore' });
   agent.destroy();
+  const counted = countsOf(label);
+  result = {
+    label,
+    dir,
+    // Counts differ between Node versions: a comparison holds only within one.
+    node: process.version,
+    kind,
+    ops,
+    pack: a.pack === true,
+    requests: n,
+    concurrency: conc,
+    env: extraEnv,
+    ...counted.json,
+  };
+  // valgrind runs node in its own process, so V8's map is named by valgrind's pid.
+  if (functions > 0) printFunctions(counted.rows, `/tmp/perf-${proc.pid}.map`);
+} finally {
+  await stopProcess(proc);
+}
+try {
+  if (result !== undefined && a['no-reference'] !== true && !ops) {
+    const ref = await countReference();
+    result.referencePerRequest = ref.perRequest;
+    result.referenceMutatorPerRequest = ref.mutatorPerRequest;
+    result.ratio = Math.round((result.mutatorPerRequest / ref.mutatorPerRequest) * 1000) / 1000;
+  }
+  if (result !== undefined) console.log(JSON.stringify(result));
+} finally {
+  await upstream.stop();
+  rmSync(home, { recursive: true, force: true });
+}
+
+async function stopProcess(p) {
+  p.kill('SIGTERM');
+  await new Promise((r) => {
+    if (p.exitCode !== null) r();
+    else p.once('exit', r);
+  });
+}
+
+/** The counts of the newest dump named `name`: per request, and the split of callgrind.mjs's header. */
+function countsOf(name) {
   const dump = readdirSync(out)
-    .filter((f) => f.startsWith(`${label}.out.`))
+    .filter((f) => f.startsWith(`${name}.out.`))
     .sort()
     .pop();
   const ir = summary(join(out, dump));
   const rows = selfCosts(join(out, dump));
   const { gc, compiler, barrier } = shares(rows);
   const per = (x) => Math.round(x / n);
-  console.log(
-    JSON.stringify({
-      label,
-      dir,
-      // Counts differ between Node versions: a comparison holds only within one.
-      node: process.version,
-      kind,
-      ops,
-      pack: a.pack === true,
-      requests: n,
-      concurrency: conc,
-      env: extraEnv,
+  return {
+    rows,
+    json: {
       instructions: ir,
       perRequest: per(ir),
       gcPerRequest: per(gc),
@@ -309,16 +348,53 @@ try {
       barrierPerRequest: per(barrier),
       mutatorPerRequest: per(ir - gc - compiler - barrier),
       dump: join(out, dump),
-    }),
+    },
+  };
+}
+
+/**
+ * The reference proxy counted as ob-proxy was: under callgrind with the same Node flags, the same
+ * upstream, body, warm-up and count, on one agent.
+ */
+async function countReference() {
+  const name = `${label}-reference`;
+  for (const f of readdirSync(out)) if (f.startsWith(`${name}.out`)) rmSync(join(out, f));
+  const ref = spawn(
+    'valgrind',
+    [
+      '--tool=callgrind',
+      '--smc-check=all-non-file',
+      '--instr-atstart=no',
+      `--callgrind-out-file=${join(out, `${name}.out`)}`,
+      NODE,
+      '--single-threaded',
+      '--max-semi-space-size=4',
+      join(ROOT, 'bench/reference-proxy.mjs'),
+      '--upstream',
+      upstream.url,
+    ],
+    { stdio: ['ignore', 'pipe', 'ignore'] },
   );
-  // valgrind runs node in its own process, so V8's map is named by valgrind's pid.
-  if (functions > 0) printFunctions(rows, `/tmp/perf-${proc.pid}.map`);
-} finally {
-  proc.kill('SIGTERM');
-  await new Promise((r) => {
-    if (proc.exitCode !== null) r();
-    else proc.once('exit', r);
-  });
-  await upstream.stop();
-  rmSync(home, { recursive: true, force: true });
+  try {
+    const url = await new Promise((done, fail) => {
+      let text = '';
+      ref.stdout.setEncoding('utf8');
+      ref.stdout.on('data', (s) => {
+        text += s;
+        const line = text.split('\n').find((l) => l.startsWith('{'));
+        if (line !== undefined) done(JSON.parse(line).url);
+      });
+      ref.once('exit', (code) => fail(new Error(`the reference proxy exited (${code}) before it served`)));
+    });
+    const agent = new Agent({ keepAlive: true, maxSockets: conc });
+    await drive(agent, url, 'none', body, kind, warm, conc);
+    execFileSync('callgrind_control', ['-z', String(ref.pid)], { stdio: 'ignore' });
+    execFileSync('callgrind_control', ['-i', 'on', String(ref.pid)], { stdio: 'ignore' });
+    await drive(agent, url, 'none', body, kind, n, conc);
+    execFileSync('callgrind_control', ['-d', String(ref.pid)], { stdio: 'ignore' });
+    agent.destroy();
+    return countsOf(name).json;
+  } finally {
+    await stopProcess(ref);
+  }
 }
