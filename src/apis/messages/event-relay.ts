@@ -1,5 +1,7 @@
 import type { ObProxyError } from '../../errors.js';
 import { encodeJson, tokenCount } from '../../wire/chat-response.js';
+import { ByteRun, viewOf } from '../../wire/byte-run.js';
+import { byteLiteralEnd, digitsEnd } from '../../wire/json-bytes.js';
 import { OutputBatch } from '../../wire/output-batch.js';
 import { type FrameSink, SseFrameReader, sseEvent } from '../../wire/sse-frame-reader.js';
 import type { InvalidReason } from '../../wire/sse-relay.js';
@@ -18,6 +20,24 @@ const EVENTS = new Set([
   'ping',
   'error',
 ]);
+
+/**
+ * A content delta as Ollama and Anthropic write it, its text or thinking the only part that
+ * varies (Go writes a struct's fields in order, so the bytes are these):
+ * `event: content_block_delta\ndata: {"type":"content_block_delta","index":N,"delta":{"type":
+ * "text_delta","text":"…"}}\n\n`. Such a frame goes on as its bytes, unparsed: it carries no id,
+ * and the slow path would send exactly these bytes (a well-formed UTF-8 literal, one data line,
+ * LF endings). Any other spelling takes the slow path.
+ */
+const DELTA_HEAD = new ByteRun(
+  Buffer.from('event: content_block_delta\ndata: {"type":"content_block_delta","index":', 'utf8'),
+);
+const DELTA_KINDS = [
+  new ByteRun(Buffer.from(',"delta":{"type":"text_delta","text":', 'utf8')),
+  new ByteRun(Buffer.from(',"delta":{"type":"thinking_delta","thinking":', 'utf8')),
+  new ByteRun(Buffer.from(',"delta":{"type":"input_json_delta","partial_json":', 'utf8')),
+];
+const DELTA_TAIL = new ByteRun(Buffer.from('}}\n\n', 'utf8'));
 
 /**
  * Turns the model server's Anthropic Messages event stream into what the client receives, as it
@@ -45,7 +65,7 @@ export class MessagesStreamRelay implements FrameSink {
 
   constructor(
     private readonly id: string,
-    maxFrameBytes = 1024 * 1024,
+    private readonly maxFrameBytes = 1024 * 1024,
     private readonly upstreamToken?: string,
   ) {
     this.reader = new SseFrameReader(maxFrameBytes);
@@ -82,9 +102,26 @@ export class MessagesStreamRelay implements FrameSink {
     this.reader.clear();
   }
 
-  /** Every event is parsed: none is known by its bytes. */
-  known(): number {
-    return -1;
+  /** A content delta in its usual bytes (DELTA_HEAD), sent as they are; else -1: parsed. */
+  known(buf: Buffer, start: number): number {
+    const n = Math.min(buf.length, start + this.maxFrameBytes);
+    const view = viewOf(buf);
+    if (!DELTA_HEAD.at(view, buf, start, n)) return -1;
+    const index = digitsEnd(buf, start + DELTA_HEAD.length, n);
+    if (index === -1) return -1;
+    let kind: ByteRun | undefined;
+    for (const k of DELTA_KINDS)
+      if (k.at(view, buf, index, n)) {
+        kind = k;
+        break;
+      }
+    if (kind === undefined) return -1;
+    const text = byteLiteralEnd(buf, index + kind.length, n);
+    if (text === -1 || !DELTA_TAIL.at(view, buf, text, n)) return -1;
+    const end = text + DELTA_TAIL.length;
+    (this.out as OutputBatch).add(null, buf, start, end);
+    this.contentChunks++;
+    return end;
   }
 
   /** One frame: its `event:` and `data:` lines make the event (sse-frames.ts). */
