@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Simulator } from '../../simulator/simulator.js';
 import { type Inproc, MODEL, buildInproc, startSim } from '../helpers/inproc.js';
+import { readyInstance } from '../helpers/inproc-responses.js';
 
 let d: Inproc;
 let sim: Simulator;
@@ -16,9 +17,7 @@ beforeAll(async () => {
   d = await buildInproc();
   let url: string;
   ({ sim, url } = await startSim({ models: [MODEL] }));
-  expect((await d.manage('POST', '/v1/instances', { id: 'gpu', model: MODEL, endpoint: url })).status).toBe(201);
-  const ready = await d.manage('POST', '/v1/instances/gpu/ready', { probe: false });
-  key = (ready.json as { defaultKey: { secret: string } }).defaultKey.secret;
+  key = await readyInstance(d, 'gpu', url);
 });
 
 afterAll(async () => {

@@ -8,22 +8,17 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Simulator } from '../../simulator/simulator.js';
 import { type Inproc, MODEL, buildInproc, startSim } from '../helpers/inproc.js';
+import { readyInstance } from '../helpers/inproc-responses.js';
 
 let d: Inproc;
 let sim: Simulator;
 let simUrl: string;
 const keys: Record<string, string> = {};
 
-async function readyInstance(id: string): Promise<string> {
-  expect((await d.manage('POST', '/v1/instances', { id, model: MODEL, endpoint: simUrl })).status).toBe(201);
-  const ready = await d.manage('POST', `/v1/instances/${id}/ready`, { probe: false });
-  return (ready.json as { defaultKey: { secret: string } }).defaultKey.secret;
-}
-
 beforeAll(async () => {
   d = await buildInproc({ bodyLimit: 4096 });
   ({ sim, url: simUrl } = await startSim({ models: [MODEL] }));
-  for (const id of ['live', 'revoked', 'removed', 'pending']) keys[id] = await readyInstance(id);
+  for (const id of ['live', 'revoked', 'removed', 'pending']) keys[id] = await readyInstance(d, id, simUrl);
   await d.manage('POST', '/v1/instances/revoked/stop', {});
   await d.manage('DELETE', '/v1/instances/removed');
   await d.manage('POST', '/v1/instances/pending/pending', {});
