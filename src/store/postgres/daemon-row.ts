@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import type pg from 'pg';
 import type { DaemonReport, DaemonReports } from '../../services/revocation-confirmation.js';
+import { REVOCATION_WRITE_PROBE } from './revocations.js';
 
 /** What a daemon says of itself in ob_daemons (migrations 6 and 7), every catch-up period. */
 export interface DaemonRow {
@@ -21,15 +22,16 @@ export interface DaemonRow {
 }
 
 /**
- * Writes the daemon's row: the proof, every period, that the database takes this daemon's writes
- * (a database turned read-only refuses it, so the daemon goes stale), and what it has applied,
- * so that every live daemon and its lag can be listed. Its own row only: it waits on no lock
- * another daemon takes. Rows of daemons gone are deleted by the one doing the chores
- * (pruneDaemonRows).
+ * Writes the daemon's row: the proof, every period, that the database takes this daemon's
+ * revocations (the probe waits behind whatever a revocation would wait behind; a database
+ * turned read-only refuses it, so the daemon goes stale), and what it has applied, so that every
+ * live daemon and its lag can be listed. Its own row only: it waits on no lock another daemon
+ * takes. Rows of daemons gone are deleted by the one doing the chores (pruneDaemonRows).
  */
 export async function writeDaemonRow(pool: pg.Pool, row: DaemonRow): Promise<void> {
   await pool.query(
-    `INSERT INTO ob_daemons (origin, host, pid, started_at, seen_at, applied_change, applied_revocations, in_sync_at, applied_xip, max_stale_ms)
+    `WITH revocation_probe AS (${REVOCATION_WRITE_PROBE})
+     INSERT INTO ob_daemons (origin, host, pid, started_at, seen_at, applied_change, applied_revocations, in_sync_at, applied_xip, max_stale_ms)
        VALUES ($1, $2, $3, $4, now(), $5, $6::xid8, to_timestamp($7::double precision / 1000), $8::xid8[], $9)
      ON CONFLICT (origin) DO UPDATE SET seen_at = now(), applied_change = EXCLUDED.applied_change,
        applied_revocations = EXCLUDED.applied_revocations, in_sync_at = EXCLUDED.in_sync_at,
