@@ -307,9 +307,13 @@ export class PostgresStore implements Store {
     this.limits.start(exchange);
   }
 
-  /** Every daemon's row, and which of them have applied the revocations of `keyIds`. */
+  /** Every daemon's report, and which of them have applied the revocations of `keyIds` (this one's from memory). */
   daemonReports(keyIds: readonly string[]): Promise<DaemonReports> {
-    return readDaemonReports(this.pool, keyIds, this.origin);
+    return readDaemonReports(this.pool, keyIds, {
+      origin: this.origin,
+      change: this.changes.lastChange,
+      cursor: this.changes.revocationCursor,
+    });
   }
 
   /**

@@ -3,7 +3,9 @@
  * on a PostgresStore that reads the test's clock, so that the time a daemon has been out of sync
  * moves only when the test moves it. The staleness verdict is taken when the test asks
  * (`checkStale`, the daemon's own StaleStoreWatch check), never by a timer, so a test decides
- * exactly which reads and writes of the store came before it.
+ * exactly which reads and writes of the store came before it. A daemon with no notifications and
+ * a long catch-up period reads and reports once, at its start, then only when `store.sync()` is
+ * called: a daemon paused, as far as the others can tell.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -34,7 +36,7 @@ export interface PgDaemon {
 export async function pgDaemon(
   url: string,
   clock: TestClock,
-  opts: { maxStaleMs: number; catchupMs?: number },
+  opts: { maxStaleMs: number; catchupMs?: number; notify?: boolean },
 ): Promise<PgDaemon> {
   const home = await mkdtemp(join(tmpdir(), 'obpg-'));
   const catchupMs = opts.catchupMs ?? 100;
@@ -47,6 +49,7 @@ export async function pgDaemon(
   const notices: string[] = [];
   const store = new PostgresStore(url, {
     catchupMs,
+    notify: opts.notify ?? true,
     now: () => clock.now(),
     onNotice: (m) => notices.push(m),
     journalPath: join(home, 'postgres.revocations'),
