@@ -119,6 +119,7 @@ export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string, def
     storeCatchupMs,
     storeNotify: choice('testNoNotify') !== '1',
     storeFoldBytes: num('storeFoldBytes'),
+    testStartGate: text('testStartGate') ?? null,
     corsOrigins: (text('corsOrigins') ?? '')
       .split(',')
       .map((o) => o.trim().replace(/\/$/, ''))

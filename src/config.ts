@@ -552,6 +552,15 @@ export const SETTINGS = {
     forTests: true,
     help: 'lowdb store: the journal is folded into db.json at this size',
   },
+  // A spawned daemon cannot be held by an injected dependency: a test that must act while it
+  // starts (send a signal, say) holds it here instead of racing its start-up.
+  testStartGate: {
+    type: 'text',
+    env: 'OB_PROXY_TEST_START_GATE',
+    shown: 'unset',
+    forTests: true,
+    help: 'a file: serve holds its start-up, its signal handlers in and its store not opened, until the file exists',
+  },
   testNoNotify: {
     type: 'choice',
     env: 'OB_PROXY_TEST_NO_NOTIFY',
@@ -610,6 +619,8 @@ export interface Config extends AnswerLimits {
   otlp: { url: string; serviceName: string } | null;
   /** JSON lines for machines, pino-pretty for people; null: pretty on a terminal, JSON otherwise. */
   logFormat: 'json' | 'pretty' | null;
+  /** Tests: start-up waits, once the home is checked, until this file exists; null: no wait. */
+  testStartGate: string | null;
   /** A shared store (PostgreSQL): keys are refused once out of sync with it for longer than this. */
   maxStaleMs: number;
   /** A shared store: how often the change log is read whether or not a notification came. */

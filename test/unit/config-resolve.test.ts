@@ -37,6 +37,7 @@ const DEFAULTS: Config = {
   storeCatchupMs: 500,
   storeFoldBytes: null,
   storeNotify: true,
+  testStartGate: null,
   corsOrigins: [],
   metricsPort: null,
   metricsHost: '127.0.0.1',

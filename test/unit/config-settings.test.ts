@@ -114,6 +114,7 @@ const CASES: Record<Exclude<SettingName, 'debug' | 'cliTimeout' | 'waitTimeout'>
   limitWindowMs: { field: 'limitWindowMs', env: ['4000', 4000], bad: '99' },
   storeFoldBytes: { field: 'storeFoldBytes', env: ['8192', 8192], bad: '4095' },
   testNoNotify: { field: 'storeNotify', env: ['1', false], bad: 'yes' },
+  testStartGate: { field: 'testStartGate', env: ['/tmp/gate', '/tmp/gate'] },
 };
 
 describe('each setting of the table: flag, then variable, then default', () => {
