@@ -94,7 +94,9 @@ export async function startServe({
     stderr.push(s);
     changed();
   });
-  const exited = new Promise((r) => proc.once('exit', (code) => r(code)));
+  // Once its output is read to the end too ('close', not 'exit'): what it wrote last, a shutdown's
+  // error lines, is in `lines` and `stderr` when the caller looks.
+  const exited = new Promise((r) => proc.once('close', (code) => r(code)));
   proc.once('exit', changed);
   const p = {
     proc,

@@ -72,6 +72,7 @@ export function makeProgram(deps: ProgramDeps): Command {
         .addOption(settingOption('bodyLimit'))
         .addOption(settingOption('bodyMemory'))
         .addOption(settingOption('bodyMemoryPerKey'))
+        .addOption(settingOption('bodyMemoryPerInstance'))
         .addOption(settingOption('maxFrameBytes'))
         .addOption(settingOption('maxAnswerBytes'))
         .addOption(settingOption('maxErrorBytes'))

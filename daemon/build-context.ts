@@ -48,7 +48,8 @@ export async function buildContext(deps: {
     health: deps.health,
     upstream: new UpstreamClient({ connectTimeoutMs: config.connectTimeoutMs }),
     badKeys: new BadKeyLimiter(config.badKeyLimit),
-    bodies: new ByteBudget(config.bodyMemory, config.bodyMemoryPerKey),
+    bodies: new ByteBudget(config.bodyMemory, config.bodyMemoryPerKey, config.bodyMemoryPerInstance),
+    bodyReads: new Deadlines(DEADLINE_SWEEP_MS, (err) => log.error({ err }, 'unhandled error ending a stalled body')),
     keyLimits: new KeyLimiter(
       config.limitWindowMs,
       store.shareLimits === undefined ? null : { periodMs: LIMIT_SYNC_MS },

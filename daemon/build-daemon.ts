@@ -1,3 +1,5 @@
+import { access } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Server as SecureServer } from 'node:tls';
 import type { FastifyInstance } from 'fastify';
 import type { DestinationStream, Logger } from 'pino';
@@ -89,6 +91,10 @@ export async function buildDaemon(config: Config, deps: DaemonDeps): Promise<Dae
       { home: config.home, was: octal(loosened), now: '0700' },
       `the home folder was mode ${octal(loosened)}, readable by other users: made it 0700`,
     );
+  if (config.testStartGate !== null) {
+    log.info({ gate: config.testStartGate }, 'start-up held until the gate file exists');
+    await untilExists(config.testStartGate);
+  }
   // Both known once the store is open; the metrics read them at scrape time.
   let registry: Registry | undefined;
   let health: InstanceHealth | undefined;
@@ -185,4 +191,16 @@ async function assemble(config: Config, version: string, parts: Parts): Promise<
     shutdown: (graceMs = config.graceMs) => shutdown.run(graceMs),
     reloadTls: tlsReload(config.tls, () => dataPlane.server as unknown as SecureServer, log),
   };
+}
+
+/** Resolves once `path` exists (OB_PROXY_TEST_START_GATE: a test's hold on start-up). */
+async function untilExists(path: string): Promise<void> {
+  for (;;) {
+    try {
+      await access(path);
+      return;
+    } catch {
+      await sleep(10);
+    }
+  }
 }

@@ -31,8 +31,10 @@ export interface DaemonContext {
   /** Model-server tokens per instance, in memory (never in the store). */
   upstreamTokens: UpstreamTokens;
   badKeys: BadKeyLimiter;
-  /** Request bodies held, per key and in all (--body-memory-per-key, --body-memory). */
+  /** Request bodies held, per key, per instance and in all (--body-memory-per-key, …-per-instance, --body-memory). */
   bodies: ByteBudget;
+  /** The bodies still arriving, and how long each has been silent (OB_PROXY_BODY_TIMEOUT), swept like `deadlines`. */
+  bodyReads: Deadlines;
   /** Per-key rpm, tpm and concurrency windows (memory, this daemon only). */
   keyLimits: KeyLimiter;
   /** Per-instance admission queue; null without --max-concurrency. */

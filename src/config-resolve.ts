@@ -87,7 +87,12 @@ export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string, def
     defaults.logFormat ?? null,
   ) as Config['logFormat'];
   const maxConcurrency = num('maxConcurrency');
-  const memory = bodyMemory(num('bodyLimit')!, num('bodyMemory')!, num('bodyMemoryPerKey'));
+  const memory = bodyMemory(
+    num('bodyLimit')!,
+    num('bodyMemory')!,
+    num('bodyMemoryPerKey'),
+    num('bodyMemoryPerInstance'),
+  );
   return {
     ...paths,
     host: readAddress(SETTINGS.host, text('host')),
@@ -96,6 +101,7 @@ export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string, def
     connectTimeoutMs: seconds('connectTimeout'),
     idleTimeoutMs: idle === null ? upstreamTimeoutMs : idle * 1000,
     requestTimeoutMs: seconds('requestTimeout'),
+    bodyTimeoutMs: seconds('bodyTimeout'),
     graceMs: seconds('grace'),
     bodyLimit: num('bodyLimit')!,
     ...memory,
@@ -113,6 +119,7 @@ export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string, def
     storeCatchupMs,
     storeNotify: choice('testNoNotify') !== '1',
     storeFoldBytes: num('storeFoldBytes'),
+    testStartGate: text('testStartGate') ?? null,
     corsOrigins: (text('corsOrigins') ?? '')
       .split(',')
       .map((o) => o.trim().replace(/\/$/, ''))
@@ -137,12 +144,16 @@ export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string, def
   };
 }
 
-/** The bounds on held bodies: each must take one body of --body-limit, and a key's within the daemon's. */
+/**
+ * The bounds on held bodies: each must take one body of --body-limit, a key's within its
+ * instance's, and an instance's within the daemon's.
+ */
 function bodyMemory(
   bodyLimit: number,
   daemon: number,
   perKey: number | null,
-): Pick<Config, 'bodyMemory' | 'bodyMemoryPerKey'> {
+  perInstance: number | null,
+): Pick<Config, 'bodyMemory' | 'bodyMemoryPerKey' | 'bodyMemoryPerInstance'> {
   if (daemon < bodyLimit)
     refuse(
       SETTINGS.bodyMemory,
@@ -153,7 +164,17 @@ function bodyMemory(
       SETTINGS.bodyMemoryPerKey,
       `${settingLabel(SETTINGS.bodyMemoryPerKey)} (${perKey} bytes) must be from ${settingLabel(SETTINGS.bodyLimit)} (${bodyLimit} bytes) to ${settingLabel(SETTINGS.bodyMemory)} (${daemon} bytes).`,
     );
-  return { bodyMemory: daemon, bodyMemoryPerKey: perKey ?? Math.max(bodyLimit, Math.floor(daemon / 4)) };
+  const key = perKey ?? Math.max(bodyLimit, Math.floor(daemon / 4));
+  if (perInstance !== null && (perInstance < key || perInstance > daemon))
+    refuse(
+      SETTINGS.bodyMemoryPerInstance,
+      `${settingLabel(SETTINGS.bodyMemoryPerInstance)} (${perInstance} bytes) must be from ${settingLabel(SETTINGS.bodyMemoryPerKey)} (${key} bytes) to ${settingLabel(SETTINGS.bodyMemory)} (${daemon} bytes).`,
+    );
+  return {
+    bodyMemory: daemon,
+    bodyMemoryPerKey: key,
+    bodyMemoryPerInstance: perInstance ?? Math.max(key, Math.floor(daemon / 2)),
+  };
 }
 
 function tlsConfig(cert: string | undefined, key: string | undefined): Config['tls'] {

@@ -178,6 +178,21 @@ export const SETTINGS = {
     unit: 'bytes',
     help: "one key's share of --body-memory; more get 429; from --body-limit to --body-memory",
   },
+  // Half: the keys of one instance (one customer, however many keys it makes) leave at least
+  // half of the daemon's room for bodies to the others.
+  bodyMemoryPerInstance: {
+    type: 'number',
+    flag: 'body-memory-per-instance',
+    value: '<bytes>',
+    env: 'OB_PROXY_BODY_MEMORY_PER_INSTANCE',
+    default: null,
+    shown: 'half of --body-memory, at least --body-memory-per-key',
+    min: 1024,
+    max: 64 * GiB,
+    integer: true,
+    unit: 'bytes',
+    help: "the share of --body-memory of one instance's keys together; more get 429; from --body-memory-per-key to --body-memory",
+  },
   maxFrameBytes: {
     type: 'number',
     flag: 'max-frame-bytes',
@@ -395,6 +410,17 @@ export const SETTINGS = {
     unit: 'seconds',
     help: "longest silence between a model server's body chunks",
   },
+  // A few seconds, as web servers give a body against slow senders: a body is held in the
+  // budget only as its bytes arrive, and this frees its connection once they stop.
+  bodyTimeout: {
+    type: 'number',
+    env: 'OB_PROXY_BODY_TIMEOUT',
+    default: 10,
+    min: 0.1,
+    max: 3600,
+    unit: 'seconds',
+    help: "a request body's first byte must come within this time of its headers, and each next within this time of the last",
+  },
   requestTimeout: {
     type: 'number',
     env: 'OB_PROXY_REQUEST_TIMEOUT',
@@ -548,6 +574,15 @@ export const SETTINGS = {
     forTests: true,
     help: 'lowdb store: the journal is folded into db.json at this size',
   },
+  // A spawned daemon cannot be held by an injected dependency: a test that must act while it
+  // starts (send a signal, say) holds it here instead of racing its start-up.
+  testStartGate: {
+    type: 'text',
+    env: 'OB_PROXY_TEST_START_GATE',
+    shown: 'unset',
+    forTests: true,
+    help: 'a file: serve holds its start-up, its signal handlers in and its store not opened, until the file exists',
+  },
   testNoNotify: {
     type: 'choice',
     env: 'OB_PROXY_TEST_NO_NOTIFY',
@@ -576,10 +611,13 @@ export interface Config extends AnswerLimits {
   connectTimeoutMs: number;
   /** A client must have sent its whole request within this time (slow senders are cut off). */
   requestTimeoutMs: number;
+  /** A body's first byte, and each next one, must come within this time (a stalled body is ended: 408). */
+  bodyTimeoutMs: number;
   graceMs: number;
   bodyLimit: number;
-  /** Bytes of request bodies held at once (ByteBudget), in all and per key; each at least bodyLimit. */
+  /** Bytes of request bodies held at once (ByteBudget), in all, per instance and per key; each at least bodyLimit. */
   bodyMemory: number;
+  bodyMemoryPerInstance: number;
   bodyMemoryPerKey: number;
   models: string[];
   logLevel: string;
@@ -603,6 +641,8 @@ export interface Config extends AnswerLimits {
   otlp: { url: string; serviceName: string } | null;
   /** JSON lines for machines, pino-pretty for people; null: pretty on a terminal, JSON otherwise. */
   logFormat: 'json' | 'pretty' | null;
+  /** Tests: start-up waits, once the home is checked, until this file exists; null: no wait. */
+  testStartGate: string | null;
   /** A shared store (PostgreSQL): keys are refused once out of sync with it for longer than this. */
   maxStaleMs: number;
   /** A shared store: how often the change log is read whether or not a notification came. */

@@ -134,6 +134,11 @@ export async function scanJournal(
       const parsed = nl < 0 ? 'unfinished' : unframe(buf.subarray(0, nl));
       if (typeof parsed === 'string') {
         const rest = await afterBadLine(fh, at, size);
+        const zeros = buf.subarray(0, nl < 0 ? buf.length : nl).indexOf(0) >= 0;
+        if (zeros && rest.lineEnd >= 0 && typeof unframe(await afterLastZero(fh, at, rest.lineEnd)) !== 'string')
+          throw new CommitJournalError(
+            `The store journal ${path} line ${line} holds a whole entry after zero bytes, which no crash leaves (a write cut off leaves part of one entry). It was left untouched: delete the zero bytes of that line (keep the entry: it is an acknowledged commit), or restore the journal from a backup, and start again.`,
+          );
         if (rest.clean) return { end: at, torn: Math.max(0, rest.contentEnd - at) };
         throw new CommitJournalError(
           `The store journal ${path} line ${line} is damaged (${parsed}) and has whole entries after it, which no crash leaves behind. It was left untouched: move it away to start from db.json alone (revocations still hold through the revocation journal), or restore it from a backup.`,
@@ -156,10 +161,15 @@ async function readAt(fh: FileHandle, at: number, len: number, into?: Buffer): P
 
 /**
  * From a bad line at `at` to the end of the file: whether only zeros and newlines follow the
- * line (a torn last write), and where the last byte that is not zero ends.
+ * line (a torn last write), where the last byte that is not zero ends, and where the line's
+ * newline is (-1: none).
  */
-async function afterBadLine(fh: FileHandle, at: number, size: number): Promise<{ clean: boolean; contentEnd: number }> {
-  let lineEnd = false;
+async function afterBadLine(
+  fh: FileHandle,
+  at: number,
+  size: number,
+): Promise<{ clean: boolean; contentEnd: number; lineEnd: number }> {
+  let lineEnd = -1;
   let contentEnd = at;
   // One buffer for every read: a tail of zeros can be gigabytes, and a fresh megabyte per read
   // cost a page fault per page of it.
@@ -168,17 +178,34 @@ async function afterBadLine(fh: FileHandle, at: number, size: number): Promise<{
     const chunk = await readAt(fh, pos, CHUNK, into);
     if (chunk.length === 0) break;
     let i = 0;
-    if (!lineEnd) {
+    if (lineEnd < 0) {
       const k = chunk.indexOf(0x0a);
-      lineEnd = k >= 0;
+      if (k >= 0) lineEnd = pos + k;
       i = k >= 0 ? k + 1 : chunk.length;
     }
-    if (!isZeros(chunk.subarray(i))) return { clean: false, contentEnd };
+    if (!isZeros(chunk.subarray(i))) return { clean: false, contentEnd, lineEnd };
     const last = contentEndIn(chunk);
     if (last > 0) contentEnd = pos + last;
     pos += chunk.length;
   }
-  return { clean: true, contentEnd };
+  return { clean: true, contentEnd, lineEnd };
+}
+
+/**
+ * The bytes of the line [at, lineEnd) after its last zero byte (none: empty), read backwards
+ * from its end: what follows pages a crash never wrote, which must not be a whole entry.
+ */
+async function afterLastZero(fh: FileHandle, at: number, lineEnd: number): Promise<Buffer> {
+  const pieces: Buffer[] = [];
+  for (let pos = lineEnd; pos > at;) {
+    const len = Math.min(CHUNK, pos - at);
+    const chunk = await readAt(fh, pos - len, len);
+    const z = chunk.lastIndexOf(0);
+    pieces.unshift(z >= 0 ? chunk.subarray(z + 1) : chunk);
+    if (z >= 0) return Buffer.concat(pieces);
+    pos -= len;
+  }
+  return Buffer.alloc(0);
 }
 
 /** Only zeros and newlines. */

@@ -78,7 +78,7 @@ export class PostgresStore implements Store {
   private readonly writers: pg.Pool;
   private readonly catchupMs: number;
   private readonly now: () => number;
-  private readonly syncState = new SyncState();
+  private readonly syncState: SyncState;
   private readonly ledger: RevocationLedger;
   private readonly writeBack: RevocationWriteBack;
   private readonly changes: ChangeFeed;
@@ -97,6 +97,7 @@ export class PostgresStore implements Store {
     const origin = this.origin;
     const now = (this.now = options.now ?? Date.now);
     this.catchupMs = options.catchupMs ?? 500;
+    this.syncState = new SyncState(now);
     const notices = new Notices(options.onNotice);
     const { pool, writers } = openPools(url, (err) => notices.say(`PostgreSQL connection lost (${errText(err)}).`));
     this.pool = pool;
@@ -306,9 +307,13 @@ export class PostgresStore implements Store {
     this.limits.start(exchange);
   }
 
-  /** Every daemon's row, and which of them have applied the revocations of `keyIds`. */
+  /** Every daemon's report, and which of them have applied the revocations of `keyIds` (this one's from memory). */
   daemonReports(keyIds: readonly string[]): Promise<DaemonReports> {
-    return readDaemonReports(this.pool, keyIds, this.origin);
+    return readDaemonReports(this.pool, keyIds, {
+      origin: this.origin,
+      change: this.changes.lastChange,
+      cursor: this.changes.revocationCursor,
+    });
   }
 
   /**

@@ -144,8 +144,11 @@ export class RevocationJournal {
 
   /**
    * Every record is written with its newline, and appends wait for each other's sync: only the
-   * last line can be unfinished, and zeros inside a line are pages a power loss never wrote.
-   * Both are skipped (never acknowledged). Anything else malformed was written by hand.
+   * last line can be unfinished, and zeros inside a line are pages a power loss never wrote of
+   * one record. Both are skipped (never acknowledged). Zeros beside a whole record are not: no
+   * write leaves a record after (or before) pages it never wrote of another, so that line, like
+   * anything else malformed, was not made by a crash, and the start is refused rather than a
+   * revocation dropped.
    */
   private async read(fh: FileHandle): Promise<void> {
     this.notices.length = 0;
@@ -166,6 +169,10 @@ export class RevocationJournal {
       if (line.trim() === '') return;
       const record = parseRecord(line);
       if (typeof record === 'string') {
+        if (line.includes('\0') && line.split(/\0+/).some((part) => typeof parseRecord(part.trim()) !== 'string'))
+          throw new JournalError(
+            `The revocation journal ${this.path} line ${i + 1} holds a whole revocation record beside zero bytes, which no power loss leaves. It was left untouched: delete the zero bytes of that line (keep the record: it is a revocation), or restore the journal from a backup, and start again.`,
+          );
         if (line.includes('\0') || i === lines.length - 1) {
           this.notices.push(
             `The revocation journal ${this.path} line ${i + 1} was cut off (a power loss during a write never acknowledged); skipped.`,

@@ -179,7 +179,8 @@ it('a daemon silent for longer than its --max-stale is named gone, and confirms 
   await eventually(
     async () => (await status()).daemons.daemons.find((x) => x.pid === d.serve.proc.pid)?.state === 'gone',
     'the stopped daemon is gone',
-    5000,
+    // A wait, not a bound on speed: each look spawns `status`, seconds apart on a loaded machine.
+    15_000,
   );
   const r = await runCli(['keys', 'revoke', key.id, '--yes', '--wait'], { home: a.serve.home });
   const dId = ((await status()).daemons.daemons.find((x) => x.pid === d.serve.proc.pid)!.id as string).slice(0, 8);

@@ -120,7 +120,11 @@ it(
       expect(JSON.parse(r.body)).toMatchObject({ error: { code: 'store_unreachable' } });
       expect(r.headers['retry-after']).toBeDefined();
       expect((await get(n, '/readyz')).status).toBe(503);
-      expect(n.serve.logs().some((l) => String(l.msg).includes('store_unreachable'))).toBe(true);
+      // The stdout pipe lags the HTTP answer: the line is waited for.
+      await eventually(
+        () => n.serve.logs().some((l) => String(l.msg).includes('store_unreachable')),
+        'the store_unreachable line',
+      );
     }
 
     await cluster.start();

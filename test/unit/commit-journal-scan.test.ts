@@ -96,4 +96,13 @@ describe('reading the journal of commits a piece at a time', () => {
       expect(got, `case ${c} (kind ${kind}, ${bytes.length} bytes)`).toEqual(want);
     }
   }, 60_000);
+
+  it('refuses a whole entry after zero bytes on the last line: no crash writes one after pages it lost', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'obj-scan-'));
+    const path = join(dir, 'j');
+    await writeFile(path, Buffer.concat([entry(1, 10), Buffer.alloc(300), entry(2, 10), Buffer.alloc(4096)]));
+    await expect(readJournal(path)).rejects.toThrow(
+      `The store journal ${path} line 2 holds a whole entry after zero bytes, which no crash leaves (a write cut off leaves part of one entry). It was left untouched: delete the zero bytes of that line (keep the entry: it is an acknowledged commit), or restore the journal from a backup, and start again.`,
+    );
+  });
 });

@@ -55,6 +55,12 @@ const CASES: Record<Exclude<SettingName, 'debug' | 'cliTimeout' | 'waitTimeout'>
     env: ['20971520', 20 * MiB],
     bad: '1e99',
   },
+  bodyMemoryPerInstance: {
+    field: 'bodyMemoryPerInstance',
+    flag: ['134217728', 128 * MiB],
+    env: ['100663296', 96 * MiB],
+    bad: '1e99',
+  },
   maxFrameBytes: { field: 'maxFrameBytes', flag: ['4096', 4096], env: ['8192', 8192], bad: '1e99' },
   maxAnswerBytes: { field: 'maxAnswerBytes', flag: ['4096', 4096], env: ['8192', 8192], bad: '2048.5' },
   maxErrorBytes: { field: 'maxErrorBytes', flag: ['4096', 4096], env: ['8192', 8192], bad: 'lots' },
@@ -96,6 +102,7 @@ const CASES: Record<Exclude<SettingName, 'debug' | 'cliTimeout' | 'waitTimeout'>
   connectTimeout: { field: 'connectTimeoutMs', env: ['2', 2000], bad: '-3' },
   idleTimeout: { field: 'idleTimeoutMs', env: ['5', 5000], bad: 'never' },
   requestTimeout: { field: 'requestTimeoutMs', env: ['0.1', 100], bad: '0' },
+  bodyTimeout: { field: 'bodyTimeoutMs', env: ['2.5', 2500], bad: '0' },
   usageFlushMs: { field: 'usageFlushMs', env: ['10', 10], bad: '1' },
   badKeyLimit: { field: 'badKeyLimit', env: ['0', 0], bad: '-1' },
   maxConnections: { field: 'maxConnections', env: ['500', 500], bad: '0' },
@@ -109,6 +116,7 @@ const CASES: Record<Exclude<SettingName, 'debug' | 'cliTimeout' | 'waitTimeout'>
   limitWindowMs: { field: 'limitWindowMs', env: ['4000', 4000], bad: '99' },
   storeFoldBytes: { field: 'storeFoldBytes', env: ['8192', 8192], bad: '4095' },
   testNoNotify: { field: 'storeNotify', env: ['1', false], bad: 'yes' },
+  testStartGate: { field: 'testStartGate', env: ['/tmp/gate', '/tmp/gate'] },
 };
 
 describe('each setting of the table: flag, then variable, then default', () => {
@@ -162,7 +170,7 @@ describe('each setting of the table: flag, then variable, then default', () => {
     }
   });
 
-  it('--body-memory takes a body of --body-limit, and a key its share of it', () => {
+  it('--body-memory takes a body of --body-limit, and a key and an instance their shares of it', () => {
     // Derived: a quarter of --body-memory, never under --body-limit.
     expect(resolve({ bodyMemory: String(GiB) }).bodyMemoryPerKey).toBe(256 * MiB);
     expect(resolve({ bodyMemory: String(32 * MiB) }).bodyMemoryPerKey).toBe(16 * MiB);
@@ -175,6 +183,13 @@ describe('each setting of the table: flag, then variable, then default', () => {
       '--body-memory-per-key (or OB_PROXY_BODY_MEMORY_PER_KEY) (8388608 bytes) must be from --body-limit (or OB_PROXY_BODY_LIMIT) (16777216 bytes) to --body-memory (or OB_PROXY_BODY_MEMORY) (268435456 bytes).',
     );
     expect(refusal({ bodyMemoryPerKey: String(GiB) }).param).toBe('body-memory-per-key');
+    // An instance's share: half of --body-memory, never under a key's.
+    expect(resolve({ bodyMemory: String(GiB) }).bodyMemoryPerInstance).toBe(512 * MiB);
+    expect(resolve({ bodyMemory: String(32 * MiB) }).bodyMemoryPerInstance).toBe(16 * MiB);
+    expect(refusal({ bodyMemoryPerInstance: String(32 * MiB) }).message).toBe(
+      '--body-memory-per-instance (or OB_PROXY_BODY_MEMORY_PER_INSTANCE) (33554432 bytes) must be from --body-memory-per-key (or OB_PROXY_BODY_MEMORY_PER_KEY) (67108864 bytes) to --body-memory (or OB_PROXY_BODY_MEMORY) (268435456 bytes).',
+    );
+    expect(refusal({ bodyMemoryPerInstance: String(GiB) }).param).toBe('body-memory-per-instance');
   });
 
   it('--otlp-endpoint: an http(s) URL without credentials, never echoed in its refusal', () => {

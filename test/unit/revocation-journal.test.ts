@@ -84,6 +84,16 @@ describe('revocation journal', () => {
     expect(j.records().map((r) => r.keyId)).toEqual(['key000000001', 'key000000003']);
   });
 
+  it('refuses a whole record beside zero bytes, which no power loss leaves, and leaves the file as it was', async () => {
+    const path = join(await dir(), 'j');
+    const content = `${JSON.stringify(record(1))}\n${'\0'.repeat(300)}${JSON.stringify(record(2))}\n`;
+    await writeFile(path, content);
+    await expect(RevocationJournal.open(path)).rejects.toThrow(
+      `The revocation journal ${path} line 2 holds a whole revocation record beside zero bytes, which no power loss leaves. It was left untouched: delete the zero bytes of that line (keep the record: it is a revocation), or restore the journal from a backup, and start again.`,
+    );
+    expect(await readFile(path, 'utf8')).toBe(content);
+  });
+
   it('refuses a line edited by hand, naming it, and leaves the file as it was', async () => {
     const path = join(await dir(), 'j');
     const content = `${JSON.stringify(record(1))}\n{"keyId":"x","reason":"because"}\n${JSON.stringify(record(3))}\n`;

@@ -188,9 +188,13 @@ export class ChangeFeed implements AppliedPosition {
         return;
       }
       const changes: StoreChange[] = [];
+      let revoking = false;
       for (const r of rows) {
         for (const m of [...r.mutations, ...r.extra])
-          if (m.op === 'putKey' && m.key.status === 'revoked') this.deps.ledger.remember(m.key);
+          if (m.op === 'putKey' && m.key.status === 'revoked') {
+            this.deps.ledger.remember(m.key);
+            revoking = true;
+          }
         const mutations = r.origin === this.deps.origin ? r.extra : [...r.mutations, ...r.extra];
         if (mutations.length > 0) changes.push({ no: Number(r.no), mutations });
       }
@@ -198,6 +202,8 @@ export class ChangeFeed implements AppliedPosition {
       const last = rows[rows.length - 1]!;
       this.change = Number(last.no);
       this.changeAt = last.at;
+      // A revocation the database took only as a change is confirmed by the change number.
+      if (revoking) this.deps.applied();
       if (rows.length < PAGE) return;
     }
   }

@@ -6,10 +6,13 @@ import type { RevocationCursor } from './revocations.js';
 import type { SyncState } from './sync-state.js';
 
 /**
- * This daemon's row in ob_daemons, written every catch-up period (daemon-row.ts holds the SQL).
+ * This daemon's row in ob_daemons, written every catch-up period (daemon-row.ts holds the SQL)
+ * in one statement with a probe that a revocation could be written now: reads and its own row
+ * going through prove nothing for a revocation that waits behind a lock on ob_revocations.
  * Invariants: one write at a time, never awaited by the period (a write that hangs delays no
- * read); a write asked for while one is under way is made once that ends; while writes fail,
- * this daemon is not in sync (sync-state.ts).
+ * read); a write asked for while one is under way is made once that ends; a write counts as of
+ * when it began, so while revocations would wait or fail this daemon is not in sync
+ * (sync-state.ts), and its row, unwritten, ages until the others take it for gone.
  */
 
 /** Who this daemon is, in its row. */
@@ -52,6 +55,7 @@ export class DaemonHeartbeat {
     if (this.beating !== null || this.closed) return;
     const { pool, location, notices, sync, identity, position } = this.deps;
     const started = this.deps.now();
+    sync.writing(started);
     this.beating = writeDaemonRow(pool, {
       origin: identity.origin,
       pid: identity.pid ?? 0,

@@ -53,6 +53,17 @@ export async function insertRevocations(
 }
 
 /**
+ * A revocation's insert (insertRevocations) that inserts nothing: it takes the locks a
+ * revocation takes (the table's and its indexes', which CREATE INDEX, REINDEX, VACUUM FULL or a
+ * LOCK TABLE hold against writes) and waits behind them as long as one would (the pool's
+ * lock_timeout), and a database that refuses writes refuses it; it leaves no row for any daemon
+ * to read and uses no transaction id. Part of each daemon's row write (daemon-row.ts), so a
+ * daemon whose revocations would wait or fail is out of sync, as its row stays unwritten.
+ */
+export const REVOCATION_WRITE_PROBE = `INSERT INTO ob_revocations (key_id, record, origin)
+  SELECT '', '{}'::jsonb, '' WHERE false ON CONFLICT (key_id) DO NOTHING`;
+
+/**
  * A read's columns: its own snapshot (the next cursor) and the rows past the cursor, given as
  * the parameters numbered `at` and `at + 1` (cursorParams).
  */

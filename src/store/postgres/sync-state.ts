@@ -1,14 +1,25 @@
 /**
  * Whether this daemon is in sync with the database: it has read the change log, and the database
- * has taken a write of its row, both recently. Invariant: in sync as of the older of the two, so
- * a daemon that reads but cannot write (a database turned read-only) goes stale like one that
- * cannot read, and each time is when the read or write began, never when it ended.
+ * has taken a write of a revocation and of its row, both recently. Invariant: in sync as of the
+ * older of the two, so a daemon that reads but cannot write (a database turned read-only, or
+ * ob_revocations locked against writes) goes stale like one that cannot read, and each time is
+ * when the read or write began, never when it ended: a write that waits behind a lock keeps the
+ * daemon at the time it began waiting.
  */
+
+// A write still unanswered after this long is named as the reason while it waits (a lock
+// time-out names it only after several seconds).
+const SLOW_WRITE_MS = 1000;
+
 export class SyncState {
   private readAt = 0;
   private wroteAt = 0;
   private readProblem: string | null = null;
   private writeProblem: string | null = null;
+  /** When the write under way began (null: none). */
+  private writingSince: number | null = null;
+
+  constructor(private readonly now: () => number) {}
 
   /** The whole state was read at `at` (ms): that counts as a write too, the row follows. */
   loaded(at: number): void {
@@ -26,8 +37,14 @@ export class SyncState {
     this.readProblem = problem;
   }
 
-  /** A write of this daemon's row that began at `started` succeeded. Returns whether writes had been failing. */
+  /** A write (a revocation's, then this daemon's row) began at `started`. */
+  writing(started: number): void {
+    this.writingSince = started;
+  }
+
+  /** The write that began at `started` succeeded. Returns whether writes had been failing. */
   wrote(started: number): boolean {
+    this.writingSince = null;
     this.wroteAt = Math.max(this.wroteAt, started);
     const was = this.writeProblem !== null;
     this.writeProblem = null;
@@ -35,6 +52,7 @@ export class SyncState {
   }
 
   writeFailed(problem: string): void {
+    this.writingSince = null;
     this.writeProblem = problem;
   }
 
@@ -43,7 +61,7 @@ export class SyncState {
     return this.readAt;
   }
 
-  /** The older of the last read of the change log and the last write of this daemon's row that succeeded. */
+  /** The older of the last read of the change log and the last write that succeeded. */
   lastInSync(): number {
     return Math.min(this.readAt, this.wroteAt);
   }
@@ -52,6 +70,9 @@ export class SyncState {
   problem(): string | null {
     if (this.readProblem !== null) return `cannot read the change log: ${this.readProblem}`;
     if (this.writeProblem !== null) return `cannot write: ${this.writeProblem}`;
+    const waited = this.writingSince === null ? 0 : this.now() - this.writingSince;
+    if (waited >= SLOW_WRITE_MS)
+      return `cannot write: a write has waited ${(waited / 1000).toFixed(1)} s for the database (a lock held on ob_revocations or ob_daemons?)`;
     return null;
   }
 }

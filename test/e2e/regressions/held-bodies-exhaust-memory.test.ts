@@ -5,13 +5,15 @@
  * 60 of them took the daemon from 98 to 1,441 MiB, and 260 sent to a slow model server took it to
  * 5.5 GiB; in a container with a memory limit every other key's streams die with the daemon.
  * Now the bodies held are bounded per key (429 rate_limited past the key's share) and per daemon
- * (503 proxy_overloaded), both from Content-Length before a byte of the body is read, and what a
- * waiting request keeps of its body is one copy.
+ * (503 proxy_overloaded), held as their bytes arrive, a body announced that would not fit refused
+ * from Content-Length before a byte of it is read, and what a waiting request keeps of its body is
+ * one copy.
  *
- * A real `ob-proxy serve` with its bounds scaled down (4 MiB bodies, 12 MiB a key, 48 MiB in all,
- * set by their variables, which a daemon without them ignores), one request at a time to a model
- * server that holds every answer until the test lets it go: eight keys send five near-limit
- * bodies each, at once. The daemon's RSS is read from /proc.
+ * A real `ob-proxy serve` with its bounds scaled down (4 MiB bodies, 12 MiB a key, 48 MiB in all
+ * and for the instance, set by their variables, which a daemon without them ignores), one request
+ * at a time to a model server that holds every answer until the test lets it go: the budget is
+ * filled one body at a time, then eight keys send five near-limit bodies each, at once. The
+ * daemon's RSS is read from /proc.
  */
 import { readFileSync } from 'node:fs';
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
@@ -86,6 +88,7 @@ beforeAll(async () => {
     OB_PROXY_BODY_LIMIT: String(BODY_LIMIT),
     OB_PROXY_BODY_MEMORY: String(DAEMON_BUDGET),
     OB_PROXY_BODY_MEMORY_PER_KEY: String(KEY_SHARE),
+    OB_PROXY_BODY_MEMORY_PER_INSTANCE: String(DAEMON_BUDGET),
   });
   await cliJson(['instances', 'add', 'one', '--model', MODEL, '--endpoint', url], home);
   secrets.push(
@@ -158,26 +161,30 @@ const DAEMON_FULL_REFUSAL = {
   retry: ['1', undefined],
 };
 
-/** Sends `n` bodies per key at once; resolves with the refusals once all `refused` are in, the rest still held. */
-async function burst(
-  keys: string[],
-  n: number,
-  refused: number,
-): Promise<{ refusals: unknown[]; all: Promise<Answer[]> }> {
-  const answers = keys.flatMap((s) => Array.from({ length: n }, () => post(s)));
-  const settled: Answer[] = [];
-  for (const a of answers)
-    void a.then(
-      (x) => settled.push(x),
-      () => {},
-    );
-  await eventually(() => settled.length >= refused, `${refused} refusals answered`, 60_000);
-  const refusals = settled.map((a) => ({
-    status: a.status,
-    json: a.json,
-    retry: [a.headers['retry-after'], a.headers['retry-after-ms']],
-  }));
-  return { refusals, all: Promise.all(answers) };
+interface Refusal {
+  status: number;
+  json: unknown;
+  retry: unknown[];
+}
+
+function refusalOf(a: Answer): Refusal {
+  return { status: a.status, json: a.json, retry: [a.headers['retry-after'], a.headers['retry-after-ms']] };
+}
+
+/** Every request sent and not refused, until the model server is let go. */
+const pending: Promise<Answer>[] = [];
+
+/** Sends one body with `secret` and resolves once it is read whole: with the model server or queued. */
+async function hold(secret: string): Promise<void> {
+  const before = received + (await queueDepth());
+  pending.push(post(secret));
+  await eventually(async () => received + (await queueDepth()) === before + 1, 'the body held', 60_000);
+}
+
+/** Sends `n` bodies per key at once, where the budget has no room left for them: every one is refused. */
+async function burst(keys: string[], n: number): Promise<Refusal[]> {
+  const answers = await Promise.all(keys.flatMap((s) => Array.from({ length: n }, () => post(s))));
+  return answers.map(refusalOf);
 }
 
 it('near-limit bodies to a queued instance: refused past the key share and the daemon budget, RSS bounded', async () => {
@@ -185,16 +192,17 @@ it('near-limit bodies to a queued instance: refused past the key share and the d
   const before = rssBytes(pid);
 
   // One key alone: its share is held, the rest refused with 429 from the headers.
-  const first = await burst([secrets[0]!], PER_KEY, PER_KEY - HELD_PER_KEY);
-  expect(first.refusals).toEqual(Array.from({ length: PER_KEY - HELD_PER_KEY }, () => KEY_SHARE_REFUSAL));
+  for (let i = 0; i < HELD_PER_KEY; i++) await hold(secrets[0]!);
+  expect(await burst([secrets[0]!], PER_KEY - HELD_PER_KEY)).toEqual(
+    Array.from({ length: PER_KEY - HELD_PER_KEY }, () => KEY_SHARE_REFUSAL),
+  );
 
   // Seven keys more: the daemon's budget fills, and what is past it is refused, 503 or (for a key
   // already at its share) 429, every refusal whole.
-  const restRefused = (KEYS - 1) * PER_KEY - (HELD_IN_ALL - HELD_PER_KEY);
-  const rest = await burst(secrets.slice(1), PER_KEY, restRefused);
-  expect(rest.refusals).toHaveLength(restRefused);
-  for (const r of rest.refusals) expect([KEY_SHARE_REFUSAL, DAEMON_FULL_REFUSAL]).toContainEqual(r);
-  expect(rest.refusals.filter((r) => (r as { status: number }).status === 503).length).toBeGreaterThan(0);
+  for (let i = 0; i < HELD_IN_ALL - HELD_PER_KEY; i++) await hold(secrets[1 + (i % (KEYS - 1))]!);
+  const rest = await burst(secrets.slice(1), PER_KEY);
+  for (const r of rest) expect([KEY_SHARE_REFUSAL, DAEMON_FULL_REFUSAL]).toContainEqual(r);
+  expect(rest.filter((r) => r.status === 503).length).toBeGreaterThan(0);
 
   // The bodies held have been read whole: one is with the model server, the others wait in the queue.
   await eventually(async () => (await queueDepth()) === HELD_IN_ALL - 1, 'the held requests queued', 60_000);
@@ -202,7 +210,7 @@ it('near-limit bodies to a queued instance: refused past the key share and the d
   const during = rssBytes(pid);
   // A key at its share is told so first, whatever the daemon's room; a chunked body (no
   // Content-Length) is held as it arrives, and refused at its first chunk past the share.
-  expect((await burst([secrets[0]!], 1, 1)).refusals).toEqual([KEY_SHARE_REFUSAL]);
+  expect(await burst([secrets[0]!], 1)).toEqual([KEY_SHARE_REFUSAL]);
   const chunked = await request(`${serve.baseUrl}/v1/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${secrets[0]!}` },
@@ -222,7 +230,7 @@ it('near-limit bodies to a queued instance: refused past the key share and the d
   // The model server answers: every held request is served, and the budget is whole again.
   letGo = true;
   for (const res of held.splice(0)) answer(res);
-  const served = [...(await first.all), ...(await rest.all)].filter((a) => a.status === 200);
+  const served = (await Promise.all(pending)).filter((a) => a.status === 200);
   expect(served).toHaveLength(HELD_IN_ALL);
   for (const a of served)
     expect(a.json).toMatchObject({ object: 'chat.completion', choices: [{ message: { content: 'done' } }] });
