@@ -110,6 +110,7 @@ export function handleShow(
     `{"modelfile":${JSON.stringify(modelfile)},"template":"{{ .Prompt }}","details":${details(model, '')},` +
     `"model_info":{"general.architecture":"llama","general.parameter_count":${size(model)},` +
     `"llama.context_length":131072,"llama.embedding_length":4096,"tokenizer.ggml.model":"gpt2"},` +
+    `"tensors":[{"name":"token_embd.weight","type":"Q4_K","shape":[4096,262144]}],` +
     `"capabilities":["completion","tools"],"modified_at":"${goTime(modifiedAt)}"}`;
   sendJson(res, 200, card, GIN_JSON_CT);
 }

@@ -96,16 +96,23 @@ interface Generation {
   model: string;
   /** `message` (chat) or `response` (generate). */
   text: (t: string) => string;
+  /** Generate's done line also gives the token ids of prompt and answer, to continue from (`context`). */
+  context: boolean;
 }
 
 const chatText = (t: string): string => `"message":{"role":"assistant","content":${JSON.stringify(t)}}`;
 const generateText = (t: string): string => `"response":${JSON.stringify(t)}`;
 
+/** Made-up token ids, one per token of prompt and answer. */
+function contextIds(n: number): string {
+  return `[${Array.from({ length: n }, (_, i) => 100 + i).join(',')}]`;
+}
+
 function doneLine(g: Generation, reason: string, prompt: number, completion: number, text: string): string {
   const ns = 1_000_000;
   return (
     `{"model":${JSON.stringify(g.model)},"created_at":"${goTime()}",${g.text(text)},"done":true,` +
-    `"done_reason":"${reason}","total_duration":${(prompt + completion + 2) * ns},"load_duration":${ns},` +
+    `"done_reason":"${reason}",${g.context ? `"context":${contextIds(prompt + completion)},` : ''}"total_duration":${(prompt + completion + 2) * ns},"load_duration":${ns},` +
     `"prompt_eval_count":${prompt},"prompt_eval_duration":${prompt * ns},"eval_count":${completion},` +
     `"eval_duration":${completion * ns}}`
   );
@@ -156,7 +163,7 @@ export function handleNativeChat(job: Job, parsed: ParsedBody, env: ChatEnv, loa
   const cap = numPredict(job, body.options);
   if (cap === undefined) return;
   loaded.touch(body.model as string);
-  const g = { model: body.model as string, text: chatText };
+  const g = { model: body.model as string, text: chatText, context: false };
   const messages = Array.isArray(body.messages) ? body.messages : [];
   if (messages.length === 0) {
     loadOnly(job, g);
@@ -172,7 +179,7 @@ export function handleNativeGenerate(job: Job, parsed: ParsedBody, env: ChatEnv,
   const cap = numPredict(job, body.options);
   if (cap === undefined) return;
   loaded.touch(body.model as string);
-  const g = { model: body.model as string, text: generateText };
+  const g = { model: body.model as string, text: generateText, context: true };
   const prompt = typeof body.prompt === 'string' ? body.prompt : '';
   if (prompt === '') {
     loadOnly(job, g);

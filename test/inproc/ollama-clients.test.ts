@@ -134,6 +134,7 @@ describe('ollama-js through the gateway', () => {
       'template',
       'details',
       'model_info',
+      'tensors',
       'capabilities',
       'modified_at',
     ]);

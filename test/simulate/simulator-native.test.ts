@@ -78,6 +78,7 @@ describe('POST /api/chat and /api/generate', () => {
       response: 't0 t1 ',
       done: true,
       done_reason: 'length',
+      context: [100, 101, 102, 103],
       ...COUNTS,
       eval_count: 2,
     });
@@ -193,6 +194,7 @@ describe('POST /api/embed, GET /api/tags, /api/ps, /api/version, POST /api/show'
       'template',
       'details',
       'model_info',
+      'tensors',
       'capabilities',
       'modified_at',
     ]);
