@@ -53,14 +53,11 @@ function ndjsonRelayOf(base: typeof StreamRelay): typeof StreamRelay {
   let made = NDJSON_RELAYS.get(base);
   if (made === undefined) {
     made = class NdjsonStreamRelay extends base {
+      // The headers leave with the first line, as Ollama sends them.
       protected override start(): void {
         this.begun = true;
-        const res = this.c.res;
         const head = ['content-type', NDJSON_TYPE, 'cache-control', 'no-cache', 'x-accel-buffering', 'no'];
-        res.writeHead(200, [...(this.c.headers ?? []), ...head, 'x-request-id', this.c.reqId]);
-        setImmediate(() => {
-          if (!res.headersSent && !res.destroyed) res.flushHeaders();
-        });
+        this.c.res.writeHead(200, [...(this.c.headers ?? []), ...head, 'x-request-id', this.c.reqId]);
       }
 
       protected override end(): void {
