@@ -1,6 +1,7 @@
 /**
  * A simulated Ollama model server (`ob-proxy simulate`): a plain `node:http` server speaking
- * Ollama's OpenAI-compatible API (Ollama's openai/openai.go), with failure modes, per-request directives
+ * Ollama's OpenAI-compatible API (Ollama's openai/openai.go) and its own (`/api/chat`,
+ * `/api/generate`, `/api/embed`, `/api/tags`, `/api/ps`, `/api/show`, `/api/version`), with failure modes, per-request directives
  * and request recording, for the demo, end-to-end and fault tests, and benchmarks.
  *
  *   const sim = buildSimulator({ models: ['gemma4:26b'] });
@@ -19,6 +20,8 @@ import { errorBody } from './sim-responses.js';
 import { handleResponses, routeMissing } from './sim-responses-api.js';
 import { handleCompletions } from './sim-completions.js';
 import { handleMessages } from './sim-messages.js';
+import { handleNativeChat, handleNativeEmbed, handleNativeGenerate } from './sim-native.js';
+import { LoadedModels, handlePs, handleShow, handleTags } from './sim-native-info.js';
 import {
   DEFAULT_KNOBS,
   DEFAULT_RECORD_LIMIT,
@@ -37,6 +40,8 @@ export { SimConfigError } from './sim-directives.js';
 const TEXT_CT = 'text/plain; charset=utf-8';
 const GIN_JSON_CT = 'application/json; charset=utf-8';
 const VERSION_BODY = '{"version":"0.33.0-sim"}';
+/** Ollama's own API's POST routes (sim-native.ts, sim-native-info.ts). */
+const NATIVE_POSTS = new Set(['/api/chat', '/api/generate', '/api/embed', '/api/show']);
 
 /** Go's json decoder wording for bodies that do not parse (approximate, from V8's message). */
 function parseBody(raw: string): ParsedBody {
@@ -79,6 +84,7 @@ export function buildSimulator(options: SimulatorOptions): Simulator {
   const jobs = new Set<Job>();
   const hostAllowed = makeHostCheck();
   const bornAt = Math.floor(Date.now() / 1000);
+  const loaded = new LoadedModels();
   let hostCheck = true;
   let closing = false;
   let holding: { done: Promise<void>; release: () => void } | null = null;
@@ -204,8 +210,23 @@ export function buildSimulator(options: SimulatorOptions): Simulator {
       });
       return;
     }
+    if (method === 'POST' && NATIVE_POSTS.has(path)) {
+      readBody(req, (raw) => {
+        const parsed = parseBody(raw);
+        job.record.body = parsed.ok ? parsed.value : raw;
+        recorder.changed(job.record);
+        if (job.done) return;
+        if (path === '/api/chat') handleNativeChat(job, parsed, env, loaded);
+        else if (path === '/api/generate') handleNativeGenerate(job, parsed, env, loaded);
+        else if (path === '/api/embed') handleNativeEmbed(job, parsed, env, loaded);
+        else handleShow(res, parsed, (m) => models.has(m), bornAt * 1000);
+      });
+      return;
+    }
     recorder.changed(job.record);
-    if (get && path === '/v1/models') {
+    if (get && path === '/api/tags') handleTags(res, models, bornAt * 1000);
+    else if (get && path === '/api/ps') handlePs(res, loaded);
+    else if (get && path === '/v1/models') {
       const data = models.size === 0 ? 'null' : `[${[...models].map(modelObject).join(',')}]`;
       sendJson(res, 200, `{"object":"list","data":${data}}\n`);
     } else if (get && path.startsWith('/v1/models/') && path.indexOf('/', 11) < 0) {

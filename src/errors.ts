@@ -9,6 +9,7 @@ export type ErrorType =
   | 'authentication_error'
   | 'not_found_error'
   | 'conflict_error'
+  | 'permission_error'
   | 'rate_limit_error'
   | 'api_error'
   | 'store_error';
@@ -90,6 +91,12 @@ export const ERRORS = {
     status: 404,
     type: 'not_found_error',
     message: 'No such model for this API key. GET /v1/models lists the one model it serves.',
+  },
+  management_route: {
+    status: 403,
+    type: 'permission_error',
+    message:
+      "This route manages the model server (pulling, pushing, creating, copying or deleting models and blobs): that is the operator's, never an API key's. Ask the operator for the model you need.",
   },
   route_not_found: {
     status: 404,
@@ -288,10 +295,23 @@ export class ObProxyError extends Error {
     return { type: 'error', error: { type: anthropicType(this.status), message: this.message, code: this.wireCode } };
   }
 
+  /**
+   * Ollama's own error shape (its native API, `/api/*`): `{"error": "<message>"}`, which its
+   * clients read, and our stable code beside it in `code`.
+   */
+  toOllamaBody(): OllamaErrorBody {
+    return { error: this.message, code: this.wireCode };
+  }
+
   /** The OpenAI error envelope, which every OpenAI SDK parses. */
   toBody(): ErrorBody {
     return { error: { message: this.message, type: this.type, code: this.wireCode, param: this.param } };
   }
+}
+
+export interface OllamaErrorBody {
+  error: string;
+  code: string;
 }
 
 export interface AnthropicErrorBody {

@@ -54,6 +54,9 @@ const OTHER_ROUTES = new Map([
   ['/v1/responses', 1],
   ['/v1/completions', 2],
   ['/v1/messages', 3],
+  ['/api/chat', 4],
+  ['/api/generate', 5],
+  ['/api/embed', 6],
 ]);
 
 /** The place in ROUTES of an API other than chat that the request was on, or -1. */

@@ -19,6 +19,7 @@ import { makeChatHandler } from './chat-completions.js';
 import { makeResponsesHandler } from './responses.js';
 import { makeCompletionsHandler } from './completions.js';
 import { anthropicErrors, makeCountTokensHandler, makeMessagesHandler } from './messages.js';
+import { registerOllamaRoutes } from './ollama.js';
 import { clientErrorHandler } from './client-error.js';
 import { refusedSinceHeaders } from './exchange-end.js';
 import { connectionCaps, descriptorLimit, limitConnections, servePipelinedInOrder } from './connection-limits.js';
@@ -129,6 +130,8 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
     { onRequest: [anthropicErrors, makeAuthHook(ctx, true, true)] },
     makeCountTokensHandler(ctx),
   );
+  // Ollama's own API under /api, for its own clients (ollama.ts).
+  registerOllamaRoutes(app, ctx);
 
   // The key's one model, whatever the instance's state (OpenAI's list and model shapes), with
   // its pack's end and whether it is near when it has one (docs/contract.md §3.8).

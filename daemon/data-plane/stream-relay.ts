@@ -39,7 +39,7 @@ export class StreamRelay extends Relay {
   private readonly pending = new OutputBatch();
   private scheduled = false;
   /** The 200 and its headers are written: failures are told with an error event from now on. */
-  private begun = false;
+  protected begun = false;
   /** Bytes read after [DONE]. */
   private drained = 0;
 

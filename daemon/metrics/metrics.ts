@@ -12,7 +12,15 @@ import { Buckets, InstanceSeries, type KeySeries, registerHistogram } from './ho
 export const GONE_RETAIN_MS = 15 * 60_000;
 
 /** The client APIs, in the order their answers are counted (AnswerCounter): chat first. */
-export const ROUTES = ['chat', 'responses', 'completions', 'messages'] as const;
+export const ROUTES = [
+  'chat',
+  'responses',
+  'completions',
+  'messages',
+  'ollama_chat',
+  'ollama_generate',
+  'ollama_embed',
+] as const;
 
 /** The values of the second label of the instance-labelled prom-client series, for dropping them. */
 const UPSTREAM_KINDS = ['upstream_unavailable', 'upstream_timeout', 'upstream_error'];
@@ -62,7 +70,7 @@ export class Metrics {
     const keyLabel = opts.keyLabel;
     new Counter({
       name: 'ob_proxy_requests_total',
-      help: 'Requests answered, by instance, key id and HTTP status (refused before a key was known: instance and key empty); route for the APIs other than chat completions (responses, completions, messages).',
+      help: 'Requests answered, by instance, key id and HTTP status (refused before a key was known: instance and key empty); route for the APIs other than chat completions (responses, completions, messages, ollama_chat, ollama_generate, ollama_embed).',
       labelNames: keyLabel ? ['instance', 'key', 'code', 'route'] : ['instance', 'code', 'route'],
       registers,
       collect() {

@@ -22,7 +22,7 @@ import { StreamFacts } from './stream-facts.js';
 /** What a model route's span is called by: its `gen_ai.operation.name` and `gen_ai.provider.name`. */
 export interface RouteTrace {
   operation: string;
-  /** The flavour of the API spoken to the model server: Anthropic's for Messages, else OpenAI's. */
+  /** The flavour of the API spoken to the model server: Anthropic's for Messages, Ollama's for its own, else OpenAI's. */
   provider: string;
 }
 
@@ -32,6 +32,9 @@ const ROUTES: Readonly<Record<string, RouteTrace>> = {
   '/v1/responses': { operation: 'chat', provider: 'openai' },
   '/v1/messages': { operation: 'chat', provider: 'anthropic' },
   '/v1/completions': { operation: 'text_completion', provider: 'openai' },
+  '/api/chat': { operation: 'chat', provider: 'ollama' },
+  '/api/generate': { operation: 'text_completion', provider: 'ollama' },
+  '/api/embed': { operation: 'embeddings', provider: 'ollama' },
 };
 
 export function routeTraceOf(request: FastifyRequest): RouteTrace | null {
@@ -77,6 +80,7 @@ function finishReasonsOf(body: Record<string, unknown>): string[] | null {
     return reasons.length > 0 ? reasons : null;
   }
   if (typeof body.stop_reason === 'string') return [body.stop_reason];
+  if (typeof body.done_reason === 'string') return [body.done_reason];
   const incomplete = (body.incomplete_details as { reason?: unknown } | null | undefined)?.reason;
   if (typeof incomplete === 'string') return [incomplete];
   return typeof body.status === 'string' ? [body.status] : null;

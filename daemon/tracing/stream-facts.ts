@@ -15,10 +15,13 @@
 /**
  * Why a stream ended, in the words of the API the model server spoke, tried in this order: chat's
  * `finish_reason`, Messages' `stop_reason` (in `message_delta`), then a Responses stream's
- * `incomplete_details.reason` and else the `status` of its last event. No stream of one API
- * carries the others' keys, so the first found is the one that counts.
+ * `incomplete_details.reason` and else the `status` of its last event, then Ollama's own stream's
+ * `done_reason`. No stream of one API carries the others' keys, so the first found is the one
+ * that counts.
  */
-const FINISH_KEYS = ['"finish_reason"', '"stop_reason"', '"reason"', '"status"'].map((k) => Buffer.from(k));
+const FINISH_KEYS = ['"finish_reason"', '"stop_reason"', '"reason"', '"status"', '"done_reason"'].map((k) =>
+  Buffer.from(k),
+);
 const MODEL = Buffer.from('"model"');
 /** The longest value kept; a longer one is not a model name or a finish reason a server sends. */
 const MAX_VALUE = 128;

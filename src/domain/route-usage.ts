@@ -9,14 +9,23 @@ export interface RouteUsage {
   completionTokens: number;
 }
 
-/** By route name (`chat`, `responses`, `completions`, `messages`). */
+/** By route name (`chat`, `responses`, `completions`, `messages`, `ollama_chat`, ...). */
 export type UsageByRoute = Record<string, RouteUsage>;
 
 /**
  * The routes in the order reports list them: the order of docs/compatibility.md. A name not
  * listed here (counted by a newer daemon sharing the store) comes after them, alphabetically.
  */
-export const USAGE_ROUTES = ['chat', 'responses', 'completions', 'messages', 'count_tokens'] as const;
+export const USAGE_ROUTES = [
+  'chat',
+  'responses',
+  'completions',
+  'messages',
+  'count_tokens',
+  'ollama_chat',
+  'ollama_generate',
+  'ollama_embed',
+] as const;
 
 /** A route name as a store may hold it: a short lower-case word (never `__proto__` and the like). */
 export const ROUTE_NAME_RE = /^[a-z][a-z0-9_-]{0,31}$/;

@@ -1,0 +1,183 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
+import { NdjsonRelay } from '../../src/apis/ollama/ndjson-relay.js';
+import {
+  type OllamaRequest,
+  parseOllamaChatBody,
+  parseOllamaEmbedBody,
+  parseOllamaGenerateBody,
+  validateOllamaChat,
+  validateOllamaEmbed,
+  validateOllamaGenerate,
+} from '../../src/apis/ollama/request.js';
+import { tokenCount } from '../../src/wire/chat-response.js';
+import type { Json } from '../../src/wire/request-checks.js';
+import { obError } from '../../src/errors.js';
+import type { DaemonContext } from '../context.js';
+import { makeAuthHook } from './auth-hook.js';
+import { answerErrorsAsOllama } from './error-shape.js';
+import { registerOllamaInfo } from './ollama-info.js';
+import { PlainRelay } from './plain-relay.js';
+import { type WireApi, makeProxyHandler, streamRelayFor } from './proxied-route.js';
+import { replyError } from './send-error.js';
+import { StreamRelay } from './stream-relay.js';
+
+/**
+ * A plain answer of Ollama's native API (`/api/chat`, `/api/generate`, `/api/embed`): a JSON
+ * object, passed on as its bytes came (there is no id to replace). Usage from its
+ * `prompt_eval_count` and `eval_count`.
+ */
+class OllamaPlainRelay extends PlainRelay {
+  protected override answer(raw: Buffer, _text: string, parsed: unknown): void {
+    const body = parsed as Json | null;
+    if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+      this.notAnAnswer('an Ollama answer');
+      return;
+    }
+    this.send(raw, body, tokenCount(body.prompt_eval_count), tokenCount(body.eval_count), 0);
+  }
+}
+
+/** Ollama's content type for a stream; its lines are JSON objects, one a line. */
+const NDJSON_TYPE = 'application/x-ndjson';
+const NEWLINE = Buffer.from('\n');
+
+/**
+ * The stream relay of a native stream: the same one as every API's (back-pressure, deadlines,
+ * revocations, our error as the client's last line), with Ollama's content type, and the body's
+ * end completing a last line left without its newline (a model-load answer is one bare object).
+ * Made once for each stream relay class (the plain one, the traced one), not per request.
+ */
+const NDJSON_RELAYS = new Map<typeof StreamRelay, typeof StreamRelay>();
+
+function ndjsonRelayOf(base: typeof StreamRelay): typeof StreamRelay {
+  let made = NDJSON_RELAYS.get(base);
+  if (made === undefined) {
+    made = class NdjsonStreamRelay extends base {
+      // The headers leave with the first line, as Ollama sends them.
+      protected override start(): void {
+        this.begun = true;
+        const head = ['content-type', NDJSON_TYPE, 'cache-control', 'no-cache', 'x-accel-buffering', 'no'];
+        this.c.res.writeHead(200, [...(this.c.headers ?? []), ...head, 'x-request-id', this.c.reqId]);
+      }
+
+      protected override end(): void {
+        this.data(NEWLINE);
+        super.end();
+      }
+    };
+    NDJSON_RELAYS.set(base, made);
+  }
+  return made;
+}
+
+/** The WireApi of a generating native route: `/api/chat` or `/api/generate`. */
+function generating(
+  ctx: DaemonContext,
+  route: string,
+  logMessage: string,
+  path: string,
+  parse: (raw: Buffer) => Json,
+  validate: (body: Json) => OllamaRequest,
+): WireApi<OllamaRequest> {
+  return {
+    route,
+    logMessage,
+    upstreamPath: path,
+    parse,
+    validate,
+    upstream: (raw) => raw,
+    // Ollama's answers carry no id: nothing of ours goes in them.
+    newId: () => '',
+    relay(_ctx, rc, req) {
+      if (!req.stream) return new OllamaPlainRelay(rc);
+      return new (ndjsonRelayOf(streamRelayFor(ctx, rc)))(
+        rc,
+        new NdjsonRelay(rc.limits.maxFrameBytes, rc.upstreamToken),
+      );
+    },
+    support: null,
+    fallback: null,
+  };
+}
+
+export function ollamaChatApi(ctx: DaemonContext): WireApi<OllamaRequest> {
+  return generating(ctx, 'ollama_chat', 'ollama chat', '/api/chat', parseOllamaChatBody, validateOllamaChat);
+}
+
+export function ollamaGenerateApi(ctx: DaemonContext): WireApi<OllamaRequest> {
+  return generating(
+    ctx,
+    'ollama_generate',
+    'ollama generate',
+    '/api/generate',
+    parseOllamaGenerateBody,
+    validateOllamaGenerate,
+  );
+}
+
+/** `/api/embed`: passed through where the instance's model serves it; its usage is its input. */
+export function ollamaEmbedApi(): WireApi<OllamaRequest> {
+  return {
+    route: 'ollama_embed',
+    logMessage: 'ollama embed',
+    upstreamPath: '/api/embed',
+    parse: parseOllamaEmbedBody,
+    validate: validateOllamaEmbed,
+    upstream: (raw) => raw,
+    newId: () => '',
+    relay: (_ctx, rc) => new OllamaPlainRelay(rc),
+    support: null,
+    fallback: null,
+  };
+}
+
+const JSON_TYPE = /^application\/json\s*(;|$)/i;
+
+/**
+ * The request path of a native route. Ollama reads every body as JSON whatever its Content-Type
+ * (its own docs' curl lines send `-d` alone, which says form data), so such a body is taken as
+ * JSON here too; the body's bytes must still be UTF-8 JSON (json-body.ts).
+ */
+export function makeOllamaHandler(ctx: DaemonContext, api: WireApi<OllamaRequest>) {
+  const proxied = makeProxyHandler(ctx, api);
+  return function ollamaRoute(request: FastifyRequest, reply: FastifyReply): void {
+    if (!JSON_TYPE.test(request.headers['content-type'] ?? '')) request.headers['content-type'] = 'application/json';
+    proxied(request, reply);
+  };
+}
+
+/** The route's first hook, before the key's: every error on it, from here on, in Ollama's shape. */
+export function ollamaErrors(_request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
+  answerErrorsAsOllama(reply.raw);
+  done();
+}
+
+/** What manages the model server: the operator's, refused to every key (403 management_route). */
+const MANAGEMENT = /^\/api\/(pull|push|create|copy|delete|blobs(\/[^/]*)?)\/?$/;
+
+const SERVED =
+  'POST /api/chat, POST /api/generate, POST /api/embed, POST /api/show, GET /api/tags, GET /api/ps and GET /api/version';
+
+/**
+ * Ollama's own API on `app`, for its own clients (ollama-js, Open WebUI, LangChain's ChatOllama):
+ * the generating routes on the one request path, the listings and cards (ollama-info.ts), and
+ * every other path under /api answered in Ollama's error shape, those that manage the model
+ * server with 403 before any key is looked at (no key may use them), the rest with 404.
+ */
+export function registerOllamaRoutes(app: FastifyInstance, ctx: DaemonContext): void {
+  const sent = [ollamaErrors, makeAuthHook(ctx, true)];
+  app.post('/api/chat', { onRequest: sent }, makeOllamaHandler(ctx, ollamaChatApi(ctx)));
+  app.post('/api/generate', { onRequest: sent }, makeOllamaHandler(ctx, ollamaGenerateApi(ctx)));
+  app.post('/api/embed', { onRequest: sent }, makeOllamaHandler(ctx, ollamaEmbedApi()));
+  registerOllamaInfo(app, ctx, [ollamaErrors, makeAuthHook(ctx, false)]);
+  app.all('/api/*', { onRequest: ollamaErrors }, async (request, reply) => {
+    const path = request.url.split('?')[0] as string;
+    if (MANAGEMENT.test(path)) return replyError(reply, obError('management_route'));
+    return replyError(
+      reply,
+      obError('route_not_found', {
+        message: `No route ${request.method} ${path}. Ollama's API here serves ${SERVED}.`,
+      }),
+    );
+  });
+}
