@@ -7,9 +7,11 @@ import type { ConfirmationView } from '../src/services/revocation-confirmation.j
 import type { LiveStatsView } from '../src/services/live-stats.js';
 import type { UsageReport } from '../src/wire/usage-report.js';
 import type {
+  AddedView,
   InstanceView,
   KeyView,
   KeyWithSecret,
+  ModelsView,
   ReadyView,
   RevocationView,
   RevokedKeyView,
@@ -106,7 +108,7 @@ export class DaemonClient {
     endpoint?: string | undefined;
     packEndsAt?: string | undefined;
     upstreamTokenFile?: string | undefined;
-  }): Promise<InstanceView> {
+  }): Promise<AddedView> {
     return this.call('POST', '/v1/instances', input);
   }
   ready(
@@ -132,6 +134,13 @@ export class DaemonClient {
   }
   remove(id: string): Promise<InstanceView> {
     return this.call('DELETE', `/v1/instances/${encodeURIComponent(id)}`);
+  }
+  models(): Promise<ModelsView> {
+    return this.call('GET', '/v1/models');
+  }
+  /** `allow` ids to add, `disallow` ids to take away: the list after. Fields not given are not sent. */
+  changeModels(change: { allow?: string[]; disallow?: string[] }): Promise<ModelsView> {
+    return this.call('POST', '/v1/models', change);
   }
   listKeys(instance?: string): Promise<KeyView[]> {
     return this.call('GET', `/v1/keys${instance === undefined ? '' : `?instance=${encodeURIComponent(instance)}`}`);

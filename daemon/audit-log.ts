@@ -27,6 +27,7 @@ export function logAudit(deps: {
         ...(e.reason === undefined ? {} : { reason: e.reason }),
         ...(e.limits === undefined ? {} : { limits: e.limits }),
         ...(e.aliases === undefined ? {} : { aliases: e.aliases }),
+        ...(e.models === undefined ? {} : { models: e.models }),
         seq: e.seq,
         ...(origin === 'remote' ? { origin } : {}),
       },

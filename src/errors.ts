@@ -172,6 +172,11 @@ export const ERRORS = {
     type: 'invalid_request_error',
     message: 'Unknown model id.',
   },
+  model_in_use: {
+    status: 409,
+    type: 'conflict_error',
+    message: 'The model cannot be disallowed while an instance that is not terminated runs it.',
+  },
   instance_not_found: {
     status: 404,
     type: 'not_found_error',

@@ -89,7 +89,8 @@ export type AuditEventType =
   | 'key.created'
   | 'key.revealed'
   | 'key.revoked'
-  | 'key.limited';
+  | 'key.limited'
+  | 'models.changed';
 
 /** The audit trail: every key event and instance change, in order. Never holds a secret. */
 export interface AuditEvent {
@@ -106,6 +107,8 @@ export interface AuditEvent {
   limits?: KeyLimits;
   /** instance.aliased: the instance's aliases after the change. */
   aliases?: readonly string[];
+  /** models.changed (whose `instance` is empty: the list is the store's, no instance's): the allowed list after. */
+  models?: readonly string[];
 }
 
 export function emptyUsage(): KeyUsage {

@@ -175,6 +175,7 @@ export class PostgresStore implements Store {
       );
       const byRoute = await loadUsageByRoute(client);
       const events = await client.query<{ record: AuditEvent }>('SELECT record FROM ob_events ORDER BY seq');
+      const models = await client.query<{ value: string[] }>("SELECT value FROM ob_settings WHERE name = 'models'");
       // The same snapshot: the revocations it holds, and where the next read of them starts.
       const revs = await client.query<{ rev_xmax: string; rev_xip: string[]; revocations: KeyRecord[] }>(
         `SELECT ${revocationsSince(1)}`,
@@ -206,6 +207,7 @@ export class PostgresStore implements Store {
           lastUsedAt: r.last_used_at,
         })),
         events: events.rows.map((r) => r.record),
+        ...(models.rows[0] === undefined ? {} : { models: models.rows[0].value }),
       };
       const valid = validateStoreData(this.location, data);
       this.ledger.revokedWins(valid, revs.rows[0]!.revocations, this.writeBack.journalRecords());

@@ -57,8 +57,25 @@ export interface RevocationView {
   reason: RevokeReason;
 }
 
+/** `models list`: the ids an instance may be added with, and what runs each. */
+export interface ModelsView {
+  /** Each allowed id, with the instances that are not terminated running it (they keep it allowed). */
+  models: { id: string; instances: string[] }[];
+  /**
+   * `store`: the list `models allow`/`disallow` wrote, the same on every daemon of the store;
+   * `start`: never written, this daemon's OB_PROXY_MODELS (or the default ids).
+   */
+  source: 'store' | 'start';
+}
+
 export interface KeyWithSecret extends KeyView {
   secret: string;
+}
+
+/** `instances add`: the instance, and what its model server said when it lacks the model. */
+export interface AddedView extends InstanceView {
+  /** The model server answered but does not list the instance's model (what it lists, named). */
+  modelNotServed?: string;
 }
 
 export interface ReadyView extends InstanceView {

@@ -369,7 +369,7 @@ it('OB_PROXY_MODELS replaces the model ids the daemon accepts', async () => {
     const refused = await other.manage('POST', '/v1/instances', { id: 'q1', model: OTHER });
     expect(refused.status).toBe(400);
     expect((refused.json as { error: { message: string } }).error.message).toContain(
-      'use one of llama3.3:70b, gemma4:26b',
+      'the allowed models are llama3.3:70b, gemma4:26b.',
     );
   } finally {
     await other.close();
