@@ -15,6 +15,7 @@ import type {
   ReadyView,
   RevocationView,
   RevokedKeyView,
+  RotatedKeyView,
   StatusView,
 } from '../src/wire/views.js';
 import { type SocketResponse, socketRequest } from './socket-http.js';
@@ -151,6 +152,17 @@ export class DaemonClient {
   /** Fields absent are kept, null removes the limit. */
   setKeyLimits(id: string, limits: Partial<KeyLimits>): Promise<KeyView> {
     return this.call('POST', `/v1/keys/${encodeURIComponent(id)}/limits`, limits);
+  }
+  getKey(id: string): Promise<KeyView> {
+    return this.call('GET', `/v1/keys/${encodeURIComponent(id)}`);
+  }
+  /** `graceSeconds` only when given: 0 and absent both revoke the old key at once. */
+  rotateKey(id: string, graceSeconds?: number): Promise<RotatedKeyView> {
+    return this.call(
+      'POST',
+      `/v1/keys/${encodeURIComponent(id)}/rotate`,
+      graceSeconds === undefined ? {} : { graceSeconds },
+    );
   }
   revokeKey(id: string): Promise<RevokedKeyView> {
     return this.call('POST', `/v1/keys/${encodeURIComponent(id)}/revoke`, {});

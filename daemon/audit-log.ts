@@ -28,6 +28,7 @@ export function logAudit(deps: {
         ...(e.limits === undefined ? {} : { limits: e.limits }),
         ...(e.aliases === undefined ? {} : { aliases: e.aliases }),
         ...(e.models === undefined ? {} : { models: e.models }),
+        ...(e.newKeyId === undefined ? {} : { newKey: e.newKeyId, revokeAt: e.revokeAt }),
         seq: e.seq,
         ...(origin === 'remote' ? { origin } : {}),
       },

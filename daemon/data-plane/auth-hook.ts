@@ -141,8 +141,9 @@ export function refuse(
     replyError(reply, obError('store_unreachable'), { ...headers, 'retry-after': '5' });
     return;
   }
-  // A pack that ended between timer ticks: revoke now; this request is already refused.
-  if (result.packEnded === true) endDuePacksSoon(ctx);
+  // A pack or a rotation's grace that ended between timer ticks: revoke now; this request is
+  // already refused.
+  if (result.packEnded === true || result.graceEnded === true) endDuePacksSoon(ctx);
   ctx.metrics?.keyRefused(result.code);
   const extra =
     result.code === 'deployment_not_ready' && result.instance !== undefined

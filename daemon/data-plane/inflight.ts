@@ -141,7 +141,7 @@ export function watchRevocations(ctx: DaemonContext): () => void {
       // requireReady false: a deployment moved back to pending keeps its keys, and its streams.
       const r = registry.check(key, now, false);
       if (r.ok) return null;
-      if (r.packEnded === true) packDue = true;
+      if (r.packEnded === true || r.graceEnded === true) packDue = true;
       return inflightError(r.packEnded === true || key.revokeReason === 'pack_ended');
     });
     if (packDue) endDuePacksSoon(ctx);

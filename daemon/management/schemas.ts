@@ -64,6 +64,8 @@ export const CREATE_KEY_BODY = object(
   ['instance', 'name'],
 );
 export const LIMITS_BODY = { ...LIMITS, type: ['object', 'null'] };
+// At most 30 days (the core's ROTATION_GRACE_MAX_MS); 0 or absent: the old key revoked at once.
+export const ROTATE_BODY = optionalObject({ graceSeconds: { type: 'integer', minimum: 0, maximum: 30 * 86_400 } });
 export const INSTANCE_QUERY = object({ instance: STRING });
 export const AUDIT_QUERY = object({ instance: STRING, limit: STRING });
 export const USAGE_QUERY = object({ instance: STRING, key: STRING, since: STRING });
@@ -120,6 +122,7 @@ const HINTS: Record<string, string> = {
   key: 'key must be a key id: list them with `ob-proxy keys list`.',
   since: `since ${DATE}`,
   limit: 'limit must be a number of events.',
+  graceSeconds: 'graceSeconds must be a whole number of seconds from 0 to 30 days.',
   ...Object.fromEntries(LIMIT_NAMES.map((n) => [n, `--${n} must be a whole number from 1 to ${LIMIT_MAX}, or none.`])),
 };
 

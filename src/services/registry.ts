@@ -19,6 +19,8 @@ export type AuthResult =
       key?: KeyRecord;
       instance?: Instance;
       packEnded?: boolean;
+      /** The key's rotation grace has ended: refused already, its revocation to be written. */
+      graceEnded?: boolean;
     };
 
 /**
@@ -156,6 +158,11 @@ export class MutableRegistry implements Registry, KeyCounters {
     this.limited.delete(key.id);
   }
 
+  /** An active key to be revoked at `at`: the request path refuses it from then on (check). */
+  scheduleRevocation(key: KeyRecord, at: string): void {
+    key.revokeAt = at;
+  }
+
   setLimits(key: KeyRecord, limits: KeyLimits): void {
     key.limits = { ...limits };
     this.track(key);
@@ -224,6 +231,10 @@ export class MutableRegistry implements Registry, KeyCounters {
     if (instance === undefined || instance.deployment !== key.deployment)
       return { ok: false, code: 'deployment_not_found', key };
     if (key.status !== 'active') return { ok: false, code: 'revoked_api_key', key, instance };
+    // A rotated key past its grace: refused between timer ticks, and after a restart before the
+    // revocation is written. Absent on every other key, so one comparison for them.
+    if (key.revokeAt != null && this.revokeAtMs(key, key.revokeAt) <= nowMs)
+      return { ok: false, code: 'revoked_api_key', key, instance, graceEnded: true };
     if (instance.packEndsAt !== null && this.packEndMs(instance, instance.packEndsAt) <= nowMs && isLive(instance)) {
       return { ok: false, code: 'revoked_api_key', key, instance, packEnded: true };
     }
@@ -233,14 +244,24 @@ export class MutableRegistry implements Registry, KeyCounters {
     return { ok: true, key, instance };
   }
 
-  /** Pack ends as milliseconds, parsed once per instance and date rather than per request. */
+  /** Pack ends and rotation graces as milliseconds, parsed once per record and date rather than per request. */
   private readonly packEnds = new Map<string, { at: string; ms: number }>();
+  private readonly revokeAts = new Map<string, { at: string; ms: number }>();
 
   private packEndMs(instance: Instance, at: string): number {
     let e = this.packEnds.get(instance.id);
     if (e === undefined || e.at !== at) {
       e = { at, ms: Date.parse(at) };
       this.packEnds.set(instance.id, e);
+    }
+    return e.ms;
+  }
+
+  private revokeAtMs(key: KeyRecord, at: string): number {
+    let e = this.revokeAts.get(key.id);
+    if (e === undefined || e.at !== at) {
+      e = { at, ms: Date.parse(at) };
+      this.revokeAts.set(key.id, e);
     }
     return e.ms;
   }

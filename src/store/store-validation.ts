@@ -45,6 +45,7 @@ const AUDIT_TYPES: readonly AuditEventType[] = [
   'key.revealed',
   'key.revoked',
   'key.limited',
+  'key.rotated',
   'models.changed',
 ];
 // Stored times are written by toISOString(); a zone is still required so nothing is guessed.
@@ -159,6 +160,8 @@ function checkKey(location: string, raw: unknown, index: number): KeyRecord {
   c.time('lastUsedAt', true);
   c.time('revokedAt', true);
   c.oneOf('revokeReason', REVOKE_REASONS, true);
+  // Only keys whose rotation has a grace hold it.
+  if (raw.revokeAt !== undefined) c.time('revokeAt', true);
   if (raw.status === 'revoked' && (raw.revokedAt === null || raw.revokeReason === null)) {
     c.fail(
       raw.revokedAt === null ? 'revokedAt' : 'revokeReason',

@@ -37,6 +37,8 @@ export type Mutation =
   | { op: 'putKey'; key: KeyRecord }
   /** A key's limits replaced (keys limit); an active key's other fields stay as stored. */
   | { op: 'setKeyLimits'; keyId: string; limits: KeyLimits }
+  /** An active key to be revoked at `at` (reason rotated); a revoked key is left as it is. */
+  | { op: 'scheduleRevocation'; keyId: string; at: string }
   | { op: 'appendEvent'; event: AuditEvent }
   /**
    * The allowed model list replaced. `prev`: the stored list it was decided from (null: never
@@ -203,6 +205,11 @@ export class Tables {
       case 'setKeyLimits': {
         const key = this.keys.get(m.keyId);
         if (key !== undefined) key.limits = { ...m.limits };
+        break;
+      }
+      case 'scheduleRevocation': {
+        const key = this.keys.get(m.keyId);
+        if (key?.status === 'active') this.keys.set(m.keyId, { ...key, revokeAt: m.at });
         break;
       }
       case 'appendEvent':

@@ -33,6 +33,8 @@ export interface KeyView {
   lastUsedAt: string | null;
   revokedAt: string | null;
   revokeReason: RevokeReason | null;
+  /** An active key replaced by a rotation: when it is revoked (reason rotated). Absent otherwise. */
+  revokeAt?: string;
   usage: KeyUsage;
   /** Per-key limits (null: none), enforced by each daemon. */
   limits: KeyLimits;
@@ -70,6 +72,11 @@ export interface ModelsView {
 
 export interface KeyWithSecret extends KeyView {
   secret: string;
+}
+
+/** `keys rotate`: the new key with its secret, and the key it replaces (revoked, or with its `revokeAt`). */
+export interface RotatedKeyView extends KeyWithSecret {
+  replaces: KeyView;
 }
 
 /** `instances add`: the instance, and what its model server said when it lacks the model. */
@@ -159,6 +166,7 @@ export function keyView(k: KeyRecord, revealable: boolean): KeyView {
     lastUsedAt: k.lastUsedAt,
     revokedAt: k.revokedAt,
     revokeReason: k.revokeReason,
+    ...(k.status === 'active' && k.revokeAt != null ? { revokeAt: k.revokeAt } : {}),
     // A copy to the split too: the request path changes the key's in place.
     usage: { ...k.usage, byRoute: addByRoute({}, k.usage.byRoute) },
     limits: { ...k.limits },

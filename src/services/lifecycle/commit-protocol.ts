@@ -135,6 +135,12 @@ export class LifecycleCore {
         if (key !== undefined) this.reg.addStoredUsage(key, m);
         break;
       }
+      case 'scheduleRevocation': {
+        // In place: requests in flight check this very record.
+        const key = this.reg.keys.get(m.keyId);
+        if (key?.status === 'active') this.reg.scheduleRevocation(key, m.at);
+        break;
+      }
       case 'setModels':
         this.storedModels = [...m.models];
         break;

@@ -204,6 +204,19 @@ export async function applyBatch(client: PoolClient, batch: readonly Mutation[],
         await setModels(client, m.models, m.prev, m.disallowed);
         applied.push(m);
         break;
+      case 'scheduleRevocation': {
+        const { rowCount } = await client.query(
+          `UPDATE ob_keys SET record = record || jsonb_build_object('revokeAt', $2::text) WHERE id = $1 AND status = 'active'`,
+          [m.keyId, m.at],
+        );
+        if (rowCount === 0) {
+          throw obError('key_revoked', {
+            message: `Key ${m.keyId} was revoked through another daemon meanwhile; it was not rotated.`,
+          });
+        }
+        applied.push(m);
+        break;
+      }
       case 'appendEvent':
         if (m.event.type === 'key.revoked' && m.event.keyId !== undefined && revokedBefore.has(m.event.keyId)) break;
         events.push(m.event);
