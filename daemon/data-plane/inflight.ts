@@ -104,7 +104,7 @@ export class InflightRequests {
 
 const REVOKED = obError('revoked_api_key', {
   message:
-    'This API key was revoked (or its deployment stopped or removed) while the request was in flight; it can never be used again. Generate a new key for a ready instance.',
+    'This API key was revoked (or its deployment stopped or removed) while the request was in flight; it can never be used again. Ask whoever gave you the key for a new one.',
 });
 const PACK_ENDED = obError('pack_ended');
 const STALE = obError('store_unreachable');

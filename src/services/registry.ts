@@ -1,4 +1,5 @@
 import { hasSecretShape, hashSecret } from '../domain/api-key.js';
+import { keyIdInSecret } from '../domain/secret-shape.js';
 import type { Instance } from '../domain/instance.js';
 import {
   type AuditEvent,
@@ -21,6 +22,13 @@ export type AuthResult =
       packEnded?: boolean;
       /** The key's rotation grace has ended: refused already, its revocation to be written. */
       graceEnded?: boolean;
+      /**
+       * invalid_api_key for a secret whose id part is well formed: that id, and whether a key has
+       * it (its tail is wrong: a secret cut or mistyped) or none does. For the operator's log only:
+       * the client's answer is the same either way, so ids cannot be probed through it.
+       */
+      keyId?: string;
+      keyKnown?: boolean;
     };
 
 /**
@@ -217,8 +225,15 @@ export class MutableRegistry implements Registry, KeyCounters {
   authenticate(secret: string, nowMs: number, requireReady: boolean): AuthResult {
     if (!hasSecretShape(secret)) return { ok: false, code: 'invalid_api_key' };
     const key = this.byHash.get(hashSecret(secret));
-    if (key === undefined) return { ok: false, code: 'invalid_api_key' };
+    if (key === undefined) return this.noSuchSecret(secret);
     return this.check(key, nowMs, requireReady);
+  }
+
+  /** A refusal off the valid-key path: the id part is read only once the hash has missed. */
+  private noSuchSecret(secret: string): AuthResult {
+    const keyId = keyIdInSecret(secret);
+    if (keyId === null) return { ok: false, code: 'invalid_api_key' };
+    return { ok: false, code: 'invalid_api_key', keyId, keyKnown: this.keyMap.has(keyId) };
   }
 
   /**
