@@ -7,12 +7,15 @@ import type { ConfirmationView } from '../src/services/revocation-confirmation.j
 import type { LiveStatsView } from '../src/services/live-stats.js';
 import type { UsageReport } from '../src/wire/usage-report.js';
 import type {
+  AddedView,
   InstanceView,
   KeyView,
   KeyWithSecret,
+  ModelsView,
   ReadyView,
   RevocationView,
   RevokedKeyView,
+  RotatedKeyView,
   StatusView,
 } from '../src/wire/views.js';
 import { type SocketResponse, socketRequest } from './socket-http.js';
@@ -106,7 +109,7 @@ export class DaemonClient {
     endpoint?: string | undefined;
     packEndsAt?: string | undefined;
     upstreamTokenFile?: string | undefined;
-  }): Promise<InstanceView> {
+  }): Promise<AddedView> {
     return this.call('POST', '/v1/instances', input);
   }
   ready(
@@ -133,6 +136,13 @@ export class DaemonClient {
   remove(id: string): Promise<InstanceView> {
     return this.call('DELETE', `/v1/instances/${encodeURIComponent(id)}`);
   }
+  models(): Promise<ModelsView> {
+    return this.call('GET', '/v1/models');
+  }
+  /** `allow` ids to add, `disallow` ids to take away: the list after. Fields not given are not sent. */
+  changeModels(change: { allow?: string[]; disallow?: string[] }): Promise<ModelsView> {
+    return this.call('POST', '/v1/models', change);
+  }
   listKeys(instance?: string): Promise<KeyView[]> {
     return this.call('GET', `/v1/keys${instance === undefined ? '' : `?instance=${encodeURIComponent(instance)}`}`);
   }
@@ -142,6 +152,17 @@ export class DaemonClient {
   /** Fields absent are kept, null removes the limit. */
   setKeyLimits(id: string, limits: Partial<KeyLimits>): Promise<KeyView> {
     return this.call('POST', `/v1/keys/${encodeURIComponent(id)}/limits`, limits);
+  }
+  getKey(id: string): Promise<KeyView> {
+    return this.call('GET', `/v1/keys/${encodeURIComponent(id)}`);
+  }
+  /** `graceSeconds` only when given: 0 and absent both revoke the old key at once. */
+  rotateKey(id: string, graceSeconds?: number): Promise<RotatedKeyView> {
+    return this.call(
+      'POST',
+      `/v1/keys/${encodeURIComponent(id)}/rotate`,
+      graceSeconds === undefined ? {} : { graceSeconds },
+    );
   }
   revokeKey(id: string): Promise<RevokedKeyView> {
     return this.call('POST', `/v1/keys/${encodeURIComponent(id)}/revoke`, {});

@@ -6,6 +6,7 @@ import { printable } from '../src/printable.js';
 import { type CliDeps, type CommonOptions, example, settingOption, socketPath, withCommon } from './common.js';
 import { makeInstancesCommand } from './commands/instances.js';
 import { makeKeysCommand, makeRevocationsCommand } from './commands/keys.js';
+import { makeModelsCommand } from './commands/models.js';
 import { makeStatusCommand } from './commands/status.js';
 import { makeStoreCommand } from './commands/store.js';
 import { makeUsageCommand } from './commands/usage.js';
@@ -104,6 +105,7 @@ export function makeProgram(deps: ProgramDeps): Command {
   );
 
   program.addCommand(makeInstancesCommand(deps));
+  program.addCommand(makeModelsCommand(deps));
   program.addCommand(makeKeysCommand(deps));
   program.addCommand(makeRevocationsCommand(deps));
   program.addCommand(makeUsageCommand(deps));

@@ -27,6 +27,8 @@ export function logAudit(deps: {
         ...(e.reason === undefined ? {} : { reason: e.reason }),
         ...(e.limits === undefined ? {} : { limits: e.limits }),
         ...(e.aliases === undefined ? {} : { aliases: e.aliases }),
+        ...(e.models === undefined ? {} : { models: e.models }),
+        ...(e.newKeyId === undefined ? {} : { newKey: e.newKeyId, revokeAt: e.revokeAt }),
         seq: e.seq,
         ...(origin === 'remote' ? { origin } : {}),
       },

@@ -21,6 +21,8 @@ export interface FollowDeps {
 export function followLifecycle(deps: FollowDeps): () => void {
   const { lifecycle, tokens, log } = deps;
   return lifecycle.onChange((e, origin) => {
+    // A rotation's grace ends on the pack timer too.
+    if (e.type === 'key.rotated') deps.packTimerChanged();
     if (!e.type.startsWith('instance.')) return;
     deps.packTimerChanged();
     const inst = lifecycle.registry.instances.get(e.instance);

@@ -11,7 +11,7 @@ import {
   type SettingName,
 } from './config.js';
 import { givenValue, readAddress, readChoice, readNumber, refuse, settingLabel } from './config-read.js';
-import { DEFAULT_MODELS, parseModelList } from './domain/model-id.js';
+import { DEFAULT_MODELS, MODEL_ID_RULE, isModelId, parseModelList } from './domain/model-id.js';
 import { clipped } from './printable.js';
 import { isPostgresUrl } from './store/store-url.js';
 
@@ -109,7 +109,7 @@ export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string, def
     maxAnswerBytes: num('maxAnswerBytes')!,
     maxErrorBytes: num('maxErrorBytes')!,
     responseDeadlineMs: seconds('responseDeadline'),
-    models: parseModelList(text('models')) ?? [...DEFAULT_MODELS],
+    models: startModels(text('models')),
     logLevel: choice('logLevel', defaults.logLevel),
     usageFlushMs: num('usageFlushMs')!,
     badKeyLimit: num('badKeyLimit')!,
@@ -214,4 +214,19 @@ function otlpConfig(endpoint: string | undefined, serviceName: string | undefine
     refuse(s, `${settingLabel(s)} must be an http:// or https:// URL (OTLP over HTTP), not ${clipped(url.protocol)}.`);
   if (url.pathname === '/' || url.pathname === '') url.pathname = '/v1/traces';
   return { url: url.href, serviceName: serviceName ?? 'ob-proxy' };
+}
+
+/**
+ * The models this daemon allows until the store holds a list (`ob-proxy models`), which is then
+ * written from this one: so each id must be one the store takes.
+ */
+function startModels(value: string | undefined): string[] {
+  const models = parseModelList(value) ?? [...DEFAULT_MODELS];
+  const bad = models.find((m) => !isModelId(m));
+  if (bad !== undefined || models.length === 0)
+    refuse(
+      SETTINGS.models,
+      `${settingLabel(SETTINGS.models)} must be model ids separated by commas, each ${MODEL_ID_RULE}${bad === undefined ? '' : `; "${clipped(bad)}" is not`}.`,
+    );
+  return models;
 }

@@ -508,7 +508,7 @@ export const SETTINGS = {
     type: 'text',
     env: 'OB_PROXY_MODELS',
     shown: DEFAULT_MODELS.join(','),
-    help: 'the model ids instances may run, comma-separated',
+    help: 'the model ids instances may run until `ob-proxy models` stores a list, comma-separated',
   },
   metricsKeyLabel: {
     type: 'choice',

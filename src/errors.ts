@@ -37,23 +37,25 @@ export const ERRORS = {
   invalid_api_key: {
     status: 401,
     type: 'authentication_error',
-    message: 'The API key is not valid. Check that it was copied whole, or generate a new key in the console.',
+    message:
+      'The API key is not valid. Check that it was copied whole; if it was, ask whoever gave you the key for a new one.',
   },
   revoked_api_key: {
     status: 401,
     type: 'authentication_error',
-    message: 'This API key has been revoked and can never be used again. Generate a new key for a ready instance.',
+    message: 'This API key has been revoked and can never be used again. Ask whoever gave you the key for a new one.',
   },
   pack_ended: {
     status: 401,
     type: 'authentication_error',
     message:
-      "The pack of this API key's deployment ended while the request was in flight; its keys are revoked. Extend the pack before it ends, or generate a key for a ready instance.",
+      "The pack of this API key's deployment ended while the request was in flight; its keys are revoked. Ask whoever gave you the key for a new one, or to extend the pack before it ends next time.",
   },
   deployment_not_found: {
     status: 404,
     type: 'not_found_error',
-    message: 'No deployment exists for this API key any more. Generate a key for a running instance.',
+    message:
+      'No deployment exists for this API key any more. Ask whoever gave you the key for a key of a running instance.',
   },
   deployment_not_ready: {
     status: 409,
@@ -178,6 +180,11 @@ export const ERRORS = {
     status: 400,
     type: 'invalid_request_error',
     message: 'Unknown model id.',
+  },
+  model_in_use: {
+    status: 409,
+    type: 'conflict_error',
+    message: 'The model cannot be disallowed while an instance that is not terminated runs it.',
   },
   instance_not_found: {
     status: 404,

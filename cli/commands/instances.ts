@@ -145,7 +145,7 @@ export function makeInstancesCommand(deps: CliDeps): Command {
   example(
     withCommon(cmd.command('add <id>'))
       .description('register an instance (state pending)')
-      .requiredOption('--model <model>', 'model id the instance runs (gemma4:26b, qwen3.6:27b, or OB_PROXY_MODELS)')
+      .requiredOption('--model <model>', 'model id the instance runs: one `ob-proxy models list` shows')
       .option('--endpoint <url>', "model server's base URL, e.g. http://10.0.0.5:11434")
       .option('--pack-ends <time>', PACK_ENDS_HELP)
       .option(
@@ -173,6 +173,10 @@ export function makeInstancesCommand(deps: CliDeps): Command {
             (i) =>
               `Added instance ${i.id} (${i.model}), state pending. Make it ready with \`ob-proxy instances ready ${i.id}${i.endpoint === null ? ' --endpoint <url>' : ''}\`.`,
           );
+          if (o.json !== true && inst.modelNotServed !== undefined)
+            deps.io.out(
+              `Note: ${shown(inst.modelNotServed)}. \`instances ready\` refuses until it does: pull or load the model there, or check the id.\n`,
+            );
         },
       ),
     'ob-proxy instances add gpu-1 --model gemma4:26b --endpoint http://10.0.0.5:11434 --pack-ends +8h',

@@ -5,6 +5,7 @@ import { confirmed } from '../confirm.js';
 import { formatLimits, limitsFrom, withLimitOptions } from '../limit-options.js';
 import { colours, printJson, secretBlock, shown, table } from '../output.js';
 import { UsageError } from '../usage-error.js';
+import { addShowAndRotate } from './keys-show-rotate.js';
 import {
   type WaitOptions,
   confirmationJson,
@@ -27,7 +28,11 @@ function keyRows(deps: CliDeps, keys: KeyView[]): string {
       k.id,
       k.name,
       k.instance,
-      k.status === 'active' ? c.green('active') : c.red(`revoked (${k.revokeReason})`),
+      k.status === 'revoked'
+        ? c.red(`revoked (${k.revokeReason})`)
+        : k.revokeAt === undefined
+          ? c.green('active')
+          : c.yellow(`active until ${k.revokeAt}`),
       k.hint,
       k.isDefault ? (k.revealable ? 'yes (unrevealed)' : 'yes') : '',
       k.createdAt,
@@ -39,7 +44,7 @@ function keyRows(deps: CliDeps, keys: KeyView[]): string {
 }
 
 export function makeKeysCommand(deps: CliDeps): Command {
-  const cmd = new Command('keys').description('create, list, limit, revoke and reveal API keys');
+  const cmd = new Command('keys').description('create, list, show, limit, rotate, revoke and reveal API keys');
 
   example(
     withLimitOptions(
@@ -110,6 +115,8 @@ export function makeKeysCommand(deps: CliDeps): Command {
     'ob-proxy keys limit 3fA9kQ2mXz1B --rpm 120 --concurrency 4',
     'ob-proxy keys limit 3fA9kQ2mXz1B --tpm none',
   );
+
+  addShowAndRotate(cmd, deps);
 
   example(
     withWaitOptions(

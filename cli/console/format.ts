@@ -53,6 +53,7 @@ const REASONS: Record<RevokeReason, string> = {
   instance_removed: 'instance removed',
   pack_ended: 'pack ended',
   manual: 'revoked by operator',
+  rotated: 'replaced by a rotation',
 };
 
 export function reasonText(reason: RevokeReason | null): string {

@@ -141,13 +141,20 @@ export function refuse(
     replyError(reply, obError('store_unreachable'), { ...headers, 'retry-after': '5' });
     return;
   }
-  // A pack that ended between timer ticks: revoke now; this request is already refused.
-  if (result.packEnded === true) endDuePacksSoon(ctx);
+  // A pack or a rotation's grace that ended between timer ticks: revoke now; this request is
+  // already refused.
+  if (result.packEnded === true || result.graceEnded === true) endDuePacksSoon(ctx);
   ctx.metrics?.keyRefused(result.code);
   const extra =
     result.code === 'deployment_not_ready' && result.instance !== undefined
       ? notReady(result.instance.id, result.instance.state)
       : undefined;
+  // A secret with a well-formed id that matches no key: the id, so the operator can tell whose
+  // key fails (cut or mistyped when a key has that id), never any other part of it.
+  if (result.keyId !== undefined) {
+    replyError(reply, obError(result.code), headers, result.keyId, undefined, { keyKnown: result.keyKnown === true });
+    return;
+  }
   replyError(reply, obError(result.code, extra), headers, result.key?.id, result.instance?.id);
 }
 
@@ -161,7 +168,7 @@ function notReady(id: string, state: string): { message: string; retry?: boolean
   if (state === 'pending')
     return { message: `The deployment "${id}" for this API key is pending. Retry when it is ready.` };
   return {
-    message: `The deployment "${id}" for this API key is ${state}: it serves no requests. Use a key of a ready instance.`,
+    message: `The deployment "${id}" for this API key is ${state}: it serves no requests. Ask whoever gave you the key for one of a ready instance.`,
     retry: false,
   };
 }

@@ -104,7 +104,7 @@ export class InflightRequests {
 
 const REVOKED = obError('revoked_api_key', {
   message:
-    'This API key was revoked (or its deployment stopped or removed) while the request was in flight; it can never be used again. Generate a new key for a ready instance.',
+    'This API key was revoked (or its deployment stopped or removed) while the request was in flight; it can never be used again. Ask whoever gave you the key for a new one.',
 });
 const PACK_ENDED = obError('pack_ended');
 const STALE = obError('store_unreachable');
@@ -141,7 +141,7 @@ export function watchRevocations(ctx: DaemonContext): () => void {
       // requireReady false: a deployment moved back to pending keeps its keys, and its streams.
       const r = registry.check(key, now, false);
       if (r.ok) return null;
-      if (r.packEnded === true) packDue = true;
+      if (r.packEnded === true || r.graceEnded === true) packDue = true;
       return inflightError(r.packEnded === true || key.revokeReason === 'pack_ended');
     });
     if (packDue) endDuePacksSoon(ctx);

@@ -22,6 +22,8 @@ export function replyError(
   headers: Record<string, string> = {},
   keyId?: string,
   instanceId?: string,
+  /** More for the log line alone (never the client's answer). */
+  logged?: Record<string, unknown>,
 ): FastifyReply {
   const request = reply.request;
   const auth = (request as { auth?: { key: { id: string }; instance: { id: string } } | null }).auth;
@@ -37,6 +39,7 @@ export function replyError(
         status: err.status,
         code: err.wireCode,
         ...(key === undefined ? {} : { key }),
+        ...logged,
       },
       'refused',
     );

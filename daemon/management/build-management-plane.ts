@@ -7,6 +7,7 @@ import { daemonsOf, registerDaemonRoutes } from './daemons.js';
 import { registerEventRoutes } from './events.js';
 import { registerInstanceRoutes } from './instances.js';
 import { registerKeyRoutes } from './keys.js';
+import { registerModelRoutes } from './models.js';
 import { schemaError } from './schemas.js';
 import { registerUsageRoutes } from './usage.js';
 import { registerStatsRoutes } from './stats.js';
@@ -67,7 +68,7 @@ export function buildManagementPlane(ctx: DaemonContext): FastifyInstance {
     store: ctx.storeLocation,
     socket: ctx.config.socket,
     startedAt: ctx.startedAt,
-    models: [...ctx.config.models],
+    models: [...ctx.lifecycle.models],
     storeSync: ctx.storeSync(),
     daemons: await daemonsOf(ctx),
   }));
@@ -76,6 +77,7 @@ export function buildManagementPlane(ctx: DaemonContext): FastifyInstance {
   app.get('/v1/store/backup', async () => ({ store: ctx.storeLocation, data: await ctx.lifecycle.snapshot() }));
   registerInstanceRoutes(app, ctx);
   registerKeyRoutes(app, ctx);
+  registerModelRoutes(app, ctx);
   registerUsageRoutes(app, ctx);
   registerStatsRoutes(app, ctx);
   registerEventRoutes(app, ctx);

@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { type Instance, type InstanceState, assertTransition, normalizeEndpoint } from '../../src/domain/instance.js';
 import { ObProxyError, obError } from '../../src/errors.js';
 import type { HealthView } from '../../src/services/instance-health.js';
-import type { ReadyView } from '../../src/wire/views.js';
+import type { AddedView, ReadyView } from '../../src/wire/views.js';
 import type { DaemonContext } from '../context.js';
 import {
   ADD_INSTANCE_BODY,
@@ -92,9 +92,16 @@ export function registerInstanceRoutes(app: FastifyInstance, ctx: DaemonContext)
     async (request, reply) => {
       const b = request.body;
       // Read before the change: an unreadable file refuses it, and the instance has its token from its first moment.
-      if (b.upstreamTokenFile != null) await ctx.upstreamTokens.prepare(b.upstreamTokenFile);
+      const token = b.upstreamTokenFile == null ? undefined : await ctx.upstreamTokens.prepare(b.upstreamTokenFile);
       const inst = await lc.addInstance(b);
-      return reply.code(201).send(viewInstance(ctx, inst));
+      const view: AddedView = viewInstance(ctx, inst);
+      // A model id allowed by hand is easily misspelt, or not pulled yet: said now rather than
+      // at `ready`. A server not up yet is usual at this point and is not mentioned.
+      if (inst.endpoint !== null) {
+        const probed = await ctx.health.check(inst, inst.endpoint, token);
+        if (probed.status === 'model missing' && probed.error !== null) view.modelNotServed = probed.error;
+      }
+      return reply.code(201).send(view);
     },
   );
 

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import type { KeyWithSecret, RevocationView, RevokedKeyView } from '../../src/wire/views.js';
+import type { KeyWithSecret, RevocationView, RevokedKeyView, RotatedKeyView } from '../../src/wire/views.js';
 import { revocationOfKey, revocationView } from '../../src/wire/views.js';
 import { obError } from '../../src/errors.js';
 import type { DaemonContext } from '../context.js';
@@ -11,6 +11,7 @@ import {
   INSTANCE_QUERY,
   LIMITS_BODY,
   NO_BODY,
+  ROTATE_BODY,
 } from './schemas.js';
 import { stillListening } from './instances.js';
 import { viewKey } from './views.js';
@@ -55,6 +56,27 @@ export function registerKeyRoutes(app: FastifyInstance, ctx: DaemonContext): voi
     '/v1/keys/:id/limits',
     { schema: { params: ID_PARAMS, body: LIMITS_BODY } },
     async (request) => viewKey(ctx, await lc.setKeyLimits(request.params.id, request.body ?? {})),
+  );
+
+  app.get<{ Params: Params }>('/v1/keys/:id', { schema: { params: ID_PARAMS } }, async (request) =>
+    viewKey(ctx, lc.getKey(request.params.id)),
+  );
+
+  // Body: graceSeconds, how long the old key still serves (0 or absent: revoked at once).
+  app.post<{ Params: Params; Body: { graceSeconds?: number } | null }>(
+    '/v1/keys/:id/rotate',
+    { schema: { params: ID_PARAMS, body: ROTATE_BODY } },
+    async (request, reply) => {
+      const rotated = await lc.rotateKey(request.params.id, (request.body?.graceSeconds ?? 0) * 1000);
+      // As for a creation: a client gone meanwhile leaves the new secret for `keys reveal`.
+      if (!stillListening(request)) lc.keepUndisplayed(rotated);
+      const out: RotatedKeyView = {
+        ...viewKey(ctx, rotated.key),
+        secret: rotated.secret,
+        replaces: viewKey(ctx, rotated.old),
+      };
+      return reply.code(201).send(out);
+    },
   );
 
   app.post<{ Params: Params }>('/v1/keys/:id/revoke', byId, async (request): Promise<RevokedKeyView> => {

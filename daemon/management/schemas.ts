@@ -55,12 +55,17 @@ export const EXTEND_BODY = object({ packEndsAt: STRING, shorten: { type: 'boolea
 const ALIAS_LIST = { type: 'array', items: STRING, maxItems: 1000 } as const;
 export const ALIASES_BODY = object({ add: ALIAS_LIST, remove: ALIAS_LIST, clear: { type: 'boolean' } });
 export const INSTANCES_QUERY = object({ state: { type: 'string', enum: [...INSTANCE_STATES] } });
+// Bounded so a body cannot be a list of thousands; the core judges each id and the total.
+const MODEL_LIST = { type: 'array', items: STRING, maxItems: 1000 } as const;
+export const MODELS_BODY = object({ allow: MODEL_LIST, disallow: MODEL_LIST });
 
 export const CREATE_KEY_BODY = object(
   { instance: STRING, name: STRING, limits: { ...LIMITS, type: ['object', 'null'] } },
   ['instance', 'name'],
 );
 export const LIMITS_BODY = { ...LIMITS, type: ['object', 'null'] };
+// At most 30 days (the core's ROTATION_GRACE_MAX_MS); 0 or absent: the old key revoked at once.
+export const ROTATE_BODY = optionalObject({ graceSeconds: { type: 'integer', minimum: 0, maximum: 30 * 86_400 } });
 export const INSTANCE_QUERY = object({ instance: STRING });
 export const AUDIT_QUERY = object({ instance: STRING, limit: STRING });
 export const USAGE_QUERY = object({ instance: STRING, key: STRING, since: STRING });
@@ -83,6 +88,10 @@ export interface AliasesBody {
   remove?: string[];
   clear?: boolean;
 }
+export interface ModelsBody {
+  allow?: string[];
+  disallow?: string[];
+}
 export interface CreateKeyBody {
   instance: string;
   name: string;
@@ -94,7 +103,9 @@ const DATE = 'must be an ISO 8601 time with a zone, e.g. 2026-12-01T18:00:00Z.';
 /** What each field must be, in the words the core uses for the same field: the CLI prints either. */
 const HINTS: Record<string, string> = {
   id: 'Instance id must be 1-64 characters: letters, digits, and . _ : - (not first).',
-  model: 'model must be the name of a model the daemon serves (`ob-proxy status` lists them).',
+  model: 'model must be the id of an allowed model (`ob-proxy models list` lists them).',
+  allow: 'allow must be a list of model ids.',
+  disallow: 'disallow must be a list of model ids.',
   endpoint: "Endpoint must be the model server's base URL, e.g. http://10.0.0.5:11434.",
   packEndsAt: `packEndsAt ${DATE}`,
   upstreamTokenFile: "--upstream-token-file must be an absolute path to a file holding the model server's token.",
@@ -111,6 +122,7 @@ const HINTS: Record<string, string> = {
   key: 'key must be a key id: list them with `ob-proxy keys list`.',
   since: `since ${DATE}`,
   limit: 'limit must be a number of events.',
+  graceSeconds: 'graceSeconds must be a whole number of seconds from 0 to 30 days.',
   ...Object.fromEntries(LIMIT_NAMES.map((n) => [n, `--${n} must be a whole number from 1 to ${LIMIT_MAX}, or none.`])),
 };
 

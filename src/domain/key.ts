@@ -7,6 +7,7 @@ export const REVOKE_REASONS = [
   'instance_removed',
   'pack_ended',
   'manual',
+  'rotated',
 ] as const;
 export type RevokeReason = (typeof REVOKE_REASONS)[number];
 
@@ -76,6 +77,12 @@ export interface KeyRecord {
   lastUsedAt: string | null;
   revokedAt: string | null;
   revokeReason: RevokeReason | null;
+  /**
+   * When an active key is to be revoked (reason `rotated`): the end of a rotation's grace. The
+   * request path refuses it from then on, whether or not the revocation is written yet. Absent
+   * or null: no revocation is planned.
+   */
+  revokeAt?: string | null;
   usage: KeyUsage;
   limits: KeyLimits;
 }
@@ -89,7 +96,9 @@ export type AuditEventType =
   | 'key.created'
   | 'key.revealed'
   | 'key.revoked'
-  | 'key.limited';
+  | 'key.limited'
+  | 'key.rotated'
+  | 'models.changed';
 
 /** The audit trail: every key event and instance change, in order. Never holds a secret. */
 export interface AuditEvent {
@@ -106,6 +115,11 @@ export interface AuditEvent {
   limits?: KeyLimits;
   /** instance.aliased: the instance's aliases after the change. */
   aliases?: readonly string[];
+  /** key.rotated: the key that replaces this one, and when this one is revoked (the end of the grace). */
+  newKeyId?: string;
+  revokeAt?: string;
+  /** models.changed (whose `instance` is empty: the list is the store's, no instance's): the allowed list after. */
+  models?: readonly string[];
 }
 
 export function emptyUsage(): KeyUsage {

@@ -1,4 +1,7 @@
-/** The model ids of docs/contract.md §2.3. The operator may replace them with OB_PROXY_MODELS. */
+/**
+ * The model ids of docs/contract.md §2.3: the allowed list until the operator gives another, with
+ * OB_PROXY_MODELS at start or `ob-proxy models` at run time (which the store then keeps).
+ */
 export const DEFAULT_MODELS = ['gemma4:26b', 'qwen3.6:27b'] as const;
 
 export function parseModelList(value: string | undefined): string[] | undefined {

@@ -1,4 +1,5 @@
 import { hasSecretShape, hashSecret } from '../domain/api-key.js';
+import { keyIdInSecret } from '../domain/secret-shape.js';
 import type { Instance } from '../domain/instance.js';
 import {
   type AuditEvent,
@@ -19,6 +20,15 @@ export type AuthResult =
       key?: KeyRecord;
       instance?: Instance;
       packEnded?: boolean;
+      /** The key's rotation grace has ended: refused already, its revocation to be written. */
+      graceEnded?: boolean;
+      /**
+       * invalid_api_key for a secret whose id part is well formed: that id, and whether a key has
+       * it (its tail is wrong: a secret cut or mistyped) or none does. For the operator's log only:
+       * the client's answer is the same either way, so ids cannot be probed through it.
+       */
+      keyId?: string;
+      keyKnown?: boolean;
     };
 
 /**
@@ -156,6 +166,11 @@ export class MutableRegistry implements Registry, KeyCounters {
     this.limited.delete(key.id);
   }
 
+  /** An active key to be revoked at `at`: the request path refuses it from then on (check). */
+  scheduleRevocation(key: KeyRecord, at: string): void {
+    key.revokeAt = at;
+  }
+
   setLimits(key: KeyRecord, limits: KeyLimits): void {
     key.limits = { ...limits };
     this.track(key);
@@ -210,8 +225,15 @@ export class MutableRegistry implements Registry, KeyCounters {
   authenticate(secret: string, nowMs: number, requireReady: boolean): AuthResult {
     if (!hasSecretShape(secret)) return { ok: false, code: 'invalid_api_key' };
     const key = this.byHash.get(hashSecret(secret));
-    if (key === undefined) return { ok: false, code: 'invalid_api_key' };
+    if (key === undefined) return this.noSuchSecret(secret);
     return this.check(key, nowMs, requireReady);
+  }
+
+  /** A refusal off the valid-key path: the id part is read only once the hash has missed. */
+  private noSuchSecret(secret: string): AuthResult {
+    const keyId = keyIdInSecret(secret);
+    if (keyId === null) return { ok: false, code: 'invalid_api_key' };
+    return { ok: false, code: 'invalid_api_key', keyId, keyKnown: this.keyMap.has(keyId) };
   }
 
   /**
@@ -224,6 +246,10 @@ export class MutableRegistry implements Registry, KeyCounters {
     if (instance === undefined || instance.deployment !== key.deployment)
       return { ok: false, code: 'deployment_not_found', key };
     if (key.status !== 'active') return { ok: false, code: 'revoked_api_key', key, instance };
+    // A rotated key past its grace: refused between timer ticks, and after a restart before the
+    // revocation is written. Absent on every other key, so one comparison for them.
+    if (key.revokeAt != null && this.revokeAtMs(key, key.revokeAt) <= nowMs)
+      return { ok: false, code: 'revoked_api_key', key, instance, graceEnded: true };
     if (instance.packEndsAt !== null && this.packEndMs(instance, instance.packEndsAt) <= nowMs && isLive(instance)) {
       return { ok: false, code: 'revoked_api_key', key, instance, packEnded: true };
     }
@@ -233,14 +259,24 @@ export class MutableRegistry implements Registry, KeyCounters {
     return { ok: true, key, instance };
   }
 
-  /** Pack ends as milliseconds, parsed once per instance and date rather than per request. */
+  /** Pack ends and rotation graces as milliseconds, parsed once per record and date rather than per request. */
   private readonly packEnds = new Map<string, { at: string; ms: number }>();
+  private readonly revokeAts = new Map<string, { at: string; ms: number }>();
 
   private packEndMs(instance: Instance, at: string): number {
     let e = this.packEnds.get(instance.id);
     if (e === undefined || e.at !== at) {
       e = { at, ms: Date.parse(at) };
       this.packEnds.set(instance.id, e);
+    }
+    return e.ms;
+  }
+
+  private revokeAtMs(key: KeyRecord, at: string): number {
+    let e = this.revokeAts.get(key.id);
+    if (e === undefined || e.at !== at) {
+      e = { at, ms: Date.parse(at) };
+      this.revokeAts.set(key.id, e);
     }
     return e.ms;
   }

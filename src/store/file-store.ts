@@ -304,6 +304,7 @@ export class FileStore implements Store {
     const segments = [...this.segments];
     const instances = [...this.tables.instances.values()];
     const keys = [...this.tables.keys.values()];
+    const models = this.tables.models;
     const len = this.tables.events.length;
     const keep = Math.max(1, this.options.auditKeep ?? DEFAULT_AUDIT_KEEP);
     const older = this.tables.events.slice(0, Math.max(0, len - keep));
@@ -316,7 +317,7 @@ export class FileStore implements Store {
       auditArchived = { seq: lastOld.seq, at: lastOld.at };
     }
     const meta: SnapshotMeta = { through, auditArchived };
-    const chunks = snapshotChunks(meta, instances, keys, kept);
+    const chunks = snapshotChunks(meta, instances, keys, kept, models);
     await this.file.writeChunks(chunks);
     this.meta = meta;
     this.snapshotBytes = chunks.bytes();

@@ -13,6 +13,7 @@ import { migrate } from './postgres/migrations.js';
 import { Notices, errText } from './postgres/notices.js';
 import { openPools } from './postgres/pools.js';
 import { redactUrl } from './postgres/redact-url.js';
+import { type PgTarget, pgTarget, setupProblem } from './postgres/setup-problems.js';
 import { loadUsageByRoute } from './postgres/usage.js';
 import { replaceAll } from './postgres/replace-all.js';
 import { RevocationLedger } from './postgres/revocation-ledger.js';
@@ -91,9 +92,12 @@ export class PostgresStore implements Store {
   private following: Promise<void> | null = null;
   private closed = false;
   private migrated = false;
+  /** Where the URL points, for the commands a missing database or role is answered with. */
+  private readonly target: PgTarget;
 
   constructor(url: string, options: PostgresStoreOptions = {}) {
     const location = (this.location = redactUrl(url));
+    this.target = pgTarget(url);
     const origin = this.origin;
     const now = (this.now = options.now ?? Date.now);
     this.catchupMs = options.catchupMs ?? 500;
@@ -148,7 +152,8 @@ export class PostgresStore implements Store {
       client = await this.pool.connect();
     } catch (err) {
       throw new Error(
-        `The store ${this.location} cannot be reached (${errText(err)}). Check that PostgreSQL is running and the URL is right.`,
+        setupProblem(this.location, this.target, err) ??
+          `The store ${this.location} cannot be reached (${errText(err)}). Check that PostgreSQL is running and the URL is right.`,
         { cause: err },
       );
     }
@@ -176,6 +181,7 @@ export class PostgresStore implements Store {
       );
       const byRoute = await loadUsageByRoute(client);
       const events = await client.query<{ record: AuditEvent }>('SELECT record FROM ob_events ORDER BY seq');
+      const models = await client.query<{ value: string[] }>("SELECT value FROM ob_settings WHERE name = 'models'");
       // The same snapshot: the revocations it holds, and where the next read of them starts.
       const revs = await client.query<{ rev_xmax: string; rev_xip: string[]; revocations: KeyRecord[] }>(
         `SELECT ${revocationsSince(1)}`,
@@ -207,6 +213,7 @@ export class PostgresStore implements Store {
           lastUsedAt: r.last_used_at,
         })),
         events: events.rows.map((r) => r.record),
+        ...(models.rows[0] === undefined ? {} : { models: models.rows[0].value }),
       };
       const valid = validateStoreData(this.location, data);
       this.ledger.revokedWins(valid, revs.rows[0]!.revocations, this.writeBack.journalRecords());
@@ -214,7 +221,8 @@ export class PostgresStore implements Store {
       return valid;
     } catch (err) {
       await client.query('ROLLBACK').catch(() => {});
-      throw err;
+      const problem = setupProblem(this.location, this.target, err);
+      throw problem === null ? err : new Error(problem, { cause: err });
     } finally {
       client.release();
     }
@@ -262,9 +270,18 @@ export class PostgresStore implements Store {
 
   /** `ob-proxy store migrate`: a whole store written into this database (postgres/replace-all.ts). */
   async replaceAll(data: StoreData, force: boolean): Promise<TableCounts> {
-    const client = await this.writers.connect();
+    let client: pg.PoolClient;
+    try {
+      client = await this.writers.connect();
+    } catch (err) {
+      const problem = setupProblem(this.location, this.target, err);
+      throw problem === null ? err : new Error(problem, { cause: err });
+    }
     try {
       return await replaceAll(client, this.location, data, force, () => this.migrateOnce(client));
+    } catch (err) {
+      const problem = setupProblem(this.location, this.target, err);
+      throw problem === null ? err : new Error(problem, { cause: err });
     } finally {
       client.release();
     }

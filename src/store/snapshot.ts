@@ -62,10 +62,13 @@ export function snapshotChunks(
   instances: readonly Instance[],
   keys: readonly KeyRecord[],
   events: readonly AuditEvent[],
+  models: readonly string[] | null = null,
 ): SnapshotChunks {
   let bytes = 0;
   function* pieces(): Generator<string> {
-    yield `{"version":${STORE_VERSION},"through":${meta.through},"auditArchived":${JSON.stringify(meta.auditArchived)},\n"instances":[`;
+    // The allowed model list only once set: a store that never had one reads as before.
+    const allowed = models === null ? '' : `"models":${JSON.stringify(models)},\n`;
+    yield `{"version":${STORE_VERSION},"through":${meta.through},"auditArchived":${JSON.stringify(meta.auditArchived)},\n${allowed}"instances":[`;
     yield* list(instances);
     yield '],\n"keys":[';
     yield* list(keys);

@@ -45,6 +45,8 @@ const AUDIT_TYPES: readonly AuditEventType[] = [
   'key.revealed',
   'key.revoked',
   'key.limited',
+  'key.rotated',
+  'models.changed',
 ];
 // Stored times are written by toISOString(); a zone is still required so nothing is guessed.
 const TIME_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/;
@@ -158,6 +160,8 @@ function checkKey(location: string, raw: unknown, index: number): KeyRecord {
   c.time('lastUsedAt', true);
   c.time('revokedAt', true);
   c.oneOf('revokeReason', REVOKE_REASONS, true);
+  // Only keys whose rotation has a grace hold it.
+  if (raw.revokeAt !== undefined) c.time('revokeAt', true);
   if (raw.status === 'revoked' && (raw.revokedAt === null || raw.revokeReason === null)) {
     c.fail(
       raw.revokedAt === null ? 'revokedAt' : 'revokeReason',
@@ -215,7 +219,10 @@ function checkEvent(location: string, raw: unknown, index: number): AuditEvent {
     c.fail('seq', `expected a whole number ≥ 1, found ${show(raw.seq)}`);
   c.time('at');
   c.oneOf('type', AUDIT_TYPES);
-  c.string('instance');
+  // The allowed list is the store's, no instance's: its events name none.
+  if (raw.type === 'models.changed') {
+    if (raw.instance !== '') c.fail('instance', `expected "" for a models.changed event, found ${show(raw.instance)}`);
+  } else c.string('instance');
   if (raw.keyId !== undefined) c.string('keyId');
   if (raw.reason !== undefined) c.oneOf('reason', REVOKE_REASONS);
   if (raw.type === 'key.revoked' && typeof raw.keyId !== 'string')
@@ -285,5 +292,22 @@ export function validateStoreData(location: string, raw: unknown): StoreData {
     keyIds.set(k.id, i);
     hashes.set(k.hash, i);
   });
-  return { version, instances, keys, events: checkedEvents };
+  return { version, instances, keys, events: checkedEvents, ...checkModels(location, raw.models) };
+}
+
+/** The allowed model list, when one was ever set: a list of model ids, at least one. */
+function checkModels(location: string, models: unknown): Pick<StoreData, 'models'> {
+  if (models === undefined || models === null) return {};
+  if (!Array.isArray(models) || models.length === 0)
+    throw new StoreRecordError(location, 'the file', 'models', `expected a list of model ids, found ${show(models)}`);
+  models.forEach((m: unknown, i: number) => {
+    if (!isModelId(m))
+      throw new StoreRecordError(
+        location,
+        'the file',
+        `models[${i}]`,
+        `${show(m)} is not a model id (${MODEL_ID_RULE})`,
+      );
+  });
+  return { models: models as string[] };
 }

@@ -9,6 +9,11 @@ export interface StoreData {
   instances: Instance[];
   keys: KeyRecord[];
   events: AuditEvent[];
+  /**
+   * The model ids an instance may be added with, as `ob-proxy models` last set them. Absent or
+   * null: never set, and each daemon allows its OB_PROXY_MODELS (or the default ids).
+   */
+  models?: string[] | null;
 }
 
 /** Usage gathered since the last flush: added to the stored counters, never written over them. */
@@ -32,7 +37,15 @@ export type Mutation =
   | { op: 'putKey'; key: KeyRecord }
   /** A key's limits replaced (keys limit); an active key's other fields stay as stored. */
   | { op: 'setKeyLimits'; keyId: string; limits: KeyLimits }
+  /** An active key to be revoked at `at` (reason rotated); a revoked key is left as it is. */
+  | { op: 'scheduleRevocation'; keyId: string; at: string }
   | { op: 'appendEvent'; event: AuditEvent }
+  /**
+   * The allowed model list replaced. `prev`: the stored list it was decided from (null: never
+   * set); `disallowed`: the ids the change took away. A shared store refuses the change if another
+   * daemon changed the list meanwhile, or if an instance that is not terminated runs one of those.
+   */
+  | { op: 'setModels'; models: string[]; prev: string[] | null; disallowed: string[] }
   | ({ op: 'addUsage' } & UsageDelta);
 
 /** A change committed to a shared store, in commit order (`no` has no gaps). */
@@ -159,12 +172,14 @@ export class Tables {
   readonly instances = new Map<string, Instance>();
   readonly keys = new Map<string, KeyRecord>();
   events: AuditEvent[] = [];
+  models: string[] | null = null;
 
   static from(data: StoreData): Tables {
     const t = new Tables();
     for (const i of data.instances) t.instances.set(i.id, i);
     for (const k of data.keys) t.keys.set(k.id, k);
     t.events = [...data.events];
+    t.models = data.models == null ? null : [...data.models];
     return t;
   }
 
@@ -192,8 +207,16 @@ export class Tables {
         if (key !== undefined) key.limits = { ...m.limits };
         break;
       }
+      case 'scheduleRevocation': {
+        const key = this.keys.get(m.keyId);
+        if (key?.status === 'active') this.keys.set(m.keyId, { ...key, revokeAt: m.at });
+        break;
+      }
       case 'appendEvent':
         this.events.push(structuredClone(m.event));
+        break;
+      case 'setModels':
+        this.models = [...m.models];
         break;
       case 'addUsage': {
         const stored = this.keys.get(m.keyId);
@@ -215,6 +238,8 @@ export class Tables {
       instances: [...this.instances.values()],
       keys: [...this.keys.values()],
       events: this.events,
+      // Absent while never set, as in a store written before the list was kept.
+      ...(this.models === null ? {} : { models: this.models }),
     };
   }
 }

@@ -53,5 +53,6 @@ export function upgradeStoreData(data: StoreData, opts: { newId: () => string; n
     }
     keys.push(key);
   }
-  return { data: { version: STORE_VERSION, instances: [...instances.values()], keys, events }, mutations };
+  const models = data.models == null ? {} : { models: data.models };
+  return { data: { version: STORE_VERSION, instances: [...instances.values()], keys, events, ...models }, mutations };
 }

@@ -33,6 +33,8 @@ export interface KeyView {
   lastUsedAt: string | null;
   revokedAt: string | null;
   revokeReason: RevokeReason | null;
+  /** An active key replaced by a rotation: when it is revoked (reason rotated). Absent otherwise. */
+  revokeAt?: string;
   usage: KeyUsage;
   /** Per-key limits (null: none), enforced by each daemon. */
   limits: KeyLimits;
@@ -57,8 +59,30 @@ export interface RevocationView {
   reason: RevokeReason;
 }
 
+/** `models list`: the ids an instance may be added with, and what runs each. */
+export interface ModelsView {
+  /** Each allowed id, with the instances that are not terminated running it (they keep it allowed). */
+  models: { id: string; instances: string[] }[];
+  /**
+   * `store`: the list `models allow`/`disallow` wrote, the same on every daemon of the store;
+   * `start`: never written, this daemon's OB_PROXY_MODELS (or the default ids).
+   */
+  source: 'store' | 'start';
+}
+
 export interface KeyWithSecret extends KeyView {
   secret: string;
+}
+
+/** `keys rotate`: the new key with its secret, and the key it replaces (revoked, or with its `revokeAt`). */
+export interface RotatedKeyView extends KeyWithSecret {
+  replaces: KeyView;
+}
+
+/** `instances add`: the instance, and what its model server said when it lacks the model. */
+export interface AddedView extends InstanceView {
+  /** The model server answered but does not list the instance's model (what it lists, named). */
+  modelNotServed?: string;
 }
 
 export interface ReadyView extends InstanceView {
@@ -142,6 +166,7 @@ export function keyView(k: KeyRecord, revealable: boolean): KeyView {
     lastUsedAt: k.lastUsedAt,
     revokedAt: k.revokedAt,
     revokeReason: k.revokeReason,
+    ...(k.status === 'active' && k.revokeAt != null ? { revokeAt: k.revokeAt } : {}),
     // A copy to the split too: the request path changes the key's in place.
     usage: { ...k.usage, byRoute: addByRoute({}, k.usage.byRoute) },
     limits: { ...k.limits },

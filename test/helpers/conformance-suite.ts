@@ -192,7 +192,7 @@ export function conformanceSuite(p: Profile): void {
         `data: ${JSON.stringify({
           error: {
             message:
-              'This API key was revoked (or its deployment stopped or removed) while the request was in flight; it can never be used again. Generate a new key for a ready instance.',
+              'This API key was revoked (or its deployment stopped or removed) while the request was in flight; it can never be used again. Ask whoever gave you the key for a new one.',
             type: 'authentication_error',
             code: 'revoked_api_key',
             param: null,

@@ -93,10 +93,11 @@ it('each audit event is a line: keys made and revoked by hand or by the stop', (
 it('each refused request is a line with its code and the key id where known; a model server failure is a warning', () => {
   const refused = h.logs
     .filter((l) => l.msg === 'refused' && l.route === 'POST /v1/chat/completions')
-    .map((l) => pick(l, 'status', 'code', 'key'));
+    .map((l) => pick(l, 'status', 'code', 'key', 'keyKnown'));
   expect(refused).toEqual([
     { status: 400, code: 'missing_api_key' },
-    { status: 401, code: 'invalid_api_key' },
+    // The secret's tail was wrong: its id names the key (troubleshooting.md).
+    { status: 401, code: 'invalid_api_key', key: keyId, keyKnown: true },
     { status: 400, code: 'invalid_request', key: keyId },
     { status: 401, code: 'revoked_api_key', key: keyId },
   ]);

@@ -36,7 +36,10 @@ describe('exit codes and errors: one line on stderr, stdout empty', () => {
       refused(1, 'Instance "x1" is pending; keys can be created only for a ready instance.'),
     );
     expect(await cli.run('instances', 'add', 'x9', '--model', 'llama3', '--json')).toEqual(
-      refused(1, 'Unknown model "llama3": use one of gemma4:26b, qwen3.6:27b (the operator can set OB_PROXY_MODELS).'),
+      refused(
+        1,
+        'Model "llama3" is not allowed: the allowed models are gemma4:26b, qwen3.6:27b. Allow it first with `ob-proxy models allow llama3`.',
+      ),
     );
   });
 

@@ -230,7 +230,8 @@ describe('the @anthropic-ai/sdk: messages.create', () => {
       type: 'error',
       error: {
         type: 'authentication_error',
-        message: 'The API key is not valid. Check that it was copied whole, or generate a new key in the console.',
+        message:
+          'The API key is not valid. Check that it was copied whole; if it was, ask whoever gave you the key for a new one.',
         code: 'invalid_api_key',
       },
     });

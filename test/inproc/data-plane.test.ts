@@ -32,19 +32,19 @@ const INVALID = refusal(
   401,
   'authentication_error',
   'invalid_api_key',
-  'The API key is not valid. Check that it was copied whole, or generate a new key in the console.',
+  'The API key is not valid. Check that it was copied whole; if it was, ask whoever gave you the key for a new one.',
 );
 const REVOKED = refusal(
   401,
   'authentication_error',
   'revoked_api_key',
-  'This API key has been revoked and can never be used again. Generate a new key for a ready instance.',
+  'This API key has been revoked and can never be used again. Ask whoever gave you the key for a new one.',
 );
 const GONE = refusal(
   404,
   'not_found_error',
   'deployment_not_found',
-  'No deployment exists for this API key any more. Generate a key for a running instance.',
+  'No deployment exists for this API key any more. Ask whoever gave you the key for a key of a running instance.',
 );
 const PENDING = refusal(
   409,
@@ -369,7 +369,7 @@ it('OB_PROXY_MODELS replaces the model ids the daemon accepts', async () => {
     const refused = await other.manage('POST', '/v1/instances', { id: 'q1', model: OTHER });
     expect(refused.status).toBe(400);
     expect((refused.json as { error: { message: string } }).error.message).toContain(
-      'use one of llama3.3:70b, gemma4:26b',
+      'the allowed models are llama3.3:70b, gemma4:26b.',
     );
   } finally {
     await other.close();

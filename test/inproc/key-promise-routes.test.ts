@@ -138,7 +138,7 @@ describe.each(ROUTES)('$name ($path)', (route) => {
         route.error(
           'authentication_error',
           'invalid_api_key',
-          'The API key is not valid. Check that it was copied whole, or generate a new key in the console.',
+          'The API key is not valid. Check that it was copied whole; if it was, ask whoever gave you the key for a new one.',
         ),
       ],
       [
@@ -149,7 +149,7 @@ describe.each(ROUTES)('$name ($path)', (route) => {
         route.error(
           'authentication_error',
           'revoked_api_key',
-          'This API key has been revoked and can never be used again. Generate a new key for a ready instance.',
+          'This API key has been revoked and can never be used again. Ask whoever gave you the key for a new one.',
         ),
       ],
       [
@@ -160,7 +160,7 @@ describe.each(ROUTES)('$name ($path)', (route) => {
         route.error(
           'not_found_error',
           'deployment_not_found',
-          'No deployment exists for this API key any more. Generate a key for a running instance.',
+          'No deployment exists for this API key any more. Ask whoever gave you the key for a key of a running instance.',
         ),
       ],
       [

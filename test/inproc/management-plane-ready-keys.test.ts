@@ -98,7 +98,7 @@ describe("an instance's life, route by route", () => {
         400,
         'invalid_request_error',
         'unknown_model',
-        'Unknown model "nope": use one of gemma4:26b, qwen3.6:27b (the operator can set OB_PROXY_MODELS).',
+        'Model "nope" is not allowed: the allowed models are gemma4:26b, qwen3.6:27b. Allow it first with `ob-proxy models allow nope`.',
         'model',
       ),
     );

@@ -120,7 +120,7 @@ describe('in flight', () => {
         type: 'error',
         code: 'revoked_api_key',
         message:
-          'This API key was revoked (or its deployment stopped or removed) while the request was in flight; it can never be used again. Generate a new key for a ready instance.',
+          'This API key was revoked (or its deployment stopped or removed) while the request was in flight; it can never be used again. Ask whoever gave you the key for a new one.',
         param: null,
         sequence_number: before[before.length - 1]!.sequence_number + 1,
       })}`,

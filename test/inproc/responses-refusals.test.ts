@@ -54,7 +54,7 @@ describe('the key is checked as on chat, in the same order, and a refusal sends 
           401,
           'authentication_error',
           'invalid_api_key',
-          'The API key is not valid. Check that it was copied whole, or generate a new key in the console.',
+          'The API key is not valid. Check that it was copied whole; if it was, ask whoever gave you the key for a new one.',
         ),
       ],
       [
@@ -63,7 +63,7 @@ describe('the key is checked as on chat, in the same order, and a refusal sends 
           401,
           'authentication_error',
           'revoked_api_key',
-          'This API key has been revoked and can never be used again. Generate a new key for a ready instance.',
+          'This API key has been revoked and can never be used again. Ask whoever gave you the key for a new one.',
         ),
       ],
       [
@@ -72,7 +72,7 @@ describe('the key is checked as on chat, in the same order, and a refusal sends 
           404,
           'not_found_error',
           'deployment_not_found',
-          'No deployment exists for this API key any more. Generate a key for a running instance.',
+          'No deployment exists for this API key any more. Ask whoever gave you the key for a key of a running instance.',
         ),
       ],
       [

@@ -100,7 +100,7 @@ describe('x-should-retry on every refusal the proxy answers', () => {
         error: {
           type: 'authentication_error',
           message:
-            'This API key has been revoked and can never be used again. Generate a new key for a ready instance.',
+            'This API key has been revoked and can never be used again. Ask whoever gave you the key for a new one.',
           code: 'revoked_api_key',
         },
       },

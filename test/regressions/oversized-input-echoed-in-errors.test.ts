@@ -27,7 +27,7 @@ async function message(method: 'GET' | 'POST' | 'DELETE', url: string, body?: un
 
 it('an unknown model of 100 KB is quoted to QUOTE_MAX characters', async () => {
   expect(await message('POST', '/v1/instances', { id: 'gpu-1', model: huge })).toBe(
-    `Unknown model "${shown}": use one of ${d.config.models.join(', ')} (the operator can set OB_PROXY_MODELS).`,
+    `Model "${shown}" is not allowed: the allowed models are ${d.config.models.join(', ')}. Allow it first with \`ob-proxy models allow MODEL\`.`,
   );
 });
 

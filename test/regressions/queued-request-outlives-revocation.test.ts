@@ -66,7 +66,7 @@ it('a queued request of a revoked key leaves the queue at once with 401 revoked_
   expect(r.json).toEqual({
     error: {
       message:
-        'This API key was revoked (or its deployment stopped or removed) while the request was in flight; it can never be used again. Generate a new key for a ready instance.',
+        'This API key was revoked (or its deployment stopped or removed) while the request was in flight; it can never be used again. Ask whoever gave you the key for a new one.',
       type: obError('revoked_api_key').type,
       code: 'revoked_api_key',
       param: null,

@@ -61,7 +61,7 @@ describe('management schemas', () => {
         'POST',
         '/v1/instances',
         JSON.stringify({ id: 'gpu-2', model: ['a'] }),
-        refusal('model', 'model must be the name of a model the daemon serves (`ob-proxy status` lists them).'),
+        refusal('model', 'model must be the id of an allowed model (`ob-proxy models list` lists them).'),
       ],
       [
         'POST',

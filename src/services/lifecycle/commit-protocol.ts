@@ -14,6 +14,10 @@ export interface LifecycleDeps {
   store: Store;
   clock: Clock;
   secrets: SecretSource;
+  /**
+   * The model ids allowed while the store holds no list of its own (OB_PROXY_MODELS, or the
+   * default ids): the first `models allow` or `disallow` writes the list, which wins from then on.
+   */
   models: readonly string[];
   /** Internal deployment ids (never reused); random UUIDs unless a test injects its own. */
   deploymentId?: () => string;
@@ -52,12 +56,19 @@ export class LifecycleCore {
   /** Why the last write failed (null: it did not). */
   protected unwrittenWhy: string | null = null;
   protected readonly inflightDefaults = new Map<string, Promise<KeyRecord | null>>();
+  /** The allowed model list the store holds; null while it holds none (deps.models apply). */
+  protected storedModels: readonly string[] | null = null;
 
   constructor(
     protected readonly deps: LifecycleDeps,
     registry: MutableRegistry,
   ) {
     this.reg = registry;
+  }
+
+  /** The model ids an instance may be added with now. */
+  get allowedModels(): readonly string[] {
+    return this.storedModels ?? this.deps.models;
   }
 
   /** The registry as everyone else sees it: read only. */
@@ -124,6 +135,15 @@ export class LifecycleCore {
         if (key !== undefined) this.reg.addStoredUsage(key, m);
         break;
       }
+      case 'scheduleRevocation': {
+        // In place: requests in flight check this very record.
+        const key = this.reg.keys.get(m.keyId);
+        if (key?.status === 'active') this.reg.scheduleRevocation(key, m.at);
+        break;
+      }
+      case 'setModels':
+        this.storedModels = [...m.models];
+        break;
       case 'appendEvent':
         break;
     }
@@ -241,6 +261,7 @@ export class LifecycleCore {
         instances: [...this.reg.instances.values()],
         keys: [...this.reg.keys.values()],
         events: [...this.reg.events],
+        ...(this.storedModels === null ? {} : { models: [...this.storedModels] }),
       }),
     );
   }

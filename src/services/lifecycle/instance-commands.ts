@@ -10,6 +10,7 @@ import {
   normalizeEndpoint,
 } from '../../domain/instance.js';
 import { type AuditEvent, type KeyRecord, type RevokeReason } from '../../domain/key.js';
+import { isModelId } from '../../domain/model-id.js';
 import { validateInstanceId, validateTimestamp, validateTokenFile } from '../../domain/validate.js';
 import { obError } from '../../errors.js';
 import { type Mutation } from '../../store/store.js';
@@ -29,10 +30,12 @@ export class InstanceCommands extends KeyCommands {
   }): Promise<Instance> {
     return this.fresh(async () => {
       const id = validateInstanceId(input.id);
-      if (typeof input.model !== 'string' || !this.deps.models.includes(input.model)) {
+      const allowed = this.allowedModels;
+      if (typeof input.model !== 'string' || !allowed.includes(input.model)) {
+        const model = clipped(String(input.model));
         throw obError('unknown_model', {
           param: 'model',
-          message: `Unknown model "${clipped(String(input.model))}": use one of ${this.deps.models.join(', ')} (the operator can set OB_PROXY_MODELS).`,
+          message: `Model "${model}" is not allowed: the allowed models are ${allowed.join(', ')}. Allow it first with \`ob-proxy models allow ${isModelId(input.model) && model === input.model ? model : 'MODEL'}\`.`,
         });
       }
       if (this.reg.instances.has(id))

@@ -2,7 +2,15 @@ import { mintSecret } from '../../domain/api-key.js';
 import { keyIdInSecret, looksLikeSecret } from '../../domain/secret-shape.js';
 import { clipped } from '../../printable.js';
 import { type Instance } from '../../domain/instance.js';
-import { type KeyLimits, type KeyRecord, emptyUsage, noLimits } from '../../domain/key.js';
+import {
+  type AuditEvent,
+  type KeyLimits,
+  type KeyRecord,
+  type RevokeReason,
+  emptyUsage,
+  noLimits,
+} from '../../domain/key.js';
+import { type Mutation } from '../../store/store.js';
 import { validateKeyName, validateLimits } from '../../domain/validate.js';
 import { ObProxyError, obError } from '../../errors.js';
 
@@ -52,6 +60,18 @@ export class KeyCommands extends LifecycleReplica {
     isDefault: boolean,
     limits: KeyLimits = noLimits(),
   ): Promise<CreatedKey> {
+    const { key, secret, event } = this.newKey(inst, name, isDefault, limits);
+    await this.commit([{ op: 'putKey', key }], event);
+    return { key: this.reg.keys.get(key.id) as KeyRecord, secret };
+  }
+
+  /** A key record, its secret and its `key.created` event, nothing written or applied. */
+  protected newKey(
+    inst: Instance,
+    name: string,
+    isDefault: boolean,
+    limits: KeyLimits,
+  ): CreatedKey & { event: AuditEvent } {
     let minted = mintSecret(this.deps.secrets);
     while (this.reg.keys.has(minted.keyId)) minted = mintSecret(this.deps.secrets);
     const key: KeyRecord = {
@@ -72,17 +92,14 @@ export class KeyCommands extends LifecycleReplica {
     };
     // Limits given at creation are in the trail too: with key.limited, their whole history.
     const limited = limits.rpm !== null || limits.tpm !== null || limits.concurrency !== null;
-    await this.commit(
-      [{ op: 'putKey', key }],
-      this.event({
-        type: 'key.created',
-        instance: inst.id,
-        keyId: key.id,
-        keyName: name,
-        ...(limited ? { limits: { ...limits } } : {}),
-      }),
-    );
-    return { key: this.reg.keys.get(key.id) as KeyRecord, secret: minted.secret };
+    const event = this.event({
+      type: 'key.created',
+      instance: inst.id,
+      keyId: key.id,
+      keyName: name,
+      ...(limited ? { limits: { ...limits } } : {}),
+    });
+    return { key, secret: minted.secret, event };
   }
 
   getKey(keyId: string): KeyRecord {
@@ -98,24 +115,23 @@ export class KeyCommands extends LifecycleReplica {
         throw obError('key_revoked', {
           message: `Key ${keyId} was already revoked at ${key.revokedAt} (${key.revokeReason}).`,
         });
-      this.reg.revoke(key, this.now(), 'manual');
-      this.undisplayed.drop([key]);
-      const ev = this.event({
-        type: 'key.revoked',
-        instance: key.instance,
-        keyId,
-        keyName: key.name,
-        reason: 'manual',
-      });
-      await this.writeRevocations(
-        [
-          { op: 'putKey', key: { ...key } },
-          { op: 'appendEvent', event: ev },
-        ],
-        [ev],
-      );
+      await this.revokeLocked([key], 'manual');
       return key;
     });
+  }
+
+  /** Active keys revoked in memory at once, then written (writeRevocations), under the mutex. */
+  protected async revokeLocked(keys: readonly KeyRecord[], reason: RevokeReason): Promise<void> {
+    const mutations: Mutation[] = [];
+    const events: AuditEvent[] = [];
+    for (const key of keys) {
+      this.reg.revoke(key, this.now(), reason);
+      this.undisplayed.drop([key]);
+      const ev = this.event({ type: 'key.revoked', instance: key.instance, keyId: key.id, keyName: key.name, reason });
+      mutations.push({ op: 'putKey', key: { ...key } }, { op: 'appendEvent', event: ev });
+      events.push(ev);
+    }
+    await this.writeRevocations(mutations, events);
   }
 
   /** Hands out an undisplayed default secret once; null if already shown. */

@@ -2,11 +2,17 @@ import { type Instance } from '../../domain/instance.js';
 import { ObProxyError } from '../../errors.js';
 import { isLive } from '../registry.js';
 
-import { InstanceCommands } from './instance-commands.js';
+import { KeyRotation } from './key-rotation.js';
 
-/** Packs whose time has come: the instance stopped, its keys revoked with pack_ended. */
-export class PackEnds extends InstanceCommands {
-  /** Ends every pack whose time has come: instance stopped, keys revoked with pack_ended. */
+/**
+ * Packs whose time has come: the instance stopped, its keys revoked with pack_ended. The same
+ * timer revokes the keys whose rotation's grace has ended.
+ */
+export class PackEnds extends KeyRotation {
+  /**
+   * Ends every pack whose time has come (instance stopped, keys revoked with pack_ended), then
+   * revokes the keys whose rotation's grace has ended (reason rotated).
+   */
   async endDuePacks(): Promise<Instance[]> {
     let extendedElsewhere = false;
     const ended = await this.mutex.run(async () => {
@@ -22,6 +28,7 @@ export class PackEnds extends InstanceCommands {
           else ended.push(done);
         }
       }
+      await this.revokeDueRotations();
       return ended;
     });
     // Hear the extension now (it re-arms the pack timer), not at the next catch-up read.
@@ -58,9 +65,9 @@ export class PackEnds extends InstanceCommands {
     return updated;
   }
 
-  /** The earliest pack end still to come, for the daemon's timer. */
+  /** The earliest pack end, or end of a rotation's grace, still to come, for the daemon's timer. */
   nextPackEnd(): number | null {
-    let next: number | null = null;
+    let next: number | null = this.nextRotationEnd();
     for (const inst of this.reg.instances.values()) {
       if (inst.packEndsAt === null || !isLive(inst)) continue;
       const t = Date.parse(inst.packEndsAt);

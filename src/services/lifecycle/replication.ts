@@ -39,6 +39,7 @@ export class LifecycleReplica extends LifecycleCore {
       const ids = new Set(data.instances.map((i) => i.id));
       for (const id of [...this.reg.instances.keys()]) if (!ids.has(id)) this.applyState({ op: 'deleteInstance', id });
       for (const instance of data.instances) this.applyState({ op: 'putInstance', instance });
+      if (data.models != null) this.applyState({ op: 'setModels', models: data.models, prev: null, disallowed: [] });
       for (const key of data.keys) {
         this.applyState({ op: 'putKey', key });
         const known = this.reg.keys.get(key.id);

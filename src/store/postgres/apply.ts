@@ -3,6 +3,7 @@ import type { Instance, InstanceState } from '../../domain/instance.js';
 import type { AuditEvent, KeyRecord, RevokeReason } from '../../domain/key.js';
 import { obError } from '../../errors.js';
 import type { Mutation, UsageDelta } from '../store.js';
+import { assertAllowed, setModels } from './settings.js';
 import { addUsageRows, insertRouteRows } from './usage.js';
 
 /** What a committed transaction did, for the change log. */
@@ -117,6 +118,7 @@ export async function applyBatch(client: PoolClient, batch: readonly Mutation[],
               message: `Instance "${inst.id}" was added through another daemon meanwhile; pick another id or remove it first.`,
             });
           }
+          if (row === undefined) await assertAllowed(client, inst.model);
           await upsertInstance(inst);
           applied.push(m);
         } else if (row !== undefined && row.deployment === m.prev.deployment && row.updated_at === m.prev.updatedAt) {
@@ -193,6 +195,23 @@ export async function applyBatch(client: PoolClient, batch: readonly Mutation[],
         if (rowCount === 0) {
           throw obError('key_revoked', {
             message: `Key ${m.keyId} was revoked through another daemon meanwhile; its limits were not changed.`,
+          });
+        }
+        applied.push(m);
+        break;
+      }
+      case 'setModels':
+        await setModels(client, m.models, m.prev, m.disallowed);
+        applied.push(m);
+        break;
+      case 'scheduleRevocation': {
+        const { rowCount } = await client.query(
+          `UPDATE ob_keys SET record = record || jsonb_build_object('revokeAt', $2::text) WHERE id = $1 AND status = 'active'`,
+          [m.keyId, m.at],
+        );
+        if (rowCount === 0) {
+          throw obError('key_revoked', {
+            message: `Key ${m.keyId} was revoked through another daemon meanwhile; it was not rotated.`,
           });
         }
         applied.push(m);

@@ -70,6 +70,9 @@ export async function importData(client: PoolClient, data: StoreData): Promise<v
     "INSERT INTO ob_events (seq, at, record) SELECT (r->>'seq')::bigint, r->>'at', r FROM jsonb_array_elements($1::jsonb) AS r",
     [JSON.stringify(data.events)],
   );
+  await client.query('DELETE FROM ob_settings');
+  if (data.models != null)
+    await client.query(`INSERT INTO ob_settings (name, value) VALUES ('models', $1)`, [JSON.stringify(data.models)]);
   const maxSeq = data.events.reduce((m, e) => Math.max(m, e.seq), 0);
   await client.query("SELECT setval('ob_event_seq', $1, $2)", [Math.max(maxSeq, 1), maxSeq > 0]);
 }

@@ -173,6 +173,16 @@ export const MIGRATIONS: readonly { version: number; name: string; sql: string }
       UPDATE ob_instances SET record = record || '{"aliases": []}'::jsonb WHERE NOT (record ? 'aliases');
     `,
   },
+  {
+    version: 10,
+    name: 'settings: the allowed models',
+    sql: `
+      -- What the operator sets for the whole store rather than for one instance or key, a row
+      -- per setting: 'models', the model ids an instance may be added with (a JSON list). No
+      -- row: never set, and each daemon allows its own OB_PROXY_MODELS (or the default ids).
+      CREATE TABLE ob_settings (name text PRIMARY KEY, value jsonb NOT NULL);
+    `,
+  },
 ];
 
 /** Advisory lock keys (two int4: ob-proxy's, then the lock's). */

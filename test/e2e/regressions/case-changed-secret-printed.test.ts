@@ -97,7 +97,7 @@ it('never says back a secret changed in case, in the CLI, the management API, th
     await expect(api.addInstance({ id: 'gpu-2', model: s })).rejects.toMatchObject({
       code: 'unknown_model',
       message: expect.stringMatching(
-        /^Unknown model "\[what looks like a key's secret, not shown\]": use one of [^"]+$/,
+        /^Model "\[what looks like a key's secret, not shown\]" is not allowed: the allowed models are [^"]+ Allow it first with `ob-proxy models allow MODEL`\.$/,
       ),
     });
     await expect(api.createKey('gpu-1', `ci ${s}`)).rejects.toMatchObject({
