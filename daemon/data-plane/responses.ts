@@ -93,6 +93,7 @@ export function responsesApi(ctx: DaemonContext): WireApi<ResponsesRequest> {
   };
 }
 
-export function makeResponsesHandler(ctx: DaemonContext) {
-  return makeProxyHandler(ctx, responsesApi(ctx));
+/** `api`: shared with the route's WebSocket mode (socket-upgrade.ts), which learns the same model servers. */
+export function makeResponsesHandler(ctx: DaemonContext, api = responsesApi(ctx)) {
+  return makeProxyHandler(ctx, api);
 }
