@@ -16,7 +16,7 @@ import { AnswerCounter } from './answer-counter.js';
 import { registerCors } from './cors.js';
 import { makeAuthHook } from './auth-hook.js';
 import { makeChatHandler } from './chat-completions.js';
-import { makeResponsesHandler, responsesApi } from './responses.js';
+import { makeResponsesHandler, refuseCompaction, responsesApi } from './responses.js';
 import { isResponsesUpgrade, serveResponsesSockets } from './socket-upgrade.js';
 import { makeCompletionsHandler } from './completions.js';
 import { anthropicErrors, makeCountTokensHandler, makeMessagesHandler } from './messages.js';
@@ -127,6 +127,7 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
   const responses = responsesApi(ctx);
   app.post('/v1/responses', { onRequest: makeAuthHook(ctx, true) }, makeResponsesHandler(ctx, responses));
   serveResponsesSockets(app, ctx, responses);
+  app.post('/v1/responses/compact', refuseCompaction);
   app.post('/v1/completions', { onRequest: makeAuthHook(ctx, true) }, makeCompletionsHandler(ctx));
   app.post('/v1/messages', { onRequest: [anthropicErrors, makeAuthHook(ctx, true, true)] }, makeMessagesHandler(ctx));
   app.post(

@@ -265,3 +265,25 @@ describe('each message is checked as a request is', () => {
     c.close();
   });
 });
+
+it('POST /v1/responses/compact is refused, saying why; nothing is sent', async () => {
+  const sentBefore = responsesSent(sim).length;
+  const res = await d.daemon.dataPlane.inject({
+    method: 'POST',
+    url: '/v1/responses/compact',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    payload: JSON.stringify({ model: MODEL, input: [user('a long conversation')] }),
+  });
+  expect(res.statusCode).toBe(404);
+  expect(res.headers['x-should-retry']).toBe('false');
+  expect(JSON.parse(res.body)).toEqual({
+    error: {
+      message:
+        'POST /v1/responses/compact is not served: no model server here compacts, and its answer is an opaque item that only the server that wrote it can read back. Shorten the conversation on the client (Codex compacts by itself), or send it whole.',
+      type: 'not_found_error',
+      code: 'route_not_found',
+      param: null,
+    },
+  });
+  expect(responsesSent(sim).length).toBe(sentBefore);
+});
