@@ -89,15 +89,16 @@ export class ResponsesSocket implements InflightNode, MessageSink {
   /** Its key was revoked, its pack ended, or the store is out of sync (inflight.ts). */
   terminate(err: ObProxyError): void {
     if (this.closing !== null) return;
+    const m = this.under;
     // A message under way is in the same in-flight list, and its answer ends with the error
     // event itself; the socket closes after it (`over`), or in a second at most.
-    if (this.under !== null) {
+    if (m !== null && !m.res.writableEnded) {
       this.closing = { code: POLICY, reason: err.wireCode, err };
       const force = setTimeout(() => this.close(POLICY, err.wireCode), CLOSE_WAIT_MS);
       force.unref();
       return;
     }
-    this.own(err);
+    if (m?.errorCode !== err.wireCode) this.own(err);
     this.close(POLICY, err.wireCode);
   }
 
@@ -308,7 +309,7 @@ export class ResponsesSocket implements InflightNode, MessageSink {
       return;
     }
     // Its answer was over before the revocation reached it: the error event is the socket's own.
-    if (closing.err !== undefined && !m.failed) this.own(closing.err);
+    if (closing.err !== undefined && m.errorCode !== closing.err.wireCode) this.own(closing.err);
     this.close(closing.code, closing.reason);
   }
 

@@ -38,6 +38,8 @@ export class SocketMessage implements WaitingMessage {
   refusedCode: string | null = null;
   turn: Turn | null = null;
   failed = false;
+  /** The code of its answer's error event, if it had one. */
+  errorCode: string | null = null;
   waiter: SocketWaiter | null = null;
   /** Sends it upstream once its instance's queue grants it a slot. */
   go: (() => void) | null = null;
@@ -56,7 +58,11 @@ export class SocketMessage implements WaitingMessage {
   }
 
   private watch(name: string, data: string): string {
-    if (name === 'error') this.failed = true;
+    if (name === 'error') {
+      this.failed = true;
+      this.errorCode = codeOf(data);
+      return data;
+    }
     if (!LIFECYCLE.has(name)) return data;
     let event: unknown;
     try {
@@ -72,6 +78,17 @@ export class SocketMessage implements WaitingMessage {
     if (this.previous === null || !('previous_response_id' in response)) return data;
     response.previous_response_id = this.previous;
     return JSON.stringify(event);
+  }
+}
+
+/** An error event's code: a stream's own (`code`), or an answer's with a status (`error.code`). */
+function codeOf(data: string): string | null {
+  try {
+    const e = JSON.parse(data) as { code?: unknown; error?: { code?: unknown } };
+    const code = e.code ?? e.error?.code;
+    return typeof code === 'string' ? code : null;
+  } catch {
+    return null;
   }
 }
 

@@ -181,7 +181,10 @@ function asPlainRequest(app: FastifyInstance, req: IncomingMessage, socket: Sock
     }
     lines.push(`${raw[i]}: ${value}`);
   }
-  const node = app.server.listeners('connection').find((l) => l.name === 'connectionListener');
+  // An https server hears its connections once they are secure.
+  const node = [...app.server.listeners('connection'), ...app.server.listeners('secureConnection')].find(
+    (l) => l.name === 'connectionListener',
+  );
   if (node === undefined) {
     socket.destroy();
     return;

@@ -4,7 +4,7 @@
  * into WebSocket messages (daemon/data-plane/socket-response.ts).
  */
 import { describe, expect, it } from 'vitest';
-import { type Turn, readCreateEvent, warmupAnswer } from '../../src/apis/responses/socket-create.js';
+import { type Turn, readCreateEvent, turnOf, warmupAnswer } from '../../src/apis/responses/socket-create.js';
 import { ObProxyError } from '../../src/errors.js';
 import { type MessageSink, SocketResponse } from '../../daemon/data-plane/socket-response.js';
 
@@ -54,6 +54,17 @@ describe('a create event', () => {
       'previous_response_not_found',
       'previous_response_id',
     ]);
+  });
+
+  it("a response's turn is its input then its output; Ollama's null output is none", () => {
+    const out = [{ type: 'message', role: 'assistant', content: [] }];
+    expect(turnOf('resp_1', 'hi', { output: out }, 9)).toEqual({
+      id: 'resp_1',
+      items: [{ type: 'message', role: 'user', content: 'hi' }, ...out],
+      bytes: 9,
+    });
+    expect(turnOf('resp_2', [{ a: 1 }], { output: null }, 9)?.items).toEqual([{ a: 1 }]);
+    expect(turnOf('resp_3', [], { output: 'no' }, 9)).toBeNull();
   });
 
   it('refuses what it cannot read, naming the field', () => {

@@ -91,9 +91,10 @@ export function asItems(input: unknown): unknown[] {
 /**
  * The socket's turn after a response that ended whole (`response.completed` or
  * `.incomplete`): its input and its output items, or null when the event holds no output list.
+ * Ollama writes an answer without items as `"output": null` (a Go nil slice): none.
  */
 export function turnOf(id: string, input: unknown, response: Json, bytes: number): Turn | null {
-  const output = response.output;
+  const output = response.output ?? [];
   if (!Array.isArray(output)) return null;
   return { id, items: [...asItems(input), ...output], bytes };
 }
