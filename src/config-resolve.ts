@@ -115,6 +115,8 @@ export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string, def
     badKeyLimit: num('badKeyLimit')!,
     maxConnections: num('maxConnections'),
     maxConnectionsPerAddress: num('maxConnectionsPerAddress'),
+    socketsPerKey: num('socketsPerKey')!,
+    socketIdleTimeoutMs: seconds('socketIdleTimeout'),
     maxStaleMs,
     storeCatchupMs,
     storeNotify: choice('testNoNotify') !== '1',

@@ -468,6 +468,26 @@ export const SETTINGS = {
     integer: true,
     help: 'connections open at once from one address (IPv6: one /64); 0 turns it off',
   },
+  // An agent keeps one socket per conversation; sub-agents add a few.
+  socketsPerKey: {
+    type: 'number',
+    env: 'OB_PROXY_SOCKETS_PER_KEY',
+    default: 8,
+    min: 0,
+    max: 100_000,
+    integer: true,
+    help: 'Responses WebSockets one key may keep open; more upgrades get 429; 0 turns WebSocket mode off',
+  },
+  // Between an agent's turns its tools run, minutes at times; a closed socket costs one resend in full.
+  socketIdleTimeout: {
+    type: 'number',
+    env: 'OB_PROXY_SOCKET_IDLE_TIMEOUT',
+    default: 600,
+    min: 0.01,
+    max: 86400,
+    unit: 'seconds',
+    help: 'a Responses WebSocket with no response under way is closed after this long without a message',
+  },
   probeTimeout: {
     type: 'number',
     env: 'OB_PROXY_PROBE_TIMEOUT',
@@ -627,6 +647,10 @@ export interface Config extends AnswerLimits {
   maxConnections: number | null;
   /** Connections open at once from one address; null: half of maxConnections; 0: no cap. */
   maxConnectionsPerAddress: number | null;
+  /** Responses WebSockets one key may keep open (0: WebSocket mode off). */
+  socketsPerKey: number;
+  /** A Responses WebSocket with nothing under way is closed after this long without a message. */
+  socketIdleTimeoutMs: number;
   /** Browser origins allowed by CORS; empty = CORS off, ['*'] = any origin. */
   corsOrigins: string[];
   /** Prometheus metrics listener: off (null) unless a port is given; never the public port. */

@@ -89,6 +89,18 @@ export const ERRORS = {
     message:
       'This parameter is not supported: the deployment keeps no responses or conversations. Send the whole conversation in `input`.',
   },
+  previous_response_not_found: {
+    status: 400,
+    type: 'invalid_request_error',
+    message:
+      'Previous response not found: a Responses WebSocket keeps only its own last response. Send the whole conversation in `input`.',
+  },
+  response_in_progress: {
+    status: 409,
+    type: 'conflict_error',
+    message:
+      'A response is under way on this WebSocket: send the next response.create once it has ended, or open another socket.',
+  },
   model_not_found: {
     status: 404,
     type: 'not_found_error',

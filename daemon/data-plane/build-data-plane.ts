@@ -16,7 +16,8 @@ import { AnswerCounter } from './answer-counter.js';
 import { registerCors } from './cors.js';
 import { makeAuthHook } from './auth-hook.js';
 import { makeChatHandler } from './chat-completions.js';
-import { makeResponsesHandler } from './responses.js';
+import { makeResponsesHandler, refuseCompaction, responsesApi } from './responses.js';
+import { isResponsesUpgrade, serveResponsesSockets } from './socket-upgrade.js';
 import { makeCompletionsHandler } from './completions.js';
 import { anthropicErrors, makeCountTokensHandler, makeMessagesHandler } from './messages.js';
 import { registerOllamaRoutes } from './ollama.js';
@@ -60,6 +61,8 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
     connectionsCheckingInterval: Math.min(1_000, Math.max(100, Math.floor(ctx.config.requestTimeoutMs / 4))),
     // Node answers a missing Host with a bare 400; answerNodeRefusals answers it in our shape.
     requireHostHeader: false,
+    // The one upgrade served: every other (curl's h2c) is a plain request, as before (socket-upgrade.ts).
+    shouldUpgradeCallback: isResponsesUpgrade,
   };
   const app = Fastify({
     loggerInstance: log,
@@ -122,7 +125,10 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
 
   // Checks 3 to 5 run again at the start of the handler, once the body is in (recheck).
   app.post('/v1/chat/completions', { onRequest: makeAuthHook(ctx, true) }, makeChatHandler(ctx));
-  app.post('/v1/responses', { onRequest: makeAuthHook(ctx, true) }, makeResponsesHandler(ctx));
+  const responses = responsesApi(ctx);
+  app.post('/v1/responses', { onRequest: makeAuthHook(ctx, true) }, makeResponsesHandler(ctx, responses));
+  serveResponsesSockets(app, ctx, responses);
+  app.post('/v1/responses/compact', refuseCompaction);
   app.post('/v1/completions', { onRequest: makeAuthHook(ctx, true) }, makeCompletionsHandler(ctx));
   app.post('/v1/messages', { onRequest: [anthropicErrors, makeAuthHook(ctx, true, true)] }, makeMessagesHandler(ctx));
   app.post(

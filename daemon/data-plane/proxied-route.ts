@@ -3,6 +3,8 @@ import { clipped } from '../../src/printable.js';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ObProxyError, obError } from '../../src/errors.js';
 import type { Json } from '../../src/wire/request-checks.js';
+import type { HeaderList } from '../../src/services/key-limiter.js';
+import type { Instance } from '../../src/domain/instance.js';
 import { stringifyExact } from '../../src/wire/json-body.js';
 import type { DaemonContext } from '../context.js';
 import type { AuthContext } from './auth-hook.js';
@@ -71,6 +73,14 @@ export interface WireApi<C extends Checked> extends Route<C> {
   readonly fallback: ((checked: C) => Resend<C>) | null;
 }
 
+/** 400 model_mismatch: `asked` is neither the instance's model nor one of its aliases. */
+export function modelMismatch(instance: Instance, asked: string): ObProxyError {
+  return obError('model_mismatch', {
+    param: 'model',
+    message: `This API key is bound to a deployment of "${instance.model}"; the request asked for "${clipped(asked)}". Set model to "${instance.model}"${instance.aliases.length === 0 ? '' : ` (or one of its aliases: ${instance.aliases.map((a) => `"${a}"`).join(', ')})`}.`,
+  });
+}
+
 const JSON_TYPE = /^application\/json\s*(;|$)/i;
 // JSON is UTF-8 (RFC 8259); a body declared in another charset would be read as something else.
 const CHARSET = /;\s*charset\s*=\s*"?([^";\s]*)/i;
@@ -105,12 +115,7 @@ export function makeProxyHandler<C extends Checked>(ctx: DaemonContext, api: Wir
         });
       }
       checked = api.validate(body);
-      if (checked.model !== auth.instance.model) {
-        throw obError('model_mismatch', {
-          param: 'model',
-          message: `This API key is bound to a deployment of "${auth.instance.model}"; the request asked for "${clipped(checked.model)}". Set model to "${auth.instance.model}"${auth.instance.aliases.length === 0 ? '' : ` (or one of its aliases: ${auth.instance.aliases.map((a) => `"${a}"`).join(', ')})`}.`,
-        });
-      }
+      if (checked.model !== auth.instance.model) throw modelMismatch(auth.instance, checked.model);
       // Built before the reply is hijacked: past that point Fastify can no longer answer a throw.
       // A model server known not to serve the route: the request goes the API's other way, or
       // is refused here, never sent.
@@ -165,7 +170,8 @@ function send<C extends Checked>(
   reply.hijack();
   try {
     const trace = ctx.tracing === null ? null : ctx.tracing.exchange(reply, auth, checked);
-    proxy(ctx, api, route, request, reply.raw, auth, checked, upstream, slot, trace);
+    const forward = api.forwardHeaders === undefined ? null : forwarded(request, api.forwardHeaders);
+    proxy(ctx, api, route, request.id, request.rateLimit, forward, reply.raw, auth, checked, upstream, slot, trace);
   } catch (err) {
     // Nothing answers a hijacked reply but us: a throw here would hold the socket until the client left.
     if (slot !== null) ctx.admission?.leave(slot);
@@ -175,11 +181,19 @@ function send<C extends Checked>(
   }
 }
 
-function proxy<C extends Checked>(
+/**
+ * The exchange of a checked request, sent upstream `route`'s way and answered on `res`: a
+ * Fastify request's hijacked response, or a Responses WebSocket message's (responses-socket.ts).
+ * `headers`: what every answer carries (the key's x-ratelimit-*, its pack's end); `forward`: the
+ * client's headers passed on to the model server; `slot`: the instance whose admission slot it holds.
+ */
+export function proxy<C extends Checked>(
   ctx: DaemonContext,
   api: WireApi<C>,
   route: Route<C>,
-  request: FastifyRequest,
+  reqId: string,
+  headers: HeaderList | null,
+  forward: Record<string, string> | null,
   res: ServerResponse,
   auth: AuthContext,
   checked: C,
@@ -187,7 +201,7 @@ function proxy<C extends Checked>(
   slot: string | null,
   trace: ExchangeSpan | null,
 ): void {
-  const exchange = new ExchangeEnd(ctx, res, request.id, auth, checked, body.length, slot, api, trace);
+  const exchange = new ExchangeEnd(ctx, res, reqId, auth, checked, body.length, slot, api, trace);
   // Sent its API's own way to a server that may lack the route: its "no such route" is learned,
   // and, where the API has another way, the request goes that way instead of being refused.
   const learns = api.support !== null && route === api;
@@ -197,13 +211,13 @@ function proxy<C extends Checked>(
     res,
     id: api.newId(),
     model: checked.model,
-    reqId: request.id,
+    reqId,
     clock: ctx.clock,
     exchange,
     limits: ctx.config,
     deadlines: ctx.deadlines,
     observer: exchange.observer,
-    headers: request.rateLimit,
+    headers,
     log: ctx.log,
     instance: auth.instance.id,
     key: auth.key.id,
@@ -213,7 +227,6 @@ function proxy<C extends Checked>(
       learns && api.fallback !== null ? () => resend(ctx, api, auth, checked, rc, exchange, forward, trace) : null,
     trace,
   };
-  const forward = api.forwardHeaders === undefined ? null : forwarded(request, api.forwardHeaders);
   dispatch(ctx, route, auth, checked, body, rc, exchange, forward, trace);
 }
 

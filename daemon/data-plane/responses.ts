@@ -1,3 +1,5 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { obError } from '../../src/errors.js';
 import { responseId } from '../../src/ids.js';
 import { encodeJson } from '../../src/wire/chat-response.js';
 import {
@@ -15,6 +17,7 @@ import { translateResponses } from './responses-translation.js';
 import { RouteSupport } from './route-support.js';
 import type { RelayContext } from './upstream-relay.js';
 import { PlainRelay } from './plain-relay.js';
+import { replyError } from './send-error.js';
 
 type Json = Record<string, unknown>;
 
@@ -93,6 +96,21 @@ export function responsesApi(ctx: DaemonContext): WireApi<ResponsesRequest> {
   };
 }
 
-export function makeResponsesHandler(ctx: DaemonContext) {
-  return makeProxyHandler(ctx, responsesApi(ctx));
+/** `api`: shared with the route's WebSocket mode (socket-upgrade.ts), which learns the same model servers. */
+export function makeResponsesHandler(ctx: DaemonContext, api = responsesApi(ctx)) {
+  return makeProxyHandler(ctx, api);
+}
+
+const NO_COMPACTION = obError('route_not_found', {
+  message:
+    'POST /v1/responses/compact is not served: no model server here compacts, and its answer is an opaque item that only the server that wrote it can read back. Shorten the conversation on the client (Codex compacts by itself), or send it whole.',
+});
+
+/**
+ * POST /v1/responses/compact, refused whatever its key: a summary the gateway asked the model
+ * for would be a turn of the key's like any other, not the compaction item the API promises,
+ * and no model server would take that item back as input.
+ */
+export function refuseCompaction(_request: FastifyRequest, reply: FastifyReply): void {
+  replyError(reply, NO_COMPACTION);
 }

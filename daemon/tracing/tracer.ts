@@ -72,11 +72,23 @@ export class Tracing {
    * flag: the operator decides what the gateway traces, not its clients.
    */
   exchange(reply: FastifyReply, auth: AuthContext, req: GenAiRequest): ExchangeSpan {
-    const request = reply.request;
+    return this.begin(reply.request, performance.now() - reply.elapsedTime, auth, req);
+  }
+
+  /**
+   * The span of one message's exchange on a Responses WebSocket, begun when the message came
+   * (`startTime`, performance.now()); `upgrade` is the socket's upgrade request, whose
+   * `traceparent` makes each of its exchanges a child of the client's span.
+   */
+  socketExchange(upgrade: FastifyRequest, startTime: number, auth: AuthContext, req: GenAiRequest): ExchangeSpan {
+    return this.begin(upgrade, startTime, auth, req);
+  }
+
+  private begin(request: FastifyRequest, startTime: number, auth: AuthContext, req: GenAiRequest): ExchangeSpan {
     const route = routeTraceOf(request) ?? { operation: 'chat', provider: 'openai' };
     const span = this.tracer.startSpan(
       `${route.operation} ${req.model}`,
-      { kind: SpanKind.CLIENT, startTime: performance.now() - reply.elapsedTime },
+      { kind: SpanKind.CLIENT, startTime },
       this.parentOf(request),
     );
     return new ExchangeSpan(span, route, auth, req);

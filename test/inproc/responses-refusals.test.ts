@@ -142,7 +142,7 @@ describe('the key is checked as on chat, in the same order, and a refusal sends 
           400,
           'invalid_request_error',
           'unsupported_parameter',
-          `${field} is not supported: this deployment keeps no responses or conversations. Send the whole conversation in \`input\` (with store: false, SDKs send every item).`,
+          `${field} is not supported: this deployment keeps no responses or conversations. Send the whole conversation in \`input\` (with store: false, SDKs send every item)${field === 'previous_response_id' ? ', or continue over a Responses WebSocket, which keeps its last response' : ''}.`,
           field,
         ),
       );

@@ -33,6 +33,8 @@ const DEFAULTS: Config = {
   badKeyLimit: 30,
   maxConnections: null,
   maxConnectionsPerAddress: null,
+  socketsPerKey: 8,
+  socketIdleTimeoutMs: 600_000,
   maxStaleMs: 30_000,
   storeCatchupMs: 500,
   storeFoldBytes: null,

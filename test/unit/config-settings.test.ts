@@ -107,6 +107,8 @@ const CASES: Record<Exclude<SettingName, 'debug' | 'cliTimeout' | 'waitTimeout'>
   badKeyLimit: { field: 'badKeyLimit', env: ['0', 0], bad: '-1' },
   maxConnections: { field: 'maxConnections', env: ['500', 500], bad: '0' },
   maxConnectionsPerAddress: { field: 'maxConnectionsPerAddress', env: ['0', 0], bad: '2.5' },
+  socketsPerKey: { field: 'socketsPerKey', env: ['0', 0], bad: '-1' },
+  socketIdleTimeout: { field: 'socketIdleTimeoutMs', env: ['0.5', 500], bad: '0' },
   probeTimeout: { field: 'probeTimeoutMs', env: ['0.5', 500], bad: '0' },
   corsOrigins: { field: 'corsOrigins', env: ['*', ['*']] },
   models: { field: 'models', env: [' a:1 , b:2,', ['a:1', 'b:2']] },

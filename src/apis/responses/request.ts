@@ -49,14 +49,15 @@ export function parseResponsesBody(raw: Buffer): Json {
 /**
  * Fields the instance cannot honour, refused rather than ignored: a model server keeps no
  * responses or conversations (Ollama drops `previous_response_id` silently, and the client's
- * next turn is answered without its context).
+ * next turn is answered without its context). Over HTTP the gateway keeps none either; a
+ * Responses WebSocket keeps its own last response (socket-create.ts), and says so here.
  */
 function refuseStateful(body: Json): void {
   for (const field of ['previous_response_id', 'conversation'] as const) {
     if (given(body[field]))
       throw obError('unsupported_parameter', {
         param: field,
-        message: `${field} is not supported: this deployment keeps no responses or conversations. Send the whole conversation in \`input\` (with store: false, SDKs send every item).`,
+        message: `${field} is not supported: this deployment keeps no responses or conversations. Send the whole conversation in \`input\` (with store: false, SDKs send every item)${field === 'previous_response_id' ? ', or continue over a Responses WebSocket, which keeps its last response' : ''}.`,
       });
   }
 }
