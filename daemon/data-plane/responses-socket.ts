@@ -48,6 +48,8 @@ const GOING_AWAY = 1001;
  */
 export class ResponsesSocket implements InflightNode, MessageSink {
   readonly key: string;
+  /** The instance whose share of body memory the socket's bytes count in: its id, which never changes. */
+  private readonly instanceId: string;
   inflightEntry: InflightEntry | null = null;
   inflightPrev: InflightNode | null = null;
   inflightNext: InflightNode | null = null;
@@ -69,6 +71,7 @@ export class ResponsesSocket implements InflightNode, MessageSink {
     private auth: AuthContext,
   ) {
     this.key = auth.key.id;
+    this.instanceId = auth.instance.id;
     ctx.inflight.add(auth.key, this);
     ws.on('message', (data, isBinary) => this.guarded(() => this.onMessage(data, isBinary)));
     ws.on('close', (code, reason) => this.gone(code, String(reason)));
@@ -169,17 +172,17 @@ export class ResponsesSocket implements InflightNode, MessageSink {
 
   /** `n` more bytes of the message in the key's share of body memory (held-bytes.ts), till its answer is over. */
   private hold(m: SocketMessage, n: number): boolean {
-    const why = this.ctx.bodies.take(this.key, n);
+    const why = this.ctx.bodies.take(this.key, this.instanceId, n);
     if (why === null) {
       m.held += n;
       return true;
     }
-    this.ctx.metrics?.rateLimited(this.auth.instance.id, why === 'key' ? 'body_memory' : 'body_memory_full');
+    this.ctx.metrics?.rateLimited(this.auth.instance.id, why === 'daemon' ? 'body_memory_full' : 'body_memory');
     m.refuse(
       why === 'daemon'
         ? obError('proxy_overloaded')
         : obError('rate_limited', {
-            message: `This API key holds its share of the proxy's memory for request bodies and WebSocket state (--body-memory-per-key). Retry when some of its requests are over, or continue with less context.`,
+            message: `This API key${why === 'instance' ? "'s instance" : ''} holds its share of the proxy's memory for request bodies and WebSocket state (${why === 'instance' ? '--body-memory-per-instance' : '--body-memory-per-key'}). Retry when some of its requests are over, or continue with less context.`,
           }),
     );
     return false;
@@ -282,7 +285,7 @@ export class ResponsesSocket implements InflightNode, MessageSink {
   private over(m: SocketMessage): void {
     const { ctx } = this;
     this.under = null;
-    ctx.bodies.give(this.key, m.held);
+    ctx.bodies.give(this.key, this.instanceId, m.held);
     ctx.keyLimits.release(this.key, m.reserved);
     m.waiter?.leave();
     const status = m.res.statusCode;
@@ -316,8 +319,8 @@ export class ResponsesSocket implements InflightNode, MessageSink {
   /** `turn` becomes the socket's last response, in the key's share of body memory, or none is kept. */
   private keep(turn: Turn | null): void {
     const bodies = this.ctx.bodies;
-    if (this.turn !== null) bodies.give(this.key, this.turn.bytes);
-    this.turn = turn !== null && bodies.take(this.key, turn.bytes) === null ? turn : null;
+    if (this.turn !== null) bodies.give(this.key, this.instanceId, this.turn.bytes);
+    this.turn = turn !== null && bodies.take(this.key, this.instanceId, turn.bytes) === null ? turn : null;
   }
 
   /** Our own error event, outside any exchange; a client that leaves them unread is closed. */
