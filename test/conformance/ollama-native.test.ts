@@ -218,7 +218,7 @@ describe.skipIf(REALUP_SKIP !== null)(
         return null;
       })();
       expect(raised).toBe(
-        'This API key was revoked (or its deployment stopped or removed) while the request was in flight; it can never be used again. Generate a new key for a ready instance.',
+        'This API key was revoked (or its deployment stopped or removed) while the request was in flight; it can never be used again. Ask whoever gave you the key for a new one.',
       );
       expect(await cancelledAfter(ollama, from)).toBeLessThan(4000);
       expect(gw.inflight(k.id)).toBe(0);

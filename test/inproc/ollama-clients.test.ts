@@ -159,7 +159,7 @@ describe('ollama-js through the gateway', () => {
     });
     expect(await raised(client(stopped).generate({ model: MODEL, prompt: 'x' }))).toEqual({
       status: 401,
-      message: 'This API key has been revoked and can never be used again. Generate a new key for a ready instance.',
+      message: 'This API key has been revoked and can never be used again. Ask whoever gave you the key for a new one.',
     });
     const managing = {
       status: 403,

@@ -155,7 +155,7 @@ describe('streams', () => {
     expect(all.slice(0, -1).every((l) => l.done === false)).toBe(true);
     expect(all.at(-1)).toEqual({
       error:
-        'This API key was revoked (or its deployment stopped or removed) while the request was in flight; it can never be used again. Generate a new key for a ready instance.',
+        'This API key was revoked (or its deployment stopped or removed) while the request was in flight; it can never be used again. Ask whoever gave you the key for a new one.',
       code: 'revoked_api_key',
     });
     const upstream = await sim.waitFor((q) => q.path === '/api/chat' && q.endedAt !== null);

@@ -116,7 +116,7 @@ describe('revocation and pack end', () => {
       type: 'error',
       code: 'revoked_api_key',
       message:
-        'This API key was revoked (or its deployment stopped or removed) while the request was in flight; it can never be used again. Generate a new key for a ready instance.',
+        'This API key was revoked (or its deployment stopped or removed) while the request was in flight; it can never be used again. Ask whoever gave you the key for a new one.',
       param: null,
       sequence_number: 6,
     });
@@ -136,7 +136,7 @@ describe('revocation and pack end', () => {
         status: 401,
         error: {
           message:
-            'This API key was revoked (or its deployment stopped or removed) while the request was in flight; it can never be used again. Generate a new key for a ready instance.',
+            'This API key was revoked (or its deployment stopped or removed) while the request was in flight; it can never be used again. Ask whoever gave you the key for a new one.',
           type: 'authentication_error',
           code: 'revoked_api_key',
           param: null,

@@ -174,7 +174,7 @@ describe('the NDJSON relay', () => {
   it('our own closing error is one line in Ollama’s shape', () => {
     expect(new NdjsonRelay().closingError(obError('revoked_api_key'))).toBe(
       `${JSON.stringify({
-        error: 'This API key has been revoked and can never be used again. Generate a new key for a ready instance.',
+        error: 'This API key has been revoked and can never be used again. Ask whoever gave you the key for a new one.',
         code: 'revoked_api_key',
       })}\n`,
     );
