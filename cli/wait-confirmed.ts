@@ -69,12 +69,14 @@ export function daemonName(d: DaemonView): string {
   return `${d.id.slice(0, 8)} (${d.host}, pid ${d.pid}${d.self ? ', this daemon' : ''})`;
 }
 
-/** What a daemon last reported: its revocation point, how far behind, when. */
+/** What a daemon last reported: how many revocations and changes it had not applied, when. */
 export function lastReport(d: DaemonView): string {
   const point =
     d.appliedRevocations === null || d.revocationsBehind === null
       ? 'reports no revocation point (an older ob-proxy, or no read yet)'
-      : `applied revocations up to ${d.appliedRevocations} (${d.revocationsBehind} behind)`;
+      : d.revocationsBehind === 0
+        ? 'had applied every revocation'
+        : `had not applied ${d.revocationsBehind} revocation${d.revocationsBehind === 1 ? '' : 's'}`;
   return `${point}, change ${d.appliedChange} (${d.changeLag} behind), last report ${seconds(d.reportAgeMs)} ago`;
 }
 

@@ -26,32 +26,60 @@ function storeLine(deps: CliDeps, s: StatusView): string {
   return `${sync.location} (shared): ${state}; last in sync ${seconds(sync.lastSyncAgeMs)} ago (${sync.lastSyncAt})${problem}; ${chores}`;
 }
 
+/** A count with its noun, singular or plural. */
+function count(n: number, noun: string): string {
+  return `${n} ${noun}${n === 1 ? '' : 's'}`;
+}
+
 /**
- * Every daemon of a shared store as it last reported: its revocation point and how many
- * revocations it had not applied then, its change number and lag, and when it reported.
+ * Whether every daemon refuses every revoked key, in words: the revocation points themselves
+ * are PostgreSQL transaction ids (--json keeps them), which say nothing to a person.
+ */
+function revocationsSummary(v: NonNullable<StatusView['daemons']>): string {
+  const live = v.daemons.filter((d) => d.state === 'live');
+  const gone = v.daemons.filter((d) => d.state === 'gone');
+  const lagging = live.filter((d) => d.revocationsBehind !== 0);
+  const lines: string[] = [];
+  if (v.newestRevocation === null) lines.push('No key has been revoked through this store yet.');
+  else if (lagging.length === 0)
+    lines.push(`Every live daemon (${live.length}) has applied every revocation: each refuses every revoked key.`);
+  else
+    lines.push(
+      `${count(lagging.length, 'live daemon')} of ${live.length} ${lagging.length === 1 ? 'has' : 'have'} not applied every revocation yet (REVOCATIONS above): until ${lagging.length === 1 ? 'it does, it' : 'they do, they'} may still serve those keys. \`keys revoke --wait\` waits for them.`,
+    );
+  if (gone.length > 0)
+    lines.push(
+      `${count(gone.length, 'daemon')} gone (no report for longer than ${gone.length === 1 ? 'its' : 'their'} --max-stale): if ${gone.length === 1 ? 'it still runs, it refuses' : 'they still run, they refuse'} every key.`,
+    );
+  return lines.map((l) => `${l}\n`).join('');
+}
+
+/**
+ * Every daemon of a shared store as it last reported: how many revocations and changes of the
+ * store it had not applied then, and when it reported.
  */
 function daemonsTable(deps: CliDeps, v: NonNullable<StatusView['daemons']>): string {
   const c = colours(deps.io);
   if (v.problem !== undefined) return `\n${c.red(`The daemons' reports cannot be read: ${v.problem}`)}\n`;
-  const behind = (n: number | null): string => (n === null ? '-' : n === 0 ? '0' : c.red(String(n)));
+  const revocations = (n: number | null): string =>
+    n === null ? 'not reported' : n === 0 ? 'all applied' : c.red(`${n} not applied`);
+  const changes = (lag: number, at: number): string =>
+    lag === 0 ? `up to date (${at})` : c.red(`${lag} behind (${at})`);
   return (
-    `\nDaemons of the store (newest revocation: ${v.newestRevocation ?? 'none'}):\n` +
+    '\nDaemons of the store, as each last reported:\n' +
     table([
-      ['DAEMON', 'HOST', 'PID', 'STATE', 'REVOCATIONS APPLIED', 'BEHIND', 'CHANGE', 'BEHIND', 'LAST REPORT'].map((h) =>
-        c.bold(h),
-      ),
+      ['DAEMON', 'HOST', 'PID', 'STATE', 'REVOCATIONS', 'CHANGES', 'LAST REPORT'].map((h) => c.bold(h)),
       ...v.daemons.map((d) => [
         `${d.id.slice(0, 8)}${d.self ? ' (this)' : ''}`,
         d.host,
         String(d.pid),
         d.state === 'live' ? c.green('live') : c.red('gone'),
-        d.appliedRevocations ?? '-',
-        behind(d.revocationsBehind),
-        String(d.appliedChange),
-        behind(d.changeLag),
+        revocations(d.revocationsBehind),
+        changes(d.changeLag, d.appliedChange),
         `${seconds(d.reportAgeMs)} ago`,
       ]),
-    ])
+    ]) +
+    revocationsSummary(v)
   );
 }
 
