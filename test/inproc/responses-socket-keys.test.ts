@@ -90,6 +90,18 @@ describe('the upgrade', () => {
   });
 });
 
+it('OB_PROXY_SOCKETS_PER_KEY=0 turns the mode off: the upgrade is an unknown route', async () => {
+  const off = await buildInproc({ socketsPerKey: 0 });
+  try {
+    await off.daemon.listen();
+    const k = await readyInstance(off, 'gpu-1', simUrl);
+    const r = await refusedUpgrade(SocketClient.open(off.daemon.ctx.baseUrl, k));
+    expect([r.status, (r.body as { error: { code: string } }).error.code]).toEqual([404, 'route_not_found']);
+  } finally {
+    await off.close();
+  }
+});
+
 describe('revocation and pack end', () => {
   it('a key revoked mid-stream: its error event last, 1008, the upstream aborted', async () => {
     const key = await newKey('gpu-1');
