@@ -1,5 +1,6 @@
 /**
- * Codex CLI (`@openai/codex`, its native binary) through the gateway: `codex exec` runs one turn
+ * Codex CLI (`@openai/codex`, its native binary, installed by test/helpers/agents-install.mjs at
+ * its pinned version, not by the root `npm ci`) through the gateway: `codex exec` runs one turn
  * non-interactively, with HOME and CODEX_HOME in a temporary folder whose config.toml defines a
  * model provider at a daemon listening on 127.0.0.1:0 (the README's snippet, `wire_api =
  * "responses"`, the key in the variable `env_key` names). The turn is run against a simulator
@@ -12,22 +13,24 @@
 import { spawn } from 'node:child_process';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Simulator } from '../../simulator/simulator.js';
+import { type InstalledAgents, installAgents } from '../helpers/agents-install.mjs';
 import { type Inproc, MODEL, buildInproc, startSim } from '../helpers/inproc.js';
-
-const CODEX = resolve(import.meta.dirname, '../../node_modules/.bin/codex');
 
 let d: Inproc;
 let home: string;
+let agents: InstalledAgents;
 const sims: Simulator[] = [];
 
 beforeAll(async () => {
+  // The first run in a checkout downloads Codex (about 100 MB): minutes on a slow link.
+  agents = await installAgents();
   d = await buildInproc();
   await d.daemon.listen();
   home = await mkdtemp(join(tmpdir(), 'obcodex-'));
-});
+}, 900_000);
 
 afterAll(async () => {
   await d?.close();
@@ -70,8 +73,20 @@ wire_api = "responses"
   };
   const startedAt = Date.now();
   const child = spawn(
-    CODEX,
-    ['exec', '--skip-git-repo-check', '--ephemeral', '--sandbox', 'read-only', '--color', 'never', '-C', work, prompt],
+    process.execPath,
+    [
+      agents.codexJs,
+      'exec',
+      '--skip-git-repo-check',
+      '--ephemeral',
+      '--sandbox',
+      'read-only',
+      '--color',
+      'never',
+      '-C',
+      work,
+      prompt,
+    ],
     { env, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let stdout = '';
