@@ -3,7 +3,7 @@
  * captured by scripts/capture-agent-bodies.mjs from Claude Code 2.1.328, Codex CLI 0.171.0, the
  * OpenAI Agents SDK and the AI SDK), sent straight to real Ollama and through the gateway, on its
  * route, with its path, query string and headers as its client sent them. The gateway is a gate,
- * not an authority (docs/contract.md §3b): a body Ollama accepts must not be refused, and must be
+ * not an authority (docs/contract.md §6): a body Ollama accepts must not be refused, and must be
  * answered as Ollama answers it. A body the gateway refuses fails its test with the gateway's
  * status and message.
  *

@@ -21,7 +21,11 @@ export function writeCodexHome(home: string, o: { baseUrl: string; model: string
 export function codexEnv(o: { home: string; key: string; outbound?: string }): AgentEnv;
 
 /** Node's arguments: the launcher, then `exec …` or `exec … resume --last …`. */
-export function codexArgs(codexJs: string, prompt: string, o: { work: string; resume?: boolean }): string[];
+export function codexArgs(
+  codexJs: string,
+  prompt: string,
+  o: { work: string; resume?: boolean; json?: boolean },
+): string[];
 
 export interface AgentRun {
   code: number | null;

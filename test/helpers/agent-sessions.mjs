@@ -91,7 +91,8 @@ export function claudeArgs(prompt, { model, continueSession = false, allowedTool
  * Codex's home for a model provider at `baseUrl` (the README's snippet: `wire_api =
  * "responses"`, the key in the variable `env_key` names, OB_PROXY_KEY), with what would reach
  * past 127.0.0.1 off: the update check, analytics, feedback, plugins and apps (their catalogs
- * are fetched from github.com and chatgpt.com). No retries: a refusal shows at once.
+ * are fetched from github.com and chatgpt.com). Codex's own retries are left as they are: how it
+ * meets a refusal is part of what the tests see.
  */
 export async function writeCodexHome(home, { baseUrl, model }) {
   const codexHome = join(home, '.codex');
@@ -117,8 +118,6 @@ name = "ob-proxy"
 base_url = "${baseUrl}/v1"
 env_key = "OB_PROXY_KEY"
 wire_api = "responses"
-request_max_retries = 0
-stream_max_retries = 0
 `,
   );
   return codexHome;
@@ -137,10 +136,13 @@ export function codexEnv({ home, key, outbound }) {
   };
 }
 
-/** `codex exec PROMPT` in `work`, or `codex exec resume --last PROMPT` (the folder's last session). */
-export function codexArgs(codexJs, prompt, { work, resume = false }) {
+/**
+ * `codex exec PROMPT` in `work`, or `codex exec resume --last PROMPT` (the folder's last session);
+ * `json` prints its events as JSON lines (`thread.started` with the session's id, `turn.completed`).
+ */
+export function codexArgs(codexJs, prompt, { work, resume = false, json = false }) {
   // `exec`'s own options go before `resume`; resume --last picks the newest session of the cwd.
-  const common = [codexJs, 'exec', '--skip-git-repo-check', '--color', 'never'];
+  const common = [codexJs, 'exec', '--skip-git-repo-check', '--color', 'never', ...(json ? ['--json'] : [])];
   return resume
     ? [...common, '--sandbox', 'read-only', 'resume', '--last', '--', prompt]
     : [...common, '--sandbox', 'read-only', '-C', work, '--', prompt];

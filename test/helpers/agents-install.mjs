@@ -13,7 +13,7 @@
  * Install scripts are not run (`--ignore-scripts`): npm 11 warns about any not listed in
  * `allowScripts` and is to refuse them, and the only one, Claude Code's postinstall, copies its
  * platform package's binary over a placeholder. The binaries are taken from the platform
- * packages (optional dependencies npm installs for this platform) instead. Plain JavaScript (typed
+ * packages (the optional dependencies npm installs for the platform) instead. Plain JavaScript (typed
  * by agents-install.d.mts) so that the capture script, which is not compiled, shares it.
  */
 import { execFile } from 'node:child_process';
