@@ -53,7 +53,9 @@ export function replyError(
 /** `headers` with the error's `x-should-retry`, and a Retry-After wherever it says to retry. */
 function withRetryAdvice(headers: Record<string, string>, err: ObProxyError): Record<string, string> {
   if (err.retry === null) return headers;
-  if (!err.retry) return { ...headers, 'x-should-retry': 'false' };
+  // Retry-After 0 beside it: a client that reads no x-should-retry (Codex) then fails in a
+  // moment instead of backing off for seconds before its last try.
+  if (!err.retry) return { 'retry-after': '0', ...headers, 'x-should-retry': 'false' };
   return { 'retry-after': '1', ...headers, 'x-should-retry': 'true' };
 }
 
@@ -61,7 +63,7 @@ function withRetryAdvice(headers: Record<string, string>, err: ObProxyError): Re
 function retryAdviceList(extra: HeaderList | null, err: ObProxyError): HeaderList | null {
   if (err.retry === null) return extra;
   const list = extra === null ? [] : [...extra];
-  if (err.retry && !hasHeader(list, 'retry-after')) list.push('retry-after', '1');
+  if (!hasHeader(list, 'retry-after')) list.push('retry-after', err.retry ? '1' : '0');
   list.push('x-should-retry', err.retry ? 'true' : 'false');
   return list;
 }
