@@ -117,7 +117,8 @@ describe.each([
     expect(run.stdout).toContain('Final answer from the tool:');
     expect(run.stdout + run.stderr).not.toContain(key);
 
-    const upstream = sim.requests.filter((r) => r.path.startsWith('/v1/'));
+    // The clients' requests: the instance's own GET /v1/models (when added) aside.
+    const upstream = sim.requests.filter((r) => r.path.startsWith('/v1/') && r.method === 'POST');
     const path = responses ? '/v1/responses' : '/v1/chat/completions';
     expect(upstream.map((r) => `${r.method} ${r.path}`)).toEqual(
       responses
