@@ -10,20 +10,22 @@
 import { spawn } from 'node:child_process';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { Simulator } from '../../simulator/simulator.js';
+import { type InstalledAgents, installAgents } from '../helpers/agents-install.mjs';
 import { type Inproc, MODEL, buildInproc, startSim } from '../helpers/inproc.js';
-
-const CODEX = resolve(import.meta.dirname, '../../node_modules/.bin/codex');
 
 type Json = Record<string, unknown>;
 let d: Inproc;
 let sim: Simulator;
 let home: string;
 let key: string;
+let agents: InstalledAgents;
 
 beforeAll(async () => {
+  // Codex is installed for the tests that run it, at its pinned version (agents-install.mjs).
+  agents = await installAgents();
   d = await buildInproc();
   await d.daemon.listen();
   let url: string;
@@ -53,7 +55,7 @@ request_max_retries = 0
 stream_max_retries = 0
 `,
   );
-});
+}, 900_000);
 
 afterAll(async () => {
   await d?.close();
@@ -70,7 +72,11 @@ async function codex(args: string[]): Promise<{ code: number | null; stdout: str
     NO_COLOR: '1',
   };
   const common = ['exec', '--skip-git-repo-check', '--sandbox', 'read-only', '--color', 'never'];
-  const child = spawn(CODEX, [...common, ...args], { env, cwd: join(home, 'work'), stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [agents.codexJs, ...common, ...args], {
+    env,
+    cwd: join(home, 'work'),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stdout = '';
   let stderr = '';
   child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s));
@@ -94,7 +100,7 @@ it('two turns over WebSocket: warm-ups answered by the gateway, tool results con
     .poll(() => d.logs.filter((l) => l.msg === 'websocket closed' && l.key === keyId).map((l) => l.messages))
     .toEqual([3, 3]);
   // Upstream, each a whole conversation, and no warm-up: two requests a turn, none over HTTP.
-  const upstream = sim.requests.filter((r) => r.path.startsWith('/v1/'));
+  const upstream = sim.requests.filter((r) => r.path.startsWith('/v1/') && r.method === 'POST');
   expect(upstream.map((r) => `${r.method} ${r.path}`)).toEqual(Array(4).fill('POST /v1/responses'));
   const bodies = upstream.map((r) => r.body as Json);
   for (const b of bodies) {
