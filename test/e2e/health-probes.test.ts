@@ -125,9 +125,9 @@ describe('instances ready probes the endpoint first', () => {
       checkedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT.*Z$/),
       error: null,
     });
+    // One at `instances add` (does it list the model?), one at `ready`: both with the token.
     const probes = (await sim.requests()).filter((q) => q.path === '/v1/models');
-    expect(probes).toHaveLength(1);
-    expect(probes[0]!.headers.authorization).toBe('Bearer vllm-token-123');
+    expect(probes.map((q) => q.headers.authorization)).toEqual(['Bearer vllm-token-123', 'Bearer vllm-token-123']);
     const [listed] = await cliJson<InstanceJson[]>(['instances', 'list'], home);
     expect(listed!.health).toEqual(ready.health);
   });
