@@ -6,6 +6,7 @@ import { ObProxyError, isErrorCode, obError } from '../src/errors.js';
 import type { ConfirmationView } from '../src/services/revocation-confirmation.js';
 import type { LiveStatsView } from '../src/services/live-stats.js';
 import type { UsageReport } from '../src/wire/usage-report.js';
+import type { UsageBucketsReport } from '../src/wire/usage-buckets-report.js';
 import type {
   AddedView,
   InstanceView,
@@ -188,6 +189,20 @@ export class DaemonClient {
       .map(([k, v]) => `${k}=${encodeURIComponent(v as string)}`)
       .join('&');
     return this.call('GET', `/v1/usage${q === '' ? '' : `?${q}`}`);
+  }
+  /** `usage --by`: per key and hour or day. */
+  usageBuckets(filter: {
+    instance?: string | undefined;
+    key?: string | undefined;
+    since?: string | undefined;
+    until?: string | undefined;
+    by: 'hour' | 'day';
+  }): Promise<UsageBucketsReport> {
+    const q = Object.entries(filter)
+      .filter(([, v]) => v !== undefined)
+      .map(([k, v]) => `${k}=${encodeURIComponent(v as string)}`)
+      .join('&');
+    return this.call('GET', `/v1/usage/buckets?${q}`);
   }
   /** Live figures per instance (the console's live view). */
   stats(): Promise<LiveStatsView> {

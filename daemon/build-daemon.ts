@@ -158,7 +158,7 @@ async function assemble(config: Config, version: string, parts: Parts): Promise<
     throw err;
   }
 
-  const usage = new UsageFlusher({ usage: ctx.usage, lifecycle, store, periodMs: config.usageFlushMs, log });
+  const usage = new UsageFlusher({ usage: ctx.usage, lifecycle, store, clock, periodMs: config.usageFlushMs, log });
   // What runs on its own once listening, started in this order; stopped as the drain begins.
   const running = [
     packTimer,

@@ -7,25 +7,26 @@ import type { PackUsage, UsageCounts } from '../../src/wire/usage-report.js';
 import { type CliDeps, type CommonOptions, example, withClient, withCommon } from '../common.js';
 import { colours, printJson, shown, table } from '../output.js';
 import { UsageError } from '../usage-error.js';
+import { bucketsCsv, bucketsText } from './usage-buckets.js';
 
 const UNIT_MS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
 
-/** `--since`: an ISO 8601 time with a zone, or a duration back from now (`24h`, `7d`, `-1d12h`). */
-export function parseSince(raw: string, now: number): string {
+/** `--since` (or `--until`): an ISO 8601 time with a zone, or a duration back from now (`24h`, `7d`, `-1d12h`). */
+export function parseSince(raw: string, now: number, flag = '--since'): string {
   const duration = /^-?((?:\d+[smhdw])+)$/.exec(raw.trim());
   if (duration !== null) {
     let ms = 0;
     for (const [, n, unit] of duration[1]!.matchAll(/(\d+)([smhdw])/g)) ms += Number(n) * UNIT_MS[unit!]!;
     if (!Number.isSafeInteger(ms) || now - ms < 0)
-      throw new UsageError(`--since ${raw} reaches before 1970: give a shorter duration or a time.`);
+      throw new UsageError(`${flag} ${raw} reaches before 1970: give a shorter duration or a time.`);
     return new Date(now - ms).toISOString();
   }
   try {
-    return validateTimestamp(raw, '--since');
+    return validateTimestamp(raw, flag);
   } catch (err) {
     if (!(err instanceof ObProxyError)) throw err;
     throw new UsageError(
-      `--since must be an ISO 8601 time with a zone (2026-11-01T00:00:00Z) or a duration back from now (24h, 7d), got "${clipped(raw)}".`,
+      `${flag} must be an ISO 8601 time with a zone (2026-11-01T00:00:00Z) or a duration back from now (24h, 7d), got "${clipped(raw)}".`,
     );
   }
 }
@@ -87,9 +88,15 @@ export function makeUsageCommand(deps: CliDeps): Command {
       .option('--key <key-id>', 'only this key')
       .option(
         '--since <time>',
-        'only keys used at or after this time (ISO 8601, or a duration back: 24h, 7d); counters stay whole-life totals',
+        'only keys used at or after this time (ISO 8601, or a duration back: 24h, 7d); counters stay whole-life totals. With --by: the first bucket',
       )
-      .action(async (o: CommonOptions & { instance?: string; key?: string; since?: string }) => {
+      .option('--until <time>', 'with --by: the buckets that start before this time (ISO 8601, or a duration back)')
+      .option('--by <size>', 'usage per key and hour, or per key and day (UTC): hour or day')
+      .option('--csv', 'with --by: CSV for a spreadsheet or a billing system, one line per key and bucket')
+      .action(async (o: UsageOptions) => {
+        if (o.by !== undefined) return byBuckets(deps, o);
+        if (o.until !== undefined || o.csv === true)
+          throw new UsageError('--until and --csv go with --by hour or --by day.');
         const since = o.since === undefined ? undefined : parseSince(o.since, Date.now());
         const report = await withClient(o, deps, (cl) => cl.usage({ instance: o.instance, key: o.key, since }));
         if (o.json === true) return printJson(deps.io, report);
@@ -113,5 +120,32 @@ export function makeUsageCommand(deps: CliDeps): Command {
     'ob-proxy usage --instance gpu-1',
     'ob-proxy usage --since 24h --json',
     'ob-proxy usage --key Xy12ab34Cd56',
+    'ob-proxy usage --by day --since 2026-11-01T00:00:00Z --until 2026-12-01T00:00:00Z --csv > november.csv',
+    'ob-proxy usage --by hour --since 24h --instance gpu-1',
   );
+}
+
+type UsageOptions = CommonOptions & {
+  instance?: string;
+  key?: string;
+  since?: string;
+  until?: string;
+  by?: string;
+  csv?: boolean;
+};
+
+/** `usage --by hour|day`: the buckets, as a table, --json or --csv. */
+async function byBuckets(deps: CliDeps, o: UsageOptions): Promise<void> {
+  if (o.by !== 'hour' && o.by !== 'day')
+    throw new UsageError(`--by must be hour or day, got "${clipped(o.by ?? '')}".`);
+  if (o.csv === true && o.json === true) throw new UsageError('Give either --csv or --json, not both.');
+  const now = Date.now();
+  const since = o.since === undefined ? undefined : parseSince(o.since, now);
+  const until = o.until === undefined ? undefined : parseSince(o.until, now, '--until');
+  const by = o.by;
+  const report = await withClient(o, deps, (cl) =>
+    cl.usageBuckets({ instance: o.instance, key: o.key, since, until, by }),
+  );
+  if (o.json === true) return printJson(deps.io, report);
+  deps.io.out(o.csv === true ? bucketsCsv(report) : bucketsText(deps, report));
 }

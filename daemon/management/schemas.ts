@@ -69,6 +69,13 @@ export const ROTATE_BODY = optionalObject({ graceSeconds: { type: 'integer', min
 export const INSTANCE_QUERY = object({ instance: STRING });
 export const AUDIT_QUERY = object({ instance: STRING, limit: STRING });
 export const USAGE_QUERY = object({ instance: STRING, key: STRING, since: STRING });
+export const USAGE_BUCKETS_QUERY = object({
+  instance: STRING,
+  key: STRING,
+  since: STRING,
+  until: STRING,
+  by: { type: 'string', enum: ['hour', 'day'] },
+});
 
 export interface AddInstanceBody {
   id: string;
@@ -121,6 +128,8 @@ const HINTS: Record<string, string> = {
   state: `--state must be one of ${INSTANCE_STATES.join(', ')}.`,
   key: 'key must be a key id: list them with `ob-proxy keys list`.',
   since: `since ${DATE}`,
+  until: `until ${DATE}`,
+  by: 'by must be hour or day.',
   limit: 'limit must be a number of events.',
   graceSeconds: 'graceSeconds must be a whole number of seconds from 0 to 30 days.',
   ...Object.fromEntries(LIMIT_NAMES.map((n) => [n, `--${n} must be a whole number from 1 to ${LIMIT_MAX}, or none.`])),

@@ -5,9 +5,12 @@ import { obError } from '../../src/errors.js';
 import { clipped } from '../../src/printable.js';
 import { type UsageReport, usageReport } from '../../src/wire/usage-report.js';
 import type { DaemonContext } from '../context.js';
-import { USAGE_QUERY } from './schemas.js';
+import { USAGE_BUCKETS_QUERY, USAGE_QUERY } from './schemas.js';
+import { type BucketSize, type UsageBucket, bucketsIn, hourStart } from '../../src/domain/usage-buckets.js';
+import { type UsageBucketsReport, bucketsReport } from '../../src/wire/usage-buckets-report.js';
 
 type Query = { instance?: string; key?: string; since?: string };
+type BucketsQuery = Query & { until?: string; by?: BucketSize };
 
 /** `ob-proxy usage`: the receipt of each pack, from the counters in memory. */
 export function registerUsageRoutes(app: FastifyInstance, ctx: DaemonContext): void {
@@ -25,6 +28,44 @@ export function registerUsageRoutes(app: FastifyInstance, ctx: DaemonContext): v
         });
       }
       return usageReport(registry.instances, registry.keys.values(), { instance, key, since });
+    },
+  );
+
+  // By the hour or day, from the store's buckets plus what this daemon counted and has not
+  // written yet (in the hour it was counted in, or this hour).
+  app.get<{ Querystring: BucketsQuery }>(
+    '/v1/usage/buckets',
+    { schema: { querystring: USAGE_BUCKETS_QUERY } },
+    async (request): Promise<UsageBucketsReport> => {
+      const { instance, key } = request.query;
+      const since = request.query.since === undefined ? null : validateTimestamp(request.query.since, 'since');
+      const until = request.query.until === undefined ? null : validateTimestamp(request.query.until, 'until');
+      if (since !== null && until !== null && until <= since)
+        throw obError('invalid_argument', {
+          param: 'until',
+          message: `until (${until}) must be after since (${since}).`,
+        });
+      if (key !== undefined && !registry.keys.has(key)) throw keyNotFound(key, `No key with id ${clipped(key)}.`);
+      const keyIds =
+        key !== undefined
+          ? new Set([key])
+          : instance === undefined
+            ? null
+            : new Set(registry.keysOf(instance).map((k) => k.id));
+      const q = { since, until, keyIds };
+      const stored = await ctx.lifecycle.usageBuckets(q);
+      const now = hourStart(ctx.clock.now());
+      const pending: UsageBucket[] = ctx.usage.peek().map((d) => ({
+        keyId: d.keyId,
+        size: 'hour',
+        start: d.hour ?? now,
+        requests: d.requests,
+        promptTokens: d.promptTokens,
+        completionTokens: d.completionTokens,
+        errors: d.errors,
+      }));
+      const by = request.query.by ?? 'hour';
+      return bucketsReport([...stored, ...bucketsIn(pending, q)], registry.keys, { by, since, until });
     },
   );
 }

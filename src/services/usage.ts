@@ -68,11 +68,21 @@ export class UsageTracker {
     return d;
   }
 
-  /** What was added since the last take, per key. */
-  takeDirty(): UsageDelta[] {
+  /**
+   * What was added since the last take, per key, each in `hour` (the hour it was counted in: the
+   * flusher takes at every hour's start, so that no take holds two hours). A delta put back
+   * after a failed write keeps the hour it had.
+   */
+  takeDirty(hour?: string): UsageDelta[] {
     const out = [...this.dirty.values()];
     this.dirty = new Map();
+    if (hour !== undefined) for (const d of out) d.hour ??= hour;
     return out;
+  }
+
+  /** What was added since the last take, not taken: a report's count of what is not written yet. */
+  peek(): readonly UsageDelta[] {
+    return [...this.dirty.values()];
   }
 
   /**

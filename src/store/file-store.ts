@@ -9,7 +9,8 @@ import { replayCommits } from './journal-replay.js';
 import { type JournalOptions, type JournalRecord, RevocationJournal } from './revocation-journal.js';
 import { journalRecordOf, revokedWins } from './revoked-wins.js';
 import { type SnapshotMeta, readSnapshotMeta, snapshotChunks } from './snapshot.js';
-import { Tables, emptyData, type Mutation, type Store, type StoreData } from './store.js';
+import { type UsageBucket, rollUpHours } from '../domain/usage-buckets.js';
+import { type BucketQuery, Tables, emptyData, type Mutation, type Store, type StoreData } from './store.js';
 import { validateStoreData } from './store-validation.js';
 
 interface Waiter {
@@ -38,6 +39,8 @@ export interface FileStoreOptions {
   commitReserve?: number;
   /** Reads the store (journal included) and writes nothing of its own: `store migrate`. */
   readOnly?: boolean;
+  /** The clock (ms) that says which hours of usage are old enough to roll up into days. */
+  now?: () => number;
 }
 
 /** Below this the journal is never folded during a run (a fold rewrites all of db.json). */
@@ -196,6 +199,10 @@ export class FileStore implements Store {
     return structuredClone(this.tables.toData());
   }
 
+  async usageBuckets(q: BucketQuery): Promise<UsageBucket[]> {
+    return this.tables.bucketsIn(q);
+  }
+
   /** True once the revocation of this key survives a restart, whatever db.json holds. */
   isRevocationDurable(keyId: string): boolean {
     return this.journal?.has(keyId) ?? false;
@@ -305,6 +312,9 @@ export class FileStore implements Store {
     const instances = [...this.tables.instances.values()];
     const keys = [...this.tables.keys.values()];
     const models = this.tables.models;
+    // Hours older than a week become their day: a key's hours stay bounded.
+    rollUpHours(this.tables.buckets, (this.options.now ?? Date.now)());
+    const buckets = [...this.tables.buckets.values()];
     const len = this.tables.events.length;
     const keep = Math.max(1, this.options.auditKeep ?? DEFAULT_AUDIT_KEEP);
     const older = this.tables.events.slice(0, Math.max(0, len - keep));
@@ -317,7 +327,7 @@ export class FileStore implements Store {
       auditArchived = { seq: lastOld.seq, at: lastOld.at };
     }
     const meta: SnapshotMeta = { through, auditArchived };
-    const chunks = snapshotChunks(meta, instances, keys, kept, models);
+    const chunks = snapshotChunks(meta, instances, keys, kept, models, buckets);
     await this.file.writeChunks(chunks);
     this.meta = meta;
     this.snapshotBytes = chunks.bytes();

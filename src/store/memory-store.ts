@@ -1,5 +1,6 @@
 import { obError } from '../errors.js';
-import { Tables, emptyData, type Mutation, type Store, type StoreData } from './store.js';
+import type { UsageBucket } from '../domain/usage-buckets.js';
+import { type BucketQuery, Tables, emptyData, type Mutation, type Store, type StoreData } from './store.js';
 
 /** For unit tests: same semantics as the file store, and a switch to make writes fail. */
 export class MemoryStore implements Store {
@@ -18,6 +19,10 @@ export class MemoryStore implements Store {
   async commit(mutations: readonly Mutation[]): Promise<void> {
     if (this.failWrites) throw obError('store_write_failed');
     for (const m of mutations) this.tables.apply(m);
+  }
+
+  async usageBuckets(q: BucketQuery): Promise<UsageBucket[]> {
+    return this.tables.bucketsIn(q);
   }
 
   async close(): Promise<void> {}

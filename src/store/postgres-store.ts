@@ -15,6 +15,8 @@ import { openPools } from './postgres/pools.js';
 import { redactUrl } from './postgres/redact-url.js';
 import { type PgTarget, pgTarget, setupProblem } from './postgres/setup-problems.js';
 import { loadUsageByRoute } from './postgres/usage.js';
+import { readBuckets } from './postgres/usage-buckets.js';
+import type { UsageBucket } from '../domain/usage-buckets.js';
 import { replaceAll } from './postgres/replace-all.js';
 import { RevocationLedger } from './postgres/revocation-ledger.js';
 import { RevocationWriteBack } from './postgres/revocation-write-back.js';
@@ -22,6 +24,7 @@ import { cursorParams, revocationsSince } from './postgres/revocations.js';
 import { SessionConnection } from './postgres/session.js';
 import { SyncState } from './postgres/sync-state.js';
 import {
+  type BucketQuery,
   type LimitExchange,
   STORE_VERSION,
   type Mutation,
@@ -322,6 +325,10 @@ export class PostgresStore implements Store {
 
   shareLimits(exchange: LimitExchange): void {
     this.limits.start(exchange);
+  }
+
+  usageBuckets(q: BucketQuery): Promise<UsageBucket[]> {
+    return readBuckets(this.pool, q);
   }
 
   /** Every daemon's report, and which of them have applied the revocations of `keyIds` (this one's from memory). */

@@ -1,5 +1,6 @@
 import type { Instance } from '../domain/instance.js';
 import type { AuditEvent, KeyRecord } from '../domain/key.js';
+import type { UsageBucket } from '../domain/usage-buckets.js';
 import { STORE_VERSION } from './store.js';
 import { StoreRecordError } from './store-validation.js';
 
@@ -63,6 +64,7 @@ export function snapshotChunks(
   keys: readonly KeyRecord[],
   events: readonly AuditEvent[],
   models: readonly string[] | null = null,
+  buckets: readonly UsageBucket[] = [],
 ): SnapshotChunks {
   let bytes = 0;
   function* pieces(): Generator<string> {
@@ -74,6 +76,11 @@ export function snapshotChunks(
     yield* list(keys);
     yield '],\n"events":[';
     yield* list(events);
+    // Usage by the hour only once some was counted: a store without any reads as before.
+    if (buckets.length > 0) {
+      yield '],\n"usageBuckets":[';
+      yield* list(buckets);
+    }
     yield ']}\n';
   }
   function* list(records: readonly unknown[]): Generator<string> {

@@ -12,6 +12,7 @@ import {
 import { MODEL_ID_RULE, isModelId } from '../domain/model-id.js';
 import { LIMIT_MAX } from '../domain/validate.js';
 import { ROUTE_NAME_RE } from '../domain/route-usage.js';
+import type { UsageBucket } from '../domain/usage-buckets.js';
 import { STORE_VERSION, type StoreData } from './store.js';
 
 /**
@@ -292,7 +293,29 @@ export function validateStoreData(location: string, raw: unknown): StoreData {
     keyIds.set(k.id, i);
     hashes.set(k.hash, i);
   });
-  return { version, instances, keys, events: checkedEvents, ...checkModels(location, raw.models) };
+  const buckets = raw.usageBuckets ?? [];
+  if (!Array.isArray(buckets))
+    throw new StoreRecordError(location, 'the file', 'usageBuckets', `expected a list, found ${show(buckets)}`);
+  return {
+    version,
+    instances,
+    keys,
+    events: checkedEvents,
+    ...checkModels(location, raw.models),
+    ...(buckets.length === 0 ? {} : { usageBuckets: buckets.map((r, i) => checkBucket(location, r, i)) }),
+  };
+}
+
+/** One key's usage in one hour or day. */
+function checkBucket(location: string, raw: unknown, index: number): UsageBucket {
+  const label = `usageBuckets[${index}]`;
+  if (!isObj(raw)) throw new StoreRecordError(location, label, null, `expected an object, found ${show(raw)}`);
+  const c = new RecordCheck(location, label, raw);
+  c.string('keyId', KEY_ID_RE, 'a key id');
+  c.oneOf('size', ['hour', 'day']);
+  c.time('start');
+  for (const f of ['requests', 'promptTokens', 'completionTokens', 'errors']) c.count(f);
+  return raw as unknown as UsageBucket;
 }
 
 /** The allowed model list, when one was ever set: a list of model ids, at least one. */

@@ -1,6 +1,7 @@
 import type { Instance } from '../domain/instance.js';
 import { type AuditEvent, type KeyLimits, type KeyRecord, type KeyUsage, addUsage } from '../domain/key.js';
 import type { DaemonReports } from '../services/revocation-confirmation.js';
+import { type UsageBucket, addCounts, bucketKey, bucketsIn, countsAnything } from '../domain/usage-buckets.js';
 
 export const STORE_VERSION = 2;
 
@@ -14,12 +15,23 @@ export interface StoreData {
    * null: never set, and each daemon allows its OB_PROXY_MODELS (or the default ids).
    */
   models?: string[] | null;
+  /** Usage by the hour (and by the day, once rolled up): absent or empty when none was counted. */
+  usageBuckets?: UsageBucket[];
 }
 
 /** Usage gathered since the last flush: added to the stored counters, never written over them. */
 export interface UsageDelta extends KeyUsage {
   keyId: string;
   lastUsedAt: string | null;
+  /** The hour it was counted in (its first moment, ISO 8601 UTC); absent: counted in no bucket. */
+  hour?: string;
+}
+
+/** `usage --by`: the buckets of some keys (all when null) that overlap [since, until). */
+export interface BucketQuery {
+  since: string | null;
+  until: string | null;
+  keyIds: ReadonlySet<string> | null;
 }
 
 export type Mutation =
@@ -134,6 +146,8 @@ export interface Store {
    * daemon did not know it yet). Absent: this daemon is the only writer.
    */
   subscribe?(feed: StoreFeed): void;
+  /** Usage by the hour and day (docs/cli.md, usage --by). Absent: the store keeps none. */
+  usageBuckets?(q: BucketQuery): Promise<UsageBucket[]>;
   /** A shared store: delivers what other daemons committed so far, before resolving. */
   sync?(): Promise<void>;
   /**
@@ -173,6 +187,8 @@ export class Tables {
   readonly keys = new Map<string, KeyRecord>();
   events: AuditEvent[] = [];
   models: string[] | null = null;
+  /** Usage buckets by bucketKey; a bucket is replaced, never changed in place. */
+  readonly buckets = new Map<string, UsageBucket>();
 
   static from(data: StoreData): Tables {
     const t = new Tables();
@@ -180,6 +196,7 @@ export class Tables {
     for (const k of data.keys) t.keys.set(k.id, k);
     t.events = [...data.events];
     t.models = data.models == null ? null : [...data.models];
+    for (const b of data.usageBuckets ?? []) t.buckets.set(bucketKey(b), b);
     return t;
   }
 
@@ -227,9 +244,24 @@ export class Tables {
         key.usage = addUsage(key.usage, m);
         if (m.lastUsedAt !== null && (key.lastUsedAt === null || m.lastUsedAt > key.lastUsedAt))
           key.lastUsedAt = m.lastUsedAt;
+        if (m.hour !== undefined && countsAnything(m)) {
+          const at = { keyId: m.keyId, size: 'hour' as const, start: m.hour };
+          const was = this.buckets.get(bucketKey(at)) ?? {
+            ...at,
+            requests: 0,
+            promptTokens: 0,
+            completionTokens: 0,
+            errors: 0,
+          };
+          this.buckets.set(bucketKey(at), addCounts(was, m));
+        }
         break;
       }
     }
+  }
+
+  bucketsIn(q: BucketQuery): UsageBucket[] {
+    return bucketsIn(this.buckets.values(), q);
   }
 
   toData(): StoreData {
@@ -240,6 +272,7 @@ export class Tables {
       events: this.events,
       // Absent while never set, as in a store written before the list was kept.
       ...(this.models === null ? {} : { models: this.models }),
+      ...(this.buckets.size === 0 ? {} : { usageBuckets: [...this.buckets.values()] }),
     };
   }
 }

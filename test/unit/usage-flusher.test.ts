@@ -66,7 +66,7 @@ function flusher(shared = false) {
 }
 
 beforeEach(() => {
-  vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+  vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date'] });
 });
 afterEach(() => {
   vi.useRealTimers();
@@ -162,5 +162,37 @@ describe('UsageFlusher.final', () => {
     const { writes, f } = flusher();
     expect(await f.final()).toBeNull();
     expect(writes.written).toEqual([]);
+  });
+});
+
+describe('UsageFlusher with a clock: what one flush takes is counted in one hour', () => {
+  it('flushes at every hour start too, naming the hour that ends', async () => {
+    const T = Date.parse('2026-11-23T12:59:58.000Z');
+    vi.setSystemTime(T);
+    const clock = { now: () => Date.now() };
+    const taken: (string | undefined)[] = [];
+    const usage = {
+      dirty: [] as UsageDelta[],
+      takeDirty(hour?: string): UsageDelta[] {
+        taken.push(hour);
+        const out = this.dirty;
+        this.dirty = [];
+        return out;
+      },
+      restore(): void {},
+    };
+    const writes = new Writes();
+    const { log } = recordingLog();
+    const f = new UsageFlusher({ usage, lifecycle: writes, store: {}, clock, periodMs: 5_000, log });
+    f.start();
+    usage.dirty.push(delta('k1'));
+    // The hour ends in 2 s, before the 5 s period: the flush comes then, for 12:00.
+    await vi.advanceTimersByTimeAsync(2_000);
+    expect(taken).toEqual(['2026-11-23T12:00:00.000Z']);
+    expect(writes.written).toEqual([['k1']]);
+    usage.dirty.push(delta('k2'));
+    await vi.advanceTimersByTimeAsync(5_000);
+    expect(taken).toEqual(['2026-11-23T12:00:00.000Z', '2026-11-23T13:00:00.000Z']);
+    f.stop();
   });
 });

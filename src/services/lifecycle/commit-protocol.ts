@@ -4,7 +4,15 @@ import { clipped } from '../../printable.js';
 import { type Instance, withAliases } from '../../domain/instance.js';
 import { type AuditEvent, type KeyRecord } from '../../domain/key.js';
 import { ObProxyError, obError } from '../../errors.js';
-import { STORE_VERSION, type Mutation, type Store, type StoreData, type UsageDelta } from '../../store/store.js';
+import {
+  type BucketQuery,
+  STORE_VERSION,
+  type Mutation,
+  type Store,
+  type StoreData,
+  type UsageDelta,
+} from '../../store/store.js';
+import { type UsageBucket, byStartAndKey } from '../../domain/usage-buckets.js';
 import { Mutex } from '../mutex.js';
 import { UndisplayedSecrets } from '../default-secrets.js';
 import { type KeyCounters, MutableRegistry, type Registry, isLive } from '../registry.js';
@@ -255,15 +263,23 @@ export class LifecycleCore {
    * half of a change.
    */
   snapshot(): Promise<StoreData> {
-    return this.mutex.run(async () =>
-      structuredClone({
+    return this.mutex.run(async () => {
+      const all = { since: null, until: null, keyIds: null };
+      const buckets = (await this.deps.store.usageBuckets?.(all)) ?? [];
+      return structuredClone({
         version: STORE_VERSION,
         instances: [...this.reg.instances.values()],
         keys: [...this.reg.keys.values()],
         events: [...this.reg.events],
         ...(this.storedModels === null ? {} : { models: [...this.storedModels] }),
-      }),
-    );
+        ...(buckets.length === 0 ? {} : { usageBuckets: buckets }),
+      });
+    });
+  }
+
+  /** Usage by the hour and day as the store keeps it (none from a store that keeps none). */
+  async usageBuckets(q: BucketQuery): Promise<UsageBucket[]> {
+    return ((await this.deps.store.usageBuckets?.(q)) ?? []).sort(byStartAndKey);
   }
 
   /** Persists usage gathered in memory by the data plane, as increments; never per request. */

@@ -5,6 +5,7 @@ import { obError } from '../../errors.js';
 import type { Mutation, UsageDelta } from '../store.js';
 import { assertAllowed, setModels } from './settings.js';
 import { addUsageRows, insertRouteRows } from './usage.js';
+import { addBucketRows } from './usage-buckets.js';
 
 /** What a committed transaction did, for the change log. */
 export interface Applied {
@@ -244,7 +245,10 @@ export async function applyBatch(client: PoolClient, batch: readonly Mutation[],
       [JSON.stringify(events)],
     );
   }
-  if (usage.length > 0) await addUsageRows(client, usage);
+  if (usage.length > 0) {
+    await addUsageRows(client, usage);
+    await addBucketRows(client, usage);
+  }
   return { mutations: applied, extra };
 }
 

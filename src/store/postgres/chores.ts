@@ -4,6 +4,7 @@ import { pruneDaemonRows } from './daemon-row.js';
 import { CHORES_LOCK, LOCK_SPACE } from './migrations.js';
 import type { RevocationLedger } from './revocation-ledger.js';
 import { revokedKey } from './revocations.js';
+import { rollUpBuckets } from './usage-buckets.js';
 
 /**
  * The cluster's chores: pruning the tables that grow, and finding revocations whose daemon died
@@ -61,6 +62,7 @@ export class Chores {
       .catch(() => {});
     await pruneDaemonRows(this.pool, DAEMON_ROWS_KEEP).catch(() => {});
     await this.findOrphans().catch(() => {});
+    await rollUpBuckets(this.pool).catch(() => {});
   }
 
   /** Revocations whose daemon died before writing their change: the write-back writes them. */

@@ -1,6 +1,7 @@
 import type { PoolClient } from 'pg';
 import type { StoreData } from '../store.js';
 import { importUsageByRoute } from './usage.js';
+import { importBuckets } from './usage-buckets.js';
 
 export interface TableCounts {
   instances: number;
@@ -70,6 +71,7 @@ export async function importData(client: PoolClient, data: StoreData): Promise<v
     "INSERT INTO ob_events (seq, at, record) SELECT (r->>'seq')::bigint, r->>'at', r FROM jsonb_array_elements($1::jsonb) AS r",
     [JSON.stringify(data.events)],
   );
+  await importBuckets(client, data.usageBuckets ?? []);
   await client.query('DELETE FROM ob_settings');
   if (data.models != null)
     await client.query(`INSERT INTO ob_settings (name, value) VALUES ('models', $1)`, [JSON.stringify(data.models)]);

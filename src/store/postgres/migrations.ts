@@ -183,6 +183,26 @@ export const MIGRATIONS: readonly { version: number; name: string; sql: string }
       CREATE TABLE ob_settings (name text PRIMARY KEY, value jsonb NOT NULL);
     `,
   },
+  {
+    version: 11,
+    name: 'usage by the hour',
+    sql: `
+      -- A key's usage per hour (size 'hour'), added to by every daemon as the totals in ob_keys
+      -- are; an hour older than a week is rolled up into its day (size 'day') by the daemon
+      -- doing the chores. Usage counted before this existed is in the totals only.
+      CREATE TABLE ob_usage_buckets (
+        key_id text NOT NULL,
+        size text NOT NULL CHECK (size IN ('hour', 'day')),
+        start timestamptz NOT NULL,
+        requests bigint NOT NULL DEFAULT 0,
+        prompt_tokens bigint NOT NULL DEFAULT 0,
+        completion_tokens bigint NOT NULL DEFAULT 0,
+        errors bigint NOT NULL DEFAULT 0,
+        PRIMARY KEY (key_id, size, start)
+      );
+      CREATE INDEX ob_usage_buckets_by_start ON ob_usage_buckets (start);
+    `,
+  },
 ];
 
 /** Advisory lock keys (two int4: ob-proxy's, then the lock's). */
