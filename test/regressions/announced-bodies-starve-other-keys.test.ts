@@ -105,17 +105,24 @@ it('a body that stops arriving, before its first byte or after some, is ended wi
 
 it("one instance's keys, sending real bytes, hold at most its share: another instance still has room", async () => {
   const config = { bodyLimit: MiB, bodyMemory: 4 * MiB, bodyMemoryPerKey: MiB, bodyMemoryPerInstance: 2 * MiB };
-  h = await startHarness(config);
+  const harness = await startHarness(config);
+  h = harness;
   const started = await startSim();
   sim = started.sim;
   const uploaders = await instance(h, 'gpu-1', started.url, 4);
   const [other] = await instance(h, 'gpu-2', started.url, 1);
   const host = new URL(h.baseUrl).host;
   // Each key sends 900 KiB of a 1 MiB body and holds the rest back: two fit the instance's share.
-  for (const secret of uploaders) {
+  // One after the other, each first held (or refused) before the next is sent: which two fit is
+  // then the order written, not the order a busy machine happens to read them in.
+  for (const [i, secret] of uploaders.entries()) {
     const c = await openConnection(h.baseUrl, { halfOpen: true });
     conns.push(c);
     c.write(chatHead(host, secret, MiB) + 'x'.repeat(900 * 1024));
+    if (i < 2)
+      await expect
+        .poll(() => harness.daemon.ctx.bodies.heldFor('gpu-1'), { timeout: 10_000 })
+        .toBeGreaterThanOrEqual((i + 1) * 900 * 1024);
   }
   const refused = [];
   for (const c of conns.slice(2)) refused.push(await c.answer(10_000));
