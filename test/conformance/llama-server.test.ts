@@ -12,8 +12,8 @@ conformanceSuite({
   async start() {
     // Two slots of the model's whole context each: room for the long replies of the cancellation tests.
     const [gemma, qwen] = await Promise.all([
-      startLlamaServer({ alias: GEMMA, ctx: 16384, slots: 2 }),
-      startLlamaServer({ alias: QWEN, gemma4: true, ctx: 16384, slots: 2 }),
+      startLlamaServer({ alias: GEMMA, ctx: 65536, slots: 2 }),
+      startLlamaServer({ alias: QWEN, gemma4: true, ctx: 65536, slots: 2 }),
     ]);
     return { gemma, qwen };
   },
@@ -49,5 +49,5 @@ conformanceSuite({
   },
   failureEnd: 'error-event',
   routes: ['responses', 'completions'],
-  longTokens: 8000,
+  longTokens: 32000,
 });

@@ -11,7 +11,7 @@ conformanceSuite({
   name: 'real Ollama',
   async start() {
     // The model's whole context: room for the long replies of the cancellation tests.
-    const ollama = await startOllama({ ctx: 8192 });
+    const ollama = await startOllama({ ctx: 40960 });
     return { gemma: ollama, qwen: ollama };
   },
   text: { model: GEMMA, messages: [{ role: 'user', content: 'Hello' }], temperature: 1, seed: 7, max_tokens: 12 },
@@ -44,5 +44,5 @@ conformanceSuite({
   },
   failureEnd: 'stops',
   routes: ['responses', 'completions', 'messages'],
-  longTokens: 8000,
+  longTokens: 32000,
 });

@@ -88,8 +88,14 @@ function answer(res: LightMyRequestResponse): Answer {
 /** Builds a daemon that never listens; `patch` overrides resolved config fields. */
 export async function buildInproc(patch: Partial<Config> = {}, env: Record<string, string> = {}): Promise<Inproc> {
   const home = await mkdtemp(join(tmpdir(), 'obi-'));
-  // Probes only when a route asks for one (`instances ready`): no timer is armed before listen().
-  const config: Config = { ...resolveConfig({ home, port: 0 }, env, home), logLevel: 'info', ...patch };
+  // Probes only when a route asks for one (`instances add`, `ready`): a test that listens on a
+  // socket gets no periodic round, whose probes would land in the next test's upstream record.
+  const config: Config = {
+    ...resolveConfig({ home, port: 0 }, env, home),
+    logLevel: 'info',
+    probeIntervalMs: 0,
+    ...patch,
+  };
   const logs: Record<string, unknown>[] = [];
   const logStream = new Writable({
     write(chunk: Buffer, _enc, done) {
