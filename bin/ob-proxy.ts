@@ -8,7 +8,9 @@
 import { readFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { homedir } from 'node:os';
-import { type CommandDefaults, type Config, type ConfigFlags, givenValue, resolveConfig } from '../src/config.js';
+import { type CommandDefaults, type Config, type ConfigFlags } from '../src/config.js';
+import { resolveConfig } from '../src/config-resolve.js';
+import { givenValue } from '../src/config-read.js';
 import { ObProxyError } from '../src/errors.js';
 import { type ProgramDeps, UsageError, runCli } from '../cli/program.js';
 import type { FailMode, Flavor } from '../simulator/simulator.js';

@@ -1,6 +1,8 @@
 import { homedir } from 'node:os';
 import { Command, Option } from 'commander';
-import { type FlagName, SETTINGS, cliTimeoutMs, resolvePaths, shownDefault } from '../src/config.js';
+import { type FlagName, SETTINGS } from '../src/config.js';
+import { cliTimeoutMs, resolvePaths } from '../src/config-resolve.js';
+import { shownDefault } from '../src/config-read.js';
 import { ObProxyError } from '../src/errors.js';
 import type { DaemonClient } from './daemon-client.js';
 import type { Io } from './output.js';

@@ -1,7 +1,7 @@
 import type { Instance } from '../src/domain/instance.js';
 import type { AuditEvent, KeyLimits } from '../src/domain/key.js';
 import type { StoreData } from '../src/store/store.js';
-import { socketPathProblem } from '../src/config.js';
+import { socketPathProblem } from '../src/config-resolve.js';
 import { ObProxyError, isErrorCode, obError } from '../src/errors.js';
 import type { ConfirmationView } from '../src/services/revocation-confirmation.js';
 import type { LiveStatsView } from '../src/services/live-stats.js';

@@ -1,5 +1,6 @@
 import { Command, CommanderError } from 'commander';
-import { type FlagName, debugWanted } from '../src/config.js';
+import { type FlagName } from '../src/config.js';
+import { debugWanted } from '../src/config-resolve.js';
 import { keyIdInSecret, looksLikeSecret } from '../src/domain/secret-shape.js';
 import { ObProxyError } from '../src/errors.js';
 import { printable } from '../src/printable.js';

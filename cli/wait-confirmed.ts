@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Command } from 'commander';
-import { waitTimeoutMs } from '../src/config.js';
+import { waitTimeoutMs } from '../src/config-resolve.js';
 import { ObProxyError, obError } from '../src/errors.js';
 import type { ConfirmationView, DaemonView } from '../src/services/revocation-confirmation.js';
 import { type CliDeps, settingOption } from './common.js';

@@ -14,7 +14,7 @@ import { logAudit } from './audit-log.js';
 import { buildContext } from './build-context.js';
 import type { DaemonContext } from './context.js';
 import { buildDataPlane } from './data-plane/build-data-plane.js';
-import { watchRevocations } from './data-plane/inflight.js';
+import { watchRevocations } from './data-plane/revocation-watch.js';
 import { followLifecycle } from './lifecycle-follow.js';
 import { Listeners } from './listeners.js';
 import { LiveSampler } from './live-sampler.js';

@@ -1,7 +1,8 @@
 import { chmod } from 'node:fs/promises';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { type Config, SETTINGS, settingLabel } from '../src/config.js';
+import { type Config, SETTINGS } from '../src/config.js';
+import { settingLabel } from '../src/config-read.js';
 import type { Metrics } from './metrics/metrics.js';
 import { removeSocket } from './socket-file.js';
 import { shareSocket } from './socket-group.js';

@@ -1,6 +1,7 @@
 import { chmod, lstat, mkdir, readlink, stat } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
-import { SETTINGS, type Setting, settingLabel } from '../src/config.js';
+import { SETTINGS, type Setting } from '../src/config.js';
+import { settingLabel } from '../src/config-read.js';
 
 /**
  * mkdir -p, with a refusal that says what is in the way. Node's own error names only the errno

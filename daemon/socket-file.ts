@@ -1,7 +1,8 @@
 import { lstat, stat, unlink } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { dirname, resolve } from 'node:path';
-import { SETTINGS, socketPathProblem } from '../src/config.js';
+import { SETTINGS } from '../src/config.js';
+import { socketPathProblem } from '../src/config-resolve.js';
 import { makeFolder, octal } from './private-home.js';
 
 function probe(path: string): Promise<boolean> {

@@ -1,6 +1,7 @@
 /* global process, performance, Buffer */
 /**
- * `npm run check`: type-check, lint, format check and build, all at once. They are independent
+ * `npm run check`: type-check, lint, format check, build and the import-circle check
+ * (import-circles.mjs), all at once. They are independent
  * and each is one thread, so together they take about as long as the longest. Each prints its
  * output whole when it ends, then one line gives each one's time; the exit code is 1 if any
  * failed.
@@ -63,6 +64,7 @@ const TASKS = [
   ['lint', ['--cache', '--cache-strategy', 'content', '--cache-location', lintCacheDir()]],
   ['format:check', ['--cache', '--cache-strategy', 'content', '--cache-location', join(cache, 'prettier')]],
   ['build', []],
+  ['circles', []],
 ];
 
 function run([script, extra]) {

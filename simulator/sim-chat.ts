@@ -4,10 +4,8 @@
  * cleared and generation stops as soon as the response closes (client gone, or close()).
  */
 import type { ServerResponse } from 'node:http';
-import type { Socket } from 'node:net';
 import {
   type AgentReply,
-  type Flavor,
   agentCompletion,
   agentFrames,
   completionTokens,
@@ -31,40 +29,8 @@ import {
   StreamFrames,
   tokenText,
 } from './sim-responses.js';
-import type { Knobs, RecordedRequest } from './sim-types.js';
-
-export interface Job {
-  readonly res: ServerResponse;
-  /** The request's socket (res.socket is null while a pipelined response waits its turn). */
-  readonly socket: Socket;
-  readonly record: RecordedRequest;
-  timer: NodeJS.Timeout | null;
-  /** The response has closed: generate nothing more. */
-  done: boolean;
-  /** The simulator cut the connection itself (not a client abort). */
-  cut: boolean;
-}
-
-export type ParsedBody = { ok: true; value: unknown } | { ok: false; message: string };
-
-export interface ChatEnv {
-  hasModel(model: string): boolean;
-  knobs(): Readonly<Knobs>;
-  agent(): { reasoning: boolean; flavor: Flavor };
-  /** A record changed (chunksSent): re-checks waitFor predicates. */
-  changed(record: RecordedRequest): void;
-  /** While the simulator is held (Simulator.hold), what a stream past its first chunk waits on. */
-  held(): Promise<void> | null;
-}
-
-export interface SimChatRequest {
-  model: string;
-  body: Record<string, unknown>;
-  messages: unknown[];
-  stream: boolean;
-  includeUsage: boolean;
-  maxTokens: number | null;
-}
+import type { Knobs } from './sim-types.js';
+import type { ChatEnv, Job, ParsedBody, SimChatRequest } from './sim-job.js';
 
 const JSON_CT = 'application/json';
 const GIN_JSON_CT = 'application/json; charset=utf-8';

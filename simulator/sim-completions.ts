@@ -9,7 +9,8 @@
  * carries a zero usage and a last `choices: []` chunk the real one. `suffix` (fill-in-the-middle)
  * is served, as a code model does.
  */
-import { type ChatEnv, type Job, type ParsedBody, type SimChatRequest, sendJson } from './sim-chat.js';
+import { sendJson } from './sim-chat.js';
+import { type ChatEnv, type Job, type ParsedBody, type SimChatRequest } from './sim-job.js';
 import { resolveKnobs } from './sim-directives.js';
 import { HOSTILE_MODES, hostile } from './sim-hostile.js';
 import { later, writeFrames } from './sim-pacing.js';

@@ -6,7 +6,7 @@
  * Everything is written with back-pressure, so an endless answer costs the simulator nothing
  * while nobody reads it, and stops as soon as the proxy closes the connection.
  */
-import type { Job, SimChatRequest } from './sim-chat.js';
+import type { Job, SimChatRequest } from './sim-job.js';
 import {
   completionBody,
   completionId,

@@ -13,7 +13,8 @@
  * `tool_result`.
  */
 import { randomBytes } from 'node:crypto';
-import { type ChatEnv, type Job, type ParsedBody, type SimChatRequest, sendJson } from './sim-chat.js';
+import { sendJson } from './sim-chat.js';
+import { type ChatEnv, type Job, type ParsedBody, type SimChatRequest } from './sim-job.js';
 import { resolveKnobs } from './sim-directives.js';
 import { HOSTILE_MODES, hostile } from './sim-hostile.js';
 import { later, writeFrames } from './sim-pacing.js';

@@ -7,7 +7,8 @@
  */
 import { createHash } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
-import { type ParsedBody, sendJson } from './sim-chat.js';
+import { sendJson } from './sim-chat.js';
+import { type ParsedBody } from './sim-job.js';
 
 const GIN_JSON_CT = 'application/json; charset=utf-8';
 

@@ -12,7 +12,8 @@
  * cuts, and `error-event` (Ollama's `{"error":…}` line after its 200, after `failAfterChunks`).
  */
 import { createHash } from 'node:crypto';
-import { type ChatEnv, type Job, type ParsedBody, sendJson } from './sim-chat.js';
+import { sendJson } from './sim-chat.js';
+import { type ChatEnv, type Job, type ParsedBody } from './sim-job.js';
 import { resolveKnobs } from './sim-directives.js';
 import { type LoadedModels, goTime, nativeError } from './sim-native-info.js';
 import { later, writeFrames } from './sim-pacing.js';

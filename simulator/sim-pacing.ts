@@ -4,7 +4,7 @@
  * (Simulator.hold), and cut as the failure knobs say (`hang-mid-stream` leaves the body open after
  * `failAfterChunks` frames, `eof-mid-stream` and `drop-mid-stream` end it or cut the connection there).
  */
-import type { ChatEnv, Job } from './sim-chat.js';
+import type { ChatEnv, Job } from './sim-job.js';
 import type { Knobs } from './sim-types.js';
 
 const SSE_HEADERS = { 'Content-Type': 'text/event-stream' };

@@ -10,7 +10,8 @@
 import { sampleOf } from './sim-agent.js';
 import { resolveKnobs } from './sim-directives.js';
 import { HOSTILE_MODES, hostile } from './sim-hostile.js';
-import { type ChatEnv, type Job, type ParsedBody, type SimChatRequest, sendJson } from './sim-chat.js';
+import { sendJson } from './sim-chat.js';
+import { type ChatEnv, type Job, type ParsedBody, type SimChatRequest } from './sim-job.js';
 import { countPromptTokens, errorBody, nowSeconds, runnerErrorMessage, tokenText } from './sim-responses.js';
 import type { Knobs } from './sim-types.js';
 

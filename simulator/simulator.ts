@@ -12,7 +12,8 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { handleChat, sendJson, type ChatEnv, type Job, type ParsedBody } from './sim-chat.js';
+import { handleChat, sendJson } from './sim-chat.js';
+import { type ChatEnv, type Job, type ParsedBody } from './sim-job.js';
 import { knobsOf, normalizePatch, SimConfigError } from './sim-directives.js';
 import { isLoopbackAddress, makeHostCheck } from './sim-host-check.js';
 import { Recorder } from './sim-recorder.js';

@@ -1,17 +1,6 @@
 import { DEFAULT_MODELS } from './domain/model-id.js';
 import { type AnswerLimits, DEFAULT_ANSWER_LIMITS } from './upstream/answer-limits.js';
 
-// How a setting's value is read, and the whole Config resolved, live beside this table.
-export { givenValue, settingLabel, shownDefault } from './config-read.js';
-export {
-  cliTimeoutMs,
-  debugWanted,
-  resolveConfig,
-  resolvePaths,
-  socketPathProblem,
-  waitTimeoutMs,
-} from './config-resolve.js';
-
 /**
  * One setting of the daemon or the CLI, said once: the flag and variable that give it, its
  * default, how its value is read, and the line `--help` and docs/cli.md show for it. The CLI

@@ -1,6 +1,6 @@
 import { homedir } from 'node:os';
 import { Command } from 'commander';
-import { resolvePaths } from '../../src/config.js';
+import { resolvePaths } from '../../src/config-resolve.js';
 import { ObProxyError } from '../../src/errors.js';
 import type { StoreData } from '../../src/store/store.js';
 import { isPostgresUrl } from '../../src/store/store-url.js';

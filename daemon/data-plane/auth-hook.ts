@@ -1,26 +1,13 @@
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
-import type { Instance } from '../../src/domain/instance.js';
-import type { KeyRecord } from '../../src/domain/key.js';
 import { obError } from '../../src/errors.js';
-import type { AuthResult } from '../../src/services/registry.js';
 import type { DaemonContext } from '../context.js';
 import { clientOf } from './bad-key-limiter.js';
 import { holdBody } from './held-bytes.js';
 import { admitKey } from './key-limits.js';
 import { packHeaders } from './pack-headers.js';
 import { sendContinue } from './node-refusals.js';
+import { STALE, refuse } from './key-standing.js';
 import { replyError } from './send-error.js';
-
-export interface AuthContext {
-  key: KeyRecord;
-  instance: Instance;
-}
-
-declare module 'fastify' {
-  interface FastifyRequest {
-    auth: AuthContext | null;
-  }
-}
 
 const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
 
@@ -123,79 +110,4 @@ function anthropicKey(request: FastifyRequest, bearer: RegExpExecArray | null): 
   if (key === '') return bearer?.[1];
   if (request.headers.authorization !== undefined && bearer?.[1] !== key) return null;
   return key;
-}
-
-/** A failed check 2 to 5, or a daemon too long out of sync with its shared store to tell. */
-export type Refusal = Extract<AuthResult, { ok: false }> | { ok: false; code: 'store_unreachable'; packEnded?: false };
-
-const STALE: Refusal = { ok: false, code: 'store_unreachable' };
-
-/** Answers a failed check 2 to 5 (also for a body refused after its key was revoked). */
-export function refuse(
-  ctx: DaemonContext,
-  reply: FastifyReply,
-  result: Refusal,
-  headers?: Record<string, string>,
-): void {
-  if (result.code === 'store_unreachable') {
-    replyError(reply, obError('store_unreachable'), { ...headers, 'retry-after': '5' });
-    return;
-  }
-  // A pack or a rotation's grace that ended between timer ticks: revoke now; this request is
-  // already refused.
-  if (result.packEnded === true || result.graceEnded === true) endDuePacksSoon(ctx);
-  ctx.metrics?.keyRefused(result.code);
-  const extra =
-    result.code === 'deployment_not_ready' && result.instance !== undefined
-      ? notReady(result.instance.id, result.instance.state)
-      : undefined;
-  // A secret with a well-formed id that matches no key: the id, so the operator can tell whose
-  // key fails (cut or mistyped when a key has that id), never any other part of it.
-  if (result.keyId !== undefined) {
-    replyError(reply, obError(result.code), headers, result.keyId, undefined, { keyKnown: result.keyKnown === true });
-    return;
-  }
-  replyError(reply, obError(result.code, extra), headers, result.key?.id, result.instance?.id);
-}
-
-/**
- * A pending instance may become ready: the client may retry. A stopped, failed or terminated one
- * is never ready again for this key (its keys are revoked with it): it must not.
- */
-function notReady(id: string, state: string): { message: string; retry?: boolean } {
-  if (state === 'ready')
-    return { message: `The deployment "${id}" for this API key is without an endpoint. Retry when it is ready.` };
-  if (state === 'pending')
-    return { message: `The deployment "${id}" for this API key is pending. Retry when it is ready.` };
-  return {
-    message: `The deployment "${id}" for this API key is ${state}: it serves no requests. Ask whoever gave you the key for one of a ready instance.`,
-    retry: false,
-  };
-}
-
-export function endDuePacksSoon(ctx: DaemonContext): void {
-  // The pack timer follows the stops this makes (daemon/lifecycle-follow.ts).
-  void ctx.lifecycle.endDuePacks().catch(() => {});
-}
-
-/**
- * docs/contract.md §3 checks 3 to 5 again once the body has arrived, which may be minutes after the
- * headers: the key may have been revoked, or its deployment stopped, removed or past its pack
- * end, meanwhile. The chat handler calls it first, in the turn in which it registers the request
- * in flight, so no revocation falls between this check and the upstream send unseen (it was a
- * `preHandler` hook; Fastify's hook runner made three closures per request for it). Sets
- * `request.auth` to the instance as it is now: its endpoint may have changed.
- * A daemon that has gone out of sync with its shared store for longer than --max-stale since the
- * headers came refuses as it would have then (docs/contract.md §4): a revocation made elsewhere meanwhile
- * cannot have reached this registry.
- */
-/** The refusal for an authenticated request whose key or deployment changed since its headers. */
-export function recheck(ctx: DaemonContext, request: FastifyRequest): Refusal | null {
-  const auth = request.auth;
-  if (auth === null) return null;
-  if (ctx.storeStale) return STALE;
-  const result = ctx.lifecycle.registry.check(auth.key, ctx.clock.now(), true);
-  if (!result.ok) return result;
-  if (result.instance !== auth.instance) request.auth = { key: auth.key, instance: result.instance };
-  return null;
 }

@@ -22,7 +22,7 @@ import { makeCompletionsHandler } from './completions.js';
 import { anthropicErrors, makeCountTokensHandler, makeMessagesHandler } from './messages.js';
 import { registerOllamaRoutes } from './ollama.js';
 import { clientErrorHandler } from './client-error.js';
-import { refusedSinceHeaders } from './exchange-end.js';
+import { refusedSinceHeaders } from './key-standing.js';
 import { connectionCaps, descriptorLimit, limitConnections, servePipelinedInOrder } from './connection-limits.js';
 import { answerNodeRefusals } from './node-refusals.js';
 

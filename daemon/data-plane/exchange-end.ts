@@ -1,5 +1,4 @@
 import type { ServerResponse } from 'node:http';
-import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { KeyRecord } from '../../src/domain/key.js';
 import type { LiveCounter } from '../../src/services/live-stats.js';
 import type { RequestOutcome } from '../../src/services/usage.js';
@@ -7,28 +6,13 @@ import type { Media } from '../../src/wire/media.js';
 import { estimateCompletionTokens, estimatePromptTokens, learnPace } from '../../src/wire/prompt-estimate.js';
 import type { DaemonContext } from '../context.js';
 import { RequestObserver } from '../metrics/request-observer.js';
-import { type AuthContext, recheck, refuse } from './auth-hook.js';
+import { type AuthContext } from './auth-context.js';
+import type { ExchangeSink } from './exchange-sink.js';
 import { settleTokens } from './key-limits.js';
 import type { InflightNode } from './inflight.js';
 import type { ExchangeSpan } from '../tracing/exchange-span.js';
 
 const INFO_LEVELS = new Set(['trace', 'debug', 'info']);
-
-/**
- * Where a relay reports the end of its exchange, once. `prompt` null: the model server had the
- * prompt (it answered 200, or the client left while it had it) but no prompt count came back; an
- * estimate is charged (prompt-estimate.ts). `completion` null: no completion count came back;
- * `counted` is what the relay saw instead (a stream's content events, else 0).
- */
-export interface ExchangeSink {
-  ended(
-    prompt: number | null,
-    completion: number | null,
-    counted: number,
-    reasoning: number,
-    outcome: RequestOutcome,
-  ): void;
-}
 
 /** The client API an exchange came through (a WireApi): `chat`, `responses`, `completions`, `messages`. */
 export interface ExchangeRoute {
@@ -145,22 +129,4 @@ export class ExchangeEnd implements ExchangeSink {
         this.via.logMessage,
       );
   }
-}
-
-/**
- * docs/contract.md §3 checks 2 to 5 again, for a request whose headers passed them: the one place the
- * data plane re-checks a key after its headers. Called when the body is in (before any check of
- * the body, so the order holds), when a queued request's turn comes (in the turn it is sent), and
- * for a body refused as it arrived. A failed check is answered here; returns whether it was.
- */
-export function refusedSinceHeaders(
-  ctx: DaemonContext,
-  request: FastifyRequest,
-  reply: FastifyReply,
-  headers?: Record<string, string>,
-): boolean {
-  const refusal = recheck(ctx, request);
-  if (refusal === null) return false;
-  refuse(ctx, reply, refusal, headers);
-  return true;
 }

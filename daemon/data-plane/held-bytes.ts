@@ -3,7 +3,7 @@ import { type FastifyReply, type FastifyRequest, errorCodes } from 'fastify';
 import { type ObProxyError, obError } from '../../src/errors.js';
 import type { ByteBudget, ByteRefusal } from '../../src/services/byte-budget.js';
 import type { DaemonContext } from '../context.js';
-import type { AuthContext } from './auth-hook.js';
+import type { AuthContext } from './auth-context.js';
 import type { DeadlineNode } from './deadlines.js';
 import { retryHeaders } from './key-limits.js';
 import { replyError } from './send-error.js';

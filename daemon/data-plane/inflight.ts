@@ -1,7 +1,5 @@
 import type { KeyRecord } from '../../src/domain/key.js';
 import { type ObProxyError, obError } from '../../src/errors.js';
-import type { DaemonContext } from '../context.js';
-import { endDuePacksSoon } from './auth-hook.js';
 
 /** What a revocation ends: a relay to a model server (upstream-relay.ts). */
 export interface Terminable {
@@ -107,48 +105,8 @@ const REVOKED = obError('revoked_api_key', {
     'This API key was revoked (or its deployment stopped or removed) while the request was in flight; it can never be used again. Ask whoever gave you the key for a new one.',
 });
 const PACK_ENDED = obError('pack_ended');
-const STALE = obError('store_unreachable');
 
 /** The error that ends a key's in-flight work: pack_ended when its pack ran out, else revoked. */
 export function inflightError(packEnded: boolean): ObProxyError {
   return packEnded ? PACK_ENDED : REVOKED;
-}
-
-/** How often the sweep re-checks keys with work in flight: well within the second promised. */
-export const SWEEP_MS = 250;
-
-/**
- * Ends in-flight work when its key is revoked (docs/contract.md §3): at once on each `key.revoked`
- * event, which the lifecycle emits before the CLI's call returns; and, as a backstop, a sweep
- * that re-checks every key with work in flight against the registry. The sweep catches a pack
- * whose time has come before the pack timer fires (a late or busy event loop), and any change to
- * a key or its deployment that reaches the registry without an event, and a daemon gone out of
- * sync with its shared store for longer than --max-stale (every key's work ends). Returns stop.
- */
-export function watchRevocations(ctx: DaemonContext): () => void {
-  const unsubscribe = ctx.lifecycle.onChange((e) => {
-    if (e.type === 'key.revoked' && e.keyId !== undefined)
-      ctx.inflight.end(e.keyId, inflightError(e.reason === 'pack_ended'));
-  });
-  const registry = ctx.lifecycle.registry;
-  const timer = setInterval(() => {
-    const now = ctx.clock.now();
-    let packDue = false;
-    ctx.inflight.sweep((key) => {
-      // Out of sync with a shared store for longer than --max-stale: a key revoked elsewhere
-      // meanwhile is not known here, so no key is served, in flight or new (docs/contract.md §4).
-      if (ctx.storeStale) return STALE;
-      // requireReady false: a deployment moved back to pending keeps its keys, and its streams.
-      const r = registry.check(key, now, false);
-      if (r.ok) return null;
-      if (r.packEnded === true || r.graceEnded === true) packDue = true;
-      return inflightError(r.packEnded === true || key.revokeReason === 'pack_ended');
-    });
-    if (packDue) endDuePacksSoon(ctx);
-  }, SWEEP_MS);
-  timer.unref();
-  return () => {
-    unsubscribe();
-    clearInterval(timer);
-  };
 }

@@ -4,7 +4,7 @@ import type { KeyRecord } from '../../src/domain/key.js';
 import { type ObProxyError, obError } from '../../src/errors.js';
 import { type HeaderList, type KeyLimiter, type LimitName, retryAfterSeconds } from '../../src/services/key-limiter.js';
 import type { DaemonContext } from '../context.js';
-import type { AuthContext } from './auth-hook.js';
+import type { AuthContext } from './auth-context.js';
 import { type HeldSlot, watchClose } from './close-watch.js';
 import { replyError } from './send-error.js';
 

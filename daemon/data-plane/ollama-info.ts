@@ -8,8 +8,8 @@ import { upstreamStatusError } from '../../src/upstream/upstream-errors.js';
 import { stringifyExact } from '../../src/wire/json-body.js';
 import type { Json } from '../../src/wire/request-checks.js';
 import type { DaemonContext } from '../context.js';
-import type { AuthContext } from './auth-hook.js';
-import { refusedSinceHeaders } from './exchange-end.js';
+import type { AuthContext } from './auth-context.js';
+import { refusedSinceHeaders } from './key-standing.js';
 import { holdBody } from './held-bytes.js';
 import { replyError } from './send-error.js';
 

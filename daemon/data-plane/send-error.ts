@@ -3,9 +3,13 @@ import type { Duplex } from 'node:stream';
 import type { FastifyReply } from 'fastify';
 import { ObProxyError, obError } from '../../src/errors.js';
 import type { HeaderList } from '../../src/services/key-limiter.js';
-import type { Tracing } from '../tracing/tracer.js';
 import { errorBodyFor } from './error-shape.js';
 import { closeIfBodyPending } from './unread-body.js';
+
+/** The span a refusal gets with tracing on (daemon/tracing/tracer.ts). */
+interface RefusalTracing {
+  refused(reply: FastifyReply, err: ObProxyError, key: string | undefined, instance: string | undefined): void;
+}
 
 export function toObError(err: unknown): ObProxyError {
   return err instanceof ObProxyError ? err : obError('internal_error', { cause: err });
@@ -28,7 +32,7 @@ export function replyError(
   const request = reply.request;
   const auth = (request as { auth?: { key: { id: string }; instance: { id: string } } | null }).auth;
   const key = keyId ?? auth?.key.id;
-  const tracing = (reply.server as { tracing?: Tracing | null }).tracing;
+  const tracing = (reply.server as { tracing?: RefusalTracing | null }).tracing;
   if (tracing != null) tracing.refused(reply, err, key, instanceId ?? auth?.instance.id);
   // A blocked guesser's 429s are counted (metrics), not logged one by one: the limiter logs the block.
   if (err.code !== 'rate_limited')

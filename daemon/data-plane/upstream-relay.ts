@@ -5,7 +5,8 @@ import { type AnswerLimits, limitErrors } from '../../src/upstream/answer-limits
 import { translateUpstreamError, upstreamStatusError } from '../../src/upstream/upstream-errors.js';
 import type { HeaderList } from '../../src/services/key-limiter.js';
 import type { DeadlineNode, Deadlines } from './deadlines.js';
-import type { ExchangeSink } from './exchange-end.js';
+import type { ExchangeSink } from './exchange-sink.js';
+import type { RelayObserver, RelayTrace } from './relay-observer.js';
 import type { InflightEntry, InflightNode } from './inflight.js';
 import { type CloseWatcher, type HeldSlot, handBackClose, unwatchClose, watchClose } from './close-watch.js';
 import { writeRawError } from './send-error.js';
@@ -49,19 +50,6 @@ export interface RelayContext {
   resend: (() => void) | null;
   /** The exchange's trace span (daemon/tracing/), told what only the relay sees; null: tracing off. */
   trace?: RelayTrace | null;
-}
-
-/** What the relay tells a trace span: a plain answer's body, and the exchange's error code. */
-export interface RelayTrace {
-  answer(body: Record<string, unknown>): void;
-  error(code: string): void;
-}
-
-export interface RelayObserver {
-  /** The model server's response headers arrived. */
-  responseStarted(status: number): void;
-  /** The exchange failed because of the model server (an `upstream_*` code). */
-  upstreamFailed(code: string): void;
 }
 
 function contentType(headers: IncomingHttpHeaders): string | undefined {

@@ -1,4 +1,4 @@
-import type { RelayObserver } from '../data-plane/upstream-relay.js';
+import type { RelayObserver } from '../data-plane/relay-observer.js';
 import type { InstanceSeries, KeySeries } from './hot-series.js';
 import type { Metrics } from './metrics.js';
 

@@ -15,7 +15,7 @@ import type { FastifyRequest } from 'fastify';
 import type { ObProxyError } from '../../src/errors.js';
 import type { RequestOutcome } from '../../src/services/usage.js';
 import type { TraceHeaders } from '../../src/upstream/upstream-client.js';
-import type { AuthContext } from '../data-plane/auth-hook.js';
+import type { AuthContext } from '../data-plane/auth-context.js';
 import { StreamRelay } from '../data-plane/stream-relay.js';
 import { StreamFacts } from './stream-facts.js';
 

@@ -21,7 +21,7 @@ import {
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ObProxyError } from '../../src/errors.js';
-import type { AuthContext } from '../data-plane/auth-hook.js';
+import type { AuthContext } from '../data-plane/auth-context.js';
 import type { StreamRelay } from '../data-plane/stream-relay.js';
 import {
   ExchangeSpan,

@@ -1,7 +1,8 @@
 import { constants } from 'node:fs';
 import { type FileHandle, lstat, open, readlink, rename, unlink } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import { SETTINGS, settingLabel } from '../config.js';
+import { SETTINGS } from '../config.js';
+import { settingLabel } from '../config-read.js';
 import { parseJsonPieces } from './json-pieces.js';
 
 /** The store file or its temp file is something ob-proxy will not read through or write over. */

@@ -11,7 +11,7 @@ import OpenAI, { APIError } from 'openai';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { type Daemon, startDaemon } from '../../daemon/build-daemon.js';
 import type { Simulator } from '../../simulator/simulator.js';
-import { resolveConfig } from '../../src/config.js';
+import { resolveConfig } from '../../src/config-resolve.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { MODEL, TestClock, startSim } from '../helpers/inproc.js';
 import { tmpHome } from '../helpers/processes.js';

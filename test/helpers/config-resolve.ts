@@ -4,7 +4,8 @@
  * Sizes in bytes, MiB and GiB, as the settings take them.
  */
 import { expect } from 'vitest';
-import { type Config, type ConfigFlags, type Env, resolveConfig } from '../../src/config.js';
+import { type Config, type ConfigFlags, type Env } from '../../src/config.js';
+import { resolveConfig } from '../../src/config-resolve.js';
 import { ObProxyError } from '../../src/errors.js';
 
 export const MiB = 1024 * 1024;

@@ -16,7 +16,8 @@ import {
   type Simulator,
   type SimulatorOptions,
 } from '../../simulator/simulator.js';
-import { type Config, resolveConfig } from '../../src/config.js';
+import { type Config } from '../../src/config.js';
+import { resolveConfig } from '../../src/config-resolve.js';
 import type { SecretSource } from '../../src/domain/api-key.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 

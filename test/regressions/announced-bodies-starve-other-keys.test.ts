@@ -12,7 +12,7 @@
  * its headers past the key's checks, where the budget was held.
  */
 import { afterEach, expect, it } from 'vitest';
-import { resolveConfig } from '../../src/config.js';
+import { resolveConfig } from '../../src/config-resolve.js';
 import type { Simulator } from '../../simulator/simulator.js';
 import { type RawConnection, chatHead, openConnection } from '../helpers/raw-connection.js';
 import { type Harness, chatBody, readyInstance, startHarness, startSim } from '../reliability/harness.js';

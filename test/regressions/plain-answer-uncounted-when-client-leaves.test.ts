@@ -11,7 +11,7 @@ import { Writable } from 'node:stream';
 import { request as undiciRequest } from 'undici';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { type Daemon, startDaemon } from '../../daemon/build-daemon.js';
-import { resolveConfig } from '../../src/config.js';
+import { resolveConfig } from '../../src/config-resolve.js';
 import type { Simulator } from '../../simulator/simulator.js';
 import { MODEL, TestClock, chatRequests, startSim } from '../helpers/inproc.js';
 import { eventually, tmpHome } from '../reliability/harness.js';

@@ -6,7 +6,7 @@
 import { homedir } from 'node:os';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startDaemon, type Daemon } from '../../daemon/build-daemon.js';
-import { resolveConfig } from '../../src/config.js';
+import { resolveConfig } from '../../src/config-resolve.js';
 import { obError } from '../../src/errors.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import type { Mutation } from '../../src/store/store.js';

@@ -14,7 +14,7 @@ import { Writable } from 'node:stream';
 import { request } from 'undici';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { type Daemon, startDaemon } from '../../daemon/build-daemon.js';
-import { resolveConfig } from '../../src/config.js';
+import { resolveConfig } from '../../src/config-resolve.js';
 import { estimatePromptTokens } from '../../src/wire/prompt-estimate.js';
 import { MODEL, TestClock } from '../helpers/inproc.js';
 import { eventually } from '../helpers/processes.js';

@@ -15,7 +15,7 @@ import { Writable } from 'node:stream';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { type Daemon, startDaemon } from '../../daemon/build-daemon.js';
-import { resolveConfig } from '../../src/config.js';
+import { resolveConfig } from '../../src/config-resolve.js';
 import type { Simulator } from '../../simulator/simulator.js';
 import { MODEL, TestClock, startSim } from '../helpers/inproc.js';
 import { chatBody, post, tmpHome } from '../reliability/harness.js';

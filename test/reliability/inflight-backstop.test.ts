@@ -10,7 +10,7 @@ import { Writable } from 'node:stream';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { type Daemon, startDaemon } from '../../daemon/build-daemon.js';
 import type { Simulator } from '../../simulator/simulator.js';
-import { resolveConfig } from '../../src/config.js';
+import { resolveConfig } from '../../src/config-resolve.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { eventually } from '../helpers/processes.js';
 import { type OpenStream, openChat, sseData, tokensIn } from '../helpers/raw-http.js';

@@ -273,7 +273,7 @@ describe('mid-stream: one SSE error event, no [DONE], a clean end', () => {
 
 describe('time-out configuration', () => {
   it('defaults suit a model that needs minutes to load; each time-out is separate', async () => {
-    const { resolveConfig } = await import('../../src/config.js');
+    const { resolveConfig } = await import('../../src/config-resolve.js');
     const d = resolveConfig({ home: '/tmp/x' }, {}, '/tmp');
     expect({ connect: d.connectTimeoutMs, firstByte: d.upstreamTimeoutMs, idle: d.idleTimeoutMs }).toEqual({
       connect: 10_000,

@@ -1,6 +1,6 @@
 /** The limits on a model server's answer: defaults, flag over environment, and refused values. */
 import { describe, expect, it } from 'vitest';
-import { resolveConfig } from '../../src/config.js';
+import { resolveConfig } from '../../src/config-resolve.js';
 
 const limits = (c: ReturnType<typeof resolveConfig>): unknown => ({
   frame: c.maxFrameBytes,

@@ -8,7 +8,8 @@ import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { makeProgram, runCli } from '../../cli/program.js';
-import { SETTINGS, type Setting, shownDefault } from '../../src/config.js';
+import { SETTINGS, type Setting } from '../../src/config.js';
+import { shownDefault } from '../../src/config-read.js';
 import { FAIL_MODES, HOSTILE_FAIL_MODES } from '../../simulator/sim-types.js';
 
 const settings: Setting[] = Object.values(SETTINGS);

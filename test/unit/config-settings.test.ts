@@ -4,20 +4,9 @@
  * settings, the paths the client commands read, and the values one setting derives from another.
  */
 import { describe, expect, it } from 'vitest';
-import {
-  type Config,
-  type ConfigFlags,
-  type Env,
-  SETTINGS,
-  type Setting,
-  type SettingName,
-  cliTimeoutMs,
-  debugWanted,
-  resolveConfig,
-  resolvePaths,
-  settingLabel,
-  waitTimeoutMs,
-} from '../../src/config.js';
+import { type Config, type ConfigFlags, type Env, SETTINGS, type Setting, type SettingName } from '../../src/config.js';
+import { cliTimeoutMs, debugWanted, resolveConfig, resolvePaths, waitTimeoutMs } from '../../src/config-resolve.js';
+import { settingLabel } from '../../src/config-read.js';
 import { GiB, MiB, refusal, resolve } from '../helpers/config-resolve.js';
 
 /**

@@ -6,7 +6,7 @@
  */
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { resolveConfig } from '../../src/config.js';
+import { resolveConfig } from '../../src/config-resolve.js';
 import { MIGRATIONS } from '../../src/store/postgres/migrations.js';
 import { PostgresStore } from '../../src/store/postgres-store.js';
 import { redactUrl } from '../../src/store/postgres/redact-url.js';

@@ -1,6 +1,6 @@
 /** The switch that forces the stream relay's slow path: on by default, 0 or 1 from the environment, nothing else. */
 import { expect, it } from 'vitest';
-import { resolveConfig } from '../../src/config.js';
+import { resolveConfig } from '../../src/config-resolve.js';
 
 const fast = (env: Record<string, string>): boolean => resolveConfig({ home: '/tmp/x' }, env, '/tmp').relayFastPath;
 
