@@ -2,8 +2,9 @@ import { completionId } from '../../src/ids.js';
 import { type ChatRequest, parseChatBody, upstreamBody, validateChatRequest } from '../../src/apis/chat/request.js';
 import { SseRelay } from '../../src/wire/sse-relay.js';
 import type { DaemonContext } from '../context.js';
-import { type WireApi, makeProxyHandler, streamRelayFor } from './proxied-route.js';
-import { PlainRelay } from './plain-relay.js';
+import { type WireApi, makeProxyHandler } from './proxied-route.js';
+import { PlainAnswer } from './plain-relay.js';
+import { StreamAnswer } from './stream-relay.js';
 
 /** POST /v1/chat/completions: the request of docs/contract.md §3.2, the answer of §3.3, streams relayed frame by frame. */
 export const CHAT_API: WireApi<ChatRequest> = {
@@ -19,13 +20,10 @@ export const CHAT_API: WireApi<ChatRequest> = {
     return body;
   },
   newId: completionId,
-  relay(ctx, rc, chat, deployment) {
-    if (!chat.stream) return new PlainRelay(rc);
+  answer(ctx, rc, chat, deployment) {
+    if (!chat.stream) return new PlainAnswer();
     const layouts = ctx.config.relayFastPath ? ctx.eventLayouts.for(deployment) : null;
-    return new (streamRelayFor(ctx, rc))(
-      rc,
-      new SseRelay(rc.id, chat.includeUsage, layouts, rc.limits.maxFrameBytes, rc.upstreamToken),
-    );
+    return new StreamAnswer(new SseRelay(rc.id, chat.includeUsage, layouts, rc.limits.maxFrameBytes, rc.upstreamToken));
   },
   support: null,
   fallback: null,

@@ -9,36 +9,35 @@ import {
 } from '../../src/apis/completions/request.js';
 import { withTopId } from '../../src/wire/top-id.js';
 import type { DaemonContext } from '../context.js';
-import { type WireApi, makeProxyHandler, streamRelayFor } from './proxied-route.js';
+import { type WireApi, makeProxyHandler } from './proxied-route.js';
 import { RouteSupport } from './route-support.js';
-import { PlainRelay } from './plain-relay.js';
+import { PlainAnswer, type PlainShape } from './plain-relay.js';
+import { StreamAnswer } from './stream-relay.js';
 
 /**
  * A plain legacy completion: the model server's answer with our `cmpl-` id, as it sent it
  * otherwise. Usage from its `usage` (`prompt_tokens`, `completion_tokens`).
  */
-export class CompletionsPlainRelay extends PlainRelay {
-  protected override answer(raw: Buffer, text: string, parsed: unknown): void {
-    const body = parsed as Record<string, unknown> | null;
-    if (
-      typeof body !== 'object' ||
-      body === null ||
-      Array.isArray(body) ||
-      !Array.isArray(body.choices) ||
-      body.choices.length > MAX_CHOICES
-    ) {
-      this.notAnAnswer('a text completion');
-      return;
-    }
-    const out = withTopId(raw, text, body, this.c.id);
-    if (out === null) {
-      this.tooDeep();
-      return;
-    }
-    const usage = usageOf(body);
-    this.send(out, body, usage.prompt, usage.completion, usage.reasoning);
+export const completionShape: PlainShape = (raw, text, parsed, answer) => {
+  const body = parsed as Record<string, unknown> | null;
+  if (
+    typeof body !== 'object' ||
+    body === null ||
+    Array.isArray(body) ||
+    !Array.isArray(body.choices) ||
+    body.choices.length > MAX_CHOICES
+  ) {
+    answer.notAnAnswer('a text completion');
+    return;
   }
-}
+  const out = withTopId(raw, text, body, answer.relay.c.id);
+  if (out === null) {
+    answer.tooDeep();
+    return;
+  }
+  const usage = usageOf(body);
+  answer.send(out, body, usage.prompt, usage.completion, usage.reasoning);
+};
 
 /** POST /v1/completions, legacy text completions, passed through to the model server's own (docs/contract.md §6). */
 export function completionsApi(ctx: DaemonContext): WireApi<CompletionsRequest> {
@@ -50,11 +49,10 @@ export function completionsApi(ctx: DaemonContext): WireApi<CompletionsRequest> 
     validate: validateCompletionsRequest,
     upstream: upstreamBody,
     newId: textCompletionId,
-    relay(_ctx, rc, req) {
-      if (!req.stream) return new CompletionsPlainRelay(rc);
+    answer(_ctx, rc, req) {
+      if (!req.stream) return new PlainAnswer(completionShape);
       // Chat's layouts know chat's events only: every completion event takes the parsed path.
-      return new (streamRelayFor(ctx, rc))(
-        rc,
+      return new StreamAnswer(
         new CompletionsStreamRelay(rc.id, req.includeUsage, null, rc.limits.maxFrameBytes, rc.upstreamToken),
       );
     },

@@ -6,9 +6,10 @@ import { type MessagesRequest, parseMessagesBody, validateMessagesRequest } from
 import { withTopId } from '../../src/wire/top-id.js';
 import type { DaemonContext } from '../context.js';
 import { answerErrorsAsAnthropic } from './error-shape.js';
-import { type WireApi, makeProxyHandler, streamRelayFor } from './proxied-route.js';
+import { type WireApi, makeProxyHandler } from './proxied-route.js';
 import { RouteSupport } from './route-support.js';
-import { PlainRelay } from './plain-relay.js';
+import { PlainAnswer, type PlainShape } from './plain-relay.js';
+import { StreamAnswer } from './stream-relay.js';
 
 type Json = Record<string, unknown>;
 
@@ -16,22 +17,20 @@ type Json = Record<string, unknown>;
  * A plain Messages answer: the model server's `message` with our `msg_` id, as it sent it
  * otherwise. Usage from its `usage` (`input_tokens`, `output_tokens`).
  */
-export class MessagesPlainRelay extends PlainRelay {
-  protected override answer(raw: Buffer, text: string, parsed: unknown): void {
-    const body = parsed as Json | null;
-    if (typeof body !== 'object' || body === null || Array.isArray(body) || body.type !== 'message') {
-      this.notAnAnswer('a Messages API message');
-      return;
-    }
-    const out = withTopId(raw, text, body, this.c.id);
-    if (out === null) {
-      this.tooDeep();
-      return;
-    }
-    const u = typeof body.usage === 'object' && body.usage !== null ? (body.usage as Json) : null;
-    this.send(out, body, tokenCount(u?.input_tokens), tokenCount(u?.output_tokens), 0);
+export const messageShape: PlainShape = (raw, text, parsed, answer) => {
+  const body = parsed as Json | null;
+  if (typeof body !== 'object' || body === null || Array.isArray(body) || body.type !== 'message') {
+    answer.notAnAnswer('a Messages API message');
+    return;
   }
-}
+  const out = withTopId(raw, text, body, answer.relay.c.id);
+  if (out === null) {
+    answer.tooDeep();
+    return;
+  }
+  const u = typeof body.usage === 'object' && body.usage !== null ? (body.usage as Json) : null;
+  answer.send(out, body, tokenCount(u?.input_tokens), tokenCount(u?.output_tokens), 0);
+};
 
 /**
  * POST /v1/messages, Anthropic's Messages API, passed through to the model server's own
@@ -47,12 +46,9 @@ export function messagesApi(ctx: DaemonContext): WireApi<MessagesRequest> {
     validate: validateMessagesRequest,
     upstream: (raw) => raw,
     newId: messageId,
-    relay(_ctx, rc, req) {
-      if (!req.stream) return new MessagesPlainRelay(rc);
-      return new (streamRelayFor(ctx, rc))(
-        rc,
-        new MessagesStreamRelay(rc.id, rc.limits.maxFrameBytes, rc.upstreamToken),
-      );
+    answer(_ctx, rc, req) {
+      if (!req.stream) return new PlainAnswer(messageShape);
+      return new StreamAnswer(new MessagesStreamRelay(rc.id, rc.limits.maxFrameBytes, rc.upstreamToken));
     },
     support: new RouteSupport('POST /v1/messages', ctx.clock),
     fallback: null,
@@ -65,16 +61,14 @@ export function makeMessagesHandler(ctx: DaemonContext) {
 }
 
 /** A count_tokens answer, `{"input_tokens": N}`, passed on as sent: it costs no completion. */
-class CountTokensRelay extends PlainRelay {
-  protected override answer(raw: Buffer, _text: string, parsed: unknown): void {
-    const body = parsed as Json | null;
-    if (typeof body !== 'object' || body === null || Array.isArray(body) || typeof body.input_tokens !== 'number') {
-      this.notAnAnswer('a token count');
-      return;
-    }
-    this.send(raw, body, 0, 0, 0);
+const tokenCountShape: PlainShape = (raw, _text, parsed, answer) => {
+  const body = parsed as Json | null;
+  if (typeof body !== 'object' || body === null || Array.isArray(body) || typeof body.input_tokens !== 'number') {
+    answer.notAnAnswer('a token count');
+    return;
   }
-}
+  answer.send(raw, body, 0, 0, 0);
+};
 
 /**
  * POST /v1/messages/count_tokens (Claude Code may ask before a long turn): the same gate as a
@@ -90,7 +84,7 @@ export function countTokensApi(ctx: DaemonContext): WireApi<MessagesRequest> {
     validate: (body) => ({ ...validateMessagesRequest(body), stream: false, completionCap: 0 }),
     upstream: (raw) => raw,
     newId: messageId,
-    relay: (_ctx, rc) => new CountTokensRelay(rc),
+    answer: () => new PlainAnswer(tokenCountShape),
     support: new RouteSupport('POST /v1/messages/count_tokens', ctx.clock),
     fallback: null,
     forwardHeaders: ['anthropic-version', 'anthropic-beta'],

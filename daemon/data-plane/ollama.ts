@@ -16,59 +16,24 @@ import type { DaemonContext } from '../context.js';
 import { makeAuthHook } from './auth-hook.js';
 import { answerErrorsAsOllama } from './error-shape.js';
 import { registerOllamaInfo } from './ollama-info.js';
-import { PlainRelay } from './plain-relay.js';
-import { type WireApi, makeProxyHandler, streamRelayFor } from './proxied-route.js';
+import { PlainAnswer, type PlainShape } from './plain-relay.js';
+import { type WireApi, makeProxyHandler } from './proxied-route.js';
 import { replyError } from './send-error.js';
-import { StreamRelay } from './stream-relay.js';
+import { StreamAnswer } from './stream-relay.js';
 
 /**
  * A plain answer of Ollama's native API (`/api/chat`, `/api/generate`, `/api/embed`): a JSON
  * object, passed on as its bytes came (there is no id to replace). Usage from its
  * `prompt_eval_count` and `eval_count`.
  */
-class OllamaPlainRelay extends PlainRelay {
-  protected override answer(raw: Buffer, _text: string, parsed: unknown): void {
-    const body = parsed as Json | null;
-    if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-      this.notAnAnswer('an Ollama answer');
-      return;
-    }
-    this.send(raw, body, tokenCount(body.prompt_eval_count), tokenCount(body.eval_count), 0);
+const ollamaShape: PlainShape = (raw, _text, parsed, answer) => {
+  const body = parsed as Json | null;
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    answer.notAnAnswer('an Ollama answer');
+    return;
   }
-}
-
-/** Ollama's content type for a stream; its lines are JSON objects, one a line. */
-const NDJSON_TYPE = 'application/x-ndjson';
-const NEWLINE = Buffer.from('\n');
-
-/**
- * The stream relay of a native stream: the same one as every API's (back-pressure, deadlines,
- * revocations, our error as the client's last line), with Ollama's content type, and the body's
- * end completing a last line left without its newline (a model-load answer is one bare object).
- * Made once for each stream relay class (the plain one, the traced one), not per request.
- */
-const NDJSON_RELAYS = new Map<typeof StreamRelay, typeof StreamRelay>();
-
-function ndjsonRelayOf(base: typeof StreamRelay): typeof StreamRelay {
-  let made = NDJSON_RELAYS.get(base);
-  if (made === undefined) {
-    made = class NdjsonStreamRelay extends base {
-      // The headers leave with the first line, as Ollama sends them.
-      protected override start(): void {
-        this.begun = true;
-        const head = ['content-type', NDJSON_TYPE, 'cache-control', 'no-cache', 'x-accel-buffering', 'no'];
-        this.c.res.writeHead(200, [...(this.c.headers ?? []), ...head, 'x-request-id', this.c.reqId]);
-      }
-
-      protected override end(): void {
-        this.data(NEWLINE);
-        super.end();
-      }
-    };
-    NDJSON_RELAYS.set(base, made);
-  }
-  return made;
-}
+  answer.send(raw, body, tokenCount(body.prompt_eval_count), tokenCount(body.eval_count), 0);
+};
 
 /** The WireApi of a generating native route: `/api/chat` or `/api/generate`. */
 function generating(
@@ -88,12 +53,9 @@ function generating(
     upstream: (raw) => raw,
     // Ollama's answers carry no id: nothing of ours goes in them.
     newId: () => '',
-    relay(_ctx, rc, req) {
-      if (!req.stream) return new OllamaPlainRelay(rc);
-      return new (ndjsonRelayOf(streamRelayFor(ctx, rc)))(
-        rc,
-        new NdjsonRelay(rc.limits.maxFrameBytes, rc.upstreamToken),
-      );
+    answer(_ctx, rc, req) {
+      if (!req.stream) return new PlainAnswer(ollamaShape);
+      return new StreamAnswer(new NdjsonRelay(rc.limits.maxFrameBytes, rc.upstreamToken), 'ndjson');
     },
     support: null,
     fallback: null,
@@ -125,7 +87,7 @@ export function ollamaEmbedApi(): WireApi<OllamaRequest> {
     validate: validateOllamaEmbed,
     upstream: (raw) => raw,
     newId: () => '',
-    relay: (_ctx, rc) => new OllamaPlainRelay(rc),
+    answer: () => new PlainAnswer(ollamaShape),
     support: null,
     fallback: null,
   };

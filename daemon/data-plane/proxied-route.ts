@@ -16,8 +16,7 @@ import { replyError, writeRawError } from './send-error.js';
 import { keepOneCopy } from './held-bytes.js';
 
 import { estimatePromptTokens } from '../../src/wire/prompt-estimate.js';
-import type { Relay, RelayContext } from './upstream-relay.js';
-import { StreamRelay } from './stream-relay.js';
+import { Relay, type RelayAnswer, type RelayContext } from './upstream-relay.js';
 import type { RouteSupport } from './route-support.js';
 import type { ExchangeSpan } from '../tracing/exchange-span.js';
 
@@ -33,8 +32,8 @@ export interface Checked extends ExchangeShape {
 export interface Route<C extends Checked> {
   /** The model server's path for it (`/v1/chat/completions`). */
   readonly upstreamPath: string;
-  /** The relay for the answer. */
-  relay(ctx: DaemonContext, rc: RelayContext, checked: C, deployment: string): Relay;
+  /** How the answer is written (plain-relay.ts, stream-relay.ts), in this API's shape. */
+  answer(ctx: DaemonContext, rc: RelayContext, checked: C, deployment: string): RelayAnswer;
 }
 
 /** A request sent another way: the body that goes upstream, and the route it takes. */
@@ -243,7 +242,7 @@ function dispatch<C extends Checked>(
   forward: Record<string, string> | null,
   trace: ExchangeSpan | null,
 ): void {
-  const relay = route.relay(ctx, rc, checked, auth.instance.deployment);
+  const relay = new Relay(rc, route.answer(ctx, rc, checked, auth.instance.deployment));
   // In the turn the key was re-checked (refusedSinceHeaders): from here a revocation ends it.
   exchange.node = relay;
   ctx.inflight.add(auth.key, relay);
@@ -316,13 +315,4 @@ function forwarded(request: FastifyRequest, names: readonly string[]): Record<st
     else if (Array.isArray(v)) out[name] = v.join(', ');
   }
   return out;
-}
-
-/**
- * The stream relay class for an exchange: with a trace span, the tracing's own, which also reads
- * the streamed model and finish reason for the span (daemon/tracing/exchange-span.ts); else the
- * plain one, whose per-read path stays as it is.
- */
-export function streamRelayFor(ctx: DaemonContext, rc: RelayContext): typeof StreamRelay {
-  return rc.trace == null || ctx.tracing === null ? StreamRelay : ctx.tracing.StreamRelay;
 }

@@ -1,6 +1,7 @@
-/** What the relay tells a trace span: a plain answer's body, and the exchange's error code. */
+/** What the relay tells a trace span: a plain answer's body, a stream's reads, and the exchange's error code. */
 export interface RelayTrace {
   answer(body: Record<string, unknown>): void;
+  read(chunk: Buffer): void;
   error(code: string): void;
 }
 

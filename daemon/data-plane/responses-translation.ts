@@ -1,16 +1,12 @@
-import { obError } from '../../src/errors.js';
 import { encodeJson, usageOf } from '../../src/wire/chat-response.js';
 import { chatToResponse } from '../../src/apis/responses/from-chat.js';
 import { type ResponseContext, randomIds, unixSeconds } from '../../src/apis/responses/object.js';
 import type { ResponsesRequest } from '../../src/apis/responses/request.js';
 import { type ChatTranslation, responsesToChat } from '../../src/apis/responses/to-chat.js';
 import { TranslatedResponsesStream } from '../../src/apis/responses/translated-stream.js';
-import { limitErrors } from '../../src/upstream/answer-limits.js';
 import type { Resend, Route } from './proxied-route.js';
-import { jsonHeaders } from './send-error.js';
-import type { RelayContext } from './upstream-relay.js';
-import { PlainRelay } from './plain-relay.js';
-import { StreamRelay } from './stream-relay.js';
+import { PlainAnswer, type PlainShape } from './plain-relay.js';
+import { StreamAnswer } from './stream-relay.js';
 
 type Json = Record<string, unknown>;
 
@@ -27,44 +23,28 @@ const OTHER_TOOLS = 'drop';
  * object a server's own /v1/responses would have written (apis/responses/from-chat.ts), with our id and
  * Ollama's trailing newline. Usage from the completion's (`prompt_tokens`, `completion_tokens`).
  */
-class TranslatedPlainRelay extends PlainRelay {
-  constructor(
-    c: RelayContext,
-    private readonly response: ResponseContext,
-  ) {
-    super(c);
-  }
-
-  protected override answer(_raw: Buffer, _text: string, parsed: unknown): void {
-    const body = chatToResponse(parsed, this.response);
+function translatedShape(response: ResponseContext): PlainShape {
+  return (_raw, _text, parsed, answer) => {
+    const body = chatToResponse(parsed, response);
     if (body === null) {
-      this.upstreamFailed('upstream_error');
-      this.failed(
-        obError('upstream_error', {
-          message: "The model server sent an answer that is not a chat completion. Check the instance's endpoint.",
-        }),
-      );
+      answer.notAnAnswer('a chat completion');
       return;
     }
     const encoded = encodeJson(body);
     if (encoded === null) {
-      this.upstreamFailed('upstream_error');
-      this.failed(limitErrors.tooDeep(false));
+      answer.tooDeep();
       return;
     }
-    const out = `${encoded}\n`;
     const usage = usageOf(parsed as Json);
-    this.c.res.writeHead(200, jsonHeaders(Buffer.byteLength(out), this.c.reqId, this.c.headers));
-    this.c.res.end(out);
-    this.finish(usage.prompt, usage.completion, usage.reasoning);
-  }
+    answer.write(`${encoded}\n`, usage.prompt, usage.completion, usage.reasoning);
+  };
 }
 
 /** The way of a Responses request translated to chat completions: its path and the relays that translate the answer back. */
 function translatedRoute(t: ChatTranslation): Route<ResponsesRequest> {
   return {
     upstreamPath: '/v1/chat/completions',
-    relay(_ctx, rc, req) {
+    answer(_ctx, rc, req) {
       const response: ResponseContext = {
         responseId: rc.id,
         model: rc.model,
@@ -73,10 +53,11 @@ function translatedRoute(t: ChatTranslation): Route<ResponsesRequest> {
         clock: rc.clock,
         ids: randomIds,
       };
-      if (!req.stream) return new TranslatedPlainRelay(rc, response);
-      return new StreamRelay(
-        rc,
+      if (!req.stream) return new PlainAnswer(translatedShape(response));
+      return new StreamAnswer(
         new TranslatedResponsesStream(response, rc.limits.maxFrameBytes, rc.limits.maxAnswerBytes),
+        'sse',
+        false,
       );
     },
   };

@@ -12,11 +12,11 @@ import { ResponsesStreamRelay } from '../../src/apis/responses/event-relay.js';
 import { ResponsesLayoutsByServer } from '../../src/apis/responses/server-layouts.js';
 import { spliceResponseId } from '../../src/apis/responses/splice.js';
 import type { DaemonContext } from '../context.js';
-import { type WireApi, makeProxyHandler, streamRelayFor } from './proxied-route.js';
+import { type WireApi, makeProxyHandler } from './proxied-route.js';
 import { translateResponses } from './responses-translation.js';
 import { RouteSupport } from './route-support.js';
-import type { RelayContext } from './upstream-relay.js';
-import { PlainRelay } from './plain-relay.js';
+import { PlainAnswer, type PlainShape } from './plain-relay.js';
+import { StreamAnswer } from './stream-relay.js';
 import { replyError } from './send-error.js';
 
 type Json = Record<string, unknown>;
@@ -27,40 +27,36 @@ type Json = Record<string, unknown>;
  * trailing newline kept. Usage from its `usage` (`input_tokens`, `output_tokens`, reasoning in
  * `output_tokens_details`).
  */
-export class ResponsesPlainRelay extends PlainRelay {
-  /** `splice`: the fast path is on (OB_PROXY_RELAY_FAST_PATH); off, every answer is re-encoded. */
-  constructor(
-    c: RelayContext,
-    private readonly splice: boolean,
-  ) {
-    super(c);
-  }
-
-  protected override answer(raw: Buffer, text: string, parsed: unknown): void {
+function responseShape(splice: boolean): PlainShape {
+  return (raw, text, parsed, answer) => {
     if (
       typeof parsed !== 'object' ||
       parsed === null ||
       Array.isArray(parsed) ||
       (parsed as Json).object !== 'response'
     ) {
-      this.notAnAnswer('a Responses API response');
+      answer.notAnAnswer('a Responses API response');
       return;
     }
     const body = parsed as Json;
-    let out: Buffer | string | null = this.splice ? spliceResponseId(raw, text, body, this.c.id) : null;
+    const id = answer.relay.c.id;
+    let out: Buffer | string | null = splice ? spliceResponseId(raw, text, body, id) : null;
     if (out === null) {
-      body.id = this.c.id;
+      body.id = id;
       const encoded = encodeJson(body);
       if (encoded === null) {
-        this.tooDeep();
+        answer.tooDeep();
         return;
       }
       out = text.endsWith('\n') ? `${encoded}\n` : encoded;
     }
     const usage = usageCounts(body.usage);
-    this.send(out, body, usage.prompt, usage.completion, usage.reasoning);
-  }
+    answer.send(out, body, usage.prompt, usage.completion, usage.reasoning);
+  };
 }
+
+/** `spliced`: the fast path is on (OB_PROXY_RELAY_FAST_PATH); `reencoded`: off, every answer is re-encoded. */
+export const RESPONSE_SHAPES = { spliced: responseShape(true), reencoded: responseShape(false) };
 
 /**
  * POST /v1/responses (docs/contract.md §6), passed through to the model server's own; where the
@@ -77,10 +73,10 @@ export function responsesApi(ctx: DaemonContext): WireApi<ResponsesRequest> {
     validate: validateResponsesRequest,
     upstream: (raw) => raw,
     newId: responseId,
-    relay(_ctx, rc, req, deployment) {
-      if (!req.stream) return new ResponsesPlainRelay(rc, ctx.config.relayFastPath);
-      return new (streamRelayFor(ctx, rc))(
-        rc,
+    answer(_ctx, rc, req, deployment) {
+      if (!req.stream)
+        return new PlainAnswer(ctx.config.relayFastPath ? RESPONSE_SHAPES.spliced : RESPONSE_SHAPES.reencoded);
+      return new StreamAnswer(
         new ResponsesStreamRelay(
           rc.id,
           rc.limits.maxFrameBytes,

@@ -2,7 +2,7 @@ import { type ObProxyError, obError } from '../../src/errors.js';
 import { OutputBatch } from '../../src/wire/output-batch.js';
 import { DRAIN_BYTES, DRAIN_MS, limitErrors } from '../../src/upstream/answer-limits.js';
 import type { InvalidReason } from '../../src/wire/sse-relay.js';
-import { Relay, type RelayContext, answerHeaders } from './upstream-relay.js';
+import { type Relay, type RelayAnswer, answerHeaders } from './upstream-relay.js';
 import { streamHeaders, writeRawError } from './send-error.js';
 
 /**
@@ -27,32 +27,62 @@ export interface EventStream {
   closingError(err: ObProxyError): string;
 }
 
+/** How a stream's answer is framed: Server-Sent Events, or Ollama's JSON lines (`application/x-ndjson`). */
+export type StreamFormat = 'sse' | 'ndjson';
+
+/** Ollama's content type for a stream; its lines are JSON objects, one a line. */
+const NDJSON_HEAD = ['content-type', 'application/x-ndjson', 'cache-control', 'no-cache', 'x-accel-buffering', 'no'];
+const NEWLINE = Buffer.from('\n');
+
 /**
- * A stream: each upstream read goes through the SSE relay and out in one write, as it came.
+ * A stream: each upstream read goes through the API's event relay and out in one write, as it came.
  * Back-pressure pauses the upstream until the client drains. The client's response ends at
  * [DONE] or at the upstream's error event; after [DONE] the rest of the upstream body is read
  * briefly (DRAIN_BYTES, DRAIN_MS) so its connection returns to the pool, then aborted.
  */
-export class StreamRelay extends Relay {
+export class StreamAnswer implements RelayAnswer {
+  private r!: Relay;
   private readonly relay: EventStream;
+  /** The exchange's trace span, told each read (daemon/tracing/); null: tracing off. */
+  private tap: { read(chunk: Buffer): void } | null = null;
   private waiting = false;
   private readonly pending = new OutputBatch();
   private scheduled = false;
   /** The 200 and its headers are written: failures are told with an error event from now on. */
-  protected begun = false;
+  private begun = false;
   /** Bytes read after [DONE]. */
   private drained = 0;
 
-  /** `events`: what turns this API's events into the client's (chat's SseRelay, made with the context's id and limits). */
-  constructor(c: RelayContext, events: EventStream) {
-    super(c);
+  /**
+   * `events`: what turns this API's events into the client's (chat's SseRelay, made with the
+   * context's id and limits). `format` ndjson: Ollama's content type, its headers leaving with
+   * the first line as Ollama sends them, and the body's end completing a last line left without
+   * its newline (a model-load answer is one bare object). `traced`: whether the exchange's trace
+   * span, if any, reads the stream (daemon/tracing/stream-facts.ts).
+   */
+  constructor(
+    events: EventStream,
+    private readonly format: StreamFormat = 'sse',
+    /** Whether its reads are the trace's to read: not a translated stream's, in another API's words. */
+    private readonly traced = true,
+  ) {
     this.relay = events;
   }
 
-  protected start(): void {
+  attach(r: Relay): void {
+    this.r = r;
+    if (this.traced) this.tap = r.c.trace ?? null;
+  }
+
+  start(): void {
     this.begun = true;
-    const res = this.c.res;
-    res.writeHead(200, streamHeaders(this.c.reqId, this.c.headers));
+    const c = this.r.c;
+    const res = c.res;
+    if (this.format === 'ndjson') {
+      res.writeHead(200, [...(c.headers ?? []), ...NDJSON_HEAD, 'x-request-id', c.reqId]);
+      return;
+    }
+    res.writeHead(200, streamHeaders(c.reqId, c.headers));
     // The headers leave with the first chunk when it is already here (one write, not two); when
     // the model is slow to its first token, they leave on the next turn of the event loop.
     setImmediate(() => {
@@ -60,7 +90,8 @@ export class StreamRelay extends Relay {
     });
   }
 
-  protected data(chunk: Buffer): void {
+  data(chunk: Buffer): void {
+    if (this.tap !== null) this.tap.read(chunk);
     const relay = this.relay;
     if (relay.stopped) {
       this.afterStop(chunk);
@@ -73,7 +104,7 @@ export class StreamRelay extends Relay {
 
   /** A read after the relay stopped: after [DONE], drained up to DRAIN_BYTES. */
   private afterStop(chunk: Buffer): void {
-    if (this.relay.done && (this.drained += chunk.length) > DRAIN_BYTES) this.drainOver();
+    if (this.relay.done && (this.drained += chunk.length) > DRAIN_BYTES) this.r.drainOver();
   }
 
   /**
@@ -82,9 +113,8 @@ export class StreamRelay extends Relay {
    * kept its body open past the drain made a whole answer an error of the key's usage and an
    * `upstream_unavailable` in the log and the metrics.
    */
-  protected override drainOver(): void {
+  drainEnded(): void {
     this.count();
-    super.drainOver();
   }
 
   /** The read just processed stopped the relay: [DONE], an error event, or a refusal. */
@@ -95,21 +125,21 @@ export class StreamRelay extends Relay {
     // the exchange over. Aborted first, the failure was told twice, the second time as
     // `upstream_unavailable` (the log and the metrics blamed the network for a refused event).
     if (relay.invalid) {
-      this.upstreamFailed('upstream_error');
+      this.r.upstreamFailed('upstream_error');
       this.endWithError(this.refusal());
       this.count();
-      this.controller?.abort(new Error('an event from the model server was refused'));
+      this.r.controller?.abort(new Error('an event from the model server was refused'));
     } else if (relay.sawError) {
-      this.upstreamFailed('upstream_error');
+      this.r.upstreamFailed('upstream_error');
       this.count();
       // Its error event was the client's last: nothing more to read.
-      this.controller?.abort(new Error('the model server sent an error event'));
-    } else this.shortenDeadline(DRAIN_MS);
+      this.r.controller?.abort(new Error('the model server sent an error event'));
+    } else this.r.shortenDeadline(DRAIN_MS);
   }
 
   private refusal(): ObProxyError {
     const reason = this.relay.invalidReason;
-    if (reason === 'frame_too_large') return limitErrors.frameTooLarge(this.c.limits.maxFrameBytes);
+    if (reason === 'frame_too_large') return limitErrors.frameTooLarge(this.r.c.limits.maxFrameBytes);
     if (reason === 'too_deep') return limitErrors.tooDeep(true);
     return reason === 'not_sse' ? limitErrors.notSse() : limitErrors.notJson();
   }
@@ -132,7 +162,7 @@ export class StreamRelay extends Relay {
   };
 
   private flush(): void {
-    const res = this.c.res;
+    const res = this.r.c.res;
     if (this.pending.length === 0) return;
     const out = this.pending.take();
     if (this.relay.done || this.relay.sawError) {
@@ -145,48 +175,49 @@ export class StreamRelay extends Relay {
 
   private pauseUntilDrained(): void {
     if (this.waiting) return;
-    const res = this.c.res;
+    const res = this.r.c.res;
     this.waiting = true;
     // A client that does not read is not the model server's silence (undici's time-out alike).
-    this.quietMs = 0;
-    this.controller?.pause();
+    this.r.quietMs = 0;
+    this.r.controller?.pause();
     const resume = (): void => {
       res.off('drain', resume);
       res.off('close', resume);
       this.waiting = false;
-      this.quietMs = this.c.limits.idleTimeoutMs;
-      this.heard++;
+      this.r.quietMs = this.r.c.limits.idleTimeoutMs;
+      this.r.heard++;
       // After a disconnect the request is aborted: nothing to resume.
-      if (!this.clientGone) this.controller?.resume();
+      if (!this.r.clientGone) this.r.controller?.resume();
     };
     res.on('drain', resume);
     res.on('close', resume);
   }
 
-  protected end(): void {
+  end(): void {
+    if (this.format === 'ndjson') this.data(NEWLINE);
     this.flush();
     if (!this.relay.done && !this.relay.sawError) {
-      this.upstreamFailed('upstream_unavailable');
+      this.r.upstreamFailed('upstream_unavailable');
       this.endWithError(
         obError('upstream_unavailable', { message: 'The model server ended the stream before it was complete.' }),
       );
-    } else if (!this.c.res.writableEnded) this.c.res.end();
+    } else if (!this.r.c.res.writableEnded) this.r.c.res.end();
     this.count();
   }
 
-  protected gone(): void {
+  gone(): void {
     this.count();
   }
 
-  protected failed(err: ObProxyError): void {
-    this.errored = true;
-    this.c.trace?.error(err.code);
+  failed(err: ObProxyError): void {
+    this.r.errored = true;
+    this.r.c.trace?.error(err.code);
     this.flush();
     if (this.relay.invalid || this.relay.sawError) {
       this.count();
       return;
     }
-    if (!this.begun) writeRawError(this.c.res, err, this.c.reqId, answerHeaders(err, this.c.headers));
+    if (!this.begun) writeRawError(this.r.c.res, err, this.r.c.reqId, answerHeaders(err, this.r.c.headers));
     else if (!this.relay.done) this.endWithError(err);
     this.count();
   }
@@ -194,12 +225,12 @@ export class StreamRelay extends Relay {
   /** The model server's counts where they are token counts; else the completion is the content events. */
   private count(): void {
     const u = this.relay.counts();
-    this.finish(u.prompt, u.completion, u.reasoning, this.relay.contentChunks);
+    this.r.finish(u.prompt, u.completion, u.reasoning, this.relay.contentChunks);
   }
 
   /** After a 200 has been sent, the only way to say "failed": one error event, no [DONE]. */
   private endWithError(err: ObProxyError): void {
-    const res = this.c.res;
+    const res = this.r.c.res;
     if (res.writableEnded) return;
     const e =
       err.code === 'upstream_timeout'

@@ -13,6 +13,29 @@ import { writeRawError } from './send-error.js';
 
 type Controller = Dispatcher.DispatchController;
 
+/**
+ * How one kind of answer reaches the client: a plain one collected and written once
+ * (plain-relay.ts), a stream relayed read by read (stream-relay.ts). The relay owns the exchange
+ * (undici's handler, the deadlines, the key's in-flight list, the client's disconnect, the one
+ * report of the end); its answer writes, and tells the relay when it is over (`finish`).
+ */
+export interface RelayAnswer {
+  /** Told the relay it writes for, when the relay is made. */
+  attach(relay: Relay): void;
+  /** A 200 arrived with these headers. */
+  start(headers: IncomingHttpHeaders): void;
+  /** A read of the 200's body. */
+  data(chunk: Buffer): void;
+  /** The 200's body ended. */
+  end(): void;
+  /** The client left; count what was produced. */
+  gone(): void;
+  /** The exchange failed with `err`: the client told, in the answer's shape. */
+  failed(err: ObProxyError): void;
+  /** The drain after a stream's end is over: count the exchange before the upstream is aborted. */
+  drainEnded(): void;
+}
+
 export interface RelayContext {
   res: ServerResponse;
   /** Our completion id (Ollama's collide). */
@@ -73,16 +96,16 @@ export function contentLength(headers: IncomingHttpHeaders): number {
  * deadline is refused with 502 upstream_error (one error event once a stream has begun) and the
  * upstream request aborted.
  */
-export abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode, InflightNode, CloseWatcher {
-  protected controller: Controller | null = null;
+export class Relay implements Dispatcher.DispatchHandler, DeadlineNode, InflightNode, CloseWatcher {
+  controller: Controller | null = null;
   /** The key's concurrency slot, when it has limits: given back when the response closes or the exchange is over. */
   private readonly keySlot: HeldSlot | null;
-  protected clientGone = false;
+  clientGone = false;
   /** undici went on to write the request: from here the model server may have the prompt. */
   private sent = false;
   /** The client was answered with an error (the model server's, a refusal, a revocation). */
-  protected errored = false;
-  protected status = 0;
+  errored = false;
+  status = 0;
   private errorType: string | undefined;
   private errorBody: Buffer[] | null = null;
   private errorBytes = 0;
@@ -105,7 +128,15 @@ export abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode,
   private donePromise: Promise<void> | null = null;
   private resolveDone: (() => void) | null = null;
 
-  constructor(protected readonly c: RelayContext) {
+  /**
+   * `answer`: how this API's answer is written (plain-relay.ts, stream-relay.ts); the relay is the
+   * rest, the same for every API.
+   */
+  constructor(
+    readonly c: RelayContext,
+    private readonly answer: RelayAnswer,
+  ) {
+    answer.attach(this);
     // One listener for the response, shared by all (close-watch.ts).
     this.keySlot = watchClose(c.res, this);
     c.deadlines.add(this, c.limits.responseDeadlineMs);
@@ -135,15 +166,15 @@ export abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode,
   }
 
   /** Over a limit: answers the client (or ends its stream) with `err`, then aborts the upstream. */
-  protected refuse(err: ObProxyError, why: string): void {
+  refuse(err: ObProxyError, why: string): void {
     if (this.settled) return;
     this.upstreamFailed(err.code);
-    this.failed(err);
+    this.answer.failed(err);
     this.controller?.abort(new Error(why));
   }
 
   /** From now on the upstream gets `ms` more (the drain after [DONE]), not the whole deadline. */
-  protected shortenDeadline(ms: number): void {
+  shortenDeadline(ms: number): void {
     if (this.settled) return;
     this.c.deadlines.remove(this);
     if (this.drainTimer !== null) clearTimeout(this.drainTimer);
@@ -153,8 +184,9 @@ export abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode,
     }, ms);
   }
 
-  /** The drain after [DONE] is over (its time or its bytes): the upstream request is aborted. */
-  protected drainOver(): void {
+  /** The drain after [DONE] is over (its time or its bytes): the exchange counted, the upstream request aborted. */
+  drainOver(): void {
+    this.answer.drainEnded();
     this.controller?.abort(new Error('the model server went on after [DONE]'));
   }
 
@@ -188,8 +220,8 @@ export abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode,
    */
   terminate(err: ObProxyError): void {
     if (this.settled) return;
-    if (this.clientGone) this.gone();
-    else this.failed(err);
+    if (this.clientGone) this.answer.gone();
+    else this.answer.failed(err);
     this.controller?.abort(err);
   }
 
@@ -203,7 +235,7 @@ export abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode,
     this.status = statusCode;
     this.c.observer?.responseStarted(statusCode);
     if (statusCode === 200) {
-      this.start(headers);
+      this.answer.start(headers);
       return;
     }
     // 204, 304, 201 with a completion, a redirect: nothing a client could use, nor an error to pass on.
@@ -219,12 +251,12 @@ export abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode,
     this.errorBody = [];
   }
 
-  // Kept small, as is StreamRelay.data: undici's per-chunk path (onBody) is inlined into its
+  // Kept small, as is StreamAnswer.data: undici's per-chunk path (onBody) is inlined into its
   // parser's callback only while what it calls leaves room in Turbofan's inlining budget; when
   // it did not, each chunk paid a megamorphic `socket.destroyed` (docs/performance.md).
   onResponseData(_controller: Controller, chunk: Buffer): void {
     this.heard++;
-    if (this.errorBody === null) this.data(chunk);
+    if (this.errorBody === null) this.answer.data(chunk);
     else this.errorData(chunk);
   }
 
@@ -260,7 +292,7 @@ export abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode,
       this.finish(0, 0, 0);
       return;
     }
-    this.end();
+    this.answer.end();
   }
 
   /**
@@ -280,16 +312,16 @@ export abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode,
   onResponseError(_controller: Controller, err: Error): void {
     if (this.settled) return;
     if (this.clientGone) {
-      this.gone();
+      this.answer.gone();
       return;
     }
     const e = translateUpstreamError(err);
     this.upstreamFailed(e.code);
-    this.failed(e);
+    this.answer.failed(e);
   }
 
   /** The model server failed this exchange: counted against the key, told to the metrics. */
-  protected upstreamFailed(code: string): void {
+  upstreamFailed(code: string): void {
     this.errored = true;
     const c = this.c;
     c.trace?.error(code);
@@ -301,7 +333,7 @@ export abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode,
    * `prompt`, `completion` null: the model server reported no such count (none, or not a token
    * count); `counted`: the completion as the relay counted it then.
    */
-  protected finish(prompt: number | null, completion: number | null, reasoning: number, counted = 0): void {
+  finish(prompt: number | null, completion: number | null, reasoning: number, counted = 0): void {
     if (this.settled) return;
     this.settled = true;
     this.c.deadlines.remove(this);
@@ -321,13 +353,6 @@ export abstract class Relay implements Dispatcher.DispatchHandler, DeadlineNode,
     );
     this.resolveDone?.();
   }
-
-  protected abstract start(headers: IncomingHttpHeaders): void;
-  protected abstract data(chunk: Buffer): void;
-  protected abstract end(): void;
-  /** The client left; count what was produced. */
-  protected abstract gone(): void;
-  protected abstract failed(err: ObProxyError): void;
 }
 
 /**

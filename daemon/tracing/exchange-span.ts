@@ -16,7 +16,6 @@ import type { ObProxyError } from '../../src/errors.js';
 import type { RequestOutcome } from '../../src/services/usage.js';
 import type { TraceHeaders } from '../../src/upstream/upstream-client.js';
 import type { AuthContext } from '../data-plane/auth-context.js';
-import { StreamRelay } from '../data-plane/stream-relay.js';
 import { StreamFacts } from './stream-facts.js';
 
 /** What a model route's span is called by: its `gen_ai.operation.name` and `gen_ai.provider.name`. */
@@ -116,7 +115,7 @@ export class ExchangeSpan implements TraceHeaders {
   private responseModel: string | null = null;
   private finishReasons: string[] | null = null;
   private errorCode: string | null = null;
-  /** A stream's model and finish reason, read as its bytes pass (TracedStreamRelay). */
+  /** A stream's model and finish reason, read as its bytes pass (`read`). */
   facts: StreamFacts | null = null;
 
   constructor(
@@ -160,6 +159,11 @@ export class ExchangeSpan implements TraceHeaders {
     if (reasons !== null) this.finishReasons = reasons;
   }
 
+  /** A read of a streamed answer, as the model server sent it. */
+  read(chunk: Buffer): void {
+    this.facts?.push(chunk);
+  }
+
   /** The exchange failed with our `code` (the first failure told is the cause). */
   error(code: string): void {
     this.errorCode ??= code;
@@ -197,17 +201,5 @@ export class ExchangeSpan implements TraceHeaders {
     // On the clock its start was read from (tracer.ts): Date.now() may step, and a span would
     // then end before it began.
     span.end(performance.now());
-  }
-}
-
-/**
- * The stream relay of a traced daemon: each read also goes through the span's StreamFacts. A
- * subclass, so the untraced relay's per-read path keeps its size (upstream-relay.ts explains why
- * that matters) and a daemon without tracing runs none of this.
- */
-export class TracedStreamRelay extends StreamRelay {
-  protected override data(chunk: Buffer): void {
-    (this.c.trace as ExchangeSpan).facts?.push(chunk);
-    super.data(chunk);
   }
 }

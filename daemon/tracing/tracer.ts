@@ -22,14 +22,7 @@ import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ObProxyError } from '../../src/errors.js';
 import type { AuthContext } from '../data-plane/auth-context.js';
-import type { StreamRelay } from '../data-plane/stream-relay.js';
-import {
-  ExchangeSpan,
-  type GenAiRequest,
-  TracedStreamRelay,
-  refusalAttributes,
-  routeTraceOf,
-} from './exchange-span.js';
+import { ExchangeSpan, type GenAiRequest, refusalAttributes, routeTraceOf } from './exchange-span.js';
 
 export interface TracingOptions {
   /** The collector's traces URL (config `otlp.url`). */
@@ -53,8 +46,6 @@ const EXPORT_TIMEOUT_MS = 10_000;
 const MAX_ATTRIBUTE_CHARS = 256;
 
 export class Tracing {
-  /** The stream relay that also reads the model and finish reason for the span (exchange-span.ts). */
-  readonly StreamRelay: typeof StreamRelay = TracedStreamRelay;
   private readonly tracer: Tracer;
   private readonly propagator = new W3CTraceContextPropagator();
 

@@ -15,9 +15,9 @@ import { type IncomingMessage, type ServerResponse, createServer } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { Deadlines } from '../../daemon/data-plane/deadlines.js';
-import type { RelayContext } from '../../daemon/data-plane/upstream-relay.js';
-import { PlainRelay } from '../../daemon/data-plane/plain-relay.js';
-import { StreamRelay } from '../../daemon/data-plane/stream-relay.js';
+import { Relay, type RelayContext } from '../../daemon/data-plane/upstream-relay.js';
+import { PlainAnswer } from '../../daemon/data-plane/plain-relay.js';
+import { StreamAnswer } from '../../daemon/data-plane/stream-relay.js';
 import type { RequestOutcome } from '../../src/services/usage.js';
 import { SseRelay } from '../../src/wire/sse-relay.js';
 import { DEFAULT_ANSWER_LIMITS } from '../../src/upstream/answer-limits.js';
@@ -72,7 +72,7 @@ async function relayAfterClientLeft(stream: boolean): Promise<{ counted: Counted
         routeMissing: null,
         resend: null,
       };
-      const relay = stream ? new StreamRelay(c, new SseRelay(c.id, false, null)) : new PlainRelay(c);
+      const relay = new Relay(c, stream ? new StreamAnswer(new SseRelay(c.id, false, null)) : new PlainAnswer());
       upstream.dispatch(
         {
           endpoint: simUrl,
