@@ -2,7 +2,8 @@ import { completionId } from '../../src/ids.js';
 import { type ChatRequest, parseChatBody, upstreamBody, validateChatRequest } from '../../src/apis/chat/request.js';
 import { SseRelay } from '../../src/wire/sse-relay.js';
 import type { DaemonContext } from '../context.js';
-import { type WireApi, makeProxyHandler } from './proxied-route.js';
+import { makeProxyHandler } from './proxied-route.js';
+import { type WireApi } from './wire-api.js';
 import { PlainAnswer } from './plain-relay.js';
 import { StreamAnswer } from './stream-relay.js';
 

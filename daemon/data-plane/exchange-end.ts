@@ -6,29 +6,19 @@ import type { Media } from '../../src/wire/media.js';
 import { estimateCompletionTokens, estimatePromptTokens, learnPace } from '../../src/wire/prompt-estimate.js';
 import type { DaemonContext } from '../context.js';
 import { RequestObserver } from '../metrics/request-observer.js';
-import { type AuthContext } from './auth-context.js';
+import type { Exchange } from './exchange.js';
 import type { ExchangeSink } from './exchange-sink.js';
+import type { Checked, ExchangeRoute } from './wire-api.js';
 import { settleTokens } from './key-limits.js';
 import type { InflightNode } from './inflight.js';
 import type { ExchangeSpan } from '../tracing/exchange-span.js';
 
+/** What of an exchange its end reads: the parts of any API's Exchange that do not name its request type. */
+type ChargedExchange = Pick<Exchange<Checked>, 'auth' | 'checked' | 'body' | 'res' | 'reqId' | 'slot' | 'trace'> & {
+  readonly api: ExchangeRoute;
+};
+
 const INFO_LEVELS = new Set(['trace', 'debug', 'info']);
-
-/** The client API an exchange came through (a WireApi): `chat`, `responses`, `completions`, `messages`. */
-export interface ExchangeRoute {
-  /** The name its usage is split by (KeyUsage.byRoute) and its metrics are labelled with. */
-  readonly route: string;
-  /** The access line's message. */
-  readonly logMessage: string;
-}
-
-/** What the exchange needs to know of its request to charge it: numbers and flags, never the body. */
-export interface ExchangeShape {
-  stream: boolean;
-  media: Media;
-  /** The request's own cap on its completion (`max_tokens` and the like), or null. */
-  completionCap: number | null;
-}
 
 /**
  * One exchange with a model server, from the turn it is sent to the turn it is over: the one
@@ -47,6 +37,14 @@ export class ExchangeEnd implements ExchangeSink {
   node: InflightNode | null = null;
   /** Only while metrics are on: a request keeps it for its whole life, and scavenges copy it. */
   readonly observer: RequestObserver | null;
+  private readonly res: ServerResponse;
+  private readonly reqId: string;
+  /** The instance whose admission slot the request holds, or null. */
+  private readonly slot: string | null;
+  /** The client API it came through: its usage by route, and its access line's message. */
+  private readonly via: ExchangeRoute;
+  /** The exchange's trace span, ended with it; null: tracing off. */
+  private readonly trace: ExchangeSpan | null;
   private readonly sentAt: number;
   private readonly live: LiveCounter;
   private readonly key: KeyRecord;
@@ -58,31 +56,25 @@ export class ExchangeEnd implements ExchangeSink {
 
   private readonly started = performance.now();
 
-  /**
-   * `bodyLength`: the length of the body sent upstream (bytes, or characters when it was
-   * rewritten); `slot`: the instance whose admission slot the request holds, or null.
-   */
+  /** `x`: the exchange as it is sent; its body's length is what an unreported prompt is estimated from. */
   constructor(
     private readonly ctx: DaemonContext,
-    private readonly res: ServerResponse,
-    private readonly reqId: string,
-    auth: AuthContext,
-    shape: ExchangeShape,
-    bodyLength: number,
-    private readonly slot: string | null,
-    /** The client API it came through: its usage by route, and its access line's message. */
-    private readonly via: ExchangeRoute,
-    /** The exchange's trace span, ended with it; null: tracing off. */
-    private readonly trace: ExchangeSpan | null = null,
+    x: ChargedExchange,
   ) {
+    const { auth, checked: shape } = x;
+    this.res = x.res;
+    this.reqId = x.reqId;
+    this.slot = x.slot;
+    this.via = x.api;
+    this.trace = x.trace;
     this.key = auth.key;
     this.instance = auth.instance.id;
     this.stream = shape.stream;
-    this.bodyLength = bodyLength;
+    this.bodyLength = x.body.length;
     this.media = shape.media;
     this.completionCap = shape.completionCap;
     this.sentAt = ctx.clock.now();
-    ctx.usage.record(auth.key, this.sentAt, via.route, 0, 0);
+    ctx.usage.record(auth.key, this.sentAt, x.api.route, 0, 0);
     const live = ctx.live.counter(auth.instance.id);
     live.requests += 1;
     if (shape.stream) live.openStreams += 1;
@@ -109,7 +101,7 @@ export class ExchangeEnd implements ExchangeSink {
     const estimated = (reportedPrompt === null ? prompt : 0) + (reportedCompletion === null ? completion : 0);
     if (this.slot !== null) ctx.admission?.leave(this.slot);
     ctx.usage.finished(key, { route: this.via.route, prompt, completion, reasoning, estimated, outcome });
-    settleTokens(ctx, this.res, key.id, prompt + completion, now, key.limits.tpm);
+    settleTokens(ctx, this.res, key, prompt + completion, now);
     live.tokens += completion;
     if (outcome === 'error') live.errors += 1;
     if (this.stream) live.openStreams -= 1;

@@ -123,7 +123,7 @@ export function holdBody(ctx: DaemonContext, request: FastifyRequest, reply: Fas
     const why = n > 0 && n <= ctx.config.bodyLimit ? ctx.bodies.wouldRefuse(key, held.instance, n) : null;
     if (why !== null) {
       const r = refusal(ctx, held, why);
-      replyError(reply, r.err, { ...r.headers, connection: 'close' }, key);
+      replyError(reply, r.err, { ...r.headers, connection: 'close' }, { key });
       return false;
     }
   }

@@ -58,7 +58,7 @@ export function admitKey(
         { reqId: request.id, key: key.id, instance, limit: v.refused, value: limit, retryAfterS: wait },
         'key over its limit: refusing its requests with 429 until the window ends',
       );
-    replyError(reply, overLimit(v.refused, limit, v.retryAfterMs), retryHeaders(v.retryAfterMs), key.id);
+    replyError(reply, overLimit(v.refused, limit, v.retryAfterMs), retryHeaders(v.retryAfterMs), { key: key.id });
     return false;
   }
   // 'close' comes once, whether the answer was sent or the client left; a relay that takes over
@@ -181,7 +181,7 @@ export function reserveTokens(
   request.rateLimit = r.headers;
   if (r.refused) {
     ctx.metrics?.rateLimited(instance.id, 'tpm');
-    replyError(reply, overLimit('tpm', tpm, r.retryAfterMs), retryHeaders(r.retryAfterMs), key.id);
+    replyError(reply, overLimit('tpm', tpm, r.retryAfterMs), retryHeaders(r.retryAfterMs), { key: key.id });
     return false;
   }
   if (r.tokens > 0) {
@@ -194,16 +194,16 @@ export function reserveTokens(
 
 /**
  * The exchange is over and counted: its reservation is given back, and `tokens`, what it took,
- * charged against the key's tpm (`tpm`: the key's now, null when it has none).
+ * charged against the key's tpm, if it has one.
  */
 export function settleTokens(
   ctx: DaemonContext,
   res: ServerResponse,
-  keyId: string,
+  key: KeyRecord,
   tokens: number,
   now: number,
-  tpm: number | null,
 ): void {
   releaseReserved.call(res as ReservingResponse);
-  if (tpm !== null) ctx.keyLimits.chargeTokens(keyId, tokens, now, tpm);
+  const tpm = key.limits.tpm;
+  if (tpm !== null) ctx.keyLimits.chargeTokens(key.id, tokens, now, tpm);
 }

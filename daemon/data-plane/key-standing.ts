@@ -42,10 +42,13 @@ export function refuse(
   // A secret with a well-formed id that matches no key: the id, so the operator can tell whose
   // key fails (cut or mistyped when a key has that id), never any other part of it.
   if (result.keyId !== undefined) {
-    replyError(reply, obError(result.code), headers, result.keyId, undefined, { keyKnown: result.keyKnown === true });
+    replyError(reply, obError(result.code), headers, {
+      key: result.keyId,
+      logged: { keyKnown: result.keyKnown === true },
+    });
     return;
   }
-  replyError(reply, obError(result.code, extra), headers, result.key?.id, result.instance?.id);
+  replyError(reply, obError(result.code, extra), headers, { key: result.key?.id, instance: result.instance?.id });
 }
 
 /**

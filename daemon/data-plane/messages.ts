@@ -6,7 +6,8 @@ import { type MessagesRequest, parseMessagesBody, validateMessagesRequest } from
 import { withTopId } from '../../src/wire/top-id.js';
 import type { DaemonContext } from '../context.js';
 import { answerErrorsAsAnthropic } from './error-shape.js';
-import { type WireApi, makeProxyHandler } from './proxied-route.js';
+import { makeProxyHandler } from './proxied-route.js';
+import { type WireApi } from './wire-api.js';
 import { RouteSupport } from './route-support.js';
 import { PlainAnswer, type PlainShape } from './plain-relay.js';
 import { StreamAnswer } from './stream-relay.js';

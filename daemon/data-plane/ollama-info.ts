@@ -51,6 +51,13 @@ function notAnAnswer(path: string): ObProxyError {
   });
 }
 
+/** What is asked of the model server: `method path`, with `body` for a POST. */
+interface Question {
+  method: 'GET' | 'POST';
+  path: string;
+  body: Buffer | string | null;
+}
+
 /**
  * Asks the model server `method path` for the key's instance and answers with `judge(answer)`:
  * the bytes to send, or an error. The model server's error status is passed on as every route
@@ -59,13 +66,12 @@ function notAnAnswer(path: string): ObProxyError {
 async function relayAsk(
   ctx: DaemonContext,
   ask: UpstreamAsk,
-  request: FastifyRequest,
   reply: FastifyReply,
-  method: 'GET' | 'POST',
-  path: string,
-  body: Buffer | string | null,
+  question: Question,
   judge: (answer: Json, raw: Buffer, instance: Instance) => Buffer | string | ObProxyError,
 ): Promise<FastifyReply> {
+  const request = reply.request;
+  const { method, path, body } = question;
   if (refusedSinceHeaders(ctx, request, reply)) return reply;
   const { key, instance } = request.auth as AuthContext;
   const token = ctx.upstreamTokens.get(instance.id);
@@ -109,7 +115,7 @@ async function relayAsk(
 /** A listing (`/api/tags`, `/api/ps`) with the instance's model alone. */
 function listing(ctx: DaemonContext, ask: UpstreamAsk, path: string): Handler {
   return (request, reply) =>
-    relayAsk(ctx, ask, request, reply, 'GET', path, null, (answer, _raw, instance) => {
+    relayAsk(ctx, ask, reply, { method: 'GET', path, body: null }, (answer, _raw, instance) => {
       const models = answer.models;
       if (models !== null && !Array.isArray(models)) return notAnAnswer(path);
       const mine = (models ?? []).filter(
@@ -124,7 +130,7 @@ function listing(ctx: DaemonContext, ask: UpstreamAsk, path: string): Handler {
 
 function version(ctx: DaemonContext, ask: UpstreamAsk): Handler {
   return (request, reply) =>
-    relayAsk(ctx, ask, request, reply, 'GET', '/api/version', null, (answer, raw) =>
+    relayAsk(ctx, ask, reply, { method: 'GET', path: '/api/version', body: null }, (answer, raw) =>
       typeof answer.version === 'string' ? raw : notAnAnswer('/api/version'),
     );
 }
@@ -155,7 +161,7 @@ function show(ctx: DaemonContext, ask: UpstreamAsk): Handler {
     }
     request.body = undefined;
     // The card goes on as its bytes came: it holds floats and integers JSON.parse could round.
-    return relayAsk(ctx, ask, request, reply, 'POST', '/api/show', body, (_answer, raw) => raw);
+    return relayAsk(ctx, ask, reply, { method: 'POST', path: '/api/show', body }, (_answer, raw) => raw);
   };
 }
 

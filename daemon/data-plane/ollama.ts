@@ -17,7 +17,8 @@ import { makeAuthHook } from './auth-hook.js';
 import { answerErrorsAsOllama } from './error-shape.js';
 import { registerOllamaInfo } from './ollama-info.js';
 import { PlainAnswer, type PlainShape } from './plain-relay.js';
-import { type WireApi, makeProxyHandler } from './proxied-route.js';
+import { makeProxyHandler } from './proxied-route.js';
+import { type WireApi } from './wire-api.js';
 import { replyError } from './send-error.js';
 import { StreamAnswer } from './stream-relay.js';
 

@@ -1,14 +1,11 @@
-import type { ServerResponse } from 'node:http';
 import { clipped } from '../../src/printable.js';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ObProxyError, obError } from '../../src/errors.js';
-import type { Json } from '../../src/wire/request-checks.js';
-import type { HeaderList } from '../../src/services/key-limiter.js';
 import type { Instance } from '../../src/domain/instance.js';
 import { stringifyExact } from '../../src/wire/json-body.js';
 import type { DaemonContext } from '../context.js';
 import type { AuthContext } from './auth-context.js';
-import { ExchangeEnd, type ExchangeShape } from './exchange-end.js';
+import { ExchangeEnd } from './exchange-end.js';
 import { refusedSinceHeaders } from './key-standing.js';
 import { reserveTokens } from './key-limits.js';
 import { QueuedRequest, refuseQueued } from './queued-request.js';
@@ -16,62 +13,10 @@ import { replyError, writeRawError } from './send-error.js';
 import { keepOneCopy } from './held-bytes.js';
 
 import { estimatePromptTokens } from '../../src/wire/prompt-estimate.js';
-import { Relay, type RelayAnswer, type RelayContext } from './upstream-relay.js';
+import { Relay, type RelayContext } from './upstream-relay.js';
 import type { RouteSupport } from './route-support.js';
-import type { ExchangeSpan } from '../tracing/exchange-span.js';
-
-/** A request checked and ready to send: what its exchange is charged by, and its model. */
-export interface Checked extends ExchangeShape {
-  model: string;
-  /** temperature and top_p as given, or null: a trace span's attributes. */
-  temperature: number | null;
-  topP: number | null;
-}
-
-/** Where a request is sent and what carries its answer: its API's own way, or the API's fallback. */
-export interface Route<C extends Checked> {
-  /** The model server's path for it (`/v1/chat/completions`). */
-  readonly upstreamPath: string;
-  /** How the answer is written (plain-relay.ts, stream-relay.ts), in this API's shape. */
-  answer(ctx: DaemonContext, rc: RelayContext, checked: C, deployment: string): RelayAnswer;
-}
-
-/** A request sent another way: the body that goes upstream, and the route it takes. */
-export interface Resend<C extends Checked> {
-  body: Buffer | string;
-  route: Route<C>;
-}
-
-/**
- * One client API the data plane serves (chat completions, Responses, ...): how its body is read
- * and checked, what goes upstream, and which relay carries the answer. Everything else (the
- * key's checks before and at send time, admission, limits, the exchange's accounting, deadlines,
- * caps, revocations, disconnects) is the one request path below, the same for every API.
- */
-export interface WireApi<C extends Checked> extends Route<C> {
-  /** The route's name, in the access line and the metrics: `chat`, `responses`, ... */
-  readonly route: string;
-  /** The access line's message. */
-  readonly logMessage: string;
-  /** The body as every decoder reads it, or a throw (400 invalid_json): json-body.ts's rule. */
-  parse(raw: Buffer): Json;
-  /** The fields, as this API documents them, or a throw naming the field (400). */
-  validate(body: Json): C;
-  /** The bytes to send upstream. */
-  upstream(raw: Buffer, checked: C): Buffer | string;
-  /** Our id for the answer (the model server's may collide). */
-  newId(): string;
-  /** Which model servers serve the route, learned from their answers; null: every one does. */
-  readonly support: RouteSupport | null;
-  /** Client headers passed on to the model server (lower case; `anthropic-version`), if any. */
-  readonly forwardHeaders?: readonly string[];
-  /**
-   * For a model server that lacks the route (`support`): the request sent another way (the
-   * Responses API translated to chat completions), or null: refused with 404 route_not_found.
-   * Throws a 400 naming the field for a request that cannot be sent so.
-   */
-  readonly fallback: ((checked: C) => Resend<C>) | null;
-}
+import type { Exchange } from './exchange.js';
+import type { Checked, Resend, Route, WireApi } from './wire-api.js';
 
 /** 400 model_mismatch: `asked` is neither the instance's model nor one of its aliases. */
 export function modelMismatch(instance: Instance, asked: string): ObProxyError {
@@ -134,47 +79,56 @@ export function makeProxyHandler<C extends Checked>(ctx: DaemonContext, api: Wir
       !reserveTokens(ctx, request, reply, estimatePromptTokens(upstream.length, checked.media), checked.completionCap)
     )
       return;
+    // The exchange, made once: `send` fills in what holds when it is sent.
+    const x: Exchange<C> = {
+      api,
+      route,
+      reqId: request.id,
+      auth,
+      checked,
+      body: upstream,
+      res: reply.raw,
+      headers: null,
+      forward: null,
+      slot: null,
+      trace: null,
+    };
     const admission = ctx.admission;
     if (admission === null) {
       ctx.metrics?.addedTime(reply.elapsedTime / 1000);
-      send(ctx, api, route, request, reply, checked, upstream, null);
+      send(ctx, x, reply);
       return;
     }
     const instance = auth.instance.id;
+    x.slot = instance;
     if (admission.take(instance)) {
       ctx.metrics?.addedTime(reply.elapsedTime / 1000);
-      send(ctx, api, route, request, reply, checked, upstream, instance);
+      send(ctx, x, reply);
     } else if (!reply.raw.destroyed) {
       // (A response already closed would not say so again: its client left, and it waits for no one.)
-      const waiter = new QueuedRequest(ctx, request, reply, instance, () =>
-        send(ctx, api, route, request, reply, checked, upstream, instance),
-      );
+      const waiter = new QueuedRequest(ctx, request, reply, instance, () => send(ctx, x, reply));
       if (admission.wait(instance, waiter) === 'full') refuseQueued(ctx, reply, 'queue_full', instance);
       else ctx.inflight.add(auth.key, waiter);
     }
   };
 }
 
-/** Hijacks the reply and sends the request upstream; `slot`: the instance whose admission slot it holds. */
-function send<C extends Checked>(
-  ctx: DaemonContext,
-  api: WireApi<C>,
-  route: Route<C>,
-  request: FastifyRequest,
-  reply: FastifyReply,
-  checked: C,
-  upstream: Buffer | string,
-  slot: string | null,
-): void {
-  const auth = request.auth as AuthContext;
+/**
+ * Hijacks the reply and sends `x` upstream, with its key and instance as the last re-check found
+ * them (a queued request's turn re-checks), and the headers every answer to it carries.
+ */
+function send<C extends Checked>(ctx: DaemonContext, x: Exchange<C>, reply: FastifyReply): void {
+  const request = reply.request;
+  x.auth = request.auth as AuthContext;
+  x.headers = request.rateLimit;
   reply.hijack();
   try {
-    const trace = ctx.tracing === null ? null : ctx.tracing.exchange(reply, auth, checked);
-    const forward = api.forwardHeaders === undefined ? null : forwarded(request, api.forwardHeaders);
-    proxy(ctx, api, route, request.id, request.rateLimit, forward, reply.raw, auth, checked, upstream, slot, trace);
+    x.trace = ctx.tracing === null ? null : ctx.tracing.exchange(reply, x.auth, x.checked);
+    x.forward = x.api.forwardHeaders === undefined ? null : forwarded(request, x.api.forwardHeaders);
+    proxy(ctx, x);
   } catch (err) {
     // Nothing answers a hijacked reply but us: a throw here would hold the socket until the client left.
-    if (slot !== null) ctx.admission?.leave(slot);
+    if (x.slot !== null) ctx.admission?.leave(x.slot);
     ctx.log.error({ err, reqId: request.id }, 'unhandled error after hijack');
     writeRawError(reply.raw, obError('internal_error'), request.id, request.rateLimit);
     return;
@@ -182,81 +136,57 @@ function send<C extends Checked>(
 }
 
 /**
- * The exchange of a checked request, sent upstream `route`'s way and answered on `res`: a
+ * The exchange of a checked request, sent upstream its route's way and answered on its `res`: a
  * Fastify request's hijacked response, or a Responses WebSocket message's (responses-socket.ts).
- * `headers`: what every answer carries (the key's x-ratelimit-*, its pack's end); `forward`: the
- * client's headers passed on to the model server; `slot`: the instance whose admission slot it holds.
  */
-export function proxy<C extends Checked>(
-  ctx: DaemonContext,
-  api: WireApi<C>,
-  route: Route<C>,
-  reqId: string,
-  headers: HeaderList | null,
-  forward: Record<string, string> | null,
-  res: ServerResponse,
-  auth: AuthContext,
-  checked: C,
-  body: Buffer | string,
-  slot: string | null,
-  trace: ExchangeSpan | null,
-): void {
-  const exchange = new ExchangeEnd(ctx, res, reqId, auth, checked, body.length, slot, api, trace);
+export function proxy<C extends Checked>(ctx: DaemonContext, x: Exchange<C>): void {
+  const { api, auth } = x;
+  const end = new ExchangeEnd(ctx, x);
   // Sent its API's own way to a server that may lack the route: its "no such route" is learned,
   // and, where the API has another way, the request goes that way instead of being refused.
-  const learns = api.support !== null && route === api;
+  const learns = api.support !== null && x.route === api;
   // One literal with every field: a field added afterwards gave each request's context a second
   // shape and, past the literal's room, a property store of its own.
   const rc: RelayContext = {
-    res,
+    res: x.res,
     id: api.newId(),
-    model: checked.model,
-    reqId,
+    model: x.checked.model,
+    reqId: x.reqId,
     clock: ctx.clock,
-    exchange,
+    exchange: end,
     limits: ctx.config,
     deadlines: ctx.deadlines,
-    observer: exchange.observer,
-    headers,
+    observer: end.observer,
+    headers: x.headers,
     log: ctx.log,
     instance: auth.instance.id,
     key: auth.key.id,
     upstreamToken: ctx.upstreamTokens.get(auth.instance.id),
     routeMissing: learns ? (api.support as RouteSupport).learner(auth.instance) : null,
-    resend:
-      learns && api.fallback !== null ? () => resend(ctx, api, auth, checked, rc, exchange, forward, trace) : null,
-    trace,
+    resend: learns && api.fallback !== null ? () => resend(ctx, x, rc, end) : null,
+    trace: x.trace,
   };
-  dispatch(ctx, route, auth, checked, body, rc, exchange, forward, trace);
+  dispatch(ctx, x, rc, end);
 }
 
-/** The relay for `rc`'s exchange made and put in flight, and the request sent upstream `route`'s way. */
-function dispatch<C extends Checked>(
-  ctx: DaemonContext,
-  route: Route<C>,
-  auth: AuthContext,
-  checked: C,
-  body: Buffer | string,
-  rc: RelayContext,
-  exchange: ExchangeEnd,
-  forward: Record<string, string> | null,
-  trace: ExchangeSpan | null,
-): void {
-  const relay = new Relay(rc, route.answer(ctx, rc, checked, auth.instance.deployment));
+/** The relay for `rc`'s exchange made and put in flight, and the request sent upstream its route's way. */
+function dispatch<C extends Checked>(ctx: DaemonContext, x: Exchange<C>, rc: RelayContext, end: ExchangeEnd): void {
+  const auth = x.auth;
+  const relay = new Relay(rc, x.route.answer(ctx, rc, x.checked, auth.instance.deployment));
   // In the turn the key was re-checked (refusedSinceHeaders): from here a revocation ends it.
-  exchange.node = relay;
+  end.node = relay;
   ctx.inflight.add(auth.key, relay);
   try {
     ctx.upstream.dispatch(
       {
         endpoint: auth.instance.endpoint as string,
-        body,
-        stream: checked.stream,
-        path: route.upstreamPath,
+        body: x.body,
+        stream: x.checked.stream,
+        path: x.route.upstreamPath,
         requestId: rc.reqId,
         token: rc.upstreamToken,
-        forward,
-        trace,
+        forward: x.forward,
+        trace: x.trace,
       },
       relay,
     );
@@ -273,37 +203,20 @@ function dispatch<C extends Checked>(
  * in the same exchange, carried by a new relay. A request that cannot be sent so is answered
  * with its 400, and the exchange ends.
  */
-function resend<C extends Checked>(
-  ctx: DaemonContext,
-  api: WireApi<C>,
-  auth: AuthContext,
-  checked: C,
-  rc: RelayContext,
-  exchange: ExchangeEnd,
-  forward: Record<string, string> | null,
-  trace: ExchangeSpan | null,
-): void {
+function resend<C extends Checked>(ctx: DaemonContext, x: Exchange<C>, rc: RelayContext, end: ExchangeEnd): void {
   let other: Resend<C>;
   try {
-    other = (api.fallback as (checked: C) => Resend<C>)(checked);
+    other = (x.api.fallback as (checked: C) => Resend<C>)(x.checked);
   } catch (err) {
     if (!(err instanceof ObProxyError)) throw err;
     writeRawError(rc.res, err, rc.reqId, rc.headers);
-    exchange.ended(0, 0, 0, 0, 'error');
+    end.ended(0, 0, 0, 0, 'error');
     return;
   }
-  if (exchange.node !== null) ctx.inflight.delete(exchange.node);
-  dispatch(
-    ctx,
-    other.route,
-    auth,
-    checked,
-    other.body,
-    { ...rc, routeMissing: null, resend: null },
-    exchange,
-    forward,
-    trace,
-  );
+  if (end.node !== null) ctx.inflight.delete(end.node);
+  x.route = other.route;
+  x.body = other.body;
+  dispatch(ctx, x, { ...rc, routeMissing: null, resend: null }, end);
 }
 
 /** The client's headers named in `names` that it sent (one value each: repeated ones are joined by Node). */

@@ -12,7 +12,8 @@ import { type AuthContext } from './auth-context.js';
 import { watchClose } from './close-watch.js';
 import type { InflightEntry, InflightNode } from './inflight.js';
 import { overLimit } from './key-limits.js';
-import { type Route, type WireApi, modelMismatch, proxy } from './proxied-route.js';
+import { modelMismatch, proxy } from './proxied-route.js';
+import { type Route, type WireApi } from './wire-api.js';
 import { writeRawError } from './send-error.js';
 import { SocketMessage, SocketSlot } from './socket-message.js';
 import type { MessageSink } from './socket-response.js';
@@ -274,7 +275,19 @@ export class ResponsesSocket implements InflightNode, MessageSink {
     ctx.metrics?.addedTime((performance.now() - m.startedAt) / 1000);
     try {
       const trace = ctx.tracing === null ? null : ctx.tracing.socketExchange(this.upgrade, m.startedAt, auth, checked);
-      proxy(ctx, this.api, route, m.reqId, null, null, m.res.asResponse, auth, checked, upstream, slot, trace);
+      proxy(ctx, {
+        api: this.api,
+        route,
+        reqId: m.reqId,
+        auth,
+        checked,
+        body: upstream,
+        res: m.res.asResponse,
+        headers: null,
+        forward: null,
+        slot,
+        trace,
+      });
     } catch (err) {
       if (slot !== null) ctx.admission?.leave(slot);
       ctx.log.error({ err, reqId: m.reqId }, 'unhandled error sending a WebSocket message upstream');

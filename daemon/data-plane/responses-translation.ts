@@ -4,7 +4,7 @@ import { type ResponseContext, randomIds, unixSeconds } from '../../src/apis/res
 import type { ResponsesRequest } from '../../src/apis/responses/request.js';
 import { type ChatTranslation, responsesToChat } from '../../src/apis/responses/to-chat.js';
 import { TranslatedResponsesStream } from '../../src/apis/responses/translated-stream.js';
-import type { Resend, Route } from './proxied-route.js';
+import type { Resend, Route } from './wire-api.js';
 import { PlainAnswer, type PlainShape } from './plain-relay.js';
 import { StreamAnswer } from './stream-relay.js';
 

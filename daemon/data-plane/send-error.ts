@@ -11,6 +11,14 @@ interface RefusalTracing {
   refused(reply: FastifyReply, err: ObProxyError, key: string | undefined, instance: string | undefined): void;
 }
 
+/** Whose request was refused, when the request itself does not say yet (no `auth` on it). */
+export interface RefusedWho {
+  key?: string | undefined;
+  instance?: string | undefined;
+  /** More for the log line alone (never the client's answer). */
+  logged?: Record<string, unknown>;
+}
+
 export function toObError(err: unknown): ObProxyError {
   return err instanceof ObProxyError ? err : obError('internal_error', { cause: err });
 }
@@ -24,16 +32,14 @@ export function replyError(
   reply: FastifyReply,
   err: ObProxyError,
   headers: Record<string, string> = {},
-  keyId?: string,
-  instanceId?: string,
-  /** More for the log line alone (never the client's answer). */
-  logged?: Record<string, unknown>,
+  who?: RefusedWho,
 ): FastifyReply {
   const request = reply.request;
   const auth = (request as { auth?: { key: { id: string }; instance: { id: string } } | null }).auth;
-  const key = keyId ?? auth?.key.id;
+  const key = who?.key ?? auth?.key.id;
+  const logged = who?.logged;
   const tracing = (reply.server as { tracing?: RefusalTracing | null }).tracing;
-  if (tracing != null) tracing.refused(reply, err, key, instanceId ?? auth?.instance.id);
+  if (tracing != null) tracing.refused(reply, err, key, who?.instance ?? auth?.instance.id);
   // A blocked guesser's 429s are counted (metrics), not logged one by one: the limiter logs the block.
   if (err.code !== 'rate_limited')
     reply.log.info(

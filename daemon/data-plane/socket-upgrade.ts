@@ -9,7 +9,7 @@ import type { DaemonContext } from '../context.js';
 import { makeAuthHook } from './auth-hook.js';
 import { type AuthContext } from './auth-context.js';
 import { refusedSinceHeaders } from './key-standing.js';
-import type { WireApi } from './proxied-route.js';
+import type { WireApi } from './wire-api.js';
 import { ResponsesSocket, type SocketRegistry } from './responses-socket.js';
 import { replyError } from './send-error.js';
 
