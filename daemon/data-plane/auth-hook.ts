@@ -2,10 +2,10 @@ import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fast
 import { obError } from '../../src/errors.js';
 import type { DaemonContext } from '../context.js';
 import { clientOf } from './bad-key-limiter.js';
-import { holdBody } from './held-bytes.js';
+import { holdBody } from './body-reader.js';
 import { admitKey } from './key-limits.js';
 import { packHeaders } from './pack-headers.js';
-import { sendContinue } from './node-refusals.js';
+import { sendContinue } from './before-fastify-refusals.js';
 import { STALE, refuse } from './key-standing.js';
 import { replyError } from './send-error.js';
 
@@ -88,7 +88,7 @@ export function makeAuthHook(ctx: DaemonContext, requireReady: boolean, apiKeyHe
     request.rateLimit = packHeaders(result.instance, now, ctx.config.packWarningMs);
     // Per-key limits count chat completions only (requireReady), not model listings.
     if (requireReady && !admitKey(ctx, request, reply, result.key, result.instance.id)) return;
-    // Its body in the daemon's byte budget, before any of it is read (held-bytes.ts).
+    // Its body in the daemon's byte budget, before any of it is read (body-reader.ts).
     if (requireReady && !holdBody(ctx, request, reply, result.key.id)) return;
     // The go-ahead for a body held back (Expect: 100-continue), now that the key has passed.
     if (request.headers.expect !== undefined) sendContinue(reply.raw);

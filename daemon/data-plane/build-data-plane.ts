@@ -22,13 +22,13 @@ import { makeCompletionsHandler } from './completions.js';
 import { anthropicErrors, makeCountTokensHandler, makeMessagesHandler } from './messages.js';
 import { registerOllamaRoutes } from './ollama.js';
 import { clientErrorHandler } from './client-error.js';
-import { refusedSinceHeaders } from './key-standing.js';
+import { answerIfKeyLapsed } from './key-standing.js';
 import { connectionCaps, descriptorLimit, limitConnections, servePipelinedInOrder } from './connection-limits.js';
-import { answerNodeRefusals } from './node-refusals.js';
+import { answerNodeRefusals } from './before-fastify-refusals.js';
 
 import { replyError, toObError } from './send-error.js';
 import { closeIfBodyPending } from './unread-body.js';
-import { answerBodyRefusal, makeBodyReader } from './held-bytes.js';
+import { answerBodyRefusal, makeBodyReader } from './body-reader.js';
 
 import { packState } from './pack-headers.js';
 
@@ -104,7 +104,7 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
   // Read every body as bytes: the handler parses once, reports invalid_json before a bad
   // Content-Type (docs/contract.md §3 order), and forwards the same bytes when nothing needs rewriting.
   // Each body is read into one buffer of its announced length, and held in the byte budget as it
-  // arrives when it has none (held-bytes.ts, `makeBodyReader`). application/json is named as well
+  // arrives when it has none (body-reader.ts, `makeBodyReader`). application/json is named as well
   // as '*': Fastify caches a parser found by the header's name, but finds the catch-all only
   // after parsing the header anew (a ContentType, two regular expressions and a join) on every
   // request.
@@ -212,13 +212,13 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
   });
 
   app.setErrorHandler((error: FastifyError, request, reply) => {
-    // A chunked body past the byte budget, refused as it arrived (held-bytes.ts).
+    // A chunked body past the byte budget, refused as it arrived (body-reader.ts).
     if (answerBodyRefusal(reply, error)) return reply;
     // A body refused (too large, bad length) after its key was revoked: checks 2 to 5 come
     // first. Closed like a 413: the rest of that body is not worth reading.
     if (
       error.code?.startsWith('FST_ERR_CTP_') === true &&
-      refusedSinceHeaders(ctx, request, reply, { connection: 'close' })
+      answerIfKeyLapsed(ctx, request, reply, { connection: 'close' })
     )
       return reply;
     switch (error.code) {

@@ -16,7 +16,7 @@ export const CHAT_API: WireApi<ChatRequest> = {
   validate: validateChatRequest,
   upstream(raw, chat) {
     const body = upstreamBody(raw, chat);
-    // Held while the request waits: the rewritten tree is let go once it is bytes (held-bytes.ts).
+    // Held while the request waits: the rewritten tree is let go once it is bytes (body-reader.ts).
     chat.rewritten = null;
     return body;
   },

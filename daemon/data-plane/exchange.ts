@@ -6,7 +6,7 @@ import type { Checked, Route, WireApi } from './wire-api.js';
 
 /**
  * One request on its way to a model server, made once when its body has passed every check and
- * handed on whole (proxied-route.ts `send`, `proxy`, `dispatch`, `resend`; exchange-end.ts), so
+ * handed on whole (proxied-route.ts `send`, `proxy`, `dispatch`, `resend`; accounting.ts), so
  * no step of the path takes its parts one by one. Made as one literal with every field, so every
  * exchange has one shape.
  */

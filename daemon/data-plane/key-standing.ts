@@ -99,7 +99,7 @@ export function recheck(ctx: KeyStandingDeps, request: FastifyRequest): Refusal 
  * the body, so the order holds), when a queued request's turn comes (in the turn it is sent), and
  * for a body refused as it arrived. A failed check is answered here; returns whether it was.
  */
-export function refusedSinceHeaders(
+export function answerIfKeyLapsed(
   ctx: KeyStandingDeps,
   request: FastifyRequest,
   reply: FastifyReply,

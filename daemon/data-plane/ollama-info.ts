@@ -9,8 +9,8 @@ import { stringifyExact } from '../../src/wire/json-body.js';
 import type { Json } from '../../src/wire/request-checks.js';
 import type { DaemonContext } from '../context.js';
 import type { AuthContext } from './auth-context.js';
-import { refusedSinceHeaders } from './key-standing.js';
-import { holdBody } from './held-bytes.js';
+import { answerIfKeyLapsed } from './key-standing.js';
+import { holdBody } from './body-reader.js';
 import { replyError } from './send-error.js';
 
 /*
@@ -72,7 +72,7 @@ async function relayAsk(
 ): Promise<FastifyReply> {
   const request = reply.request;
   const { method, path, body } = question;
-  if (refusedSinceHeaders(ctx, request, reply)) return reply;
+  if (answerIfKeyLapsed(ctx, request, reply)) return reply;
   const { key, instance } = request.auth as AuthContext;
   const token = ctx.upstreamTokens.get(instance.id);
   const gone = new AbortController();
@@ -99,7 +99,7 @@ async function relayAsk(
   } finally {
     reply.raw.off('close', left);
   }
-  if (refusedSinceHeaders(ctx, request, reply)) return reply;
+  if (answerIfKeyLapsed(ctx, request, reply)) return reply;
   const { status } = answer;
   if (status >= 400 && status <= 599)
     return replyError(reply, upstreamStatusError(status, answer.contentType, answer.body.toString('utf8'), token));
@@ -141,7 +141,7 @@ function version(ctx: DaemonContext, ask: UpstreamAsk): Handler {
  */
 function show(ctx: DaemonContext, ask: UpstreamAsk): Handler {
   return async (request, reply) => {
-    if (refusedSinceHeaders(ctx, request, reply)) return reply;
+    if (answerIfKeyLapsed(ctx, request, reply)) return reply;
     const { instance } = request.auth as AuthContext;
     let body: Buffer | string;
     try {

@@ -5,12 +5,12 @@ import type { Instance } from '../../src/domain/instance.js';
 import { stringifyExact } from '../../src/wire/json-body.js';
 import type { DaemonContext } from '../context.js';
 import type { AuthContext } from './auth-context.js';
-import { ExchangeEnd } from './exchange-end.js';
-import { refusedSinceHeaders } from './key-standing.js';
+import { ExchangeAccount } from './accounting.js';
+import { answerIfKeyLapsed } from './key-standing.js';
 import { reserveTokens } from './key-limits.js';
 import { QueuedRequest, refuseQueued } from './queued-request.js';
 import { replyError, writeRawError } from './send-error.js';
-import { keepOneCopy } from './held-bytes.js';
+import { holdOnlyUpstreamBytes } from './body-reader.js';
 
 import { estimatePromptTokens } from '../../src/wire/prompt-estimate.js';
 import { Relay, type RelayContext } from './upstream-relay.js';
@@ -36,7 +36,7 @@ export function makeProxyHandler<C extends Checked>(ctx: DaemonContext, api: Wir
   return function proxiedRoute(request: FastifyRequest, reply: FastifyReply): void {
     // Checks 3 to 5 again, now that the body is in: before any check of the body (docs/contract.md §3
     // order), and in the turn the request is registered in flight (proxy).
-    if (refusedSinceHeaders(ctx, request, reply)) return;
+    if (answerIfKeyLapsed(ctx, request, reply)) return;
     const auth = request.auth as AuthContext;
     let checked: C;
     let upstream: Buffer | string;
@@ -67,9 +67,9 @@ export function makeProxyHandler<C extends Checked>(ctx: DaemonContext, api: Wir
       if (api.support !== null && api.support.missing(auth.instance)) {
         if (api.fallback === null) throw api.support.notServed(auth.instance);
         const other = api.fallback(checked);
-        upstream = keepOneCopy(request, other.body);
+        upstream = holdOnlyUpstreamBytes(request, other.body);
         route = other.route;
-      } else upstream = keepOneCopy(request, api.upstream(raw, checked));
+      } else upstream = holdOnlyUpstreamBytes(request, api.upstream(raw, checked));
     } catch (err) {
       if (!(err instanceof ObProxyError)) throw err;
       replyError(reply, err);
@@ -141,7 +141,7 @@ function send<C extends Checked>(ctx: DaemonContext, x: Exchange<C>, reply: Fast
  */
 export function proxy<C extends Checked>(ctx: DaemonContext, x: Exchange<C>): void {
   const { api, auth } = x;
-  const end = new ExchangeEnd(ctx, x);
+  const end = new ExchangeAccount(ctx, x);
   // Sent its API's own way to a server that may lack the route: its "no such route" is learned,
   // and, where the API has another way, the request goes that way instead of being refused.
   const learns = api.support !== null && x.route === api;
@@ -170,10 +170,10 @@ export function proxy<C extends Checked>(ctx: DaemonContext, x: Exchange<C>): vo
 }
 
 /** The relay for `rc`'s exchange made and put in flight, and the request sent upstream its route's way. */
-function dispatch<C extends Checked>(ctx: DaemonContext, x: Exchange<C>, rc: RelayContext, end: ExchangeEnd): void {
+function dispatch<C extends Checked>(ctx: DaemonContext, x: Exchange<C>, rc: RelayContext, end: ExchangeAccount): void {
   const auth = x.auth;
   const relay = new Relay(rc, x.route.answer(ctx, rc, x.checked, auth.instance.deployment));
-  // In the turn the key was re-checked (refusedSinceHeaders): from here a revocation ends it.
+  // In the turn the key was re-checked (answerIfKeyLapsed): from here a revocation ends it.
   end.node = relay;
   ctx.inflight.add(auth.key, relay);
   try {
@@ -203,7 +203,7 @@ function dispatch<C extends Checked>(ctx: DaemonContext, x: Exchange<C>, rc: Rel
  * in the same exchange, carried by a new relay. A request that cannot be sent so is answered
  * with its 400, and the exchange ends.
  */
-function resend<C extends Checked>(ctx: DaemonContext, x: Exchange<C>, rc: RelayContext, end: ExchangeEnd): void {
+function resend<C extends Checked>(ctx: DaemonContext, x: Exchange<C>, rc: RelayContext, end: ExchangeAccount): void {
   let other: Resend<C>;
   try {
     other = (x.api.fallback as (checked: C) => Resend<C>)(x.checked);

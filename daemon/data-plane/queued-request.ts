@@ -3,7 +3,7 @@ import type { ObProxyError } from '../../src/errors.js';
 import type { DaemonContext } from '../context.js';
 import type { Waiter } from './admission.js';
 import type { AuthContext } from './auth-context.js';
-import { refusedSinceHeaders } from './key-standing.js';
+import { answerIfKeyLapsed } from './key-standing.js';
 import type { InflightEntry, InflightNode } from './inflight.js';
 import { queueRefusal, retryHeaders, warnQueueRefusal } from './key-limits.js';
 import { replyError } from './send-error.js';
@@ -76,7 +76,7 @@ export class QueuedRequest implements Waiter, InflightNode {
     this.over = true;
     let refused = true;
     this.guarded(() => {
-      refused = refusedSinceHeaders(ctx, request, reply);
+      refused = answerIfKeyLapsed(ctx, request, reply);
     });
     if (refused) {
       ctx.admission?.leave(this.instance);

@@ -172,7 +172,7 @@ export class ResponsesSocket implements InflightNode, MessageSink {
     return true;
   }
 
-  /** `n` more bytes of the message in the key's share of body memory (held-bytes.ts), till its answer is over. */
+  /** `n` more bytes of the message in the key's share of body memory (body-reader.ts), till its answer is over. */
   private hold(m: SocketMessage, n: number): boolean {
     const why = this.ctx.bodies.take(this.key, this.instanceId, n);
     if (why === null) {

@@ -8,7 +8,7 @@ import { obError } from '../../src/errors.js';
 import type { DaemonContext } from '../context.js';
 import { makeAuthHook } from './auth-hook.js';
 import { type AuthContext } from './auth-context.js';
-import { refusedSinceHeaders } from './key-standing.js';
+import { answerIfKeyLapsed } from './key-standing.js';
 import type { WireApi } from './wire-api.js';
 import { ResponsesSocket, type SocketRegistry } from './responses-socket.js';
 import { replyError } from './send-error.js';
@@ -75,12 +75,12 @@ export function serveResponsesSockets(app: FastifyInstance, ctx: DaemonContext, 
     if (pending.has(request.raw)) done();
     else reply.callNotFound();
   };
-  // requireReady false: check 5 is made again with the others in the handler (refusedSinceHeaders),
+  // requireReady false: check 5 is made again with the others in the handler (answerIfKeyLapsed),
   // and the upgrade is no request of the key's limits (each message is).
   app.get('/v1/responses', { onRequest: [upgradeOnly, makeAuthHook(ctx, false)] }, (request, reply) => {
     const taken = pending.get(request.raw) as Pending;
     pending.delete(request.raw);
-    if (refusedSinceHeaders(ctx, request, reply)) return;
+    if (answerIfKeyLapsed(ctx, request, reply)) return;
     const auth = request.auth as AuthContext;
     if (registry.max === 0) {
       replyError(

@@ -44,7 +44,7 @@ export interface RelayContext {
   reqId: string;
   /** For `created` where the model server's answer lacks one. */
   clock: { now(): number };
-  /** Told once, when the exchange is over, what to count (exchange-end.ts). */
+  /** Told once, when the exchange is over, what to count (accounting.ts). */
   exchange: ExchangeSink;
   /** Bounds on the answer (the daemon's config). */
   limits: AnswerLimits;

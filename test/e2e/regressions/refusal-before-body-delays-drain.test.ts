@@ -114,7 +114,7 @@ const cases: Case[] = [
     send: (c) => c.write(chatHead(host, pendingKey, Buffer.byteLength(body))),
   },
   {
-    what: 'an HTTP/1.1 request without Host (node-refusals, 400)',
+    what: 'an HTTP/1.1 request without Host (before-fastify-refusals, 400)',
     status: 400,
     code: 'malformed_http',
     message: /^An HTTP\/1\.1 request needs a Host header\. Use an HTTP client or an OpenAI SDK\.$/,

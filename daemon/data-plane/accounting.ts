@@ -32,7 +32,7 @@ const INFO_LEVELS = new Set(['trace', 'debug', 'info']);
  * receipt's estimatedTokens): a stream's completion as its content events, a plain answer left
  * by its client at the instance's pace.
  */
-export class ExchangeEnd implements ExchangeSink {
+export class ExchangeAccount implements ExchangeSink {
   /** The relay carrying it, in its key's in-flight list until the exchange is over. */
   node: InflightNode | null = null;
   /** Only while metrics are on: a request keeps it for its whole life, and scavenges copy it. */
