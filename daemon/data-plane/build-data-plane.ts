@@ -31,6 +31,7 @@ import { closeIfBodyPending } from './unread-body.js';
 import { answerBodyRefusal, makeBodyReader } from './body-reader.js';
 
 import { packState } from './pack-headers.js';
+import { DATA_PLANE_ROUTES, servedList } from './routes.js';
 
 /**
  * The public listener: POST /v1/chat/completions, GET /v1/models, GET /healthz, and nothing
@@ -48,6 +49,16 @@ function httpsOption(tls: TlsFiles | null, http: { headersTimeout: number }): ob
   const handshakeTimeout = http.headersTimeout;
   return tls === null ? {} : { https: { ...http, handshakeTimeout, cert: tls.cert, key: tls.key } };
 }
+
+/** What the not-found answer names: the client APIs' routes a client asks (not the WebSocket, the refused compaction, Ollama's, the probes). */
+const SERVED = servedList(
+  DATA_PLANE_ROUTES.filter(
+    (r) =>
+      (r.family === 'openai' || r.family === 'anthropic') &&
+      !(r.method === 'GET' && r.path === '/v1/responses') &&
+      r.path !== '/v1/responses/compact',
+  ),
+);
 
 export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null): FastifyInstance {
   // Fastify gives each request a child logger. A pino child cost 2% of the proxy's CPU, and a
@@ -206,7 +217,7 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
     replyError(
       reply,
       obError('route_not_found', {
-        message: `No route ${request.method} ${request.url.split('?')[0]}. The proxy serves POST /v1/chat/completions, POST /v1/responses, POST /v1/completions, POST /v1/messages, POST /v1/messages/count_tokens, GET /v1/models and GET /v1/models/{model}.${hint}`,
+        message: `No route ${request.method} ${request.url.split('?')[0]}. The proxy serves ${SERVED}.${hint}`,
       }),
     );
   });

@@ -21,6 +21,7 @@ import { makeProxyHandler } from './proxied-route.js';
 import { type WireApi } from './wire-api.js';
 import { replyError } from './send-error.js';
 import { StreamAnswer } from './stream-relay.js';
+import { DATA_PLANE_ROUTES, servedList } from './routes.js';
 
 /**
  * A plain answer of Ollama's native API (`/api/chat`, `/api/generate`, `/api/embed`): a JSON
@@ -118,8 +119,7 @@ export function ollamaErrors(_request: FastifyRequest, reply: FastifyReply, done
 /** What manages the model server: the operator's, refused to every key (403 management_route). */
 const MANAGEMENT = /^\/api\/(pull|push|create|copy|delete|blobs(\/[^/]*)?)\/?$/;
 
-const SERVED =
-  'POST /api/chat, POST /api/generate, POST /api/embed, POST /api/show, GET /api/tags, GET /api/ps and GET /api/version';
+const SERVED = servedList(DATA_PLANE_ROUTES.filter((r) => r.family === 'ollama'));
 
 /**
  * Ollama's own API on `app`, for its own clients (ollama-js, Open WebUI, LangChain's ChatOllama):
