@@ -42,9 +42,7 @@ const NEWLINE = Buffer.from('\n');
  */
 export class StreamAnswer implements RelayAnswer {
   private r!: Relay;
-  private readonly relay: EventStream;
-  /** The exchange's trace span, told each read (daemon/tracing/); null: tracing off. */
-  private tap: { read(chunk: Buffer): void } | null = null;
+  private relay: EventStream;
   private waiting = false;
   private readonly pending = new OutputBatch();
   private scheduled = false;
@@ -71,7 +69,10 @@ export class StreamAnswer implements RelayAnswer {
 
   attach(r: Relay): void {
     this.r = r;
-    if (this.traced) this.tap = r.c.trace ?? null;
+    // A traced exchange's reads pass its span first; an untraced one's per-read path stays as
+    // small as it was (upstream-relay.ts `onResponseData` says why that matters).
+    const trace = r.c.trace;
+    if (this.traced && trace != null) this.relay = new TappedEvents(this.relay, trace);
   }
 
   start(): void {
@@ -91,7 +92,6 @@ export class StreamAnswer implements RelayAnswer {
   }
 
   data(chunk: Buffer): void {
-    if (this.tap !== null) this.tap.read(chunk);
     const relay = this.relay;
     if (relay.stopped) {
       this.afterStop(chunk);
@@ -237,5 +237,50 @@ export class StreamAnswer implements RelayAnswer {
         ? obError('upstream_timeout', { message: 'The model server sent nothing for too long; the stream was ended.' })
         : err;
     res.end(this.relay.closingError(e));
+  }
+}
+
+/** An event stream whose reads its trace span reads first (the model and finish reason of a stream). */
+class TappedEvents implements EventStream {
+  constructor(
+    private readonly inner: EventStream,
+    private readonly tap: { read(chunk: Buffer): void },
+  ) {}
+
+  pushInto(chunk: Buffer, out: OutputBatch): void {
+    this.tap.read(chunk);
+    this.inner.pushInto(chunk, out);
+  }
+
+  get stopped(): boolean {
+    return this.inner.stopped;
+  }
+
+  get done(): boolean {
+    return this.inner.done;
+  }
+
+  get sawError(): boolean {
+    return this.inner.sawError;
+  }
+
+  get invalid(): boolean {
+    return this.inner.invalid;
+  }
+
+  get invalidReason(): InvalidReason | null {
+    return this.inner.invalidReason;
+  }
+
+  get contentChunks(): number {
+    return this.inner.contentChunks;
+  }
+
+  counts(): { prompt: number | null; completion: number | null; reasoning: number } {
+    return this.inner.counts();
+  }
+
+  closingError(err: ObProxyError): string {
+    return this.inner.closingError(err);
   }
 }
