@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { expect, it } from 'vitest';
 import { DaemonClient } from '../../../cli/daemon-client.js';
 import { hello, postChat } from '../../helpers/chat.js';
+import { inprocCli } from '../../helpers/inproc-cli.js';
 import { runCli } from '../../helpers/processes.js';
 import { serveWithSimulator } from '../../helpers/serve-fixture.js';
 import { MODEL, readyInstance } from '../../helpers/store-home.js';
@@ -37,7 +38,13 @@ it('never says back a secret changed in case, in the CLI, the management API, th
     "error: An argument looks like a key's secret (it holds ob_sk_ in some case); no command takes one, and it is not printed back. " +
     'A key is named by its id, the 12 characters after ob_sk_ exactly as `ob-proxy keys list` shows them. ' +
     'If it is a real secret with its case changed, it is now in your shell history and can be recovered from it: revoke that key (`ob-proxy keys revoke <id>`).\n';
+  // Every command in process (the refusal runs before any connection, so none is made), and one
+  // per spelling as a process: the exit code and stderr of the binary. Thirty-six processes
+  // started one after another outlasted the test's time on a loaded machine.
+  const cli = inprocCli(null);
   for (const s of [upper, mixed, cut]) {
+    const spawned = await runCli(['keys', 'revoke', s, '--yes'], { home });
+    expect(spawned).toEqual({ code: 2, stdout: '', stderr: refusal });
     for (const args of [
       ['keys', 'revoke', s, '--yes'],
       ['keys', 'reveal', s],
@@ -52,7 +59,7 @@ it('never says back a secret changed in case, in the CLI, the management API, th
       ['keys', 'create', '--instance', 'gpu-1', '--name', 'ci', '--rpm', s],
       [s],
     ]) {
-      const r = await runCli(args, { home });
+      const r = await cli.run(...args);
       expect({ args: args.map((a) => a.replace(s, '<s>')), ...r }).toEqual({
         args: args.map((a) => a.replace(s, '<s>')),
         code: 2,
@@ -61,6 +68,7 @@ it('never says back a secret changed in case, in the CLI, the management API, th
       });
     }
   }
+  expect(cli.connected).toEqual([]);
 
   // The management API, as the console and scripts reach it: each refusal, whole.
   const api = new DaemonClient(join(home, 'ob-proxy.sock'));
