@@ -20,6 +20,7 @@ import type { UsageBucket } from '../domain/usage-buckets.js';
 import { replaceAll } from './postgres/replace-all.js';
 import { RevocationLedger } from './postgres/revocation-ledger.js';
 import { RevocationWriteBack } from './postgres/revocation-write-back.js';
+import { unwrittenLabel } from './postgres/unwritten-label.js';
 import { cursorParams, revocationsSince } from './postgres/revocations.js';
 import { SessionConnection } from './postgres/session.js';
 import { SyncState } from './postgres/sync-state.js';
@@ -143,6 +144,7 @@ export class PostgresStore implements Store {
       channel: (options.notify ?? true) ? CHANNEL : null,
       notices,
       onNotification: (msg) => this.changes.notified(msg),
+      label: () => unwrittenLabel(origin, ledger.unsharedSummary()),
     });
     this.chores = new Chores(pool, now, ledger);
     this.limits = new LimitExchanger({ pool, origin, location, now, onNotice: options.onNotice });
@@ -337,6 +339,7 @@ export class PostgresStore implements Store {
       origin: this.origin,
       change: this.changes.lastChange,
       cursor: this.changes.revocationCursor,
+      unwritten: this.ledger.unsharedSummary(),
     });
   }
 

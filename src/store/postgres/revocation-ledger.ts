@@ -9,6 +9,12 @@ export interface Revocation {
   reason: RevokeReason;
 }
 
+/** Revocations only this daemon holds: how many, and the oldest's time (null: none, or none known). */
+export interface UnsharedSummary {
+  count: number;
+  oldestAt: string | null;
+}
+
 /**
  * Every revocation this daemon knows, and how far each has reached the database. Invariants:
  * - a key once known revoked stays known: it is written back into a database that lost it;
@@ -66,6 +72,19 @@ export class RevocationLedger {
 
   unsharedKeys(): KeyRecord[] {
     return [...this.unshared.values()];
+  }
+
+  /**
+   * The revocations the database has not taken (this daemon's memory and journal alone): how
+   * many, and when the oldest was made.
+   */
+  unsharedSummary(): UnsharedSummary {
+    let oldestAt: string | null = null;
+    for (const k of this.unshared.values()) {
+      const at = k.revokedAt ?? this.known.get(k.id)?.at ?? null;
+      if (at !== null && (oldestAt === null || Date.parse(at) < Date.parse(oldestAt))) oldestAt = at;
+    }
+    return { count: this.unshared.size, oldestAt };
   }
 
   writeBackKeys(): KeyRecord[] {
