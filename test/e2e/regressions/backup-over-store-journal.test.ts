@@ -8,57 +8,69 @@
  */
 import { readFile, symlink } from 'node:fs/promises';
 import { join } from 'node:path';
-import { expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { cliJson, runCli, startServe, tmpHome } from '../../helpers/processes.js';
 
 const ADVICE =
   'a backup written there would replace what the daemon keeps. Give a path outside them, e.g. /var/backups/ob-proxy/db-$(date +%F).json.';
 
-it('refuses every file of the store as a backup path, with or without a daemon, and the store goes on', async () => {
-  const home = await tmpHome();
-  const store = join(home, 'db.json');
-  const elsewhere = await tmpHome();
-  await symlink(join(home, 'db.json.journal'), join(elsewhere, 'linked.json'));
-  const targets: [string, string][] = [
-    [store, 'the store itself'],
-    ...['journal', 'revocations', 'audit', 'tmp', 'pid', 'lock', 'journal.3'].map((s): [string, string] => [
-      `${store}.${s}`,
-      `one of the store's own files (${store}.${s})`,
-    ]),
-    [join(elsewhere, 'linked.json'), `one of the store's own files (${store}.journal)`],
-    [join(home, 'sub', '..', 'db.json.revocations'), `one of the store's own files (${store}.revocations)`],
-  ];
+// Each phase is a test of its own: twenty CLI processes and two daemons one after another
+// outlasted one test's time on a loaded machine.
+describe('refuses every file of the store as a backup path, with or without a daemon, and the store goes on', () => {
+  let home: string;
+  let targets: [string, string][];
+  let check: () => Promise<void>;
 
-  const check = async (): Promise<void> => {
-    const before = await Promise.all(
-      ['db.json.journal', 'db.json.revocations'].map((f) => readFile(join(home, f)).catch(() => null)),
-    );
-    for (const [file, what] of targets) {
-      const r = await runCli(['store', 'backup', file, '--force'], { home });
-      expect({ file, ...r }).toEqual({ file, code: 1, stdout: '', stderr: `error: ${file} is ${what}: ${ADVICE}\n` });
+  beforeAll(async () => {
+    home = await tmpHome();
+    const store = join(home, 'db.json');
+    const elsewhere = await tmpHome();
+    await symlink(join(home, 'db.json.journal'), join(elsewhere, 'linked.json'));
+    targets = [
+      [store, 'the store itself'],
+      ...['journal', 'revocations', 'audit', 'tmp', 'pid', 'lock', 'journal.3'].map((s): [string, string] => [
+        `${store}.${s}`,
+        `one of the store's own files (${store}.${s})`,
+      ]),
+      [join(elsewhere, 'linked.json'), `one of the store's own files (${store}.journal)`],
+      [join(home, 'sub', '..', 'db.json.revocations'), `one of the store's own files (${store}.revocations)`],
+    ];
+
+    check = async (): Promise<void> => {
+      const before = await Promise.all(
+        ['db.json.journal', 'db.json.revocations'].map((f) => readFile(join(home, f)).catch(() => null)),
+      );
+      for (const [file, what] of targets) {
+        const r = await runCli(['store', 'backup', file, '--force'], { home });
+        expect({ file, ...r }).toEqual({ file, code: 1, stdout: '', stderr: `error: ${file} is ${what}: ${ADVICE}\n` });
+      }
+      const after = await Promise.all(
+        ['db.json.journal', 'db.json.revocations'].map((f) => readFile(join(home, f)).catch(() => null)),
+      );
+      expect(after).toEqual(before);
+    };
+  });
+
+  it('with the daemon running', async () => {
+    const serve = await startServe(home);
+    try {
+      await cliJson(['instances', 'add', 'gpu-1', '--model', 'gemma4:26b'], home);
+      await check();
+      // The store still takes writes.
+      await cliJson(['instances', 'add', 'gpu-2', '--model', 'gemma4:26b'], home);
+    } finally {
+      expect(await serve.stop()).toBe(0);
     }
-    const after = await Promise.all(
-      ['db.json.journal', 'db.json.revocations'].map((f) => readFile(join(home, f)).catch(() => null)),
-    );
-    expect(after).toEqual(before);
-  };
+  });
 
-  const serve = await startServe(home);
-  try {
-    await cliJson(['instances', 'add', 'gpu-1', '--model', 'gemma4:26b'], home);
+  it('with no daemon: the backup is read from the files, and the same paths are refused', async () => {
     await check();
-    // The store still takes writes.
-    await cliJson(['instances', 'add', 'gpu-2', '--model', 'gemma4:26b'], home);
-  } finally {
-    expect(await serve.stop()).toBe(0);
-  }
-  // No daemon: the backup is read from the files, and the same paths are refused.
-  await check();
-  const again = await startServe(home);
-  try {
-    const list = await cliJson<{ id: string }[]>(['instances', 'list'], home);
-    expect(list.map((i) => i.id)).toEqual(['gpu-1', 'gpu-2']);
-  } finally {
-    expect(await again.stop()).toBe(0);
-  }
+    const again = await startServe(home);
+    try {
+      const list = await cliJson<{ id: string }[]>(['instances', 'list'], home);
+      expect(list.map((i) => i.id)).toEqual(['gpu-1', 'gpu-2']);
+    } finally {
+      expect(await again.stop()).toBe(0);
+    }
+  });
 });
