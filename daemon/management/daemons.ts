@@ -18,7 +18,7 @@ export async function daemonsOf(ctx: DaemonContext): Promise<DaemonsView & { pro
   try {
     return daemonsView(await ctx.daemonReports([]));
   } catch (err) {
-    return { shared: true, newestRevocation: null, daemons: [], unwritten: [], problem: (err as Error).message };
+    return { shared: true, newestRevocation: null, daemons: [], problem: (err as Error).message };
   }
 }
 

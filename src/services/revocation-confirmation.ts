@@ -87,7 +87,7 @@ export interface DaemonsView {
   shared: boolean;
   newestRevocation: string | null;
   daemons: DaemonView[];
-  /** Running daemons holding revocations the store refused (absent: a daemon that does not say). */
+  /** Running daemons holding revocations the store refused (absent: a file store, or a daemon that does not say). */
   unwritten?: UnwrittenHold[];
 }
 
@@ -123,7 +123,7 @@ function view(r: DaemonReport, withKeys: boolean): DaemonView {
 }
 
 export function daemonsView(reports: DaemonReports | null): DaemonsView {
-  if (reports === null) return { shared: false, newestRevocation: null, daemons: [], unwritten: [] };
+  if (reports === null) return { shared: false, newestRevocation: null, daemons: [] };
   return {
     shared: true,
     newestRevocation: reports.newestRevocation,
@@ -142,7 +142,6 @@ export function confirmationView(keys: readonly string[], reports: DaemonReports
       notShared: [],
       newestRevocation: null,
       daemons: [],
-      unwritten: [],
     };
   const daemons = reports.daemons.map((r) => view(r, true));
   return {
