@@ -7,6 +7,8 @@
 import { copyFile, readFile, stat, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { DaemonClient } from '../../cli/daemon-client.js';
+import { runCli as runInProcess } from '../../cli/program.js';
 import { hello, postChat } from '../helpers/chat.js';
 import { freshDatabase, type TestDatabase } from '../helpers/postgres.js';
 import {
@@ -251,8 +253,24 @@ describe('backup over store journal', () => {
   const ADVICE =
     'a backup written there would replace what the daemon keeps. Give a path outside them, e.g. /var/backups/ob-proxy/db-$(date +%F).json.';
 
-  // Each phase is a test of its own: twenty CLI processes and two daemons one after another
-  // outlasted one test's time on a loaded machine.
+  // Each phase is a test of its own, and every path is tried by the CLI in process, over the
+  // daemon's real socket or with none (the refusal is the CLI's, as it writes the file); one path
+  // per phase as a process, for the binary's exit code. Twenty CLI processes and two daemons one
+  // after another outlasted a test's time on a loaded machine.
+  async function inProcess(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+    let stdout = '';
+    let stderr = '';
+    const code = await runInProcess(args, {
+      version: '0.0.0-test',
+      io: { out: (t) => (stdout += t), err: (t) => (stderr += t), isTTY: false, env: {} },
+      connect: (path) => Promise.resolve(new DaemonClient(path)),
+      serve: () => Promise.reject(new Error('not run in process')),
+      simulate: () => Promise.reject(new Error('not run in process')),
+      demo: () => Promise.reject(new Error('not run in process')),
+    });
+    return { code, stdout, stderr };
+  }
+
   describe('refuses every file of the store as a backup path, with or without a daemon, and the store goes on', () => {
     let home: string;
     let targets: [string, string][];
@@ -277,8 +295,9 @@ describe('backup over store journal', () => {
         const before = await Promise.all(
           ['db.json.journal', 'db.json.revocations'].map((f) => readFile(join(home, f)).catch(() => null)),
         );
-        for (const [file, what] of targets) {
-          const r = await runCli(['store', 'backup', file, '--force'], { home });
+        for (const [i, [file, what]] of targets.entries()) {
+          const args = ['store', 'backup', file, '--force'];
+          const r = i === 0 ? await runCli(args, { home }) : await inProcess([...args, '--home', home]);
           expect({ file, ...r }).toEqual({
             file,
             code: 1,
