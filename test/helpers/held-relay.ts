@@ -1,7 +1,7 @@
 /**
  * A TCP relay in front of a real model server that holds a stream after its first event: the
- * relay passes the server's bytes until the first SSE event of an event-stream answer has gone
- * through, then stops reading from the server. The client of the relay (the gateway) has a stream
+ * relay passes the server's bytes until the first event of a streamed answer (SSE, or Ollama's
+ * NDJSON) has gone through, then stops reading from the server. The client of the relay (the gateway) has a stream
  * begun and unfinished for as long as the test needs, however fast the server generates, so a
  * test acts mid-stream by construction, not by racing the model. When the gateway closes its side
  * (it aborted the upstream request), the relay closes the server's connection: the server sees
@@ -20,14 +20,32 @@ export interface HeldRelay {
   close(): Promise<void>;
 }
 
-/** Where a held stream is cut: after its first event, or null while that event is not whole. */
+/** The streams held, by content type: how an event of each ends. */
+const EVENT_ENDS = [
+  { type: 'text/event-stream', end: '\n\n' },
+  { type: 'application/x-ndjson', end: '\n' },
+];
+
+/**
+ * Where a held stream is cut: after its first event (an SSE event, or an NDJSON line), or null
+ * while that event is not whole. A chunked body's first chunk-size line is not the event's end.
+ */
 function firstEventEnd(seen: string): number | null {
-  const stream = seen.lastIndexOf('text/event-stream');
-  if (stream < 0) return null;
-  const headersEnd = seen.indexOf('\r\n\r\n', stream);
-  if (headersEnd < 0) return null;
-  const eventEnd = seen.indexOf('\n\n', headersEnd + 4);
-  return eventEnd < 0 ? null : eventEnd + 2;
+  for (const { type, end } of EVENT_ENDS) {
+    const at = seen.lastIndexOf(type);
+    if (at < 0) continue;
+    const headersEnd = seen.indexOf('\r\n\r\n', at);
+    if (headersEnd < 0) return null;
+    let body = headersEnd + 4;
+    if (/transfer-encoding:\s*chunked/i.test(seen.slice(seen.lastIndexOf('HTTP/1.1 ', at), headersEnd))) {
+      const sizeEnd = seen.indexOf('\r\n', body);
+      if (sizeEnd < 0) return null;
+      body = sizeEnd + 2;
+    }
+    const eventEnd = seen.indexOf(end, body);
+    return eventEnd < 0 ? null : eventEnd + end.length;
+  }
+  return null;
 }
 
 export async function startHeldRelay(target: string): Promise<HeldRelay> {
