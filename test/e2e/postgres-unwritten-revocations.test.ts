@@ -285,7 +285,7 @@ describe('postgres revocation behind counter lock', () => {
     const refusedMs = refusedAt! - sent;
     console.log(`A refused the key ${refusedMs} ms after the revocation was sent; B answered after ${answeredMs} ms`);
     // While the row was still held (B answers only once its wait for the row times out): the
-    // revocation reached A without it. How soon is the figure logged, not a bound on this machine.
+    // revocation reached A without it. How soon is the logged figure, not a bound.
     expect(refusedMs).toBeLessThan(answeredMs);
     // The revocation is done, and says what is left to write.
     expect(answer).toMatchObject({ id: first.id, status: 'revoked', revokeReason: 'manual' });
