@@ -1,6 +1,7 @@
 import { rename, unlink } from 'node:fs/promises';
 import { basename } from 'node:path';
 import { obError } from '../errors.js';
+import type { AuditEvent } from '../domain/key.js';
 import { AtomicJsonFile, UnsafeStorePathError } from './atomic-json-file.js';
 import { AuditArchive, DEFAULT_AUDIT_KEEP } from './audit-archive.js';
 import { CommitJournal } from './commit-journal.js';
@@ -10,7 +11,15 @@ import { type JournalOptions, type JournalRecord, RevocationJournal } from './re
 import { journalRecordOf, revokedWins } from './revoked-wins.js';
 import { type SnapshotMeta, readSnapshotMeta, snapshotChunks } from './snapshot.js';
 import { type UsageBucket, rollUpHours } from '../domain/usage-buckets.js';
-import { type BucketQuery, Tables, emptyData, type Mutation, type Store, type StoreData } from './store.js';
+import {
+  type AuditQuery,
+  type BucketQuery,
+  Tables,
+  emptyData,
+  type Mutation,
+  type Store,
+  type StoreData,
+} from './store.js';
 import { validateStoreData } from './store-validation.js';
 
 interface Waiter {
@@ -197,6 +206,10 @@ export class FileStore implements Store {
     }
     // After the fold: the daemon holds the audit events db.json keeps, not those just archived.
     return structuredClone(this.tables.toData());
+  }
+
+  async auditEvents(q: AuditQuery): Promise<AuditEvent[]> {
+    return this.tables.auditEvents(q);
   }
 
   async usageBuckets(q: BucketQuery): Promise<UsageBucket[]> {

@@ -1,6 +1,15 @@
 import { obError } from '../errors.js';
+import type { AuditEvent } from '../domain/key.js';
 import type { UsageBucket } from '../domain/usage-buckets.js';
-import { type BucketQuery, Tables, emptyData, type Mutation, type Store, type StoreData } from './store.js';
+import {
+  type AuditQuery,
+  type BucketQuery,
+  Tables,
+  emptyData,
+  type Mutation,
+  type Store,
+  type StoreData,
+} from './store.js';
 
 /** For unit tests: same semantics as the file store, and a switch to make writes fail. */
 export class MemoryStore implements Store {
@@ -19,6 +28,10 @@ export class MemoryStore implements Store {
   async commit(mutations: readonly Mutation[]): Promise<void> {
     if (this.failWrites) throw obError('store_write_failed');
     for (const m of mutations) this.tables.apply(m);
+  }
+
+  async auditEvents(q: AuditQuery): Promise<AuditEvent[]> {
+    return this.tables.auditEvents(q);
   }
 
   async usageBuckets(q: BucketQuery): Promise<UsageBucket[]> {
