@@ -114,6 +114,7 @@ export class MutableRegistry implements Registry, KeyCounters {
    * is one, which a scan of every key (10,000 on a large store, revoked ones included) answered.
    */
   private readonly limited = new Set<string>();
+  private readonly graced = new Map<string, KeyRecord>();
   private eventList: AuditEvent[] = [];
   private seq = 0;
   /** The key lists' orders (revoked keys only in the second): built at load, kept by putKey and revoke. */
@@ -194,7 +195,14 @@ export class MutableRegistry implements Registry, KeyCounters {
     this.track(key);
   }
 
+  /** Active keys with a planned revocation (a rotation's grace): the pack timer looks at these only. */
+  rotatingKeys(): Iterable<KeyRecord> {
+    return this.graced.values();
+  }
+
   private track(key: KeyRecord): void {
+    if (key.status === 'active' && key.revokeAt != null) this.graced.set(key.id, key);
+    else this.graced.delete(key.id);
     const l = key.limits;
     if (key.status === 'active' && (l.rpm !== null || l.tpm !== null || l.concurrency !== null))
       this.limited.add(key.id);
@@ -209,6 +217,7 @@ export class MutableRegistry implements Registry, KeyCounters {
     key.revokedAt = at;
     key.revokeReason = reason;
     this.limited.delete(key.id);
+    this.graced.delete(key.id);
     if (this.keyMap.get(key.id) === key) this.byRevocation.put(key);
   }
 
@@ -231,6 +240,7 @@ export class MutableRegistry implements Registry, KeyCounters {
   /** An active key to be revoked at `at`: the request path refuses it from then on (check). */
   scheduleRevocation(key: KeyRecord, at: string): void {
     key.revokeAt = at;
+    this.track(key);
   }
 
   setLimits(key: KeyRecord, limits: KeyLimits): void {

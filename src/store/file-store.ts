@@ -6,6 +6,7 @@ import { AtomicJsonFile, UnsafeStorePathError } from './atomic-json-file.js';
 import { AuditArchive, DEFAULT_AUDIT_KEEP } from './audit-archive.js';
 import { CommitJournal } from './commit-journal.js';
 import { frame } from './commit-journal-scan.js';
+import { cloneData } from './clone-data.js';
 import { replayCommits } from './journal-replay.js';
 import { type JournalOptions, type JournalRecord, RevocationJournal } from './revocation-journal.js';
 import { journalRecordOf, revokedWins } from './revoked-wins.js';
@@ -158,7 +159,7 @@ export class FileStore implements Store {
       );
       for (const n of reconciled.notices) this.notice(n);
       this.tables = Tables.from(reconciled.data);
-      return structuredClone(this.tables.toData());
+      return cloneData(this.tables.toData());
     }
     await this.journal?.close();
     this.journal = await RevocationJournal.open(this.journalPath, this.options.journal);
@@ -205,7 +206,7 @@ export class FileStore implements Store {
       await this.fold();
     }
     // After the fold: the daemon holds the audit events db.json keeps, not those just archived.
-    return structuredClone(this.tables.toData());
+    return cloneData(this.tables.toData());
   }
 
   async auditEvents(q: AuditQuery): Promise<AuditEvent[]> {

@@ -1,5 +1,6 @@
 import { obError } from '../errors.js';
 import type { AuditEvent } from '../domain/key.js';
+import { cloneData } from './clone-data.js';
 import type { UsageBucket } from '../domain/usage-buckets.js';
 import {
   type AuditQuery,
@@ -22,7 +23,7 @@ export class MemoryStore implements Store {
   }
 
   async load(): Promise<StoreData> {
-    return structuredClone(this.tables.toData());
+    return cloneData(this.tables.toData());
   }
 
   async commit(mutations: readonly Mutation[]): Promise<void> {
