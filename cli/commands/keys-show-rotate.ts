@@ -77,7 +77,7 @@ export function addShowAndRotate(cmd: Command, deps: CliDeps): void {
         const grace = o.grace === undefined ? undefined : parseGrace(o.grace);
         const [answer, status] = await withClient(o, deps, async (cl) => {
           await confirmed(deps, o.yes, async () => {
-            const key = (await cl.listKeys()).find((k) => k.id === id);
+            const key = await cl.findKey(id);
             if (key === undefined || key.status !== 'active') return null;
             const k = shown(key);
             return `Rotate key "${k.name}" (${k.hint}) of instance ${k.instance}? Its secret stops working ${grace === undefined || grace === 0 ? 'now' : `in ${o.grace!.trim()}`}.`;

@@ -251,7 +251,7 @@ describe('10,000 keys and 100,000 audit events', () => {
     const path = join(dir, 'db.json');
     if (data !== null) await writeFile(path, JSON.stringify(data));
     const { lc, store } = await open(path);
-    const eventsHeld = lc.registry.events.length;
+    const eventsHeld = (await lc.auditEvents({ limit: 100_000 })).length;
     // The stop revokes the instance's 9 active keys (as in the big store: 100 keys an instance, a fifth revoked).
     await lc.addInstance({ id: 'target', model: 'gemma4:26b', endpoint: 'http://127.0.0.1:9/v1' });
     await (
@@ -270,7 +270,7 @@ describe('10,000 keys and 100,000 audit events', () => {
     const small = await measure(null);
     const large = await measure(big);
     expect(large.dbBytes).toBeGreaterThan(3_000_000);
-    // Loaded, the 100,000 events were cut to the newest 10,000 (the rest archived).
+    // Loaded, the 100,000 events were cut to the newest 10,000 in the store (the rest archived).
     expect(large.eventsHeld).toBe(10_000);
     for (const r of [small, large]) expect([r.create.dbRewritten, r.stop.dbRewritten]).toEqual([false, false]);
     // The same entry on either store, but for the digits of larger event and entry numbers.
