@@ -1,0 +1,201 @@
+import { type FileHandle, open, rename, rm } from 'node:fs/promises';
+import type { FastifyBaseLogger } from 'fastify';
+import type { Clock } from '../src/clock.js';
+import type { Config } from '../src/config.js';
+
+/** Lines are written this long after the first one of a batch, or at once past FLUSH_BYTES. */
+const FLUSH_MS = 1_000;
+const FLUSH_BYTES = 64 * 1024;
+/**
+ * Lines held while the disk is slow or the file cannot be written. Past this, new lines are
+ * dropped and counted, so a stalled disk costs memory up to here and never a request.
+ */
+const HELD_BYTES_MAX = 8 * 1024 * 1024;
+
+/**
+ * The per-request usage log for billing systems (`--usage-log`): one JSON line per request
+ * whose key is known, appended to a file rotated by size.
+ *
+ * The request path only formats a line and keeps it in memory; the writes happen later, one at a
+ * time, off that path. A full or failing disk loses lines, never requests: the failed batch is
+ * dropped and counted, a warning says so once, and the next batch tries again. A line never holds
+ * a secret nor a prompt: ids, names, numbers.
+ */
+export class UsageLog {
+  private held: string[] = [];
+  private heldBytes = 0;
+  private timer: NodeJS.Timeout | null = null;
+  /** The write under way, if any: one at a time, so lines keep their order and rotation is safe. */
+  private writing: Promise<void> | null = null;
+  private size: number;
+  private dropped = 0;
+  private failing = false;
+  private closed = false;
+
+  private constructor(
+    private readonly settings: NonNullable<Config['usageLog']>,
+    private file: FileHandle,
+    size: number,
+    private readonly clock: Clock,
+    private readonly log: FastifyBaseLogger,
+    /** The model an instance runs, read only when a line is written; null once it is gone. */
+    private readonly modelOf: (instance: string) => string | null,
+  ) {
+    this.size = size;
+  }
+
+  /** Opens (or creates) the file for appending: a path that cannot be written stops the start-up. */
+  static async open(
+    settings: NonNullable<Config['usageLog']>,
+    clock: Clock,
+    log: FastifyBaseLogger,
+    modelOf: (instance: string) => string | null,
+  ): Promise<UsageLog> {
+    let file: FileHandle;
+    try {
+      file = await open(settings.path, 'a', 0o600);
+    } catch (err) {
+      const e = err as NodeJS.ErrnoException;
+      throw new Error(
+        `Cannot open --usage-log (OB_PROXY_USAGE_LOG) ${settings.path} for appending (${e.code ?? e.message}): give a file in a folder the daemon may write.`,
+        { cause: err },
+      );
+    }
+    const { size } = await file.stat();
+    return new UsageLog(settings, file, size, clock, log, modelOf);
+  }
+
+  /** A request answered through a model server (or left by its client while there). */
+  exchange(
+    id: string,
+    key: string,
+    instance: string,
+    route: string,
+    stream: boolean,
+    status: number,
+    outcome: string,
+    input: number,
+    output: number,
+    estimated: number,
+    ms: number,
+  ): void {
+    this.add(
+      `{"time":"${this.time()}","id":${JSON.stringify(id)},"key":${JSON.stringify(key)},"instance":${JSON.stringify(instance)},"route":${JSON.stringify(route)},"model":${JSON.stringify(this.modelOf(instance))},"stream":${stream},"status":${status},"outcome":"${outcome}","input_tokens":${input},"output_tokens":${output},"estimated_tokens":${estimated},"ms":${ms}}\n`,
+    );
+  }
+
+  /** A request refused by the gateway once its key was known (401 revoked, 404, 409, 429, 400, ...). */
+  refused(
+    id: string,
+    key: string,
+    instance: string | null,
+    route: string,
+    status: number,
+    code: string,
+    ms: number,
+  ): void {
+    const model = instance === null ? null : this.modelOf(instance);
+    this.add(
+      `{"time":"${this.time()}","id":${JSON.stringify(id)},"key":${JSON.stringify(key)},"instance":${JSON.stringify(instance)},"route":${JSON.stringify(route)},"model":${JSON.stringify(model)},"stream":null,"status":${status},"outcome":"refused","error":${JSON.stringify(code)},"input_tokens":0,"output_tokens":0,"estimated_tokens":0,"ms":${ms}}\n`,
+    );
+  }
+
+  /** Every line taken so far, written (or dropped and counted); for shutdown and tests. */
+  async flush(): Promise<void> {
+    while (this.writing !== null || this.held.length > 0) {
+      if (this.writing === null) this.writeHeld();
+      await this.writing;
+    }
+  }
+
+  /** Flushes and closes the file; lines after this are dropped. */
+  async close(): Promise<void> {
+    await this.flush();
+    this.closed = true;
+    if (this.timer !== null) clearTimeout(this.timer);
+    await this.file.close().catch(() => {});
+    if (this.dropped > 0) this.log.warn({ lost: this.dropped }, 'usage log: lines were lost (disk full or failing)');
+  }
+
+  private time(): string {
+    return new Date(this.clock.now()).toISOString();
+  }
+
+  private add(line: string): void {
+    if (this.closed || this.heldBytes + line.length > HELD_BYTES_MAX) {
+      this.lost(1, null);
+      return;
+    }
+    this.held.push(line);
+    this.heldBytes += line.length;
+    if (this.heldBytes >= FLUSH_BYTES) {
+      if (this.writing === null) this.writeHeld();
+    } else if (this.timer === null) {
+      this.timer = setTimeout(() => {
+        this.timer = null;
+        if (this.writing === null) this.writeHeld();
+      }, FLUSH_MS);
+      this.timer.unref();
+    }
+  }
+
+  /** Takes the held lines and writes them, after rotating if they would take the file past its size. */
+  private writeHeld(): void {
+    if (this.held.length === 0) return;
+    const lines = this.held;
+    this.held = [];
+    this.heldBytes = 0;
+    const chunk = Buffer.from(lines.join(''), 'utf8');
+    this.writing = this.write(chunk, lines.length).finally(() => {
+      this.writing = null;
+      // Lines that came while writing: the next batch, at once if it is already large.
+      if (this.heldBytes >= FLUSH_BYTES && !this.closed) this.writeHeld();
+    });
+  }
+
+  private async write(chunk: Buffer, count: number): Promise<void> {
+    try {
+      if (this.size > 0 && this.size + chunk.length > this.settings.maxBytes) await this.rotate();
+      const { bytesWritten } = await this.file.write(chunk, 0, chunk.length, null);
+      this.size += bytesWritten;
+      if (bytesWritten < chunk.length) throw new Error(`short write (${bytesWritten} of ${chunk.length} bytes)`);
+      if (this.failing) {
+        this.failing = false;
+        this.log.warn({ lost: this.dropped }, 'usage log: writing again');
+      }
+    } catch (err) {
+      this.lost(count, err as Error);
+    }
+  }
+
+  /**
+   * `<file>` becomes `<file>.1`, each `.n` becomes `.n+1`, the one past --usage-log-files is
+   * deleted. Renamed while still open (the handle follows its file), so a rename or an open that
+   * fails leaves the log writing where it was.
+   */
+  private async rotate(): Promise<void> {
+    const { path, files } = this.settings;
+    await rm(`${path}.${files}`, { force: true });
+    for (let n = files - 1; n >= 1; n--) {
+      await rename(`${path}.${n}`, `${path}.${n + 1}`).catch((err: NodeJS.ErrnoException) => {
+        if (err.code !== 'ENOENT') throw err;
+      });
+    }
+    await rename(path, `${path}.1`);
+    const next = await open(path, 'a', 0o600);
+    const old = this.file;
+    this.file = next;
+    this.size = 0;
+    await old.close().catch(() => {});
+  }
+
+  private lost(count: number, err: Error | null): void {
+    this.dropped += count;
+    if (this.failing) return;
+    this.failing = true;
+    this.log.warn(
+      { lost: count, err: err?.message ?? 'more lines held than --usage-log can take while the disk is slow' },
+      'usage log: lines dropped; requests are served as before',
+    );
+  }
+}
