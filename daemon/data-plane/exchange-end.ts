@@ -169,7 +169,7 @@ export class ExchangeEnd implements ExchangeSink {
       prompt,
       completion,
       estimated,
-      Math.round((performance.now() - this.started) * 100) / 100,
+      Math.round(performance.now() - this.started),
     );
   }
 }

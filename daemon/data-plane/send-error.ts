@@ -63,7 +63,7 @@ function logRefusal(log: UsageLog, reply: FastifyReply, err: ObProxyError, key: 
     request.routeOptions.url ?? request.url.split('?')[0]!,
     err.status,
     err.wireCode,
-    Math.round(reply.elapsedTime * 100) / 100,
+    Math.round(reply.elapsedTime),
   );
 }
 
