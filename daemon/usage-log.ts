@@ -153,13 +153,16 @@ export class UsageLog {
     this.heldBytes += line.length;
     if (this.heldBytes >= FLUSH_BYTES) {
       if (this.writing === null) this.writeHeld();
-    } else if (this.timer === null) {
-      this.timer = setTimeout(() => {
-        this.timer = null;
-        if (this.writing === null) this.writeHeld();
-      }, FLUSH_MS);
-      this.timer.unref();
-    }
+    } else if (this.timer === null) this.arm();
+  }
+
+  /** The batch is written FLUSH_MS from now, or when the write under way ends if it is later. */
+  private arm(): void {
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      if (this.writing === null) this.writeHeld();
+    }, FLUSH_MS);
+    this.timer.unref();
   }
 
   /** Takes the held lines and writes them, after rotating if they would take the file past its size. */
@@ -171,8 +174,11 @@ export class UsageLog {
     const chunk = Buffer.from(lines.join(''), 'utf8');
     this.writing = this.write(chunk, lines.length).finally(() => {
       this.writing = null;
-      // Lines that came while writing: the next batch, at once if it is already large.
-      if (this.heldBytes >= FLUSH_BYTES && !this.closed) this.writeHeld();
+      // Lines that came while writing: the next batch, at once if it is already large, else
+      // when its time comes (a timer that fired during the write did nothing).
+      if (this.closed || this.held.length === 0) return;
+      if (this.heldBytes >= FLUSH_BYTES) this.writeHeld();
+      else if (this.timer === null) this.arm();
     });
   }
 

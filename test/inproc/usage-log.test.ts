@@ -166,6 +166,27 @@ describe('the usage log', () => {
   });
 });
 
+describe('written off the request path', () => {
+  it('a line reaches the file on its own, a moment after its request, with no flush asked', async () => {
+    const path = join(dir, 'own.jsonl');
+    const { d, key } = await daemonWithLog({ path, maxBytes: 1024 * 1024, files: 1 });
+    try {
+      const a = await d.chat(key.secret, { model: MODEL, messages: [{ role: 'user', content: 'hi' }] });
+      expect(a.status).toBe(200);
+      // Polled, bounded: the batch's timer writes it (a second after the line), not the request.
+      let lines: Line[] = [];
+      for (let i = 0; i < 200 && lines.length === 0; i++) {
+        const text = await readFile(path, 'utf8');
+        if (text !== '') lines = await linesOf(path);
+        else await new Promise((r) => setTimeout(r, 50));
+      }
+      expect(lines.map((l) => [l.id, l.status])).toEqual([[a.headers['x-request-id'], 200]]);
+    } finally {
+      await d.close();
+    }
+  });
+});
+
 describe('rotation by size', () => {
   it('rotates before the file passes --usage-log-max-bytes and keeps --usage-log-files', async () => {
     const sub = await mkdtemp(join(dir, 'rot-'));
