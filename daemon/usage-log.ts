@@ -13,14 +13,14 @@ function quote(s: string | null): string {
   return `"${s}"`;
 }
 
-/** Lines are written this long after the first one of a batch, or at once past FLUSH_BYTES. */
+/** Lines are written this long after the first one of a batch, or at once past FLUSH_LINES (about 64 KiB). */
 const FLUSH_MS = 1_000;
-const FLUSH_BYTES = 64 * 1024;
+const FLUSH_LINES = 200;
 /**
- * Lines held while the disk is slow or the file cannot be written. Past this, new lines are
- * dropped and counted, so a stalled disk costs memory up to here and never a request.
+ * Lines held while the disk is slow or the file cannot be written (about 8 MiB). Past this, new
+ * lines are dropped and counted, so a stalled disk costs memory up to here and never a request.
  */
-const HELD_BYTES_MAX = 8 * 1024 * 1024;
+const HELD_LINES_MAX = 25_000;
 
 /**
  * The per-request usage log for billing systems (`--usage-log`): one JSON line per request
@@ -32,8 +32,11 @@ const HELD_BYTES_MAX = 8 * 1024 * 1024;
  * a secret nor a prompt: ids, names, numbers.
  */
 export class UsageLog {
+  /** The batch's lines as parts, joined once when written: a line is never a chain of partial strings. */
   private held: string[] = [];
-  private heldBytes = 0;
+  private heldLines = 0;
+  /** `,"key":…,"instance":…,"model":…` by key id: a key's instance and model do not change. */
+  private readonly keyParts = new Map<string, string>();
   private timer: NodeJS.Timeout | null = null;
   /** The write under way, if any: one at a time, so lines keep their order and rotation is safe. */
   private writing: Promise<void> | null = null;
@@ -91,9 +94,30 @@ export class UsageLog {
     estimated: number,
     ms: number,
   ): void {
-    this.add(
-      `{"time":"${this.time()}","id":${quote(id)},"key":${quote(key)},"instance":${quote(instance)},"route":${quote(route)},"model":${quote(this.modelOf(instance))},"stream":${stream},"status":${status},"outcome":"${outcome}","input_tokens":${input},"output_tokens":${output},"estimated_tokens":${estimated},"ms":${ms}}\n`,
+    if (!this.room()) return;
+    this.held.push(
+      '{"time":"',
+      this.time(),
+      '","id":',
+      quote(id),
+      this.keyPart(key, instance),
+      ',"route":',
+      quote(route),
+      stream ? ',"stream":true,"status":' : ',"stream":false,"status":',
+      String(status),
+      ',"outcome":"',
+      outcome,
+      '","input_tokens":',
+      String(input),
+      ',"output_tokens":',
+      String(output),
+      ',"estimated_tokens":',
+      String(estimated),
+      ',"ms":',
+      String(ms),
+      '}\n',
     );
+    this.taken();
   }
 
   /** A request refused by the gateway once its key was known (401 revoked, 404, 409, 429, 400, ...). */
@@ -107,14 +131,16 @@ export class UsageLog {
     ms: number,
   ): void {
     const model = instance === null ? null : this.modelOf(instance);
-    this.add(
+    if (!this.room()) return;
+    this.held.push(
       `{"time":"${this.time()}","id":${quote(id)},"key":${quote(key)},"instance":${quote(instance)},"route":${quote(route)},"model":${quote(model)},"stream":null,"status":${status},"outcome":"refused","error":${quote(code)},"input_tokens":0,"output_tokens":0,"estimated_tokens":0,"ms":${ms}}\n`,
     );
+    this.taken();
   }
 
   /** Every line taken so far, written (or dropped and counted); for shutdown and tests. */
   async flush(): Promise<void> {
-    while (this.writing !== null || this.held.length > 0) {
+    while (this.writing !== null || this.heldLines > 0) {
       if (this.writing === null) this.writeHeld();
       await this.writing;
     }
@@ -144,14 +170,28 @@ export class UsageLog {
     return `${this.secondText}${frac < 10 ? '00' : frac < 100 ? '0' : ''}${frac}Z`;
   }
 
-  private add(line: string): void {
-    if (this.closed || this.heldBytes + line.length > HELD_BYTES_MAX) {
-      this.lost(1, null);
-      return;
+  private keyPart(key: string, instance: string): string {
+    let part = this.keyParts.get(key);
+    if (part === undefined) {
+      const model = this.modelOf(instance);
+      part = `,"key":${quote(key)},"instance":${quote(instance)},"model":${quote(model)}`;
+      // Kept only once the instance is known: a line for a key whose instance is gone says null.
+      if (model !== null) this.keyParts.set(key, part);
     }
-    this.held.push(line);
-    this.heldBytes += line.length;
-    if (this.heldBytes >= FLUSH_BYTES) {
+    return part;
+  }
+
+  /** Whether a line may be held; a line that may not is counted lost. */
+  private room(): boolean {
+    if (!this.closed && this.heldLines < HELD_LINES_MAX) return true;
+    this.lost(1, null);
+    return false;
+  }
+
+  /** A line was pushed: its batch is written at once if large, else when its time comes. */
+  private taken(): void {
+    this.heldLines += 1;
+    if (this.heldLines >= FLUSH_LINES) {
       if (this.writing === null) this.writeHeld();
     } else if (this.timer === null) this.arm();
   }
@@ -167,17 +207,18 @@ export class UsageLog {
 
   /** Takes the held lines and writes them, after rotating if they would take the file past its size. */
   private writeHeld(): void {
-    if (this.held.length === 0) return;
-    const lines = this.held;
+    if (this.heldLines === 0) return;
+    const parts = this.held;
+    const count = this.heldLines;
     this.held = [];
-    this.heldBytes = 0;
-    const chunk = Buffer.from(lines.join(''), 'utf8');
-    this.writing = this.write(chunk, lines.length).finally(() => {
+    this.heldLines = 0;
+    const chunk = Buffer.from(parts.join(''), 'utf8');
+    this.writing = this.write(chunk, count).finally(() => {
       this.writing = null;
       // Lines that came while writing: the next batch, at once if it is already large, else
       // when its time comes (a timer that fired during the write did nothing).
-      if (this.closed || this.held.length === 0) return;
-      if (this.heldBytes >= FLUSH_BYTES) this.writeHeld();
+      if (this.closed || this.heldLines === 0) return;
+      if (this.heldLines >= FLUSH_LINES) this.writeHeld();
       else if (this.timer === null) this.arm();
     });
   }
