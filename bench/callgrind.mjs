@@ -19,7 +19,8 @@
  * (`mutatorPerRequest`), is the figure to compare. The dump stays in
  * bench/results/callgrind/ for callgrind_annotate. `--functions N` prints the N functions that
  * executed most instructions per request, JavaScript ones named through V8's `--perf-basic-prof`
- * map (callgrind itself sees only addresses in JIT code). `--ops`: metrics on and a key with every
+ * map (callgrind itself sees only addresses in JIT code). `--usage-log`: the per-request usage
+ * log on (`--usage-log` in the run's home, its lines checked after). `--ops`: metrics on and a key with every
  * limit, as the bench's `ob-proxy-ops` target. `--pack`: the instance has a pack end (30 days on),
  * so every answer carries the pack's header. About 2 minutes at the defaults.
  */
@@ -45,6 +46,7 @@ const USAGE = `node bench/callgrind.mjs [options]: instructions ob-proxy execute
   --concurrency N    connections (8)
   --ops              metrics on and a key with every limit
   --pack             the instance has a pack end, so every answer carries its header
+  --usage-log        the per-request usage log on, written into the run's home
   --env K=V          more environment for the daemon (repeatable)
   --functions N      also print the N costliest functions
   --label NAME       the dump's name in bench/results/callgrind/
@@ -67,6 +69,7 @@ const { values: a } = parseArgs({
     functions: { type: 'string' },
     ops: { type: 'boolean' },
     pack: { type: 'boolean' },
+    'usage-log': { type: 'boolean' },
     'no-reference': { type: 'boolean' },
     help: { type: 'boolean', short: 'h' },
   },
@@ -88,7 +91,7 @@ const out = join(ROOT, 'bench/results/callgrind');
 mkdirSync(out, { recursive: true });
 const label =
   a.label ??
-  `${dir === ROOT ? 'this' : dir.split('/').pop()}-${kind}${a.ops === true ? '-ops' : ''}${a.pack === true ? '-pack' : ''}`;
+  `${dir === ROOT ? 'this' : dir.split('/').pop()}-${kind}${a.ops === true ? '-ops' : ''}${a.pack === true ? '-pack' : ''}${a['usage-log'] === true ? '-usagelog' : ''}`;
 const NODE = process.execPath;
 const functions = Number(a.functions ?? 0);
 // As `npm run bench -- --ops`: metrics on, and the requests sent with a key that has every limit.
@@ -241,6 +244,7 @@ function printFunctions(rows, mapFile) {
 
 const upstream = await startUpstream();
 const home = mkdtempSync(join(tmpdir(), 'obcg-'));
+const usageLog = a['usage-log'] === true ? join(home, 'usage.jsonl') : null;
 const cgFile = join(out, `${label}.out`);
 for (const f of readdirSync(out)) if (f.startsWith(`${label}.out`)) rmSync(join(out, f));
 // Start-up under valgrind takes minutes when other jobs share the machine.
@@ -255,7 +259,12 @@ const serve = await startServe({
     `--callgrind-out-file=${cgFile}`,
   ],
   nodeArgs: ['--single-threaded', '--max-semi-space-size=4', ...(functions > 0 ? ['--perf-basic-prof'] : [])],
-  args: ['--log-level', 'warn', ...(metricsPort === null ? [] : ['--metrics-port', String(metricsPort)])],
+  args: [
+    '--log-level',
+    'warn',
+    ...(metricsPort === null ? [] : ['--metrics-port', String(metricsPort)]),
+    ...(usageLog === null ? [] : ['--usage-log', usageLog]),
+  ],
   env: extraEnv,
   logs: 'ignore',
   timeoutMs: 900_000,
@@ -297,6 +306,7 @@ try {
     kind,
     ops,
     pack: a.pack === true,
+    usageLog: usageLog !== null,
     requests: n,
     concurrency: conc,
     env: extraEnv,
@@ -306,6 +316,12 @@ try {
   if (functions > 0) printFunctions(counted.rows, `/tmp/perf-${proc.pid}.map`);
 } finally {
   await stopProcess(proc);
+}
+// Written at shutdown at the latest: a line for every request sent, warm-up included.
+if (result !== undefined && usageLog !== null) {
+  const lines = readFileSync(usageLog, 'utf8').split('\n').length - 1;
+  if (lines !== warm + n) throw new Error(`the usage log has ${lines} lines for ${warm + n} requests`);
+  result.usageLogLines = lines;
 }
 try {
   if (result !== undefined && a['no-reference'] !== true && !ops) {

@@ -10,10 +10,12 @@ import type { UsageBucketsReport } from '../src/wire/usage-buckets-report.js';
 import type {
   AddedView,
   InstanceView,
+  KeyPageView,
   KeyView,
   KeyWithSecret,
   ModelsView,
   ReadyView,
+  RevocationPageView,
   RevocationView,
   RevokedKeyView,
   RotatedKeyView,
@@ -80,16 +82,51 @@ export class DaemonClient {
     } catch {
       throw obError('internal_error', { message: `The daemon sent an unreadable answer (HTTP ${status}).` });
     }
-    if (status >= 400) {
-      const e = (parsed as { error?: { code?: unknown; message?: unknown; param?: unknown } } | null)?.error;
-      const code = isErrorCode(e?.code) ? e.code : 'internal_error';
-      throw obError(code, {
-        status,
-        message: typeof e?.message === 'string' ? e.message : `The daemon answered HTTP ${status}.`,
-        param: typeof e?.param === 'string' ? e.param : null,
-      });
-    }
+    if (status >= 400) throw refusal(status, parsed);
     return parsed as T;
+  }
+
+  /**
+   * A whole list as JSON lines (`format=lines`), each line handed on as it arrives: a list of a
+   * million records is never one string on either side of the socket.
+   */
+  async lines(path: string, onLine: (line: string) => void): Promise<void> {
+    const deadline = AbortSignal.timeout(this.timeoutMs);
+    let res: SocketResponse;
+    try {
+      res = await socketRequest(this.socketPath, 'GET', path, undefined, deadline);
+    } catch (err) {
+      throw deadline.aborted ? this.silent() : this.unreachable(err);
+    }
+    const utf8 = new TextDecoder();
+    let buf = '';
+    try {
+      for await (const chunk of res.body) {
+        buf += utf8.decode(chunk, { stream: true });
+        if (res.status >= 400) continue;
+        let from = 0;
+        let at: number;
+        while ((at = buf.indexOf('\n', from)) !== -1) {
+          onLine(buf.slice(from, at));
+          from = at + 1;
+        }
+        buf = buf.slice(from);
+      }
+    } catch (err) {
+      throw deadline.aborted ? this.silent() : this.unreachable(err);
+    } finally {
+      res.destroy();
+    }
+    if (res.status >= 400) {
+      let parsed: unknown = null;
+      try {
+        parsed = JSON.parse(buf);
+      } catch {
+        // An unreadable refusal is still a refusal.
+      }
+      throw refusal(res.status, parsed);
+    }
+    if (buf !== '') onLine(buf);
   }
 
   status(): Promise<StatusView> {
@@ -147,6 +184,24 @@ export class DaemonClient {
   listKeys(instance?: string): Promise<KeyView[]> {
     return this.call('GET', `/v1/keys${instance === undefined ? '' : `?instance=${encodeURIComponent(instance)}`}`);
   }
+  /** One page of keys by creation: `after` is the `next` of the page before. */
+  keyPage(q: PageQuery & { status?: 'active' | 'revoked' | undefined }): Promise<KeyPageView> {
+    return this.call('GET', `/v1/keys?${query(q)}`);
+  }
+  /** Every key (of the filter), one JSON line each, as the daemon sends them. */
+  keyLines(
+    q: { instance?: string | undefined; status?: 'active' | 'revoked' | undefined },
+    onLine: (line: string) => void,
+  ): Promise<void> {
+    return this.lines(`/v1/keys?${query({ ...q, format: 'lines' })}`, onLine);
+  }
+  /** One page of revocations by time: `after` is the `next` of the page before. */
+  revocationPage(q: PageQuery): Promise<RevocationPageView> {
+    return this.call('GET', `/v1/revocations?${query(q)}`);
+  }
+  revocationLines(q: { instance?: string | undefined }, onLine: (line: string) => void): Promise<void> {
+    return this.lines(`/v1/revocations?${query({ ...q, format: 'lines' })}`, onLine);
+  }
   createKey(instance: string, name: string, limits?: Partial<KeyLimits>): Promise<KeyWithSecret> {
     return this.call('POST', '/v1/keys', { instance, name, ...(limits === undefined ? {} : { limits }) });
   }
@@ -156,6 +211,15 @@ export class DaemonClient {
   }
   getKey(id: string): Promise<KeyView> {
     return this.call('GET', `/v1/keys/${encodeURIComponent(id)}`);
+  }
+  /** The key of this id; undefined when there is none (to ask about it before a change). */
+  async findKey(id: string): Promise<KeyView | undefined> {
+    try {
+      return await this.getKey(id);
+    } catch (err) {
+      if (err instanceof ObProxyError && err.code === 'key_not_found') return undefined;
+      throw err;
+    }
   }
   /** `graceSeconds` only when given: 0 and absent both revoke the old key at once. */
   rotateKey(id: string, graceSeconds?: number): Promise<RotatedKeyView> {
@@ -257,3 +321,28 @@ export class DaemonClient {
 }
 
 export type { Instance };
+
+export interface PageQuery {
+  instance?: string | undefined;
+  limit: number;
+  after?: string | undefined;
+}
+
+/** A query string of the fields given. */
+function query(q: object): string {
+  return Object.entries(q as Record<string, string | number | undefined>)
+    .filter(([, v]) => v !== undefined)
+    .map(([k, v]) => `${k}=${encodeURIComponent(String(v))}`)
+    .join('&');
+}
+
+/** The daemon's refusal, as the ObProxyError it sent. */
+function refusal(status: number, parsed: unknown): ObProxyError {
+  const e = (parsed as { error?: { code?: unknown; message?: unknown; param?: unknown } } | null)?.error;
+  const code = isErrorCode(e?.code) ? e.code : 'internal_error';
+  return obError(code, {
+    status,
+    message: typeof e?.message === 'string' ? e.message : `The daemon answered HTTP ${status}.`,
+    param: typeof e?.param === 'string' ? e.param : null,
+  });
+}

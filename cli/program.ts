@@ -91,6 +91,9 @@ export function makeProgram(deps: ProgramDeps): Command {
         .addOption(settingOption('tlsKey'))
         .addOption(settingOption('socketGroup'))
         .addOption(settingOption('otlpEndpoint'))
+        .addOption(settingOption('usageLog'))
+        .addOption(settingOption('usageLogMaxBytes'))
+        .addOption(settingOption('usageLogFiles'))
         .option(
           '--pid-file <file>',
           "write the daemon's pid here once it serves (removed at exit): what a script signals to stop it",

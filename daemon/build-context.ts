@@ -18,6 +18,7 @@ import { Deadlines } from './data-plane/deadlines.js';
 import { InflightRequests } from './data-plane/inflight.js';
 import type { Metrics } from './metrics/metrics.js';
 import type { UpstreamTokens } from './upstream-tokens.js';
+import { UsageLog } from './usage-log.js';
 
 /** How often response deadlines are swept. */
 const DEADLINE_SWEEP_MS = 250;
@@ -79,6 +80,10 @@ export async function buildContext(deps: {
       config.otlp === null
         ? null
         : (await import('./tracing/tracer.js')).startTracing({ ...config.otlp, version: deps.version, log }),
+    usageLog:
+      config.usageLog === null
+        ? null
+        : await UsageLog.open(config.usageLog, clock, log, (id) => lifecycle.registry.instances.get(id)?.model ?? null),
     metricsUrl: null,
     storeLocation: store.location,
     storeStale: false,

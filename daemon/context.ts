@@ -17,6 +17,7 @@ import type { InflightRequests } from './data-plane/inflight.js';
 import type { Metrics } from './metrics/metrics.js';
 import type { Tracing } from './tracing/tracer.js';
 import type { UpstreamTokens } from './upstream-tokens.js';
+import type { UsageLog } from './usage-log.js';
 import type { DaemonReports } from '../src/services/revocation-confirmation.js';
 
 /** What both planes share; built once by buildDaemon. */
@@ -58,6 +59,8 @@ export interface DaemonContext {
   metrics: Metrics | null;
   /** OpenTelemetry traces, when --otlp-endpoint is set; null otherwise (its SDK never loaded). */
   tracing: Tracing | null;
+  /** A JSON line per request for billing, when --usage-log is set; null otherwise. */
+  usageLog: UsageLog | null;
   /** Where the metrics are scraped, once listening. */
   metricsUrl: string | null;
   /** Where the store is, for `status` (a PostgreSQL URL without its password). */

@@ -16,7 +16,7 @@ const TRACE_FLUSH_MIN_MS = 1_000;
 const IDLE_SWEEP_MS = 50;
 
 export interface ShutdownDeps {
-  ctx: Pick<DaemonContext, 'draining' | 'upstream' | 'tracing'>;
+  ctx: Pick<DaemonContext, 'draining' | 'upstream' | 'tracing' | 'usageLog'>;
   log: Pick<Logger, 'info' | 'warn' | 'error'>;
   dataPlane: Pick<FastifyInstance, 'close' | 'server'>;
   management: Pick<FastifyInstance, 'close' | 'server'>;
@@ -70,6 +70,7 @@ export class Shutdown {
     this.deps.stopFollowing();
     await dataPlane.close();
     await ctx.tracing?.stop(TRACE_FLUSH_MIN_MS);
+    await ctx.usageLog?.close();
     await listeners.removeSocket();
     await store.close().catch(() => {});
     await lock?.release();
@@ -87,6 +88,8 @@ export class Shutdown {
     // the grace period (at least TRACE_FLUSH_MIN_MS), and a collector that does not take them
     // then does not hold the shutdown.
     await ctx.tracing?.stop(Math.max(TRACE_FLUSH_MIN_MS, graceMs - (performance.now() - drainStart)));
+    // Every exchange is over: its usage line is the last one.
+    await ctx.usageLog?.close();
     this.deps.stopWatching();
     let failure: Error | null = null;
     const lost = await usage.final();

@@ -133,6 +133,7 @@ export function resolveConfig(flags: ConfigFlags, env: Env, homedir: string, def
     relayFastPath: choice('relayFastPath') === '1',
     tls: tlsConfig(text('tlsCert'), text('tlsKey')),
     otlp: otlpConfig(text('otlpEndpoint'), text('otlpServiceName')),
+    usageLog: usageLogConfig(text('usageLog'), num('usageLogMaxBytes')!, num('usageLogFiles')!),
     socketGroup: text('socketGroup') ?? null,
     maxConcurrency,
     queueSize: num('queue')!,
@@ -231,4 +232,9 @@ function startModels(value: string | undefined): string[] {
       `${settingLabel(SETTINGS.models)} must be model ids separated by commas, each ${MODEL_ID_RULE}${bad === undefined ? '' : `; "${clipped(bad)}" is not`}.`,
     );
   return models;
+}
+
+/** The usage log's file and rotation; null when no file is given (off, the default). */
+function usageLogConfig(path: string | undefined, maxBytes: number, files: number): Config['usageLog'] {
+  return path === undefined ? null : { path, maxBytes, files };
 }

@@ -320,6 +320,37 @@ export const SETTINGS = {
     shown: 'off',
     help: 'send a trace span per request to this OpenTelemetry collector (OTLP over HTTP, e.g. http://127.0.0.1:4318)',
   },
+  usageLog: {
+    type: 'text',
+    flag: 'usage-log',
+    value: '<file>',
+    env: 'OB_PROXY_USAGE_LOG',
+    shown: 'off',
+    help: 'write a JSON line per request to this file, for billing (key id, instance, route, model, tokens, status, duration; never a secret or a prompt)',
+  },
+  usageLogMaxBytes: {
+    type: 'number',
+    flag: 'usage-log-max-bytes',
+    value: '<bytes>',
+    env: 'OB_PROXY_USAGE_LOG_MAX_BYTES',
+    default: 100 * MiB,
+    min: 1024,
+    max: 64 * GiB,
+    integer: true,
+    unit: 'bytes',
+    help: 'with --usage-log: the file is rotated (renamed <file>.1) before it grows past this size',
+  },
+  usageLogFiles: {
+    type: 'number',
+    flag: 'usage-log-files',
+    value: '<n>',
+    env: 'OB_PROXY_USAGE_LOG_FILES',
+    default: 5,
+    min: 1,
+    max: 1000,
+    integer: true,
+    help: 'with --usage-log: rotated files kept (<file>.1 the newest); the oldest is deleted',
+  },
   tlsCert: {
     type: 'text',
     flag: 'tls-cert',
@@ -652,6 +683,8 @@ export interface Config extends AnswerLimits {
    * a bare origin) and under which service name; null: tracing off, and its SDK never loaded.
    */
   otlp: { url: string; serviceName: string } | null;
+  /** A JSON line per request for billing systems, rotated by size; null: off. */
+  usageLog: { path: string; maxBytes: number; files: number } | null;
   /** JSON lines for machines, pino-pretty for people; null: pretty on a terminal, JSON otherwise. */
   logFormat: 'json' | 'pretty' | null;
   /** Tests: start-up waits, once the home is checked, until this file exists; null: no wait. */

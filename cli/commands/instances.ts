@@ -4,6 +4,7 @@ import { Command } from 'commander';
 import type { InstanceView } from '../../src/wire/views.js';
 import { type CliDeps, type CommonOptions, example, withClient, withCommon } from '../common.js';
 import { confirmed } from '../confirm.js';
+import { DOOM, type DoomedMove } from '../questions.js';
 import type { DaemonClient } from '../daemon-client.js';
 import { colours, printJson, secretBlock, shown, stateColour, table } from '../output.js';
 import { parsePackEnds } from '../pack-ends.js';
@@ -21,25 +22,12 @@ import {
 const PACK_ENDS_HELP =
   'when the paid uptime ends: an ISO 8601 time (2026-12-01T18:00:00Z) or a duration from now (+8h, +30d)';
 
-/** What the confirmation of each irreversible move says dies with it. */
-const DOOM = {
-  stop: (i: InstanceView) => `Stop instance ${i.id} (${i.model}) and revoke ${keysOf(i)} for ever?`,
-  fail: (i: InstanceView) => `Mark instance ${i.id} (${i.model}) failed and revoke ${keysOf(i)} for ever?`,
-  terminate: (i: InstanceView) => `Terminate instance ${i.id} (${i.model}) for good and revoke ${keysOf(i)} for ever?`,
-  remove: (i: InstanceView) =>
-    `Remove instance ${i.id} (${i.model}): revoke ${keysOf(i)} for ever (they answer 404) and forget the record?`,
-};
-
-function keysOf(i: InstanceView): string {
-  return i.activeKeys === 1 ? 'its 1 active key' : `its ${i.activeKeys} active keys`;
-}
-
 async function confirmDoom(
   deps: CliDeps,
   o: CommonOptions & { yes?: boolean },
   cl: DaemonClient,
   id: string,
-  action: keyof typeof DOOM,
+  action: DoomedMove,
 ): Promise<void> {
   await confirmed(deps, o.yes, async () => DOOM[action](shown(await cl.getInstance(id))));
 }
@@ -120,7 +108,7 @@ async function revokingMove(
   deps: CliDeps,
   o: CommonOptions & WaitOptions & { yes?: boolean },
   id: string,
-  action: keyof typeof DOOM,
+  action: DoomedMove,
   move: (cl: DaemonClient) => Promise<InstanceView>,
   line: (i: InstanceView) => string,
 ): Promise<void> {

@@ -5,6 +5,7 @@ import { confirmed } from '../confirm.js';
 import { formatLimits, limitsFrom, withLimitOptions } from '../limit-options.js';
 import { colours, printJson, secretBlock, shown, table } from '../output.js';
 import { UsageError } from '../usage-error.js';
+import { type PageFlags, lineOut, nextLine, pageOf, withPageOptions } from '../list-options.js';
 import { addShowAndRotate } from './keys-show-rotate.js';
 import {
   type WaitOptions,
@@ -84,15 +85,33 @@ export function makeKeysCommand(deps: CliDeps): Command {
   );
 
   example(
-    withCommon(cmd.command('list'))
-      .description('list key records (never secrets)')
-      .option('--instance <id>', 'only keys of this instance')
-      .action(async (o: CommonOptions & { instance?: string }) => {
+    withPageOptions(
+      withCommon(cmd.command('list'))
+        .description('list key records (never secrets), oldest first')
+        .option('--instance <id>', 'only keys of this instance')
+        .option('--status <status>', 'only active or only revoked keys'),
+      'keys',
+    ).action(async (o: CommonOptions & PageFlags & { instance?: string; status?: string }) => {
+      const status = statusOf(o.status);
+      const page = pageOf(o);
+      if (page === null) {
+        if (o.all === true)
+          return withClient(o, deps, (cl) => cl.keyLines({ instance: o.instance, status }, lineOut(deps.io)));
         const keys = await withClient(o, deps, (cl) => cl.listKeys(o.instance));
-        if (o.json === true) return printJson(deps.io, keys);
-        deps.io.out(keys.length === 0 ? 'No keys.\n' : keyRows(deps, shown(keys)));
-      }),
+        return printJson(
+          deps.io,
+          keys.filter((k) => status === undefined || k.status === status),
+        );
+      }
+      const answer = await withClient(o, deps, (cl) => cl.keyPage({ instance: o.instance, status, ...page }));
+      if (o.json === true) return printJson(deps.io, answer);
+      const keys = answer.keys;
+      deps.io.out(keys.length === 0 ? 'No keys.\n' : keyRows(deps, shown(keys)));
+      deps.io.out(nextLine('ob-proxy keys list', shown(answer.next), page.limit, keys.length));
+    }),
     'ob-proxy keys list --instance gpu-1',
+    'ob-proxy keys list --status active --limit 100 --after 3fA9kQ2mXz1B',
+    'ob-proxy keys list --all > keys.jsonl',
   );
 
   example(
@@ -127,7 +146,7 @@ export function makeKeysCommand(deps: CliDeps): Command {
       const bound = waitBound(o, deps);
       const [answer, confirmation] = await withClient(o, deps, async (cl) => {
         await confirmed(deps, o.yes, async () => {
-          const key = (await cl.listKeys()).find((k) => k.id === id);
+          const key = await cl.findKey(id);
           // An unknown or revoked key: nothing to ask, the daemon's refusal says why.
           if (key === undefined || key.status !== 'active') return null;
           const k = shown(key);
@@ -184,21 +203,37 @@ export function makeKeysCommand(deps: CliDeps): Command {
 
 export function makeRevocationsCommand(deps: CliDeps): Command {
   return example(
-    withCommon(new Command('revocations'))
-      .description('revoked keys, with when and why')
-      .option('--instance <id>', 'only keys of this instance')
-      .action(async (o: CommonOptions & { instance?: string }) => {
-        const list: RevocationView[] = await withClient(o, deps, (cl) => cl.revocations(o.instance));
-        if (o.json === true) return printJson(deps.io, list);
-        if (list.length === 0) return deps.io.out('No revocations.\n');
-        const c = colours(deps.io);
-        deps.io.out(
-          table([
-            ['REVOKED AT', 'KEY', 'NAME', 'INSTANCE', 'REASON'].map((h) => c.bold(h)),
-            ...shown(list).map((r) => [r.revokedAt, r.keyId, r.name, r.instance, r.reason]),
-          ]),
-        );
-      }),
+    withPageOptions(
+      withCommon(new Command('revocations'))
+        .description('revoked keys, with when and why, oldest first')
+        .option('--instance <id>', 'only keys of this instance'),
+      'revocations',
+    ).action(async (o: CommonOptions & PageFlags & { instance?: string }) => {
+      const page = pageOf(o);
+      if (page === null) {
+        if (o.all === true)
+          return withClient(o, deps, (cl) => cl.revocationLines({ instance: o.instance }, lineOut(deps.io)));
+        return printJson(deps.io, await withClient(o, deps, (cl) => cl.revocations(o.instance)));
+      }
+      const answer = await withClient(o, deps, (cl) => cl.revocationPage({ instance: o.instance, ...page }));
+      if (o.json === true) return printJson(deps.io, answer);
+      const list: RevocationView[] = answer.revocations;
+      if (list.length === 0) return deps.io.out('No revocations.\n');
+      const c = colours(deps.io);
+      deps.io.out(
+        table([
+          ['REVOKED AT', 'KEY', 'NAME', 'INSTANCE', 'REASON'].map((h) => c.bold(h)),
+          ...shown(list).map((r) => [r.revokedAt, r.keyId, r.name, r.instance, r.reason]),
+        ]),
+      );
+      deps.io.out(nextLine('ob-proxy revocations', shown(answer.next), page.limit, list.length));
+    }),
     'ob-proxy revocations --instance gpu-1',
+    'ob-proxy revocations --all > revocations.jsonl',
   );
+}
+
+function statusOf(raw: string | undefined): 'active' | 'revoked' | undefined {
+  if (raw === undefined || raw === 'active' || raw === 'revoked') return raw;
+  throw new UsageError(`--status must be active or revoked, got "${raw}".`);
 }

@@ -40,9 +40,14 @@ function revocationsSummary(v: NonNullable<StatusView['daemons']>): string {
   const gone = v.daemons.filter((d) => d.state === 'gone');
   const lagging = live.filter((d) => d.revocationsBehind !== 0);
   const lines: string[] = [];
+  const held = v.unwritten ?? [];
   if (v.newestRevocation === null) lines.push('No key has been revoked through this store yet.');
   else if (lagging.length === 0)
-    lines.push(`Every live daemon (${live.length}) has applied every revocation: each refuses every revoked key.`);
+    lines.push(
+      held.length === 0
+        ? `Every live daemon (${live.length}) has applied every revocation: each refuses every revoked key.`
+        : `Every live daemon (${live.length}) has applied every revocation the store holds: each refuses every key revoked there.`,
+    );
   else
     lines.push(
       `${count(lagging.length, 'live daemon')} of ${live.length} ${lagging.length === 1 ? 'has' : 'have'} not applied every revocation yet (REVOCATIONS above): until ${lagging.length === 1 ? 'it does, it' : 'they do, they'} may still serve those keys. \`keys revoke --wait\` waits for them.`,
@@ -50,6 +55,11 @@ function revocationsSummary(v: NonNullable<StatusView['daemons']>): string {
   if (gone.length > 0)
     lines.push(
       `${count(gone.length, 'daemon')} gone (no report for longer than ${gone.length === 1 ? 'its' : 'their'} --max-stale): if ${gone.length === 1 ? 'it still runs, it refuses' : 'they still run, they refuse'} every key.`,
+    );
+  // Revocations the store refused: what no row or revocation point above can count.
+  for (const h of held)
+    lines.push(
+      `Daemon ${h.id.slice(0, 8)}${h.self ? ' (this)' : ''} holds ${count(h.revocations, 'revocation')} the store refused${h.oldestAt === null ? '' : `, the oldest made at ${h.oldestAt}`}, in its memory and journal alone: it refuses ${h.revocations === 1 ? 'that key' : 'those keys'}, and the other daemons know nothing of ${h.revocations === 1 ? 'it' : 'them'} (each refuses every key once it has not written for --max-stale). ${h.revocations === 1 ? 'It is' : 'They are'} written once the store takes writes, while that daemon runs.`,
     );
   return lines.map((l) => `${l}\n`).join('');
 }

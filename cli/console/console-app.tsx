@@ -19,10 +19,18 @@
 import { Box, useApp, useInput, useStdout, useWindowSize } from 'ink';
 import { useCallback, useEffect, useRef, useState } from 'react';
 import type { AuditEvent } from '../../src/domain/key.js';
-import type { KeyView } from '../../src/wire/views.js';
+import type { KeyLimits } from '../../src/domain/key.js';
+import type { InstanceView, KeyView } from '../../src/wire/views.js';
+import { parseGrace } from '../key-card.js';
+import { formatLimits, limitsFrom } from '../limit-options.js';
+import { parsePackEnds } from '../pack-ends.js';
+import { DOOM, rotateQuestion } from '../questions.js';
 import { osc52 } from './clipboard.js';
 import type { ConsoleClient } from './console-client.js';
+import { ConfirmAction } from './components/confirm-action.js';
 import { ConfirmRevoke } from './components/confirm-revoke.js';
+import { KeyCard } from './components/key-card.js';
+import { TextPrompt } from './components/text-prompt.js';
 import { Disconnected } from './components/disconnected.js';
 import { Header, PANES, type Pane, Tabs } from './components/header.js';
 import { HelpOverlay } from './components/help-overlay.js';
@@ -54,7 +62,13 @@ type Modal =
   | { kind: 'help' }
   | { kind: 'generate'; preselect: string | null }
   | { kind: 'revoke'; target: KeyView; busy: boolean }
-  | { kind: 'secret'; shown: ShownSecret };
+  | { kind: 'secret'; shown: ShownSecret; after?: string }
+  | { kind: 'halt'; action: 'stop' | 'fail'; target: InstanceView; busy: boolean }
+  | { kind: 'extend'; target: InstanceView }
+  | { kind: 'limits'; target: KeyView }
+  | { kind: 'show'; view: KeyView }
+  | { kind: 'grace'; target: KeyView }
+  | { kind: 'rotate'; target: KeyView; grace: number; graceText: string | undefined; busy: boolean };
 
 interface RevealCandidate {
   keyId: string;
@@ -62,15 +76,47 @@ interface RevealCandidate {
 }
 
 const HINTS: Record<Pane | Modal['kind'] | 'down', string> = {
-  instances: '↑↓ move  Enter keys  n new key  Tab pane  ? help  q quit',
-  keys: '↑↓ move  ←→ instance  x revoke  r reveal  n new key  Tab pane  ? help  q back',
+  instances: '↑↓ move  Enter keys  s stop  f fail  e extend  n new key  ? help  q quit',
+  keys: '↑↓ ←→ move  Enter show  l limits  o rotate  x revoke  r reveal  ? help  q back',
   revocations: '↑↓ move  n new key  Tab pane  ? help  q back',
   help: 'Esc close',
   generate: '↑↓ choose an instance  Enter next  Esc back  Ctrl+U clear the name',
   revoke: 'y revoke  n / Esc keep it',
   secret: 'c copy  Enter saved: forget it  (Ctrl+C quits; the secret is lost)',
+  halt: 'y yes  n / Esc keep it',
+  extend: 'Enter apply  Esc cancel  Ctrl+U clear',
+  limits: 'Enter apply  Esc cancel  Ctrl+U clear',
+  show: 'Enter / Esc close',
+  grace: 'Enter next  Esc cancel  Ctrl+U clear',
+  rotate: 'y rotate  n / Esc keep it',
   down: 'q quit  ? help',
 };
+
+/** States an instance leaves no more: stop and fail are refused there. */
+const HALTED = new Set(['stopped', 'failed', 'terminated']);
+
+/** `rpm=60 tpm=none`: the CLI's --rpm, --tpm and --concurrency, read by the same rule. */
+function parseLimits(text: string): Partial<KeyLimits> {
+  const given: Partial<Record<keyof KeyLimits, string>> = {};
+  for (const word of text.trim().split(/\s+/).filter((w) => w !== '')) {
+    const m = /^(rpm|tpm|concurrency)=(.*)$/.exec(word);
+    if (m === null) throw new Error(`"${word}" is not a limit: give rpm=N, tpm=N or concurrency=N (N a whole number, or none).`);
+    given[m[1] as keyof KeyLimits] = m[2]!;
+  }
+  const limits = limitsFrom(given);
+  if (Object.keys(limits).length === 0) throw new Error('Give at least one limit: rpm=N, tpm=N or concurrency=N (none removes it).');
+  return limits;
+}
+
+/** The key's limits as the prompt starts with them: every one, `none` where unset. */
+function limitsInput(l: KeyLimits | undefined): string {
+  return `rpm=${l?.rpm ?? 'none'} tpm=${l?.tpm ?? 'none'} concurrency=${l?.concurrency ?? 'none'}`;
+}
+
+function limitsLine(l: KeyLimits | undefined): string {
+  const text = formatLimits(l);
+  return text === '-' ? 'none' : text;
+}
 
 function errorText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
@@ -110,6 +156,10 @@ export function ConsoleApp({ client, colour = true, clock = Date.now, retryMs = 
           say(`Key "${e.keyName ?? ''}" created for ${e.instance}.`);
         }
         return;
+      case 'key.rotated':
+        return say(`Key "${e.keyName ?? ''}" of ${e.instance} rotated.`);
+      case 'key.limited':
+        return say(`Limits of key "${e.keyName ?? ''}" of ${e.instance} changed.`);
       case 'key.revoked':
         return say(`Key "${e.keyName ?? ''}" of ${e.instance} revoked: ${reasonText(e.reason ?? null)}.`, 'warn');
       case 'instance.state':
@@ -185,12 +235,12 @@ export function ConsoleApp({ client, colour = true, clock = Date.now, retryMs = 
     setModal({ kind: 'secret', shown: { title: `New key "${k.name}" for ${k.instance}`, secret: k.secret, keyId: k.id, keyName: k.name, instance: k.instance } });
   }, [client]);
 
-  const secretSaved = useCallback((shown: ShownSecret) => {
+  const secretSaved = useCallback((shown: ShownSecret, after?: string) => {
     setModal(null);
     setPane('keys');
     setInstanceId(shown.instance);
     setKeyId(shown.keyId);
-    say(`"${shown.keyName}" is active; the console has forgotten its secret.`, 'good');
+    say(after ?? `"${shown.keyName}" is active; the console has forgotten its secret.`, 'good');
     void refresh();
   }, [refresh, say]);
 
@@ -202,6 +252,55 @@ export function ConsoleApp({ client, colour = true, clock = Date.now, retryMs = 
       say(`Could not revoke "${target.name}": ${errorText(err)}`, 'bad');
     }).finally(() => {
       setModal(null);
+      void refresh();
+    });
+  }, [client, refresh, say]);
+
+  const halt = useCallback((action: 'stop' | 'fail', target: InstanceView) => {
+    setModal({ kind: 'halt', action, target, busy: true });
+    client.move(target.id, action).then((i) => {
+      say(`Instance ${i.id} is now ${i.state}. All its keys are revoked.`, 'warn');
+    }, (err: unknown) => {
+      say(`Could not ${action} ${target.id}: ${errorText(err)}`, 'bad');
+    }).finally(() => {
+      setModal(null);
+      void refresh();
+    });
+  }, [client, refresh, say]);
+
+  const extend = useCallback(async (target: InstanceView, text: string) => {
+    const at = parsePackEnds(text, clock());
+    const i = await client.extend(target.id, at);
+    setModal(null);
+    say(`Pack of ${i.id} now ends ${i.packEndsAt ?? '-'}; its ${i.activeKeys} key(s) keep working.`, 'good');
+    void refresh();
+  }, [client, clock, refresh, say]);
+
+  const setLimits = useCallback(async (target: KeyView, text: string) => {
+    const k = await client.setKeyLimits(target.id, parseLimits(text));
+    setModal(null);
+    say(`Limits of "${k.name}": ${limitsLine(k.limits)}.`, 'good');
+    void refresh();
+  }, [client, refresh, say]);
+
+  const showKey = useCallback((target: KeyView) => {
+    client.getKey(target.id).then((view) => setModal({ kind: 'show', view }), (err: unknown) => {
+      say(`Could not read "${target.name}": ${errorText(err)}`, 'bad');
+    });
+  }, [client, say]);
+
+  const rotate = useCallback((target: KeyView, grace: number, graceText: string | undefined) => {
+    setModal({ kind: 'rotate', target, grace, graceText, busy: true });
+    client.rotateKey(target.id, grace === 0 ? undefined : grace).then((k) => {
+      const old = k.replaces;
+      const after = old.status === 'revoked'
+        ? `"${k.name}" rotated: its old key answers 401 from now on.`
+        : `"${k.name}" rotated: its old key serves until ${old.revokeAt === undefined ? '?' : shortUtc(old.revokeAt)} UTC.`;
+      setModal({ kind: 'secret', shown: { title: `Key "${k.name}" of ${k.instance}, rotated`, secret: k.secret, keyId: k.id, keyName: k.name, instance: k.instance }, after });
+    }, (err: unknown) => {
+      say(`Could not rotate "${target.name}": ${errorText(err)}`, 'bad');
+      setModal(null);
+    }).finally(() => {
       void refresh();
     });
   }, [client, refresh, say]);
@@ -248,6 +347,13 @@ export function ConsoleApp({ client, colour = true, clock = Date.now, retryMs = 
       setKeyId(null);
       return setPane('keys');
     }
+    if (pane === 'instances' && (input === 's' || input === 'f' || input === 'e')) {
+      if (instance === undefined) return say('No instance selected.', 'warn');
+      if (input === 'e') return setModal({ kind: 'extend', target: instance });
+      const action = input === 's' ? 'stop' : 'fail';
+      if (HALTED.has(instance.state)) return say(`${instance.id} is already ${instance.state}.`, 'warn');
+      return setModal({ kind: 'halt', action, target: instance, busy: false });
+    }
     if (pane === 'keys') {
       if (key.leftArrow || key.rightArrow) {
         const next = instances[clampIndex(instanceIndex + (key.leftArrow ? -1 : 1), instances.length)];
@@ -258,6 +364,13 @@ export function ConsoleApp({ client, colour = true, clock = Date.now, retryMs = 
         if (currentKey === undefined) return say('No key selected.', 'warn');
         if (currentKey.status !== 'active') return say(`"${currentKey.name}" is already revoked.`, 'warn');
         return setModal({ kind: 'revoke', target: currentKey, busy: false });
+      }
+      if (key.return || input === 'l' || input === 'o') {
+        if (currentKey === undefined) return say('No key selected.', 'warn');
+        if (key.return) return showKey(currentKey);
+        if (currentKey.status !== 'active') return say(`"${currentKey.name}" is revoked.`, 'warn');
+        if (input === 'l') return setModal({ kind: 'limits', target: currentKey });
+        return setModal({ kind: 'grace', target: currentKey });
       }
       if (input === 'r') {
         if (currentKey?.revealable === true) return reveal({ keyId: currentKey.id, instance: currentKey.instance }, `Default key of ${currentKey.instance}`);
@@ -275,9 +388,9 @@ export function ConsoleApp({ client, colour = true, clock = Date.now, retryMs = 
 
   let body;
   if (modal?.kind === 'secret') {
-    const shown = modal.shown;
+    const { shown, after } = modal;
     body = <SecretBox shown={shown} baseUrl={baseUrl} width={columns}
-      onCopy={(secret) => stdout.write(osc52(secret))} onSaved={() => secretSaved(shown)} />;
+      onCopy={(secret) => stdout.write(osc52(secret))} onSaved={() => secretSaved(shown, after)} />;
   } else if (modal?.kind === 'help') {
     body = <HelpOverlay height={bodyHeight} onClose={() => setModal(null)} />;
   } else if (!live) {
@@ -288,6 +401,37 @@ export function ConsoleApp({ client, colour = true, clock = Date.now, retryMs = 
   } else if (modal?.kind === 'revoke') {
     const target = modal.target;
     body = <ConfirmRevoke target={target} busy={modal.busy} onYes={() => revoke(target)} onNo={() => setModal(null)} />;
+  } else if (modal?.kind === 'halt') {
+    const { action, target } = modal;
+    body = <ConfirmAction question={DOOM[action](target)} yes={action} busy={modal.busy} busyText={action === 'stop' ? 'Stopping…' : 'Marking it failed…'}
+      detail={`Every request with ${target.activeKeys === 1 ? 'it' : 'them'} is refused (401) at once. This cannot be undone.`}
+      onYes={() => halt(action, target)} onNo={() => setModal(null)} />;
+  } else if (modal?.kind === 'extend') {
+    const target = modal.target;
+    body = <TextPrompt title={`Extend the pack of ${target.id} · now ends ${target.packEndsAt === null ? '-' : `${shortUtc(target.packEndsAt)} UTC`}`}
+      help="A time (2026-12-01T18:00:00Z) or a duration from now (+8h, +30d). Same id, its keys keep working. Enter applies, Esc cancels."
+      label="Pack ends: " onSubmit={(text) => extend(target, text)} onCancel={() => setModal(null)} />;
+  } else if (modal?.kind === 'limits') {
+    const target = modal.target;
+    body = <TextPrompt title={`Limits of key "${target.name}" (${target.hint}) of ${target.instance} · now ${limitsLine(target.limits)}`}
+      help="rpm=N tpm=N concurrency=N, each 1 or more or none (removes it); a limit left out is kept. On every daemon at once. Enter applies, Esc cancels."
+      label="Limits: " initial={limitsInput(target.limits)} onSubmit={(text) => setLimits(target, text)} onCancel={() => setModal(null)} />;
+  } else if (modal?.kind === 'show') {
+    body = <KeyCard view={modal.view} onClose={() => setModal(null)} />;
+  } else if (modal?.kind === 'grace') {
+    const target = modal.target;
+    body = <TextPrompt title={`Rotate key "${target.name}" (${target.hint}) of ${target.instance}: new secret, same name and limits`}
+      help="How long the old secret keeps serving: empty or 0 for none, else 90s, 30m, 1h, 1d12h (at most 30d). Enter goes on to the question, Esc cancels."
+      label="Grace: " onSubmit={async (text) => {
+        const graceText = text.trim() === '' || text.trim() === '0' ? undefined : text.trim();
+        const grace = graceText === undefined ? 0 : parseGrace(graceText);
+        setModal({ kind: 'rotate', target, grace, graceText, busy: false });
+      }} onCancel={() => setModal(null)} />;
+  } else if (modal?.kind === 'rotate') {
+    const { target, grace, graceText } = modal;
+    body = <ConfirmAction question={rotateQuestion(target, graceText)} yes="rotate" busy={modal.busy} busyText="Rotating…"
+      detail="The new secret is shown once; the old key is revoked (reason rotated) when its grace ends."
+      onYes={() => rotate(target, grace, graceText)} onNo={() => setModal(null)} />;
   } else if (pane === 'instances') {
     body = <InstancesScreen instances={instances} selected={instanceIndex} width={columns} height={bodyHeight} now={now} unrevealed={unrevealed} live={liveStats} />;
   } else if (pane === 'keys') {

@@ -29,16 +29,16 @@ export function secondsUtc(iso: string): string {
   return iso.slice(5, 19).replace('T', ' ');
 }
 
-/** The pack end with the time left: "12-01 18:00 3h 12m", "12-01 18:00 ended", or "none". */
+/** The pack end with the time left: "12-01 18:00 3h 12m", "12-01 18:00 ended", or "-" (as the CLI says it). */
 export function packEnd(packEndsAt: string | null, now: number): string {
-  if (packEndsAt === null) return 'none';
+  if (packEndsAt === null) return '-';
   const left = Date.parse(packEndsAt) - now;
   return `${shortUtc(packEndsAt)} ${left <= 0 ? 'ended' : duration(left)}`;
 }
 
-/** "just now", "5m ago", "3h ago", "2d ago"; "never" for null. */
+/** "just now", "5m ago", "3h ago", "2d ago"; "-" for null (as the CLI says it). */
 export function ago(iso: string | null, now: number): string {
-  if (iso === null) return 'never';
+  if (iso === null) return '-';
   const ms = now - Date.parse(iso);
   if (ms < MINUTE) return 'just now';
   if (ms < HOUR) return `${Math.floor(ms / MINUTE)}m ago`;

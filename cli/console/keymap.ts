@@ -30,12 +30,19 @@ export const KEYMAP: BindingGroup[] = [
   },
   {
     where: 'Instances',
-    bindings: [{ keys: 'Enter', action: 'keys of the instance' }],
+    bindings: [
+      { keys: 'Enter', action: 'keys of the instance' },
+      { keys: 's f', action: 'stop / fail (asks first)' },
+      { keys: 'e', action: 'extend its pack' },
+    ],
   },
   {
     where: 'Keys',
     bindings: [
       { keys: '← →', action: 'previous / next instance' },
+      { keys: 'Enter', action: 'show the key' },
+      { keys: 'l', action: 'set its limits' },
+      { keys: 'o', action: 'rotate (asks first)' },
       { keys: 'x Delete', action: 'revoke (asks first)' },
       { keys: 'r', action: 'reveal an unshown default' },
     ],
@@ -58,10 +65,10 @@ export const KEYMAP: BindingGroup[] = [
     ],
   },
   {
-    where: 'Revoke confirmation',
+    where: 'Confirmations',
     bindings: [
-      { keys: 'y', action: 'revoke, for ever' },
-      { keys: 'n Esc', action: 'keep the key' },
+      { keys: 'y', action: 'revoke, stop, fail, rotate' },
+      { keys: 'n Esc', action: 'keep it as it is' },
     ],
   },
 ];

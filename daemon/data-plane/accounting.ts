@@ -12,6 +12,7 @@ import type { Checked, ExchangeRoute } from './wire-api.js';
 import { settleTokens } from './key-limits.js';
 import type { InflightNode } from './inflight.js';
 import type { ExchangeSpan } from '../tracing/exchange-span.js';
+import type { UsageLog } from '../usage-log.js';
 
 /** What of an exchange its end reads: the parts of any API's Exchange that do not name its request type. */
 type ChargedExchange = Pick<Exchange<Checked>, 'auth' | 'checked' | 'body' | 'res' | 'reqId' | 'slot' | 'trace'> & {
@@ -107,6 +108,7 @@ export class ExchangeAccount implements ExchangeSink {
     if (this.stream) live.openStreams -= 1;
     this.observer?.over(prompt, completion, reasoning, estimated);
     this.trace?.end(this.res.statusCode, prompt, completion, estimated, outcome);
+    if (ctx.usageLog !== null) this.logUsage(ctx.usageLog, prompt, completion, estimated, outcome);
     // The access line; its object is not even built when info is off (--log-level warn).
     if (INFO_LEVELS.has(ctx.log.level))
       ctx.log.info(
@@ -120,5 +122,30 @@ export class ExchangeAccount implements ExchangeSink {
         },
         this.via.logMessage,
       );
+  }
+
+  /** The exchange's usage line (--usage-log), the route as the client called it. */
+  private logUsage(
+    log: UsageLog,
+    prompt: number,
+    completion: number,
+    estimated: number,
+    outcome: RequestOutcome,
+  ): void {
+    const path = this.res.req?.url ?? '';
+    const q = path.indexOf('?');
+    log.exchange(
+      this.reqId,
+      this.key.id,
+      this.instance,
+      q === -1 ? path : path.slice(0, q),
+      this.stream,
+      this.res.statusCode,
+      outcome,
+      prompt,
+      completion,
+      estimated,
+      Math.round(performance.now() - this.started),
+    );
   }
 }

@@ -106,6 +106,7 @@ export function buildDataPlane(ctx: DaemonContext, tls: TlsFiles | null = null):
   servePipelinedInOrder(app.server);
   // Read by replyError, which the management plane shares: there it is undefined.
   app.decorate('tracing', ctx.tracing);
+  app.decorate('usageLog', ctx.usageLog);
   app.decorateRequest('auth', null);
   app.decorateRequest('rateLimit', null);
   app.decorateRequest('heldBody', null);

@@ -3,6 +3,7 @@ import type { Duplex } from 'node:stream';
 import type { FastifyReply } from 'fastify';
 import { ObProxyError, obError } from '../../src/errors.js';
 import type { HeaderList } from '../../src/services/key-limiter.js';
+import type { UsageLog } from '../usage-log.js';
 import { errorBodyFor } from './error-shape.js';
 import { closeIfBodyPending } from './unread-body.js';
 
@@ -38,8 +39,9 @@ export function replyError(
   const auth = (request as { auth?: { key: { id: string }; instance: { id: string } } | null }).auth;
   const key = who?.key ?? auth?.key.id;
   const logged = who?.logged;
-  const tracing = (reply.server as { tracing?: RefusalTracing | null }).tracing;
-  if (tracing != null) tracing.refused(reply, err, key, who?.instance ?? auth?.instance.id);
+  const server = reply.server as { tracing?: RefusalTracing | null; usageLog?: UsageLog | null };
+  if (server.tracing != null) server.tracing.refused(reply, err, key, who?.instance ?? auth?.instance.id);
+  if (server.usageLog != null && key !== undefined) logRefusal(server.usageLog, reply, err, key, who?.instance);
   // A blocked guesser's 429s are counted (metrics), not logged one by one: the limiter logs the block.
   if (err.code !== 'rate_limited')
     reply.log.info(
@@ -58,6 +60,21 @@ export function replyError(
     .headers(withRetryAdvice(headers, err))
     .type('application/json')
     .send(errorBodyFor(reply.raw, err));
+}
+
+/** A refusal's usage line (--usage-log), for a request whose key is known. */
+function logRefusal(log: UsageLog, reply: FastifyReply, err: ObProxyError, key: string, instanceId?: string): void {
+  const request = reply.request;
+  const auth = (request as { auth?: { instance: { id: string } } | null }).auth;
+  log.refused(
+    request.id,
+    key,
+    instanceId ?? auth?.instance.id ?? null,
+    request.routeOptions.url ?? request.url.split('?')[0]!,
+    err.status,
+    err.wireCode,
+    Math.round(reply.elapsedTime),
+  );
 }
 
 /** `headers` with the error's `x-should-retry`, and a Retry-After wherever it says to retry. */

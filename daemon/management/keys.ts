@@ -1,6 +1,15 @@
 import type { FastifyInstance } from 'fastify';
-import type { KeyWithSecret, RevocationView, RevokedKeyView, RotatedKeyView } from '../../src/wire/views.js';
-import { revocationOfKey, revocationView } from '../../src/wire/views.js';
+import type { KeyRecord } from '../../src/domain/key.js';
+import type { KeyPage } from '../../src/services/registry.js';
+import type {
+  KeyPageView,
+  KeyWithSecret,
+  RevocationPageView,
+  RevocationView,
+  RevokedKeyView,
+  RotatedKeyView,
+} from '../../src/wire/views.js';
+import { revocationOfKey } from '../../src/wire/views.js';
 import { obError } from '../../src/errors.js';
 import type { DaemonContext } from '../context.js';
 import {
@@ -8,11 +17,14 @@ import {
   CREATE_KEY_BODY,
   type CreateKeyBody,
   ID_PARAMS,
-  INSTANCE_QUERY,
+  KEYS_QUERY,
+  type ListQuery,
   LIMITS_BODY,
   NO_BODY,
+  REVOCATIONS_QUERY,
   ROTATE_BODY,
 } from './schemas.js';
+import { pageAfter, pageLimit, sendWholeList } from './list-pages.js';
 import { stillListening } from './instances.js';
 import { viewKey } from './views.js';
 
@@ -22,17 +34,25 @@ export function registerKeyRoutes(app: FastifyInstance, ctx: DaemonContext): voi
   const lc = ctx.lifecycle;
   const byId = { schema: { params: ID_PARAMS, body: NO_BODY } };
 
-  app.get<{ Querystring: { instance?: string } }>(
-    '/v1/keys',
-    { schema: { querystring: INSTANCE_QUERY } },
-    async (request) => {
-      const inst = request.query.instance;
-      return [...lc.registry.keys.values()]
-        .filter((k) => inst === undefined || k.instance === inst)
-        .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id))
-        .map((k) => viewKey(ctx, k));
-    },
-  );
+  app.get<{ Querystring: ListQuery }>('/v1/keys', { schema: { querystring: KEYS_QUERY } }, async (request, reply) => {
+    const { instance, status } = request.query;
+    const limit = pageLimit(request.query.limit);
+    const after = pageAfter(lc.registry, request.query.after);
+    const page = (a: KeyRecord | null, n: number): KeyPage =>
+      lc.registry.keyPage({ instance, status, after: a, limit: n });
+    if (limit === undefined) {
+      return sendWholeList(
+        reply,
+        request.query.format === 'lines',
+        page,
+        (k) => viewKey(ctx, k),
+        (id) => lc.registry.keys.get(id),
+      );
+    }
+    const { records, next } = page(after, limit);
+    const out: KeyPageView = { keys: records.map((k) => viewKey(ctx, k)), next };
+    return out;
+  });
 
   app.post<{ Body: CreateKeyBody }>('/v1/keys', { schema: { body: CREATE_KEY_BODY } }, async (request, reply) => {
     const b = request.body;
@@ -94,29 +114,23 @@ export function registerKeyRoutes(app: FastifyInstance, ctx: DaemonContext): voi
     return out;
   });
 
-  app.get<{ Querystring: { instance?: string } }>(
+  // Every revoked key, by when it was revoked, from its own record: the audit trail is the
+  // store's, and its older events may be archived.
+  app.get<{ Querystring: ListQuery }>(
     '/v1/revocations',
-    { schema: { querystring: INSTANCE_QUERY } },
-    async (request) => {
-      const inst = request.query.instance;
-      const out: RevocationView[] = [];
-      const listed = new Set<string>();
-      for (const e of lc.registry.events) {
-        const r = revocationView(e);
-        if (r === null) continue;
-        listed.add(r.keyId);
-        if (inst === undefined || r.instance === inst) out.push(r);
-      }
-      // Revocations older than the audit trail the daemon holds (lowdb keeps the newest events and
-      // archives the rest): every revoked key is listed, from its own record, oldest first.
-      const older: RevocationView[] = [];
-      for (const k of lc.registry.keys.values()) {
-        if (listed.has(k.id) || (inst !== undefined && k.instance !== inst)) continue;
-        const r = revocationOfKey(k);
-        if (r !== null) older.push(r);
-      }
-      older.sort((a, b) => a.revokedAt.localeCompare(b.revokedAt) || a.keyId.localeCompare(b.keyId));
-      return [...older, ...out];
+    { schema: { querystring: REVOCATIONS_QUERY } },
+    async (request, reply) => {
+      const { instance } = request.query;
+      const limit = pageLimit(request.query.limit);
+      const after = pageAfter(lc.registry, request.query.after);
+      const page = (a: KeyRecord | null, n: number): KeyPage =>
+        lc.registry.revocationPage({ instance, after: a, limit: n });
+      const view = (k: KeyRecord): RevocationView => revocationOfKey(k)!;
+      if (limit === undefined)
+        return sendWholeList(reply, request.query.format === 'lines', page, view, (id) => lc.registry.keys.get(id));
+      const { records, next } = page(after, limit);
+      const out: RevocationPageView = { revocations: records.map(view), next };
+      return out;
     },
   );
 
@@ -126,7 +140,7 @@ export function registerKeyRoutes(app: FastifyInstance, ctx: DaemonContext): voi
     async (request) => {
       const inst = request.query.instance;
       const limit = Math.min(Math.max(Number(request.query.limit ?? 500) || 500, 1), 10_000);
-      return lc.registry.events.filter((e) => inst === undefined || e.instance === inst).slice(-limit);
+      return lc.auditEvents({ instance: inst, limit });
     },
   );
 }

@@ -66,7 +66,21 @@ export const CREATE_KEY_BODY = object(
 export const LIMITS_BODY = { ...LIMITS, type: ['object', 'null'] };
 // At most 30 days (the core's ROTATION_GRACE_MAX_MS); 0 or absent: the old key revoked at once.
 export const ROTATE_BODY = optionalObject({ graceSeconds: { type: 'integer', minimum: 0, maximum: 30 * 86_400 } });
-export const INSTANCE_QUERY = object({ instance: STRING });
+const PAGE = { limit: STRING, after: STRING, format: { type: 'string', enum: ['json', 'lines'] } } as const;
+export const KEYS_QUERY = object({
+  instance: STRING,
+  status: { type: 'string', enum: ['active', 'revoked'] },
+  ...PAGE,
+});
+export const REVOCATIONS_QUERY = object({ instance: STRING, ...PAGE });
+/** A list route's query: its filters, and a page (`limit`, `after`) or the whole list (as JSON lines with `format=lines`). */
+export interface ListQuery {
+  instance?: string;
+  status?: 'active' | 'revoked';
+  limit?: string;
+  after?: string;
+  format?: 'json' | 'lines';
+}
 export const AUDIT_QUERY = object({ instance: STRING, limit: STRING });
 export const USAGE_QUERY = object({ instance: STRING, key: STRING, since: STRING });
 export const USAGE_BUCKETS_QUERY = object({
@@ -130,7 +144,9 @@ const HINTS: Record<string, string> = {
   since: `since ${DATE}`,
   until: `until ${DATE}`,
   by: 'by must be hour or day.',
-  limit: 'limit must be a number of events.',
+  limit: 'limit must be a whole number.',
+  status: 'status must be active or revoked.',
+  format: 'format must be json or lines.',
   graceSeconds: 'graceSeconds must be a whole number of seconds from 0 to 30 days.',
   ...Object.fromEntries(LIMIT_NAMES.map((n) => [n, `--${n} must be a whole number from 1 to ${LIMIT_MAX}, or none.`])),
 };

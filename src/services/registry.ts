@@ -10,7 +10,15 @@ import {
   addUsage,
 } from '../domain/key.js';
 import { addByRoute, routeCounters } from '../domain/route-usage.js';
+import { KeyOrder } from './key-order.js';
 import type { StoreData, UsageDelta } from '../store/store.js';
+
+/**
+ * Audit events the registry holds: enough to tell a reload's new events from those heard, not the
+ * trail, which grows with history for as long as a daemon runs (the store keeps it; the audit
+ * route reads it there).
+ */
+export const HELD_EVENTS = 1000;
 
 export type AuthResult =
   | { ok: true; key: KeyRecord; instance: Instance }
@@ -46,6 +54,23 @@ export interface Registry {
   keysOf(instanceId: string): KeyRecord[];
   keysOfDeployment(instance: Instance): KeyRecord[];
   hasLimitedKey(): boolean;
+  /** Keys by creation (createdAt, id), a page after the key `after` (null: the first page). */
+  keyPage(q: KeyPageQuery): KeyPage;
+  /** Revoked keys by revocation (revokedAt, id), a page after the key `after`. */
+  revocationPage(q: KeyPageQuery): KeyPage;
+}
+
+export interface KeyPageQuery {
+  instance?: string | undefined;
+  status?: 'active' | 'revoked' | undefined;
+  after: KeyRecord | null;
+  limit: number;
+}
+
+/** A page of a key list: `next`, the cursor of the page after it (null: this was the last). */
+export interface KeyPage {
+  records: KeyRecord[];
+  next: string | null;
 }
 
 /** How a request sent to the model server ended, for the key's counters. */
@@ -89,15 +114,26 @@ export class MutableRegistry implements Registry, KeyCounters {
    * is one, which a scan of every key (10,000 on a large store, revoked ones included) answered.
    */
   private readonly limited = new Set<string>();
+  private readonly graced = new Map<string, KeyRecord>();
   private eventList: AuditEvent[] = [];
   private seq = 0;
+  /** The key lists' orders (revoked keys only in the second): built at load, kept by putKey and revoke. */
+  private readonly byCreation = new KeyOrder((k) => k.createdAt);
+  private readonly byRevocation = new KeyOrder((k) => k.revokedAt ?? k.createdAt, true);
+  private ordering = true;
 
   static from(data: StoreData): MutableRegistry {
     const r = new MutableRegistry();
     for (const i of data.instances) r.instanceMap.set(i.id, i);
-    for (const k of data.keys) r.putKey(k);
-    r.eventList = data.events;
+    r.ordering = false;
+    // Validated: no id or hash twice. A fresh registry's keys go in without a look for an earlier
+    // record (at 1,000,000 keys each map operation is a cache miss or more, about a microsecond).
+    for (const k of data.keys) r.addLoadedKey(k);
+    r.byCreation.rebuild(r.keyMap.values());
+    r.byRevocation.rebuild([...r.keyMap.values()].filter((k) => k.status === 'revoked'));
+    r.ordering = true;
     r.seq = data.events.reduce((m, e) => Math.max(m, e.seq), 0);
+    r.eventList = data.events.slice(-HELD_EVENTS);
     return r;
   }
 
@@ -109,6 +145,7 @@ export class MutableRegistry implements Registry, KeyCounters {
     return this.keyMap;
   }
 
+  /** The newest audit events (at most 2 × HELD_EVENTS); the whole trail is the store's. */
   get events(): readonly AuditEvent[] {
     return this.eventList;
   }
@@ -129,6 +166,8 @@ export class MutableRegistry implements Registry, KeyCounters {
     if (at === list.length) list.push(e);
     else list.splice(at, 0, e);
     if (e.seq > this.seq) this.seq = e.seq;
+    // Trimmed in steps, so the cost of a trim is spread over HELD_EVENTS additions.
+    if (list.length >= 2 * HELD_EVENTS) list.splice(0, list.length - HELD_EVENTS);
   }
 
   putInstance(instance: Instance): void {
@@ -139,8 +178,24 @@ export class MutableRegistry implements Registry, KeyCounters {
     this.instanceMap.delete(id);
   }
 
+  private addLoadedKey(key: KeyRecord): void {
+    this.keyMap.set(key.id, key);
+    this.byHash.set(key.hash, key);
+    const list = this.byInstance.get(key.instance);
+    if (list === undefined) this.byInstance.set(key.instance, [key]);
+    else list.push(key);
+    if (key.status === 'active' && (hasLimit(key.limits) || key.revokeAt != null)) this.track(key);
+  }
+
   putKey(key: KeyRecord): void {
     const known = this.keyMap.get(key.id);
+    if (this.ordering) {
+      this.byCreation.put(key, known);
+      if (known?.status === 'revoked') {
+        if (key.status === 'revoked') this.byRevocation.put(key, known);
+        else this.byRevocation.remove(known);
+      } else if (key.status === 'revoked') this.byRevocation.put(key);
+    }
     this.keyMap.set(key.id, key);
     this.byHash.set(key.hash, key);
     const list = this.byInstance.get(key.instance) ?? [];
@@ -151,24 +206,50 @@ export class MutableRegistry implements Registry, KeyCounters {
     this.track(key);
   }
 
+  /** Active keys with a planned revocation (a rotation's grace): the pack timer looks at these only. */
+  rotatingKeys(): Iterable<KeyRecord> {
+    return this.graced.values();
+  }
+
   private track(key: KeyRecord): void {
-    const l = key.limits;
-    if (key.status === 'active' && (l.rpm !== null || l.tpm !== null || l.concurrency !== null))
-      this.limited.add(key.id);
+    if (key.status === 'active' && key.revokeAt != null) this.graced.set(key.id, key);
+    else this.graced.delete(key.id);
+    if (key.status === 'active' && hasLimit(key.limits)) this.limited.add(key.id);
     else this.limited.delete(key.id);
   }
 
   /** Revoked wins: a key is never made active again, so this is the only status change. */
   revoke(key: KeyRecord, at: string | null, reason: RevokeReason | null): void {
+    // Out of the revocation order before its place there changes.
+    if (key.status === 'revoked') this.byRevocation.remove(key);
     key.status = 'revoked';
     key.revokedAt = at;
     key.revokeReason = reason;
     this.limited.delete(key.id);
+    this.graced.delete(key.id);
+    if (this.keyMap.get(key.id) === key) this.byRevocation.put(key);
+  }
+
+  keyPage(q: KeyPageQuery): KeyPage {
+    const status = q.status;
+    if (q.instance !== undefined) {
+      // One instance's keys: its own list, ordered here (a page of every key would scan them all).
+      const own = new KeyOrder((k) => k.createdAt);
+      own.rebuild(this.byInstance.get(q.instance) ?? []);
+      return own.page(q.after, q.limit, (k) => status === undefined || k.status === status, Infinity);
+    }
+    return this.byCreation.page(q.after, q.limit, (k) => status === undefined || k.status === status);
+  }
+
+  revocationPage(q: KeyPageQuery): KeyPage {
+    const inst = q.instance;
+    return this.byRevocation.page(q.after, q.limit, (k) => inst === undefined || k.instance === inst);
   }
 
   /** An active key to be revoked at `at`: the request path refuses it from then on (check). */
   scheduleRevocation(key: KeyRecord, at: string): void {
     key.revokeAt = at;
+    this.track(key);
   }
 
   setLimits(key: KeyRecord, limits: KeyLimits): void {
@@ -304,6 +385,10 @@ export class MutableRegistry implements Registry, KeyCounters {
   hasLimitedKey(): boolean {
     return this.limited.size > 0;
   }
+}
+
+function hasLimit(l: KeyLimits): boolean {
+  return l.rpm !== null || l.tpm !== null || l.concurrency !== null;
 }
 
 export function isLive(instance: Instance): boolean {

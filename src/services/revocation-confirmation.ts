@@ -39,6 +39,22 @@ export interface DaemonReports {
   newestRevocation: string | null;
   /** Keys asked about whose revocation the store has not taken yet: no daemon can confirm them. */
   notShared: string[];
+  /** The running daemons that hold revocations the store refused (absent: a store that does not say). */
+  unwritten?: UnwrittenHold[];
+}
+
+/**
+ * Revocations a running daemon holds that the store refused (a database turned read-only): in
+ * its memory and journal only, so no other daemon refuses those keys for them; they are written
+ * once the store takes writes, while that daemon runs.
+ */
+export interface UnwrittenHold {
+  /** The daemon's name in the store, as in `daemons` (it may have no row: started since). */
+  id: string;
+  self: boolean;
+  revocations: number;
+  /** When the oldest of them was made (null: not known). */
+  oldestAt: string | null;
 }
 
 /** The --max-stale a row that does not say is taken to have (the default). */
@@ -71,6 +87,8 @@ export interface DaemonsView {
   shared: boolean;
   newestRevocation: string | null;
   daemons: DaemonView[];
+  /** Running daemons holding revocations the store refused (absent: a file store, or a daemon that does not say). */
+  unwritten?: UnwrittenHold[];
 }
 
 export interface ConfirmationView extends DaemonsView {
@@ -110,13 +128,21 @@ export function daemonsView(reports: DaemonReports | null): DaemonsView {
     shared: true,
     newestRevocation: reports.newestRevocation,
     daemons: reports.daemons.map((r) => view(r, false)),
+    unwritten: reports.unwritten ?? [],
   };
 }
 
 /** `reports` null: a store this daemon alone serves, where a revocation holds once it returns. */
 export function confirmationView(keys: readonly string[], reports: DaemonReports | null): ConfirmationView {
   if (reports === null)
-    return { shared: false, confirmed: true, keys: [...keys], notShared: [], newestRevocation: null, daemons: [] };
+    return {
+      shared: false,
+      confirmed: true,
+      keys: [...keys],
+      notShared: [],
+      newestRevocation: null,
+      daemons: [],
+    };
   const daemons = reports.daemons.map((r) => view(r, true));
   return {
     shared: true,
@@ -125,5 +151,6 @@ export function confirmationView(keys: readonly string[], reports: DaemonReports
     notShared: reports.notShared,
     newestRevocation: reports.newestRevocation,
     daemons,
+    unwritten: reports.unwritten ?? [],
   };
 }

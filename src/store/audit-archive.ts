@@ -15,6 +15,9 @@ const TAIL_BYTES = 64 * 1024;
  * leaves an event in both places (the next fold finds it by its number and does not add it
  * again), never in neither.
  */
+/** Events serialised and written at a time. */
+const ARCHIVE_PIECE = 10_000;
+
 export class AuditArchive {
   constructor(readonly path: string) {}
 
@@ -32,10 +35,22 @@ export class AuditArchive {
       const from = Math.max(heldThrough, lastSeq);
       const fresh = events.filter((e) => e.seq > from);
       if (fresh.length === 0) return from;
-      const buf = Buffer.from(fresh.map((e) => `${JSON.stringify(e)}\n`).join(''), 'utf8');
-      let done = 0;
-      while (done < buf.length) done += (await fh.write(buf, done, buf.length - done, end + done)).bytesWritten;
-      if (end + buf.length < st.size) await fh.truncate(end + buf.length);
+      // A piece at a time: the events of a large store's first fold (a million and more) made one
+      // string of hundreds of MB.
+      let at = end;
+      for (let i = 0; i < fresh.length; i += ARCHIVE_PIECE) {
+        const buf = Buffer.from(
+          fresh
+            .slice(i, i + ARCHIVE_PIECE)
+            .map((e) => `${JSON.stringify(e)}\n`)
+            .join(''),
+          'utf8',
+        );
+        let done = 0;
+        while (done < buf.length) done += (await fh.write(buf, done, buf.length - done, at + done)).bytesWritten;
+        at += buf.length;
+      }
+      if (at < st.size) await fh.truncate(at);
       await fh.sync();
       if (st.size === 0) await syncDir(this.path);
       return fresh[fresh.length - 1]!.seq;

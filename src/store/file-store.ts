@@ -1,16 +1,26 @@
 import { rename, unlink } from 'node:fs/promises';
 import { basename } from 'node:path';
 import { obError } from '../errors.js';
+import type { AuditEvent } from '../domain/key.js';
 import { AtomicJsonFile, UnsafeStorePathError } from './atomic-json-file.js';
 import { AuditArchive, DEFAULT_AUDIT_KEEP } from './audit-archive.js';
 import { CommitJournal } from './commit-journal.js';
 import { frame } from './commit-journal-scan.js';
+import { cloneData } from './clone-data.js';
 import { replayCommits } from './journal-replay.js';
 import { type JournalOptions, type JournalRecord, RevocationJournal } from './revocation-journal.js';
 import { journalRecordOf, revokedWins } from './revoked-wins.js';
 import { type SnapshotMeta, readSnapshotMeta, snapshotChunks } from './snapshot.js';
 import { type UsageBucket, rollUpHours } from '../domain/usage-buckets.js';
-import { type BucketQuery, Tables, emptyData, type Mutation, type Store, type StoreData } from './store.js';
+import {
+  type AuditQuery,
+  type BucketQuery,
+  Tables,
+  emptyData,
+  type Mutation,
+  type Store,
+  type StoreData,
+} from './store.js';
 import { validateStoreData } from './store-validation.js';
 
 interface Waiter {
@@ -149,7 +159,7 @@ export class FileStore implements Store {
       );
       for (const n of reconciled.notices) this.notice(n);
       this.tables = Tables.from(reconciled.data);
-      return structuredClone(this.tables.toData());
+      return cloneData(this.tables.toData());
     }
     await this.journal?.close();
     this.journal = await RevocationJournal.open(this.journalPath, this.options.journal);
@@ -196,7 +206,11 @@ export class FileStore implements Store {
       await this.fold();
     }
     // After the fold: the daemon holds the audit events db.json keeps, not those just archived.
-    return structuredClone(this.tables.toData());
+    return cloneData(this.tables.toData());
+  }
+
+  async auditEvents(q: AuditQuery): Promise<AuditEvent[]> {
+    return this.tables.auditEvents(q);
   }
 
   async usageBuckets(q: BucketQuery): Promise<UsageBucket[]> {

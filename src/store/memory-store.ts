@@ -1,6 +1,16 @@
 import { obError } from '../errors.js';
+import type { AuditEvent } from '../domain/key.js';
+import { cloneData } from './clone-data.js';
 import type { UsageBucket } from '../domain/usage-buckets.js';
-import { type BucketQuery, Tables, emptyData, type Mutation, type Store, type StoreData } from './store.js';
+import {
+  type AuditQuery,
+  type BucketQuery,
+  Tables,
+  emptyData,
+  type Mutation,
+  type Store,
+  type StoreData,
+} from './store.js';
 
 /** For unit tests: same semantics as the file store, and a switch to make writes fail. */
 export class MemoryStore implements Store {
@@ -13,12 +23,16 @@ export class MemoryStore implements Store {
   }
 
   async load(): Promise<StoreData> {
-    return structuredClone(this.tables.toData());
+    return cloneData(this.tables.toData());
   }
 
   async commit(mutations: readonly Mutation[]): Promise<void> {
     if (this.failWrites) throw obError('store_write_failed');
     for (const m of mutations) this.tables.apply(m);
+  }
+
+  async auditEvents(q: AuditQuery): Promise<AuditEvent[]> {
+    return this.tables.auditEvents(q);
   }
 
   async usageBuckets(q: BucketQuery): Promise<UsageBucket[]> {

@@ -20,10 +20,12 @@ import type { UsageBucket } from '../domain/usage-buckets.js';
 import { replaceAll } from './postgres/replace-all.js';
 import { RevocationLedger } from './postgres/revocation-ledger.js';
 import { RevocationWriteBack } from './postgres/revocation-write-back.js';
+import { unwrittenLabel } from './postgres/unwritten-label.js';
 import { cursorParams, revocationsSince } from './postgres/revocations.js';
 import { SessionConnection } from './postgres/session.js';
 import { SyncState } from './postgres/sync-state.js';
 import {
+  type AuditQuery,
   type BucketQuery,
   type LimitExchange,
   STORE_VERSION,
@@ -54,6 +56,8 @@ export interface PostgresStoreOptions {
   pid?: number;
   /** This daemon's --max-stale (ms), in its row: silent longer than this, it refuses every key. */
   maxStaleMs?: number;
+  /** Keys read per statement at load (default KEY_PAGE). */
+  keyPage?: number;
 }
 
 /**
@@ -95,6 +99,9 @@ export class PostgresStore implements Store {
   private following: Promise<void> | null = null;
   private closed = false;
   private migrated = false;
+  /** The newest audit event as of the last load (null before the first): a reload reads those after it. */
+  private eventsSeen: number | null = null;
+  private readonly keyPage: number;
   /** Where the URL points, for the commands a missing database or role is answered with. */
   private readonly target: PgTarget;
 
@@ -104,6 +111,7 @@ export class PostgresStore implements Store {
     const origin = this.origin;
     const now = (this.now = options.now ?? Date.now);
     this.catchupMs = options.catchupMs ?? 500;
+    this.keyPage = options.keyPage ?? KEY_PAGE;
     this.syncState = new SyncState(now);
     const notices = new Notices(options.onNotice);
     const { pool, writers } = openPools(url, (err) => notices.say(`PostgreSQL connection lost (${errText(err)}).`));
@@ -143,6 +151,7 @@ export class PostgresStore implements Store {
       channel: (options.notify ?? true) ? CHANNEL : null,
       notices,
       onNotification: (msg) => this.changes.notified(msg),
+      label: () => unwrittenLabel(origin, ledger.unsharedSummary()),
     });
     this.chores = new Chores(pool, now, ledger);
     this.limits = new LimitExchanger({ pool, origin, location, now, onNotice: options.onNotice });
@@ -168,26 +177,20 @@ export class PostgresStore implements Store {
         'SELECT change_no, (SELECT at::text FROM ob_changes WHERE no = change_no) AS at FROM ob_meta WHERE id = 1',
       );
       const instances = await client.query<{ record: Instance }>('SELECT record FROM ob_instances ORDER BY id');
-      const keys = await client.query<{
-        record: KeyRecord;
-        requests: string;
-        prompt_tokens: string;
-        completion_tokens: string;
-        last_used_at: string | null;
-        reasoning_tokens: string;
-        errors: string;
-        disconnects: string;
-        first_used_at: string | null;
-        estimated_tokens: string;
-      }>(
-        "SELECT record, requests, prompt_tokens, completion_tokens, last_used_at, reasoning_tokens, errors, disconnects, first_used_at, estimated_tokens FROM ob_keys ORDER BY record->>'createdAt', id",
-      );
+      const keys = await readKeyPages(client, this.keyPage);
       const byRoute = await loadUsageByRoute(client);
-      const events = await client.query<{ record: AuditEvent }>('SELECT record FROM ob_events ORDER BY seq');
+      // The audit trail is read when asked (auditEvents), not held: it grows with history. A
+      // reload after a gap reads the events committed since the last load, for the listeners.
+      const events = await client.query<{ record: AuditEvent }>(
+        'SELECT record FROM ob_events WHERE seq > $1 ORDER BY seq LIMIT $2',
+        [this.eventsSeen ?? Number.MAX_SAFE_INTEGER, MAX_RELOAD_EVENTS],
+      );
+      const lastSeq = await client.query<{ seq: string | null }>('SELECT max(seq)::text AS seq FROM ob_events');
       const models = await client.query<{ value: string[] }>("SELECT value FROM ob_settings WHERE name = 'models'");
-      // The same snapshot: the revocations it holds, and where the next read of them starts.
+      // The same snapshot: the revocations ob_keys does not show yet (those it shows are old
+      // news, and every one ever made is a row), and where the next read of them starts.
       const revs = await client.query<{ rev_xmax: string; rev_xip: string[]; revocations: KeyRecord[] }>(
-        `SELECT ${revocationsSince(1)}`,
+        `SELECT ${revocationsSince(1, true)}`,
         cursorParams(null),
       );
       await client.query('COMMIT');
@@ -197,10 +200,11 @@ export class PostgresStore implements Store {
         revocations: { xmax: revs.rows[0]!.rev_xmax, xip: revs.rows[0]!.rev_xip },
       });
       this.syncState.loaded(this.now());
+      this.eventsSeen = Math.max(this.eventsSeen ?? 0, Number(lastSeq.rows[0]!.seq ?? 0));
       const data: StoreData = {
         version: STORE_VERSION,
         instances: instances.rows.map((r) => r.record),
-        keys: keys.rows.map((r) => ({
+        keys: keys.map((r) => ({
           ...r.record,
           usage: {
             requests: Number(r.requests),
@@ -327,6 +331,15 @@ export class PostgresStore implements Store {
     this.limits.start(exchange);
   }
 
+  async auditEvents(q: AuditQuery): Promise<AuditEvent[]> {
+    const { rows } = await this.pool.query<{ record: AuditEvent }>(
+      `SELECT record FROM (SELECT seq, record FROM ob_events WHERE $1::text IS NULL OR record->>'instance' = $1
+         ORDER BY seq DESC LIMIT $2) e ORDER BY seq`,
+      [q.instance ?? null, q.limit],
+    );
+    return rows.map((r) => r.record);
+  }
+
   usageBuckets(q: BucketQuery): Promise<UsageBucket[]> {
     return readBuckets(this.pool, q);
   }
@@ -337,6 +350,7 @@ export class PostgresStore implements Store {
       origin: this.origin,
       change: this.changes.lastChange,
       cursor: this.changes.revocationCursor,
+      unwritten: this.ledger.unsharedSummary(),
     });
   }
 
@@ -379,4 +393,43 @@ export class PostgresStore implements Store {
     await this.pool.end().catch(() => {});
     await this.writers.end().catch(() => {});
   }
+}
+
+/** Keys read a page at a time (a cursor in the load's snapshot), each page well within the time-outs. */
+const KEY_PAGE = 20_000;
+
+/** Events a reload hands the listeners at most (a daemon cut off for long reads the rest when asked). */
+const MAX_RELOAD_EVENTS = 10_000;
+
+interface KeyRow {
+  record: KeyRecord;
+  requests: string;
+  prompt_tokens: string;
+  completion_tokens: string;
+  last_used_at: string | null;
+  reasoning_tokens: string;
+  errors: string;
+  disconnects: string;
+  first_used_at: string | null;
+  estimated_tokens: string;
+}
+
+/**
+ * Every key, through a cursor of the transaction's snapshot: one statement took 8 of the pool's
+ * 9 s statement time-out at 1,000,000 keys, so a start failed as the store grew. Each FETCH is a
+ * statement of its own, bounded by the page.
+ */
+async function readKeyPages(client: pg.PoolClient, size: number): Promise<KeyRow[]> {
+  await client.query(
+    `DECLARE ob_load_keys NO SCROLL CURSOR FOR SELECT record, requests, prompt_tokens, completion_tokens, last_used_at,
+       reasoning_tokens, errors, disconnects, first_used_at, estimated_tokens FROM ob_keys ORDER BY record->>'createdAt', id`,
+  );
+  const out: KeyRow[] = [];
+  for (;;) {
+    const page = await client.query<KeyRow>(`FETCH ${size} FROM ob_load_keys`);
+    for (const r of page.rows) out.push(r);
+    if (page.rows.length < size) break;
+  }
+  await client.query('CLOSE ob_load_keys');
+  return out;
 }

@@ -1,4 +1,5 @@
 import type { AuditEvent, KeyRecord, RevokeReason } from '../domain/key.js';
+import { cloneData } from './clone-data.js';
 import type { JournalRecord } from './revocation-journal.js';
 import type { StoreData } from './store.js';
 
@@ -28,7 +29,7 @@ export function revokedWins(
   journal: readonly JournalRecord[],
   archivedThrough: string | null = null,
 ): Reconciled {
-  const data = structuredClone(input);
+  const data = cloneData(input);
   const notices: string[] = [];
   const byId = new Map<string, JournalRecord>();
   const byHash = new Map<string, JournalRecord>();

@@ -278,20 +278,16 @@ export function validateStoreData(location: string, raw: unknown): StoreData {
   });
   const keyIds = new Map<string, number>();
   const hashes = new Map<string, number>();
+  // One map operation a key and map where none repeats (a million keys: each about a microsecond).
   keys.forEach((k, i) => {
-    const byId = keyIds.get(k.id);
-    if (byId !== undefined)
-      throw new StoreRecordError(location, `keys[${i}] (id ${show(k.id)})`, 'id', `keys[${byId}] has the same id`);
-    const byHash = hashes.get(k.hash);
-    if (byHash !== undefined)
-      throw new StoreRecordError(
-        location,
-        `keys[${i}] (id ${show(k.id)})`,
-        'hash',
-        `keys[${byHash}] has the same hash`,
-      );
-    keyIds.set(k.id, i);
-    hashes.set(k.hash, i);
+    if (keyIds.size === keyIds.set(k.id, i).size) {
+      const first = keys.findIndex((o) => o.id === k.id);
+      throw new StoreRecordError(location, `keys[${i}] (id ${show(k.id)})`, 'id', `keys[${first}] has the same id`);
+    }
+    if (hashes.size === hashes.set(k.hash, i).size) {
+      const first = keys.findIndex((o) => o.hash === k.hash);
+      throw new StoreRecordError(location, `keys[${i}] (id ${show(k.id)})`, 'hash', `keys[${first}] has the same hash`);
+    }
   });
   const buckets = raw.usageBuckets ?? [];
   if (!Array.isArray(buckets))

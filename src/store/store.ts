@@ -34,6 +34,12 @@ export interface BucketQuery {
   keyIds: ReadonlySet<string> | null;
 }
 
+/** `audit`: the newest `limit` events (of one instance when given), oldest first. */
+export interface AuditQuery {
+  instance?: string | undefined;
+  limit: number;
+}
+
 export type Mutation =
   /**
    * `prev` is the record the change was decided from (absent for an addition). A store shared by
@@ -146,6 +152,11 @@ export interface Store {
    * daemon did not know it yet). Absent: this daemon is the only writer.
    */
   subscribe?(feed: StoreFeed): void;
+  /**
+   * The audit trail the store keeps, read when asked: a daemon holds only the newest events in
+   * memory. Absent: the daemon's own (a store that keeps none).
+   */
+  auditEvents?(q: AuditQuery): Promise<AuditEvent[]>;
   /** Usage by the hour and day (docs/cli.md, usage --by). Absent: the store keeps none. */
   usageBuckets?(q: BucketQuery): Promise<UsageBucket[]>;
   /** A shared store: delivers what other daemons committed so far, before resolving. */
@@ -258,6 +269,15 @@ export class Tables {
         break;
       }
     }
+  }
+
+  auditEvents(q: AuditQuery): AuditEvent[] {
+    const out: AuditEvent[] = [];
+    for (let i = this.events.length - 1; i >= 0 && out.length < q.limit; i--) {
+      const e = this.events[i]!;
+      if (q.instance === undefined || e.instance === q.instance) out.push(e);
+    }
+    return structuredClone(out.reverse());
   }
 
   bucketsIn(q: BucketQuery): UsageBucket[] {

@@ -1,5 +1,5 @@
 import type { Instance } from '../domain/instance.js';
-import type { AuditEvent, KeyLimits, KeyRecord, KeyUsage, RevokeReason } from '../domain/key.js';
+import type { KeyLimits, KeyRecord, KeyUsage, RevokeReason } from '../domain/key.js';
 import { addByRoute } from '../domain/route-usage.js';
 import type { HealthView } from '../services/instance-health.js';
 import type { DaemonsView } from '../services/revocation-confirmation.js';
@@ -174,15 +174,19 @@ export function keyView(k: KeyRecord, revealable: boolean): KeyView {
   };
 }
 
-export function revocationView(e: AuditEvent): RevocationView | null {
-  if (e.type !== 'key.revoked' || e.keyId === undefined || e.reason === undefined) return null;
-  return { keyId: e.keyId, name: e.keyName ?? '', instance: e.instance, revokedAt: e.at, reason: e.reason };
+/** A page of `GET /v1/keys?limit=…`: `next` is the `after` of the next page (null: the last). */
+export interface KeyPageView {
+  keys: KeyView[];
+  next: string | null;
 }
 
-/**
- * A revoked key's revocation from its own record: for a key whose `key.revoked` event is no longer
- * in the audit trail the daemon holds (moved to the lowdb audit archive with the older events).
- */
+/** A page of `GET /v1/revocations?limit=…`. */
+export interface RevocationPageView {
+  revocations: RevocationView[];
+  next: string | null;
+}
+
+/** A revoked key's revocation, from its own record (its audit event may be archived). */
 export function revocationOfKey(k: KeyRecord): RevocationView | null {
   if (k.status !== 'revoked') return null;
   return {

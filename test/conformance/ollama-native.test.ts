@@ -9,8 +9,9 @@
  * with the model server left as it was.
  */
 import { Ollama } from 'ollama';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { ENDLESS_FORMAT, GEMMA, QWEN } from '../helpers/conformance-cases.js';
+import { type HeldRelay, startHeldRelay } from '../helpers/held-relay.js';
 import { eventually } from '../helpers/processes.js';
 import { type Gateway, startGateway } from '../helpers/real-gateway.js';
 import { REALUP_SKIP, type RealServer, startOllama } from '../helpers/realup.js';
@@ -195,8 +196,19 @@ describe.skipIf(REALUP_SKIP !== null)(
       });
     });
 
+    // Both held after their first line, however fast the model generates: the revocation and the
+    // client's leaving land mid-stream by construction (a fast model on a loaded machine once
+    // finished first).
+    const heldInstance = async (name: string): Promise<HeldRelay> => {
+      const relay = await startHeldRelay(ollama.url);
+      onTestFinished(() => relay.close());
+      await gw.addReady(name, GEMMA, relay.url);
+      return relay;
+    };
+
     it('a key revoked mid-stream: one error line, ollama-js raises, and Ollama cancels the generation', async () => {
-      const k = await gw.createKey('gemma', 'revoked-mid-stream');
+      const relay = await heldInstance('gemma-held-revoked');
+      const k = await gw.createKey('gemma-held-revoked', 'revoked-mid-stream');
       const from = (await ollama.log()).length;
       const stream = await client(k.secret).chat({
         model: GEMMA,
@@ -220,12 +232,15 @@ describe.skipIf(REALUP_SKIP !== null)(
       expect(raised).toBe(
         'This API key was revoked (or its deployment stopped or removed) while the request was in flight; it can never be used again. Ask whoever gave you the key for a new one.',
       );
+      expect(relay.held).toBe(1);
+      await eventually(() => relay.abortedWhileHeld === 1, 'the gateway closes the held upstream request');
       expect(await cancelledAfter(ollama, from)).toBeLessThan(4000);
       expect(gw.inflight(k.id)).toBe(0);
     });
 
     it('a client that leaves: Ollama cancels the generation, nothing stays in flight', async () => {
-      const k = await gw.createKey('gemma', 'leaves');
+      const relay = await heldInstance('gemma-held-leaves');
+      const k = await gw.createKey('gemma-held-leaves', 'leaves');
       const from = (await ollama.log()).length;
       const ac = new AbortController();
       const res = await fetch(`${gw.baseUrl}/api/generate`, {
@@ -236,6 +251,8 @@ describe.skipIf(REALUP_SKIP !== null)(
       });
       await res.body!.getReader().read();
       ac.abort();
+      expect(relay.held).toBe(1);
+      await eventually(() => relay.abortedWhileHeld === 1, 'the gateway closes the held upstream request');
       expect(await cancelledAfter(ollama, from)).toBeLessThan(4000);
       await eventually(() => gw.inflight(k.id) === 0, 'nothing in flight');
       expect(await gw.usage(k.id)).toMatchObject({ requests: 1, disconnects: 1 });

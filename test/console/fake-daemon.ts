@@ -8,7 +8,15 @@ import type { AuditEvent, RevokeReason } from '../../src/domain/key.js';
 import type { LiveStatsView } from '../../src/services/live-stats.js';
 import { validateKeyName } from '../../src/domain/validate.js';
 import { obError } from '../../src/errors.js';
-import type { InstanceView, KeyView, KeyWithSecret, RevocationView, StatusView } from '../../src/wire/views.js';
+import type { KeyLimits } from '../../src/domain/key.js';
+import type {
+  InstanceView,
+  KeyView,
+  KeyWithSecret,
+  RevocationView,
+  RotatedKeyView,
+  StatusView,
+} from '../../src/wire/views.js';
 import type { ConsoleClient } from '../../cli/console/console-client.js';
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
@@ -292,6 +300,61 @@ export class FakeDaemon implements ConsoleClient {
     this.emit({ type: 'key.revealed', instance: k.instance, keyId: id, keyName: k.name });
     this.issued.push(secret);
     return { ...structuredClone(k), secret };
+  }
+
+  async move(id: string, action: 'stop' | 'fail' | 'terminate'): Promise<InstanceView> {
+    this.guard('move', id, action);
+    const inst = this.instances.find((i) => i.id === id);
+    if (inst === undefined) throw obError('instance_not_found', { message: `No instance "${id}".` });
+    if (inst.state === 'stopped' || inst.state === 'failed' || inst.state === 'terminated')
+      throw obError('invalid_transition', { message: `Instance ${id} is ${inst.state}.` });
+    this.halt(id, ({ stop: 'stopped', fail: 'failed', terminate: 'terminated' } as const)[action]);
+    return structuredClone(inst);
+  }
+
+  async extend(id: string, packEndsAt: string): Promise<InstanceView> {
+    this.guard('extend', id, packEndsAt);
+    const inst = this.instances.find((i) => i.id === id);
+    if (inst === undefined) throw obError('instance_not_found', { message: `No instance "${id}".` });
+    if (inst.packEndsAt !== null && Date.parse(packEndsAt) < Date.parse(inst.packEndsAt))
+      throw obError('invalid_argument', {
+        message: `The pack of ${id} ends ${inst.packEndsAt}; ${packEndsAt} is sooner (pass shorten to allow it).`,
+      });
+    inst.packEndsAt = packEndsAt;
+    this.emit({ type: 'instance.extended', instance: id, packEndsAt });
+    return structuredClone(inst);
+  }
+
+  async getKey(id: string): Promise<KeyView> {
+    this.guard('getKey', id);
+    const k = this.keys.find((x) => x.id === id);
+    if (k === undefined) throw obError('key_not_found');
+    return structuredClone(k);
+  }
+
+  async setKeyLimits(id: string, limits: Partial<KeyLimits>): Promise<KeyView> {
+    this.guard('setKeyLimits', id, limits);
+    const k = this.keys.find((x) => x.id === id);
+    if (k === undefined) throw obError('key_not_found');
+    if (k.status === 'revoked') throw obError('key_revoked');
+    k.limits = { ...k.limits!, ...limits };
+    this.emit({ type: 'key.limited', instance: k.instance, keyId: id, keyName: k.name });
+    return structuredClone(k);
+  }
+
+  async rotateKey(id: string, graceSeconds?: number): Promise<RotatedKeyView> {
+    this.guard('rotateKey', id, graceSeconds);
+    const old = this.keys.find((x) => x.id === id);
+    if (old === undefined) throw obError('key_not_found');
+    if (old.status === 'revoked') throw obError('key_revoked');
+    const created = this.addKey(old.instance, old.name, { limits: old.limits });
+    this.issued.push(created.secret);
+    if (graceSeconds === undefined) this.revokeInPlace(old, 'rotated');
+    else old.revokeAt = new Date(this.now() + graceSeconds * 1000).toISOString();
+    this.refresh(old.instance);
+    this.emit({ type: 'key.created', instance: old.instance, keyId: created.id, keyName: created.name });
+    this.emit({ type: 'key.rotated', instance: old.instance, keyId: id, keyName: old.name, newKeyId: created.id });
+    return { ...created, replaces: structuredClone(old) };
   }
 
   async follow(onEvent: (e: AuditEvent) => void, signal: AbortSignal, onOpen?: () => void): Promise<void> {

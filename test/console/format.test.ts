@@ -25,17 +25,17 @@ describe('console formatting', () => {
   });
 
   it('when a pack end is formatted then it shows the UTC time and what is left, or that it ended', () => {
-    expect(packEnd(null, NOW)).toBe('none');
+    expect(packEnd(null, NOW)).toBe('-');
     expect(packEnd('2026-11-23T15:12:00.000Z', NOW)).toBe('11-23 15:12 3h 12m');
     expect(packEnd('2026-11-23T12:00:00.000Z', NOW)).toBe('11-23 12:00 ended');
   });
 
-  it('when a past time is formatted then it is relative, and null is never', () => {
+  it('when a past time is formatted then it is relative, and null is -, as the CLI says it', () => {
     expect(
       [null, '2026-11-23T11:59:30Z', '2026-11-23T11:55:00Z', '2026-11-23T09:00:00Z', '2026-11-20T12:00:00Z'].map((t) =>
         ago(t, NOW),
       ),
-    ).toEqual(['never', 'just now', '5m ago', '3h ago', '3d ago']);
+    ).toEqual(['-', 'just now', '5m ago', '3h ago', '3d ago']);
   });
 
   it('when an instance is not ready then the reason says what to do, and ready has none', () => {

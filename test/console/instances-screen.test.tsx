@@ -13,7 +13,7 @@ describe('console: Instances pane', () => {
       [1 Instances (3)] 2 Keys: gpu-1 (1)  3 Revocations (0)
         ID          MODEL        STATE      ENDPOINT          PACK END (UTC)     KEYS
       › gpu-1       gemma4:26b   ready      http://10.0.0.5:… 11-23 15:12 3h 12m    1
-        gpu-2       qwen3.6:27b  pending    no endpoint       none                  0
+        gpu-2       qwen3.6:27b  pending    -                 -                     0
         gpu-3       gemma4:26b   terminated http://10.0.0.7:… 11-22 08:00 ended     0
 
         gpu-1 · gemma4:26b · http://10.0.0.5:11434
@@ -31,7 +31,7 @@ describe('console: Instances pane', () => {
 
 
 
-      ↑↓ move  Enter keys  n new key  Tab pane  ? help  q quit"
+      ↑↓ move  Enter keys  s stop  f fail  e extend  n new key  ? help  q quit"
     `);
   });
 
@@ -46,7 +46,7 @@ describe('console: Instances pane', () => {
       [1 Instances (2)] 2 Keys: gpu-1 (1)  3 Revocations (0)
         ID          MODEL        STATE      ENDPOINT          PACK END (UTC)     KEYS
       › gpu-1       gemma4:26b   ready      http://10.0.0.5:… 11-23 15:12 3h 12m    1
-        gpu-2       qwen3.6:27b  pending    no endpoint       none                  0
+        gpu-2       qwen3.6:27b  pending    -                 -                     0
 
         gpu-1 · gemma4:26b · http://10.0.0.5:11434
         Aliases: claude-sonnet-4-5, claude-haiku-4-5
@@ -64,7 +64,7 @@ describe('console: Instances pane', () => {
 
 
 
-      ↑↓ move  Enter keys  n new key  Tab pane  ? help  q quit"
+      ↑↓ move  Enter keys  s stop  f fail  e extend  n new key  ? help  q quit"
     `);
     await ui.press('j');
     expect(await ui.waitForFrame('› gpu-2')).toContain('\n  Aliases: none\n');

@@ -31,14 +31,14 @@ describe('console: Keys pane', () => {
        1 Instances (2) [2 Keys: gpu-1 (2)] 3 Revocations (1)
       Keys of gpu-1 (gemma4:26b, ready) · ← → other instance
         NAME           HINT         STATUS   DEF CREATED  LAST USED REQS  TOKENS
-      › default        ob_sk_…VCHI  active   yes 2h ago   never         0 0/0
+      › default        ob_sk_…VCHI  active   yes 2h ago   -             0 0/0
         ci-bot         ob_sk_…mu5T  active   no  5m ago   just now     12 420/31k
         old-laptop     ob_sk_…PgOK  revoked  no  3d ago   2d ago        0 0/0
 
         default · id bRqfAWGcrTFs · created 11-23 10:00:00 UTC
         0 requests · 0 in / 0 out · 0 reasoning · 0 errors · 0 left early
         Limits: none
-        x revokes it (asks first).
+        Enter shows it, l sets its limits, o rotates it, x revokes it (asks first).
 
 
 
@@ -49,7 +49,7 @@ describe('console: Keys pane', () => {
 
 
 
-      ↑↓ move  ←→ instance  x revoke  r reveal  n new key  Tab pane  ? help  q back"
+      ↑↓ ←→ move  Enter show  l limits  o rotate  x revoke  r reveal  ? help  q back"
     `);
   });
 

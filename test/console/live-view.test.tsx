@@ -29,9 +29,9 @@ describe('console: live view', () => {
     expect(trimmed(await ui.waitForFrame('requests/s'))).toMatchInlineSnapshot(`
       "ob-proxy console · http://127.0.0.1:8080 · ● live                         ? help
       [1 Instances (2)] 2 Keys: gpu-1 (1)  3 Revocations (0)
-        ID      MODEL        STATE      HEALTH   ENDPOINT     PACK END (UTC)     KEYS
-      › gpu-1   gemma4:26b   ready      ok       http://10.0… 11-23 15:12 3h 12m    1
-        gpu-2   qwen3.6:27b  pending    -        no endpoint  none                  0
+        ID     MODEL        STATE      HEALTH        ENDPOINT  PACK END (UTC)     KEYS
+      › gpu-1  gemma4:26b   ready      reachable     http://1… 11-23 15:12 3h 12m    1
+        gpu-2  qwen3.6:27b  pending    -             -         -                     0
 
         gpu-1 · gemma4:26b · http://10.0.0.5:11434
         Ready: Enter shows its keys, n generates a new one.
@@ -49,7 +49,7 @@ describe('console: live view', () => {
 
 
 
-      ↑↓ move  Enter keys  n new key  Tab pane  ? help  q quit"
+      ↑↓ move  Enter keys  s stop  f fail  e extend  n new key  ? help  q quit"
     `);
   });
 
@@ -86,9 +86,9 @@ describe('console: live view', () => {
     fake.addInstance('gpu-3', 'qwen3.6:27b', 'ready', { health: { status: 'model missing', checkedAt: '2026-11-23T11:59:59.000Z', error: 'GET http://10.0.0.6:11434/v1/models: model qwen3.6:27b is not served' } });
     const ui = renderConsole(fake);
     const frame = await ui.waitForFrame('gpu-3');
-    expect(frame).toMatch(/› gpu-1\s+gemma4:26b\s+ready\s+down\s/);
+    expect(frame).toMatch(/› gpu-1\s+gemma4:26b\s+ready\s+unreachable\s/);
     expect(frame).toMatch(/ {2}gpu-2\s+qwen3.6:27b\s+pending\s+-\s/);
-    expect(frame).toMatch(/ {2}gpu-3\s+qwen3.6:27b\s+ready\s+no model\s/);
+    expect(frame).toMatch(/ {2}gpu-3\s+qwen3.6:27b\s+ready\s+model missing\s/);
     expect(frame).toContain('  Model server: unreachable (probed 11-23 11:59:58 UTC)\n  GET http://10.0.0.5:11434/v1/models: connection refused\n');
   });
 });
@@ -153,9 +153,9 @@ describe('console: key usage and limits', () => {
           responses: 12 requests · 1400 in / 31k out
           messages: 1 request · 20 in / 1 out
         Limits: none
-        x revokes it (asks first).
+        Enter shows it, l sets its limits, o rotates it, x revokes it (asks first).
 
-      ↑↓ move  ←→ instance  x revoke  r reveal  n new key  Tab pane  ? help  q back"
+      ↑↓ ←→ move  Enter show  l limits  o rotate  x revoke  r reveal  ? help  q back"
     `);
     await ui.press('j');
     const older = await ui.waitForFrame('› old');

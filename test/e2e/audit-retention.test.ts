@@ -53,7 +53,12 @@ it('a revocation whose event went to the audit archive is still listed, and the 
           updatedAt: at,
         },
       ],
-      keys: [key('archived0001', 'a', true), key('recent000001', 'b', true), key('active000001', 'c', false)],
+      // A key's record and its key.revoked event agree, as a revocation writes them together.
+      keys: [
+        key('archived0001', 'a', true),
+        { ...key('recent000001', 'b', true), revokedAt: '2026-11-02T00:00:00.000Z', revokeReason: 'instance_stopped' },
+        key('active000001', 'c', false),
+      ],
       events: [
         {
           seq: 4,

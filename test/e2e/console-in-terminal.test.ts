@@ -62,8 +62,8 @@ describe('ob-proxy console in a real terminal', () => {
       (s) => s.includes('● live') && s.includes('› gpu-1'),
       'the console to connect and list the instance',
     );
-    // `instances ready` probed the simulator: HEALTH ok.
-    expect(first).toMatch(/› gpu-1 +gemma4:26b +ready +ok +http:\/\/127\.0\.0\.1:\d+ +none +1\n/);
+    // `instances ready` probed the simulator: HEALTH reachable, in the CLI's words; no pack end.
+    expect(first).toMatch(/› gpu-1 +gemma4:26b +ready +reachable +http:\/\/127\.0\.0\.1:\S+ +- +1\n/);
 
     // Choose the ready instance, name the key, generate it.
     main.write('n');
@@ -128,6 +128,72 @@ describe('ob-proxy console in a real terminal', () => {
     // The SDK calls above, in the live figures the daemon samples each second.
     const figures = await main.waitFor(/requests\/s +\S+ [▁▂▃▄▅▆▇█]*[▂▃▄▅▆▇█]/, 'a sparkline with the calls');
     expect(figures).toMatch(/open streams +0 [▁▂▃▄▅▆▇█]+/);
+    main.write('q');
+    expect(await main.exited).toBe(0);
+  });
+
+  it('extends a pack, rotates a key and stops an instance, each as the daemon then says', async () => {
+    await cliJson(['instances', 'add', 'gpu-2', '--model', MODEL, '--endpoint', sim.url], home);
+    const ready = await cliJson<{ defaultKey: { id: string; secret: string } }>(['instances', 'ready', 'gpu-2'], home);
+    const old = ready.defaultKey;
+    const main = startConsole(home);
+    await main.waitFor((s) => s.includes('● live') && s.includes('gpu-2'), 'the console with gpu-2');
+    main.write('j');
+    await main.waitFor('› gpu-2', 'gpu-2 selected');
+
+    // e: the pack's end, read as --pack-ends reads it.
+    main.write('e');
+    await main.waitFor('Pack ends:', 'the pack prompt');
+    main.write('+30d');
+    await main.waitFor('Pack ends: +30d', 'the typed end');
+    main.write(KEY.enter);
+    // Said twice, by the console and by the daemon's event: either line will do.
+    await main.waitFor(/Pack of gpu-2 (now ends|extended to)/, 'the extension');
+    const extended = await cliJson<{ packEndsAt: string; activeKeys: number }>(['instances', 'show', 'gpu-2'], home);
+    const days = (Date.parse(extended.packEndsAt) - Date.now()) / 86_400_000;
+    expect(days > 29.9 && days <= 30).toBe(true);
+    expect(extended.activeKeys).toBe(1);
+
+    // o on its default key, no grace: the CLI's question, the new secret once; the old one is refused.
+    main.write(KEY.enter);
+    await main.waitFor('› default', 'the Keys pane of gpu-2');
+    main.write('o');
+    await main.waitFor('Grace:', 'the grace prompt');
+    main.write(KEY.enter);
+    await main.waitFor('y rotate', 'the question');
+    main.write('y');
+    const box = await main.waitFor(SECRET, 'the new secret on screen');
+    const fresh = SECRET.exec(box)![0];
+    expect(fresh).not.toBe(old.secret);
+    main.write(KEY.enter);
+    await main.waitFor(
+      /› default +ob_sk_…\w{4} +active[\s\S]*default +ob_sk_…\w{4} +revoked/,
+      'the old key revoked, the new one active',
+    );
+    expect(main.everything()).not.toContain(fresh);
+    const refused = await sdk(old.secret)
+      .chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Hello' }] })
+      .catch((e: unknown) => e);
+    expect([(refused as APIError).status, (refused as APIError).code]).toEqual([401, 'revoked_api_key']);
+    const reply = await sdk(fresh).chat.completions.create({
+      model: MODEL,
+      messages: [{ role: 'user', content: 'Hi' }],
+    });
+    expect(reply.choices[0]!.finish_reason).toBe('stop');
+
+    // s on the Instances pane: asked first, then stopped; the daemon refuses its keys.
+    main.write('q');
+    await main.waitFor('› gpu-2', 'back on the Instances pane');
+    main.write('s');
+    await main.waitFor('Stop instance gpu-2 (gemma4:26b) and revoke its 1 active key', 'the question');
+    main.write('y');
+    await main.waitFor('gpu-2 is now stopped', 'the stop');
+    const shown = await cliJson<{ state: string; activeKeys: number }>(['instances', 'show', 'gpu-2'], home);
+    expect([shown.state, shown.activeKeys]).toEqual(['stopped', 0]);
+    const after = await sdk(fresh)
+      .chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Hello' }] })
+      .catch((e: unknown) => e);
+    expect((after as APIError).status).toBe(401);
     main.write('q');
     expect(await main.exited).toBe(0);
   });

@@ -4,21 +4,23 @@
  * restore is stop, copy back, start: an older backup brings instances and keys back, never a
  * revoked key. A store written by a newer version is refused at start and left untouched.
  */
-import { copyFile, readFile, stat, writeFile } from 'node:fs/promises';
+import { copyFile, readFile, stat, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { DaemonClient } from '../../cli/daemon-client.js';
+import { runCli as runInProcess } from '../../cli/program.js';
 import { hello, postChat } from '../helpers/chat.js';
-import { type TestDatabase, freshDatabase } from '../helpers/postgres.js';
+import { freshDatabase, type TestDatabase } from '../helpers/postgres.js';
 import {
-  type ServeProcess,
-  type SimProcess,
   cliJson,
   runCli,
+  type ServeProcess,
+  type SimProcess,
   startServe,
   startSimulate,
   tmpHome,
 } from '../helpers/processes.js';
-import { MODEL, type StoreFile, readStore, readyInstance, writeStore } from '../helpers/store-home.js';
+import { MODEL, readStore, readyInstance, type StoreFile, writeStore } from '../helpers/store-home.js';
 
 let serve: ServeProcess | undefined;
 let sim: SimProcess | undefined;
@@ -236,5 +238,101 @@ describe('upgrades', () => {
       /^error: The store .*db\.json was written by a newer ob-proxy \(version 3\)\. Upgrade ob-proxy\. It was left untouched\.\n$/,
     );
     expect(await readFile(join(home, 'db.json'), 'utf8')).toBe(newer);
+  });
+});
+
+/**
+ * Regression: `store backup --force` onto the daemon's own `db.json.journal` or
+ * `db.json.revocations` was accepted. Every later write then failed with a misleading "check
+ * free disk space" hint, and the daemon would not start again until the file was edited by hand.
+ * Now every file of the store (the store itself, its journals, audit archive, temp, pid and lock
+ * files, journal segments) is refused as a backup's path, through a link or a relative path too,
+ * with the daemon running or not, and nothing is written.
+ */
+describe('backup over store journal', () => {
+  const ADVICE =
+    'a backup written there would replace what the daemon keeps. Give a path outside them, e.g. /var/backups/ob-proxy/db-$(date +%F).json.';
+
+  // Each phase is a test of its own, and every path is tried by the CLI in process, over the
+  // daemon's real socket or with none (the refusal is the CLI's, as it writes the file); one path
+  // per phase as a process, for the binary's exit code. Twenty CLI processes and two daemons one
+  // after another outlasted a test's time on a loaded machine.
+  async function inProcess(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+    let stdout = '';
+    let stderr = '';
+    const code = await runInProcess(args, {
+      version: '0.0.0-test',
+      io: { out: (t) => (stdout += t), err: (t) => (stderr += t), isTTY: false, env: {} },
+      connect: (path) => Promise.resolve(new DaemonClient(path)),
+      serve: () => Promise.reject(new Error('not run in process')),
+      simulate: () => Promise.reject(new Error('not run in process')),
+      demo: () => Promise.reject(new Error('not run in process')),
+    });
+    return { code, stdout, stderr };
+  }
+
+  describe('refuses every file of the store as a backup path, with or without a daemon, and the store goes on', () => {
+    let home: string;
+    let targets: [string, string][];
+    let check: () => Promise<void>;
+
+    beforeAll(async () => {
+      home = await tmpHome();
+      const store = join(home, 'db.json');
+      const elsewhere = await tmpHome();
+      await symlink(join(home, 'db.json.journal'), join(elsewhere, 'linked.json'));
+      targets = [
+        [store, 'the store itself'],
+        ...['journal', 'revocations', 'audit', 'tmp', 'pid', 'lock', 'journal.3'].map((s): [string, string] => [
+          `${store}.${s}`,
+          `one of the store's own files (${store}.${s})`,
+        ]),
+        [join(elsewhere, 'linked.json'), `one of the store's own files (${store}.journal)`],
+        [join(home, 'sub', '..', 'db.json.revocations'), `one of the store's own files (${store}.revocations)`],
+      ];
+
+      check = async (): Promise<void> => {
+        const before = await Promise.all(
+          ['db.json.journal', 'db.json.revocations'].map((f) => readFile(join(home, f)).catch(() => null)),
+        );
+        for (const [i, [file, what]] of targets.entries()) {
+          const args = ['store', 'backup', file, '--force'];
+          const r = i === 0 ? await runCli(args, { home }) : await inProcess([...args, '--home', home]);
+          expect({ file, ...r }).toEqual({
+            file,
+            code: 1,
+            stdout: '',
+            stderr: `error: ${file} is ${what}: ${ADVICE}\n`,
+          });
+        }
+        const after = await Promise.all(
+          ['db.json.journal', 'db.json.revocations'].map((f) => readFile(join(home, f)).catch(() => null)),
+        );
+        expect(after).toEqual(before);
+      };
+    });
+
+    it('with the daemon running', async () => {
+      const serve = await startServe(home);
+      try {
+        await cliJson(['instances', 'add', 'gpu-1', '--model', 'gemma4:26b'], home);
+        await check();
+        // The store still takes writes.
+        await cliJson(['instances', 'add', 'gpu-2', '--model', 'gemma4:26b'], home);
+      } finally {
+        expect(await serve.stop()).toBe(0);
+      }
+    });
+
+    it('with no daemon: the backup is read from the files, and the same paths are refused', async () => {
+      await check();
+      const again = await startServe(home);
+      try {
+        const list = await cliJson<{ id: string }[]>(['instances', 'list'], home);
+        expect(list.map((i) => i.id)).toEqual(['gpu-1', 'gpu-2']);
+      } finally {
+        expect(await again.stop()).toBe(0);
+      }
+    });
   });
 });

@@ -6,7 +6,7 @@
  * The requests are in conformance-cases.ts, the client libraries' tests in conformance-clients.ts.
  */
 import OpenAI, { APIError } from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import {
   type Body,
   ENDLESS_FORMAT,
@@ -18,6 +18,7 @@ import {
   otherRouteCases,
 } from './conformance-cases.js';
 import { clientChecks } from './conformance-clients.js';
+import { startHeldRelay } from './held-relay.js';
 import { eventually } from './processes.js';
 import { type Gateway, startGateway } from './real-gateway.js';
 import { REALUP_SKIP, type RealServer } from './realup.js';
@@ -175,7 +176,12 @@ export function conformanceSuite(p: Profile): void {
       });
 
     it('a key revoked mid-stream: one error event, no [DONE], and the server cancels the generation', async () => {
-      const key = await gw.createKey('gemma', 'revoked-mid-stream');
+      // The stream is held after its first event, however fast the model generates: the revocation
+      // lands mid-stream by construction (a fast model on a loaded machine once finished first).
+      const relay = await startHeldRelay(gemma.url);
+      onTestFinished(() => relay.close());
+      await gw.addReady('gemma-held', GEMMA, relay.url);
+      const key = await gw.createKey('gemma-held', 'revoked-mid-stream');
       const from = (await gemma.log()).length;
       const res = await fetch(`${gw.baseUrl}/v1/chat/completions`, {
         method: 'POST',
@@ -201,7 +207,9 @@ export function conformanceSuite(p: Profile): void {
       );
       expect(events.filter((e) => e.includes('"error"'))).toHaveLength(1);
       expect(events).not.toContain('data: [DONE]');
-      // The generation was cut well before its max_tokens.
+      expect(relay.held).toBe(1);
+      // The gateway dropped the upstream request while it was held, and the server cancelled.
+      await eventually(() => relay.abortedWhileHeld === 1, 'the gateway closes the held upstream request');
       expect(await cancelledAfter(gemma, from)).toBeLessThan(p.longTokens);
       expect(gw.inflight(key.id)).toBe(0);
     });

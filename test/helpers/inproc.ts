@@ -87,7 +87,11 @@ function answer(res: LightMyRequestResponse): Answer {
 }
 
 /** Builds a daemon that never listens; `patch` overrides resolved config fields. */
-export async function buildInproc(patch: Partial<Config> = {}, env: Record<string, string> = {}): Promise<Inproc> {
+export async function buildInproc(
+  patch: Partial<Config> = {},
+  env: Record<string, string> = {},
+  store = new MemoryStore(),
+): Promise<Inproc> {
   const home = await mkdtemp(join(tmpdir(), 'obi-'));
   // Probes only when a route asks for one (`instances add`, `ready`): a test that listens on a
   // socket gets no periodic round, whose probes would land in the next test's upstream record.
@@ -106,7 +110,6 @@ export async function buildInproc(patch: Partial<Config> = {}, env: Record<strin
     },
   });
   const clock = new TestClock();
-  const store = new MemoryStore();
   const daemon = await buildDaemon(config, { version: 'test', clock, store, secrets: countingSecrets(), logStream });
   return {
     daemon,

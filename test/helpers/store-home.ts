@@ -1,5 +1,5 @@
 /**
- * Helpers for the store regressions: a ready instance made through the real CLI, the store file
+ * Helpers for the store's tests: a ready instance made through the real CLI, the store file
  * read and edited by hand as an operator would, and a small tmpfs for a real full disk.
  */
 import { execFileSync } from 'node:child_process';

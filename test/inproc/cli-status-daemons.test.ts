@@ -121,6 +121,27 @@ describe('status: the daemons of a shared store', () => {
     expect(text).not.toMatch(/79\d/);
   });
 
+  it('revocations the store refused, held by a daemon (one with no row yet): who, how many, since when', async () => {
+    const text = await status({
+      shared: true,
+      newestRevocation: '783',
+      daemons: [daemon('a1b2c3d4', { self: true }), daemon('e5f6a7b8', { state: 'gone', reportAgeMs: 45_000 })],
+      unwritten: [
+        { id: daemon('a1b2c3d4').id, self: true, revocations: 1, oldestAt: '2026-11-23T12:09:58.123Z' },
+        { id: daemon('e5f6a7b8').id, self: false, revocations: 3, oldestAt: '2026-11-23T12:09:41.000Z' },
+        { id: daemon('c9d0e1f2').id, self: false, revocations: 2, oldestAt: null },
+      ],
+    });
+    expect(text.split('\n').slice(5)).toEqual([
+      'Every live daemon (1) has applied every revocation the store holds: each refuses every key revoked there.',
+      '1 daemon gone (no report for longer than its --max-stale): if it still runs, it refuses every key.',
+      'Daemon a1b2c3d4 (this) holds 1 revocation the store refused, the oldest made at 2026-11-23T12:09:58.123Z, in its memory and journal alone: it refuses that key, and the other daemons know nothing of it (each refuses every key once it has not written for --max-stale). It is written once the store takes writes, while that daemon runs.',
+      'Daemon e5f6a7b8 holds 3 revocations the store refused, the oldest made at 2026-11-23T12:09:41.000Z, in its memory and journal alone: it refuses those keys, and the other daemons know nothing of them (each refuses every key once it has not written for --max-stale). They are written once the store takes writes, while that daemon runs.',
+      'Daemon c9d0e1f2 holds 2 revocations the store refused, in its memory and journal alone: it refuses those keys, and the other daemons know nothing of them (each refuses every key once it has not written for --max-stale). They are written once the store takes writes, while that daemon runs.',
+      '',
+    ]);
+  });
+
   it('no revocation yet', async () => {
     expect(await status({ shared: true, newestRevocation: null, daemons: [daemon('a1b2c3d4')] })).toContain(
       '\nNo key has been revoked through this store yet.\n',

@@ -80,7 +80,7 @@ describe('the npm package', () => {
     expect(manifest.private).toBeUndefined();
     expect(manifest.scripts).toBeUndefined();
     expect(manifest.devDependencies).toBeUndefined();
-    expect(manifest.engines).toEqual({ node: '>=22.12.0' });
+    expect(manifest.engines).toEqual({ node: '>=22.15.0' });
     // The checkout's own manifest is back as it was after packing.
     const checkout = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')) as {
       scripts: Record<string, string>;

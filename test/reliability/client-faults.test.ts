@@ -133,7 +133,7 @@ describe('client disconnects: the upstream request is aborted, usage is kept', (
     expect(after.requests).toBe(before.requests + 1);
     expect(after.completionTokens - before.completionTokens).toBeLessThanOrEqual(rec.chunksSent);
   });
-  // Disconnect while back-pressured: test/regressions/stream-backpressure-disconnect-hang.test.ts
+  // Disconnect while back-pressured: test/inproc/client-departure.test.ts
 });
 
 describe('clients that send badly', () => {

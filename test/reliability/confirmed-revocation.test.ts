@@ -82,6 +82,7 @@ it('three daemons, one stopped: --wait fails at its bound naming it, status show
     shared: true,
     newestRevocation: null,
     daemons: [daemon(a), daemon(b), daemon(c)],
+    unwritten: [],
   });
 
   c.serve.proc.kill('SIGSTOP');
@@ -103,6 +104,7 @@ it('three daemons, one stopped: --wait fails at its bound naming it, status show
         daemon(b, { confirmed: true }),
         daemon(c, { confirmed: false, revocationsBehind: 1 }),
       ],
+      unwritten: [],
       waitedMs: expect.any(Number),
     },
   });
@@ -123,6 +125,7 @@ it('three daemons, one stopped: --wait fails at its bound naming it, status show
     shared: true,
     newestRevocation: out.confirmation.newestRevocation,
     daemons: [daemon(a), daemon(b), daemon(c, { revocationsBehind: 1 })],
+    unwritten: [],
   });
   expect(during.daemons.daemons[2]!.reportAgeMs as number).toBeGreaterThanOrEqual(2000);
   const human = await runCli(['status'], { home: a.serve.home });
@@ -163,6 +166,7 @@ it('three daemons, one stopped: --wait fails at its bound naming it, status show
       notShared: [],
       newestRevocation: expect.stringMatching(/^\d+$/),
       daemons: [daemon(a, { confirmed: true }), daemon(b, { confirmed: true }), daemon(c, { confirmed: true })],
+      unwritten: [],
       waitedMs: expect.any(Number),
     },
   });

@@ -87,7 +87,9 @@ describe.each(STORES)('the allowed models on the %s store', (_name, factory) => 
     // The store's list wins over the list the daemon was started with.
     const again = await open(make(), ['qwen3.6:27b']);
     expect([again.models, again.modelsSource]).toEqual([['gemma4:26b', 'llama3.1:8b'], 'store']);
-    expect(again.registry.events.filter((e) => e.type === 'models.changed').map((e) => e.models)).toEqual([
+    expect(
+      (await again.auditEvents({ limit: 10_000 })).filter((e) => e.type === 'models.changed').map((e) => e.models),
+    ).toEqual([
       ['gemma4:26b', 'qwen3.6:27b', 'llama3.1:8b'],
       ['gemma4:26b', 'llama3.1:8b'],
     ]);

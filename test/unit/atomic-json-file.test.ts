@@ -2,7 +2,7 @@
  * The store file's writer (src/store/atomic-json-file.ts): whole files only, mode 0600, no link
  * followed at either path, a crash's leftover temp file replaced, a failed write leaving the old
  * file and no temp file. The daemon-level cases (a link at db.json.tmp at start-up and while
- * serving) are in test/e2e/regressions/tmp-symlink-followed.test.ts.
+ * serving) are in test/e2e/store-files.test.ts.
  */
 import { lstat, mkdir, mkdtemp, readFile, readdir, stat, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

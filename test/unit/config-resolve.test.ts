@@ -48,6 +48,7 @@ const DEFAULTS: Config = {
   relayFastPath: true,
   tls: null,
   otlp: null,
+  usageLog: null,
   socketGroup: null,
   maxConcurrency: null,
   queueSize: 100,

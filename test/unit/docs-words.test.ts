@@ -64,9 +64,8 @@ function comments(text: string, file: string): { line: number; text: string }[] 
 
 /** A test named by path: `test/unit/config-resolve.test.ts`. */
 const TEST_PATH = /\btest\/[\w./-]+\.test\.tsx?\b/g;
-/** A test named by tier and name, as the pages' tables do: `unit/config-resolve`, `regressions/…`. */
-const TEST_NAME =
-  /`((?:unit|inproc|e2e|regressions|reliability|simulate|conformance|console|package|soak)\/[\w./-]+)`/g;
+/** A test named by tier and name, as the pages' tables do: `unit/config-resolve`, `e2e/store-files`. */
+const TEST_NAME = /`((?:unit|inproc|e2e|reliability|simulate|conformance|console|package|soak)\/[\w./-]+)`/g;
 
 async function exists(path: string): Promise<boolean> {
   return access(join(ROOT, path)).then(
@@ -75,10 +74,10 @@ async function exists(path: string): Promise<boolean> {
   );
 }
 
-/** Where a test named by tier and name may be: its file, or a folder; regressions of either tier. */
+/** Where a test named by tier and name may be: its file, or a folder. */
 function placesOf(name: string): string[] {
-  const bases = name.startsWith('regressions/') ? [`test/${name}`, `test/e2e/${name}`] : [`test/${name}`];
-  return bases.flatMap((b) => [`${b}.test.ts`, `${b}.test.tsx`, b]);
+  const base = `test/${name}`;
+  return [`${base}.test.ts`, `${base}.test.tsx`, base];
 }
 
 /** Every line the rule applies to: whole pages, and the comments of the code. */

@@ -99,7 +99,9 @@ describe.each(STORES)('aliases on the %s store', (_name, factory) => {
       aliases: ['claude-sonnet-4-5', 'gpt-4o'],
     });
     expect(
-      again.registry.events.filter((e) => e.type === 'instance.aliased').map((e) => [e.instance, e.aliases]),
+      (await again.auditEvents({ limit: 10_000 }))
+        .filter((e) => e.type === 'instance.aliased')
+        .map((e) => [e.instance, e.aliases]),
     ).toEqual([
       ['gpu-1', ['claude-sonnet-4-5', 'claude-haiku-4-5']],
       ['gpu-1', ['claude-sonnet-4-5', 'gpt-4o']],

@@ -95,7 +95,7 @@ describe.each(STORES)('key limits on the %s store', (_name, factory) => {
     expect(again.registry.keys.get(key.id)!.limits).toEqual({ rpm: null, tpm: 5000, concurrency: 2 });
     const dflt = [...again.registry.keys.values()].find((k) => k.isDefault)!;
     expect(dflt.limits).toEqual({ rpm: null, tpm: null, concurrency: null });
-    expect(again.registry.events.filter((e) => e.type === 'key.limited')).toHaveLength(1);
+    expect((await again.auditEvents({ limit: 10_000 })).filter((e) => e.type === 'key.limited')).toHaveLength(1);
   });
 });
 

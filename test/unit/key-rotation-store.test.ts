@@ -116,13 +116,15 @@ describe.each(STORES)('a rotation with a grace on the %s store', (_name, factory
 
     const later = await open(make());
     expect(later.registry.keys.get(oldId)).toMatchObject({ status: 'revoked', revokeReason: 'rotated' });
-    expect(later.registry.events.filter((e) => e.keyId === oldId).map((e) => e.type)).toEqual([
+    expect((await later.auditEvents({ limit: 10_000 })).filter((e) => e.keyId === oldId).map((e) => e.type)).toEqual([
       'key.created',
       'key.rotated',
       'key.revoked',
     ]);
     await later.endDuePacks();
-    expect(later.registry.events.filter((e) => e.type === 'key.revoked' && e.keyId === oldId)).toHaveLength(1);
+    expect(
+      (await later.auditEvents({ limit: 10_000 })).filter((e) => e.type === 'key.revoked' && e.keyId === oldId),
+    ).toHaveLength(1);
   });
 });
 

@@ -97,7 +97,7 @@ describe.each([
     ]);
     expect(again.registry.keys.get(other.key.id)?.lastUsedAt).toBe('2026-11-23T11:40:00.000Z');
     expect([...again.registry.instances.keys()]).toEqual(['gpu-1']);
-    expect(again.registry.events.map((e) => e.type)).toEqual([
+    expect((await again.auditEvents({ limit: 10_000 })).map((e) => e.type)).toEqual([
       'instance.added',
       'instance.state',
       'key.created',
@@ -106,7 +106,7 @@ describe.each([
       'instance.added',
       'instance.removed',
     ]);
-    const seqs = again.registry.events.map((e) => e.seq);
+    const seqs = (await again.auditEvents({ limit: 10_000 })).map((e) => e.seq);
     expect([...seqs].sort((x, y) => x - y)).toEqual(seqs);
   });
 

@@ -12,7 +12,9 @@ import { type TestDatabase, freshDatabase } from '../helpers/postgres.js';
 
 let db: TestDatabase;
 let pool: pg.Pool;
-const NOBODY = { origin: 'nobody', change: 0, cursor: null };
+/** No revocation the database refused. */
+const NONE = { count: 0, oldestAt: null };
+const NOBODY = { origin: 'nobody', change: 0, cursor: null, unwritten: NONE };
 
 function key(id: string, status: 'active' | 'revoked'): unknown[] {
   return [id, `h-${id}`, 'gpu-1', 'd1', status, JSON.stringify({ id, status, instance: 'gpu-1' })];
@@ -114,7 +116,7 @@ describe('which daemons have applied a revocation', () => {
   });
 
   it('the asking daemon reports what it has applied now, not its row', async () => {
-    const own = { origin: 'd3', change: 5, cursor: null };
+    const own = { origin: 'd3', change: 5, cursor: null, unwritten: NONE };
     expect(await pending(['k2'], own)).toEqual({ d3: 0, d4: 1, d6: 0 });
     const r = await readDaemonReports(pool, ['k2'], own);
     expect(r.daemons.find((d) => d.self)).toMatchObject({ id: 'd3', appliedChange: 5, changeLag: 1 });

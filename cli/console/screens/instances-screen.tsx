@@ -6,8 +6,8 @@
  * polls them as often).
  *
  *   ID      MODEL        STATE     HEALTH   ENDPOINT     PACK END (UTC)     KEYS
- * › gpu-1   gemma4:26b   ready     ok       http://10.…  12-01 18:00 3h 12m    2
- *   gpu-2   qwen3.6:27b  stopped   -        http://10.…  none                  0
+ * › gpu-1   gemma4:26b   ready     reachable     http://10.…  12-01 18:00 3h 12m    2
+ *   gpu-2   qwen3.6:27b  stopped   -             http://10.…  -                     0
  *
  *   gpu-1 · gemma4:26b · http://10.0.0.5:11434
  *   Aliases: claude-sonnet-4-5, claude-haiku-4-5
@@ -39,10 +39,11 @@ export interface InstancesScreenProps {
   live?: ReadonlyMap<string, InstanceLiveView>;
 }
 
+/** The probe's status in the CLI's words (`instances list`). */
 const HEALTH: Record<NonNullable<InstanceView['health']>['status'], { text: string; tone: Tone }> = {
-  reachable: { text: 'ok', tone: 'good' },
-  unreachable: { text: 'down', tone: 'bad' },
-  'model missing': { text: 'no model', tone: 'bad' },
+  reachable: { text: 'reachable', tone: 'good' },
+  unreachable: { text: 'unreachable', tone: 'bad' },
+  'model missing': { text: 'model missing', tone: 'bad' },
 };
 
 /** Whether any instance has an alias: then every instance's detail says its aliases, none included. */
@@ -68,10 +69,10 @@ export function InstancesScreen({ instances, selected, width, height, now, unrev
   const tone = useTone();
   // The HEALTH column only once something was probed (a daemon with probes off has none).
   const probed = instances.some((i) => i.health != null);
-  const [idW, endpointW] = flexWidths(width, probed ? [12, 10, 8, 18, 4] : [12, 10, 18, 4], [2, 3]) as [number, number];
+  const [idW, endpointW] = flexWidths(width, probed ? [12, 10, 13, 18, 4] : [12, 10, 18, 4], [2, 3]) as [number, number];
   const columns: Column[] = [
     { title: 'ID', width: idW }, { title: 'MODEL', width: 12 }, { title: 'STATE', width: 10 },
-    ...(probed ? [{ title: 'HEALTH', width: 8 }] : []),
+    ...(probed ? [{ title: 'HEALTH', width: 13 }] : []),
     { title: 'ENDPOINT', width: endpointW }, { title: 'PACK END (UTC)', width: 18 }, { title: 'KEYS', width: 4 },
   ];
   const rows = instances.map((i) => {
@@ -79,7 +80,7 @@ export function InstancesScreen({ instances, selected, width, height, now, unrev
     return [
       { text: i.id, bold: true }, { text: i.model }, { text: i.state, tone: stateTone(i.state) },
       ...(probed ? [h === null ? { text: '-', tone: 'muted' as const } : { text: h.text, tone: h.tone }] : []),
-      { text: i.endpoint ?? 'no endpoint', ...(i.endpoint === null ? { tone: 'muted' as const } : {}) },
+      { text: i.endpoint ?? '-', ...(i.endpoint === null ? { tone: 'muted' as const } : {}) },
       { text: packEnd(i.packEndsAt, now), ...(i.packEndsAt !== null && Date.parse(i.packEndsAt) - now < 3_600_000 ? { tone: 'warn' as const } : {}) },
       { text: String(i.activeKeys).padStart(4) },
     ];

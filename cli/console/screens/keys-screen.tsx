@@ -126,7 +126,7 @@ export function KeysScreen({ instance, keys, selected, width, height, now }: Key
             ? <Text wrap="truncate" color={tone('bad')}>{`  Revoked ${current.revokedAt === null ? '' : secondsUtc(current.revokedAt) + ' UTC'}: ${reasonText(current.revokeReason)}.`}</Text>
             : current.revealable
               ? <Text wrap="truncate" color={tone('warn')}>  Its secret was never shown: r reveals it, once. x revokes it (asks first).</Text>
-              : <Text wrap="truncate" color={tone('muted')}>  x revokes it (asks first).</Text>}
+              : <Text wrap="truncate" color={tone('muted')}>  Enter shows it, l sets its limits, o rotates it, x revokes it (asks first).</Text>}
         </Box>
       )}
     </Box>

@@ -5,6 +5,7 @@ import { type Instance, withAliases } from '../../domain/instance.js';
 import { type AuditEvent, type KeyRecord } from '../../domain/key.js';
 import { ObProxyError, obError } from '../../errors.js';
 import {
+  type AuditQuery,
   type BucketQuery,
   STORE_VERSION,
   type Mutation,
@@ -270,11 +271,18 @@ export class LifecycleCore {
         version: STORE_VERSION,
         instances: [...this.reg.instances.values()],
         keys: [...this.reg.keys.values()],
-        events: [...this.reg.events],
+        events: (await this.deps.store.auditEvents?.({ limit: Number.MAX_SAFE_INTEGER })) ?? [...this.reg.events],
         ...(this.storedModels === null ? {} : { models: [...this.storedModels] }),
         ...(buckets.length === 0 ? {} : { usageBuckets: buckets }),
       });
     });
+  }
+
+  /** The newest audit events, from the store (the registry holds only the newest few). */
+  async auditEvents(q: AuditQuery): Promise<AuditEvent[]> {
+    if (this.deps.store.auditEvents !== undefined) return this.deps.store.auditEvents(q);
+    const held = this.reg.events.filter((e) => q.instance === undefined || e.instance === q.instance);
+    return held.slice(Math.max(0, held.length - q.limit));
   }
 
   /** Usage by the hour and day as the store keeps it (none from a store that keeps none). */

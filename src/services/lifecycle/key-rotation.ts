@@ -101,9 +101,10 @@ export class KeyRotation extends InstanceCommands {
   }
 
   private *rotating(): Iterable<KeyRecord> {
-    for (const inst of this.reg.instances.values()) {
-      if (!isLive(inst)) continue;
-      for (const k of this.reg.keysOfDeployment(inst)) if (k.status === 'active' && k.revokeAt != null) yield k;
+    // The keys with a grace, not every key of every live instance: at each pack timer tick.
+    for (const k of [...this.reg.rotatingKeys()]) {
+      const inst = this.reg.instances.get(k.instance);
+      if (inst !== undefined && isLive(inst) && inst.deployment === k.deployment) yield k;
     }
   }
 }

@@ -1,7 +1,9 @@
 import { hostname } from 'node:os';
 import type pg from 'pg';
-import type { DaemonReport, DaemonReports } from '../../services/revocation-confirmation.js';
+import type { DaemonReport, DaemonReports, UnwrittenHold } from '../../services/revocation-confirmation.js';
+import type { UnsharedSummary } from './revocation-ledger.js';
 import { REVOCATION_WRITE_PROBE, type RevocationCursor } from './revocations.js';
+import { UNWRITTEN_LABELS } from './unwritten-label.js';
 
 /** What a daemon says of itself in ob_daemons (migrations 6 and 7), every catch-up period. */
 export interface DaemonRow {
@@ -67,6 +69,8 @@ export interface OwnPosition {
   origin: string;
   change: number;
   cursor: RevocationCursor | null;
+  /** The revocations it holds that the database has not taken. */
+  unwritten: UnsharedSummary;
 }
 
 /**
@@ -104,6 +108,7 @@ export async function readDaemonReports(
     }[];
     newest: string | null;
     not_shared: string[];
+    unwritten: { origin: string; count: number; oldest_at: string | null }[];
   }>(
     `WITH ds AS (
        SELECT d.origin, d.host, d.pid, d.started_at, d.seen_at, d.in_sync_at, d.max_stale_ms,
@@ -144,7 +149,8 @@ export async function readDaemonReports(
          d.max_stale_ms
        FROM ds d) x), '[]'::json) AS daemons,
        (SELECT max(xid)::text FROM ob_revocations) AS newest,
-       array(SELECT t.key_id FROM target t WHERE t.xid IS NULL AND t.change_no IS NULL ORDER BY t.key_id) AS not_shared`,
+       array(SELECT t.key_id FROM target t WHERE t.xid IS NULL AND t.change_no IS NULL ORDER BY t.key_id) AS not_shared,
+       coalesce((SELECT json_agg(u ORDER BY u.origin) FROM (${UNWRITTEN_LABELS}) u WHERE u.origin <> $2), '[]'::json) AS unwritten`,
     [keyIds, own.origin, own.change, own.cursor?.xmax ?? null, own.cursor?.xip ?? []],
   );
   const row = rows[0]!;
@@ -164,5 +170,14 @@ export async function readDaemonReports(
     lastInSyncAt: d.in_sync_at,
     maxStaleMs: d.max_stale_ms,
   }));
-  return { daemons, newestRevocation: row.newest, notShared: row.not_shared };
+  // This daemon's own from memory: its label is set a period later, and fails with its connection.
+  const held: UnwrittenHold[] = row.unwritten.map((u) => ({
+    id: u.origin,
+    self: false,
+    revocations: u.count,
+    oldestAt: u.oldest_at,
+  }));
+  if (own.unwritten.count > 0)
+    held.unshift({ id: own.origin, self: true, revocations: own.unwritten.count, oldestAt: own.unwritten.oldestAt });
+  return { daemons, newestRevocation: row.newest, notShared: row.not_shared, unwritten: held };
 }

@@ -2,6 +2,7 @@ import type { PoolClient } from 'pg';
 import type { StoreData } from '../store.js';
 import { importUsageByRoute } from './usage.js';
 import { importBuckets } from './usage-buckets.js';
+import { pieces } from './import-pieces.js';
 
 export interface TableCounts {
   instances: number;
@@ -52,25 +53,28 @@ export async function countTables(client: PoolClient): Promise<TableCounts> {
 export async function importData(client: PoolClient, data: StoreData): Promise<void> {
   await client.query('UPDATE ob_meta SET change_no = change_no + 2 WHERE id = 1');
   await client.query('TRUNCATE ob_instances, ob_keys, ob_events, ob_changes');
-  await client.query(
-    `INSERT INTO ob_instances (id, deployment, state, updated_at, record)
+  for (const part of pieces(data.instances))
+    await client.query(
+      `INSERT INTO ob_instances (id, deployment, state, updated_at, record)
      SELECT r->>'id', r->>'deployment', r->>'state', r->>'updatedAt', r FROM jsonb_array_elements($1::jsonb) AS r`,
-    [JSON.stringify(data.instances)],
-  );
-  await client.query(
-    `INSERT INTO ob_keys (id, hash, instance, deployment, status, record, requests, prompt_tokens, completion_tokens, last_used_at, reasoning_tokens, errors, disconnects, first_used_at, estimated_tokens)
+      [part],
+    );
+  for (const part of pieces(data.keys))
+    await client.query(
+      `INSERT INTO ob_keys (id, hash, instance, deployment, status, record, requests, prompt_tokens, completion_tokens, last_used_at, reasoning_tokens, errors, disconnects, first_used_at, estimated_tokens)
      SELECT r->>'id', r->>'hash', r->>'instance', r->>'deployment', r->>'status', r - 'usage' - 'lastUsedAt',
        (r->'usage'->>'requests')::bigint, (r->'usage'->>'promptTokens')::bigint, (r->'usage'->>'completionTokens')::bigint, r->>'lastUsedAt',
        coalesce((r->'usage'->>'reasoningTokens')::bigint, 0), coalesce((r->'usage'->>'errors')::bigint, 0), coalesce((r->'usage'->>'disconnects')::bigint, 0), r->'usage'->>'firstUsedAt',
        coalesce((r->'usage'->>'estimatedTokens')::bigint, 0)
      FROM jsonb_array_elements($1::jsonb) AS r`,
-    [JSON.stringify(data.keys)],
-  );
+      [part],
+    );
   await importUsageByRoute(client, data.keys);
-  await client.query(
-    "INSERT INTO ob_events (seq, at, record) SELECT (r->>'seq')::bigint, r->>'at', r FROM jsonb_array_elements($1::jsonb) AS r",
-    [JSON.stringify(data.events)],
-  );
+  for (const part of pieces(data.events))
+    await client.query(
+      "INSERT INTO ob_events (seq, at, record) SELECT (r->>'seq')::bigint, r->>'at', r FROM jsonb_array_elements($1::jsonb) AS r",
+      [part],
+    );
   await importBuckets(client, data.usageBuckets ?? []);
   await client.query('DELETE FROM ob_settings');
   if (data.models != null)

@@ -23,7 +23,7 @@ export const POOL_SESSION_SETTINGS = {
   // The server's own time-out, just under the client's: a statement the daemon gives up on
   // (waiting for a lock a stuck transaction holds) is cancelled there too, instead of waiting
   // on with its place in the queue, one more for every later write, until the server's
-  // connections run out (test/regressions/postgres-timed-out-write-left-waiting.test.ts).
+  // connections run out (test/inproc/postgres-store-locks.test.ts).
   statement_timeout: QUERY_TIMEOUT_MS - 1000,
   lock_timeout: 5000,
   idle_in_transaction_session_timeout: 4000,

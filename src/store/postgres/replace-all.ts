@@ -18,6 +18,10 @@ export async function replaceAll(
   try {
     await prepare();
     await client.query('BEGIN');
+    // The pools' 4 s bound on a transaction left idle guards the daemons against a stuck peer;
+    // a copy of a million keys pauses longer than that between statements (its collector, on a
+    // heap of GBs), and the server ended it. A minute still ends a copy whose process hangs.
+    await client.query(`SET LOCAL idle_in_transaction_session_timeout = '60s'`);
     // The counter row first, as every write does: no daemon writes meanwhile.
     await client.query('SELECT change_no FROM ob_meta WHERE id = 1 FOR UPDATE');
     const before = await countTables(client);

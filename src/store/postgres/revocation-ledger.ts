@@ -9,6 +9,12 @@ export interface Revocation {
   reason: RevokeReason;
 }
 
+/** Revocations only this daemon holds: how many, and the oldest's time (null: none, or none known). */
+export interface UnsharedSummary {
+  count: number;
+  oldestAt: string | null;
+}
+
 /**
  * Every revocation this daemon knows, and how far each has reached the database. Invariants:
  * - a key once known revoked stays known: it is written back into a database that lost it;
@@ -68,6 +74,19 @@ export class RevocationLedger {
     return [...this.unshared.values()];
   }
 
+  /**
+   * The revocations the database has not taken (this daemon's memory and journal alone): how
+   * many, and when the oldest was made.
+   */
+  unsharedSummary(): UnsharedSummary {
+    let oldestAt: string | null = null;
+    for (const k of this.unshared.values()) {
+      const at = k.revokedAt ?? this.known.get(k.id)?.at ?? null;
+      if (at !== null && (oldestAt === null || Date.parse(at) < Date.parse(oldestAt))) oldestAt = at;
+    }
+    return { count: this.unshared.size, oldestAt };
+  }
+
   writeBackKeys(): KeyRecord[] {
     return [...this.writeBack.values()];
   }
@@ -102,12 +121,13 @@ export class RevocationLedger {
   revokedWins(data: StoreData, rows: readonly KeyRecord[], journal: readonly JournalRecord[]): void {
     const byId = new Map(data.keys.map((k) => [k.id, k]));
     const byHash = new Map(data.keys.map((k) => [k.hash, k]));
-    const revoke = (key: KeyRecord, at: string, reason: RevokeReason): void => {
-      if (key.status !== 'active') return;
+    const revoke = (key: KeyRecord, at: string, reason: RevokeReason): boolean => {
+      if (key.status !== 'active') return false;
       key.status = 'revoked';
       key.revokedAt = at;
       key.revokeReason = reason;
       this.writeBack.set(key.id, { ...key });
+      return true;
     };
     for (const r of rows) {
       this.shared.add(r.id);
@@ -117,8 +137,9 @@ export class RevocationLedger {
     for (const j of journal) {
       const key = byId.get(j.keyId) ?? byHash.get(j.keyHash);
       if (key === undefined) continue;
-      revoke(key, j.at, j.reason);
-      if (!this.shared.has(key.id)) this.unshared.set(key.id, { ...key });
+      // A key ob_keys shows revoked is in ob_revocations too (a load reads only the rows ob_keys
+      // does not show yet), so only a revocation the database lacks is shared again.
+      if (revoke(key, j.at, j.reason) && !this.shared.has(key.id)) this.unshared.set(key.id, { ...key });
     }
   }
 }

@@ -67,12 +67,16 @@ export const REVOCATION_WRITE_PROBE = `INSERT INTO ob_revocations (key_id, recor
  * A read's columns: its own snapshot (the next cursor) and the rows past the cursor, given as
  * the parameters numbered `at` and `at + 1` (cursorParams).
  */
-export function revocationsSince(at: number): string {
+export function revocationsSince(at: number, unseenOnly = false): string {
+  // unseenOnly (a load): leaves out the rows whose key ob_keys already shows revoked.
+  const unseen = unseenOnly
+    ? ` AND NOT EXISTS (SELECT 1 FROM ob_keys k WHERE k.id = r.key_id AND k.status = 'revoked')`
+    : '';
   return `
   pg_snapshot_xmax(pg_current_snapshot())::text AS rev_xmax,
   array(SELECT pg_snapshot_xip(pg_current_snapshot())::text) AS rev_xip,
   coalesce((SELECT json_agg(r.record) FROM ob_revocations r
-    WHERE $${at}::xid8 IS NULL OR r.xid >= $${at}::xid8 OR r.xid = ANY($${at + 1}::xid8[])), '[]'::json) AS revocations`;
+    WHERE ($${at}::xid8 IS NULL OR r.xid >= $${at}::xid8 OR r.xid = ANY($${at + 1}::xid8[]))${unseen}), '[]'::json) AS revocations`;
 }
 
 /** The parameters of revocationsSince: null reads every row. */

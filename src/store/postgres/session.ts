@@ -23,6 +23,8 @@ export interface SessionDeps {
   notices: Notices;
   /** A notification arrived on the connection. */
   onNotification: (msg: pg.Notification) => void;
+  /** The connection's application_name now (unwritten-label.ts): set again whenever it changes. */
+  label: () => string;
 }
 
 export class SessionConnection {
@@ -30,6 +32,8 @@ export class SessionConnection {
   private starting: Promise<void> | null = null;
   private checking: Promise<void> | null = null;
   private chores = false;
+  /** The application_name the open connection has. */
+  private labelled: string | null = null;
 
   constructor(private readonly deps: SessionDeps) {}
 
@@ -65,8 +69,10 @@ export class SessionConnection {
   private async keep(): Promise<void> {
     if (this.session !== null) {
       try {
+        const label = this.deps.label();
         if (!this.chores) this.chores = await tryChoresLock(this.session);
-        else await this.session.query('SELECT 1');
+        else if (label === this.labelled) await this.session.query('SELECT 1');
+        if (label !== this.labelled) await this.setLabel(this.session, label);
         return;
       } catch (err) {
         this.deps.notices.say(`PostgreSQL session connection lost (${errText(err)}); opening another.`);
@@ -77,6 +83,13 @@ export class SessionConnection {
       this.starting = null;
     });
     await this.starting;
+  }
+
+  /** A setting, not a write: a database that refuses writes (read-only, a standby) takes it. */
+  private async setLabel(client: pg.Client, label: string): Promise<void> {
+    this.labelled = null;
+    await client.query("SELECT set_config('application_name', $1, false)", [label]);
+    this.labelled = label;
   }
 
   private async start(): Promise<void> {
@@ -94,6 +107,8 @@ export class SessionConnection {
     try {
       await client.connect();
       if (channel !== null) await client.query(`LISTEN ${channel}`);
+      // Set, not given at connect: an application_name in the store's URL would win there.
+      await this.setLabel(client, this.deps.label());
       this.session = client;
       this.chores = await tryChoresLock(client);
     } catch (err) {

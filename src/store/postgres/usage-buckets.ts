@@ -2,6 +2,7 @@ import type pg from 'pg';
 import type { PoolClient } from 'pg';
 import { type UsageBucket, countsAnything } from '../../domain/usage-buckets.js';
 import type { BucketQuery, UsageDelta } from '../store.js';
+import { pieces } from './import-pieces.js';
 
 const ADD = `ON CONFLICT (key_id, size, start) DO UPDATE SET
   requests = ob_usage_buckets.requests + EXCLUDED.requests,
@@ -44,14 +45,14 @@ export async function addBucketRows(client: PoolClient, usage: readonly UsageDel
 /** A whole store's buckets (`store migrate`), into an emptied table. */
 export async function importBuckets(client: PoolClient, buckets: readonly UsageBucket[]): Promise<void> {
   await client.query('TRUNCATE ob_usage_buckets');
-  if (buckets.length === 0) return;
-  await client.query(
-    `INSERT INTO ob_usage_buckets (key_id, size, start, requests, prompt_tokens, completion_tokens, errors)
+  for (const part of pieces(buckets))
+    await client.query(
+      `INSERT INTO ob_usage_buckets (key_id, size, start, requests, prompt_tokens, completion_tokens, errors)
      SELECT b->>'keyId', b->>'size', (b->>'start')::timestamptz, (b->>'requests')::bigint,
        (b->>'promptTokens')::bigint, (b->>'completionTokens')::bigint, (b->>'errors')::bigint
      FROM jsonb_array_elements($1::jsonb) AS b`,
-    [JSON.stringify(buckets)],
-  );
+      [part],
+    );
 }
 
 /** The buckets that overlap [since, until), of some keys or all. */

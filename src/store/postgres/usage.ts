@@ -1,4 +1,5 @@
 import type { PoolClient } from 'pg';
+import { IMPORT_PIECE } from './import-pieces.js';
 import type { KeyRecord } from '../../domain/key.js';
 import { type UsageByRoute, addByRoute } from '../../domain/route-usage.js';
 import type { UsageDelta } from '../store.js';
@@ -114,5 +115,6 @@ export async function importUsageByRoute(client: PoolClient, keys: readonly KeyR
   const rows = keys
     .filter((k) => Object.keys(k.usage.byRoute).length > 0)
     .map((k) => ({ keyId: k.id, byRoute: k.usage.byRoute }));
-  if (rows.length > 0) await addRouteRows(client, rows);
+  // A statement per piece, as the keys themselves (import.ts).
+  for (let i = 0; i < rows.length; i += IMPORT_PIECE) await addRouteRows(client, rows.slice(i, i + IMPORT_PIECE));
 }

@@ -1,0 +1,258 @@
+/* global process, console, setTimeout, fetch, performance, URL */
+/**
+ * A daemon on a large store (bench/big-store.mjs: 10 keys an instance, a fifth revoked), per size:
+ * its start (to the socket and port answering), its RSS once started, a page of `keys list` and
+ * the whole list as JSON lines (GET /v1/keys?format=lines), and the latency a chat request adds
+ * while that whole list is being sent, against the same request on the idle daemon. With
+ * `--probes N`: an idle daemon with N ready instances probing at the defaults, its CPU a second
+ * and a chat request's latency while the rounds run.
+ *
+ *   node bench/scale.mjs [--keys 1000,10000,100000] [--postgres postgres://127.0.0.1:5432/test]
+ *                        [--probes 100000] [--json]
+ *
+ * --postgres: each size is also copied with `ob-proxy store migrate` into a database made for it
+ * on that server (dropped after) and measured there. Needs `npm run build`. One size at a time:
+ * a million keys takes a few GB (the generator's copy, and the daemon's).
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { bigStoreData } from './big-store.mjs';
+import { OB_BIN, startServe } from './serve.mjs';
+
+const ROOT = resolve(import.meta.dirname, '..');
+const argv = process.argv.slice(2);
+const arg = (name, fallback) => {
+  const at = argv.indexOf(name);
+  return at === -1 ? fallback : argv[at + 1];
+};
+const SIZES = arg('--keys', '1000,10000,100000').split(',').map(Number);
+const PG = arg('--postgres', null);
+const PROBES = Number(arg('--probes', '0'));
+const NODE_ARGS = ['--max-semi-space-size=8'];
+const CHATS = 30;
+
+/** db.json written a piece at a time: a million keys is past what one string holds. */
+function writeStore(path, data) {
+  const fd = openSync(path, 'w');
+  const list = (name, records, last) => {
+    writeSync(fd, `"${name}":[`);
+    for (let i = 0; i < records.length; i += 1000)
+      writeSync(
+        fd,
+        (i === 0 ? '' : ',') +
+          records
+            .slice(i, i + 1000)
+            .map((r) => JSON.stringify(r))
+            .join(',\n'),
+      );
+    writeSync(fd, last ? ']' : '],\n');
+  };
+  writeSync(fd, '{"version":2,"through":0,"auditArchived":null,\n');
+  list('instances', data.instances);
+  list('keys', data.keys);
+  list('events', data.events, true);
+  writeSync(fd, '}\n');
+  closeSync(fd);
+}
+
+function rssMiB(pid) {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return Number(m[1]) / 1024;
+}
+
+/** CPU ms (user + system) the process has used. */
+function cpuMs(pid) {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return ((Number(f[11]) + Number(f[12])) * 1000) / 100;
+}
+
+function upstream() {
+  const proc = spawn(process.execPath, [join(ROOT, 'bench/upstream.mjs')], { stdio: ['ignore', 'pipe', 'inherit'] });
+  return new Promise((done, fail) => {
+    let out = '';
+    proc.stdout.setEncoding('utf8').on('data', (s) => {
+      out += s;
+      const line = out.split('\n').find((l) => l.includes('"url"'));
+      if (line !== undefined) done({ proc, url: JSON.parse(line).url });
+    });
+    proc.once('exit', (code) => fail(new Error(`upstream exited ${code}`)));
+  });
+}
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+async function chat(baseUrl, secret) {
+  const t = performance.now();
+  const res = await fetch(`${baseUrl}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'gemma4:26b', messages: [{ role: 'user', content: 'hi' }] }),
+  });
+  await res.arrayBuffer();
+  if (res.status !== 200) throw new Error(`chat answered ${res.status}`);
+  return performance.now() - t;
+}
+
+/** Chat requests one after another while `work` runs: the slowest of them. */
+async function slowestDuring(baseUrl, secret, work) {
+  let done = false;
+  const during = [];
+  const running = work().finally(() => {
+    done = true;
+  });
+  while (!done) during.push(await chat(baseUrl, secret));
+  await running;
+  return { slowest: Math.max(...during), median: median(during), n: during.length };
+}
+
+/** `ob-proxy keys list --all`, its lines counted. */
+function listAll(home, counted) {
+  const proc = spawn(process.execPath, [OB_BIN, 'keys', 'list', '--all', '--home', home], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  proc.stdout.on('data', (b) => {
+    let n = 0;
+    for (let i = b.indexOf(10); i !== -1; i = b.indexOf(10, i + 1)) n++;
+    counted(n);
+  });
+  return new Promise((done, fail) =>
+    proc.once('close', (code) => (code === 0 ? done() : fail(new Error(`keys list --all exited ${code}`)))),
+  );
+}
+
+function pgDatabase(name, drop) {
+  const sql = drop ? `DROP DATABASE IF EXISTS ${name} WITH (FORCE)` : `CREATE DATABASE ${name}`;
+  const url = new URL(PG);
+  const r = spawnSync('psql', [PG, '-v', 'ON_ERROR_STOP=1', '-c', sql], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`psql: ${r.stderr}`);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+async function measure(keys, store) {
+  const { DaemonClient } = await import(join(ROOT, 'dist/cli/daemon-client.js'));
+  const home = mkdtempSync(join(tmpdir(), 'obscale-'));
+  const up = await upstream();
+  let dbName = null;
+  let serve = null;
+  try {
+    const data = bigStoreData({ instances: Math.max(1, keys / 10), keys, events: 0 });
+    writeStore(join(home, 'db.json'), data);
+    const args = ['--log-level', 'warn', '--probe-interval', '0'];
+    let migrateMs = null;
+    if (store === 'postgres') {
+      dbName = `ob_scale_${keys}`;
+      pgDatabase(dbName, true);
+      const url = pgDatabase(dbName, false);
+      const t = performance.now();
+      const m = spawnSync(
+        process.execPath,
+        [OB_BIN, 'store', 'migrate', '--from', join(home, 'db.json'), '--to', url],
+        {
+          encoding: 'utf8',
+        },
+      );
+      if (m.status !== 0) throw new Error(`store migrate: ${m.stderr}`);
+      migrateMs = performance.now() - t;
+      rmSync(join(home, 'db.json'));
+      args.push('--store', url);
+    }
+    const t0 = performance.now();
+    serve = await startServe({ home, args, nodeArgs: NODE_ARGS, logs: 'ignore', timeoutMs: 600_000 });
+    const startMs = performance.now() - t0;
+    // Its CPU to start: on a shared machine the wall time is the neighbours' as much as its own.
+    const startCpuMs = cpuMs(serve.proc.pid);
+    const rss = rssMiB(serve.proc.pid);
+    const client = new DaemonClient(join(home, 'ob-proxy.sock'));
+    client.timeoutMs = 600_000;
+    await client.addInstance({ id: 'timed', model: 'gemma4:26b', endpoint: `${up.url}/v1` });
+    await client.ready('timed', { wait: true, probe: false });
+    const { secret } = await client.createKey('timed', 'bench');
+    for (let i = 0; i < 10; i++) await chat(serve.baseUrl, secret);
+    const idle = [];
+    for (let i = 0; i < CHATS; i++) idle.push(await chat(serve.baseUrl, secret));
+    let t = performance.now();
+    await client.keyPage({ limit: 1000 });
+    const pageMs = performance.now() - t;
+    // The whole list by the CLI, in a process of its own (as an operator runs it), while chat
+    // requests go one after another.
+    let lines = 0;
+    t = performance.now();
+    const during = await slowestDuring(serve.baseUrl, secret, () => listAll(home, (n) => (lines += n)));
+    const wholeMs = performance.now() - t;
+    const result = {
+      store,
+      keys,
+      migrateMs,
+      startMs,
+      startCpuMs,
+      rssMiB: rss,
+      rssAfterMiB: rssMiB(serve.proc.pid),
+      pageMs,
+      wholeMs,
+      listed: lines,
+      chatIdleMs: median(idle),
+      chatIdleMaxMs: Math.max(...idle),
+      chatDuringListMs: during.median,
+      chatDuringListMaxMs: during.slowest,
+      chatsDuringList: during.n,
+    };
+    console.log(JSON.stringify(result));
+    return result;
+  } finally {
+    await serve?.stop();
+    up.proc.kill();
+    rmSync(home, { recursive: true, force: true });
+    if (dbName !== null) pgDatabase(dbName, true);
+  }
+}
+
+/** An idle daemon probing `instances` ready instances (endpoints that refuse at once) at the defaults. */
+async function measureProbes(instances) {
+  const { DaemonClient } = await import(join(ROOT, 'dist/cli/daemon-client.js'));
+  const home = mkdtempSync(join(tmpdir(), 'obscale-'));
+  const up = await upstream();
+  let serve = null;
+  try {
+    writeStore(join(home, 'db.json'), bigStoreData({ instances, keys: instances, events: 0 }));
+    serve = await startServe({
+      home,
+      args: ['--log-level', 'warn'],
+      nodeArgs: NODE_ARGS,
+      logs: 'ignore',
+      timeoutMs: 600_000,
+    });
+    const client = new DaemonClient(join(home, 'ob-proxy.sock'));
+    await client.addInstance({ id: 'timed', model: 'gemma4:26b', endpoint: `${up.url}/v1` });
+    await client.ready('timed', { wait: true, probe: false });
+    const { secret } = await client.createKey('timed', 'bench');
+    for (let i = 0; i < 10; i++) await chat(serve.baseUrl, secret);
+    // Idle but for the probes: their CPU alone, then chat requests among them.
+    const seconds = 20;
+    const c0 = cpuMs(serve.proc.pid);
+    await new Promise((r) => setTimeout(r, seconds * 1000));
+    const cpuPerSecond = (cpuMs(serve.proc.pid) - c0) / seconds;
+    const during = await slowestDuring(serve.baseUrl, secret, () => new Promise((r) => setTimeout(r, 2000)));
+    const result = {
+      probes: instances,
+      cpuMsPerSecond: cpuPerSecond,
+      chatDuringProbesMs: during.slowest,
+      rssMiB: rssMiB(serve.proc.pid),
+    };
+    console.log(JSON.stringify(result));
+    return result;
+  } finally {
+    await serve?.stop();
+    up.proc.kill();
+    rmSync(home, { recursive: true, force: true });
+  }
+}
+
+if (PROBES > 0) await measureProbes(PROBES);
+else
+  for (const keys of SIZES) {
+    await measure(keys, 'json');
+    if (PG !== null) await measure(keys, 'postgres');
+  }

@@ -1,0 +1,157 @@
+/**
+ * The key and revocation lists a page at a time: a cursor walks every record once, in order,
+ * filters hold on every page, a key added between two pages comes at the end, and the whole list
+ * (one JSON array, or JSON lines) is the pages joined. The audit trail is read from the store,
+ * not from the few events the daemon holds.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { KeyView, RevocationView } from '../../src/wire/views.js';
+import { HELD_EVENTS } from '../../src/services/registry.js';
+import { MemoryStore } from '../../src/store/memory-store.js';
+import { bigStoreData } from '../helpers/big-store.js';
+import { type Inproc, buildInproc } from '../helpers/inproc.js';
+
+const KEYS = 2500;
+const EVENTS = 3 * HELD_EVENTS;
+let d: Inproc;
+const data = bigStoreData({ instances: 10, keys: KEYS, events: EVENTS });
+// bigStoreData makes every key at one time and revokes every fifth: by creation is by id, by
+// revocation the order the store holds them in.
+const allIds = data.keys.map((k) => k.id).sort();
+const revokedIds = data.keys.filter((k) => k.status === 'revoked').map((k) => k.id);
+
+beforeAll(async () => {
+  d = await buildInproc({}, {}, new MemoryStore(data));
+});
+
+afterAll(async () => {
+  await d?.close();
+});
+
+async function walk<T>(
+  path: string,
+  field: 'keys' | 'revocations',
+  limit: number,
+): Promise<{ items: T[]; pages: number }> {
+  const items: T[] = [];
+  let after: string | null = null;
+  let pages = 0;
+  const sep = path.includes('?') ? '&' : '?';
+  for (;;) {
+    const res = await d.manage('GET', `${path}${sep}limit=${limit}${after === null ? '' : `&after=${after}`}`);
+    expect(res.status).toBe(200);
+    const page = res.json as Record<string, T[]> & { next: string | null };
+    items.push(...page[field]!);
+    pages++;
+    if (page.next === null) return { items, pages };
+    after = page.next;
+  }
+}
+
+describe('GET /v1/keys a page at a time', () => {
+  it('a cursor walks every key once, by creation, in pages of the size asked', async () => {
+    const { items, pages } = await walk<KeyView>('/v1/keys', 'keys', 1000);
+    expect(pages).toBe(3);
+    expect(items.map((k) => k.id)).toEqual(allIds);
+  });
+
+  it('filters hold on every page: one instance, one status', async () => {
+    // Every fifth key revoked, over ten instances: big-4's keys are all revoked, big-3's all active.
+    const { items } = await walk<KeyView>('/v1/keys?instance=big-4&status=revoked', 'keys', 7);
+    const expected = data.keys
+      .filter((k) => k.instance === 'big-4')
+      .map((k) => k.id)
+      .sort();
+    expect(expected.length).toBe(KEYS / 10);
+    expect(items.map((k) => k.id)).toEqual(expected);
+    expect((await d.manage('GET', '/v1/keys?instance=big-3&status=revoked&limit=7')).json).toEqual({
+      keys: [],
+      next: null,
+    });
+    const active = await walk<KeyView>('/v1/keys?status=active', 'keys', 600);
+    expect(active.items.map((k) => k.id)).toEqual(
+      data.keys
+        .filter((k) => k.status === 'active')
+        .map((k) => k.id)
+        .sort(),
+    );
+  });
+
+  it('the whole list is the pages joined, as one JSON array or as JSON lines', async () => {
+    const { items } = await walk<KeyView>('/v1/keys', 'keys', 10_000);
+    const whole = await d.manage('GET', '/v1/keys');
+    expect(whole.headers['content-type']).toBe('application/json; charset=utf-8');
+    expect(whole.json).toEqual(items);
+    const lines = await d.manage('GET', '/v1/keys?format=lines');
+    expect(lines.headers['content-type']).toBe('application/x-ndjson');
+    expect(lines.text.endsWith('\n')).toBe(true);
+    expect(
+      lines.text
+        .trimEnd()
+        .split('\n')
+        .map((l) => JSON.parse(l) as KeyView),
+    ).toEqual(items);
+  });
+
+  it('a key made between two pages comes at the end, and no key is listed twice', async () => {
+    const first = (await d.manage('GET', '/v1/keys?limit=2000')).json as { keys: KeyView[]; next: string };
+    d.clock.advance(60_000);
+    const made = await d.manage('POST', '/v1/keys', { instance: 'big-0', name: 'late' });
+    expect(made.status).toBe(201);
+    const rest = (await d.manage('GET', `/v1/keys?limit=2000&after=${first.next}`)).json as {
+      keys: KeyView[];
+      next: string | null;
+    };
+    expect(rest.next).toBeNull();
+    const ids = [...first.keys, ...rest.keys].map((k) => k.id);
+    expect(ids).toEqual([...allIds, (made.json as KeyView).id]);
+  });
+
+  it('refuses a limit out of range and a cursor that names no key', async () => {
+    for (const limit of ['0', '10001', '1.5', 'x']) {
+      const res = await d.manage('GET', `/v1/keys?limit=${limit}`);
+      expect([res.status, (res.json as { error: { code: string; param: string } }).error]).toMatchObject([
+        400,
+        { code: 'invalid_argument', param: 'limit' },
+      ]);
+    }
+    const res = await d.manage('GET', '/v1/keys?limit=5&after=nosuchkey000');
+    expect([res.status, (res.json as { error: { param: string } }).error.param]).toEqual([400, 'after']);
+  });
+});
+
+describe('GET /v1/revocations a page at a time', () => {
+  it('walks every revoked key once, in the order they were revoked; the whole list agrees', async () => {
+    const { items } = await walk<RevocationView>('/v1/revocations', 'revocations', 128);
+    expect(items.map((r) => r.keyId)).toEqual(revokedIds);
+    expect(items[0]).toEqual({
+      keyId: revokedIds[0],
+      name: 'k4',
+      instance: 'big-4',
+      revokedAt: '2026-11-01T00:00:00.000Z',
+      reason: 'manual',
+    });
+    expect((await d.manage('GET', '/v1/revocations')).json).toEqual(items);
+  });
+
+  it('a key revoked now comes after the older revocations', async () => {
+    d.clock.advance(60_000);
+    const id = allIds[0]!;
+    expect((await d.manage('POST', `/v1/keys/${id}/revoke`, {})).status).toBe(200);
+    const { items } = await walk<RevocationView>('/v1/revocations?instance=big-0', 'revocations', 3);
+    expect(items.map((r) => r.keyId)).toEqual([
+      ...data.keys.filter((k) => k.status === 'revoked' && k.instance === 'big-0').map((k) => k.id),
+      id,
+    ]);
+  });
+});
+
+describe('the audit trail', () => {
+  it('is read from the store; the daemon holds only the newest events', async () => {
+    expect(d.daemon.ctx.lifecycle.registry.events.length).toBeLessThanOrEqual(2 * HELD_EVENTS);
+    const trail = (await d.manage('GET', '/v1/audit?limit=10000')).json as { seq: number }[];
+    // The big store's events, and those the tests above added (a key.created and a key.revoked).
+    expect(trail.length).toBe(EVENTS + 2);
+    expect(trail.slice(0, 3).map((e) => e.seq)).toEqual([1, 2, 3]);
+  });
+});

@@ -1,0 +1,37 @@
+/**
+ * What a daemon reads of a PostgreSQL store at start: every key, a page per statement; no audit
+ * event (the trail is read when asked); and only the revocations its keys do not show yet.
+ */
+import { describe, expect, it } from 'vitest';
+import { PostgresStore } from '../../src/store/postgres-store.js';
+import { validateStoreData } from '../../src/store/store-validation.js';
+import { bigStoreData } from '../helpers/big-store.js';
+import { db, useFreshDatabase } from '../helpers/postgres-lifecycles.js';
+
+useFreshDatabase();
+
+describe('a PostgreSQL store at start', () => {
+  it('reads every key a page at a time, no audit event, and the trail when asked', async () => {
+    const data = validateStoreData('big', bigStoreData({ instances: 3, keys: 50, events: 120 }));
+    const target = new PostgresStore(db.url);
+    await target.replaceAll(data, false);
+    await target.close();
+
+    // Pages of 7: 50 keys take 8 statements, the last one short.
+    const store = new PostgresStore(db.url, { keyPage: 7 });
+    try {
+      const loaded = await store.load();
+      expect(loaded.keys.map((k) => k.id)).toEqual(data.keys.map((k) => k.id));
+      expect(loaded.keys.map((k) => [k.status, k.usage.requests])).toEqual(
+        data.keys.map((k) => [k.status, k.usage.requests]),
+      );
+      expect(loaded.events).toEqual([]);
+      expect(await store.auditEvents({ limit: 5 })).toEqual(data.events.slice(-5));
+      expect((await store.auditEvents({ instance: 'big-1', limit: 1000 })).map((e) => e.seq)).toEqual(
+        data.events.filter((e) => e.instance === 'big-1').map((e) => e.seq),
+      );
+    } finally {
+      await store.close();
+    }
+  });
+});
