@@ -13,6 +13,34 @@ function quote(s: string | null): string {
   return `"${s}"`;
 }
 
+/** What a line says of a request answered through a model server: ids, names and numbers only. */
+export interface ExchangeLine {
+  id: string;
+  key: string;
+  instance: string;
+  /** The path as the client called it, without its query. */
+  route: string;
+  stream: boolean;
+  status: number;
+  outcome: string;
+  input: number;
+  output: number;
+  estimated: number;
+  ms: number;
+}
+
+/** What a line says of a request the gateway refused once the key was known. */
+export interface RefusedLine {
+  id: string;
+  key: string;
+  instance: string | null;
+  route: string;
+  status: number;
+  /** The error's stable code (docs/errors.md). */
+  code: string;
+  ms: number;
+}
+
 /** Lines are written this long after the first one of a batch, or at once past FLUSH_LINES (about 64 KiB). */
 const FLUSH_MS = 1_000;
 const FLUSH_LINES = 200;
@@ -81,55 +109,36 @@ export class UsageLog {
   }
 
   /** A request answered through a model server (or left by its client while there). */
-  exchange(
-    id: string,
-    key: string,
-    instance: string,
-    route: string,
-    stream: boolean,
-    status: number,
-    outcome: string,
-    input: number,
-    output: number,
-    estimated: number,
-    ms: number,
-  ): void {
+  exchange(line: ExchangeLine): void {
     if (!this.room()) return;
     this.held.push(
       '{"time":"',
       this.time(),
       '","id":',
-      quote(id),
-      this.keyPart(key, instance),
+      quote(line.id),
+      this.keyPart(line.key, line.instance),
       ',"route":',
-      quote(route),
-      stream ? ',"stream":true,"status":' : ',"stream":false,"status":',
-      String(status),
+      quote(line.route),
+      line.stream ? ',"stream":true,"status":' : ',"stream":false,"status":',
+      String(line.status),
       ',"outcome":"',
-      outcome,
+      line.outcome,
       '","input_tokens":',
-      String(input),
+      String(line.input),
       ',"output_tokens":',
-      String(output),
+      String(line.output),
       ',"estimated_tokens":',
-      String(estimated),
+      String(line.estimated),
       ',"ms":',
-      String(ms),
+      String(line.ms),
       '}\n',
     );
     this.taken();
   }
 
   /** A request refused by the gateway once its key was known (401 revoked, 404, 409, 429, 400, ...). */
-  refused(
-    id: string,
-    key: string,
-    instance: string | null,
-    route: string,
-    status: number,
-    code: string,
-    ms: number,
-  ): void {
+  refused(line: RefusedLine): void {
+    const { id, key, instance, route, status, code, ms } = line;
     const model = instance === null ? null : this.modelOf(instance);
     if (!this.room()) return;
     this.held.push(

@@ -134,18 +134,18 @@ export class ExchangeAccount implements ExchangeSink {
   ): void {
     const path = this.res.req?.url ?? '';
     const q = path.indexOf('?');
-    log.exchange(
-      this.reqId,
-      this.key.id,
-      this.instance,
-      q === -1 ? path : path.slice(0, q),
-      this.stream,
-      this.res.statusCode,
+    log.exchange({
+      id: this.reqId,
+      key: this.key.id,
+      instance: this.instance,
+      route: q === -1 ? path : path.slice(0, q),
+      stream: this.stream,
+      status: this.res.statusCode,
       outcome,
-      prompt,
-      completion,
+      input: prompt,
+      output: completion,
       estimated,
-      Math.round(performance.now() - this.started),
-    );
+      ms: Math.round(performance.now() - this.started),
+    });
   }
 }

@@ -66,15 +66,15 @@ export function replyError(
 function logRefusal(log: UsageLog, reply: FastifyReply, err: ObProxyError, key: string, instanceId?: string): void {
   const request = reply.request;
   const auth = (request as { auth?: { instance: { id: string } } | null }).auth;
-  log.refused(
-    request.id,
+  log.refused({
+    id: request.id,
     key,
-    instanceId ?? auth?.instance.id ?? null,
-    request.routeOptions.url ?? request.url.split('?')[0]!,
-    err.status,
-    err.wireCode,
-    Math.round(reply.elapsedTime),
-  );
+    instance: instanceId ?? auth?.instance.id ?? null,
+    route: request.routeOptions.url ?? request.url.split('?')[0]!,
+    status: err.status,
+    code: err.wireCode,
+    ms: Math.round(reply.elapsedTime),
+  });
 }
 
 /** `headers` with the error's `x-should-retry`, and a Retry-After wherever it says to retry. */
