@@ -37,21 +37,17 @@ const ollamaShape: PlainShape = (raw, _text, parsed, answer) => {
   answer.send(raw, body, tokenCount(body.prompt_eval_count), tokenCount(body.eval_count), 0);
 };
 
+/** What tells one generating native route from the other. */
+type GeneratingRoute = Pick<WireApi<OllamaRequest>, 'route' | 'logMessage' | 'upstreamPath' | 'parse' | 'validate'>;
+
 /** The WireApi of a generating native route: `/api/chat` or `/api/generate`. */
-function generating(
-  ctx: DaemonContext,
-  route: string,
-  logMessage: string,
-  path: string,
-  parse: (raw: Buffer) => Json,
-  validate: (body: Json) => OllamaRequest,
-): WireApi<OllamaRequest> {
+function generating(r: GeneratingRoute): WireApi<OllamaRequest> {
   return {
-    route,
-    logMessage,
-    upstreamPath: path,
-    parse,
-    validate,
+    route: r.route,
+    logMessage: r.logMessage,
+    upstreamPath: r.upstreamPath,
+    parse: r.parse,
+    validate: r.validate,
     upstream: (raw) => raw,
     // Ollama's answers carry no id: nothing of ours goes in them.
     newId: () => '',
@@ -64,19 +60,24 @@ function generating(
   };
 }
 
-export function ollamaChatApi(ctx: DaemonContext): WireApi<OllamaRequest> {
-  return generating(ctx, 'ollama_chat', 'ollama chat', '/api/chat', parseOllamaChatBody, validateOllamaChat);
+export function ollamaChatApi(): WireApi<OllamaRequest> {
+  return generating({
+    route: 'ollama_chat',
+    logMessage: 'ollama chat',
+    upstreamPath: '/api/chat',
+    parse: parseOllamaChatBody,
+    validate: validateOllamaChat,
+  });
 }
 
-export function ollamaGenerateApi(ctx: DaemonContext): WireApi<OllamaRequest> {
-  return generating(
-    ctx,
-    'ollama_generate',
-    'ollama generate',
-    '/api/generate',
-    parseOllamaGenerateBody,
-    validateOllamaGenerate,
-  );
+export function ollamaGenerateApi(): WireApi<OllamaRequest> {
+  return generating({
+    route: 'ollama_generate',
+    logMessage: 'ollama generate',
+    upstreamPath: '/api/generate',
+    parse: parseOllamaGenerateBody,
+    validate: validateOllamaGenerate,
+  });
 }
 
 /** `/api/embed`: passed through where the instance's model serves it; its usage is its input. */
@@ -129,8 +130,8 @@ const SERVED = servedList(DATA_PLANE_ROUTES.filter((r) => r.family === 'ollama')
  */
 export function registerOllamaRoutes(app: FastifyInstance, ctx: DaemonContext): void {
   const sent = [ollamaErrors, makeAuthHook(ctx, true)];
-  app.post('/api/chat', { onRequest: sent }, makeOllamaHandler(ctx, ollamaChatApi(ctx)));
-  app.post('/api/generate', { onRequest: sent }, makeOllamaHandler(ctx, ollamaGenerateApi(ctx)));
+  app.post('/api/chat', { onRequest: sent }, makeOllamaHandler(ctx, ollamaChatApi()));
+  app.post('/api/generate', { onRequest: sent }, makeOllamaHandler(ctx, ollamaGenerateApi()));
   app.post('/api/embed', { onRequest: sent }, makeOllamaHandler(ctx, ollamaEmbedApi()));
   registerOllamaInfo(app, ctx, [ollamaErrors, makeAuthHook(ctx, false)]);
   app.all('/api/*', { onRequest: ollamaErrors }, async (request, reply) => {

@@ -35,6 +35,13 @@ const CLOSE_WAIT_MS = 1000;
 const POLICY = 1008;
 const GOING_AWAY = 1001;
 
+/** What every socket of one listener shares: made once when the route is served. */
+export interface SocketRoute {
+  readonly ctx: DaemonContext;
+  readonly api: WireApi<ResponsesRequest>;
+  readonly registry: SocketRegistry;
+}
+
 /**
  * One WebSocket of the Responses API's WebSocket mode, bound to the key of its upgrade request.
  * Each `response.create` is checked as an HTTP request is (the key again, its limits, the body,
@@ -64,14 +71,20 @@ export class ResponsesSocket implements InflightNode, MessageSink {
   /** Messages taken (not those refused while a response was under way), for the closing log line. */
   private messages = 0;
 
+  private readonly ctx: DaemonContext;
+  private readonly api: WireApi<ResponsesRequest>;
+  private readonly registry: SocketRegistry;
+
   constructor(
-    private readonly ctx: DaemonContext,
-    private readonly api: WireApi<ResponsesRequest>,
-    private readonly registry: SocketRegistry,
+    route: SocketRoute,
     private readonly ws: WebSocket,
     private readonly upgrade: FastifyRequest,
     private auth: AuthContext,
   ) {
+    const ctx = route.ctx;
+    this.ctx = ctx;
+    this.api = route.api;
+    this.registry = route.registry;
     this.key = auth.key.id;
     this.instanceId = auth.instance.id;
     ctx.inflight.add(auth.key, this);

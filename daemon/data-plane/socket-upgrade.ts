@@ -10,7 +10,7 @@ import { makeAuthHook } from './auth-hook.js';
 import { type AuthContext } from './auth-context.js';
 import { answerIfKeyLapsed } from './key-standing.js';
 import type { WireApi } from './wire-api.js';
-import { ResponsesSocket, type SocketRegistry } from './responses-socket.js';
+import { ResponsesSocket, type SocketRegistry, type SocketRoute } from './responses-socket.js';
 import { replyError } from './send-error.js';
 
 // The Responses API's WebSocket mode on GET /v1/responses: the upgrade request goes through
@@ -39,6 +39,7 @@ export function isResponsesUpgrade(req: IncomingMessage): boolean {
  */
 export function serveResponsesSockets(app: FastifyInstance, ctx: DaemonContext, api: WireApi<ResponsesRequest>): void {
   const registry = new Sockets(ctx.config.socketsPerKey);
+  const route: SocketRoute = { ctx, api, registry };
   const wss = new WebSocketServer({
     noServer: true,
     // A message is a request body: the same bound (Node holds a message whole before it is read).
@@ -110,7 +111,7 @@ export function serveResponsesSockets(app: FastifyInstance, ctx: DaemonContext, 
       ...headerLines(request.rateLimit),
     ]);
     wss.handleUpgrade(request.raw, taken.socket, taken.head, (ws) => {
-      registry.add(new ResponsesSocket(ctx, api, registry, ws, request, auth));
+      registry.add(new ResponsesSocket(route, ws, request, auth));
     });
   });
 
