@@ -75,16 +75,19 @@ export class UsageLog {
   private second = Number.NaN;
   private secondText = '';
 
+  private file: FileHandle;
+
+  /** `opened`: the file as opened for appending, and its size then. */
   private constructor(
     private readonly settings: NonNullable<Config['usageLog']>,
-    private file: FileHandle,
-    size: number,
+    opened: { file: FileHandle; size: number },
     private readonly clock: Clock,
     private readonly log: FastifyBaseLogger,
     /** The model an instance runs, read only when a line is written; null once it is gone. */
     private readonly modelOf: (instance: string) => string | null,
   ) {
-    this.size = size;
+    this.file = opened.file;
+    this.size = opened.size;
   }
 
   /** Opens (or creates) the file for appending: a path that cannot be written stops the start-up. */
@@ -105,7 +108,7 @@ export class UsageLog {
       );
     }
     const { size } = await file.stat();
-    return new UsageLog(settings, file, size, clock, log, modelOf);
+    return new UsageLog(settings, { file, size }, clock, log, modelOf);
   }
 
   /** A request answered through a model server (or left by its client while there). */

@@ -341,7 +341,7 @@ export class FileStore implements Store {
       auditArchived = { seq: lastOld.seq, at: lastOld.at };
     }
     const meta: SnapshotMeta = { through, auditArchived };
-    const chunks = snapshotChunks(meta, instances, keys, kept, models, buckets);
+    const chunks = snapshotChunks({ meta, instances, keys, events: kept, models, buckets });
     await this.file.writeChunks(chunks);
     this.meta = meta;
     this.snapshotBytes = chunks.bytes();

@@ -53,19 +53,25 @@ export interface SnapshotChunks extends Iterable<string> {
   bytes(): number;
 }
 
+/** What db.json holds. */
+export interface SnapshotContents {
+  meta: SnapshotMeta;
+  instances: readonly Instance[];
+  keys: readonly KeyRecord[];
+  events: readonly AuditEvent[];
+  /** The allowed model list; null (or absent) while none was ever set. */
+  models?: readonly string[] | null;
+  /** Usage by the hour; none when absent. */
+  buckets?: readonly UsageBucket[];
+}
+
 /**
  * db.json as pieces, one record a line (still a file a person can read and edit). Pieces are
  * produced as the writer asks for them, so a store of 10,000 keys is never one string in memory
  * nor one long pause of the event loop.
  */
-export function snapshotChunks(
-  meta: SnapshotMeta,
-  instances: readonly Instance[],
-  keys: readonly KeyRecord[],
-  events: readonly AuditEvent[],
-  models: readonly string[] | null = null,
-  buckets: readonly UsageBucket[] = [],
-): SnapshotChunks {
+export function snapshotChunks(c: SnapshotContents): SnapshotChunks {
+  const { meta, instances, keys, events, models = null, buckets = [] } = c;
   let bytes = 0;
   function* pieces(): Generator<string> {
     // The allowed model list only once set: a store that never had one reads as before.
