@@ -1,8 +1,10 @@
 import { isUtf8 } from 'node:buffer';
 import { byteLiteralEnd, digitsEnd, idEnd } from './json-bytes.js';
+import type { OutputBatch } from './output-batch.js';
 
 const LF = 10;
 const CR = 13;
+const LFLF = Buffer.from('\n\n');
 /** Hole kinds: the chunk's id, the `created` number, a string value (the token). */
 const ID = 0;
 const DIGITS = 1;
@@ -60,6 +62,14 @@ export class LayoutMatch {
   stringEnd = -1;
 }
 
+/** What a stream's own layout fixes of the event it was made from (EventLayout.forStream). */
+interface OwnLayout {
+  /** Where the id's text ends, from the event's start. */
+  readonly idAt: number;
+  /** The client's bytes before the string. */
+  readonly prefix: Buffer;
+}
+
 /**
  * The byte layout of one kind of SSE event: literal runs with a hole between each two, learned
  * from an event that parsed.
@@ -84,22 +94,28 @@ export class LayoutMatch {
  * id and `created` fixed and only the string a hole: the same argument, one compare cheaper.
  */
 export class EventLayout {
+  /** A stream's own layout: where the id's text ends, from the event's start; -1 when the id is a hole. */
+  private readonly idAt: number;
+  /**
+   * A stream's own layout: the client's bytes before the string (our head, then the event's
+   * bytes up to it), so one copy of a constant and one short range make the event; null for a
+   * server's. (Copying the range from the id's end instead costs a native copy per event.)
+   */
+  readonly prefix: Buffer | null;
+
+  /** `own`: what makes it a stream's own layout; null for a server's. */
   private constructor(
     /** What the client gets before our id (`data: {"id":"`), whatever the event's bytes before its id. */
     readonly head: Buffer,
     private readonly runs: Buffer[],
     private readonly holes: number[],
-    /** A stream's own layout: where the id's text ends, from the event's start; -1 when the id is a hole. */
-    private readonly idAt: number,
     /** Ended by CRLF CRLF (sse-starlette servers), not LF LF: the client gets LF LF. */
     readonly crlf: boolean,
-    /**
-     * A stream's own layout: the client's bytes before the string (our head, then the event's
-     * bytes up to it), so one copy of a constant and one short range make the event; null for a
-     * server's. (Copying the range from the id's end instead costs a native copy per event.)
-     */
-    readonly prefix: Buffer | null,
-  ) {}
+    own: OwnLayout | null,
+  ) {
+    this.idAt = own === null ? -1 : own.idAt;
+    this.prefix = own === null ? null : own.prefix;
+  }
 
   /**
    * The layout of the event `buf[s, e)`, ended by the blank line `buf[e, next)`, which the slow
@@ -154,7 +170,7 @@ export class EventLayout {
     if (e - s - holeBytes > MAX_LAYOUT_BYTES) return null;
     runs.push(buf.subarray(pos, e));
     for (let i = 1; i < runs.length; i++) runs[i] = Buffer.from(runs[i] as Buffer);
-    return new EventLayout(OUT_HEAD, runs, holes, -1, next - e === 4, null);
+    return new EventLayout(OUT_HEAD, runs, holes, next - e === 4, null);
   }
 
   /**
@@ -208,6 +224,19 @@ export class EventLayout {
     return true;
   }
 
+  /**
+   * Adds `prefix`, then the bytes `buf[from, next)` of an event it matched, its blank line as
+   * LF LF whichever way the server ended it.
+   */
+  copyTo(out: OutputBatch, prefix: Buffer, buf: Buffer, from: number, next: number): void {
+    if (this.crlf) {
+      out.add(prefix, buf, from, next - 4);
+      out.add(LFLF, buf, next, next);
+    } else {
+      out.add(prefix, buf, from, next);
+    }
+  }
+
   /** The bytes of its runs. */
   get literalBytes(): number {
     return this.runs.reduce((n, r) => n + r.length, 0);
@@ -249,14 +278,10 @@ export class EventLayout {
   forStream(buf: Buffer, s: number, m: LayoutMatch, ourHead: Buffer): EventLayout {
     const blank = this.crlf ? 4 : 2;
     const runs = [Buffer.from(buf.subarray(s, m.stringStart)), Buffer.from(buf.subarray(m.stringEnd, m.end - blank))];
-    return new EventLayout(
-      this.head,
-      runs,
-      [STRING],
-      m.idEnd - s,
-      this.crlf,
-      Buffer.concat([ourHead, buf.subarray(m.idEnd, m.stringStart)]),
-    );
+    return new EventLayout(this.head, runs, [STRING], this.crlf, {
+      idAt: m.idEnd - s,
+      prefix: Buffer.concat([ourHead, buf.subarray(m.idEnd, m.stringStart)]),
+    });
   }
 
   sameAs(other: EventLayout): boolean {

@@ -8,7 +8,6 @@ export { frameEnd } from './sse-frames.js';
 export type { InvalidReason, StreamUsage } from './sse-event-check.js';
 
 const DONE = Buffer.from('data: [DONE]\n\n');
-const LFLF = Buffer.from('\n\n');
 
 /**
  * Turns the model server's SSE bytes into what the client receives, frame by frame, as they
@@ -116,7 +115,7 @@ export class SseRelay extends SseEventCheck {
         if (next !== -1) {
           if (next - start > max) return this.refuse('frame_too_large');
           this.contentChunks++;
-          this.copy(own, own.prefix as Buffer, buf, start + own.skip, next, out);
+          own.copyTo(out, own.prefix as Buffer, buf, start + own.skip, next);
           start = next;
           continue;
         }
@@ -129,7 +128,7 @@ export class SseRelay extends SseEventCheck {
         const layout = m.layout as EventLayout;
         // Everything after the id is the same bytes in and out: our head, then one range.
         const prefix = this.headFor(layout.head);
-        this.copy(layout, prefix, buf, m.copyFrom, next, out);
+        layout.copyTo(out, prefix, buf, m.copyFrom, next);
         if (m.stringStart !== -1) this.own = layout.forStream(buf, start, m, prefix);
         start = next;
         continue;
@@ -143,16 +142,6 @@ export class SseRelay extends SseEventCheck {
       if (this.stopped) return n;
     }
     return start;
-  }
-
-  /** Adds `prefix`, then the event's bytes `buf[from, next)`, its blank line as LF LF. */
-  private copy(layout: EventLayout, prefix: Buffer, buf: Buffer, from: number, next: number, out: OutputBatch): void {
-    if (layout.crlf) {
-      out.add(prefix, buf, from, next - 4);
-      out.add(LFLF, buf, next, next);
-    } else {
-      out.add(prefix, buf, from, next);
-    }
   }
 
   /** Keeps `buf[from…]`, an unfinished frame, as a copy (a piece must not pin its whole read). */
