@@ -43,19 +43,13 @@ export class ResponsesEventLayout {
   ) {}
 
   /**
-   * The layout of the frame `buf[s, e)`, its blank line `buf[e, next)`, whose data parsed with
-   * type `type` and sequence number `sequence` and was sent as it came; null when it does not
-   * have the shape above.
+   * The layout of the frame `buf[s, next)`, whose data parsed with type `type` and sequence
+   * number `sequence` and was sent as it came; null when it does not have the shape above. Its
+   * blank line is the two bytes before `next`: one that ends in CR LF CR LF has not that shape.
    */
-  static learn(
-    buf: Buffer,
-    s: number,
-    e: number,
-    next: number,
-    type: string,
-    sequence: number,
-  ): ResponsesEventLayout | null {
-    if (next - e !== 2) return null;
+  static learn(buf: Buffer, s: number, next: number, type: string, sequence: number): ResponsesEventLayout | null {
+    const e = next - 2;
+    if (buf[e] === CR) return null;
     const head = `event: ${type}\ndata: {`;
     if (e - s <= head.length || buf.toString('latin1', s, s + head.length) !== head) return null;
     // Two lines: the one LF is the head's, and no CR anywhere.

@@ -122,7 +122,7 @@ export class ResponsesStreamRelay implements FrameSink {
     } else if (layout.delta) {
       this.contentChunks++;
       if (this.fastPath)
-        this.own = ResponsesEventLayout.learn(buf, start, e - 2, e, layout.type, this.lastSequence) ?? this.own;
+        this.own = ResponsesEventLayout.learn(buf, start, e, layout.type, this.lastSequence) ?? this.own;
     }
     return e;
   }
@@ -228,8 +228,7 @@ export class ResponsesStreamRelay implements FrameSink {
     if (event !== type) return;
     const asCame = sent === data && !carries;
     if (asCame && !terminal && this.fastPath) {
-      const end = buf[next - 2] === 13 ? next - 4 : next - 2;
-      this.own = ResponsesEventLayout.learn(buf, start, end, next, type, this.lastSequence) ?? this.own;
+      this.own = ResponsesEventLayout.learn(buf, start, next, type, this.lastSequence) ?? this.own;
     }
     if (this.layouts !== null && (asCame || withId)) {
       const layout = ResponsesLayout.learn(buf, start, next, { type, ev, carries: withId, terminal, delta }, this.id);

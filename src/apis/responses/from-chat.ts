@@ -89,12 +89,11 @@ export function chatToResponse(completion: unknown, ctx: ResponseContext): Json 
     const callId = textField(call.id) || ctx.ids('call');
     output.push(functionCallItem(id, itemStatus, callId, textField(fn.name), argumentsText(fn.arguments)));
   }
-  return responseObject(
-    ctx,
+  return responseObject(ctx, {
     status,
     output,
-    responsesUsage(completion.usage),
+    usage: responsesUsage(completion.usage),
     incomplete,
-    status === 'completed' ? unixSeconds(ctx.clock) : null,
-  );
+    completedAt: status === 'completed' ? unixSeconds(ctx.clock) : null,
+  });
 }

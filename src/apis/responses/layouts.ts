@@ -84,21 +84,31 @@ export class ResponsesLayout {
   /** Where each hole of the event `end` matched last starts and ends. */
   private readonly at: Int32Array;
 
-  private constructor(
-    private readonly runs: ByteRun[],
-    private readonly kinds: number[],
-    readonly type: string,
-    /** The hole of `sequence_number`, or -1 when the event has none. */
-    private readonly sequenceHole: number,
-    /** The hole of the response id's text, or -1 when the event carries no response. */
-    private readonly idHole: number,
-    readonly terminal: boolean,
-    readonly delta: boolean,
-    /** A terminal event's counts as the layout fixes them, and the number holes that give them instead. */
-    private readonly fixed: ResponsesCounts,
-    private readonly usageHoles: [number, number, number],
-  ) {
-    this.at = new Int32Array(kinds.length * 2);
+  private readonly runs: ByteRun[];
+  private readonly kinds: number[];
+  readonly type: string;
+  /** The hole of `sequence_number`, or -1 when the event has none. */
+  private readonly sequenceHole: number;
+  /** The hole of the response id's text, or -1 when the event carries no response. */
+  private readonly idHole: number;
+  readonly terminal: boolean;
+  readonly delta: boolean;
+  /** A terminal event's counts as the layout fixes them, and the number holes that give them instead. */
+  private readonly fixed: ResponsesCounts;
+  private readonly usageHoles: [number, number, number];
+
+  /** From the runs between the holes `scan` found in the event the parsed path sent as `checked`. */
+  private constructor(runs: ByteRun[], scan: Scan, checked: CheckedEvent) {
+    this.runs = runs;
+    this.kinds = scan.kinds;
+    this.type = checked.type;
+    this.sequenceHole = scan.sequenceHole;
+    this.idHole = checked.carries ? scan.idHole : -1;
+    this.terminal = checked.terminal;
+    this.delta = checked.delta;
+    this.fixed = checked.terminal ? usageCounts((checked.ev.response as Json | undefined)?.usage) : usageCounts(null);
+    this.usageHoles = checked.terminal ? scan.usageHoles : [-1, -1, -1];
+    this.at = new Int32Array(scan.kinds.length * 2);
   }
 
   /** Carries the response object: our id goes between `idStart` and `idEnd`. */
@@ -234,19 +244,7 @@ export class ResponsesLayout {
     runs.push(new ByteRun(Buffer.from(buf.subarray(pos, e))));
     literal += e - pos;
     if (literal > MAX_LAYOUT_BYTES) return null;
-    const response = checked.ev.response as Json | undefined;
-    const fixed = checked.terminal ? usageCounts(response?.usage) : usageCounts(null);
-    return new ResponsesLayout(
-      runs,
-      kinds,
-      checked.type,
-      scan.sequenceHole,
-      idHole,
-      checked.terminal,
-      checked.delta,
-      fixed,
-      checked.terminal ? scan.usageHoles : [-1, -1, -1],
-    );
+    return new ResponsesLayout(runs, scan, checked);
   }
 }
 

@@ -101,19 +101,21 @@ export function functionCallItem(id: string, status: ResponseStatus, callId: str
   return { id, type: 'function_call', status, call_id: callId, name, arguments: args };
 }
 
-/**
- * The whole Responses object. `completedAt` is null until the response is completed; `usage`
- * null while it is in progress (or when the model server reported none).
- */
-export function responseObject(
-  ctx: ResponseContext,
-  status: ResponseStatus,
-  output: Json[],
-  usage: Json | null,
-  incomplete: Json | null,
-  completedAt: number | null,
-): Json {
+/** Where a response stands: what changes between its events, where the context does not. */
+export interface ResponseProgress {
+  status: ResponseStatus;
+  output: Json[];
+  /** Null while it is in progress (or when the model server reported none). */
+  usage: Json | null;
+  incomplete: Json | null;
+  /** Null until the response is completed. */
+  completedAt: number | null;
+}
+
+/** The whole Responses object. */
+export function responseObject(ctx: ResponseContext, p: ResponseProgress): Json {
   const e = ctx.echo;
+  const { status, output, usage, incomplete, completedAt } = p;
   return {
     id: ctx.responseId,
     object: 'response',

@@ -128,8 +128,20 @@ export function warmupAnswer(id: string, model: string, body: Json, nowMs: numbe
     clock: { now: () => nowMs },
     ids: randomIds,
   };
-  const created = responseObject(ctx, 'in_progress', [], null, null, null);
-  const completed = responseObject(ctx, 'completed', [], NO_USAGE, null, seconds);
+  const created = responseObject(ctx, {
+    status: 'in_progress',
+    output: [],
+    usage: null,
+    incomplete: null,
+    completedAt: null,
+  });
+  const completed = responseObject(ctx, {
+    status: 'completed',
+    output: [],
+    usage: NO_USAGE,
+    incomplete: null,
+    completedAt: seconds,
+  });
   const frame = (type: string, n: number, response: Json): string =>
     `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: n, response })}\n\n`;
   return frame('response.created', 0, created) + frame('response.completed', 1, completed);

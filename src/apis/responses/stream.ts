@@ -84,7 +84,13 @@ export class ResponsesStreamTranslator {
   startEvents(): ResponsesEvent[] {
     if (this.started || this.ended) return [];
     this.started = true;
-    const response = this.response('in_progress', [], null, null, null);
+    const response = responseObject(this.ctx, {
+      status: 'in_progress',
+      output: [],
+      usage: null,
+      incomplete: null,
+      completedAt: null,
+    });
     return [this.event('response.created', { response }), this.event('response.in_progress', { response })];
   }
 
@@ -148,13 +154,13 @@ export class ResponsesStreamTranslator {
     for (const item of open) this.close(item, out, itemStatus);
     this.current = null;
     const output = this.items.map((item) => item.done as Json);
-    const response = this.response(
+    const response = responseObject(this.ctx, {
       status,
       output,
-      responsesUsage(this.usage),
+      usage: responsesUsage(this.usage),
       incomplete,
-      status === 'completed' ? unixSeconds(this.ctx.clock) : null,
-    );
+      completedAt: status === 'completed' ? unixSeconds(this.ctx.clock) : null,
+    });
     out.push(this.event(status === 'completed' ? 'response.completed' : 'response.incomplete', { response }));
     this.ended = true;
     return out;
@@ -212,16 +218,6 @@ export class ResponsesStreamTranslator {
 
   private event(type: string, fields: Json): ResponsesEvent {
     return { type, data: { type, ...fields, sequence_number: this.seq++ } };
-  }
-
-  private response(
-    status: ResponseStatus,
-    output: Json[],
-    usage: Json | null,
-    incomplete: Json | null,
-    completedAt: number | null,
-  ): Json {
-    return responseObject(this.ctx, status, output, usage, incomplete, completedAt);
   }
 
   private add(item: ItemState, added: Json, out: ResponsesEvent[]): void {
