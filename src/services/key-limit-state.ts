@@ -8,7 +8,7 @@ export class KeyState {
   readonly requests: Window;
   readonly tokens: Window;
   readonly texts = new HeaderTexts();
-  /** The key's x-ratelimit-* headers (`keyHeaders`), and which limits they are for. */
+  /** The key's x-ratelimit-* headers (`KeyHeaders`), and which limits they are for. */
   headers: string[] = [];
   headerKind: HeaderKind = 0;
   /** The length of the tail the list was made with (0: none). */

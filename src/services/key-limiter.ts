@@ -1,8 +1,8 @@
 import type { KeyLimits, KeyRecord } from '../domain/key.js';
 import type { LimitCounts, LimitExchange, LimitSnapshot } from '../store/store.js';
 import { type Caps, KeyState, tokensUsed } from './key-limit-state.js';
-import { capsOf, promiseOf } from './limit-caps.js';
-import { type HeaderList, NO_HEADERS, keyHeaders } from './limit-headers.js';
+import { type CaptureTime, capsOf, promiseOf } from './limit-caps.js';
+import { type HeaderList, KeyHeaders, NO_HEADERS } from './limit-headers.js';
 import { type ClusterView, readSnapshot } from './limit-shares.js';
 
 export type { HeaderList } from './limit-headers.js';
@@ -69,6 +69,7 @@ export const CONCURRENCY_RETRY_MS = 1000;
  */
 export class KeyLimiter {
   private readonly keys = new Map<string, KeyState>();
+  private readonly headers: KeyHeaders;
   private readonly shared: boolean;
   private view: ClusterView | null = null;
   private lastCapture = Number.NEGATIVE_INFINITY;
@@ -93,6 +94,7 @@ export class KeyLimiter {
     private readonly sync: { periodMs: number } | null = null,
   ) {
     this.shared = sync !== null;
+    this.headers = new KeyHeaders(windowMs);
   }
 
   private state(id: string): KeyState {
@@ -159,7 +161,7 @@ export class KeyLimiter {
     const v = this.verdict;
     v.refused = refused;
     v.retryAfterMs = retryAfterMs;
-    v.headers = keyHeaders(key.limits, s, now, w, c, tail);
+    v.headers = this.headers.of(key.limits, s, now, c, tail);
     v.entered = refused === null;
     v.report = report;
     return v;
@@ -209,17 +211,17 @@ export class KeyLimiter {
       s.limits = key.limits;
       room = Math.min(room - c.othersTokens, c.tokens - used);
       if (room <= 0) r.retryAfterMs = this.sharedTokenWait(s, c, tpm, now, this.untilNextShare(now));
-      r.headers = keyHeaders(key.limits, s, now, w, c);
+      r.headers = this.headers.of(key.limits, s, now, c);
     } else if (room <= 0) r.retryAfterMs = this.tokenWait(s, tpm, now);
     if (room <= 0) {
       r.refused = true;
-      if (!this.shared) r.headers = keyHeaders(key.limits, s, now, w, null);
+      if (!this.shared) r.headers = this.headers.of(key.limits, s, now, null);
       return r;
     }
     r.tokens = prompt + (cap ?? Math.max(0, Math.min(UNCAPPED_RESERVE, room - prompt)));
     s.reserved += r.tokens;
     s.reservedAsked += r.tokens;
-    r.headers = keyHeaders(key.limits, s, now, w, this.shared ? this.caps(key, s, now) : null);
+    r.headers = this.headers.of(key.limits, s, now, this.shared ? this.caps(key, s, now) : null);
     return r;
   }
 
@@ -242,7 +244,7 @@ export class KeyLimiter {
 
   /** This daemon's caps for the key from the last snapshot (shared store; capsOf). */
   private caps(key: KeyRecord, s: KeyState, now: number): Caps {
-    return capsOf(this.view, key.id, key.limits, s, now, this.windowMs);
+    return capsOf(this.view, key.id, key.limits, s, Math.floor(now / this.windowMs));
   }
 
   /**
@@ -278,6 +280,7 @@ export class KeyLimiter {
     const w = this.windowMs;
     const window = Math.floor(now / w);
     const tick = Math.floor(now / this.sync!.periodMs);
+    const at: CaptureTime = { tick, window };
     const keys: LimitCounts['keys'] = {};
     for (const [id, s] of this.keys) {
       s.requests.roll(now, w);
@@ -299,8 +302,8 @@ export class KeyLimiter {
         this.keys.delete(id);
         continue;
       }
-      const c = capsOf(this.view, id, s.limits, s, now, w);
-      keys[id] = promiseOf(s, c, tick, window, asked, charged);
+      const c = capsOf(this.view, id, s.limits, s, window);
+      keys[id] = promiseOf(s, c, at, asked, charged);
     }
     this.lastCapture = tick;
     this.lastCaptureWindow = window;

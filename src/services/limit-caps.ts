@@ -12,7 +12,7 @@ import { type ClusterView, shareOf } from './limit-shares.js';
 const MAX_PROMISES = 10;
 
 /**
- * This daemon's caps for the key (shared store). From the last snapshot: what it promised then,
+ * This daemon's caps for the key (shared store) in the limit window numbered `window`. From the last snapshot: what it promised then,
  * plus its share of what nobody promised, shares weighted by each daemon's demand in the period
  * before (plus one, so a daemon with none still gets a little). Every daemon computes the same
  * split and the shares add up to what was left, so the cluster stays within the limit whatever
@@ -22,15 +22,7 @@ const MAX_PROMISES = 10;
  * it had not counted at its last capture it promised nothing of, until that capture's snapshot
  * is read (two periods at most). Both refuse with a short wait.
  */
-export function capsOf(
-  v: ClusterView | null,
-  id: string,
-  limits: KeyLimits,
-  s: KeyState,
-  now: number,
-  windowMs: number,
-): Caps {
-  const window = Math.floor(now / windowMs);
+export function capsOf(v: ClusterView | null, id: string, limits: KeyLimits, s: KeyState, window: number): Caps {
   const cached = s.caps;
   if (cached !== null && cached.snapshot === v && cached.limits === limits && cached.window === window) return cached;
   const { rpm, tpm, concurrency } = limits;
@@ -77,19 +69,25 @@ export function capsOf(
   return c;
 }
 
+/** When a capture is taken: its tick, and the limit window it falls in. */
+export interface CaptureTime {
+  readonly tick: number;
+  readonly window: number;
+}
+
 /**
- * This daemon's promise for a key at a capture (`tick`, in `window`), added to its promises, and
- * the key's row of the capture: its counts, `asked` (requests since the last capture), and how
- * far past them it promised to stay. `charged`: its token demand since the last capture.
+ * This daemon's promise for a key at a capture (`at`), added to its promises, and the key's row
+ * of the capture: its counts, `asked` (requests since the last capture), and how far past them
+ * it promised to stay. `charged`: its token demand since the last capture.
  */
 export function promiseOf(
   s: KeyState,
   c: Caps,
-  tick: number,
-  window: number,
+  at: CaptureTime,
   asked: number,
   charged: number,
 ): LimitCounts['keys'][string] {
+  const { tick, window } = at;
   // Within its share of the snapshot every daemon is reading now (`c`), so the promises add up
   // to no more than the limit; the promises since only hold until their snapshots are read.
   const { share } = c;

@@ -64,50 +64,58 @@ export interface OthersCounts {
 }
 
 /**
- * The key's header list with its values as of now, and `tail` (headers every answer to the key
- * carries besides, such as its pack's end) at its end. One list per key, not one per request
- * (each request's object was 83 bytes, and more when merged into its answer's): every answer of
- * the key writes it as it is when the answer is written. The values are strings kept per key
- * (`HeaderTexts`, and the reset per millisecond): only what changed is formatted again.
+ * The x-ratelimit-* header lists of one limiter's keys. Its window's length is fixed for its
+ * life: held here once, not handed over with every request.
  */
-export function keyHeaders(
-  limits: KeyLimits,
-  s: HeaderSource,
-  now: number,
-  w: number,
-  c: OthersCounts | null,
-  tail: HeaderList | null = null,
-): HeaderList {
-  const { rpm, tpm } = limits;
-  const kind = ((rpm === null ? 0 : 1) | (tpm === null ? 0 : 2)) as HeaderKind;
-  if (kind === 0) return tail ?? NO_HEADERS;
-  const tailLength = tail === null ? 0 : tail.length;
-  // A new list when the key's limits change which trios it has, or its tail its length: an
-  // answer already under way keeps the list it was given, with the values of the key's last
-  // request before the change.
-  if (kind !== s.headerKind || tailLength !== s.tailLength) {
-    s.headers = headerList(kind);
-    for (let i = 0; i < tailLength; i++) s.headers.push('');
-    s.headerKind = kind;
-    s.tailLength = tailLength;
+export class KeyHeaders {
+  constructor(private readonly windowMs: number) {}
+
+  /**
+   * The key's header list with its values as of now, and `tail` (headers every answer to the key
+   * carries besides, such as its pack's end) at its end. One list per key, not one per request
+   * (each request's object was 83 bytes, and more when merged into its answer's): every answer of
+   * the key writes it as it is when the answer is written. The values are strings kept per key
+   * (`HeaderTexts`, and the reset per millisecond): only what changed is formatted again.
+   */
+  of(
+    limits: KeyLimits,
+    s: HeaderSource,
+    now: number,
+    c: OthersCounts | null,
+    tail: HeaderList | null = null,
+  ): HeaderList {
+    const w = this.windowMs;
+    const { rpm, tpm } = limits;
+    const kind = ((rpm === null ? 0 : 1) | (tpm === null ? 0 : 2)) as HeaderKind;
+    if (kind === 0) return tail ?? NO_HEADERS;
+    const tailLength = tail === null ? 0 : tail.length;
+    // A new list when the key's limits change which trios it has, or its tail its length: an
+    // answer already under way keeps the list it was given, with the values of the key's last
+    // request before the change.
+    if (kind !== s.headerKind || tailLength !== s.tailLength) {
+      s.headers = headerList(kind);
+      for (let i = 0; i < tailLength; i++) s.headers.push('');
+      s.headerKind = kind;
+      s.tailLength = tailLength;
+    }
+    const h = s.headers;
+    for (let i = 0, at = h.length - tailLength; i < tailLength; i++) h[at + i] = tail![i]!;
+    const t = s.texts;
+    // Remaining: the cluster's as far as this daemon knows (the others' counts at the last snapshot).
+    if (rpm !== null) {
+      const used = s.requests.count + (c === null ? 0 : c.othersRequests);
+      h[1] = t.limitRequests.of(rpm);
+      h[3] = t.remainingRequests.of(Math.max(0, rpm - used));
+      h[5] = s.requests.reset(now, w);
+    }
+    if (tpm !== null) {
+      // The tokens' trio follows the requests' when the key has both.
+      const at = rpm === null ? 0 : 6;
+      const used = s.tokens.count + s.reserved + (c === null ? 0 : c.othersTokens);
+      h[at + 1] = t.limitTokens.of(tpm);
+      h[at + 3] = t.remainingTokens.of(Math.max(0, tpm - used));
+      h[at + 5] = s.tokens.reset(now, w, tpm);
+    }
+    return h;
   }
-  const h = s.headers;
-  for (let i = 0, at = h.length - tailLength; i < tailLength; i++) h[at + i] = tail![i]!;
-  const t = s.texts;
-  // Remaining: the cluster's as far as this daemon knows (the others' counts at the last snapshot).
-  if (rpm !== null) {
-    const used = s.requests.count + (c === null ? 0 : c.othersRequests);
-    h[1] = t.limitRequests.of(rpm);
-    h[3] = t.remainingRequests.of(Math.max(0, rpm - used));
-    h[5] = s.requests.reset(now, w);
-  }
-  if (tpm !== null) {
-    // The tokens' trio follows the requests' when the key has both.
-    const at = rpm === null ? 0 : 6;
-    const used = s.tokens.count + s.reserved + (c === null ? 0 : c.othersTokens);
-    h[at + 1] = t.limitTokens.of(tpm);
-    h[at + 3] = t.remainingTokens.of(Math.max(0, tpm - used));
-    h[at + 5] = s.tokens.reset(now, w, tpm);
-  }
-  return h;
 }
