@@ -23,6 +23,12 @@ export default tseslint.config(
     },
   },
   {
+    // A record with named fields says what each value is: a long positional list is how two
+    // arguments of one type get swapped unnoticed.
+    files: ['src/**/*.ts', 'daemon/**/*.ts', 'daemon/**/*.tsx'],
+    rules: { 'max-params': ['error', 5] },
+  },
+  {
     // src/ is the pure core: no process globals, no servers, no UI.
     files: ['src/**/*.ts'],
     rules: {
