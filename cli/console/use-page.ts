@@ -33,6 +33,8 @@ interface State<T> {
   scope: string;
   /** The cursors of the pages walked: the last is the shown page's (undefined: the first). */
   cursors: (string | undefined)[];
+  /** Rows before each of those pages: a page may come short (the daemon cuts a long filtered scan). */
+  offsets: number[];
   rows: T[];
   next: string | null;
   loaded: boolean;
@@ -41,7 +43,7 @@ interface State<T> {
 }
 
 function fresh<T>(scope: string): State<T> {
-  return { scope, cursors: [undefined], rows: [], next: null, loaded: false, at: 1 };
+  return { scope, cursors: [undefined], offsets: [0], rows: [], next: null, loaded: false, at: 1 };
 }
 
 /** `active` false: nothing is asked (the pane is not shown). */
@@ -83,20 +85,26 @@ export function usePage<T>(fetch: PageFetch<T>, scope: string, limit: number, ac
 
   const nextPage = useCallback(() => {
     setState((s) =>
-      s.scope !== scope || s.next === null || s.at !== s.cursors.length ? s : { ...s, cursors: [...s.cursors, s.next] },
+      s.scope !== scope || s.next === null || s.at !== s.cursors.length
+        ? s
+        : { ...s, cursors: [...s.cursors, s.next], offsets: [...s.offsets, s.offsets[s.at - 1]! + s.rows.length] },
     );
   }, [scope]);
   const previousPage = useCallback(() => {
-    setState((s) => (s.scope !== scope || s.cursors.length < 2 ? s : { ...s, cursors: s.cursors.slice(0, -1) }));
+    setState((s) =>
+      s.scope !== scope || s.cursors.length < 2
+        ? s
+        : { ...s, cursors: s.cursors.slice(0, -1), offsets: s.offsets.slice(0, -1) },
+    );
   }, [scope]);
   const firstPage = useCallback(() => {
-    setState((s) => (s.scope !== scope || s.cursors.length < 2 ? s : { ...s, cursors: [undefined] }));
+    setState((s) => (s.scope !== scope || s.cursors.length < 2 ? s : { ...s, cursors: [undefined], offsets: [0] }));
   }, [scope]);
   const reload = useCallback(() => setGeneration((g) => g + 1), []);
 
   return {
     rows: current.rows,
-    offset: (current.at - 1) * limit,
+    offset: current.offsets[current.at - 1] ?? 0,
     more: current.next !== null,
     loaded: current.loaded,
     nextPage,

@@ -167,7 +167,7 @@ describe('ob-proxy console in a real terminal', () => {
     expect(fresh).not.toBe(old.secret);
     main.write(KEY.enter);
     await main.waitFor(
-      /› default +ob_sk_…\w{4} +active[\s\S]*default +ob_sk_…\w{4} +revoked/,
+      /default +ob_sk_…\w{4} +revoked[\s\S]*› default +ob_sk_…\w{4} +active/,
       'the old key revoked, the new one active',
     );
     expect(main.everything()).not.toContain(fresh);
