@@ -38,15 +38,16 @@ function base62Source(seed: number): (n: number) => string {
 }
 
 /** The page after the row whose id is `after`; an unknown cursor is refused as the daemon refuses it. */
-function pageOf<T>(all: T[], id: (row: T) => string, q: PageQuery): { rows: T[]; next: string | null } {
+function pageOf<T>(all: T[], id: (row: T) => string, q: PageQuery, cut = Infinity): { rows: T[]; next: string | null } {
   let start = 0;
   if (q.after !== undefined) {
     const at = all.findIndex((row) => id(row) === q.after);
     if (at === -1) throw obError('invalid_argument', { param: 'after', message: `No key has the id "${q.after}".` });
     start = at + 1;
   }
-  const rows = all.slice(start, start + q.limit);
-  const more = start + q.limit < all.length;
+  const take = Math.min(q.limit, cut);
+  const rows = all.slice(start, start + take);
+  const more = start + take < all.length;
   return { rows, next: more && rows.length > 0 ? id(rows[rows.length - 1]!) : null };
 }
 
@@ -254,6 +255,9 @@ export class FakeDaemon implements ConsoleClient {
     return structuredClone(this.instances);
   }
 
+  /** At most this many keys a page, with a cursor, as the daemon cuts a long filtered scan short. */
+  pageCut = Infinity;
+
   /** As the daemon pages: by creation, `after` a key id, `next` the last id when more follow. */
   async keyPage(q: PageQuery & { status?: 'active' | 'revoked' | undefined }): Promise<KeyPageView> {
     this.guard('keyPage', { ...q });
@@ -261,7 +265,7 @@ export class FakeDaemon implements ConsoleClient {
       (k) =>
         (q.instance === undefined || k.instance === q.instance) && (q.status === undefined || k.status === q.status),
     );
-    const { rows, next } = pageOf(all, (k) => k.id, q);
+    const { rows, next } = pageOf(all, (k) => k.id, q, this.pageCut);
     return { keys: structuredClone(rows), next };
   }
 

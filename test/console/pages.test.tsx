@@ -129,6 +129,24 @@ describe('console: long lists by the page', () => {
     );
   });
 
+  it('when the daemon cuts a page short then the next one starts after it and the position counts the rows shown', async () => {
+    const { fake, ids } = manyKeys(12);
+    fake.pageCut = 5;
+    const ui = renderConsole(fake);
+    await ui.waitForFrame('› gpu-1');
+    await ui.press('enter');
+    await ui.waitForFrame(/› key-001[\s\S]*key-005[\s\S]*keys 1-5 of many/);
+    await ui.press('pageDown');
+    await ui.waitForFrame(/› key-006[\s\S]*key-010[\s\S]*keys 6-10 of many/);
+    await ui.press('pageDown');
+    await ui.waitForFrame(/› key-011[\s\S]*key-012[\s\S]*keys 11-12 of 12 · PgUp previous/);
+    expect(keyPages(fake)).toEqual([
+      { instance: 'gpu-1', limit: KEYS_FIT },
+      { instance: 'gpu-1', limit: KEYS_FIT, after: ids[4] },
+      { instance: 'gpu-1', limit: KEYS_FIT, after: ids[9] },
+    ]);
+  });
+
   it('when the Revocations pane walks a long trail then it asks page by page, oldest first', async () => {
     const { fake, ids } = manyKeys(30);
     for (const id of ids) await fake.revokeKey(id);
