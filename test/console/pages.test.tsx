@@ -4,6 +4,7 @@
  * read a page again only when an event names one of its rows.
  */
 import { describe, expect, it } from 'vitest';
+import { eventually } from '../helpers/processes.js';
 import { FakeDaemon } from './fake-daemon.js';
 import { renderConsole } from './render-console.js';
 
@@ -127,6 +128,23 @@ describe('console: long lists by the page', () => {
     expect(new Set(keyPages(fake, mark).map((r) => JSON.stringify(r)))).toEqual(
       new Set([JSON.stringify({ instance: 'gpu-1', limit: KEYS_FIT, after: ids[10] })]),
     );
+  });
+
+  it('when the counters are read again then only the shown page is asked for', async () => {
+    const { fake, ids } = manyKeys(30);
+    const ui = renderConsole(fake, { pollMs: 20 });
+    await ui.waitForFrame('› gpu-1');
+    await ui.press('enter');
+    await ui.waitForFrame('keys 1-11 of many');
+    await ui.press('pageDown');
+    await ui.waitForFrame('keys 12-22 of many');
+    const mark = fake.calls.length;
+    fake.keys.find((k) => k.id === ids[12])!.usage.requests = 7;
+    await ui.waitForFrame(/key-013 +ob_sk_…\w{4} +active +no +just now +- +7 /);
+    await eventually(() => keyPages(fake, mark).length >= 3, 'three polls');
+    const asked = new Set(keyPages(fake, mark).map((r) => JSON.stringify(r)));
+    expect(asked).toEqual(new Set([JSON.stringify({ instance: 'gpu-1', limit: KEYS_FIT, after: ids[10] })]));
+    expect(fake.calls.slice(mark).filter((c) => c[0] === 'revocationPage')).toEqual([]);
   });
 
   it('when the daemon cuts a page short then the next one starts after it and the position counts the rows shown', async () => {
