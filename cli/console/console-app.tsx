@@ -20,7 +20,7 @@ import { Box, useApp, useInput, useStdout, useWindowSize } from 'ink';
 import { useCallback, useEffect, useRef, useState } from 'react';
 import type { AuditEvent } from '../../src/domain/key.js';
 import type { KeyLimits } from '../../src/domain/key.js';
-import type { InstanceView, KeyView } from '../../src/wire/views.js';
+import type { InstanceView, KeyView, RevocationView } from '../../src/wire/views.js';
 import { parseGrace } from '../key-card.js';
 import { formatLimits, limitsFrom } from '../limit-options.js';
 import { parsePackEnds } from '../pack-ends.js';
@@ -39,12 +39,13 @@ import { type Notice, StatusLine } from './components/status-line.js';
 import { daemonsSummary, reasonText, shortUtc } from './format.js';
 import { GenerateKey } from './screens/generate-key.js';
 import { InstancesScreen } from './screens/instances-screen.js';
-import { KeysScreen, orderKeys } from './screens/keys-screen.js';
-import { RevocationsScreen, newestFirst } from './screens/revocations-screen.js';
+import { KeysScreen } from './screens/keys-screen.js';
+import { RevocationsScreen } from './screens/revocations-screen.js';
 import { ColourContext, type Tone } from './theme.js';
 import { useDaemon } from './use-daemon.js';
 import { useLiveStats } from './use-live-stats.js';
 import { useNow } from './use-now.js';
+import { type PageView, usePage } from './use-page.js';
 
 export interface ConsoleAppProps {
   client: ConsoleClient;
@@ -126,6 +127,28 @@ function clampIndex(i: number, length: number): number {
   return Math.max(0, Math.min(i, length - 1));
 }
 
+/** The selection that stands for the last row of a page not read yet (↑ from a page's first row). */
+const LAST_ROW = '\u0000last';
+
+/** `keys 41-80 of many`: where the page is, once the list has more than one; the daemon gives no count. */
+function pagePosition(what: string, page: PageView<unknown>): string | null {
+  if (page.offset === 0 && !page.more) return null;
+  const first = page.offset + 1;
+  const last = page.offset + page.rows.length;
+  const range = page.rows.length === 0 ? 'none' : `${first}-${last}`;
+  return `${what} ${range} of ${page.more ? 'many · PgDn next page' : last}${page.offset > 0 ? ' · PgUp previous' : ''}`;
+}
+
+/** An event that changes a row of the shown keys page, or adds one at its end. */
+function touchesKeysPage(e: AuditEvent, instance: string | undefined, page: PageView<KeyView>): boolean {
+  if (instance === undefined || e.instance !== instance) return false;
+  if (e.keyId !== undefined && page.rows.some((k) => k.id === e.keyId)) return true;
+  // A new key is the last of its instance's list: only the last page shows it.
+  if (e.type === 'key.created') return !page.more;
+  // Halting an instance revokes every key of it, each with an event; one read covers them.
+  return e.type === 'instance.state' && e.reason !== undefined;
+}
+
 export function ConsoleApp({ client, colour = true, clock = Date.now, retryMs = 1_000, pollMs = 5_000, tickMs = 15_000, statsMs = 1_000 }: ConsoleAppProps) {
   const { exit } = useApp();
   const { stdout } = useStdout();
@@ -141,16 +164,35 @@ export function ConsoleApp({ client, colour = true, clock = Date.now, retryMs = 
   const [reveals, setReveals] = useState<RevealCandidate[]>([]);
   const revealing = useRef(false);
   const toldUnrevealed = useRef(false);
+  // Instances with a default key never shown: found on the first read, then kept by events.
+  const [unrevealed, setUnrevealed] = useState<ReadonlySet<string>>(new Set());
+  // What an event is compared with: the pages shown when it arrives.
+  const shown = useRef<{ instance: string | undefined; keys: PageView<KeyView> | null; revocations: PageView<RevocationView> | null }>({
+    instance: undefined, keys: null, revocations: null,
+  });
 
   const say = useCallback((text: string, tone: Tone = 'accent') => {
     setNotice({ at: new Date(clock()).toISOString(), text, tone });
   }, [clock]);
 
   const onEvent = useCallback((e: AuditEvent) => {
+    const { instance: shownInstance, keys: keysPage, revocations: revPage } = shown.current;
+    if (keysPage !== null && touchesKeysPage(e, shownInstance, keysPage)) keysPage.reload();
+    // A revocation is the last of the trail: only the last page shows it.
+    if (revPage !== null && !revPage.more && (e.type === 'key.revoked' || (e.type === 'instance.state' && e.reason !== undefined))) revPage.reload();
+    if (e.type === 'key.revealed' || (e.type === 'instance.state' && e.reason !== undefined)) {
+      setUnrevealed((u) => {
+        if (!u.has(e.instance)) return u;
+        const next = new Set(u);
+        next.delete(e.instance);
+        return next;
+      });
+    }
     switch (e.type) {
       case 'key.created':
         if (e.keyName === 'default' && e.keyId !== undefined) {
           setReveals((q) => [...q, { keyId: e.keyId as string, instance: e.instance }]);
+          setUnrevealed((u) => new Set([...u, e.instance]));
           say(`${e.instance} is ready and has a new default key.`, 'good');
         } else {
           say(`Key "${e.keyName ?? ''}" created for ${e.instance}.`);
@@ -187,12 +229,39 @@ export function ConsoleApp({ client, colour = true, clock = Date.now, retryMs = 
   const instances = data.instances;
   const instanceIndex = clampIndex(Math.max(0, instances.findIndex((i) => i.id === instanceId)), instances.length);
   const instance = instances[instanceIndex];
-  const keys = orderKeys(data.keys.filter((k) => k.instance === instance?.id));
-  const keyIndex = clampIndex(Math.max(0, keys.findIndex((k) => k.id === keyId)), keys.length);
+
+  const bodyHeight = Math.max(4, rows - 5);
+  // The rows each list pane has room for: the daemon is asked for as many, a page at a time.
+  const keysFit = Math.max(1, bodyHeight - 8);
+  const revocationsFit = Math.max(1, bodyHeight - 5);
+  const instanceKey = instance?.id;
+  const keysPage = usePage<KeyView>(
+    useCallback(async (after, limit) => {
+      const p = await client.keyPage({ instance: instanceKey, limit, after });
+      return { rows: p.keys, next: p.next };
+    }, [client, instanceKey]),
+    `${instanceKey ?? ''}\u0000${keysFit}`, keysFit, live && (pane === 'keys' || modal?.kind === 'generate') && instanceKey !== undefined,
+  );
+  const revPage = usePage<RevocationView>(
+    useCallback(async (after, limit) => {
+      const p = await client.revocationPage({ limit, after });
+      return { rows: p.revocations, next: p.next };
+    }, [client]),
+    String(revocationsFit), revocationsFit, live && pane === 'revocations',
+  );
+  shown.current = { instance: instanceKey, keys: pane === 'keys' ? keysPage : null, revocations: pane === 'revocations' ? revPage : null };
+  const keys = keysPage.rows;
+  const keyIndex = keyId === LAST_ROW ? Math.max(0, keys.length - 1) : clampIndex(Math.max(0, keys.findIndex((k) => k.id === keyId)), keys.length);
   const currentKey = keys[keyIndex];
-  const revocations = newestFirst(data.revocations);
-  const revSelected = clampIndex(revIndex, revocations.length);
-  const unrevealed = new Set(data.keys.filter((k) => k.revealable && k.status === 'active').map((k) => k.instance));
+  const revocations = revPage.rows;
+  const revSelected = revIndex < 0 ? Math.max(0, revocations.length - 1) : clampIndex(revIndex, revocations.length);
+
+  // What changes without an event (usage counters) is read again for the shown page only.
+  useEffect(() => {
+    if (!live || pane !== 'keys') return;
+    const timer = setInterval(() => keysPage.reload(), pollMs);
+    return () => clearInterval(timer);
+  }, [live, pane, pollMs, keysPage.reload]);
 
   const reveal = useCallback((target: RevealCandidate, title: string) => {
     revealing.current = true;
@@ -209,26 +278,32 @@ export function ConsoleApp({ client, colour = true, clock = Date.now, retryMs = 
   useEffect(() => {
     if (modal !== null || !live || revealing.current || reveals.length === 0) return;
     const [next, ...rest] = reveals as [RevealCandidate, ...RevealCandidate[]];
-    const k = data.keys.find((x) => x.id === next.keyId);
-    if (k === undefined) {
-      // Not read yet: wait for the refetch, unless its instance is gone.
-      if (!instances.some((i) => i.id === next.instance)) setReveals(rest);
-      return;
-    }
     setReveals(rest);
-    // Not revealable: `instances ready` (without --no-wait) or another console showed it.
-    if (k.revealable && k.status === 'active') reveal(next, `${next.instance} is ready: its default key`);
-  }, [modal, live, reveals, data.keys, instances, reveal]);
+    revealing.current = true;
+    client.getKey(next.keyId).then((k) => {
+      revealing.current = false;
+      // Not revealable: `instances ready` (without --no-wait) or another console showed it.
+      if (k.revealable && k.status === 'active') reveal(next, `${next.instance} is ready: its default key`);
+    }, () => {
+      revealing.current = false;
+    });
+  }, [modal, live, reveals, client, reveal]);
 
-  // Once, on the first read: default keys nobody has seen yet.
+  // Once, on the first read: default keys nobody has seen yet. An instance's default key is the
+  // first it gets (made when it becomes ready), so one row of its active keys tells.
   useEffect(() => {
     if (!data.loaded || toldUnrevealed.current) return;
     toldUnrevealed.current = true;
-    const waiting = data.keys.filter((k) => k.revealable && k.status === 'active');
-    if (waiting.length > 0) {
-      say(`${waiting.map((k) => k.instance).join(', ')}: default key never shown; select it in Keys and press r.`, 'warn');
-    }
-  }, [data.loaded, data.keys, say]);
+    const candidates = data.instances.filter((i) => i.state === 'ready' && i.activeKeys > 0);
+    void Promise.all(candidates.map((i) => client.keyPage({ instance: i.id, status: 'active', limit: 1 }).then(
+      (p) => (p.keys[0]?.revealable === true ? i.id : null), () => null,
+    ))).then((found) => {
+      const waiting = found.filter((id): id is string => id !== null);
+      if (waiting.length === 0) return;
+      setUnrevealed((u) => new Set([...u, ...waiting]));
+      say(`${waiting.join(', ')}: default key never shown; select it in Keys and press r.`, 'warn');
+    });
+  }, [data.loaded, data.instances, client, say]);
 
   const generate = useCallback(async (target: string, name: string) => {
     const k = await client.createKey(target, name);
@@ -305,7 +380,6 @@ export function ConsoleApp({ client, colour = true, clock = Date.now, retryMs = 
     });
   }, [client, refresh, say]);
 
-  const bodyHeight = Math.max(4, rows - 5);
   const page = Math.max(1, bodyHeight - 5);
 
   const move = (to: 'up' | 'down' | 'pageUp' | 'pageDown' | 'first' | 'last'): void => {
@@ -319,9 +393,30 @@ export function ConsoleApp({ client, colour = true, clock = Date.now, retryMs = 
         case 'pageDown': return clampIndex(index + page, length);
       }
     };
-    if (pane === 'instances') setInstanceId(instances[step(instanceIndex, instances.length)]?.id ?? null);
-    else if (pane === 'keys') setKeyId(keys[step(keyIndex, keys.length)]?.id ?? null);
-    else setRevIndex(step(revSelected, revocations.length));
+    if (pane === 'instances') return setInstanceId(instances[step(instanceIndex, instances.length)]?.id ?? null);
+    // Keys and revocations move by the daemon's pages: PgDn, PgUp and ↓ ↑ past a page's edge
+    // ask for the next or previous one; Home the first. End stays on the page shown (the last
+    // page of a long list is found only by walking it).
+    const list: PageView<unknown> = pane === 'keys' ? keysPage : revPage;
+    const index = pane === 'keys' ? keyIndex : revSelected;
+    const length = pane === 'keys' ? keys.length : revocations.length;
+    const select = (at: number | 'last'): void => {
+      if (pane === 'keys') setKeyId(at === 'last' ? LAST_ROW : keys[clampIndex(at, keys.length)]?.id ?? null);
+      else setRevIndex(at === 'last' ? -1 : at);
+    };
+    if ((to === 'pageDown' || (to === 'down' && index === length - 1)) && list.more) {
+      list.nextPage();
+      return select(0);
+    }
+    if ((to === 'pageUp' || (to === 'up' && index === 0)) && list.offset > 0) {
+      list.previousPage();
+      return select(to === 'up' ? 'last' : 0);
+    }
+    if (to === 'first' && list.offset > 0) {
+      list.firstPage();
+      return select(0);
+    }
+    select(step(index, length));
   };
 
   useInput((input, key) => {
@@ -383,7 +478,8 @@ export function ConsoleApp({ client, colour = true, clock = Date.now, retryMs = 
   const labels: Record<Pane, string> = {
     instances: `Instances (${instances.length})`,
     keys: instance === undefined ? 'Keys' : `Keys: ${instance.id} (${instance.activeKeys})`,
-    revocations: `Revocations (${revocations.length})`,
+    // No count: the trail may be long, and the daemon counts only by reading all of it.
+    revocations: 'Revocations',
   };
 
   let body;
@@ -396,7 +492,7 @@ export function ConsoleApp({ client, colour = true, clock = Date.now, retryMs = 
   } else if (!live) {
     body = <Disconnected connection={data.connection} socketPath={client.socketPath} />;
   } else if (modal?.kind === 'generate') {
-    body = <GenerateKey instances={instances} keys={data.keys} preselect={modal.preselect} width={columns}
+    body = <GenerateKey instances={instances} keys={keys} preselect={modal.preselect} width={columns}
       onGenerate={generate} onCancel={() => setModal(null)} />;
   } else if (modal?.kind === 'revoke') {
     const target = modal.target;
@@ -435,9 +531,9 @@ export function ConsoleApp({ client, colour = true, clock = Date.now, retryMs = 
   } else if (pane === 'instances') {
     body = <InstancesScreen instances={instances} selected={instanceIndex} width={columns} height={bodyHeight} now={now} unrevealed={unrevealed} live={liveStats} />;
   } else if (pane === 'keys') {
-    body = <KeysScreen instance={instance} keys={keys} selected={keyIndex} width={columns} height={bodyHeight} now={now} />;
+    body = <KeysScreen instance={instance} keys={keys} selected={keyIndex} width={columns} height={bodyHeight} now={now} position={pagePosition('keys', keysPage)} />;
   } else {
-    body = <RevocationsScreen revocations={revocations} selected={revSelected} width={columns} height={bodyHeight} />;
+    body = <RevocationsScreen revocations={revocations} selected={revSelected} width={columns} height={bodyHeight} position={pagePosition('revocations', revPage)} />;
   }
 
   return (

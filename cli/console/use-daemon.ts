@@ -1,13 +1,14 @@
 /**
- * The console's view of the daemon: status, instances, keys and revocations, kept current by
- * the daemon's event stream. On connect the stream is opened first and state is read once it is
- * subscribed, so no change falls between the two. Every event refetches (coalesced: while one
- * refetch runs, later events mark it dirty and it runs once more). When the daemon goes away the
+ * The console's view of the daemon: status and instances, kept current by the daemon's event
+ * stream (keys and revocations are read by the page, `use-page.ts`). On connect the stream is
+ * opened first and state is read once it is subscribed, so no change falls between the two.
+ * Every event refetches (coalesced: while one refetch runs, later events mark it dirty and it
+ * runs once more); an instance list is one row an instance, never a key list. When the daemon goes away the
  * hook says why and retries until it comes back. Nothing here ever holds a secret.
  */
 import { useEffect, useRef, useState } from 'react';
 import type { AuditEvent } from '../../src/domain/key.js';
-import type { InstanceView, KeyView, RevocationView, StatusView } from '../../src/wire/views.js';
+import type { InstanceView, StatusView } from '../../src/wire/views.js';
 import type { ConsoleClient } from './console-client.js';
 
 export type Connection =
@@ -17,8 +18,6 @@ export interface DaemonData {
   connection: Connection;
   status: StatusView | null;
   instances: InstanceView[];
-  keys: KeyView[];
-  revocations: RevocationView[];
   /** True once the first full read has arrived. */
   loaded: boolean;
 }
@@ -26,7 +25,7 @@ export interface DaemonData {
 export interface UseDaemonOptions {
   /** Wait between reconnection attempts. */
   retryMs: number;
-  /** Re-read while live, for what changes without an event (usage counters). */
+  /** Re-read while live, for what changes without an event. */
   pollMs: number;
   onEvent(event: AuditEvent): void;
 }
@@ -35,8 +34,6 @@ const INITIAL: DaemonData = {
   connection: { state: 'connecting' },
   status: null,
   instances: [],
-  keys: [],
-  revocations: [],
   loaded: false,
 };
 
@@ -74,33 +71,17 @@ export function useDaemon(
     let dirty = false;
     let live = false;
     // JSON of what was last shown: an unchanged read does not re-render.
-    const last = { status: '', instances: '', keys: '', revocations: '' };
+    const last = { status: '', instances: '' };
 
     // Status is read every time too: a daemon still starting answers on its socket before its
     // public port is bound, with an empty baseUrl.
     const read = async (): Promise<void> => {
-      const [status, instances, keys, revocations] = await Promise.all([
-        client.status(),
-        client.listInstances(),
-        client.listKeys(),
-        client.revocations(),
-      ]);
+      const [status, instances] = await Promise.all([client.status(), client.listInstances()]);
       if (ac.signal.aborted) return;
-      const next = {
-        status: JSON.stringify(status),
-        instances: JSON.stringify(instances),
-        keys: JSON.stringify(keys),
-        revocations: JSON.stringify(revocations),
-      };
-      if (
-        next.status === last.status &&
-        next.instances === last.instances &&
-        next.keys === last.keys &&
-        next.revocations === last.revocations
-      )
-        return;
+      const next = { status: JSON.stringify(status), instances: JSON.stringify(instances) };
+      if (next.status === last.status && next.instances === last.instances) return;
       Object.assign(last, next);
-      setData((d) => ({ ...d, status, instances, keys, revocations, loaded: true }));
+      setData((d) => ({ ...d, status, instances, loaded: true }));
     };
 
     const refresh = async (): Promise<void> => {

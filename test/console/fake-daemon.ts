@@ -9,10 +9,13 @@ import type { LiveStatsView } from '../../src/services/live-stats.js';
 import { validateKeyName } from '../../src/domain/validate.js';
 import { obError } from '../../src/errors.js';
 import type { KeyLimits } from '../../src/domain/key.js';
+import type { PageQuery } from '../../cli/daemon-client.js';
 import type {
   InstanceView,
+  KeyPageView,
   KeyView,
   KeyWithSecret,
+  RevocationPageView,
   RevocationView,
   RotatedKeyView,
   StatusView,
@@ -32,6 +35,20 @@ function base62Source(seed: number): (n: number) => string {
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
   return (n) => Array.from({ length: n }, () => BASE62[Math.floor(next() * 62)]).join('');
+}
+
+/** The page after the row whose id is `after`; an unknown cursor is refused as the daemon refuses it. */
+function pageOf<T>(all: T[], id: (row: T) => string, q: PageQuery, cut = Infinity): { rows: T[]; next: string | null } {
+  let start = 0;
+  if (q.after !== undefined) {
+    const at = all.findIndex((row) => id(row) === q.after);
+    if (at === -1) throw obError('invalid_argument', { param: 'after', message: `No key has the id "${q.after}".` });
+    start = at + 1;
+  }
+  const take = Math.min(q.limit, cut);
+  const rows = all.slice(start, start + take);
+  const more = start + take < all.length;
+  return { rows, next: more && rows.length > 0 ? id(rows[rows.length - 1]!) : null };
 }
 
 interface Follower {
@@ -238,9 +255,18 @@ export class FakeDaemon implements ConsoleClient {
     return structuredClone(this.instances);
   }
 
-  async listKeys(instance?: string): Promise<KeyView[]> {
-    this.guard('listKeys');
-    return structuredClone(this.keys.filter((k) => instance === undefined || k.instance === instance));
+  /** At most this many keys a page, with a cursor, as the daemon cuts a long filtered scan short. */
+  pageCut = Infinity;
+
+  /** As the daemon pages: by creation, `after` a key id, `next` the last id when more follow. */
+  async keyPage(q: PageQuery & { status?: 'active' | 'revoked' | undefined }): Promise<KeyPageView> {
+    this.guard('keyPage', { ...q });
+    const all = this.keys.filter(
+      (k) =>
+        (q.instance === undefined || k.instance === q.instance) && (q.status === undefined || k.status === q.status),
+    );
+    const { rows, next } = pageOf(all, (k) => k.id, q, this.pageCut);
+    return { keys: structuredClone(rows), next };
   }
 
   /** What stats() answers; tests set it. Null: the daemon has no stats route (an older one). */
@@ -256,13 +282,16 @@ export class FakeDaemon implements ConsoleClient {
     return structuredClone(this.live);
   }
 
-  async revocations(): Promise<RevocationView[]> {
-    this.guard('revocations');
-    return this.events.flatMap((e) =>
-      e.type === 'key.revoked'
+  /** By revocation, oldest first, as the daemon keeps the trail. */
+  async revocationPage(q: PageQuery): Promise<RevocationPageView> {
+    this.guard('revocationPage', { ...q });
+    const all = this.events.flatMap((e): RevocationView[] =>
+      e.type === 'key.revoked' && (q.instance === undefined || e.instance === q.instance)
         ? [{ keyId: e.keyId!, name: e.keyName!, instance: e.instance, revokedAt: e.at, reason: e.reason! }]
         : [],
     );
+    const { rows, next } = pageOf(all, (r) => r.keyId, q);
+    return { revocations: rows, next };
   }
 
   async createKey(instance: string, name: string): Promise<KeyWithSecret> {

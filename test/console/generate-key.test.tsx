@@ -27,7 +27,7 @@ describe('console: generate a key', () => {
     await ui.press('n');
     expect(trimmed(await ui.waitForFrame('[1 instance]'))).toMatchInlineSnapshot(`
       "ob-proxy console · http://127.0.0.1:8080 · ● live                         ? help
-      [1 Instances (2)] 2 Keys: gpu-1 (1)  3 Revocations (0)
+      [1 Instances (2)] 2 Keys: gpu-1 (1)  3 Revocations
       New key · [1 instance] › 2 name › 3 secret
       Choose a ready instance (↑ ↓, Enter), Esc cancels.
 
@@ -55,7 +55,7 @@ describe('console: generate a key', () => {
     await ui.type('ci-bot');
     expect(trimmed(await ui.waitForFrame('6/64'))).toMatchInlineSnapshot(`
       "ob-proxy console · http://127.0.0.1:8080 · ● live                         ? help
-      [1 Instances (2)] 2 Keys: gpu-1 (1)  3 Revocations (0)
+      [1 Instances (2)] 2 Keys: gpu-1 (1)  3 Revocations
       New key for gpu-1 (gemma4:26b) · 1 instance › [2 name] › 3 secret
       Type a name (who or what uses the key), Enter generates, Esc goes back.
 
@@ -86,7 +86,7 @@ describe('console: generate a key', () => {
     expect(secret).toMatch(/^ob_sk_[0-9A-Za-z]{12}_[0-9A-Za-z]{38}$/);
     expect(trimmed(boxFrame.replace(secret, '<the secret>'))).toMatchInlineSnapshot(`
       "ob-proxy console · http://127.0.0.1:8080 · ● live                         ? help
-      [1 Instances (2)] 2 Keys: gpu-1 (2)  3 Revocations (0)
+      [1 Instances (2)] 2 Keys: gpu-1 (2)  3 Revocations
       ╭──────────────────────────────────────────────────────────────────────────────╮
       │ New key "ci-bot" for gpu-1 · shown once                                      │
       │                                                                              │

@@ -10,7 +10,7 @@ describe('console: Instances pane', () => {
     const ui = renderConsole(fake);
     expect(trimmed(await ui.waitForFrame('gpu-3'))).toMatchInlineSnapshot(`
       "ob-proxy console · http://127.0.0.1:8080 · ● live                         ? help
-      [1 Instances (3)] 2 Keys: gpu-1 (1)  3 Revocations (0)
+      [1 Instances (3)] 2 Keys: gpu-1 (1)  3 Revocations
         ID          MODEL        STATE      ENDPOINT          PACK END (UTC)     KEYS
       › gpu-1       gemma4:26b   ready      http://10.0.0.5:… 11-23 15:12 3h 12m    1
         gpu-2       qwen3.6:27b  pending    -                 -                     0
@@ -43,7 +43,7 @@ describe('console: Instances pane', () => {
     const ui = renderConsole(fake);
     expect(trimmed(await ui.waitForFrame('Aliases:'))).toMatchInlineSnapshot(`
       "ob-proxy console · http://127.0.0.1:8080 · ● live                         ? help
-      [1 Instances (2)] 2 Keys: gpu-1 (1)  3 Revocations (0)
+      [1 Instances (2)] 2 Keys: gpu-1 (1)  3 Revocations
         ID          MODEL        STATE      ENDPOINT          PACK END (UTC)     KEYS
       › gpu-1       gemma4:26b   ready      http://10.0.0.5:… 11-23 15:12 3h 12m    1
         gpu-2       qwen3.6:27b  pending    -                 -                     0

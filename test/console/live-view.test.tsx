@@ -28,7 +28,7 @@ describe('console: live view', () => {
     const ui = renderConsole(fake);
     expect(trimmed(await ui.waitForFrame('requests/s'))).toMatchInlineSnapshot(`
       "ob-proxy console · http://127.0.0.1:8080 · ● live                         ? help
-      [1 Instances (2)] 2 Keys: gpu-1 (1)  3 Revocations (0)
+      [1 Instances (2)] 2 Keys: gpu-1 (1)  3 Revocations
         ID     MODEL        STATE      HEALTH        ENDPOINT  PACK END (UTC)     KEYS
       › gpu-1  gemma4:26b   ready      reachable     http://1… 11-23 15:12 3h 12m    1
         gpu-2  qwen3.6:27b  pending    -             -         -                     0
@@ -142,7 +142,7 @@ describe('console: key usage and limits', () => {
     const frame = await ui.waitForFrame('› codex');
     expect(trimmed(frame)).toMatchInlineSnapshot(`
       "ob-proxy console · http://127.0.0.1:8080 · ● live                         ? help
-       1 Instances (2) [2 Keys: gpu-1 (3)] 3 Revocations (0)
+       1 Instances (2) [2 Keys: gpu-1 (3)] 3 Revocations
       Keys of gpu-1 (gemma4:26b, ready) · ← → other instance
         NAME           HINT         STATUS   DEF CREATED  LAST USED REQS  TOKENS
       › codex          ob_sk_…mu5T  active   no  1h ago   1m ago       13 1420/31k

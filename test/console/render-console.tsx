@@ -14,6 +14,7 @@ export interface ConsoleOptions {
   clock?: () => number;
   tickMs?: number;
   statsMs?: number;
+  pollMs?: number;
 }
 
 const mounted: RenderedInk[] = [];
@@ -25,7 +26,7 @@ afterEach(async () => {
 export function renderConsole(fake: FakeDaemon, opts: ConsoleOptions = {}): RenderedInk {
   const ui = renderInk(
     <ConsoleApp client={fake} colour={opts.colour ?? false} clock={opts.clock ?? (() => NOW)} retryMs={20}
-      pollMs={3_600_000} tickMs={opts.tickMs ?? 3_600_000} statsMs={opts.statsMs ?? 20} />,
+      pollMs={opts.pollMs ?? 3_600_000} tickMs={opts.tickMs ?? 3_600_000} statsMs={opts.statsMs ?? 20} />,
     // The same keystroke splitting the real console puts in front of its stdin.
     { columns: opts.columns ?? 80, rows: opts.rows ?? 24, input: (terminal) => new KeystrokeInput(terminal) },
   );

@@ -100,9 +100,12 @@ describe('ob-proxy console in a real terminal', () => {
 
     // Enter: the secret leaves the screen, and the alternate screen left nothing in the scrollback.
     main.write(KEY.enter);
-    const after = await main.waitFor('the console has forgotten its secret', 'the confirmation');
+    // The Keys pane reads its page once shown: the frame with the key selected.
+    const after = await main.waitFor(
+      /› term-key +ob_sk_…\w{4} +active[\s\S]*the console has forgotten its secret/,
+      'the confirmation',
+    );
     expect(after).not.toContain(secret);
-    expect(after).toMatch(/› term-key +ob_sk_…\w{4} +active/);
     expect(main.everything()).not.toContain(secret);
 
     // Revoke from the console: once the screen says revoked, the key is refused.
@@ -118,8 +121,11 @@ describe('ob-proxy console in a real terminal', () => {
 
     // A stop made with the CLI shows on the console with no key pressed.
     expect((await runCli(['instances', 'stop', 'gpu-1'], { home })).code).toBe(0);
-    const stopped = await main.waitFor('Keys of gpu-1 (gemma4:26b, stopped)', 'the stop, live');
-    expect(stopped).toMatch(/default +ob_sk_…\w{4} +revoked/);
+    // The instance and the keys page are read apart: the frame that has both.
+    const stopped = await main.waitFor(
+      /Keys of gpu-1 \(gemma4:26b, stopped\)[\s\S]*default +ob_sk_…\w{4} +revoked/,
+      'the stop, live',
+    );
     expect(stopped).toContain('gpu-1 is now stopped: its keys were revoked.');
 
     // q twice (Keys pane, then Instances) quits, exit 0.
@@ -167,7 +173,7 @@ describe('ob-proxy console in a real terminal', () => {
     expect(fresh).not.toBe(old.secret);
     main.write(KEY.enter);
     await main.waitFor(
-      /› default +ob_sk_…\w{4} +active[\s\S]*default +ob_sk_…\w{4} +revoked/,
+      /default +ob_sk_…\w{4} +revoked[\s\S]*› default +ob_sk_…\w{4} +active/,
       'the old key revoked, the new one active',
     );
     expect(main.everything()).not.toContain(fresh);

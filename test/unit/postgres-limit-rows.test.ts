@@ -162,11 +162,9 @@ it(
         );
       const w0 = await writes();
       const c0 = captures;
-      const s0 = seen.length;
-      await eventually(() => seen.length >= s0 + 40, 'forty more exchanges', 30_000);
+      await eventually(() => captures >= c0 + 40, 'forty more exchanges', 30_000);
       const exchanged = captures - c0;
-      // Committed synchronously, each exchange wrote the WAL at least once.
-      expect(exchanged).toBeGreaterThanOrEqual(40);
+      // Committed synchronously, each exchange would have written the WAL at least once.
       expect((await writes()) - w0).toBeLessThan(exchanged / 2);
       // And the rows are there all the same.
       const { rows } = await admin.query<{ n: string }>('SELECT count(*) AS n FROM ob_limit_counts WHERE node = $1', [

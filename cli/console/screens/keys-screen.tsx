@@ -33,9 +33,10 @@ export interface KeysScreenProps {
   width: number;
   height: number;
   now: number;
+  /** `keys 1-9 of many · PgDn next page`, when the list takes more than one page. */
+  position?: string | null;
 }
 
-/** Active keys first, then revoked ones; each in creation order. */
 /** Per-key limits, when the daemon has them: numbers, null for none. */
 interface KeyLimits {
   rpm: number | null;
@@ -82,11 +83,7 @@ export function estimateText(k: KeyView): string | null {
   return n > 0 ? `Of those tokens ${compactCount(n)} are estimates: the model server never reported them.` : null;
 }
 
-export function orderKeys(keys: KeyView[]): KeyView[] {
-  return [...keys.filter((k) => k.status === 'active'), ...keys.filter((k) => k.status !== 'active')];
-}
-
-export function KeysScreen({ instance, keys, selected, width, height, now }: KeysScreenProps) {
+export function KeysScreen({ instance, keys, selected, width, height, now, position = null }: KeysScreenProps) {
   const tone = useTone();
   if (instance === undefined) {
     return <Text color={tone('muted')}>No instance chosen: pick one on the Instances pane (1) and press Enter.</Text>;
@@ -113,8 +110,9 @@ export function KeysScreen({ instance, keys, selected, width, height, now }: Key
         Keys of <Text bold>{instance.id}</Text> ({instance.model}, <Text color={tone(stateTone(instance.state))}>{instance.state}</Text>)
         <Text color={tone('muted')}> · ← → other instance</Text>
       </Text>
-      <Table columns={columns} rows={rows} selected={selected} height={height - (estimate === null ? 6 : 7) - routes.length}
+      <Table columns={columns} rows={rows} selected={selected} height={height - (estimate === null ? 6 : 7) - routes.length - (position === null ? 0 : 1)}
         empty={instance.state === 'ready' ? 'No keys yet: n generates one.' : 'No keys.'} />
+      {position === null ? null : <Text wrap="truncate" color={tone('muted')}>{`  ${position}`}</Text>}
       {current === undefined ? null : (
         <Box flexDirection="column" marginTop={1}>
           <Text wrap="truncate">{`  ${current.name} · id ${current.id} · created ${secondsUtc(current.createdAt)} UTC`}</Text>
