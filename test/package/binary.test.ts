@@ -270,10 +270,10 @@ describe('the single binary', () => {
         30_000,
       );
       expect(screen).toContain(`ob-proxy console · ${baseUrl} · ● live`);
-      expect(screen).toContain('[1 Instances (1)] 2 Keys: gpu-1 (2)  3 Revocations (0)');
-      // `instances ready` probed the simulator: HEALTH ok.
+      expect(screen).toContain('[1 Instances (1)] 2 Keys: gpu-1 (2)  3 Revocations');
+      // `instances ready` probed the simulator: HEALTH reachable, as `instances list` says it; no pack end.
       expect(screen).toMatch(
-        new RegExp(`› gpu-1 +gemma4:26b +ready +ok +${simUrl.replaceAll('.', '\\.')} +none +2\\n`),
+        new RegExp(`› gpu-1 +gemma4:26b +ready +reachable +${simUrl.replaceAll('.', '\\.')} +- +2\\n`),
       );
       expect(screen).toContain(`gpu-1 · gemma4:26b · ${simUrl}\n  Ready: Enter shows its keys, n generates a new one.`);
       expect(screen).toContain('q quit');
