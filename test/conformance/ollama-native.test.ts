@@ -264,7 +264,12 @@ describe.skipIf(REALUP_SKIP !== null)(
       const { prompt_eval_count: prompt, eval_count: completion } = straight.lines[0] as Record<string, number>;
       expect((await native(gw.baseUrl, '/api/chat', chatBody({ stream: false }), k.secret)).status).toBe(200);
       expect((await native(gw.baseUrl, '/api/chat', chatBody(), k.secret)).status).toBe(200);
-      await eventually(async () => (await gw.usage(k.id)).requests === 2, 'both counted').catch(() => undefined);
+      // A request is counted when it is admitted and charged when its exchange ends, just after
+      // its last line reached the client: wait for both charges, then compare whole.
+      await eventually(
+        async () => (await gw.usage(k.id)).completionTokens >= 2 * completion!,
+        'both requests charged',
+      ).catch(() => undefined);
       expect(await gw.usage(k.id)).toMatchObject({
         requests: 2,
         promptTokens: 2 * prompt!,
