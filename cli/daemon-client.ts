@@ -5,7 +5,7 @@ import { socketPathProblem } from '../src/config-resolve.js';
 import { ObProxyError, isErrorCode, obError } from '../src/errors.js';
 import type { ConfirmationView } from '../src/services/revocation-confirmation.js';
 import type { LiveStatsView } from '../src/services/live-stats.js';
-import type { UsageReport } from '../src/wire/usage-report.js';
+import type { UsageReport, UsageReportPage } from '../src/wire/usage-report.js';
 import type { UsageBucketsReport } from '../src/wire/usage-buckets-report.js';
 import type {
   AddedView,
@@ -253,6 +253,19 @@ export class DaemonClient {
       .map(([k, v]) => `${k}=${encodeURIComponent(v as string)}`)
       .join('&');
     return this.call('GET', `/v1/usage${q === '' ? '' : `?${q}`}`);
+  }
+  /** A page of the report: the packs of up to `limit` keys after `after`, in the order of `keyPage`. */
+  usagePage(
+    filter: { instance?: string | undefined; key?: string | undefined; since?: string | undefined } & PageQuery,
+  ): Promise<UsageReportPage> {
+    return this.call('GET', `/v1/usage?${query(filter)}`);
+  }
+  /** Every key's usage with its pack, one JSON line each, as the daemon sends them. */
+  usageLines(
+    filter: { instance?: string | undefined; key?: string | undefined; since?: string | undefined },
+    onLine: (line: string) => void,
+  ): Promise<void> {
+    return this.lines(`/v1/usage?${query({ ...filter, format: 'lines' })}`, onLine);
   }
   /** `usage --by`: per key and hour or day. */
   usageBuckets(filter: {

@@ -5,7 +5,7 @@ import { colours, shown, table } from '../output.js';
 const CSV_HEAD = 'start,size,key,name,instance,requests,prompt_tokens,completion_tokens,errors';
 
 /** A CSV field: quoted when it holds a comma, a quote or a line break (RFC 4180). */
-function field(value: string | number): string {
+export function csvField(value: string | number): string {
   const text = String(value);
   return /[",\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
 }
@@ -17,7 +17,7 @@ function field(value: string | number): string {
 export function bucketsCsv(report: UsageBucketsReport): string {
   const lines = report.rows.map((r) =>
     [r.start, r.size, r.keyId, r.name, r.instance, r.requests, r.promptTokens, r.completionTokens, r.errors]
-      .map(field)
+      .map(csvField)
       .join(','),
   );
   return `${[CSV_HEAD, ...lines].join('\r\n')}\r\n`;

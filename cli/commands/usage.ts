@@ -3,11 +3,12 @@ import type { ChalkInstance } from 'chalk';
 import { clipped, printable } from '../../src/printable.js';
 import { validateTimestamp } from '../../src/domain/validate.js';
 import { ObProxyError } from '../../src/errors.js';
-import type { PackUsage, UsageCounts } from '../../src/wire/usage-report.js';
+import type { PackUsage, UsageCounts, UsageLine } from '../../src/wire/usage-report.js';
 import { type CliDeps, type CommonOptions, example, withClient, withCommon } from '../common.js';
-import { colours, printJson, shown, table } from '../output.js';
+import { type Io, colours, printJson, shown, table } from '../output.js';
+import { type PageFlags, lineOut, nextLine, pageOf, withPageOptions } from '../list-options.js';
 import { UsageError } from '../usage-error.js';
-import { bucketsCsv, bucketsText } from './usage-buckets.js';
+import { bucketsCsv, bucketsText, csvField } from './usage-buckets.js';
 
 const UNIT_MS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
 
@@ -80,9 +81,45 @@ function packTitle(p: PackUsage): string {
   return `Instance ${p.instance}, deployment ${p.deployment} (${what})`;
 }
 
+function keyCount(packs: PackUsage[]): number {
+  return packs.reduce((n, p) => n + p.keys.length, 0);
+}
+
+const CSV_HEAD =
+  'instance,deployment,state,key,name,status,requests,prompt_tokens,completion_tokens,reasoning_tokens,estimated_tokens,errors,disconnects,first_used_at,last_used_at';
+
+/**
+ * `usage --all --csv`: a line per key, written as the daemon's lines come, so a report of a
+ * million keys is never held whole; the values as stored (names not escaped for a terminal).
+ */
+async function usageCsv(io: Io, read: (onLine: (line: string) => void) => Promise<void>): Promise<void> {
+  io.out(`${CSV_HEAD}\r\n`);
+  await read((text) => {
+    const l = JSON.parse(text) as UsageLine;
+    const row = [
+      l.instance,
+      l.deployment,
+      l.state,
+      l.id,
+      l.name,
+      l.status,
+      l.requests,
+      l.promptTokens,
+      l.completionTokens,
+      l.reasoningTokens,
+      l.estimatedTokens,
+      l.errors,
+      l.disconnects,
+      l.firstUsedAt ?? '',
+      l.lastUsedAt ?? '',
+    ];
+    io.out(`${row.map(csvField).join(',')}\r\n`);
+  });
+}
+
 export function makeUsageCommand(deps: CliDeps): Command {
   return example(
-    withCommon(new Command('usage'))
+    withPageOptions(withCommon(new Command('usage')), 'keys')
       .description('requests and tokens per key and per pack (a deployment of an instance): the receipt for the renter')
       .option('--instance <id>', 'only the packs of this instance id')
       .option('--key <key-id>', 'only this key')
@@ -92,18 +129,40 @@ export function makeUsageCommand(deps: CliDeps): Command {
       )
       .option('--until <time>', 'with --by: the buckets that start before this time (ISO 8601, or a duration back)')
       .option('--by <size>', 'usage per key and hour, or per key and day (UTC): hour or day')
-      .option('--csv', 'with --by: CSV for a spreadsheet or a billing system, one line per key and bucket')
+      .option(
+        '--csv',
+        'with --by: CSV for a spreadsheet or a billing system, one line per key and bucket; with --all: one line per key',
+      )
       .action(async (o: UsageOptions) => {
-        if (o.by !== undefined) return byBuckets(deps, o);
-        if (o.until !== undefined || o.csv === true)
-          throw new UsageError('--until and --csv go with --by hour or --by day.');
+        if (o.by !== undefined) {
+          if (o.limit !== undefined || o.after !== undefined || o.all === true)
+            throw new UsageError('--by reports every key of the filter: give it without --limit, --after or --all.');
+          return byBuckets(deps, o);
+        }
+        if (o.until !== undefined || (o.csv === true && o.all !== true))
+          throw new UsageError('--until goes with --by hour or --by day; --csv with --by or --all.');
+        if (o.csv === true && o.json === true) throw new UsageError('Give either --csv or --json, not both.');
         const since = o.since === undefined ? undefined : parseSince(o.since, Date.now());
-        const report = await withClient(o, deps, (cl) => cl.usage({ instance: o.instance, key: o.key, since }));
+        const filter = { instance: o.instance, key: o.key, since };
+        const page = pageOf(o);
+        if (page === null) {
+          if (o.all === true)
+            return withClient(o, deps, (cl) =>
+              o.csv === true
+                ? usageCsv(deps.io, (out) => cl.usageLines(filter, out))
+                : cl.usageLines(filter, lineOut(deps.io)),
+            );
+          return printJson(deps.io, await withClient(o, deps, (cl) => cl.usage(filter)));
+        }
+        const report = await withClient(o, deps, (cl) => cl.usagePage({ ...filter, ...page }));
         if (o.json === true) return printJson(deps.io, report);
         const c = colours(deps.io);
         const packs = shown(report.packs);
+        const more = nextLine('ob-proxy usage', shown(report.next), page.limit, keyCount(packs));
         if (packs.length === 0)
-          return deps.io.out(since === undefined ? 'No keys, so no usage.\n' : `No key was used since ${since}.\n`);
+          return deps.io.out(
+            `${since === undefined ? 'No keys, so no usage.' : `No key was used since ${since}.`}\n${more}`,
+          );
         deps.io.out(
           packs
             .map(
@@ -116,8 +175,11 @@ export function makeUsageCommand(deps: CliDeps): Command {
             )
             .join('\n'),
         );
+        deps.io.out(more);
       }),
     'ob-proxy usage --instance gpu-1',
+    'ob-proxy usage --limit 100 --after 3fA9kQ2mXz1B',
+    'ob-proxy usage --all --csv > usage.csv',
     'ob-proxy usage --since 24h --json',
     'ob-proxy usage --key Xy12ab34Cd56',
     'ob-proxy usage --by day --since 2026-11-01T00:00:00Z --until 2026-12-01T00:00:00Z --csv > november.csv',
@@ -125,14 +187,15 @@ export function makeUsageCommand(deps: CliDeps): Command {
   );
 }
 
-type UsageOptions = CommonOptions & {
-  instance?: string;
-  key?: string;
-  since?: string;
-  until?: string;
-  by?: string;
-  csv?: boolean;
-};
+type UsageOptions = CommonOptions &
+  PageFlags & {
+    instance?: string;
+    key?: string;
+    since?: string;
+    until?: string;
+    by?: string;
+    csv?: boolean;
+  };
 
 /** `usage --by hour|day`: the buckets, as a table, --json or --csv. */
 async function byBuckets(deps: CliDeps, o: UsageOptions): Promise<void> {

@@ -82,7 +82,7 @@ export interface ListQuery {
   format?: 'json' | 'lines';
 }
 export const AUDIT_QUERY = object({ instance: STRING, limit: STRING });
-export const USAGE_QUERY = object({ instance: STRING, key: STRING, since: STRING });
+export const USAGE_QUERY = object({ instance: STRING, key: STRING, since: STRING, ...PAGE });
 export const USAGE_BUCKETS_QUERY = object({
   instance: STRING,
   key: STRING,

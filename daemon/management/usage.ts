@@ -1,33 +1,66 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { KeyRecord } from '../../src/domain/key.js';
+import type { KeyPage } from '../../src/services/registry.js';
 import { validateTimestamp } from '../../src/domain/validate.js';
 import { keyNotFound } from '../../src/services/lifecycle.js';
 import { obError } from '../../src/errors.js';
 import { clipped } from '../../src/printable.js';
-import { type UsageReport, usageReport } from '../../src/wire/usage-report.js';
+import {
+  type UsageReport,
+  type UsageReportPage,
+  usageLine,
+  usageReport,
+  usedSince,
+} from '../../src/wire/usage-report.js';
+import { STREAM_PAGE, pageAfter, pageLimit, sendWholeList } from './list-pages.js';
 import type { DaemonContext } from '../context.js';
 import { USAGE_BUCKETS_QUERY, USAGE_QUERY } from './schemas.js';
 import { type BucketSize, type UsageBucket, bucketsIn, hourStart } from '../../src/domain/usage-buckets.js';
 import { type UsageBucketsReport, bucketsReport } from '../../src/wire/usage-buckets-report.js';
 
 type Query = { instance?: string; key?: string; since?: string };
+type ReportQuery = Query & { limit?: string; after?: string; format?: 'json' | 'lines' };
 type BucketsQuery = Query & { until?: string; by?: BucketSize };
 
 /** `ob-proxy usage`: the receipt of each pack, from the counters in memory. */
 export function registerUsageRoutes(app: FastifyInstance, ctx: DaemonContext): void {
   const registry = ctx.lifecycle.registry;
-  app.get<{ Querystring: Query }>(
+  // A page (`limit`, `after`) or every key as JSON lines (`format=lines`) walks the keys in the
+  // order of `GET /v1/keys`, so a report of a million keys is never built in one turn; without
+  // either, the whole report at once.
+  app.get<{ Querystring: ReportQuery }>(
     '/v1/usage',
     { schema: { querystring: USAGE_QUERY } },
-    async (request): Promise<UsageReport> => {
+    async (request, reply): Promise<UsageReport | UsageReportPage | FastifyReply> => {
       const { instance, key } = request.query;
       const since = request.query.since === undefined ? undefined : validateTimestamp(request.query.since, 'since');
+      const limit = pageLimit(request.query.limit);
+      const after = pageAfter(registry, request.query.after);
       if (key !== undefined && !registry.keys.has(key)) throw keyNotFound(key, `No key with id ${clipped(key)}.`);
       if (instance !== undefined && !registry.instances.has(instance) && !registry.keysOf(instance).length) {
         throw obError('instance_not_found', {
           message: `No instance ${clipped(instance)}, and no keys of one by that id. List instances with \`ob-proxy instances list\`.`,
         });
       }
-      return usageReport(registry.instances, registry.keys.values(), { instance, key, since });
+      const filter = { instance, key, since };
+      const page = (a: KeyRecord | null, n: number): KeyPage =>
+        registry.keyPage({
+          instance,
+          after: a,
+          limit: n,
+          keep: (k) => (key === undefined || k.id === key) && usedSince(k, since),
+        });
+      if (limit === undefined && request.query.format === 'lines')
+        return sendWholeList(
+          reply,
+          true,
+          page,
+          (k) => usageLine(registry.instances, k),
+          (id) => registry.keys.get(id),
+        );
+      if (limit === undefined && after === null) return usageReport(registry.instances, registry.keys.values(), filter);
+      const { records, next } = page(after, limit ?? STREAM_PAGE);
+      return { ...usageReport(registry.instances, records, filter), next };
     },
   );
 

@@ -63,6 +63,8 @@ export interface Registry {
 export interface KeyPageQuery {
   instance?: string | undefined;
   status?: 'active' | 'revoked' | undefined;
+  /** Only the records it accepts (with `status`): a page may then come back short, with `next`. */
+  keep?: ((k: KeyRecord) => boolean) | undefined;
   after: KeyRecord | null;
   limit: number;
 }
@@ -231,14 +233,16 @@ export class MutableRegistry implements Registry, KeyCounters {
   }
 
   keyPage(q: KeyPageQuery): KeyPage {
-    const status = q.status;
+    const { status, keep } = q;
+    const accepts = (k: KeyRecord): boolean =>
+      (status === undefined || k.status === status) && (keep === undefined || keep(k));
     if (q.instance !== undefined) {
       // One instance's keys: its own list, ordered here (a page of every key would scan them all).
       const own = new KeyOrder((k) => k.createdAt);
       own.rebuild(this.byInstance.get(q.instance) ?? []);
-      return own.page(q.after, q.limit, (k) => status === undefined || k.status === status, Infinity);
+      return own.page(q.after, q.limit, accepts, Infinity);
     }
-    return this.byCreation.page(q.after, q.limit, (k) => status === undefined || k.status === status);
+    return this.byCreation.page(q.after, q.limit, accepts);
   }
 
   revocationPage(q: KeyPageQuery): KeyPage {

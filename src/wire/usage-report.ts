@@ -34,6 +34,17 @@ export interface UsageReport {
   packs: PackUsage[];
 }
 
+/** A page of the report (`limit`, `after`): the packs of the page's keys; `next`, the cursor of the page after it. */
+export interface UsageReportPage extends UsageReport {
+  next: string | null;
+}
+
+/**
+ * One key's usage with its pack, a JSON line of the whole report (`format=lines`, `usage --all`):
+ * the lines of one pack are not together, so each names it.
+ */
+export type UsageLine = Omit<PackUsage, 'keys' | 'total'> & KeyUsageRow;
+
 export interface UsageFilter {
   instance?: string | undefined;
   key?: string | undefined;
@@ -49,6 +60,33 @@ function counts(u: KeyUsage, lastUsedAt: string | null): UsageCounts {
 
 function later(a: string | null, b: string | null): string | null {
   return a === null || (b !== null && b > a) ? b : a;
+}
+
+/** The pack a key belongs to, as it is now: `removed` once its deployment is gone. */
+function packOf(instances: ReadonlyMap<string, Instance>, k: KeyRecord): Omit<PackUsage, 'keys' | 'total'> {
+  const inst = instances.get(k.instance);
+  const current = inst !== undefined && inst.deployment === k.deployment ? inst : undefined;
+  return {
+    instance: k.instance,
+    deployment: k.deployment,
+    model: current?.model ?? null,
+    state: current?.state ?? 'removed',
+    packEndsAt: current?.packEndsAt ?? null,
+  };
+}
+
+function keyRow(k: KeyRecord): KeyUsageRow {
+  return { id: k.id, name: k.name, status: k.status, ...counts(k.usage, k.lastUsedAt) };
+}
+
+/** One key's line of the whole report. */
+export function usageLine(instances: ReadonlyMap<string, Instance>, k: KeyRecord): UsageLine {
+  return { ...packOf(instances, k), ...keyRow(k) };
+}
+
+/** Whether the filter's `since` keeps the key (its last use at or after it). */
+export function usedSince(k: KeyRecord, since: string | null | undefined): boolean {
+  return since === null || since === undefined || (k.lastUsedAt !== null && k.lastUsedAt >= since);
 }
 
 /**
@@ -68,27 +106,17 @@ export function usageReport(
       (k) =>
         (filter.instance === undefined || k.instance === filter.instance) &&
         (filter.key === undefined || k.id === filter.key) &&
-        (since === null || (k.lastUsedAt !== null && k.lastUsedAt >= since)),
+        usedSince(k, since),
     )
     .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id));
   for (const k of chosen) {
     const id = `${k.instance}\u0000${k.deployment}`;
     let pack = packs.get(id);
     if (pack === undefined) {
-      const inst = instances.get(k.instance);
-      const current = inst !== undefined && inst.deployment === k.deployment ? inst : undefined;
-      pack = {
-        instance: k.instance,
-        deployment: k.deployment,
-        model: current?.model ?? null,
-        state: current?.state ?? 'removed',
-        packEndsAt: current?.packEndsAt ?? null,
-        keys: [],
-        total: counts(emptyUsage(), null),
-      };
+      pack = { ...packOf(instances, k), keys: [], total: counts(emptyUsage(), null) };
       packs.set(id, pack);
     }
-    pack.keys.push({ id: k.id, name: k.name, status: k.status, ...counts(k.usage, k.lastUsedAt) });
+    pack.keys.push(keyRow(k));
     pack.total = counts(addUsage(pack.total, k.usage), later(pack.total.lastUsedAt, k.lastUsedAt));
   }
   // The instance's current pack first, then older ones: by instance id, then by first key.

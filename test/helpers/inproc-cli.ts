@@ -42,6 +42,15 @@ export class InjectClient extends DaemonClient {
     }
     return parsed as T;
   }
+
+  /** A whole list over inject: its lines handed on once the answer is complete. */
+  override async lines(path: string, onLine: (line: string) => void): Promise<void> {
+    this.paths.push(`GET ${path}`);
+    if (this.app === null) return this.call('GET', path);
+    const res = await this.app.inject({ method: 'GET', url: path });
+    if (res.statusCode >= 400) return this.call('GET', path);
+    for (const line of res.body.split('\n')) if (line !== '') onLine(line);
+  }
 }
 
 export interface CliRun {

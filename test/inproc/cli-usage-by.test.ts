@@ -120,9 +120,11 @@ describe('usage --by', () => {
 
   it('usage errors', async () => {
     expect(await cli.run('usage', '--until', '1h')).toEqual(
-      refused(2, '--until and --csv go with --by hour or --by day.'),
+      refused(2, '--until goes with --by hour or --by day; --csv with --by or --all.'),
     );
-    expect(await cli.run('usage', '--csv')).toEqual(refused(2, '--until and --csv go with --by hour or --by day.'));
+    expect(await cli.run('usage', '--csv')).toEqual(
+      refused(2, '--until goes with --by hour or --by day; --csv with --by or --all.'),
+    );
     expect(await cli.run('usage', '--by', 'week')).toEqual(refused(2, '--by must be hour or day, got "week".'));
     expect(await cli.run('usage', '--by', 'day', '--csv', '--json')).toEqual(
       refused(2, 'Give either --csv or --json, not both.'),
