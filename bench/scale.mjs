@@ -5,10 +5,11 @@
  * the whole list as JSON lines (GET /v1/keys?format=lines), and the latency a chat request adds
  * while that whole list is being sent, against the same request on the idle daemon. With
  * `--probes N`: an idle daemon with N ready instances probing at the defaults, its CPU a second
- * and a chat request's latency while the rounds run.
+ * and a chat request's latency while the rounds run, then the same daemon without probes
+ * (`--refused`: every probe's port closed).
  *
  *   node bench/scale.mjs [--keys 1000,10000,100000] [--postgres postgres://127.0.0.1:5432/test]
- *                        [--probes 100000] [--json]
+ *                        [--probes 100000 [--refused]] [--json]
  *
  * --postgres: each size is also copied with `ob-proxy store migrate` into a database made for it
  * on that server (dropped after) and measured there. Needs `npm run build`. One size at a time:
@@ -30,6 +31,7 @@ const arg = (name, fallback) => {
 const SIZES = arg('--keys', '1000,10000,100000').split(',').map(Number);
 const PG = arg('--postgres', null);
 const PROBES = Number(arg('--probes', '0'));
+const REFUSED = argv.includes('--refused');
 const NODE_ARGS = ['--max-semi-space-size=8'];
 const CHATS = 30;
 
@@ -68,8 +70,10 @@ function cpuMs(pid) {
   return ((Number(f[11]) + Number(f[12])) * 1000) / 100;
 }
 
-function upstream() {
-  const proc = spawn(process.execPath, [join(ROOT, 'bench/upstream.mjs')], { stdio: ['ignore', 'pipe', 'inherit'] });
+function upstream(host = '127.0.0.1') {
+  const proc = spawn(process.execPath, [join(ROOT, 'bench/upstream.mjs'), '--host', host], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   return new Promise((done, fail) => {
     let out = '';
     proc.stdout.setEncoding('utf8').on('data', (s) => {
@@ -209,17 +213,40 @@ async function measure(keys, store) {
   }
 }
 
-/** An idle daemon probing `instances` ready instances (endpoints that refuse at once) at the defaults. */
-async function measureProbes(instances) {
+/** `n` chat requests' latencies, one after another, for `ms` milliseconds: p50, p90 and max. */
+async function chatsFor(baseUrl, secret, ms) {
+  const xs = [];
+  const until = performance.now() + ms;
+  while (performance.now() < until) xs.push(await chat(baseUrl, secret));
+  xs.sort((a, b) => a - b);
+  return { n: xs.length, p50: xs[Math.floor(xs.length / 2)], p90: xs[Math.floor(xs.length * 0.9)], max: xs.at(-1) };
+}
+
+/**
+ * An idle daemon with `instances` ready instances, at the default log level and probe settings
+ * (`probing` false: --probe-interval 0, the same daemon without probes). Each instance's endpoint
+ * is an address of its own (127.1.x.y) on one simulator process listening on every loopback
+ * address, so each probe opens a connection as it does against real model servers (`refused`: a
+ * closed port instead, every probe failing); the chat requests go to another simulator, so the
+ * probes' server never delays them. Its CPU a second (and the probes' simulator's), then chat
+ * requests one after another for 5 s while the round runs.
+ */
+async function measureProbes(instances, probing) {
   const { DaemonClient } = await import(join(ROOT, 'dist/cli/daemon-client.js'));
   const home = mkdtempSync(join(tmpdir(), 'obscale-'));
   const up = await upstream();
+  const targets = REFUSED ? null : await upstream('0.0.0.0');
   let serve = null;
   try {
-    writeStore(join(home, 'db.json'), bigStoreData({ instances, keys: instances, events: 0 }));
+    const data = bigStoreData({ instances, keys: instances, events: 0 });
+    const port = targets === null ? 9 : new URL(targets.url).port;
+    data.instances.forEach((inst, i) => {
+      inst.endpoint = `http://127.1.${(i >> 8) & 255}.${i & 255}:${port}`;
+    });
+    writeStore(join(home, 'db.json'), data);
     serve = await startServe({
       home,
-      args: ['--log-level', 'warn'],
+      args: probing ? [] : ['--probe-interval', '0'],
       nodeArgs: NODE_ARGS,
       logs: 'ignore',
       timeoutMs: 600_000,
@@ -232,26 +259,35 @@ async function measureProbes(instances) {
     // Idle but for the probes: their CPU alone, then chat requests among them.
     const seconds = 20;
     const c0 = cpuMs(serve.proc.pid);
+    const t0 = targets === null ? 0 : cpuMs(targets.proc.pid);
     await new Promise((r) => setTimeout(r, seconds * 1000));
     const cpuPerSecond = (cpuMs(serve.proc.pid) - c0) / seconds;
-    const during = await slowestDuring(serve.baseUrl, secret, () => new Promise((r) => setTimeout(r, 2000)));
+    const targetsCpuPerSecond = targets === null ? null : (cpuMs(targets.proc.pid) - t0) / seconds;
+    const during = await chatsFor(serve.baseUrl, secret, 5000);
     const result = {
-      probes: instances,
+      instances,
+      probing,
+      targets: targets === null ? 'refused' : 'answering',
       cpuMsPerSecond: cpuPerSecond,
-      chatDuringProbesMs: during.slowest,
+      targetsCpuMsPerSecond: targetsCpuPerSecond,
+      chatMs: during,
       rssMiB: rssMiB(serve.proc.pid),
+      load: readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' '),
     };
     console.log(JSON.stringify(result));
     return result;
   } finally {
     await serve?.stop();
     up.proc.kill();
+    targets?.proc.kill();
     rmSync(home, { recursive: true, force: true });
   }
 }
 
-if (PROBES > 0) await measureProbes(PROBES);
-else
+if (PROBES > 0) {
+  await measureProbes(PROBES, true);
+  await measureProbes(PROBES, false);
+} else
   for (const keys of SIZES) {
     await measure(keys, 'json');
     if (PG !== null) await measure(keys, 'postgres');

@@ -10,12 +10,15 @@
  * `POST /v1/messages` answers as Ollama's Anthropic API does: the message, or its event stream
  * (`event:` lines, one `content_block_delta` per token, `message_stop` last).
  *
- * Usage: node bench/upstream.mjs [--chunks 64]   prints {"url": "..."} once listening.
+ * Usage: node bench/upstream.mjs [--chunks 64] [--host 127.0.0.1]   prints {"url": "..."} once listening.
+ * `--host 0.0.0.0` answers on every loopback address too (127.x.y.z): many endpoints, one process.
  */
 import { createServer } from 'node:http';
 
 const argChunks = process.argv.indexOf('--chunks');
 const DEFAULT_CHUNKS = argChunks === -1 ? 64 : Number(process.argv[argChunks + 1]);
+const argHost = process.argv.indexOf('--host');
+const HOST = argHost === -1 ? '127.0.0.1' : process.argv[argHost + 1];
 const MODEL = 'gemma4:26b';
 const CREATED = Math.floor(Date.now() / 1000);
 
@@ -243,7 +246,7 @@ const server = createServer({ keepAliveTimeout: 60_000 }, (req, res) => {
 server.maxRequestsPerSocket = 0;
 server.headersTimeout = 0;
 server.requestTimeout = 0;
-server.listen(0, '127.0.0.1', () => {
+server.listen(0, HOST, () => {
   console.log(JSON.stringify({ url: `http://127.0.0.1:${server.address().port}` }));
 });
 process.on('SIGTERM', () => process.exit(0));

@@ -11,7 +11,8 @@ const PROBE_MAX_BYTES = 1024 * 1024;
 
 /**
  * The model servers' health: each ready instance's endpoint probed with its upstream token, and
- * each change of health logged once (a server back as info, one failing as a warning).
+ * each change of health logged once (a server back as info, one failing as a warning; a first
+ * healthy answer is not a change).
  */
 export function probeModelServers(deps: {
   config: Pick<Config, 'probeTimeoutMs' | 'probeRate' | 'probeConcurrency'>;
@@ -31,17 +32,20 @@ export function probeModelServers(deps: {
     instances: () => registry.instances.values(),
     instance: (id) => registry.instances.get(id),
     changed: (inst, now, before) => {
-      if (now.status === 'reachable')
+      // A first answer that is healthy is not news: at 100,000 instances a line for each would
+      // be most of the probes' CPU after every start, and a failure or a recovery is still a line.
+      if (now.status === 'reachable') {
+        if (before === null) return;
         log.info(
           {
             instance: inst.id,
             endpoint: inst.endpoint,
             health: now.status,
-            ...(before === null ? {} : { was: before.status }),
+            was: before.status,
           },
           'model server probe',
         );
-      else
+      } else
         log.warn(
           { instance: inst.id, endpoint: inst.endpoint, health: now.status, error: now.error },
           'model server probe failed',

@@ -256,7 +256,7 @@ export const SETTINGS = {
     flag: 'probe-rate',
     value: '<n>',
     env: 'OB_PROXY_PROBE_RATE',
-    default: 50,
+    default: 25,
     min: 1,
     max: 100_000,
     integer: true,

@@ -55,7 +55,7 @@ const DEFAULTS: Config = {
   queueTimeoutMs: 60_000,
   limitWindowMs: 60_000,
   probeIntervalMs: 15_000,
-  probeRate: 50,
+  probeRate: 25,
   probeConcurrency: 16,
   probeTimeoutMs: 5000,
   packWarningMs: 900_000,
