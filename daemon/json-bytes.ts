@@ -10,10 +10,12 @@ export const JSON_BYTES_PER_UNIT = 6;
 /** The most bytes a number takes (`-1.7976931348623157e+308`). */
 export const NUMBER_BYTES_MAX = 24;
 
-/** Bytes known in advance, copied. */
+/** Bytes known in advance, copied: a short run byte by byte, cheaper than a call to `set`. */
 export function putBytes(buf: Buffer, pos: number, bytes: Uint8Array): number {
-  buf.set(bytes, pos);
-  return pos + bytes.length;
+  const n = bytes.length;
+  if (n > 24) buf.set(bytes, pos);
+  else for (let i = 0; i < n; i++) buf[pos + i] = bytes[i]!;
+  return pos + n;
 }
 
 /** `s` as a JSON string: needs 2 + JSON_BYTES_PER_UNIT * s.length bytes of room. */
