@@ -83,7 +83,10 @@ export async function buildContext(deps: {
     usageLog:
       config.usageLog === null
         ? null
-        : await UsageLog.open(config.usageLog, clock, log, (id) => lifecycle.registry.instances.get(id)?.model ?? null),
+        : await UsageLog.open(config.usageLog, clock, log, {
+            modelOf: (id) => lifecycle.registry.instances.get(id)?.model ?? null,
+            isLive: (id) => lifecycle.registry.keys.get(id)?.status === 'active',
+          }),
     metricsUrl: null,
     storeLocation: store.location,
     storeStale: false,

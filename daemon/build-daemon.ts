@@ -139,7 +139,7 @@ interface Parts extends OpenedStore {
 async function assemble(config: Config, version: string, parts: Parts): Promise<Daemon> {
   const { clock, log, store, lifecycle, health, upstreamTokens, tls } = parts;
   const ctx = await buildContext({ ...parts, config, version });
-  logAudit({ ...parts, keyLimits: ctx.keyLimits });
+  logAudit({ ...parts, keyLimits: ctx.keyLimits, usageLog: ctx.usageLog });
   await upstreamTokens.loadAll(lifecycle.registry.instances.values(), log);
   await endPacksEndedWhileDown(lifecycle, log);
 

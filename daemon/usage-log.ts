@@ -2,6 +2,8 @@ import { type FileHandle, open, rename, rm } from 'node:fs/promises';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../src/clock.js';
 import type { Config } from '../src/config.js';
+import { JSON_BYTES_PER_UNIT, NUMBER_BYTES_MAX, putBytes, putJsonString, putNumber } from './json-bytes.js';
+import { UsageBatch } from './usage-batch.js';
 
 /** A string that JSON writes as it is (ids, paths, model names), else with JSON.stringify's escapes. */
 function quote(s: string | null): string {
@@ -41,6 +43,61 @@ export interface RefusedLine {
   ms: number;
 }
 
+/** What the log asks of the daemon's registry, when a key's parts are first made. */
+export interface UsageLookups {
+  /** The model an instance runs; null once it is gone. */
+  modelOf(instance: string): string | null;
+  /** Whether a key may still be used: only such a key's parts are kept. */
+  isLive(key: string): boolean;
+}
+
+/** An exchange line's parts that are the same for every line of its key, as bytes. */
+interface KeyParts {
+  /** `,"key":…,"instance":…,"route":` */
+  head: Buffer;
+  /** `,"model":…,"stream":true,"status":` */
+  streamed: Buffer;
+  /** `,"model":…,"stream":false,"status":` */
+  plain: Buffer;
+}
+
+const ascii = (s: string): Buffer => Buffer.from(s, 'latin1');
+const Z_ID = ascii('Z","id":');
+const OUTCOME = ascii(',"outcome":');
+const INPUT = ascii(',"input_tokens":');
+const OUTPUT = ascii(',"output_tokens":');
+const ESTIMATED = ascii(',"estimated_tokens":');
+const MS = ascii(',"ms":');
+const OUTCOME_OK = ascii(',"outcome":"ok","input_tokens":');
+const OUTCOME_ERROR = ascii(',"outcome":"error","input_tokens":');
+const OUTCOME_DISCONNECT = ascii(',"outcome":"disconnect","input_tokens":');
+/** `{"time":"YYYY-MM-DDTHH:MM:SS.` */
+const TIME_HEAD_BYTES = 29;
+/** An exchange line's bytes but for its id, route and outcome strings and its key's parts. */
+const LINE_FIXED =
+  TIME_HEAD_BYTES +
+  3 +
+  Z_ID.length +
+  OUTCOME.length +
+  INPUT.length +
+  OUTPUT.length +
+  ESTIMATED.length +
+  MS.length +
+  6 + // the quotes of the id, the route and the outcome
+  5 * NUMBER_BYTES_MAX +
+  2;
+
+/** An outcome's part with its neighbours' labels, for the outcomes there are; null for another. */
+function outcomePart(outcome: string): Buffer | null {
+  return outcome === 'ok'
+    ? OUTCOME_OK
+    : outcome === 'error'
+      ? OUTCOME_ERROR
+      : outcome === 'disconnect'
+        ? OUTCOME_DISCONNECT
+        : null;
+}
+
 /** Lines are written this long after the first one of a batch, or at once past FLUSH_LINES (about 64 KiB). */
 const FLUSH_MS = 1_000;
 const FLUSH_LINES = 200;
@@ -60,11 +117,14 @@ const HELD_LINES_MAX = 25_000;
  * a secret nor a prompt: ids, names, numbers.
  */
 export class UsageLog {
-  /** The batch's lines as parts, joined once when written: a line is never a chain of partial strings. */
-  private held: string[] = [];
+  /** The batch's lines, as bytes: a line is written into it, never made a string. */
+  private readonly held = new UsageBatch();
   private heldLines = 0;
-  /** `,"key":…,"instance":…,"model":…` by key id: a key's instance and model do not change. */
-  private readonly keyParts = new Map<string, string>();
+  /**
+   * Parts by key id, for keys still live: a key's instance and model do not change. A key's parts
+   * are dropped when it is revoked (`forget`), so this holds no more keys than are live.
+   */
+  private readonly keyParts = new Map<string, KeyParts>();
   private timer: NodeJS.Timeout | null = null;
   /** The write under way, if any: one at a time, so lines keep their order and rotation is safe. */
   private writing: Promise<void> | null = null;
@@ -73,7 +133,9 @@ export class UsageLog {
   private failing = false;
   private closed = false;
   private second = Number.NaN;
+  /** The time to the second, `YYYY-MM-DDTHH:MM:SS.`, and the line's start with it as bytes. */
   private secondText = '';
+  private timeHead: Buffer = Buffer.alloc(0);
 
   private file: FileHandle;
 
@@ -83,8 +145,7 @@ export class UsageLog {
     opened: { file: FileHandle; size: number },
     private readonly clock: Clock,
     private readonly log: FastifyBaseLogger,
-    /** The model an instance runs, read only when a line is written; null once it is gone. */
-    private readonly modelOf: (instance: string) => string | null,
+    private readonly lookups: UsageLookups,
   ) {
     this.file = opened.file;
     this.size = opened.size;
@@ -95,7 +156,7 @@ export class UsageLog {
     settings: NonNullable<Config['usageLog']>,
     clock: Clock,
     log: FastifyBaseLogger,
-    modelOf: (instance: string) => string | null,
+    lookups: UsageLookups,
   ): Promise<UsageLog> {
     let file: FileHandle;
     try {
@@ -108,43 +169,45 @@ export class UsageLog {
       );
     }
     const { size } = await file.stat();
-    return new UsageLog(settings, { file, size }, clock, log, modelOf);
+    return new UsageLog(settings, { file, size }, clock, log, lookups);
   }
 
   /** A request answered through a model server (or left by its client while there). */
   exchange(line: ExchangeLine): void {
     if (!this.room()) return;
-    this.held.push(
-      '{"time":"',
-      this.time(),
-      '","id":',
-      quote(line.id),
-      this.keyPart(line.key, line.instance),
-      ',"route":',
-      quote(line.route),
-      line.stream ? ',"stream":true,"status":' : ',"stream":false,"status":',
-      String(line.status),
-      ',"outcome":"',
-      line.outcome,
-      '","input_tokens":',
-      String(line.input),
-      ',"output_tokens":',
-      String(line.output),
-      ',"estimated_tokens":',
-      String(line.estimated),
-      ',"ms":',
-      String(line.ms),
-      '}\n',
+    const { id, route, outcome } = line;
+    const parts = this.keyParts.get(line.key) ?? this.partsOf(line.key, line.instance);
+    const known = outcomePart(outcome);
+    const buf = this.held.reserve(
+      LINE_FIXED +
+        parts.head.length +
+        parts.plain.length +
+        JSON_BYTES_PER_UNIT * (id.length + route.length + outcome.length),
     );
+    let pos = this.putTime(buf, this.held.pos);
+    pos = putJsonString(buf, pos, id);
+    pos = putBytes(buf, pos, parts.head);
+    pos = putJsonString(buf, pos, route);
+    pos = putBytes(buf, pos, line.stream ? parts.streamed : parts.plain);
+    pos = putNumber(buf, pos, line.status);
+    if (known !== null) pos = putBytes(buf, pos, known);
+    else pos = putBytes(buf, putJsonString(buf, putBytes(buf, pos, OUTCOME), outcome), INPUT);
+    pos = putBytes(buf, putNumber(buf, pos, line.input), OUTPUT);
+    pos = putBytes(buf, putNumber(buf, pos, line.output), ESTIMATED);
+    pos = putBytes(buf, putNumber(buf, pos, line.estimated), MS);
+    pos = putNumber(buf, pos, line.ms);
+    buf[pos] = 0x7d; // }
+    buf[pos + 1] = 0x0a;
+    this.held.pos = pos + 2;
     this.taken();
   }
 
   /** A request refused by the gateway once its key was known (401 revoked, 404, 409, 429, 400, ...). */
   refused(line: RefusedLine): void {
     const { id, key, instance, route, status, code, ms } = line;
-    const model = instance === null ? null : this.modelOf(instance);
+    const model = instance === null ? null : this.lookups.modelOf(instance);
     if (!this.room()) return;
-    this.held.push(
+    this.held.putString(
       `{"time":"${this.time()}","id":${quote(id)},"key":${quote(key)},"instance":${quote(instance)},"route":${quote(route)},"model":${quote(model)},"stream":null,"status":${status},"outcome":"refused","error":${quote(code)},"input_tokens":0,"output_tokens":0,"estimated_tokens":0,"ms":${ms}}\n`,
     );
     this.taken();
@@ -156,6 +219,16 @@ export class UsageLog {
       if (this.writing === null) this.writeHeld();
       await this.writing;
     }
+  }
+
+  /** A key revoked: its parts are kept no more. */
+  forget(key: string): void {
+    this.keyParts.delete(key);
+  }
+
+  /** How many keys' parts are kept; for tests. */
+  get keysKept(): number {
+    return this.keyParts.size;
   }
 
   /** Flushes and closes the file; lines after this are dropped. */
@@ -173,24 +246,45 @@ export class UsageLog {
    */
   private time(): string {
     const ms = Math.floor(this.clock.now());
+    const frac = ms - this.toSecond(ms) * 1000;
+    return `${this.secondText}${frac < 10 ? '00' : frac < 100 ? '0' : ''}${frac}Z`;
+  }
+
+  /** `{"time":"…","id":`, the time's milliseconds written digit by digit. */
+  private putTime(buf: Buffer, at: number): number {
+    const ms = Math.floor(this.clock.now());
+    const frac = ms - this.toSecond(ms) * 1000;
+    const pos = putBytes(buf, at, this.timeHead);
+    const tens = (frac / 10) | 0;
+    const hundreds = (frac / 100) | 0;
+    buf[pos] = 0x30 + hundreds;
+    buf[pos + 1] = 0x30 + tens - hundreds * 10;
+    buf[pos + 2] = 0x30 + frac - tens * 10;
+    return putBytes(buf, pos + 3, Z_ID);
+  }
+
+  /** The second of `ms`, its text made when it changes. */
+  private toSecond(ms: number): number {
     const second = Math.floor(ms / 1000);
     if (second !== this.second) {
       this.second = second;
       this.secondText = new Date(second * 1000).toISOString().slice(0, 20);
+      this.timeHead = ascii(`{"time":"${this.secondText}`);
     }
-    const frac = ms - second * 1000;
-    return `${this.secondText}${frac < 10 ? '00' : frac < 100 ? '0' : ''}${frac}Z`;
+    return second;
   }
 
-  private keyPart(key: string, instance: string): string {
-    let part = this.keyParts.get(key);
-    if (part === undefined) {
-      const model = this.modelOf(instance);
-      part = `,"key":${quote(key)},"instance":${quote(instance)},"model":${quote(model)}`;
-      // Kept only once the instance is known: a line for a key whose instance is gone says null.
-      if (model !== null) this.keyParts.set(key, part);
-    }
-    return part;
+  /** A key's parts, kept only while the key is live and its instance known (else its model says null). */
+  private partsOf(key: string, instance: string): KeyParts {
+    const model = this.lookups.modelOf(instance);
+    const modelPart = `,"model":${quote(model)},"stream":`;
+    const parts: KeyParts = {
+      head: Buffer.from(`,"key":${quote(key)},"instance":${quote(instance)},"route":`, 'utf8'),
+      streamed: Buffer.from(`${modelPart}true,"status":`, 'utf8'),
+      plain: Buffer.from(`${modelPart}false,"status":`, 'utf8'),
+    };
+    if (model !== null && this.lookups.isLive(key)) this.keyParts.set(key, parts);
+    return parts;
   }
 
   /** Whether a line may be held; a line that may not is counted lost. */
@@ -220,13 +314,12 @@ export class UsageLog {
   /** Takes the held lines and writes them, after rotating if they would take the file past its size. */
   private writeHeld(): void {
     if (this.heldLines === 0) return;
-    const parts = this.held;
+    const chunk = this.held.take();
     const count = this.heldLines;
-    this.held = [];
     this.heldLines = 0;
-    const chunk = Buffer.from(parts.join(''), 'utf8');
     this.writing = this.write(chunk, count).finally(() => {
       this.writing = null;
+      this.held.giveBack(chunk);
       // Lines that came while writing: the next batch, at once if it is already large, else
       // when its time comes (a timer that fired during the write did nothing).
       if (this.closed || this.heldLines === 0) return;

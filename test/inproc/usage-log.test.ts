@@ -166,6 +166,39 @@ describe('the usage log', () => {
   });
 });
 
+describe('the parts the log keeps by key', () => {
+  it('are dropped when their key is revoked, and not kept again for it', async () => {
+    const { d, key } = await daemonWithLog({ path: join(dir, 'kept.jsonl'), maxBytes: 1024 * 1024, files: 1 });
+    try {
+      const log = d.daemon.ctx.usageLog!;
+      const made = await d.manage('POST', '/v1/keys', { instance: 'gpu-1', name: 'second' });
+      expect(made.status).toBe(201);
+      const second = made.json as { id: string; secret: string };
+      for (const secret of [key.secret, second.secret]) {
+        const a = await d.chat(secret, { model: MODEL, messages: [{ role: 'user', content: 'hi' }] });
+        expect(a.status).toBe(200);
+      }
+      expect(log.keysKept).toBe(2);
+      expect((await d.manage('POST', `/v1/keys/${key.id}/revoke`)).status).toBe(200);
+      expect(log.keysKept).toBe(1);
+      const refused = await d.chat(key.secret, { model: MODEL, messages: [{ role: 'user', content: 'x' }] });
+      expect(refused.status).toBe(401);
+      expect(log.keysKept).toBe(1);
+      // Stopping the instance revokes the other key too: none is kept.
+      expect((await d.manage('POST', '/v1/instances/gpu-1/stop')).status).toBe(200);
+      expect(log.keysKept).toBe(0);
+      await log.flush();
+      expect((await linesOf(join(dir, 'kept.jsonl'))).map((l) => [l.key, l.status])).toEqual([
+        [key.id, 200],
+        [second.id, 200],
+        [key.id, 401],
+      ]);
+    } finally {
+      await d.close();
+    }
+  });
+});
+
 describe('written off the request path', () => {
   it('a line reaches the file on its own, a moment after its request, with no flush asked', async () => {
     const path = join(dir, 'own.jsonl');
