@@ -11,7 +11,7 @@ import type { Simulator } from '../../simulator/simulator.js';
 import { obError } from '../../src/errors.js';
 import { POOL_SESSION_SETTINGS } from '../../src/store/postgres/pools.js';
 import { holdCounter } from '../helpers/postgres-faults.js';
-import { PostgresRig } from '../helpers/postgres-rig.js';
+import { PostgresRig, usePostgresRig } from '../helpers/postgres-rig.js';
 import { type Cluster, freshDatabase, startCluster, type TestDatabase } from '../helpers/postgres.js';
 import { eventually, type SimProcess, startSimulate } from '../helpers/processes.js';
 import { holdBody } from '../helpers/raw-http.js';
@@ -295,7 +295,7 @@ describe('postgres restored backup revives revoked keys', () => {
   const TABLES = ['ob_meta', 'ob_instances', 'ob_keys', 'ob_events', 'ob_changes'];
   const ENV = { OB_PROXY_STORE_CATCHUP_MS: '250' };
 
-  const rig = new PostgresRig();
+  const rig = usePostgresRig();
 
   /** A backup as pg_dump takes it: a copy of every table of the store, and the event sequence. */
   async function backup(): Promise<number> {
@@ -312,9 +312,6 @@ describe('postgres restored backup revives revoked keys', () => {
     await rig.admin.query('SELECT setval($1, $2)', ['ob_event_seq', eventSeq]);
     await rig.admin.query('COMMIT');
   }
-
-  beforeAll(() => rig.start());
-  afterAll(() => rig.stop(), 60_000);
 
   it('a database restored from an older backup: revocations made before and after it hold on every daemon', async () => {
     const { a, b } = await rig.twoDaemons(ENV);

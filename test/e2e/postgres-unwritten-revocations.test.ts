@@ -13,14 +13,11 @@ import { DaemonClient } from '../../cli/daemon-client.js';
 import type { UnwrittenHold } from '../../src/services/revocation-confirmation.js';
 import { RevocationJournal } from '../../src/store/revocation-journal.js';
 import { holdCounter, setReadOnly } from '../helpers/postgres-faults.js';
-import { PostgresRig } from '../helpers/postgres-rig.js';
+import { PostgresRig, usePostgresRig } from '../helpers/postgres-rig.js';
 import { eventually, runCli, startServe } from '../helpers/processes.js';
 import { modelsStatus, type ServeNode } from '../helpers/serve-nodes.js';
 
-const rig = new PostgresRig();
-
-beforeAll(() => rig.start());
-afterAll(() => rig.stop(), 60_000);
+const rig = usePostgresRig();
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
@@ -94,10 +91,7 @@ describe('postgres read only called in sync', () => {
   const MAX_STALE_S = 2;
   const ENV = { OB_PROXY_MAX_STALE: String(MAX_STALE_S) };
 
-  const rig = new PostgresRig();
-
-  beforeAll(() => rig.start());
-  afterAll(() => rig.stop(), 60_000);
+  const rig = usePostgresRig();
 
   it('a database that refuses writes makes every daemon stale within --max-stale; the revocation holds once it takes writes', async () => {
     const { a, b } = await rig.twoDaemons(ENV);
@@ -170,10 +164,7 @@ describe('postgres read only called in sync', () => {
  * daemon then refuses it, and the journal is emptied.
  */
 describe('postgres unwritten revocation lost at kill', () => {
-  const rig = new PostgresRig();
-
-  beforeAll(() => rig.start());
-  afterAll(() => rig.stop(), 60_000);
+  const rig = usePostgresRig();
 
   it('a revocation the database refused survives kill -9 of its daemon and is written once it takes writes', async () => {
     const { a, b } = await rig.twoDaemons();

@@ -8,17 +8,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { obError } from '../../src/errors.js';
 import { hello } from '../helpers/chat.js';
-import {
-  BIN,
-  cliJson,
-  eventually,
-  NODE,
-  type ServeProcess,
-  type SimProcess,
-  startServe,
-  startSimulate,
-  tmpHome,
-} from '../helpers/processes.js';
+import { BIN, cliJson, eventually, NODE, type ServeProcess, type SimProcess, tmpHome } from '../helpers/processes.js';
+import { startDaemonAndSim } from '../helpers/daemon-and-sim.js';
 import { chatHead, openConnection, type RawAnswer, type RawConnection } from '../helpers/raw-connection.js';
 
 /**
@@ -42,19 +33,12 @@ describe('refusal before body delays drain', () => {
   let pendingKey: string;
   const opened: RawConnection[] = [];
 
-  interface ReadyJson {
-    defaultKey: { secret: string };
-  }
-
   beforeAll(async () => {
-    home = await tmpHome();
-    sim = await startSimulate([MODEL]);
-    serve = await startServe(home, ['--grace', String(GRACE_S)]);
+    const d = await startDaemonAndSim({ serveArgs: ['--grace', String(GRACE_S)], instances: ['live', 'pending'] });
+    ({ home, sim, serve } = d);
     host = new URL(serve.baseUrl).host;
-    for (const id of ['live', 'pending'])
-      await cliJson(['instances', 'add', id, '--model', MODEL, '--endpoint', sim.url], home);
-    liveKey = (await cliJson<ReadyJson>(['instances', 'ready', 'live'], home)).defaultKey.secret;
-    pendingKey = (await cliJson<ReadyJson>(['instances', 'ready', 'pending'], home)).defaultKey.secret;
+    liveKey = d.keys.live!.secret;
+    pendingKey = d.keys.pending!.secret;
     await cliJson(['instances', 'pending', 'pending'], home);
     limitedKey = (
       await cliJson<{ secret: string }>(

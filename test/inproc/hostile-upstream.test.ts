@@ -19,10 +19,9 @@ import {
   ask,
   errorEvents,
   expectUpstreamAborted,
-  type HostilePair,
   lastChatEnded,
   type RawUpstream,
-  startHostilePair,
+  useHostilePair,
   startRawUpstream,
 } from '../helpers/hostile-upstream.js';
 import { freshDatabase, type TestDatabase } from '../helpers/postgres.js';
@@ -127,13 +126,7 @@ describe('abort before settle miscounted', () => {
  * request is aborted (the simulator keeps those bodies open, so only an abort ends them).
  */
 describe('bad upstream status relayed', () => {
-  let p: HostilePair;
-  beforeAll(async () => {
-    p = await startHostilePair();
-  });
-  afterAll(async () => {
-    await p.stop();
-  });
+  const p = useHostilePair();
 
   it.each([201, 202, 206, 204, 304, 301, 302, 307])(
     'HTTP %i, plain and streaming: 502 upstream_error',

@@ -15,9 +15,8 @@ import {
   alongside,
   ask,
   errorEvents,
-  type HostilePair,
   type RawUpstream,
-  startHostilePair,
+  useHostilePair,
   startRawUpstream,
 } from '../helpers/hostile-upstream.js';
 import {
@@ -47,13 +46,7 @@ describe('error event twice', () => {
     ['fast path', true],
     ['slow path forced (OB_PROXY_RELAY_FAST_PATH=0)', false],
   ])('%s', (_name, relayFastPath) => {
-    let p: HostilePair;
-    beforeAll(async () => {
-      p = await startHostilePair({ relayFastPath });
-    });
-    afterAll(async () => {
-      await p.stop();
-    });
+    const p = useHostilePair({ relayFastPath });
 
     it('the relay stops at an error event', () => {
       const relay = new SseRelay('chatcmpl-x', false, relayFastPath ? undefined : null);
@@ -110,13 +103,7 @@ describe('error prefix not json forwarded', () => {
     }
   });
 
-  let p: HostilePair;
-  beforeAll(async () => {
-    p = await startHostilePair();
-  });
-  afterAll(async () => {
-    await p.stop();
-  });
+  const p = useHostilePair();
 
   it('through the daemon: the chunks so far, then one upstream_error event; the broken event never forwarded', async () => {
     const r = await alongside(p, () => ask(p, '[[sim fail=broken-error-event failAfterChunks=2]]', true));
@@ -166,13 +153,7 @@ describe('non sse frames forwarded', () => {
     }
   });
 
-  let p: HostilePair;
-  beforeAll(async () => {
-    p = await startHostilePair();
-  });
-  afterAll(async () => {
-    await p.stop();
-  });
+  const p = useHostilePair();
 
   it('comments, retry, id and `event: message`: the data events alone reach the client, whole', async () => {
     const r = await alongside(p, () => ask(p, '[[sim fail=sse-fields]]', true));

@@ -11,9 +11,8 @@ import {
   ask,
   errorEvents,
   expectUpstreamAborted,
-  type HostilePair,
   type RawUpstream,
-  startHostilePair,
+  useHostilePair,
   startRawUpstream,
 } from '../helpers/hostile-upstream.js';
 import {
@@ -35,13 +34,7 @@ import {
  * upstream request is aborted; under it the status and message are passed on as before.
  */
 describe('error body unbounded', () => {
-  let p: HostilePair;
-  beforeAll(async () => {
-    p = await startHostilePair();
-  });
-  afterAll(async () => {
-    await p.stop();
-  });
+  const p = useHostilePair();
 
   it('an error body over the cap: 502 upstream_error, upstream aborted', async () => {
     for (const stream of [false, true]) {
@@ -85,13 +78,7 @@ describe('plain answer unbounded', () => {
     message: `The model server's answer is larger than ${CAP} bytes; it was not relayed.`,
   }).toBody();
 
-  let p: HostilePair;
-  beforeAll(async () => {
-    p = await startHostilePair({ maxAnswerBytes: CAP });
-  });
-  afterAll(async () => {
-    await p.stop();
-  });
+  const p = useHostilePair({ maxAnswerBytes: CAP });
 
   it('a huge answer (its Content-Length over the cap): 502 upstream_error, upstream aborted', async () => {
     const r = await alongside(p, () => ask(p, `[[sim fail=huge-body bodyBytes=${8 * CAP}]]`, false));
@@ -122,14 +109,8 @@ describe('plain answer unbounded', () => {
  * only briefly (a few KiB, a second), for the connection's reuse, then the request is aborted.
  */
 describe('read after done unbounded', () => {
-  let p: HostilePair;
-  beforeAll(async () => {
-    // A long idle time-out, as in production: only the drain bound can end the request soon.
-    p = await startHostilePair({ idleTimeoutMs: 120_000, upstreamTimeoutMs: 120_000 });
-  });
-  afterAll(async () => {
-    await p.stop();
-  });
+  // A long idle time-out, as in production: only the drain bound can end the request soon.
+  const p = useHostilePair({ idleTimeoutMs: 120_000, upstreamTimeoutMs: 120_000 });
 
   it('the relay stops at [DONE]', () => {
     const relay = new SseRelay('chatcmpl-x', false);
@@ -159,13 +140,7 @@ describe('response without deadline', () => {
     message: "The model server's answer took longer than 1.5 s; it was ended.",
   }).toBody();
 
-  let p: HostilePair;
-  beforeAll(async () => {
-    p = await startHostilePair({ responseDeadlineMs: 1_500, idleTimeoutMs: 60_000 });
-  });
-  afterAll(async () => {
-    await p.stop();
-  });
+  const p = useHostilePair({ responseDeadlineMs: 1_500, idleTimeoutMs: 60_000 });
 
   it('an endless stream of well-formed events: the tokens, then one upstream_error event, no [DONE]', async () => {
     const r = await alongside(p, () => ask(p, '[[sim fail=endless-body tokensPerSecond=50]]', true));
@@ -303,13 +278,7 @@ describe('sse endless line quadratic', () => {
     }
   });
 
-  let p: HostilePair;
-  beforeAll(async () => {
-    p = await startHostilePair();
-  });
-  afterAll(async () => {
-    await p.stop();
-  });
+  const p = useHostilePair();
 
   it('through the daemon: one upstream_error event, no [DONE], the upstream request aborted, a neighbour unharmed', async () => {
     const r = await alongside(p, () => ask(p, '[[sim fail=endless-line]]', true));
