@@ -29,7 +29,7 @@ import { type Harness, MODEL, post, readyInstance, startHarness, startSim } from
  * The paused daemon is a session opened with the daemons' own pool settings, left idle in
  * transaction holding the row, as a daemon stopped between two statements of its flush leaves it.
  */
-describe('postgres paused peer holds counter', () => {
+describe('a paused peer holding the counter row blocks writes for the idle time-out only', () => {
   const rig = new PostgresRig();
   let paused: pg.Client | undefined;
 
@@ -74,7 +74,7 @@ describe('postgres paused peer holds counter', () => {
  * time-out, and replaced when it does not answer): the revocation is refused within the
  * catch-up period, as documented for lost notifications.
  */
-describe('dead listen connection stalls catchup', () => {
+describe('the catch-up read goes on past a dead LISTEN connection', () => {
   const MODEL = 'gemma4:26b';
 
   /**
@@ -184,7 +184,7 @@ describe('dead listen connection stalls catchup', () => {
  * upstream (the re-check of checks 2 to 5) now refuses them with 503 store_unreachable too, and
  * nothing reaches the model server.
  */
-describe('held request served after store went stale', () => {
+describe('a request held until the store went stale is refused when sent upstream', () => {
   let cluster: Cluster;
   let h: Harness;
   let sim: Simulator;
@@ -291,7 +291,7 @@ describe('held request served after store went stale', () => {
  * revocation it knows that the database lacks ("revoked wins", as the lowdb store does with
  * its revocation journal): each revocation is refused by every daemon, old and new.
  */
-describe('postgres restored backup revives revoked keys', () => {
+describe('revocations hold on every daemon across a restored PostgreSQL backup', () => {
   const TABLES = ['ob_meta', 'ob_instances', 'ob_keys', 'ob_events', 'ob_changes'];
   const ENV = { OB_PROXY_STORE_CATCHUP_MS: '250' };
 
@@ -376,7 +376,7 @@ describe('postgres restored backup revives revoked keys', () => {
  * the keys again (it refused them from the old packEndsAt meanwhile, as every daemon does), and
  * nothing is revoked.
  */
-describe('pack end undoes extension', () => {
+describe('a pack end decided on a stale view yields to the extension', () => {
   const MODEL = 'gemma4:26b';
 
   let sim: SimProcess;

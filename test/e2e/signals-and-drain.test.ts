@@ -20,7 +20,7 @@ import { chatHead, openConnection, type RawAnswer, type RawConnection } from '..
  * passed it over and a SIGTERM waited the whole grace period for a client that had its answer
  * long ago. Such an answer now says `Connection: close` and the connection is ended after it.
  */
-describe('refusal before body delays drain', () => {
+describe('a refusal before the body is read ends its connection, so the drain does not wait', () => {
   const MODEL = 'gemma4:26b';
   // Far longer than the drain may take: the bug made the drain last all of it.
   const GRACE_S = 20;
@@ -193,7 +193,7 @@ describe('refusal before body delays drain', () => {
  * The daemon is held mid-start (OB_PROXY_TEST_START_GATE: handlers in, store not opened) until
  * the signal has been sent, so the signal lands while it starts however fast or slow the machine.
  */
-describe('signal at start kills daemon', () => {
+describe('a signal during start-up is held until the daemon is up', () => {
   it('SIGTERM while the daemon is still starting stops it cleanly once it is up', async () => {
     const home = await tmpHome();
     const gate = join(home, 'start-gate');

@@ -53,7 +53,7 @@ import {
  * The exchange is now settled before the abort: one `upstream_error` per refused stream, and a
  * whole stream counts as one.
  */
-describe('abort before settle miscounted', () => {
+describe('a stream received whole is a success however its upstream ends', () => {
   let h: Harness;
   let sim: Simulator;
   let key: string;
@@ -125,7 +125,7 @@ describe('abort before settle miscounted', () => {
  * answer, or an error status (4xx/5xx, passed on), is now 502 upstream_error, and the upstream
  * request is aborted (the simulator keeps those bodies open, so only an abort ends them).
  */
-describe('bad upstream status relayed', () => {
+describe('an unexpected upstream status is 502 upstream_error', () => {
   const p = useHostilePair();
 
   it.each([201, 202, 206, 204, 304, 301, 302, 307])(
@@ -157,7 +157,7 @@ describe('bad upstream status relayed', () => {
  * Such an answer is now refused for what it is: 502 `upstream_error` "nested too deeply to
  * relay" (one such event mid-stream, the upstream request aborted).
  */
-describe('deep answer called unreachable', () => {
+describe('a deeply nested answer is refused as upstream_error', () => {
   const deep = `${'['.repeat(100_000)}${']'.repeat(100_000)}`;
   const content = `{"id":"up","object":"chat.completion.chunk","created":1,"model":"${MODEL}","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}`;
   const ev = (data: string): string => `data: ${data}\n\n`;
@@ -247,7 +247,7 @@ describe('deep answer called unreachable', () => {
  * responses are now skipped and the final one relayed; one that never ends meets the response
  * deadline, as any answer does.
  */
-describe('informational status refused', () => {
+describe('informational statuses are skipped and the final answer relayed', () => {
   const PLAIN = `{"id":"up","object":"chat.completion","created":1,"model":"${MODEL}","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}`;
   const STREAM = `data: {"id":"up","object":"chat.completion.chunk","created":1,"model":"${MODEL}","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n`;
   const DEADLINE_MS = 1_500;
@@ -321,7 +321,7 @@ describe('informational status refused', () => {
  * or closed the connection. Retry": the SDKs retry that, and the operator looks at the network.
  * Now it is 502 upstream_error naming what was wrong, as for any answer the proxy refuses.
  */
-describe('malformed upstream http called unreachable', () => {
+describe('malformed upstream HTTP is 502 upstream_error naming what was wrong', () => {
   const MODELS = JSON.stringify({ object: 'list', data: [{ id: MODEL, object: 'model' }] });
 
   /** What the raw server writes for the next chat completion. */
@@ -392,7 +392,7 @@ describe('malformed upstream http called unreachable', () => {
  * where the same answer on /v1/responses, /v1/completions or /v1/messages was. Every route now
  * refuses it through one path, and says it as the model server's failure.
  */
-describe('shapeless chat answer not a failure', () => {
+describe("a shapeless chat answer is the model server's failure", () => {
   let h: Harness;
   let up: RawUpstream;
   let key: string;
@@ -451,7 +451,7 @@ describe('shapeless chat answer not a failure', () => {
  * (its data on one line or several, the token escaped or not), and our own event for `event:
  * error`; a plain-text body is cleared before it is cut to 500 characters.
  */
-describe('upstream token echoed to client', () => {
+describe('the upstream token never reaches the client', () => {
   const TOKEN = 'sk-operator-Up/stream+token=42';
   const content = `{"id":"up","object":"chat.completion.chunk","created":1,"model":"${MODEL}","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}`;
   const ev = (data: string): string => `data: ${data}\n\n`;
@@ -585,7 +585,7 @@ describe('upstream token echoed to client', () => {
  * counts 0, a stream's its content events, as when the usage chunk is absent; the prompt is
  * charged its estimate, prompt-estimate.ts).
  */
-describe('upstream usage trusted', () => {
+describe('upstream usage is checked before it is counted', () => {
   /** Usage texts a model server may send, each written as raw JSON (so 1e308 stays 1e308). */
   const HOSTILE = [
     '{"prompt_tokens":1e308,"completion_tokens":1e308,"total_tokens":1e308}',

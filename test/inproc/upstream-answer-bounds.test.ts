@@ -33,7 +33,7 @@ import {
  * 64 KiB): past it the client gets 502 upstream_error naming the upstream status, and the
  * upstream request is aborted; under it the status and message are passed on as before.
  */
-describe('error body unbounded', () => {
+describe('an error body is capped', () => {
   const p = useHostilePair();
 
   it('an error body over the cap: 502 upstream_error, upstream aborted', async () => {
@@ -72,7 +72,7 @@ describe('error body unbounded', () => {
  * 32 MiB, here 1 MiB): past it, or when its Content-Length announces more, the client gets 502
  * upstream_error and the upstream request is aborted.
  */
-describe('plain answer unbounded', () => {
+describe('a plain answer is capped', () => {
   const CAP = 1024 * 1024;
   const tooLarge = obError('upstream_error', {
     message: `The model server's answer is larger than ${CAP} bytes; it was not relayed.`,
@@ -108,7 +108,7 @@ describe('plain answer unbounded', () => {
  * the request held its upstream connection and its slot. Now the rest of the body is drained
  * only briefly (a few KiB, a second), for the connection's reuse, then the request is aborted.
  */
-describe('read after done unbounded', () => {
+describe('what follows [DONE] is drained briefly, then aborted', () => {
   // A long idle time-out, as in production: only the drain bound can end the request soon.
   const p = useHostilePair({ idleTimeoutMs: 120_000, upstreamTimeoutMs: 120_000 });
 
@@ -135,7 +135,7 @@ describe('read after done unbounded', () => {
  * (default 30 min, here 1.5 s): past it, 502 upstream_error, or mid-stream one upstream_error
  * event, and the upstream request is aborted.
  */
-describe('response without deadline', () => {
+describe('an answer has a total deadline', () => {
   const late = obError('upstream_error', {
     message: "The model server's answer took longer than 1.5 s; it was ended.",
   }).toBody();
@@ -169,7 +169,7 @@ describe('response without deadline', () => {
  * `n`) is now not a chat completion: 502 upstream_error, whether its shape needed filling in or
  * not. Up to 128 are relayed as before.
  */
-describe('answer choices amplified', () => {
+describe("an answer's choices are bounded by MAX_CHOICES", () => {
   const full = '{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}';
   const answer = (choices: string, idFirst = true): string =>
     idFirst
@@ -238,7 +238,7 @@ describe('answer choices amplified', () => {
  * when the frame ends, and an unfinished frame past the cap (default 1 MiB) ends the stream with
  * one upstream_error event and aborts the upstream request.
  */
-describe('sse endless line quadratic', () => {
+describe('an endless SSE line is capped, in linear time', () => {
   const HEAD = 'data: {"id":"a","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"';
   const PIECE = Buffer.alloc(64 * 1024, 'a');
 
