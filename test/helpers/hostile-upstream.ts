@@ -197,3 +197,32 @@ export async function startRawUpstream(answer: (chat: RawChat) => RawAnswer): Pr
   };
   return up;
 }
+
+export interface RawUpstreamDaemon {
+  up: RawUpstream;
+  h: Harness;
+  /** gpu-1's default key's secret. */
+  key: string;
+}
+
+/**
+ * For a describe block: a model server written by hand answering `answer(chat)`, and a daemon
+ * (`patch` over its config) with gpu-1 ready on it, started before its tests and stopped after
+ * them. Read the fields inside the tests: they are set once the hook has run.
+ */
+export function useRawUpstreamDaemon(
+  answer: (chat: RawChat) => RawAnswer,
+  patch: Partial<Config> = {},
+): RawUpstreamDaemon {
+  const s = {} as RawUpstreamDaemon;
+  beforeAll(async () => {
+    s.up = await startRawUpstream(answer);
+    s.h = await startHarness(patch);
+    s.key = await readyInstance(s.h, 'gpu-1', s.up.url);
+  });
+  afterAll(async () => {
+    await s.h.stop();
+    await s.up.close();
+  });
+  return s;
+}

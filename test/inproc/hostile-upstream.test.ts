@@ -23,6 +23,7 @@ import {
   type RawUpstream,
   useHostilePair,
   startRawUpstream,
+  useRawUpstreamDaemon,
 } from '../helpers/hostile-upstream.js';
 import { freshDatabase, type TestDatabase } from '../helpers/postgres.js';
 import {
@@ -177,24 +178,13 @@ describe('a deeply nested answer is refused as upstream_error', () => {
     errorWithCr: `${ev(content)}data: {"error":{"message":"boom"},\r"x":${deep}}\n\n`,
   };
 
-  let h: Harness;
-  let up: RawUpstream;
-  let key: string;
-  beforeAll(async () => {
-    up = await startRawUpstream(({ content: which }) => ({ body: ANSWERS[which] ?? '' }));
-    h = await startHarness();
-    key = await readyInstance(h, 'gpu-1', up.url);
-  });
-  afterAll(async () => {
-    await h.stop();
-    await up.close();
-  });
+  const srv = useRawUpstreamDaemon(({ content: which }) => ({ body: ANSWERS[which] ?? '' }));
 
   /** The codes the daemon logged for the model server's failures so far. */
-  const failureCodes = (): unknown[] => h.logs.filter((l) => l.msg === 'model server failed').map((l) => l.code);
+  const failureCodes = (): unknown[] => srv.h.logs.filter((l) => l.msg === 'model server failed').map((l) => l.code);
 
   it('a plain answer too deep to encode again: 502 upstream_error, said as such', async () => {
-    const r = await post(h.baseUrl, key, chatBody('plain'));
+    const r = await post(srv.h.baseUrl, srv.key, chatBody('plain'));
     expect({ status: r.status, json: r.json }).toEqual({
       status: 502,
       json: obError('upstream_error', {
@@ -208,7 +198,7 @@ describe('a deeply nested answer is refused as upstream_error', () => {
     'a stream event too deep to encode again (%s): one upstream_error event, no [DONE]',
     async (which) => {
       const before = failureCodes().length;
-      const r = await post(h.baseUrl, key, chatBody(which, { stream: true }));
+      const r = await post(srv.h.baseUrl, srv.key, chatBody(which, { stream: true }));
       expect(r.status).toBe(200);
       const frames = sseFrames(r.text);
       expect(frames).toEqual([
@@ -226,7 +216,7 @@ describe('a deeply nested answer is refused as upstream_error', () => {
 
   it('an error event too deep to encode again: our error event with its message, the rest dropped', async () => {
     const before = failureCodes().length;
-    const r = await post(h.baseUrl, key, chatBody('errorWithCr', { stream: true }));
+    const r = await post(srv.h.baseUrl, srv.key, chatBody('errorWithCr', { stream: true }));
     expect(r.status).toBe(200);
     const frames = sseFrames(r.text);
     expect(frames).toEqual([
@@ -276,29 +266,21 @@ describe('informational statuses are skipped and the final answer relayed', () =
     endless: processingForEver,
   };
 
-  let h: Harness;
-  let up: RawUpstream;
-  let key: string;
-  beforeAll(async () => {
-    up = await startRawUpstream(({ stream, content }) => ({
+  const srv = useRawUpstreamDaemon(
+    ({ stream, content }) => ({
       body: stream ? STREAM : PLAIN,
       ...(early[content] === undefined ? {} : { before: early[content] }),
-    }));
-    h = await startHarness({ responseDeadlineMs: DEADLINE_MS });
-    key = await readyInstance(h, 'gpu-1', up.url);
-  });
-  afterAll(async () => {
-    await h.stop();
-    await up.close();
-  });
+    }),
+    { responseDeadlineMs: DEADLINE_MS },
+  );
 
   it.each(['hints', 'processing'])(
     '%s before the answer: the answer is relayed, plain and streaming',
     async (which) => {
-      const plain = await post(h.baseUrl, key, chatBody(which));
+      const plain = await post(srv.h.baseUrl, srv.key, chatBody(which));
       expect(plain.status).toBe(200);
       expect(plain.text).toBe(PLAIN.replace('"id":"up"', `"id":"${(plain.json as { id: string }).id}"`));
-      const stream = await post(h.baseUrl, key, chatBody(which, { stream: true }));
+      const stream = await post(srv.h.baseUrl, srv.key, chatBody(which, { stream: true }));
       expect(stream.status).toBe(200);
       const id = (JSON.parse(sseFrames(stream.text)[0]!.slice(6)) as { id: string }).id;
       expect(stream.text).toBe(STREAM.replace('"id":"up"', `"id":"${id}"`));
@@ -306,7 +288,7 @@ describe('informational statuses are skipped and the final answer relayed', () =
   );
 
   it('informational responses without end: 502 at the response deadline, the upstream request aborted', async () => {
-    const r = await post(h.baseUrl, key, chatBody('endless'));
+    const r = await post(srv.h.baseUrl, srv.key, chatBody('endless'));
     expect({ status: r.status, json: r.json }).toEqual({
       status: 502,
       json: limitErrors.tooSlow(DEADLINE_MS).toBody(),

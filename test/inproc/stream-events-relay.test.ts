@@ -11,14 +11,7 @@ import { spliceCompletionId } from '../../src/wire/completion-splice.js';
 import { EventLayouts, MAX_LAYOUT_BYTES } from '../../src/wire/event-layouts.js';
 import { OutputBatch } from '../../src/wire/output-batch.js';
 import { SseRelay } from '../../src/wire/sse-relay.js';
-import {
-  alongside,
-  ask,
-  errorEvents,
-  type RawUpstream,
-  useHostilePair,
-  startRawUpstream,
-} from '../helpers/hostile-upstream.js';
+import { alongside, ask, errorEvents, useHostilePair, useRawUpstreamDaemon } from '../helpers/hostile-upstream.js';
 import {
   chatBody,
   expectedTokens,
@@ -266,31 +259,20 @@ describe('an event with a repeated id key gets our id only', () => {
     }
   });
 
-  let h: Harness;
-  let up: RawUpstream;
-  let key: string;
-  beforeAll(async () => {
-    up = await startRawUpstream(({ stream, content }) => {
-      const repeat = REPEATS[Number(content)] as string;
-      return { body: stream ? chunk('a', repeat) + chunk('b', repeat) + 'data: [DONE]\n\n' : answer(repeat) };
-    });
-    h = await startHarness();
-    key = await readyInstance(h, 'gpu-1', up.url);
-  });
-  afterAll(async () => {
-    await h.stop();
-    await up.close();
+  const srv = useRawUpstreamDaemon(({ stream, content }) => {
+    const repeat = REPEATS[Number(content)] as string;
+    return { body: stream ? chunk('a', repeat) + chunk('b', repeat) + 'data: [DONE]\n\n' : answer(repeat) };
   });
 
   it('through the daemon: the client reads our id, never the server`s, streamed or not', async () => {
     for (const [n, repeat] of REPEATS.entries()) {
-      const plain = await post(h.baseUrl, key, chatBody(String(n)));
+      const plain = await post(srv.h.baseUrl, srv.key, chatBody(String(n)));
       expect(plain.status).toBe(200);
       const id = (plain.json as { id: string }).id;
       expect({ repeat, id }).toEqual({ repeat, id: expect.stringMatching(/^chatcmpl-/) as unknown });
       expect(plain.text).not.toContain('"up"');
 
-      const streamed = await post(h.baseUrl, key, chatBody(String(n), { stream: true }));
+      const streamed = await post(srv.h.baseUrl, srv.key, chatBody(String(n), { stream: true }));
       expect(streamed.status).toBe(200);
       const got = ids(streamed.text);
       expect({ repeat, got }).toEqual({ repeat, got: [got[0], got[0]] });
@@ -418,22 +400,11 @@ describe('every event reaches the client as `data: ` and our id', () => {
     expect(next.slowEvents).toBe(1);
   });
 
-  let h: Harness;
-  let up: RawUpstream;
-  let key: string;
-  beforeAll(async () => {
-    up = await startRawUpstream(() => ({ body: upstream('chatcmpl-up', 'data:') }));
-    h = await startHarness();
-    key = await readyInstance(h, 'gpu-1', up.url);
-  });
-  afterAll(async () => {
-    await h.stop();
-    await up.close();
-  });
+  const srv = useRawUpstreamDaemon(() => ({ body: upstream('chatcmpl-up', 'data:') }));
 
   it('through the daemon: every event of such a server reaches the client as `data: {…}`, stream after stream', async () => {
     for (let i = 0; i < 2; i++) {
-      const r = await post(h.baseUrl, key, chatBody('hi', { stream: true }));
+      const r = await post(srv.h.baseUrl, srv.key, chatBody('hi', { stream: true }));
       expect(r.status).toBe(200);
       const id = /"id":"([^"]+)"/.exec(r.text)?.[1] as string;
       expect(id).toMatch(/^chatcmpl-/);

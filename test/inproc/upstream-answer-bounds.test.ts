@@ -2,7 +2,7 @@
  * A model server's answer, bounded: its size, its error body, its time, what follows [DONE], and
  * the shapes it may take. One describe per defect found, its story above it.
  */
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { obError } from '../../src/errors.js';
 import { MAX_CHOICES } from '../../src/wire/chat-response.js';
 import { SseRelay } from '../../src/wire/sse-relay.js';
@@ -11,21 +11,10 @@ import {
   ask,
   errorEvents,
   expectUpstreamAborted,
-  type RawUpstream,
   useHostilePair,
-  startRawUpstream,
+  useRawUpstreamDaemon,
 } from '../helpers/hostile-upstream.js';
-import {
-  chatBody,
-  expectedTokens,
-  type Harness,
-  MODEL,
-  post,
-  readyInstance,
-  sseFrames,
-  startHarness,
-  streamTokens,
-} from '../reliability/harness.js';
+import { chatBody, expectedTokens, MODEL, post, sseFrames, streamTokens } from '../reliability/harness.js';
 
 /**
  * Regression: an error status's body was collected whole, so a 200 MB error body took
@@ -186,25 +175,14 @@ describe("an answer's choices are bounded by MAX_CHOICES", () => {
     emptiesAtCap: answer(many(MAX_CHOICES, '{}'), false),
   };
 
-  let h: Harness;
-  let up: RawUpstream;
-  let key: string;
-  beforeAll(async () => {
-    up = await startRawUpstream(({ content }) => ({ body: ANSWERS[content] ?? '' }));
-    h = await startHarness();
-    key = await readyInstance(h, 'gpu-1', up.url);
-  });
-  afterAll(async () => {
-    await h.stop();
-    await up.close();
-  });
+  const srv = useRawUpstreamDaemon(({ content }) => ({ body: ANSWERS[content] ?? '' }));
 
   const notACompletion = obError('upstream_error', {
     message: "The model server sent an answer that is not a chat completion. Check the instance's endpoint.",
   }).toBody();
 
   it.each(['zeros', 'empties', 'fullOver'])('%s: more than 128 choices is 502 upstream_error', async (which) => {
-    const r = await post(h.baseUrl, key, chatBody(which));
+    const r = await post(srv.h.baseUrl, srv.key, chatBody(which));
     expect({ status: r.status, json: r.json, bytes: r.text.length }).toEqual({
       status: 502,
       json: notACompletion,
@@ -213,12 +191,12 @@ describe("an answer's choices are bounded by MAX_CHOICES", () => {
   });
 
   it('128 choices are relayed: as sent with our id, or filled in to the shape of docs/contract.md §3.3', async () => {
-    const sent = await post(h.baseUrl, key, chatBody('fullAtCap'));
+    const sent = await post(srv.h.baseUrl, srv.key, chatBody('fullAtCap'));
     expect(sent.status).toBe(200);
     const id = (sent.json as { id: string }).id;
     expect(sent.text).toBe(ANSWERS.fullAtCap!.replace('"id":"up"', `"id":"${id}"`));
 
-    const filled = await post(h.baseUrl, key, chatBody('emptiesAtCap'));
+    const filled = await post(srv.h.baseUrl, srv.key, chatBody('emptiesAtCap'));
     expect(filled.status).toBe(200);
     const body = filled.json as { choices: unknown[] };
     expect(body.choices).toHaveLength(MAX_CHOICES);
