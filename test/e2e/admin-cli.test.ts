@@ -6,18 +6,8 @@
  */
 import { execFile, spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  BIN,
-  NODE,
-  type ServeProcess,
-  type SimProcess,
-  cliJson,
-  eventually,
-  runCli,
-  startServe,
-  startSimulate,
-  tmpHome,
-} from '../helpers/processes.js';
+import { BIN, NODE, type ServeProcess, type SimProcess, cliJson, eventually, runCli } from '../helpers/processes.js';
+import { startDaemonAndSim } from '../helpers/daemon-and-sim.js';
 
 const MODEL = 'gemma4:26b';
 const SECRET = /ob_sk_[0-9A-Za-z]{12}_[0-9A-Za-z]{38}/;
@@ -41,9 +31,7 @@ let serve: ServeProcess;
 let sim: SimProcess;
 
 beforeAll(async () => {
-  home = await tmpHome();
-  sim = await startSimulate([MODEL]);
-  serve = await startServe(home);
+  ({ home, sim, serve } = await startDaemonAndSim({ instances: [] }));
 });
 
 afterAll(async () => {

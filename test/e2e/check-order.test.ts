@@ -17,9 +17,9 @@ import {
   cliJson,
   runCli,
   startServe,
-  startSimulate,
   tmpHome,
 } from '../helpers/processes.js';
+import { startDaemonAndSim } from '../helpers/daemon-and-sim.js';
 
 const MODEL = 'gemma4:26b';
 let sim: SimProcess;
@@ -31,9 +31,7 @@ interface ReadyJson {
 }
 
 beforeAll(async () => {
-  home = await tmpHome();
-  sim = await startSimulate([MODEL]);
-  serve = await startServe(home);
+  ({ home, sim, serve } = await startDaemonAndSim({ instances: [] }));
 });
 
 afterAll(async () => {

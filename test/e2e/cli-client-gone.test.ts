@@ -24,7 +24,7 @@ import { chat, MODEL, readyInstance } from '../helpers/store-home.js';
  * exit 3, saying what to check and that what was asked may still be done once the daemon runs
  * again, as it is here.
  */
-describe('cli waits forever on stopped daemon', () => {
+describe('a command to a stopped daemon gives up after OB_PROXY_CLI_TIMEOUT', () => {
   const f = serveWithSimulator();
 
   it('gives up on a stopped daemon with exit 3 and a sentence, instead of waiting for ever', async () => {
@@ -63,7 +63,7 @@ describe('cli waits forever on stopped daemon', () => {
  * operator had to find and revoke it. Now the secret of a key whose creator went away is kept,
  * unrevealed, for `keys reveal` (or the console), once; the key works with it.
  */
-describe('created key secret lost for gone client', () => {
+describe("a created key's secret outlives its gone client, for one reveal", () => {
   const f = serveWithSimulator();
 
   it('keeps a new key’s secret for keys reveal when the client that created it went away', async () => {
@@ -98,7 +98,7 @@ describe('created key secret lost for gone client', () => {
  * to revoke the default key and make another. Now a secret is claimed only for a client still
  * connected; otherwise it waits, unrevealed, for `keys reveal` (or the console), once.
  */
-describe('default secret claimed for gone client', () => {
+describe("a default key's secret is claimed only for a client still there", () => {
   const f = serveWithSimulator();
 
   it('keeps the default secret for keys reveal when the client that asked for it went away', async () => {

@@ -54,7 +54,7 @@ import { chatBody, type Harness, MODEL, readyInstance, startHarness, startSim } 
  * flood comes from other loopback addresses than the valid client's (127.0.0.2 and up; Linux
  * routes all of 127/8 to lo).
  */
-describe('connections exhaust descriptors', () => {
+describe('connections are capped, in all and per address, within the descriptor limit', () => {
   const MODEL = 'gemma4:26b';
   const NOFILE = 400;
   const CAP = (NOFILE - 128) / 2;
@@ -185,7 +185,7 @@ describe('connections exhaust descriptors', () => {
  * request stays open for the next. Waits are `eventually` polls bounded far below 120 s and far
  * above 2 s, never a timed assertion.
  */
-describe('tls handshake outlived header limit', () => {
+describe('a TLS handshake is held no longer than the header limit', () => {
   let serve: ServeProcess | undefined;
   const sockets: Socket[] = [];
 
@@ -267,7 +267,7 @@ describe('tls handshake outlived header limit', () => {
  * filled one body at a time, then eight keys send five near-limit bodies each, at once. The
  * daemon's RSS is read from /proc.
  */
-describe('held bodies exhaust memory', () => {
+describe('held bodies are bounded per key and per daemon', () => {
   const MODEL = 'gemma4:26b';
   const MiB = 1024 * 1024;
   const BODY_LIMIT = 4 * MiB;
@@ -493,7 +493,7 @@ describe('held bodies exhaust memory', () => {
  * begun made the parser-error handler write a status line into the middle of that stream.
  * `Expect: 100-continue` must keep working, with a client that waits for the 100.
  */
-describe('expect header bare 417', () => {
+describe('requests Node would refuse itself are answered in our envelope', () => {
   let h: Harness;
   let sim: Simulator;
   let key: string;

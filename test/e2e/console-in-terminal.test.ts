@@ -14,9 +14,9 @@ import {
   cliJson,
   runCli,
   startServe,
-  startSimulate,
   tmpHome,
 } from '../helpers/processes.js';
+import { startDaemonAndSim } from '../helpers/daemon-and-sim.js';
 import { KEY, type Terminal, spawnTerminal } from '../helpers/terminal.js';
 
 const MODEL = 'gemma4:26b';
@@ -39,10 +39,7 @@ function sdk(apiKey: string): OpenAI {
 }
 
 beforeAll(async () => {
-  home = await tmpHome();
-  [serve, sim] = await Promise.all([startServe(home), startSimulate([MODEL])]);
-  await cliJson(['instances', 'add', 'gpu-1', '--model', MODEL, '--endpoint', sim.url], home);
-  await cliJson(['instances', 'ready', 'gpu-1'], home);
+  ({ home, sim, serve } = await startDaemonAndSim());
 });
 
 afterEach(async () => {

@@ -22,7 +22,7 @@ import { KEY, spawnTerminal, type Terminal } from '../helpers/terminal.js';
  * CJK name in the console's new-key form pushed its length counter off the line. Columns are
  * now measured in cells, as Ink measures them: every row's columns start at the same cell.
  */
-describe("wide names break columns", () => {
+describe('columns are measured in terminal cells, wide names too', () => {
 const CJK = '日本語のキー名前テスト長い名前です';
 const EMOJI = '🚀🚀🚀 rocket';
 const MARKS = 'cafe\u0301-bot';
@@ -148,9 +148,9 @@ describe('the console keeps the name counter on the line with a wide name', () =
  * one also spilled the revoke question out of its box. A real terminal (a pseudo-terminal drawn by
  * xterm.js, with today's cell widths: test/helpers/terminal.ts) shows what a person would see; the
  * HINT and TOKENS columns of every key row now start under their titles.
- * (The same in the Ink renderer: wide-names-break-columns.test.tsx.)
+ * (The same in the Ink renderer: the describe above, on columns measured in terminal cells.)
  */
-describe("wide names in terminal", () => {
+describe('wide names keep the columns in a real terminal', () => {
 const NAMES = ['日本語のキー名前テスト長い名前です', '🚀🚀🚀 rocket', '한국어 이름 열쇠 하나 둘 셋'];
 
 let home: string;
@@ -204,7 +204,7 @@ it('the Keys pane keeps every column under its title with CJK, Hangul and emoji 
  * half. A terminal that honours the mode shows the frame whole; the helper now judges only whole
  * frames. Here a program draws one frame in two writes a while apart.
  */
-describe("terminal half frame matched", () => {
+describe('the test terminal judges whole frames only', () => {
 const BSU = '\\x1b[?2026h';
 const ESU = '\\x1b[?2026l';
 

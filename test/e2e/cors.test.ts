@@ -1,12 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  type ServeProcess,
-  type SimProcess,
-  cliJson,
-  startServe,
-  startSimulate,
-  tmpHome,
-} from '../helpers/processes.js';
+import { startDaemonAndSim } from '../helpers/daemon-and-sim.js';
+import { type ServeProcess, type SimProcess, startServe, tmpHome } from '../helpers/processes.js';
 
 const MODEL = 'gemma4:26b';
 const APP = 'http://app.example';
@@ -16,12 +10,8 @@ let plain: ServeProcess;
 let key: string;
 
 beforeAll(async () => {
-  const home = await tmpHome();
-  sim = await startSimulate([MODEL]);
-  serve = await startServe(home, [], { OB_PROXY_CORS_ORIGINS: `${APP}, http://other.example` });
+  ({ sim, serve, key } = await startDaemonAndSim({ env: { OB_PROXY_CORS_ORIGINS: `${APP}, http://other.example` } }));
   plain = await startServe(await tmpHome());
-  await cliJson(['instances', 'add', 'gpu-1', '--model', MODEL, '--endpoint', sim.url], home);
-  key = (await cliJson<{ defaultKey: { secret: string } }>(['instances', 'ready', 'gpu-1'], home)).defaultKey.secret;
 });
 
 afterAll(async () => {

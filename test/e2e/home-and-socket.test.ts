@@ -12,7 +12,7 @@ import { runCli, startServe, tmpHome } from '../helpers/processes.js';
  * left so (mkdir's mode applies only to what it creates): any local user could read the store
  * and the audit trail. Now `serve` makes it 0700 at start and logs that it did.
  */
-describe('home mode not tightened', () => {
+describe('serve makes its home 0700', () => {
   it('an existing 0755 home is made 0700, and the log says so', async () => {
     const home = join(await tmpHome(), 'home');
     await mkdir(home);
@@ -48,7 +48,7 @@ describe('home mode not tightened', () => {
  * path `ls` shows. The same for --store and --socket. Now the refusal says what is in the way and
  * which setting to change, exit 1, and nothing is created.
  */
-describe('home not a folder raw error', () => {
+describe('a home, store or socket path in the way is refused with a sentence', () => {
   it('says which part of the path is in the way and which setting to change', async () => {
     const dir = await tmpHome();
     const file = join(dir, 'db.json');
@@ -101,7 +101,7 @@ describe('home not a folder raw error', () => {
  * the CLI said the daemon refused the connection. Now both say the path is too long, by how
  * much, and what to give instead; the daemon exits 1 and binds nothing.
  */
-describe('long socket path truncated', () => {
+describe('a socket path too long is refused, saying by how much', () => {
   it('refuses a socket path longer than a Unix socket takes, and binds nothing', async () => {
     const parent = await tmpHome();
     const home = join(parent, 'h'.repeat(110));
@@ -139,7 +139,7 @@ describe('long socket path truncated', () => {
  * answered by the CLI of every operator. The sticky bit only keeps others from removing the
  * daemon's socket. docs/security.md says such a folder is refused, sticky or not: now it is.
  */
-describe('sticky group socket folder accepted', () => {
+describe('a group-writable socket folder is refused, sticky or not', () => {
   it.each([
     { mode: 0o1770, shown: '01770, sticky or not' },
     { mode: 0o1730, shown: '01730, sticky or not' },

@@ -25,7 +25,7 @@ import { chat, MODEL } from '../helpers/store-home.js';
  * revoked every key of it for ever. Now `extend` refuses an end sooner than the current one,
  * exit 1 with nothing changed, naming the current end; `--shorten` does it on purpose.
  */
-describe('extend shortened pack', () => {
+describe('extend never moves a pack end sooner', () => {
   interface InstanceJson {
     packEndsAt: string;
     state: string;
@@ -86,7 +86,7 @@ describe('extend shortened pack', () => {
  * key belongs to the deployment it was made for (an internal id never reused), and the old keys
  * answer 404 deployment_not_found for ever, across restarts.
  */
-describe('remove readd serves old key', () => {
+describe("a removed instance's keys stay dead when its id is added again", () => {
   interface ReadyJson {
     defaultKey: { id: string; secret: string } | null;
   }

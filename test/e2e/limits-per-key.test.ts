@@ -13,17 +13,9 @@ import { UNCAPPED_RESERVE } from '../../src/services/key-limiter.js';
 import { estimatePromptTokens } from '../../src/wire/prompt-estimate.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type KeyJson, ask, chatsOf, rateLimited } from '../helpers/limited-chat.js';
-import {
-  type ServeProcess,
-  type SimProcess,
-  cliJson,
-  eventually,
-  runCli,
-  startServe,
-  startSimulate,
-  tmpHome,
-} from '../helpers/processes.js';
-import { MODEL, readyInstance } from '../helpers/store-home.js';
+import { type ServeProcess, type SimProcess, cliJson, eventually, runCli, startServe } from '../helpers/processes.js';
+import { startDaemonAndSim } from '../helpers/daemon-and-sim.js';
+import { MODEL } from '../helpers/store-home.js';
 
 const WINDOW_MS = 4000;
 
@@ -60,10 +52,9 @@ describe('per-key limits', () => {
   };
 
   beforeAll(async () => {
-    home = await tmpHome();
-    sim = await startSimulate([MODEL]);
-    serve = await startServe(home, GRACE, env);
-    dflt = await readyInstance(home, 'gpu-1', sim.url);
+    const d = await startDaemonAndSim({ serveArgs: GRACE, env });
+    ({ home, sim, serve } = d);
+    dflt = { keyId: d.keys['gpu-1']!.id, secret: d.key };
   });
   afterAll(async () => {
     await serve?.stop();

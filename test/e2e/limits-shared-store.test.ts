@@ -3,43 +3,22 @@
  * database, real `ob-proxy simulate` and the real CLI. A limit set through one daemon holds on
  * the other at once, and a key's requests are counted across both.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { type KeyJson, ask, chatsOf } from '../helpers/limited-chat.js';
-import { type TestDatabase, freshDatabase } from '../helpers/postgres.js';
-import {
-  type ServeProcess,
-  type SimProcess,
-  cliJson,
-  eventually,
-  startServe,
-  startSimulate,
-  tmpHome,
-} from '../helpers/processes.js';
-import { MODEL, readyInstance } from '../helpers/store-home.js';
+import { usePostgresRig } from '../helpers/postgres-rig.js';
+import { cliJson, eventually } from '../helpers/processes.js';
+import { readyInstance } from '../helpers/store-home.js';
 
 describe('two daemons on one PostgreSQL store', () => {
-  let db: TestDatabase;
-  let sim: SimProcess;
-  const daemons: ServeProcess[] = [];
-
-  beforeAll(async () => {
-    [db, sim] = await Promise.all([freshDatabase(), startSimulate([MODEL])]);
-  });
-  afterAll(async () => {
-    for (const d of daemons) await d.stop();
-    await sim?.stop();
-    await db?.drop();
-  });
+  const rig = usePostgresRig({ simArgs: [] });
 
   it("a limit set through one daemon holds on the other at once; the key's requests are counted across both", async () => {
-    const [homeA, homeB] = await Promise.all([tmpHome(), tmpHome()]);
     // Windows are aligned to the clock on a shared store: an hour, so that none ends mid-test.
     const env = { OB_PROXY_LIMIT_WINDOW_MS: '3600000' };
-    const a = await startServe(homeA, ['--grace', '1', '--store', db.url], env);
-    daemons.push(a);
-    const b = await startServe(homeB, ['--grace', '1', '--store', db.url], env);
-    daemons.push(b);
-    await readyInstance(homeA, 'gpu-1', sim.url);
+    const { a: nodeA, b: nodeB } = await rig.pair(env, ['--grace', '1']);
+    const [a, b] = [nodeA.serve, nodeB.serve];
+    const [homeA, homeB] = [a.home, b.home];
+    await readyInstance(homeA, 'gpu-1', rig.sim.url);
     const k = await cliJson<KeyJson>(
       ['keys', 'create', '--instance', 'gpu-1', '--name', 'shared', '--rpm', '1'],
       homeA,
@@ -53,7 +32,7 @@ describe('two daemons on one PostgreSQL store', () => {
     const onA = await ask(a.baseUrl, k.secret, 'a1');
     expect(onA.status).toBe(429);
     expect(onA.headers.get('x-ratelimit-limit-requests')).toBe('1');
-    expect((await chatsOf(sim)).filter((r) => JSON.stringify(r.body).includes('"a1"'))).toEqual([]);
+    expect((await chatsOf(rig.sim)).filter((r) => JSON.stringify(r.body).includes('"a1"'))).toEqual([]);
     // Lifted through a: b serves the key at once, with no x-ratelimit headers left.
     const lifted = await cliJson<KeyJson>(['keys', 'limit', k.id, '--rpm', 'none'], homeA);
     expect(lifted.limits).toEqual({ rpm: null, tpm: null, concurrency: null });

@@ -8,15 +8,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DaemonClient } from '../../cli/daemon-client.js';
 import { hello, postChat } from '../helpers/chat.js';
-import {
-  type ServeProcess,
-  type SimProcess,
-  cliJson,
-  eventually,
-  startServe,
-  startSimulate,
-  tmpHome,
-} from '../helpers/processes.js';
+import { type ServeProcess, type SimProcess, eventually } from '../helpers/processes.js';
+import { startDaemonAndSim } from '../helpers/daemon-and-sim.js';
 
 const MODEL = 'gemma4:26b';
 const sum = (a: number[]): number => a.reduce((n, x) => n + x, 0);
@@ -28,12 +21,9 @@ describe('GET /v1/stats', () => {
   let key: string;
 
   beforeAll(async () => {
-    const home = await tmpHome();
-    sim = await startSimulate([MODEL]);
-    serve = await startServe(home, ['--probe-interval', '0']);
-    client = new DaemonClient(join(home, 'ob-proxy.sock'));
-    await cliJson(['instances', 'add', 'gpu-1', '--model', MODEL, '--endpoint', sim.url], home);
-    key = (await cliJson<{ defaultKey: { secret: string } }>(['instances', 'ready', 'gpu-1'], home)).defaultKey.secret;
+    const d = await startDaemonAndSim({ serveArgs: ['--probe-interval', '0'] });
+    ({ sim, serve, key } = d);
+    client = new DaemonClient(join(d.home, 'ob-proxy.sock'));
   });
   afterAll(async () => {
     await serve.stop();

@@ -63,7 +63,7 @@ it('--log-format pretty prints lines for people, and refuses an unknown format w
  * escaped too: every such character is shown as a \u escape, as in the JSON log. (A line
  * separator is not tried: it is refused in an endpoint when the store is loaded.)
  */
-describe('pretty log prints c1 and bidi raw', () => {
+describe('the pretty log escapes C1 and bidi characters', () => {
   const HOSTILE = 'x\u009b2J\u202ey\u001b]0;t\u0007\u200b';
   const AT = '2026-11-23T10:00:00.000Z';
   const STORE = {

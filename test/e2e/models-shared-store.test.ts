@@ -4,18 +4,9 @@
  * through one daemon, while both run, lets the other make an instance of the model; its key
  * then answers through both daemons, and the simulator saw the model's requests only.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type TestDatabase, freshDatabase } from '../helpers/postgres.js';
-import {
-  type ServeProcess,
-  type SimProcess,
-  cliJson,
-  eventually,
-  runCli,
-  startServe,
-  startSimulate,
-  tmpHome,
-} from '../helpers/processes.js';
+import { describe, expect, it } from 'vitest';
+import { usePostgresRig } from '../helpers/postgres-rig.js';
+import { cliJson, eventually, runCli } from '../helpers/processes.js';
 
 const THIRD = 'llama3.1:8b';
 
@@ -29,25 +20,13 @@ async function chat(base: string, secret: string, content: string): Promise<{ st
 }
 
 describe('a third model on two daemons of one PostgreSQL store', () => {
-  let db: TestDatabase;
-  let sim: SimProcess;
-  const daemons: ServeProcess[] = [];
-
-  beforeAll(async () => {
-    [db, sim] = await Promise.all([freshDatabase(), startSimulate([THIRD])]);
-  });
-  afterAll(async () => {
-    for (const d of daemons) await d.stop();
-    await sim?.stop();
-    await db?.drop();
-  });
+  const rig = usePostgresRig({ models: [THIRD], simArgs: [] });
 
   it('allowed through one daemon while both run, made an instance through the other, served by both', async () => {
-    const [homeA, homeB] = await Promise.all([tmpHome(), tmpHome()]);
-    const a = await startServe(homeA, ['--grace', '1', '--store', db.url]);
-    daemons.push(a);
-    const b = await startServe(homeB, ['--grace', '1', '--store', db.url]);
-    daemons.push(b);
+    const { a: nodeA, b: nodeB } = await rig.pair({}, ['--grace', '1']);
+    const [a, b] = [nodeA.serve, nodeB.serve];
+    const [homeA, homeB] = [a.home, b.home];
+    const sim = rig.sim;
 
     const before = await runCli(['instances', 'add', 'llama-1', '--model', THIRD, '--endpoint', sim.url], {
       home: homeB,

@@ -11,7 +11,7 @@ import type { Simulator } from '../../simulator/simulator.js';
 import { obError } from '../../src/errors.js';
 import { POOL_SESSION_SETTINGS } from '../../src/store/postgres/pools.js';
 import { holdCounter } from '../helpers/postgres-faults.js';
-import { PostgresRig } from '../helpers/postgres-rig.js';
+import { PostgresRig, usePostgresRig } from '../helpers/postgres-rig.js';
 import { type Cluster, freshDatabase, startCluster, type TestDatabase } from '../helpers/postgres.js';
 import { eventually, type SimProcess, startSimulate } from '../helpers/processes.js';
 import { holdBody } from '../helpers/raw-http.js';
@@ -29,7 +29,7 @@ import { type Harness, MODEL, post, readyInstance, startHarness, startSim } from
  * The paused daemon is a session opened with the daemons' own pool settings, left idle in
  * transaction holding the row, as a daemon stopped between two statements of its flush leaves it.
  */
-describe('postgres paused peer holds counter', () => {
+describe('a paused peer holding the counter row blocks writes for the idle time-out only', () => {
   const rig = new PostgresRig();
   let paused: pg.Client | undefined;
 
@@ -74,7 +74,7 @@ describe('postgres paused peer holds counter', () => {
  * time-out, and replaced when it does not answer): the revocation is refused within the
  * catch-up period, as documented for lost notifications.
  */
-describe('dead listen connection stalls catchup', () => {
+describe('the catch-up read goes on past a dead LISTEN connection', () => {
   const MODEL = 'gemma4:26b';
 
   /**
@@ -184,7 +184,7 @@ describe('dead listen connection stalls catchup', () => {
  * upstream (the re-check of checks 2 to 5) now refuses them with 503 store_unreachable too, and
  * nothing reaches the model server.
  */
-describe('held request served after store went stale', () => {
+describe('a request held until the store went stale is refused when sent upstream', () => {
   let cluster: Cluster;
   let h: Harness;
   let sim: Simulator;
@@ -291,11 +291,11 @@ describe('held request served after store went stale', () => {
  * revocation it knows that the database lacks ("revoked wins", as the lowdb store does with
  * its revocation journal): each revocation is refused by every daemon, old and new.
  */
-describe('postgres restored backup revives revoked keys', () => {
+describe('revocations hold on every daemon across a restored PostgreSQL backup', () => {
   const TABLES = ['ob_meta', 'ob_instances', 'ob_keys', 'ob_events', 'ob_changes'];
   const ENV = { OB_PROXY_STORE_CATCHUP_MS: '250' };
 
-  const rig = new PostgresRig();
+  const rig = usePostgresRig();
 
   /** A backup as pg_dump takes it: a copy of every table of the store, and the event sequence. */
   async function backup(): Promise<number> {
@@ -312,9 +312,6 @@ describe('postgres restored backup revives revoked keys', () => {
     await rig.admin.query('SELECT setval($1, $2)', ['ob_event_seq', eventSeq]);
     await rig.admin.query('COMMIT');
   }
-
-  beforeAll(() => rig.start());
-  afterAll(() => rig.stop(), 60_000);
 
   it('a database restored from an older backup: revocations made before and after it hold on every daemon', async () => {
     const { a, b } = await rig.twoDaemons(ENV);
@@ -379,7 +376,7 @@ describe('postgres restored backup revives revoked keys', () => {
  * the keys again (it refused them from the old packEndsAt meanwhile, as every daemon does), and
  * nothing is revoked.
  */
-describe('pack end undoes extension', () => {
+describe('a pack end decided on a stale view yields to the extension', () => {
   const MODEL = 'gemma4:26b';
 
   let sim: SimProcess;

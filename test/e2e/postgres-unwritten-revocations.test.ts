@@ -13,14 +13,11 @@ import { DaemonClient } from '../../cli/daemon-client.js';
 import type { UnwrittenHold } from '../../src/services/revocation-confirmation.js';
 import { RevocationJournal } from '../../src/store/revocation-journal.js';
 import { holdCounter, setReadOnly } from '../helpers/postgres-faults.js';
-import { PostgresRig } from '../helpers/postgres-rig.js';
+import { PostgresRig, usePostgresRig } from '../helpers/postgres-rig.js';
 import { eventually, runCli, startServe } from '../helpers/processes.js';
 import { modelsStatus, type ServeNode } from '../helpers/serve-nodes.js';
 
-const rig = new PostgresRig();
-
-beforeAll(() => rig.start());
-afterAll(() => rig.stop(), 60_000);
+const rig = usePostgresRig();
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
@@ -90,14 +87,11 @@ it('status on every daemon shows the revocations a daemon holds that a read-only
  * refuses every key after --max-stale with 503 store_unreachable, `status` says it cannot write
  * and why, and once the database takes writes the revocation is written and refused everywhere.
  */
-describe('postgres read only called in sync', () => {
+describe('a daemon that cannot write to PostgreSQL is not in sync', () => {
   const MAX_STALE_S = 2;
   const ENV = { OB_PROXY_MAX_STALE: String(MAX_STALE_S) };
 
-  const rig = new PostgresRig();
-
-  beforeAll(() => rig.start());
-  afterAll(() => rig.stop(), 60_000);
+  const rig = usePostgresRig();
 
   it('a database that refuses writes makes every daemon stale within --max-stale; the revocation holds once it takes writes', async () => {
     const { a, b } = await rig.twoDaemons(ENV);
@@ -169,11 +163,8 @@ describe('postgres read only called in sync', () => {
  * the restarted daemon refuses the key at once, writes it when the database takes writes, every
  * daemon then refuses it, and the journal is emptied.
  */
-describe('postgres unwritten revocation lost at kill', () => {
-  const rig = new PostgresRig();
-
-  beforeAll(() => rig.start());
-  afterAll(() => rig.stop(), 60_000);
+describe('a revocation PostgreSQL refused survives kill -9 of its daemon', () => {
+  const rig = usePostgresRig();
 
   it('a revocation the database refused survives kill -9 of its daemon and is written once it takes writes', async () => {
     const { a, b } = await rig.twoDaemons();
@@ -249,7 +240,7 @@ describe('postgres unwritten revocation lost at kill', () => {
  * refuses the key within a second while the lock is held, and the revocation succeeds, saying
  * that its row and audit event wait for the lock.
  */
-describe('postgres revocation behind counter lock', () => {
+describe('a revocation goes through while the counter row is locked', () => {
   const rig = new PostgresRig();
   let holder: pg.Client | undefined;
 

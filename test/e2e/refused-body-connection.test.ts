@@ -8,33 +8,18 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { obError } from '../../src/errors.js';
 import { hello } from '../helpers/chat.js';
-import {
-  type ServeProcess,
-  type SimProcess,
-  cliJson,
-  startServe,
-  startSimulate,
-  tmpHome,
-} from '../helpers/processes.js';
+import { type ServeProcess, type SimProcess } from '../helpers/processes.js';
+import { startDaemonAndSim } from '../helpers/daemon-and-sim.js';
 import { chatHead, openConnection } from '../helpers/raw-connection.js';
 
 const MODEL = 'gemma4:26b';
 const BODY_LIMIT = 4 * 1024 * 1024;
 let sim: SimProcess;
 let serve: ServeProcess;
-let home: string;
 let key: string;
 
-interface ReadyJson {
-  defaultKey: { secret: string };
-}
-
 beforeAll(async () => {
-  home = await tmpHome();
-  sim = await startSimulate([MODEL]);
-  serve = await startServe(home, ['--body-limit', String(BODY_LIMIT)]);
-  await cliJson(['instances', 'add', 'gpu-1', '--model', MODEL, '--endpoint', sim.url], home);
-  key = (await cliJson<ReadyJson>(['instances', 'ready', 'gpu-1'], home)).defaultKey.secret;
+  ({ sim, serve, key } = await startDaemonAndSim({ serveArgs: ['--body-limit', String(BODY_LIMIT)] }));
 }, 30_000);
 
 afterAll(async () => {

@@ -19,7 +19,7 @@ import { chat, mountTmpfs, readyInstance, unmount } from '../helpers/store-home.
  *
  * A real full disk: a 1 MiB tmpfs as the home (needs root and mount; skipped otherwise).
  */
-describe('revocation lost at shutdown', () => {
+describe('a revocation survives a shutdown that cannot write the store', () => {
   let sim: SimProcess;
   let home = '';
   let mounted = false;
@@ -92,7 +92,7 @@ describe('revocation lost at shutdown', () => {
  * backup. The revocation journal beside db.json is replayed over whatever db.json holds at every
  * start, so restoring db.json (and its journal of commits) cannot revive a revoked key.
  */
-describe('restored backup revives revoked keys', () => {
+describe('revocations hold across a restored db.json backup', () => {
   let sim: SimProcess;
   beforeAll(async () => {
     sim = await startSimulate(['gemma4:26b']);

@@ -1,15 +1,8 @@
 import OpenAI, { APIError } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { postChat } from '../helpers/chat.js';
-import {
-  type ServeProcess,
-  type SimProcess,
-  cliJson,
-  eventually,
-  startServe,
-  startSimulate,
-  tmpHome,
-} from '../helpers/processes.js';
+import { type ServeProcess, type SimProcess, cliJson, eventually } from '../helpers/processes.js';
+import { startDaemonAndSim } from '../helpers/daemon-and-sim.js';
 
 const MODEL = 'gemma4:26b';
 let sim: SimProcess;
@@ -23,11 +16,7 @@ interface ReadyJson {
 }
 
 beforeAll(async () => {
-  home = await tmpHome();
-  sim = await startSimulate([MODEL]);
-  serve = await startServe(home, ['--upstream-timeout', '1']);
-  await cliJson(['instances', 'add', 'gpu-1', '--model', MODEL, '--endpoint', sim.url], home);
-  key = (await cliJson<ReadyJson>(['instances', 'ready', 'gpu-1'], home)).defaultKey.secret;
+  ({ home, sim, serve, key } = await startDaemonAndSim({ serveArgs: ['--upstream-timeout', '1'] }));
   client = new OpenAI({ baseURL: `${serve.baseUrl}/v1`, apiKey: key, maxRetries: 0 });
 });
 

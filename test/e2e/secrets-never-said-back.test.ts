@@ -23,7 +23,7 @@ import { chat, MODEL, readyInstance } from '../helpers/store-home.js';
  * every message of the daemon quotes what it was given through one function that withholds it;
  * an instance id or key name that looks like one is refused, as names are stored in clear.
  */
-describe('case changed secret printed', () => {
+describe('a secret with its case changed is never printed back', () => {
   const f = serveWithSimulator([MODEL]);
 
   /** True when `text` holds any run of the secret's characters long enough to matter, in any case. */
@@ -173,7 +173,7 @@ describe('case changed secret printed', () => {
  * the key id it holds and how to revoke it; the management API (what the console uses) never says
  * a secret back either, and refuses it as a key name.
  */
-describe('secret given as key id printed', () => {
+describe('a secret given as a key id is refused unprinted', () => {
   const f = serveWithSimulator(['gemma4:26b']);
 
   it('never prints a secret given where a key id or name belongs, and says which key it is', async () => {

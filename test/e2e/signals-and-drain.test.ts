@@ -8,17 +8,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { obError } from '../../src/errors.js';
 import { hello } from '../helpers/chat.js';
-import {
-  BIN,
-  cliJson,
-  eventually,
-  NODE,
-  type ServeProcess,
-  type SimProcess,
-  startServe,
-  startSimulate,
-  tmpHome,
-} from '../helpers/processes.js';
+import { BIN, cliJson, eventually, NODE, type ServeProcess, type SimProcess, tmpHome } from '../helpers/processes.js';
+import { startDaemonAndSim } from '../helpers/daemon-and-sim.js';
 import { chatHead, openConnection, type RawAnswer, type RawConnection } from '../helpers/raw-connection.js';
 
 /**
@@ -29,7 +20,7 @@ import { chatHead, openConnection, type RawAnswer, type RawConnection } from '..
  * passed it over and a SIGTERM waited the whole grace period for a client that had its answer
  * long ago. Such an answer now says `Connection: close` and the connection is ended after it.
  */
-describe('refusal before body delays drain', () => {
+describe('a refusal before the body is read ends its connection, so the drain does not wait', () => {
   const MODEL = 'gemma4:26b';
   // Far longer than the drain may take: the bug made the drain last all of it.
   const GRACE_S = 20;
@@ -42,19 +33,12 @@ describe('refusal before body delays drain', () => {
   let pendingKey: string;
   const opened: RawConnection[] = [];
 
-  interface ReadyJson {
-    defaultKey: { secret: string };
-  }
-
   beforeAll(async () => {
-    home = await tmpHome();
-    sim = await startSimulate([MODEL]);
-    serve = await startServe(home, ['--grace', String(GRACE_S)]);
+    const d = await startDaemonAndSim({ serveArgs: ['--grace', String(GRACE_S)], instances: ['live', 'pending'] });
+    ({ home, sim, serve } = d);
     host = new URL(serve.baseUrl).host;
-    for (const id of ['live', 'pending'])
-      await cliJson(['instances', 'add', id, '--model', MODEL, '--endpoint', sim.url], home);
-    liveKey = (await cliJson<ReadyJson>(['instances', 'ready', 'live'], home)).defaultKey.secret;
-    pendingKey = (await cliJson<ReadyJson>(['instances', 'ready', 'pending'], home)).defaultKey.secret;
+    liveKey = d.keys.live!.secret;
+    pendingKey = d.keys.pending!.secret;
     await cliJson(['instances', 'pending', 'pending'], home);
     limitedKey = (
       await cliJson<{ secret: string }>(
@@ -209,7 +193,7 @@ describe('refusal before body delays drain', () => {
  * The daemon is held mid-start (OB_PROXY_TEST_START_GATE: handlers in, store not opened) until
  * the signal has been sent, so the signal lands while it starts however fast or slow the machine.
  */
-describe('signal at start kills daemon', () => {
+describe('a signal during start-up is held until the daemon is up', () => {
   it('SIGTERM while the daemon is still starting stops it cleanly once it is up', async () => {
     const home = await tmpHome();
     const gate = join(home, 'start-gate');

@@ -249,7 +249,7 @@ describe('upgrades', () => {
  * files, journal segments) is refused as a backup's path, through a link or a relative path too,
  * with the daemon running or not, and nothing is written.
  */
-describe('backup over store journal', () => {
+describe("store backup and the store's own files", () => {
   const ADVICE =
     'a backup written there would replace what the daemon keeps. Give a path outside them, e.g. /var/backups/ob-proxy/db-$(date +%F).json.';
 

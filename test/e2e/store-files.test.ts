@@ -45,7 +45,7 @@ import { chat, MODEL, readyInstance } from '../helpers/store-home.js';
  * home whose db.json, db.json.journal or db.json.revocations was a FIFO never started and never
  * said why (killed by the guard below: signal SIGKILL).
  */
-describe('fifo store file hangs start', () => {
+describe('store files that are FIFOs', () => {
   interface Exit {
     code: number | null;
     signal: string | null;
@@ -99,7 +99,7 @@ describe('fifo store file hangs start', () => {
  *
  * The disk is real: a tmpfs with few inodes, filled (root with `mount`; skipped otherwise).
  */
-describe('fold without new journal wedges commits', () => {
+describe('commits go on after a fold whose new journal could not be made', () => {
   const mountPoint = join(tmpdir(), `obr-inodes-${process.pid}`);
   let mounted = false;
   afterAll(() => {
@@ -192,7 +192,7 @@ describe('fold without new journal wedges commits', () => {
  * db.json (its first entry is not entry 1) with no db.json refuses the start, naming the files
  * and what to do; nothing is changed, and once db.json is restored the journal is replayed over it.
  */
-describe('missing store started empty', () => {
+describe('a journal without its db.json refuses the start', () => {
   it('a missing db.json with a journal that continues it refuses the start; restored, nothing is lost', async () => {
     const home = await tmpHome();
     const store = join(home, 'db.json');
@@ -284,7 +284,7 @@ describe('missing store started empty', () => {
  * is opened O_CREAT|O_EXCL|O_NOFOLLOW and the store without following links: a link at either
  * path is refused with a message, and nothing outside the home is touched.
  */
-describe('tmp symlink followed', () => {
+describe("links at the store's paths are refused, never followed", () => {
   async function victim(): Promise<string> {
     const dir = await tmpHome();
     const path = join(dir, 'victim');
@@ -362,7 +362,7 @@ describe('tmp symlink followed', () => {
  * empty store: every key and revocation gone. Now only what lstat says is a socket is removed;
  * anything else, and the store's own file names, are refused with a message.
  */
-describe('socket flag deletes store', () => {
+describe('--socket removes only a socket', () => {
   let home: string;
   let store: string;
   beforeAll(async () => {
@@ -407,7 +407,7 @@ describe('socket flag deletes store', () => {
  * the second daemon exits non-zero naming the first one's pid, before binding anything; and the
  * lock is the kernel's, so it is free again the moment the holder dies, even by kill -9.
  */
-describe('two daemons one store', () => {
+describe('a file store is locked to one daemon', () => {
   let sim: SimProcess;
   let home: string;
   let first: ServeProcess;

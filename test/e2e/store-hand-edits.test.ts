@@ -15,7 +15,7 @@ import { chat, readStore, readyInstance, writeStore } from '../helpers/store-hom
  * is revoked whenever anything records its revocation (the audit trail, the revocation journal,
  * its own revokedAt/revokeReason): revoked wins, and the log says which key was corrected.
  */
-describe('hand edited key revived', () => {
+describe("a key's recorded revocation wins over a hand edit", () => {
   let sim: SimProcess;
   beforeAll(async () => {
     sim = await startSimulate(['gemma4:26b']);
@@ -79,7 +79,7 @@ describe('hand edited key revived', () => {
  * checked on load: `serve` refuses to start, naming the record and the field and saying how to
  * fix it, and leaves the file as it was. (Every field: test/unit/store-validation.test.ts.)
  */
-describe('store records not validated', () => {
+describe('every store record is checked on load', () => {
   const instance = {
     id: 'gpu-1',
     deployment: 'd-1',

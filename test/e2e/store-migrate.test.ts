@@ -87,7 +87,7 @@ it(
  * own store lock for as long as it reads and copies: with a daemon running it is refused, exit 1,
  * naming the daemon's pid, and the database is left untouched.
  */
-describe('migrate while serving revives revoked key', () => {
+describe('store migrate is refused while a daemon serves the store', () => {
   let sim: SimProcess;
   let db: TestDatabase;
   beforeAll(async () => {

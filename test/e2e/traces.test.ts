@@ -10,14 +10,8 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type OtlpReceiver, startOtlpReceiver } from '../helpers/otlp-receiver.js';
-import {
-  type ServeProcess,
-  type SimProcess,
-  cliJson,
-  startServe,
-  startSimulate,
-  tmpHome,
-} from '../helpers/processes.js';
+import { startDaemonAndSim } from '../helpers/daemon-and-sim.js';
+import type { ServeProcess, SimProcess } from '../helpers/processes.js';
 
 const MODEL = 'gemma4:26b';
 const PARENT_TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';
@@ -31,15 +25,13 @@ let keyId: string;
 
 beforeAll(async () => {
   collector = await startOtlpReceiver();
-  sim = await startSimulate([MODEL]);
-  const home = await tmpHome();
-  serve = await startServe(home, ['--otlp-endpoint', collector.url, '--log-level', 'info'], {
-    OB_PROXY_OTLP_SERVICE_NAME: 'gw-e2e',
+  const d = await startDaemonAndSim({
+    serveArgs: ['--otlp-endpoint', collector.url, '--log-level', 'info'],
+    env: { OB_PROXY_OTLP_SERVICE_NAME: 'gw-e2e' },
+    instances: ['gpu'],
   });
-  await cliJson(['instances', 'add', 'gpu', '--model', MODEL, '--endpoint', sim.url], home);
-  const ready = await cliJson<{ defaultKey: { id: string; secret: string } }>(['instances', 'ready', 'gpu'], home);
-  secret = ready.defaultKey.secret;
-  keyId = ready.defaultKey.id;
+  ({ sim, serve } = d);
+  ({ secret, id: keyId } = d.keys.gpu!);
 }, 60_000);
 
 afterAll(async () => {

@@ -6,15 +6,8 @@
  * SIGTERM, then a reload of the lowdb store).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  type ServeProcess,
-  type SimProcess,
-  cliJson,
-  eventually,
-  startServe,
-  startSimulate,
-  tmpHome,
-} from '../helpers/processes.js';
+import { type ServeProcess, type SimProcess, cliJson, eventually, startServe } from '../helpers/processes.js';
+import { startDaemonAndSim } from '../helpers/daemon-and-sim.js';
 
 const MODEL = 'gemma4:26b';
 
@@ -62,12 +55,9 @@ async function post(path: string, secret: string, body: unknown): Promise<Respon
 type Usage = Record<string, number>;
 
 beforeAll(async () => {
-  home = await tmpHome();
-  sim = await startSimulate([MODEL]);
-  serve = await startServe(home, ['--probe-interval', '0']);
-  await cliJson(['instances', 'add', 'gpu-1', '--model', MODEL, '--endpoint', sim.url], home);
-  const key = (await cliJson<{ defaultKey: { id: string; secret: string } }>(['instances', 'ready', 'gpu-1'], home))
-    .defaultKey;
+  const d = await startDaemonAndSim({ serveArgs: ['--probe-interval', '0'] });
+  ({ home, sim, serve } = d);
+  const key = d.keys['gpu-1']!;
   keyId = key.id;
   const hi = [{ role: 'user', content: 'hello there' }];
 

@@ -7,7 +7,7 @@
 import { once } from 'node:events';
 import { type IncomingHttpHeaders, type IncomingMessage, type ServerResponse, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { expect } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 import type { Config } from '../../src/config.js';
 import type { RecordedRequest, Simulator } from '../../simulator/simulator.js';
 import {
@@ -54,6 +54,21 @@ export async function startHostilePair(patch: Partial<Config> = {}): Promise<Hos
       await good.sim.close();
     },
   };
+}
+
+/**
+ * startHostilePair for a describe block: started before its tests, stopped after them. Read the
+ * fields inside the tests: they are set once the hook has run.
+ */
+export function useHostilePair(patch: Partial<Config> = {}): HostilePair {
+  const p = {} as HostilePair;
+  beforeAll(async () => {
+    Object.assign(p, await startHostilePair(patch));
+  });
+  afterAll(async () => {
+    await p.stop();
+  });
+  return p;
 }
 
 /** One request to the hostile instance, on its own connection. */
@@ -181,4 +196,33 @@ export async function startRawUpstream(answer: (chat: RawChat) => RawAnswer): Pr
     await once(server, 'close');
   };
   return up;
+}
+
+export interface RawUpstreamDaemon {
+  up: RawUpstream;
+  h: Harness;
+  /** gpu-1's default key's secret. */
+  key: string;
+}
+
+/**
+ * For a describe block: a model server written by hand answering `answer(chat)`, and a daemon
+ * (`patch` over its config) with gpu-1 ready on it, started before its tests and stopped after
+ * them. Read the fields inside the tests: they are set once the hook has run.
+ */
+export function useRawUpstreamDaemon(
+  answer: (chat: RawChat) => RawAnswer,
+  patch: Partial<Config> = {},
+): RawUpstreamDaemon {
+  const s = {} as RawUpstreamDaemon;
+  beforeAll(async () => {
+    s.up = await startRawUpstream(answer);
+    s.h = await startHarness(patch);
+    s.key = await readyInstance(s.h, 'gpu-1', s.up.url);
+  });
+  afterAll(async () => {
+    await s.h.stop();
+    await s.up.close();
+  });
+  return s;
 }

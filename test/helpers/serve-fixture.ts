@@ -1,15 +1,7 @@
-import { afterAll, beforeAll, expect } from 'vitest';
+import { expect } from 'vitest';
 import { postChat } from './chat.js';
-import {
-  type CliResult,
-  type ServeProcess,
-  type SimProcess,
-  cliJson,
-  runCli,
-  startServe,
-  startSimulate,
-  tmpHome,
-} from './processes.js';
+import { useDaemonAndSim } from './daemon-and-sim.js';
+import { type CliResult, type ServeProcess, type SimProcess, cliJson, runCli } from './processes.js';
 import { MODEL, chat } from './store-home.js';
 
 export interface ServeFixture {
@@ -19,23 +11,12 @@ export interface ServeFixture {
 }
 
 /**
- * A test file's daemon on a fresh home, and a simulator of `models` answering in one chunk:
- * started before the file's tests, stopped after them (resumed first, should a test have left it
- * stopped). Read the fields inside the tests: they are set once the hook has run.
+ * A test file's daemon on a fresh home, and a simulator of `models` answering in one chunk, with
+ * no instance yet: useDaemonAndSim's hooks (the daemon resumed before it is stopped, should a
+ * test have left it stopped).
  */
 export function serveWithSimulator(models: string[] = [MODEL]): ServeFixture {
-  const f = {} as { sim: SimProcess; serve: ServeProcess; home: string };
-  beforeAll(async () => {
-    f.sim = await startSimulate(models, ['--chunks', '1']);
-    f.home = await tmpHome();
-    f.serve = await startServe(f.home);
-  });
-  afterAll(async () => {
-    f.serve?.proc.kill('SIGCONT');
-    await f.serve?.stop();
-    await f.sim?.stop();
-  });
-  return f;
+  return useDaemonAndSim({ models, simArgs: ['--chunks', '1'], instances: [] });
 }
 
 /** CLI_TIMEOUT for commands sent to a stopped daemon: they give up after it, with exit 3. */

@@ -12,9 +12,10 @@ export interface ServeNode {
 export class ServeNodes {
   readonly all: ServeNode[] = [];
 
-  async start(store: string, env: Record<string, string> = {}): Promise<ServeNode> {
+  /** A daemon on `store`, with `args` after `--store`. */
+  async start(store: string, env: Record<string, string> = {}, args: string[] = []): Promise<ServeNode> {
     const home = await tmpHome();
-    const serve = await startServe(home, ['--store', store], env);
+    const serve = await startServe(home, ['--store', store, ...args], env);
     const n = { serve, api: new DaemonClient(join(home, 'ob-proxy.sock')) };
     this.all.push(n);
     return n;

@@ -15,7 +15,7 @@ import { chatBody, type Harness, post, readyInstance, startHarness, startSim } f
  * misconfigured client behind a NAT locked out everyone sharing the address. Now a valid key is
  * authenticated first and never counted or refused; only bad keys from that address get 429.
  */
-describe('bad key limiter blocked valid keys', () => {
+describe('the bad-key limiter never counts or refuses a valid key', () => {
   let h: Harness;
   let sim: Simulator;
   let key: string;
@@ -53,7 +53,7 @@ describe('bad key limiter blocked valid keys', () => {
  * counts alone); windows are kept in the order they started, ended ones dropped from the front as
  * new ones come, and at most a fixed number of clients is tracked (the oldest dropped first).
  */
-describe('bad key limiter per address unbounded', () => {
+describe('the bad-key limiter counts an IPv6 /64 as one client, in bounded time', () => {
   let d: Inproc;
 
   beforeAll(async () => {

@@ -52,7 +52,7 @@ import {
  * The window is a turn of the event loop wide on the daemon's own paths, so it is opened here on
  * purpose: a real HTTP server makes the relay only once its response has closed.
  */
-describe('relay after client left runs on', () => {
+describe('a client gone before the relay starts sends nothing upstream', () => {
   let sim: Simulator;
   let simUrl: string;
   const upstream = new UpstreamClient({ connectTimeoutMs: 5_000 });
@@ -149,7 +149,7 @@ describe('relay after client left runs on', () => {
  * for 'drain'; if the client then went away, 'drain' never came and the handler hung for ever:
  * its usage was never counted, its log line never written, and its closure leaked.
  */
-describe('stream backpressure disconnect hang', () => {
+describe('a stream whose client leaves under backpressure ends and is counted', () => {
   const env = setupReadyInstance({ id: 'stuck' });
 
   function keyRecord(): KeyRecord {
@@ -249,7 +249,7 @@ describe('slow reader not upstream silence', () => {
  * learned from its answers) times how long the request was with the model server. The daemon's
  * clock is the test's, so the times are exact and nothing sleeps.
  */
-describe('plain answer uncounted when client leaves', () => {
+describe('a plain answer is charged when its client leaves', () => {
   const clock = new TestClock();
   let daemon: Daemon;
   let sim: Simulator;
@@ -354,7 +354,7 @@ describe('plain answer uncounted when client leaves', () => {
  * token, an image part 256 tokens whatever its size); a model server that refused the request, or
  * was never reached, read no prompt, and nothing is charged.
  */
-describe('prompt uncounted when client leaves', () => {
+describe('a prompt is charged an estimate when its client leaves', () => {
   const startSim = startSimOfHarness;
   const MODEL = MODELOfHarness;
   let h: Harness;

@@ -38,7 +38,7 @@ import {
  * Each upload says `Expect: 100-continue`, so that its 100 tells the test the daemon has taken
  * its headers past the key's checks, where the budget was held.
  */
-describe('announced bodies starve other keys', () => {
+describe('announced bodies are bounded in time and per instance', () => {
   const MiB = 1024 * 1024;
   let h: Harness | undefined;
   let sim: Simulator | undefined;
@@ -176,7 +176,7 @@ describe('announced bodies starve other keys', () => {
  * waiting is closed. A client that pipelines a few requests and reads still gets every answer,
  * whole and in order.
  */
-describe('pipelined requests all started at once', () => {
+describe('pipelined requests are served one after the other', () => {
   let sim: Simulator;
   let h: Harness;
   let key: string;
@@ -255,7 +255,7 @@ describe('pipelined requests all started at once', () => {
  * a trickled body at that limit. The daemon starts just before its slow clients connect, so Node's default 30 s
  * check, or any tick longer than the slack, would cut them late and fail here.
  */
-describe('slow headers limit checked every 30s', () => {
+describe('the header limit is checked every second', () => {
   const LIMIT_S = 5;
   const SLACK_MS = 4_000;
   let sim: Simulator;
@@ -355,7 +355,7 @@ describe('slow headers limit checked every 30s', () => {
  * sent its request slowly held its connection for Node's default 300 s. Now the limit is given to
  * the server at creation, checked often, and answered with an OpenAI-shaped 408.
  */
-describe('request timeout not applied', () => {
+describe('the request time-out applies, with an OpenAI-shaped 408', () => {
   let h: Harness;
   beforeAll(async () => {
     h = await startHarness({ requestTimeoutMs: 800 });
@@ -389,7 +389,7 @@ describe('request timeout not applied', () => {
  * Now the 100 is written by the auth hook once the key has passed; a refused request gets its
  * refusal and no 100, and its connection is closed without reading the body.
  */
-describe('continue before key check', () => {
+describe('100 Continue is sent only once the key has passed', () => {
   let h: Harness;
   let sim: Simulator;
   let key: string;
@@ -484,7 +484,7 @@ describe('continue before key check', () => {
  * was hijacked: 0 of 200 such requests were answered, each holding a socket until the client
  * left. Nesting is now bounded (400), and the upstream body is built before the hijack.
  */
-describe('deep nesting never answered', () => {
+describe('a deeply nested body is answered 400', () => {
   const env = setupReadyInstance({ id: 'gpu-1' });
 
   const nested = (levels: number): string => '['.repeat(levels) + ']'.repeat(levels);

@@ -19,7 +19,7 @@ import { journalRecordOf } from '../../src/store/revoked-wins.js';
  * made by a crash: the start is now refused, naming the line and what to do, with every other
  * corruption (a hand edit, binary garbage) already refused the same way.
  */
-describe('journal record after zeros skipped', () => {
+describe('a journal record after zeros refuses the start', () => {
   const clock = { now: () => Date.parse('2026-11-23T12:00:00Z') };
   const MODELS = ['gemma4:26b'];
   let dir = '';
@@ -75,7 +75,7 @@ describe('journal record after zeros skipped', () => {
  * The file is made past 2 GiB cheaply: whole entries, then a zero-filled tail (sparse), which a
  * reader must skip like the zeros a crash leaves; the path taken is that of any large journal.
  */
-describe('large journal refused start', () => {
+describe('a journal past 2 GiB is read a piece at a time', () => {
   const clock = { now: () => Date.parse('2026-11-23T12:00:00Z') };
   let dir = '';
   afterAll(async () => {

@@ -19,11 +19,11 @@ import {
   ask,
   errorEvents,
   expectUpstreamAborted,
-  type HostilePair,
   lastChatEnded,
   type RawUpstream,
-  startHostilePair,
+  useHostilePair,
   startRawUpstream,
+  useRawUpstreamDaemon,
 } from '../helpers/hostile-upstream.js';
 import { freshDatabase, type TestDatabase } from '../helpers/postgres.js';
 import {
@@ -54,7 +54,7 @@ import {
  * The exchange is now settled before the abort: one `upstream_error` per refused stream, and a
  * whole stream counts as one.
  */
-describe('abort before settle miscounted', () => {
+describe('a stream received whole is a success however its upstream ends', () => {
   let h: Harness;
   let sim: Simulator;
   let key: string;
@@ -126,14 +126,8 @@ describe('abort before settle miscounted', () => {
  * answer, or an error status (4xx/5xx, passed on), is now 502 upstream_error, and the upstream
  * request is aborted (the simulator keeps those bodies open, so only an abort ends them).
  */
-describe('bad upstream status relayed', () => {
-  let p: HostilePair;
-  beforeAll(async () => {
-    p = await startHostilePair();
-  });
-  afterAll(async () => {
-    await p.stop();
-  });
+describe('an unexpected upstream status is 502 upstream_error', () => {
+  const p = useHostilePair();
 
   it.each([201, 202, 206, 204, 304, 301, 302, 307])(
     'HTTP %i, plain and streaming: 502 upstream_error',
@@ -164,7 +158,7 @@ describe('bad upstream status relayed', () => {
  * Such an answer is now refused for what it is: 502 `upstream_error` "nested too deeply to
  * relay" (one such event mid-stream, the upstream request aborted).
  */
-describe('deep answer called unreachable', () => {
+describe('a deeply nested answer is refused as upstream_error', () => {
   const deep = `${'['.repeat(100_000)}${']'.repeat(100_000)}`;
   const content = `{"id":"up","object":"chat.completion.chunk","created":1,"model":"${MODEL}","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}`;
   const ev = (data: string): string => `data: ${data}\n\n`;
@@ -184,24 +178,13 @@ describe('deep answer called unreachable', () => {
     errorWithCr: `${ev(content)}data: {"error":{"message":"boom"},\r"x":${deep}}\n\n`,
   };
 
-  let h: Harness;
-  let up: RawUpstream;
-  let key: string;
-  beforeAll(async () => {
-    up = await startRawUpstream(({ content: which }) => ({ body: ANSWERS[which] ?? '' }));
-    h = await startHarness();
-    key = await readyInstance(h, 'gpu-1', up.url);
-  });
-  afterAll(async () => {
-    await h.stop();
-    await up.close();
-  });
+  const srv = useRawUpstreamDaemon(({ content: which }) => ({ body: ANSWERS[which] ?? '' }));
 
   /** The codes the daemon logged for the model server's failures so far. */
-  const failureCodes = (): unknown[] => h.logs.filter((l) => l.msg === 'model server failed').map((l) => l.code);
+  const failureCodes = (): unknown[] => srv.h.logs.filter((l) => l.msg === 'model server failed').map((l) => l.code);
 
   it('a plain answer too deep to encode again: 502 upstream_error, said as such', async () => {
-    const r = await post(h.baseUrl, key, chatBody('plain'));
+    const r = await post(srv.h.baseUrl, srv.key, chatBody('plain'));
     expect({ status: r.status, json: r.json }).toEqual({
       status: 502,
       json: obError('upstream_error', {
@@ -215,7 +198,7 @@ describe('deep answer called unreachable', () => {
     'a stream event too deep to encode again (%s): one upstream_error event, no [DONE]',
     async (which) => {
       const before = failureCodes().length;
-      const r = await post(h.baseUrl, key, chatBody(which, { stream: true }));
+      const r = await post(srv.h.baseUrl, srv.key, chatBody(which, { stream: true }));
       expect(r.status).toBe(200);
       const frames = sseFrames(r.text);
       expect(frames).toEqual([
@@ -233,7 +216,7 @@ describe('deep answer called unreachable', () => {
 
   it('an error event too deep to encode again: our error event with its message, the rest dropped', async () => {
     const before = failureCodes().length;
-    const r = await post(h.baseUrl, key, chatBody('errorWithCr', { stream: true }));
+    const r = await post(srv.h.baseUrl, srv.key, chatBody('errorWithCr', { stream: true }));
     expect(r.status).toBe(200);
     const frames = sseFrames(r.text);
     expect(frames).toEqual([
@@ -254,7 +237,7 @@ describe('deep answer called unreachable', () => {
  * responses are now skipped and the final one relayed; one that never ends meets the response
  * deadline, as any answer does.
  */
-describe('informational status refused', () => {
+describe('informational statuses are skipped and the final answer relayed', () => {
   const PLAIN = `{"id":"up","object":"chat.completion","created":1,"model":"${MODEL}","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}`;
   const STREAM = `data: {"id":"up","object":"chat.completion.chunk","created":1,"model":"${MODEL}","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n`;
   const DEADLINE_MS = 1_500;
@@ -283,29 +266,21 @@ describe('informational status refused', () => {
     endless: processingForEver,
   };
 
-  let h: Harness;
-  let up: RawUpstream;
-  let key: string;
-  beforeAll(async () => {
-    up = await startRawUpstream(({ stream, content }) => ({
+  const srv = useRawUpstreamDaemon(
+    ({ stream, content }) => ({
       body: stream ? STREAM : PLAIN,
       ...(early[content] === undefined ? {} : { before: early[content] }),
-    }));
-    h = await startHarness({ responseDeadlineMs: DEADLINE_MS });
-    key = await readyInstance(h, 'gpu-1', up.url);
-  });
-  afterAll(async () => {
-    await h.stop();
-    await up.close();
-  });
+    }),
+    { responseDeadlineMs: DEADLINE_MS },
+  );
 
   it.each(['hints', 'processing'])(
     '%s before the answer: the answer is relayed, plain and streaming',
     async (which) => {
-      const plain = await post(h.baseUrl, key, chatBody(which));
+      const plain = await post(srv.h.baseUrl, srv.key, chatBody(which));
       expect(plain.status).toBe(200);
       expect(plain.text).toBe(PLAIN.replace('"id":"up"', `"id":"${(plain.json as { id: string }).id}"`));
-      const stream = await post(h.baseUrl, key, chatBody(which, { stream: true }));
+      const stream = await post(srv.h.baseUrl, srv.key, chatBody(which, { stream: true }));
       expect(stream.status).toBe(200);
       const id = (JSON.parse(sseFrames(stream.text)[0]!.slice(6)) as { id: string }).id;
       expect(stream.text).toBe(STREAM.replace('"id":"up"', `"id":"${id}"`));
@@ -313,7 +288,7 @@ describe('informational status refused', () => {
   );
 
   it('informational responses without end: 502 at the response deadline, the upstream request aborted', async () => {
-    const r = await post(h.baseUrl, key, chatBody('endless'));
+    const r = await post(srv.h.baseUrl, srv.key, chatBody('endless'));
     expect({ status: r.status, json: r.json }).toEqual({
       status: 502,
       json: limitErrors.tooSlow(DEADLINE_MS).toBody(),
@@ -328,7 +303,7 @@ describe('informational status refused', () => {
  * or closed the connection. Retry": the SDKs retry that, and the operator looks at the network.
  * Now it is 502 upstream_error naming what was wrong, as for any answer the proxy refuses.
  */
-describe('malformed upstream http called unreachable', () => {
+describe('malformed upstream HTTP is 502 upstream_error naming what was wrong', () => {
   const MODELS = JSON.stringify({ object: 'list', data: [{ id: MODEL, object: 'model' }] });
 
   /** What the raw server writes for the next chat completion. */
@@ -399,7 +374,7 @@ describe('malformed upstream http called unreachable', () => {
  * where the same answer on /v1/responses, /v1/completions or /v1/messages was. Every route now
  * refuses it through one path, and says it as the model server's failure.
  */
-describe('shapeless chat answer not a failure', () => {
+describe("a shapeless chat answer is the model server's failure", () => {
   let h: Harness;
   let up: RawUpstream;
   let key: string;
@@ -458,7 +433,7 @@ describe('shapeless chat answer not a failure', () => {
  * (its data on one line or several, the token escaped or not), and our own event for `event:
  * error`; a plain-text body is cleared before it is cut to 500 characters.
  */
-describe('upstream token echoed to client', () => {
+describe('the upstream token never reaches the client', () => {
   const TOKEN = 'sk-operator-Up/stream+token=42';
   const content = `{"id":"up","object":"chat.completion.chunk","created":1,"model":"${MODEL}","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}`;
   const ev = (data: string): string => `data: ${data}\n\n`;
@@ -592,7 +567,7 @@ describe('upstream token echoed to client', () => {
  * counts 0, a stream's its content events, as when the usage chunk is absent; the prompt is
  * charged its estimate, prompt-estimate.ts).
  */
-describe('upstream usage trusted', () => {
+describe('upstream usage is checked before it is counted', () => {
   /** Usage texts a model server may send, each written as raw JSON (so 1e308 stays 1e308). */
   const HOSTILE = [
     '{"prompt_tokens":1e308,"completion_tokens":1e308,"total_tokens":1e308}',

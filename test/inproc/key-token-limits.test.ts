@@ -26,7 +26,7 @@ import { chatBody, post, tmpHome } from '../reliability/harness.js';
  * the tpm, and each answer's real usage replaces its reservation when it ends.
  * The model server holds every answer until all requests are in, so they are surely at once.
  */
-describe('tpm burst admitted whole', () => {
+describe('a tpm burst is admitted by its reservations', () => {
   const TPM = 100;
   const BURST = 200;
   const CAP = 10;
@@ -160,7 +160,7 @@ describe('tpm burst admitted whole', () => {
  * A burst is now bounded by the tokens its requests reserve (tpm-burst-admitted-whole.test.ts), so
  * the overrun here is one answer longer than its key's whole tpm: the same carry pays it off.
  */
-describe('tpm overrun forgiven at window end', () => {
+describe('tokens past the tpm are carried into the next windows', () => {
   const WINDOW_MS = 60_000;
   const TPM = 30;
   const CHUNKS = 100;
@@ -249,7 +249,7 @@ describe('tpm overrun forgiven at window end', () => {
  * The simulator speaks as vLLM here (it honours max_completion_tokens first); the daemon's clock
  * is the test's, so the times are exact.
  */
-describe('max tokens precedence undercharged', () => {
+describe('the completion cap is read as vLLM and OpenAI read it', () => {
   const clock = new TestClock();
   const TPM = 40;
   let daemon: Daemon;

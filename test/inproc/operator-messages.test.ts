@@ -34,7 +34,7 @@ import { type Harness, startHarness } from '../reliability/harness.js';
  * human output of the CLI, every console frame and the daemon's log must show those characters as
  * escapes, and --json must keep the exact values.
  */
-describe('control chars printed raw', () => {
+describe('control characters are shown as escapes', () => {
   const TITLE = '\u001b]0;pwned\u0007';
   const CLEAR = '\u001b[2J\u001b[H';
   // Instance ids are checked when the store is loaded (store-records-not-validated): a hostile id
@@ -246,7 +246,7 @@ describe('control chars printed raw', () => {
  * in the terminal's scrollback and in the logs of the script that ran it. Now the refusal quotes
  * the endpoint without what stands before its last @ and after a ? or #.
  */
-describe('endpoint credentials echoed', () => {
+describe('endpoint credentials are withheld from refusals', () => {
   let d: Harness;
   let cli: InprocCli;
   beforeAll(async () => {
@@ -297,7 +297,7 @@ describe('endpoint credentials echoed', () => {
  * came back as a 100 KB message: one line on the operator's terminal and in every log that keeps
  * the CLI's output. Now a message quotes at most QUOTE_MAX characters of it, then `…`.
  */
-describe('oversized input echoed in errors', () => {
+describe('errors quote at most QUOTE_MAX characters of the input', () => {
   let d: Inproc;
   beforeAll(async () => {
     d = await buildInproc();
@@ -338,7 +338,7 @@ describe('oversized input echoed in errors', () => {
  * which OpenAI SDKs cannot read, and the management API answered a too-long id with a bare 414
  * that the CLI reported as "internal_error". Both now answer in our envelope with a sentence.
  */
-describe('framework errors not openai shape', () => {
+describe("the framework's refusals answer in our envelope", () => {
   let h: Harness;
   let client: DaemonClient;
   beforeAll(async () => {
@@ -398,7 +398,7 @@ describe('framework errors not openai shape', () => {
  * "nothing was changed" although the instance had become ready. It now says what is true and
  * how to get a key.
  */
-describe('ready default key write failed', () => {
+describe('ready says what is true when its default key cannot be written', () => {
   /** A store that accepts everything but key records. */
   class NoKeysStore extends MemoryStore {
     override async commit(mutations: readonly Mutation[]): Promise<void> {

@@ -11,7 +11,7 @@ import { type Harness, MODEL, startHarness } from '../reliability/harness.js';
  * became 2030-03-02, because Date.parse rolls impossible days over. A pack end is money: a date
  * that does not exist is now refused with the usual sentence.
  */
-describe('impossible dates rolled over', () => {
+describe('impossible dates are refused', () => {
   it('days that do not exist, and zones out of range, are refused', () => {
     for (const v of [
       '2030-02-30T00:00:00Z',
@@ -38,7 +38,7 @@ describe('impossible dates rolled over', () => {
  * with more than 2^31-1 ms; Node fires such a timer after 1 ms, so the daemon ran endDuePacks
  * (and took the lifecycle mutex) about a thousand times a second for as long as it lived.
  */
-describe('pack timer overflow busy loop', () => {
+describe('a pack end past 24.8 days arms no busy timer', () => {
   let h: Harness;
   beforeAll(async () => {
     h = await startHarness();

@@ -29,7 +29,7 @@ import { type Harness, MODEL, startHarness, startSim } from '../reliability/harn
  * verdict taken once each daemon has either read and written since (what the daemons did
  * before) or is stuck writing (what they do now).
  */
-describe('postgres locked revocations called in sync', () => {
+describe('a daemon that could not write a revocation is not in sync', () => {
   const MAX_STALE_MS = 3000;
   const open: PgDaemon[] = [];
   let db: TestDatabase | undefined;
@@ -129,7 +129,7 @@ describe('postgres locked revocations called in sync', () => {
  * under the client's), so a write that gives up leaves nothing behind; the lock's holder ending
  * lets writes through again at once.
  */
-describe('postgres timed out write left waiting', () => {
+describe('a write that times out leaves nothing waiting on the server', () => {
   let sim: Simulator;
   let simUrl: string;
   let db: TestDatabase;
@@ -197,7 +197,7 @@ describe('postgres timed out write left waiting', () => {
  * B is paused as the others see it: no notifications and a catch-up period longer than the test,
  * so it reads and reports only when the test calls `sync()`.
  */
-describe('postgres wait confirmed unapplied change', () => {
+describe('a revocation is confirmed only once applied', () => {
   const open: PgDaemon[] = [];
   let db: TestDatabase | undefined;
   let holder: pg.Client | undefined;

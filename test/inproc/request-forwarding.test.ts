@@ -16,7 +16,7 @@ import { type Harness, MODEL, post, readyInstance, setupReadyInstance, startHarn
  * the proxy and the model server disagree on streaming. Such bodies are now refused with 400
  * invalid_json naming the env.key, and nothing reaches the model server.
  */
-describe('json key tricks reach another model', () => {
+describe('JSON key tricks are refused with invalid_json', () => {
   const env = setupReadyInstance({ id: 'gpu-1' });
 
   const MSG = '"messages":[{"role":"user","content":"hi"}]';
@@ -138,7 +138,7 @@ describe('json key tricks reach another model', () => {
  * 9007199254740993 arrived as 9007199254740992, and 1e400 in a field passed through as null.
  * Now a rewritten body keeps each number as the client wrote it; only the rewritten fields change.
  */
-describe('rewritten body changed numbers', () => {
+describe('a rewritten body keeps each number as written', () => {
   let h: Harness;
   let key: string;
   const received: string[] = [];

@@ -28,7 +28,7 @@ import { type Harness, MODEL, post, readyInstance, startHarness, startSim } from
  * then sent its body, was forwarded and answered 200. Checks 2 to 5 now hold when the request is
  * sent upstream (docs/contract.md §3), in the contract's order, against the instance as it is then.
  */
-describe('held body served after revocation', () => {
+describe('a request whose key is revoked while its body is held is refused', () => {
   let sim: { sim: Simulator; url: string };
   let other: { sim: Simulator; url: string };
   let d: Harness;
@@ -162,7 +162,7 @@ describe('held body served after revocation', () => {
  * at once on the revocation (and by the in-flight sweep, for a pack end), out of the queue,
  * answered with the revocation's error, never sent to the model server.
  */
-describe('queued request outlives revocation', () => {
+describe('a queued request ends with its key', () => {
   let h: Harness;
   let sim: Simulator;
   let key: string;
@@ -241,7 +241,7 @@ describe('queued request outlives revocation', () => {
  * Streams here are 60 tokens at 5 a second (12 s): one that is not ended would run on for
  * seconds, so counting the tokens that arrive after the acknowledged action tells them apart.
  */
-describe('stream outlives revocation', () => {
+describe("a stream ends with its key's revocation", () => {
   const SLOW = '[[sim chunks=60 tokensPerSecond=5]]';
   let sim: Simulator;
   let simUrl: string;

@@ -24,7 +24,7 @@ import {
  * the grace period always ran out and a stop with streams in flight took the whole grace period,
  * then force-closed. Now idle connections are closed as soon as they are idle.
  */
-describe('drain waits for idle keepalive', () => {
+describe('the drain closes idle keep-alive connections at once', () => {
   let h: Harness;
   let sim: Simulator;
   let key: string;
@@ -66,7 +66,7 @@ describe('drain waits for idle keepalive', () => {
  * Now the shutdown waits for the flush in progress before taking what is left, so counters put
  * back by a failed flush are written by the shutdown's own, or reported lost with it.
  */
-describe('usage flush in flight lost at shutdown', () => {
+describe('the shutdown waits for the usage flush in flight', () => {
   /**
    * A store whose next usage write is held, then fails: when the shutdown writes, or when the store
    * is closed (as a query in flight fails when a PostgreSQL store's pool is ended).

@@ -11,15 +11,7 @@ import { spliceCompletionId } from '../../src/wire/completion-splice.js';
 import { EventLayouts, MAX_LAYOUT_BYTES } from '../../src/wire/event-layouts.js';
 import { OutputBatch } from '../../src/wire/output-batch.js';
 import { SseRelay } from '../../src/wire/sse-relay.js';
-import {
-  alongside,
-  ask,
-  errorEvents,
-  type HostilePair,
-  type RawUpstream,
-  startHostilePair,
-  startRawUpstream,
-} from '../helpers/hostile-upstream.js';
+import { alongside, ask, errorEvents, useHostilePair, useRawUpstreamDaemon } from '../helpers/hostile-upstream.js';
 import {
   chatBody,
   expectedTokens,
@@ -39,7 +31,7 @@ import {
  * complete"). An error event now ends the stream: the client gets exactly one, no [DONE], and
  * nothing more is read from the model server.
  */
-describe('error event twice', () => {
+describe("an error event ends the stream, the client's only one", () => {
   const RUNNER = 'model runner has unexpectedly stopped, this may be due to resource limitations or an internal error';
 
   // Both relay paths: the learned layouts must never let an error event through as an ordinary one.
@@ -47,13 +39,7 @@ describe('error event twice', () => {
     ['fast path', true],
     ['slow path forced (OB_PROXY_RELAY_FAST_PATH=0)', false],
   ])('%s', (_name, relayFastPath) => {
-    let p: HostilePair;
-    beforeAll(async () => {
-      p = await startHostilePair({ relayFastPath });
-    });
-    afterAll(async () => {
-      await p.stop();
-    });
+    const p = useHostilePair({ relayFastPath });
 
     it('the relay stops at an error event', () => {
       const relay = new SseRelay('chatcmpl-x', false, relayFastPath ? undefined : null);
@@ -97,7 +83,7 @@ describe('error event twice', () => {
  * threw a parse error. An error event must be valid JSON like any other; a broken one ends the
  * stream with one upstream_error event.
  */
-describe('error prefix not json forwarded', () => {
+describe('a broken error event ends the stream with one upstream_error', () => {
   it('the relay refuses an error event that is not JSON', () => {
     for (const bad of ['{"error" <not json>', '{ "error": {"message": "x"', '{"error":{"message":"a"}} trailing']) {
       const relay = new SseRelay('chatcmpl-x', false);
@@ -110,13 +96,7 @@ describe('error prefix not json forwarded', () => {
     }
   });
 
-  let p: HostilePair;
-  beforeAll(async () => {
-    p = await startHostilePair();
-  });
-  afterAll(async () => {
-    await p.stop();
-  });
+  const p = useHostilePair();
 
   it('through the daemon: the chunks so far, then one upstream_error event; the broken event never forwarded', async () => {
     const r = await alongside(p, () => ask(p, '[[sim fail=broken-error-event failAfterChunks=2]]', true));
@@ -141,7 +121,7 @@ describe('error prefix not json forwarded', () => {
  * message` is an ordinary event and `event: error` an error event; any other event name, or a
  * line that is not SSE, ends the stream with one upstream_error event.
  */
-describe('non sse frames forwarded', () => {
+describe('only data events reach the client', () => {
   const notSse = obError('upstream_error', {
     message: 'The model server sent data that is not an OpenAI event stream; the stream was ended.',
   }).toBody();
@@ -166,13 +146,7 @@ describe('non sse frames forwarded', () => {
     }
   });
 
-  let p: HostilePair;
-  beforeAll(async () => {
-    p = await startHostilePair();
-  });
-  afterAll(async () => {
-    await p.stop();
-  });
+  const p = useHostilePair();
 
   it('comments, retry, id and `event: message`: the data events alone reach the client, whole', async () => {
     const r = await alongside(p, () => ask(p, '[[sim fail=sse-fields]]', true));
@@ -204,7 +178,7 @@ describe('non sse frames forwarded', () => {
  * line at a CR (the openai SDK's line decoder does), so the client got half an event and a parse
  * error. Such an event is now encoded again, without the whitespace, and never learned as a layout.
  */
-describe('raw cr in event forwarded', () => {
+describe('an event with a raw CR is encoded again', () => {
   it('an event with a raw CR inside reaches the client as one line, and teaches the fast path nothing', () => {
     const shapes = new EventLayouts();
     const relay = new SseRelay('ours', false, shapes);
@@ -234,7 +208,7 @@ describe('raw cr in event forwarded', () => {
  * differed from the plain path's (normalizeCompletion) answer. Such an event or answer is now
  * encoded again with our id as its only one; a nested id (a tool call's) is still spliced over.
  */
-describe('repeated id key gave server id', () => {
+describe('an event with a repeated id key gets our id only', () => {
   const chunk = (t: string, extra: string): string =>
     `data: {"id":"up","object":"chat.completion.chunk","created":1,"model":"${MODEL}","choices":[{"index":0,"delta":{"content":"${t}"},"finish_reason":null}]${extra}}\n\n`;
   const REPEATS = [',"id":"up"', ',"id":"other"', ',"\\u0069d":"up"', ',"i\\u0064":"up"'];
@@ -285,31 +259,20 @@ describe('repeated id key gave server id', () => {
     }
   });
 
-  let h: Harness;
-  let up: RawUpstream;
-  let key: string;
-  beforeAll(async () => {
-    up = await startRawUpstream(({ stream, content }) => {
-      const repeat = REPEATS[Number(content)] as string;
-      return { body: stream ? chunk('a', repeat) + chunk('b', repeat) + 'data: [DONE]\n\n' : answer(repeat) };
-    });
-    h = await startHarness();
-    key = await readyInstance(h, 'gpu-1', up.url);
-  });
-  afterAll(async () => {
-    await h.stop();
-    await up.close();
+  const srv = useRawUpstreamDaemon(({ stream, content }) => {
+    const repeat = REPEATS[Number(content)] as string;
+    return { body: stream ? chunk('a', repeat) + chunk('b', repeat) + 'data: [DONE]\n\n' : answer(repeat) };
   });
 
   it('through the daemon: the client reads our id, never the server`s, streamed or not', async () => {
     for (const [n, repeat] of REPEATS.entries()) {
-      const plain = await post(h.baseUrl, key, chatBody(String(n)));
+      const plain = await post(srv.h.baseUrl, srv.key, chatBody(String(n)));
       expect(plain.status).toBe(200);
       const id = (plain.json as { id: string }).id;
       expect({ repeat, id }).toEqual({ repeat, id: expect.stringMatching(/^chatcmpl-/) as unknown });
       expect(plain.text).not.toContain('"up"');
 
-      const streamed = await post(h.baseUrl, key, chatBody(String(n), { stream: true }));
+      const streamed = await post(srv.h.baseUrl, srv.key, chatBody(String(n), { stream: true }));
       expect(streamed.status).toBe(200);
       const got = ids(streamed.text);
       expect({ repeat, got }).toEqual({ repeat, got: [got[0], got[0]] });
@@ -325,7 +288,7 @@ describe('repeated id key gave server id', () => {
  * to the client as it was, so the OpenAI SDK threw a parse error instead of an API error. Now the
  * relay stops at it and the stream ends with one upstream_error event and no [DONE].
  */
-describe('stream invalid json forwarded', () => {
+describe('an invalid JSON event ends the stream with one upstream_error', () => {
   it('the relay does not forward a data event that is not JSON, nor anything after it', () => {
     const relay = new SseRelay('chatcmpl-x', false);
     const ok = relay.push(Buffer.from('data: {"id":"a","choices":[{"index":0,"delta":{"content":"t0 "}}]}\n\n'));
@@ -379,7 +342,7 @@ describe('stream invalid json forwarded', () => {
  * accepts only well-formed UTF-8 inside the content literal; anything else takes the string path,
  * whose decoding replaces bad bytes with U+FFFD, as it did for the first frame of every stream.
  */
-describe('stream invalid utf8 forwarded', () => {
+describe('invalid UTF-8 in content is replaced, never relayed', () => {
   it('a template frame whose content is not UTF-8 reaches the client repaired', () => {
     const head = 'data: {"id":"up","choices":[{"index":0,"delta":{"content":"';
     const tail = '"}}]}\n\n';
@@ -408,7 +371,7 @@ describe('stream invalid utf8 forwarded', () => {
  * clients) could not parse the copied events. The client now gets `data: {"id":"<ours>…` for
  * every event, whichever head the server wrote, on either path.
  */
-describe('tight data line sent without space', () => {
+describe('every event reaches the client as `data: ` and our id', () => {
   const event = (id: string, delta: string, finish = 'null', head = 'data:'): string =>
     `${head}{"id":"${id}","object":"chat.completion.chunk","created":1763870000,"model":"${MODEL}","choices":[{"index":0,"delta":${delta},"finish_reason":${finish}}]}\n\n`;
   const tokens = ['Hel', 'lo', ' wor', 'ld'];
@@ -437,22 +400,11 @@ describe('tight data line sent without space', () => {
     expect(next.slowEvents).toBe(1);
   });
 
-  let h: Harness;
-  let up: RawUpstream;
-  let key: string;
-  beforeAll(async () => {
-    up = await startRawUpstream(() => ({ body: upstream('chatcmpl-up', 'data:') }));
-    h = await startHarness();
-    key = await readyInstance(h, 'gpu-1', up.url);
-  });
-  afterAll(async () => {
-    await h.stop();
-    await up.close();
-  });
+  const srv = useRawUpstreamDaemon(() => ({ body: upstream('chatcmpl-up', 'data:') }));
 
   it('through the daemon: every event of such a server reaches the client as `data: {…}`, stream after stream', async () => {
     for (let i = 0; i < 2; i++) {
-      const r = await post(h.baseUrl, key, chatBody('hi', { stream: true }));
+      const r = await post(srv.h.baseUrl, srv.key, chatBody('hi', { stream: true }));
       expect(r.status).toBe(200);
       const id = /"id":"([^"]+)"/.exec(r.text)?.[1] as string;
       expect(id).toMatch(/^chatcmpl-/);
@@ -471,7 +423,7 @@ describe('tight data line sent without space', () => {
  * second error event at the end. Every event the slow path sees is now parsed and judged by what
  * it holds; a usage chunk the client asked for keeps its bytes.
  */
-describe('usage chunk told by its text', () => {
+describe('a usage chunk is judged by what it holds', () => {
   const content =
     'data: {"id":"up","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"x"},"finish_reason":null}]}\n\n';
   const ours = content.replace('"id":"up"', '"id":"ours"');
@@ -553,7 +505,7 @@ describe('usage chunk told by its text', () => {
  * MAX_LAYOUT_BYTES (4 KiB) besides its holes; an event with more is relayed by the slow path,
  * with the same bytes, and its token string may still be of any size.
  */
-describe('learned layout holds whole frame', () => {
+describe('a learned layout holds at most MAX_LAYOUT_BYTES', () => {
   const event = (fixed: string, token: string): string =>
     `data: {"id":"up","object":"chat.completion.chunk","created":1,"model":"m","system_fingerprint":"${fixed}","choices":[{"index":0,"delta":{"content":"${token}"},"finish_reason":null}]}\n\n`;
 
@@ -594,7 +546,7 @@ describe('learned layout holds whole frame', () => {
  * every event. A stream now makes its own layout from the event the slow path learned from, and
  * keeps it: after its first event it no longer needs the shared set.
  */
-describe('logprobs stream evicted others layouts', () => {
+describe('a logprobs stream keeps a layout of its own', () => {
   const event = (id: string, token: string, logprobs: boolean): string =>
     `data: {"id":"${id}","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"${token}"},"logprobs":${
       logprobs ? `{"content":[{"token":"${token}","logprob":-0.${token.length},"top_logprobs":[]}]}` : 'null'

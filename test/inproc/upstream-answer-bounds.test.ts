@@ -2,7 +2,7 @@
  * A model server's answer, bounded: its size, its error body, its time, what follows [DONE], and
  * the shapes it may take. One describe per defect found, its story above it.
  */
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { obError } from '../../src/errors.js';
 import { MAX_CHOICES } from '../../src/wire/chat-response.js';
 import { SseRelay } from '../../src/wire/sse-relay.js';
@@ -11,22 +11,10 @@ import {
   ask,
   errorEvents,
   expectUpstreamAborted,
-  type HostilePair,
-  type RawUpstream,
-  startHostilePair,
-  startRawUpstream,
+  useHostilePair,
+  useRawUpstreamDaemon,
 } from '../helpers/hostile-upstream.js';
-import {
-  chatBody,
-  expectedTokens,
-  type Harness,
-  MODEL,
-  post,
-  readyInstance,
-  sseFrames,
-  startHarness,
-  streamTokens,
-} from '../reliability/harness.js';
+import { chatBody, expectedTokens, MODEL, post, sseFrames, streamTokens } from '../reliability/harness.js';
 
 /**
  * Regression: an error status's body was collected whole, so a 200 MB error body took
@@ -34,14 +22,8 @@ import {
  * 64 KiB): past it the client gets 502 upstream_error naming the upstream status, and the
  * upstream request is aborted; under it the status and message are passed on as before.
  */
-describe('error body unbounded', () => {
-  let p: HostilePair;
-  beforeAll(async () => {
-    p = await startHostilePair();
-  });
-  afterAll(async () => {
-    await p.stop();
-  });
+describe('an error body is capped', () => {
+  const p = useHostilePair();
 
   it('an error body over the cap: 502 upstream_error, upstream aborted', async () => {
     for (const stream of [false, true]) {
@@ -79,19 +61,13 @@ describe('error body unbounded', () => {
  * 32 MiB, here 1 MiB): past it, or when its Content-Length announces more, the client gets 502
  * upstream_error and the upstream request is aborted.
  */
-describe('plain answer unbounded', () => {
+describe('a plain answer is capped', () => {
   const CAP = 1024 * 1024;
   const tooLarge = obError('upstream_error', {
     message: `The model server's answer is larger than ${CAP} bytes; it was not relayed.`,
   }).toBody();
 
-  let p: HostilePair;
-  beforeAll(async () => {
-    p = await startHostilePair({ maxAnswerBytes: CAP });
-  });
-  afterAll(async () => {
-    await p.stop();
-  });
+  const p = useHostilePair({ maxAnswerBytes: CAP });
 
   it('a huge answer (its Content-Length over the cap): 502 upstream_error, upstream aborted', async () => {
     const r = await alongside(p, () => ask(p, `[[sim fail=huge-body bodyBytes=${8 * CAP}]]`, false));
@@ -121,15 +97,9 @@ describe('plain answer unbounded', () => {
  * the request held its upstream connection and its slot. Now the rest of the body is drained
  * only briefly (a few KiB, a second), for the connection's reuse, then the request is aborted.
  */
-describe('read after done unbounded', () => {
-  let p: HostilePair;
-  beforeAll(async () => {
-    // A long idle time-out, as in production: only the drain bound can end the request soon.
-    p = await startHostilePair({ idleTimeoutMs: 120_000, upstreamTimeoutMs: 120_000 });
-  });
-  afterAll(async () => {
-    await p.stop();
-  });
+describe('what follows [DONE] is drained briefly, then aborted', () => {
+  // A long idle time-out, as in production: only the drain bound can end the request soon.
+  const p = useHostilePair({ idleTimeoutMs: 120_000, upstreamTimeoutMs: 120_000 });
 
   it('the relay stops at [DONE]', () => {
     const relay = new SseRelay('chatcmpl-x', false);
@@ -154,18 +124,12 @@ describe('read after done unbounded', () => {
  * (default 30 min, here 1.5 s): past it, 502 upstream_error, or mid-stream one upstream_error
  * event, and the upstream request is aborted.
  */
-describe('response without deadline', () => {
+describe('an answer has a total deadline', () => {
   const late = obError('upstream_error', {
     message: "The model server's answer took longer than 1.5 s; it was ended.",
   }).toBody();
 
-  let p: HostilePair;
-  beforeAll(async () => {
-    p = await startHostilePair({ responseDeadlineMs: 1_500, idleTimeoutMs: 60_000 });
-  });
-  afterAll(async () => {
-    await p.stop();
-  });
+  const p = useHostilePair({ responseDeadlineMs: 1_500, idleTimeoutMs: 60_000 });
 
   it('an endless stream of well-formed events: the tokens, then one upstream_error event, no [DONE]', async () => {
     const r = await alongside(p, () => ask(p, '[[sim fail=endless-body tokensPerSecond=50]]', true));
@@ -194,7 +158,7 @@ describe('response without deadline', () => {
  * `n`) is now not a chat completion: 502 upstream_error, whether its shape needed filling in or
  * not. Up to 128 are relayed as before.
  */
-describe('answer choices amplified', () => {
+describe("an answer's choices are bounded by MAX_CHOICES", () => {
   const full = '{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}';
   const answer = (choices: string, idFirst = true): string =>
     idFirst
@@ -211,25 +175,14 @@ describe('answer choices amplified', () => {
     emptiesAtCap: answer(many(MAX_CHOICES, '{}'), false),
   };
 
-  let h: Harness;
-  let up: RawUpstream;
-  let key: string;
-  beforeAll(async () => {
-    up = await startRawUpstream(({ content }) => ({ body: ANSWERS[content] ?? '' }));
-    h = await startHarness();
-    key = await readyInstance(h, 'gpu-1', up.url);
-  });
-  afterAll(async () => {
-    await h.stop();
-    await up.close();
-  });
+  const srv = useRawUpstreamDaemon(({ content }) => ({ body: ANSWERS[content] ?? '' }));
 
   const notACompletion = obError('upstream_error', {
     message: "The model server sent an answer that is not a chat completion. Check the instance's endpoint.",
   }).toBody();
 
   it.each(['zeros', 'empties', 'fullOver'])('%s: more than 128 choices is 502 upstream_error', async (which) => {
-    const r = await post(h.baseUrl, key, chatBody(which));
+    const r = await post(srv.h.baseUrl, srv.key, chatBody(which));
     expect({ status: r.status, json: r.json, bytes: r.text.length }).toEqual({
       status: 502,
       json: notACompletion,
@@ -238,12 +191,12 @@ describe('answer choices amplified', () => {
   });
 
   it('128 choices are relayed: as sent with our id, or filled in to the shape of docs/contract.md §3.3', async () => {
-    const sent = await post(h.baseUrl, key, chatBody('fullAtCap'));
+    const sent = await post(srv.h.baseUrl, srv.key, chatBody('fullAtCap'));
     expect(sent.status).toBe(200);
     const id = (sent.json as { id: string }).id;
     expect(sent.text).toBe(ANSWERS.fullAtCap!.replace('"id":"up"', `"id":"${id}"`));
 
-    const filled = await post(h.baseUrl, key, chatBody('emptiesAtCap'));
+    const filled = await post(srv.h.baseUrl, srv.key, chatBody('emptiesAtCap'));
     expect(filled.status).toBe(200);
     const body = filled.json as { choices: unknown[] };
     expect(body.choices).toHaveLength(MAX_CHOICES);
@@ -263,7 +216,7 @@ describe('answer choices amplified', () => {
  * when the frame ends, and an unfinished frame past the cap (default 1 MiB) ends the stream with
  * one upstream_error event and aborts the upstream request.
  */
-describe('sse endless line quadratic', () => {
+describe('an endless SSE line is capped, in linear time', () => {
   const HEAD = 'data: {"id":"a","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"';
   const PIECE = Buffer.alloc(64 * 1024, 'a');
 
@@ -303,13 +256,7 @@ describe('sse endless line quadratic', () => {
     }
   });
 
-  let p: HostilePair;
-  beforeAll(async () => {
-    p = await startHostilePair();
-  });
-  afterAll(async () => {
-    await p.stop();
-  });
+  const p = useHostilePair();
 
   it('through the daemon: one upstream_error event, no [DONE], the upstream request aborted, a neighbour unharmed', async () => {
     const r = await alongside(p, () => ask(p, '[[sim fail=endless-line]]', true));

@@ -7,55 +7,21 @@ import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { afterEach, describe, expect, it } from 'vitest';
-import { cryptoSecretSource } from '../../src/domain/api-key.js';
+import { describe, expect, it } from 'vitest';
 import type { AuditEvent } from '../../src/domain/key.js';
-import { LifecycleService } from '../../src/services/lifecycle.js';
 import { FileStore } from '../../src/store/file-store.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { PostgresStore } from '../../src/store/postgres-store.js';
-import type { Mutation, Store } from '../../src/store/store.js';
-import { type TestDatabase, freshDatabase } from '../helpers/postgres.js';
+import type { Mutation } from '../../src/store/store.js';
+import { useLifecycleStores } from '../helpers/lifecycle-stores.js';
 import { eventually } from '../helpers/processes.js';
 
 const MODELS = ['gemma4:26b'];
 let now = Date.parse('2026-11-23T12:00:00Z');
 const clock = { now: () => now };
-const opened: Store[] = [];
-const databases: TestDatabase[] = [];
+const { opened, open, database, durable } = useLifecycleStores({ clock, models: MODELS });
 
-afterEach(async () => {
-  for (const s of opened.splice(0)) await s.close().catch(() => {});
-  for (const db of databases.splice(0)) await db.drop();
-});
-
-async function open(store: Store): Promise<LifecycleService> {
-  opened.push(store);
-  return LifecycleService.open({ store, clock, secrets: cryptoSecretSource, models: MODELS });
-}
-
-async function database(): Promise<TestDatabase> {
-  const db = await freshDatabase();
-  databases.push(db);
-  return db;
-}
-
-const STORES: [string, () => Promise<() => Store>][] = [
-  [
-    'file',
-    async () => {
-      const file = join(await mkdtemp(join(tmpdir(), 'oba-')), 'db.json');
-      return () => new FileStore(file);
-    },
-  ],
-  [
-    'postgres',
-    async () => {
-      const db = await database();
-      return () => new PostgresStore(db.url, { catchupMs: 100 });
-    },
-  ],
-];
+const STORES = durable('oba-');
 
 describe.each(STORES)('aliases on the %s store', (_name, factory) => {
   it('are changed in one audited commit, in any state but terminated, and survive a restart', async () => {

@@ -3,36 +3,19 @@
  * applies, an audit event), kept across a restart on every store, heard by the other daemons of
  * a shared store; keys of stores written before limits existed load with none.
  */
-import { mkdtemp } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import pg from 'pg';
-import { afterEach, describe, expect, it } from 'vitest';
-import { cryptoSecretSource } from '../../src/domain/api-key.js';
+import { describe, expect, it } from 'vitest';
 import type { AuditEvent } from '../../src/domain/key.js';
 import { LifecycleService } from '../../src/services/lifecycle.js';
-import { FileStore } from '../../src/store/file-store.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { PostgresStore } from '../../src/store/postgres-store.js';
-import type { Store } from '../../src/store/store.js';
 import { validateStoreData } from '../../src/store/store-validation.js';
-import { type TestDatabase, freshDatabase } from '../helpers/postgres.js';
+import { useLifecycleStores } from '../helpers/lifecycle-stores.js';
 import { eventually } from '../helpers/processes.js';
 
 const MODELS = ['gemma4:26b'];
 const clock = { now: () => Date.parse('2026-11-23T12:00:00Z') };
-const opened: Store[] = [];
-const databases: TestDatabase[] = [];
-
-afterEach(async () => {
-  for (const s of opened.splice(0)) await s.close().catch(() => {});
-  for (const db of databases.splice(0)) await db.drop();
-});
-
-async function open(store: Store): Promise<LifecycleService> {
-  opened.push(store);
-  return LifecycleService.open({ store, clock, secrets: cryptoSecretSource, models: MODELS });
-}
+const { opened, open, database, durable } = useLifecycleStores({ clock, models: MODELS });
 
 async function readyInstance(lc: LifecycleService): Promise<void> {
   await lc.addInstance({ id: 'gpu-1', model: MODELS[0], endpoint: 'http://127.0.0.1:11434' });
@@ -41,23 +24,7 @@ async function readyInstance(lc: LifecycleService): Promise<void> {
   ).defaultKey;
 }
 
-const STORES: [string, () => Promise<() => Store>][] = [
-  [
-    'file',
-    async () => {
-      const file = join(await mkdtemp(join(tmpdir(), 'obl-')), 'db.json');
-      return () => new FileStore(file);
-    },
-  ],
-  [
-    'postgres',
-    async () => {
-      const db = await freshDatabase();
-      databases.push(db);
-      return () => new PostgresStore(db.url, { catchupMs: 100 });
-    },
-  ],
-];
+const STORES = durable('obl-');
 
 describe.each(STORES)('key limits on the %s store', (_name, factory) => {
   it('are set at creation, changed field by field, audited, and survive a restart', async () => {
@@ -101,8 +68,7 @@ describe.each(STORES)('key limits on the %s store', (_name, factory) => {
 
 describe('key limits, shared and old stores', () => {
   it('a change through one daemon reaches the other daemons of a PostgreSQL store, in place', async () => {
-    const db = await freshDatabase();
-    databases.push(db);
+    const db = await database();
     const a = await open(new PostgresStore(db.url, { catchupMs: 100 }));
     const b = await open(new PostgresStore(db.url, { catchupMs: 100 }));
     await readyInstance(a);
@@ -122,8 +88,7 @@ describe('key limits, shared and old stores', () => {
   });
 
   it('keys of a PostgreSQL store made before migration 2 get all-null limits', async () => {
-    const db = await freshDatabase();
-    databases.push(db);
+    const db = await database();
     const lc = await open(new PostgresStore(db.url, { catchupMs: 100 }));
     await readyInstance(lc);
     await opened.pop()!.close();

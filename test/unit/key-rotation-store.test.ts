@@ -5,47 +5,28 @@
  * holds across every later start. On a shared store every daemon refuses the key at the end of
  * the grace by its own clock, and the one doing the chores revokes it for all.
  */
-import { mkdtemp } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cryptoSecretSource } from '../../src/domain/api-key.js';
 import type { AuditEvent } from '../../src/domain/key.js';
 import { LifecycleService } from '../../src/services/lifecycle.js';
-import { FileStore } from '../../src/store/file-store.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { PostgresStore } from '../../src/store/postgres-store.js';
 import type { Store } from '../../src/store/store.js';
-import { type TestDatabase, freshDatabase } from '../helpers/postgres.js';
+import { useLifecycleStores } from '../helpers/lifecycle-stores.js';
 import { eventually } from '../helpers/processes.js';
 
 const T0 = Date.parse('2026-11-23T12:00:00Z');
 const HOUR = 3_600_000;
 let now = T0;
 const clock = { now: () => now };
-const opened: Store[] = [];
-const databases: TestDatabase[] = [];
+const { opened, open, database, durable } = useLifecycleStores({ clock, models: ['gemma4:26b'] });
 
-afterEach(async () => {
+afterEach(() => {
   now = T0;
-  for (const s of opened.splice(0)) await s.close().catch(() => {});
-  for (const db of databases.splice(0)) await db.drop();
 });
-
-async function open(store: Store): Promise<LifecycleService> {
-  opened.push(store);
-  return LifecycleService.open({ store, clock, secrets: cryptoSecretSource, models: ['gemma4:26b'] });
-}
 
 /** A shared store's daemon does the chores only once its session holds their lock. */
 async function holdingChores(store: Store): Promise<void> {
   await eventually(() => store.holdsChores?.() !== false, 'the chores lock');
-}
-
-async function database(): Promise<TestDatabase> {
-  const db = await freshDatabase();
-  databases.push(db);
-  return db;
 }
 
 async function readyInstance(lc: LifecycleService): Promise<string> {
@@ -56,22 +37,7 @@ async function readyInstance(lc: LifecycleService): Promise<string> {
   return (await lc.createKey('gpu-1', 'notebook', { rpm: 60 })).key.id;
 }
 
-const STORES: [string, () => Promise<() => Store>][] = [
-  [
-    'file',
-    async () => {
-      const file = join(await mkdtemp(join(tmpdir(), 'obr-')), 'db.json');
-      return () => new FileStore(file);
-    },
-  ],
-  [
-    'postgres',
-    async () => {
-      const db = await database();
-      return () => new PostgresStore(db.url, { catchupMs: 100 });
-    },
-  ],
-];
+const STORES = durable('obr-');
 
 describe.each(STORES)('a rotation with a grace on the %s store', (_name, factory) => {
   it('survives a restart, is refused from its end, revoked once, and never active again', async () => {

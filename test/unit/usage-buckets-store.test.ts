@@ -8,39 +8,20 @@ import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { afterEach, describe, expect, it } from 'vitest';
-import { cryptoSecretSource } from '../../src/domain/api-key.js';
+import { describe, expect, it } from 'vitest';
 import { type UsageBucket, DAY_MS, HOUR_MS, byStartAndKey, hourStart } from '../../src/domain/usage-buckets.js';
 import { emptyUsage } from '../../src/domain/key.js';
-import { LifecycleService } from '../../src/services/lifecycle.js';
 import { UsageTracker } from '../../src/services/usage.js';
 import { FileStore } from '../../src/store/file-store.js';
 import { PostgresStore } from '../../src/store/postgres-store.js';
 import { rollUpBuckets } from '../../src/store/postgres/usage-buckets.js';
-import type { Store, UsageDelta } from '../../src/store/store.js';
-import { type TestDatabase, freshDatabase } from '../helpers/postgres.js';
+import type { UsageDelta } from '../../src/store/store.js';
+import { useLifecycleStores } from '../helpers/lifecycle-stores.js';
 
 const T0 = Date.parse('2026-11-23T12:00:00Z');
 const clock = { now: () => T0 };
 const ALL = { since: null, until: null, keyIds: null };
-const opened: Store[] = [];
-const databases: TestDatabase[] = [];
-
-afterEach(async () => {
-  for (const s of opened.splice(0)) await s.close().catch(() => {});
-  for (const db of databases.splice(0)) await db.drop();
-});
-
-async function open(store: Store): Promise<LifecycleService> {
-  opened.push(store);
-  return LifecycleService.open({ store, clock, secrets: cryptoSecretSource, models: ['gemma4:26b'] });
-}
-
-async function database(): Promise<TestDatabase> {
-  const db = await freshDatabase();
-  databases.push(db);
-  return db;
-}
+const { opened, open, database, durable } = useLifecycleStores({ clock, models: ['gemma4:26b'] });
 
 function used(keyId: string, hour: number, requests: number, errors = 0): UsageDelta {
   return {
@@ -67,22 +48,7 @@ function bucket(keyId: string, size: 'hour' | 'day', start: number, requests: nu
   };
 }
 
-const STORES: [string, () => Promise<() => Store>][] = [
-  [
-    'file',
-    async () => {
-      const file = join(await mkdtemp(join(tmpdir(), 'obu-')), 'db.json');
-      return () => new FileStore(file, { now: () => T0 });
-    },
-  ],
-  [
-    'postgres',
-    async () => {
-      const db = await database();
-      return () => new PostgresStore(db.url, { catchupMs: 100 });
-    },
-  ],
-];
+const STORES = durable('obu-', { now: () => T0 });
 
 describe.each(STORES)('usage by the hour on the %s store', (_name, factory) => {
   it('adds each flush to its hour, keeps them across a restart, and sums to the whole-life counters', async () => {
