@@ -4,7 +4,7 @@ import type { LiveCounter } from '../../src/services/live-stats.js';
 import type { RequestOutcome } from '../../src/services/usage.js';
 import type { Media } from '../../src/wire/media.js';
 import { estimateCompletionTokens, estimatePromptTokens, learnPace } from '../../src/wire/prompt-estimate.js';
-import type { DaemonContext } from '../context.js';
+import type { DaemonBasics, ExchangeDeps, KeyCheckDeps } from '../context.js';
 import { RequestObserver } from '../metrics/request-observer.js';
 import type { Exchange } from './exchange.js';
 import type { ExchangeSink } from './exchange-sink.js';
@@ -18,6 +18,11 @@ import type { UsageLog } from '../usage-log.js';
 type ChargedExchange = Pick<Exchange<Checked>, 'auth' | 'checked' | 'body' | 'res' | 'reqId' | 'slot' | 'trace'> & {
   readonly api: ExchangeRoute;
 };
+
+/** What an exchange's end charges and reports to. */
+export type AccountingDeps = Pick<DaemonBasics, 'clock' | 'log' | 'metrics'> &
+  Pick<ExchangeDeps, 'usage' | 'live' | 'inflight' | 'admission' | 'usageLog'> &
+  Pick<KeyCheckDeps, 'keyLimits'>;
 
 const INFO_LEVELS = new Set(['trace', 'debug', 'info']);
 
@@ -59,7 +64,7 @@ export class ExchangeAccount implements ExchangeSink {
 
   /** `x`: the exchange as it is sent; its body's length is what an unreported prompt is estimated from. */
   constructor(
-    private readonly ctx: DaemonContext,
+    private readonly ctx: AccountingDeps,
     x: ChargedExchange,
   ) {
     const { auth, checked: shape } = x;

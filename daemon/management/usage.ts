@@ -4,7 +4,7 @@ import { keyNotFound } from '../../src/services/lifecycle.js';
 import { obError } from '../../src/errors.js';
 import { clipped } from '../../src/printable.js';
 import { type UsageReport, usageReport } from '../../src/wire/usage-report.js';
-import type { DaemonContext } from '../context.js';
+import type { DaemonBasics, ExchangeDeps, KeyCheckDeps } from '../context.js';
 import { USAGE_BUCKETS_QUERY, USAGE_QUERY } from './schemas.js';
 import { type BucketSize, type UsageBucket, bucketsIn, hourStart } from '../../src/domain/usage-buckets.js';
 import { type UsageBucketsReport, bucketsReport } from '../../src/wire/usage-buckets-report.js';
@@ -13,7 +13,10 @@ type Query = { instance?: string; key?: string; since?: string };
 type BucketsQuery = Query & { until?: string; by?: BucketSize };
 
 /** `ob-proxy usage`: the receipt of each pack, from the counters in memory. */
-export function registerUsageRoutes(app: FastifyInstance, ctx: DaemonContext): void {
+export function registerUsageRoutes(
+  app: FastifyInstance,
+  ctx: Pick<KeyCheckDeps, 'lifecycle'> & Pick<ExchangeDeps, 'usage'> & Pick<DaemonBasics, 'clock'>,
+): void {
   const registry = ctx.lifecycle.registry;
   app.get<{ Querystring: Query }>(
     '/v1/usage',
