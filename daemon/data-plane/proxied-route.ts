@@ -183,9 +183,10 @@ export function proxy<C extends Checked>(ctx: ProxyDeps, x: Exchange<C>): void {
 function dispatch<C extends Checked>(ctx: ProxyDeps, x: Exchange<C>, rc: RelayContext, end: ExchangeAccount): void {
   const auth = x.auth;
   const relay = new Relay(rc, x.route.answer(ctx, rc, x.checked, auth.instance.deployment));
-  // In the turn the key was re-checked (answerIfKeyLapsed): from here a revocation ends it.
-  end.node = relay;
-  ctx.inflight.add(auth.key, relay);
+  end.relay = relay;
+  // In the turn the key was re-checked (answerIfKeyLapsed): from here a revocation ends it. A
+  // resend's exchange is in the list already, and stays.
+  if (end.inflightEntry === null) ctx.inflight.add(auth.key, end);
   try {
     ctx.upstream.dispatch(
       {
@@ -223,7 +224,6 @@ function resend<C extends Checked>(ctx: ProxyDeps, x: Exchange<C>, rc: RelayCont
     end.ended(0, 0, 0, 0, 'error');
     return;
   }
-  if (end.node !== null) ctx.inflight.delete(end.node);
   x.route = other.route;
   x.body = other.body;
   dispatch(ctx, x, { ...rc, routeMissing: null, resend: null }, end);
