@@ -5,7 +5,7 @@ import type { UnwrittenAtShutdownError } from '../src/services/unwritten.js';
 import type { StoreLock } from '../src/store/store-lock.js';
 import type { Store } from '../src/store/store.js';
 import type { ModelProbe } from '../src/upstream/model-probe.js';
-import type { DaemonContext } from './context.js';
+import type { ExchangeDeps, KeyCheckDeps } from './context.js';
 import type { Listeners } from './listeners.js';
 import type { UsageFlusher } from './usage-flusher.js';
 
@@ -16,7 +16,7 @@ const TRACE_FLUSH_MIN_MS = 1_000;
 const IDLE_SWEEP_MS = 50;
 
 export interface ShutdownDeps {
-  ctx: Pick<DaemonContext, 'draining' | 'upstream' | 'tracing' | 'usageLog'>;
+  ctx: Pick<KeyCheckDeps, 'draining'> & Pick<ExchangeDeps, 'upstream' | 'tracing' | 'usageLog'>;
   log: Pick<Logger, 'info' | 'warn' | 'error'>;
   dataPlane: Pick<FastifyInstance, 'close' | 'server'>;
   management: Pick<FastifyInstance, 'close' | 'server'>;

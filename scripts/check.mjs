@@ -1,10 +1,10 @@
 /* global process, performance, Buffer */
 /**
- * `npm run check`: type-check, lint, format check, build and the import-circle check
- * (import-circles.mjs), all at once. They are independent
- * and each is one thread, so together they take about as long as the longest. Each prints its
- * output whole when it ends, then one line gives each one's time; the exit code is 1 if any
- * failed.
+ * `npm run check`: type-check, lint, format check, build, the import-circle check
+ * (import-circles.mjs) and the whole-context check (whole-context.mjs), all at once. They are
+ * independent and each is one thread, so together they take about as long as the longest. Each
+ * prints its output whole when it ends, then one line gives each one's time; the exit code is 1
+ * if any failed.
  *
  * `npm test` (`--with-tests`) runs the in-process tier alongside them, its output as it comes and
  * theirs after it. The tests spend most of their time waiting on sockets and timers, which the
@@ -65,6 +65,7 @@ const TASKS = [
   ['format:check', ['--cache', '--cache-strategy', 'content', '--cache-location', join(cache, 'prettier')]],
   ['build', []],
   ['circles', []],
+  ['whole-context', []],
 ];
 
 function run([script, extra]) {

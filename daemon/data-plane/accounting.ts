@@ -1,16 +1,18 @@
 import type { ServerResponse } from 'node:http';
 import type { KeyRecord } from '../../src/domain/key.js';
+import type { ObProxyError } from '../../src/errors.js';
 import type { LiveCounter } from '../../src/services/live-stats.js';
 import type { RequestOutcome } from '../../src/services/usage.js';
 import type { Media } from '../../src/wire/media.js';
 import { estimateCompletionTokens, estimatePromptTokens, learnPace } from '../../src/wire/prompt-estimate.js';
-import type { DaemonContext } from '../context.js';
+import type { DaemonBasics, ExchangeDeps, KeyCheckDeps } from '../context.js';
 import { RequestObserver } from '../metrics/request-observer.js';
 import type { Exchange } from './exchange.js';
 import type { ExchangeSink } from './exchange-sink.js';
 import type { Checked, ExchangeRoute } from './wire-api.js';
 import { settleTokens } from './key-limits.js';
-import type { InflightNode } from './inflight.js';
+import type { InflightEntry, InflightNode, Terminable } from './inflight.js';
+import { type CloseWatcher, type HeldSlot, unwatchClose, watchClose } from './close-watch.js';
 import type { ExchangeSpan } from '../tracing/exchange-span.js';
 import type { UsageLog } from '../usage-log.js';
 
@@ -19,6 +21,11 @@ type ChargedExchange = Pick<Exchange<Checked>, 'auth' | 'checked' | 'body' | 're
   readonly api: ExchangeRoute;
 };
 
+/** What an exchange's end charges and reports to. */
+export type AccountingDeps = Pick<DaemonBasics, 'clock' | 'log' | 'metrics'> &
+  Pick<ExchangeDeps, 'usage' | 'live' | 'inflight' | 'admission' | 'usageLog'> &
+  Pick<KeyCheckDeps, 'keyLimits'>;
+
 const INFO_LEVELS = new Set(['trace', 'debug', 'info']);
 
 /**
@@ -26,16 +33,26 @@ const INFO_LEVELS = new Set(['trace', 'debug', 'info']);
  * place its key's usage, its tpm charge, its admission slot, the live figures and the metrics
  * are told of it. Made when the request is sent (its usage's request count and `lastUsedAt`,
  * its live request and open stream); `ended` is called once by its relay, and takes it out of
- * its key's in-flight list. It names numbers and the records it charges, not the request nor
+ * its key's in-flight list.
+ *
+ * It is its own place in that list, and its response's close watch, not its relay: a
+ * revocation ends the exchange, and a client's departure is told, through whichever relay
+ * carries it now (a resend hands it to the next without leaving the list or the watch), and a
+ * relay knows nothing of the list nor of the key's slot. It names numbers and the records it charges, not the request nor
  * its body: it lives as long as the answer, and what it names is kept that long.
  *
  * What the model server did not report is charged by estimate, and counted as such (the
  * receipt's estimatedTokens): a stream's completion as its content events, a plain answer left
  * by its client at the instance's pace.
  */
-export class ExchangeAccount implements ExchangeSink {
-  /** The relay carrying it, in its key's in-flight list until the exchange is over. */
-  node: InflightNode | null = null;
+export class ExchangeAccount implements ExchangeSink, InflightNode, CloseWatcher {
+  /** The relay carrying it now: what a revocation ends, and what is told its client left. */
+  relay: (Terminable & CloseWatcher) | null = null;
+  /** The key's concurrency slot, when it has limits: given back when the response closes or the exchange is over. */
+  private readonly keySlot: HeldSlot | null;
+  inflightEntry: InflightEntry | null = null;
+  inflightPrev: InflightNode | null = null;
+  inflightNext: InflightNode | null = null;
   /** Only while metrics are on: a request keeps it for its whole life, and scavenges copy it. */
   readonly observer: RequestObserver | null;
   private readonly res: ServerResponse;
@@ -59,7 +76,7 @@ export class ExchangeAccount implements ExchangeSink {
 
   /** `x`: the exchange as it is sent; its body's length is what an unreported prompt is estimated from. */
   constructor(
-    private readonly ctx: DaemonContext,
+    private readonly ctx: AccountingDeps,
     x: ChargedExchange,
   ) {
     const { auth, checked: shape } = x;
@@ -80,8 +97,23 @@ export class ExchangeAccount implements ExchangeSink {
     live.requests += 1;
     if (shape.stream) live.openStreams += 1;
     this.live = live;
+    // One listener for the response, shared by all (close-watch.ts); the key's slot it held until now.
+    this.keySlot = watchClose(x.res, this);
     this.observer =
       ctx.metrics === null ? null : new RequestObserver(ctx.metrics, auth.instance.id, auth.key.id, shape.stream);
+  }
+
+  /** The client's response closed: written whole, or its client left. */
+  clientClosed(): void {
+    // Either way the key's slot is free again (a stream's upstream may still be drained after
+    // [DONE]; that is not the key's request).
+    this.keySlot?.release();
+    this.relay?.clientClosed();
+  }
+
+  /** Its key was revoked, or its pack ended (inflight.ts): its relay ends it. */
+  terminate(err: ObProxyError): void {
+    this.relay?.terminate(err);
   }
 
   ended(
@@ -92,7 +124,9 @@ export class ExchangeAccount implements ExchangeSink {
     outcome: RequestOutcome,
   ): void {
     const { ctx, live, key } = this;
-    if (this.node !== null) ctx.inflight.delete(this.node);
+    unwatchClose(this.res);
+    this.keySlot?.release();
+    ctx.inflight.delete(this);
     const prompt = reportedPrompt ?? estimatePromptTokens(this.bodyLength, this.media);
     const now = ctx.clock.now();
     let completion = reportedCompletion ?? counted;

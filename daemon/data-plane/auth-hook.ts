@@ -1,15 +1,18 @@
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import { obError } from '../../src/errors.js';
-import type { DaemonContext } from '../context.js';
+import type { KeyCheckDeps } from '../context.js';
 import { clientOf } from './bad-key-limiter.js';
-import { holdBody } from './body-reader.js';
-import { admitKey } from './key-limits.js';
+import { type BodyDeps, holdBody } from './body-reader.js';
+import { type KeyLimitDeps, admitKey } from './key-limits.js';
 import { packHeaders } from './pack-headers.js';
 import { sendContinue } from './before-fastify-refusals.js';
-import { STALE, refuse } from './key-standing.js';
+import { type KeyStandingDeps, STALE, refuse } from './key-standing.js';
 import { replyError } from './send-error.js';
 
 const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
+
+/** What the checks before the body read: the key's standing and limits, the body budget, the refusals. */
+export type AuthHookDeps = Pick<KeyCheckDeps, 'draining' | 'badKeys'> & KeyStandingDeps & KeyLimitDeps & BodyDeps;
 
 /**
  * docs/contract.md §3 checks 1 to 4, in an onRequest hook: before the body is read, from memory only.
@@ -17,7 +20,7 @@ const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
  * Callback style, not async: nothing here waits, and a promise per request is measurable.
  * A refusal is sent from the hook and `done` is not called, which ends the request there.
  */
-export function makeAuthHook(ctx: DaemonContext, requireReady: boolean, apiKeyHeader = false) {
+export function makeAuthHook(ctx: AuthHookDeps, requireReady: boolean, apiKeyHeader = false) {
   return function authHook(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
     if (ctx.draining) {
       replyError(reply, obError('shutting_down'), { 'retry-after': '1', connection: 'close' });

@@ -2,7 +2,7 @@ import type { ServerResponse } from 'node:http';
 import { type FastifyReply, type FastifyRequest, errorCodes } from 'fastify';
 import { type ObProxyError, obError } from '../../src/errors.js';
 import type { ByteBudget, ByteRefusal } from '../../src/services/byte-budget.js';
-import type { DaemonContext } from '../context.js';
+import type { DaemonBasics, ExchangeDeps } from '../context.js';
 import type { AuthContext } from './auth-context.js';
 import type { DeadlineNode } from './deadlines.js';
 import { retryHeaders } from './key-limits.js';
@@ -66,7 +66,10 @@ class BodyRefusal {
 }
 const REFUSALS = new WeakMap<object, BodyRefusal>();
 
-function refusal(ctx: DaemonContext, held: HeldBody, why: ByteRefusal): BodyRefusal {
+/** What a body's hold and read touch: the byte budget, the reads' silence list, and the basics. */
+export type BodyDeps = DaemonBasics & Pick<ExchangeDeps, 'bodies' | 'bodyReads'>;
+
+function refusal(ctx: BodyDeps, held: HeldBody, why: ByteRefusal): BodyRefusal {
   const budget = ctx.bodies;
   ctx.metrics?.rateLimited(held.instance, why === 'daemon' ? 'body_memory_full' : 'body_memory');
   if (why === 'key') {
@@ -95,8 +98,8 @@ function mib(n: number): string {
 }
 
 /** One warning a minute at most: a daemon at its bound must not fill the disk. */
-const warnedAt = new WeakMap<DaemonContext, number>();
-function warnFull(ctx: DaemonContext): void {
+const warnedAt = new WeakMap<BodyDeps, number>();
+function warnFull(ctx: BodyDeps): void {
   const now = ctx.clock.now();
   if (now - (warnedAt.get(ctx) ?? Number.NEGATIVE_INFINITY) < 60_000) return;
   warnedAt.set(ctx, now);
@@ -113,7 +116,7 @@ function warnFull(ctx: DaemonContext): void {
  * The connection is closed under the unread body (unread-body.ts). A body announced past
  * --body-limit is left to its 413. Returns false when refused.
  */
-export function holdBody(ctx: DaemonContext, request: FastifyRequest, reply: FastifyReply, key: string): boolean {
+export function holdBody(ctx: BodyDeps, request: FastifyRequest, reply: FastifyReply, key: string): boolean {
   const headers = request.headers;
   const length = headers['content-length'];
   if (length === undefined && headers['transfer-encoding'] === undefined) return true;
@@ -172,7 +175,7 @@ type Done = (err: Error | null, body?: Buffer) => void;
  * announces bodies and sends nothing (or a byte now and then) holds a connection seconds, not
  * the whole request time-out.
  */
-export function makeBodyReader(ctx: DaemonContext) {
+export function makeBodyReader(ctx: BodyDeps) {
   const limit = ctx.config.bodyLimit;
   return function readBody(request: FastifyRequest, payload: Payload, done: Done): void {
     const declared = request.headers['content-length'];
@@ -209,7 +212,7 @@ class BodyRead implements DeadlineNode {
   private received = 0;
 
   constructor(
-    private readonly ctx: DaemonContext,
+    private readonly ctx: BodyDeps,
     private readonly held: HeldBody | null,
     private readonly payload: Payload,
     private readonly done: Done,

@@ -1,8 +1,7 @@
 import { completionId } from '../../src/ids.js';
 import { type ChatRequest, parseChatBody, upstreamBody, validateChatRequest } from '../../src/apis/chat/request.js';
 import { SseRelay } from '../../src/wire/sse-relay.js';
-import type { DaemonContext } from '../context.js';
-import { makeProxyHandler } from './proxied-route.js';
+import { type ProxyDeps, makeProxyHandler } from './proxied-route.js';
 import { type WireApi } from './wire-api.js';
 import { PlainAnswer } from './plain-relay.js';
 import { StreamAnswer } from './stream-relay.js';
@@ -30,6 +29,6 @@ export const CHAT_API: WireApi<ChatRequest> = {
   fallback: null,
 };
 
-export function makeChatHandler(ctx: DaemonContext) {
+export function makeChatHandler(ctx: ProxyDeps) {
   return makeProxyHandler(ctx, CHAT_API);
 }

@@ -26,8 +26,9 @@ function onResponseClose(this: WatchedResponse): void {
 }
 
 /**
- * `watcher` is told when `res` closes. A response has one watcher at a time: a relay takes over
- * from the key's slot, and gets the slot back (to release when its exchange is over).
+ * `watcher` is told when `res` closes. A response has one watcher at a time: its exchange
+ * (accounting.ts) takes over from the key's slot, and gets the slot back (to release when the
+ * exchange is over).
  */
 export function watchClose(res: ServerResponse, watcher: CloseWatcher): HeldSlot | null {
   const r = res as WatchedResponse;
@@ -38,7 +39,7 @@ export function watchClose(res: ServerResponse, watcher: CloseWatcher): HeldSlot
     res.on('close', onResponseClose);
     return null;
   }
-  // Only a slot is ever set before a relay (a response gets one relay at most).
+  // Only a slot is ever set before an exchange (a response gets one exchange at most).
   return before as HeldSlot;
 }
 
@@ -46,13 +47,4 @@ export function watchClose(res: ServerResponse, watcher: CloseWatcher): HeldSlot
 export function unwatchClose(res: ServerResponse): void {
   res.off('close', onResponseClose);
   (res as WatchedResponse)[WATCHER] = null;
-}
-
-/**
- * A relay lets go of `res` without its exchange being over (another relay takes it over): the
- * key's slot it got from watchClose is the watcher again, for the next relay to take.
- */
-export function handBackClose(res: ServerResponse, slot: HeldSlot | null): void {
-  if (slot === null) unwatchClose(res);
-  else (res as WatchedResponse)[WATCHER] = slot;
 }

@@ -8,8 +8,8 @@ import {
   validateCompletionsRequest,
 } from '../../src/apis/completions/request.js';
 import { withTopId } from '../../src/wire/top-id.js';
-import type { DaemonContext } from '../context.js';
-import { makeProxyHandler } from './proxied-route.js';
+import type { DaemonBasics } from '../context.js';
+import { type ProxyDeps, makeProxyHandler } from './proxied-route.js';
 import { type WireApi } from './wire-api.js';
 import { RouteSupport } from './route-support.js';
 import { PlainAnswer, type PlainShape } from './plain-relay.js';
@@ -41,7 +41,7 @@ export const completionShape: PlainShape = (raw, text, parsed, answer) => {
 };
 
 /** POST /v1/completions, legacy text completions, passed through to the model server's own (docs/contract.md §6). */
-export function completionsApi(ctx: DaemonContext): WireApi<CompletionsRequest> {
+export function completionsApi(ctx: Pick<DaemonBasics, 'clock'>): WireApi<CompletionsRequest> {
   return {
     route: 'completions',
     logMessage: 'text completion',
@@ -62,6 +62,6 @@ export function completionsApi(ctx: DaemonContext): WireApi<CompletionsRequest> 
   };
 }
 
-export function makeCompletionsHandler(ctx: DaemonContext) {
+export function makeCompletionsHandler(ctx: ProxyDeps) {
   return makeProxyHandler(ctx, completionsApi(ctx));
 }

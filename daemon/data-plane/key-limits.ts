@@ -3,13 +3,19 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { KeyRecord } from '../../src/domain/key.js';
 import { type ObProxyError, obError } from '../../src/errors.js';
 import { type HeaderList, type KeyLimiter, type LimitName, retryAfterSeconds } from '../../src/services/key-limiter.js';
-import type { DaemonContext } from '../context.js';
+import type { DaemonBasics, KeyCheckDeps } from '../context.js';
 import type { AuthContext } from './auth-context.js';
 import { type HeldSlot, watchClose } from './close-watch.js';
 import { replyError } from './send-error.js';
 
 // The key's own limits on the request path: rpm and concurrency on its headers (`admitKey`), its
 // tpm reserved once its body is read (`reserveTokens`) and charged when the exchange ends.
+
+/** What the key's limits read: its windows, the time, and where a refusal is counted. */
+export type KeyLimitDeps = Pick<KeyCheckDeps, 'keyLimits'> & Pick<DaemonBasics, 'clock' | 'metrics'>;
+
+/** What a queue's refusal warns with. */
+export type QueueWarnDeps = Pick<DaemonBasics, 'clock' | 'log' | 'config'>;
 
 const WHAT: Record<LimitName, string> = {
   rpm: 'requests per minute',
@@ -37,7 +43,7 @@ declare module 'fastify' {
  * Keys without limits pay one comparison. Returns false when the request was refused.
  */
 export function admitKey(
-  ctx: DaemonContext,
+  ctx: KeyLimitDeps,
   request: FastifyRequest,
   reply: FastifyReply,
   key: KeyRecord,
@@ -103,9 +109,9 @@ export function retryHeaders(ms: number): Record<string, string> {
 /** The 429 of an instance's admission queue. */
 /** One warning per instance and reason per minute at most: a busy instance must not fill the disk. */
 const QUIET_MS = 60_000;
-const warned = new WeakMap<DaemonContext, Map<string, number>>();
+const warned = new WeakMap<QueueWarnDeps, Map<string, number>>();
 
-export function warnQueueRefusal(ctx: DaemonContext, reason: 'queue_full' | 'queue_timeout', instance: string): void {
+export function warnQueueRefusal(ctx: QueueWarnDeps, reason: 'queue_full' | 'queue_timeout', instance: string): void {
   let m = warned.get(ctx);
   if (m === undefined) warned.set(ctx, (m = new Map()));
   const id = `${instance} ${reason}`;
@@ -168,7 +174,7 @@ function releaseReserved(this: ReservingResponse): void {
  * Answers the refusal and returns false when the key is at its tpm; keys without one pass at once.
  */
 export function reserveTokens(
-  ctx: DaemonContext,
+  ctx: KeyLimitDeps,
   request: FastifyRequest,
   reply: FastifyReply,
   prompt: number,
@@ -197,7 +203,7 @@ export function reserveTokens(
  * charged against the key's tpm, if it has one.
  */
 export function settleTokens(
-  ctx: DaemonContext,
+  ctx: Pick<KeyCheckDeps, 'keyLimits'>,
   res: ServerResponse,
   key: KeyRecord,
   tokens: number,

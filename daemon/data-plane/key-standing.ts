@@ -2,7 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { KeyRecord } from '../../src/domain/key.js';
 import { type ObProxyError, obError } from '../../src/errors.js';
 import type { AuthResult } from '../../src/services/registry.js';
-import type { DaemonContext } from '../context.js';
+import type { DaemonBasics, KeyCheckDeps } from '../context.js';
 import { inflightError } from './inflight.js';
 import { replyError } from './send-error.js';
 
@@ -12,7 +12,7 @@ import { replyError } from './send-error.js';
  * sweep all ask here, so a rule added to one (a pack end, a rotation's grace, a stale store) holds
  * for all three.
  */
-export type KeyStandingDeps = Pick<DaemonContext, 'lifecycle' | 'clock' | 'storeStale' | 'metrics'>;
+export type KeyStandingDeps = Pick<KeyCheckDeps, 'lifecycle' | 'storeStale'> & Pick<DaemonBasics, 'clock' | 'metrics'>;
 
 /** A failed check 2 to 5, or a daemon too long out of sync with its shared store to tell. */
 export type Refusal = Extract<AuthResult, { ok: false }> | { ok: false; code: 'store_unreachable'; packEnded?: false };

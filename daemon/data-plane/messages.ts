@@ -4,9 +4,9 @@ import { tokenCount } from '../../src/wire/chat-response.js';
 import { MessagesStreamRelay } from '../../src/apis/messages/event-relay.js';
 import { type MessagesRequest, parseMessagesBody, validateMessagesRequest } from '../../src/apis/messages/request.js';
 import { withTopId } from '../../src/wire/top-id.js';
-import type { DaemonContext } from '../context.js';
+import type { DaemonBasics } from '../context.js';
 import { answerErrorsAsAnthropic } from './error-shape.js';
-import { makeProxyHandler } from './proxied-route.js';
+import { type ProxyDeps, makeProxyHandler } from './proxied-route.js';
 import { type WireApi } from './wire-api.js';
 import { RouteSupport } from './route-support.js';
 import { PlainAnswer, type PlainShape } from './plain-relay.js';
@@ -38,7 +38,7 @@ export const messageShape: PlainShape = (raw, text, parsed, answer) => {
  * (docs/contract.md §6). Anthropic's version headers go with it; the client's key (x-api-key or
  * Authorization) never does.
  */
-export function messagesApi(ctx: DaemonContext): WireApi<MessagesRequest> {
+export function messagesApi(ctx: Pick<DaemonBasics, 'clock'>): WireApi<MessagesRequest> {
   return {
     route: 'messages',
     logMessage: 'message',
@@ -57,7 +57,7 @@ export function messagesApi(ctx: DaemonContext): WireApi<MessagesRequest> {
   };
 }
 
-export function makeMessagesHandler(ctx: DaemonContext) {
+export function makeMessagesHandler(ctx: ProxyDeps) {
   return makeProxyHandler(ctx, messagesApi(ctx));
 }
 
@@ -76,7 +76,7 @@ const tokenCountShape: PlainShape = (raw, _text, parsed, answer) => {
  * message, passed to the model server's own where it serves it; a server without it is answered
  * Anthropic's 404, and not asked again for a while (route-support.ts).
  */
-export function countTokensApi(ctx: DaemonContext): WireApi<MessagesRequest> {
+export function countTokensApi(ctx: Pick<DaemonBasics, 'clock'>): WireApi<MessagesRequest> {
   return {
     route: 'count_tokens',
     logMessage: 'token count',
@@ -92,7 +92,7 @@ export function countTokensApi(ctx: DaemonContext): WireApi<MessagesRequest> {
   };
 }
 
-export function makeCountTokensHandler(ctx: DaemonContext) {
+export function makeCountTokensHandler(ctx: ProxyDeps) {
   return makeProxyHandler(ctx, countTokensApi(ctx));
 }
 

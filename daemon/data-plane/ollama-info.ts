@@ -7,10 +7,10 @@ import { type UpstreamAnswer, UpstreamAsk } from '../../src/upstream/upstream-as
 import { upstreamStatusError } from '../../src/upstream/upstream-errors.js';
 import { stringifyExact } from '../../src/wire/json-body.js';
 import type { Json } from '../../src/wire/request-checks.js';
-import type { DaemonContext } from '../context.js';
+import type { ExchangeDeps } from '../context.js';
 import type { AuthContext } from './auth-context.js';
-import { answerIfKeyLapsed } from './key-standing.js';
-import { holdBody } from './body-reader.js';
+import { type KeyStandingDeps, answerIfKeyLapsed } from './key-standing.js';
+import { type BodyDeps, holdBody } from './body-reader.js';
 import { replyError } from './send-error.js';
 
 /*
@@ -52,6 +52,9 @@ function notAnAnswer(path: string): ObProxyError {
 }
 
 /** What is asked of the model server: `method path`, with `body` for a POST. */
+/** What the listings and cards touch: the key's standing, the body budget, the model server's token. */
+export type OllamaInfoDeps = KeyStandingDeps & BodyDeps & Pick<ExchangeDeps, 'upstreamTokens'>;
+
 interface Question {
   method: 'GET' | 'POST';
   path: string;
@@ -64,7 +67,7 @@ interface Question {
  * passes it on; a client that leaves aborts the ask.
  */
 async function relayAsk(
-  ctx: DaemonContext,
+  ctx: OllamaInfoDeps,
   ask: UpstreamAsk,
   reply: FastifyReply,
   question: Question,
@@ -113,7 +116,7 @@ async function relayAsk(
 }
 
 /** A listing (`/api/tags`, `/api/ps`) with the instance's model alone. */
-function listing(ctx: DaemonContext, ask: UpstreamAsk, path: string): Handler {
+function listing(ctx: OllamaInfoDeps, ask: UpstreamAsk, path: string): Handler {
   return (request, reply) =>
     relayAsk(ctx, ask, reply, { method: 'GET', path, body: null }, (answer, _raw, instance) => {
       const models = answer.models;
@@ -128,7 +131,7 @@ function listing(ctx: DaemonContext, ask: UpstreamAsk, path: string): Handler {
     });
 }
 
-function version(ctx: DaemonContext, ask: UpstreamAsk): Handler {
+function version(ctx: OllamaInfoDeps, ask: UpstreamAsk): Handler {
   return (request, reply) =>
     relayAsk(ctx, ask, reply, { method: 'GET', path: '/api/version', body: null }, (answer, raw) =>
       typeof answer.version === 'string' ? raw : notAnAnswer('/api/version'),
@@ -139,7 +142,7 @@ function version(ctx: DaemonContext, ask: UpstreamAsk): Handler {
  * `POST /api/show` for the key's model or one of its aliases (sent as the model); any other model
  * is not there for this key, as Ollama says of a model it lacks (404). The card goes on as it came.
  */
-function show(ctx: DaemonContext, ask: UpstreamAsk): Handler {
+function show(ctx: OllamaInfoDeps, ask: UpstreamAsk): Handler {
   return async (request, reply) => {
     if (answerIfKeyLapsed(ctx, request, reply)) return reply;
     const { instance } = request.auth as AuthContext;
@@ -171,7 +174,7 @@ function show(ctx: DaemonContext, ask: UpstreamAsk): Handler {
  */
 export function registerOllamaInfo(
   app: FastifyInstance,
-  ctx: DaemonContext,
+  ctx: OllamaInfoDeps,
   onRequest: ((request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => void)[],
 ): void {
   const ask = new UpstreamAsk();

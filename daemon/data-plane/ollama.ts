@@ -12,12 +12,11 @@ import {
 import { tokenCount } from '../../src/wire/chat-response.js';
 import type { Json } from '../../src/wire/request-checks.js';
 import { obError } from '../../src/errors.js';
-import type { DaemonContext } from '../context.js';
-import { makeAuthHook } from './auth-hook.js';
+import { type AuthHookDeps, makeAuthHook } from './auth-hook.js';
 import { answerErrorsAsOllama } from './error-shape.js';
-import { registerOllamaInfo } from './ollama-info.js';
+import { type OllamaInfoDeps, registerOllamaInfo } from './ollama-info.js';
 import { PlainAnswer, type PlainShape } from './plain-relay.js';
-import { makeProxyHandler } from './proxied-route.js';
+import { type ProxyDeps, makeProxyHandler } from './proxied-route.js';
 import { type WireApi } from './wire-api.js';
 import { replyError } from './send-error.js';
 import { StreamAnswer } from './stream-relay.js';
@@ -103,7 +102,7 @@ const JSON_TYPE = /^application\/json\s*(;|$)/i;
  * (its own docs' curl lines send `-d` alone, which says form data), so such a body is taken as
  * JSON here too; the body's bytes must still be UTF-8 JSON (json-body.ts).
  */
-export function makeOllamaHandler(ctx: DaemonContext, api: WireApi<OllamaRequest>) {
+export function makeOllamaHandler(ctx: ProxyDeps, api: WireApi<OllamaRequest>) {
   const proxied = makeProxyHandler(ctx, api);
   return function ollamaRoute(request: FastifyRequest, reply: FastifyReply): void {
     if (!JSON_TYPE.test(request.headers['content-type'] ?? '')) request.headers['content-type'] = 'application/json';
@@ -128,7 +127,7 @@ const SERVED = servedList(DATA_PLANE_ROUTES.filter((r) => r.family === 'ollama')
  * every other path under /api answered in Ollama's error shape, those that manage the model
  * server with 403 before any key is looked at (no key may use them), the rest with 404.
  */
-export function registerOllamaRoutes(app: FastifyInstance, ctx: DaemonContext): void {
+export function registerOllamaRoutes(app: FastifyInstance, ctx: ProxyDeps & AuthHookDeps & OllamaInfoDeps): void {
   const sent = [ollamaErrors, makeAuthHook(ctx, true)];
   app.post('/api/chat', { onRequest: sent }, makeOllamaHandler(ctx, ollamaChatApi()));
   app.post('/api/generate', { onRequest: sent }, makeOllamaHandler(ctx, ollamaGenerateApi()));

@@ -3,12 +3,12 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ObProxyError, obError } from '../../src/errors.js';
 import type { Instance } from '../../src/domain/instance.js';
 import { stringifyExact } from '../../src/wire/json-body.js';
-import type { DaemonContext } from '../context.js';
+import type { ExchangeDeps } from '../context.js';
 import type { AuthContext } from './auth-context.js';
-import { ExchangeAccount } from './accounting.js';
+import { type AccountingDeps, ExchangeAccount } from './accounting.js';
 import { answerIfKeyLapsed } from './key-standing.js';
-import { reserveTokens } from './key-limits.js';
-import { QueuedRequest, refuseQueued } from './queued-request.js';
+import { type KeyLimitDeps, reserveTokens } from './key-limits.js';
+import { type QueueDeps, QueuedRequest, refuseQueued } from './queued-request.js';
 import { replyError, writeRawError } from './send-error.js';
 import { holdOnlyUpstreamBytes } from './body-reader.js';
 
@@ -16,7 +16,7 @@ import { estimatePromptTokens } from '../../src/wire/prompt-estimate.js';
 import { Relay, type RelayContext } from './upstream-relay.js';
 import type { RouteSupport } from './route-support.js';
 import type { Exchange } from './exchange.js';
-import type { Checked, Resend, Route, WireApi } from './wire-api.js';
+import type { AnswerDeps, Checked, Resend, Route, WireApi } from './wire-api.js';
 
 /** 400 model_mismatch: `asked` is neither the instance's model nor one of its aliases. */
 export function modelMismatch(instance: Instance, asked: string): ObProxyError {
@@ -26,12 +26,22 @@ export function modelMismatch(instance: Instance, asked: string): ObProxyError {
   });
 }
 
+/**
+ * What the request path touches once the body is in: the key's standing and limits, the queue,
+ * the exchange's accounting and its answer, and the upstream it is sent to.
+ */
+export type ProxyDeps = QueueDeps &
+  KeyLimitDeps &
+  AccountingDeps &
+  AnswerDeps &
+  Pick<ExchangeDeps, 'tracing' | 'deadlines' | 'upstreamTokens' | 'upstream'>;
+
 const JSON_TYPE = /^application\/json\s*(;|$)/i;
 // JSON is UTF-8 (RFC 8259); a body declared in another charset would be read as something else.
 const CHARSET = /;\s*charset\s*=\s*"?([^";\s]*)/i;
 const UTF8 = /^utf-?8$/i;
 
-export function makeProxyHandler<C extends Checked>(ctx: DaemonContext, api: WireApi<C>) {
+export function makeProxyHandler<C extends Checked>(ctx: ProxyDeps, api: WireApi<C>) {
   // Not async: the reply is hijacked, so Fastify need not wait on a promise for each request.
   return function proxiedRoute(request: FastifyRequest, reply: FastifyReply): void {
     // Checks 3 to 5 again, now that the body is in: before any check of the body (docs/contract.md §3
@@ -117,7 +127,7 @@ export function makeProxyHandler<C extends Checked>(ctx: DaemonContext, api: Wir
  * Hijacks the reply and sends `x` upstream, with its key and instance as the last re-check found
  * them (a queued request's turn re-checks), and the headers every answer to it carries.
  */
-function send<C extends Checked>(ctx: DaemonContext, x: Exchange<C>, reply: FastifyReply): void {
+function send<C extends Checked>(ctx: ProxyDeps, x: Exchange<C>, reply: FastifyReply): void {
   const request = reply.request;
   x.auth = request.auth as AuthContext;
   x.headers = request.rateLimit;
@@ -139,7 +149,7 @@ function send<C extends Checked>(ctx: DaemonContext, x: Exchange<C>, reply: Fast
  * The exchange of a checked request, sent upstream its route's way and answered on its `res`: a
  * Fastify request's hijacked response, or a Responses WebSocket message's (responses-socket.ts).
  */
-export function proxy<C extends Checked>(ctx: DaemonContext, x: Exchange<C>): void {
+export function proxy<C extends Checked>(ctx: ProxyDeps, x: Exchange<C>): void {
   const { api, auth } = x;
   const end = new ExchangeAccount(ctx, x);
   // Sent its API's own way to a server that may lack the route: its "no such route" is learned,
@@ -170,12 +180,13 @@ export function proxy<C extends Checked>(ctx: DaemonContext, x: Exchange<C>): vo
 }
 
 /** The relay for `rc`'s exchange made and put in flight, and the request sent upstream its route's way. */
-function dispatch<C extends Checked>(ctx: DaemonContext, x: Exchange<C>, rc: RelayContext, end: ExchangeAccount): void {
+function dispatch<C extends Checked>(ctx: ProxyDeps, x: Exchange<C>, rc: RelayContext, end: ExchangeAccount): void {
   const auth = x.auth;
   const relay = new Relay(rc, x.route.answer(ctx, rc, x.checked, auth.instance.deployment));
-  // In the turn the key was re-checked (answerIfKeyLapsed): from here a revocation ends it.
-  end.node = relay;
-  ctx.inflight.add(auth.key, relay);
+  end.relay = relay;
+  // In the turn the key was re-checked (answerIfKeyLapsed): from here a revocation ends it. A
+  // resend's exchange is in the list already, and stays.
+  if (end.inflightEntry === null) ctx.inflight.add(auth.key, end);
   try {
     ctx.upstream.dispatch(
       {
@@ -203,7 +214,7 @@ function dispatch<C extends Checked>(ctx: DaemonContext, x: Exchange<C>, rc: Rel
  * in the same exchange, carried by a new relay. A request that cannot be sent so is answered
  * with its 400, and the exchange ends.
  */
-function resend<C extends Checked>(ctx: DaemonContext, x: Exchange<C>, rc: RelayContext, end: ExchangeAccount): void {
+function resend<C extends Checked>(ctx: ProxyDeps, x: Exchange<C>, rc: RelayContext, end: ExchangeAccount): void {
   let other: Resend<C>;
   try {
     other = (x.api.fallback as (checked: C) => Resend<C>)(x.checked);
@@ -213,7 +224,6 @@ function resend<C extends Checked>(ctx: DaemonContext, x: Exchange<C>, rc: Relay
     end.ended(0, 0, 0, 0, 'error');
     return;
   }
-  if (end.node !== null) ctx.inflight.delete(end.node);
   x.route = other.route;
   x.body = other.body;
   dispatch(ctx, x, { ...rc, routeMissing: null, resend: null }, end);

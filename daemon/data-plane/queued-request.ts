@@ -1,12 +1,15 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ObProxyError } from '../../src/errors.js';
-import type { DaemonContext } from '../context.js';
+import type { DaemonBasics, ExchangeDeps } from '../context.js';
 import type { Waiter } from './admission.js';
 import type { AuthContext } from './auth-context.js';
-import { answerIfKeyLapsed } from './key-standing.js';
+import { type KeyStandingDeps, answerIfKeyLapsed } from './key-standing.js';
 import type { InflightEntry, InflightNode } from './inflight.js';
-import { queueRefusal, retryHeaders, warnQueueRefusal } from './key-limits.js';
+import { type QueueWarnDeps, queueRefusal, retryHeaders, warnQueueRefusal } from './key-limits.js';
 import { replyError } from './send-error.js';
+
+/** What a queued request touches: its instance's queue, the in-flight list, its key's standing. */
+export type QueueDeps = Pick<ExchangeDeps, 'admission' | 'inflight'> & KeyStandingDeps & QueueWarnDeps;
 
 /**
  * A request waiting for a slot of its instance (admission.ts). It is in its key's in-flight list
@@ -28,7 +31,7 @@ export class QueuedRequest implements Waiter, InflightNode {
   inflightNext: InflightNode | null = null;
 
   constructor(
-    private readonly ctx: DaemonContext,
+    private readonly ctx: QueueDeps,
     private readonly request: FastifyRequest,
     private readonly reply: FastifyReply,
     private readonly instance: string,
@@ -109,7 +112,7 @@ export class QueuedRequest implements Waiter, InflightNode {
 }
 
 export function refuseQueued(
-  ctx: DaemonContext,
+  ctx: Pick<DaemonBasics, 'metrics'> & QueueWarnDeps,
   reply: FastifyReply,
   reason: 'queue_full' | 'queue_timeout',
   instance: string,

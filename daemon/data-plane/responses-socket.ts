@@ -6,13 +6,13 @@ import { ObProxyError, obError } from '../../src/errors.js';
 import { responseId } from '../../src/ids.js';
 import { stringifyExact } from '../../src/wire/json-body.js';
 import { estimatePromptTokens } from '../../src/wire/prompt-estimate.js';
-import type { DaemonContext } from '../context.js';
+import type { ExchangeDeps, KeyCheckDeps } from '../context.js';
 import { endDuePacksSoon } from './key-standing.js';
 import { type AuthContext } from './auth-context.js';
 import { watchClose } from './close-watch.js';
 import type { InflightEntry, InflightNode } from './inflight.js';
 import { overLimit } from './key-limits.js';
-import { modelMismatch, proxy } from './proxied-route.js';
+import { type ProxyDeps, modelMismatch, proxy } from './proxied-route.js';
 import { type Route, type WireApi } from './wire-api.js';
 import { writeRawError } from './send-error.js';
 import { SocketMessage, SocketSlot } from './socket-message.js';
@@ -35,9 +35,12 @@ const CLOSE_WAIT_MS = 1000;
 const POLICY = 1008;
 const GOING_AWAY = 1001;
 
+/** What a socket touches: the request path's, its body memory, and whether the daemon is draining. */
+export type SocketDeps = ProxyDeps & Pick<KeyCheckDeps, 'draining'> & Pick<ExchangeDeps, 'bodies'>;
+
 /** What every socket of one listener shares: made once when the route is served. */
 export interface SocketRoute {
-  readonly ctx: DaemonContext;
+  readonly ctx: SocketDeps;
   readonly api: WireApi<ResponsesRequest>;
   readonly registry: SocketRegistry;
 }
@@ -71,7 +74,7 @@ export class ResponsesSocket implements InflightNode, MessageSink {
   /** Messages taken (not those refused while a response was under way), for the closing log line. */
   private messages = 0;
 
-  private readonly ctx: DaemonContext;
+  private readonly ctx: SocketDeps;
   private readonly api: WireApi<ResponsesRequest>;
   private readonly registry: SocketRegistry;
 

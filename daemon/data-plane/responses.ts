@@ -11,8 +11,8 @@ import { usageCounts } from '../../src/apis/responses/layouts.js';
 import { ResponsesStreamRelay } from '../../src/apis/responses/event-relay.js';
 import { ResponsesLayoutsByServer } from '../../src/apis/responses/server-layouts.js';
 import { spliceResponseId } from '../../src/apis/responses/splice.js';
-import type { DaemonContext } from '../context.js';
-import { makeProxyHandler } from './proxied-route.js';
+import type { DaemonBasics } from '../context.js';
+import { type ProxyDeps, makeProxyHandler } from './proxied-route.js';
 import { type WireApi } from './wire-api.js';
 import { translateResponses } from './responses-translation.js';
 import { RouteSupport } from './route-support.js';
@@ -63,7 +63,7 @@ export const RESPONSE_SHAPES = { spliced: responseShape(true), reencoded: respon
  * POST /v1/responses (docs/contract.md §6), passed through to the model server's own; where the
  * model server has none, translated to and from its chat completions (responses-translation.ts).
  */
-export function responsesApi(ctx: DaemonContext): WireApi<ResponsesRequest> {
+export function responsesApi(ctx: Pick<DaemonBasics, 'config' | 'clock'>): WireApi<ResponsesRequest> {
   // Learned per model server, shared by its streams (apis/responses/layouts.ts).
   const layouts = ctx.config.relayFastPath ? new ResponsesLayoutsByServer() : null;
   return {
@@ -94,7 +94,7 @@ export function responsesApi(ctx: DaemonContext): WireApi<ResponsesRequest> {
 }
 
 /** `api`: shared with the route's WebSocket mode (socket-upgrade.ts), which learns the same model servers. */
-export function makeResponsesHandler(ctx: DaemonContext, api = responsesApi(ctx)) {
+export function makeResponsesHandler(ctx: ProxyDeps, api = responsesApi(ctx)) {
   return makeProxyHandler(ctx, api);
 }
 

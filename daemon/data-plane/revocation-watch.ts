@@ -1,9 +1,12 @@
-import type { DaemonContext } from '../context.js';
+import type { ExchangeDeps } from '../context.js';
 import { inflightError } from './inflight.js';
-import { endDuePacksSoon, inflightRefusal } from './key-standing.js';
+import { type KeyStandingDeps, endDuePacksSoon, inflightRefusal } from './key-standing.js';
 
 /** How often the sweep re-checks keys with work in flight: well within the second promised. */
 export const SWEEP_MS = 250;
+
+/** What the watch reads: the keys' standing and the work in flight. */
+export type RevocationWatchDeps = KeyStandingDeps & Pick<ExchangeDeps, 'inflight'>;
 
 /**
  * Ends in-flight work when its key is revoked (docs/contract.md §3): at once on each `key.revoked`
@@ -13,7 +16,7 @@ export const SWEEP_MS = 250;
  * a key or its deployment that reaches the registry without an event, and a daemon gone out of
  * sync with its shared store for longer than --max-stale (every key's work ends). Returns stop.
  */
-export function watchRevocations(ctx: DaemonContext): () => void {
+export function watchRevocations(ctx: RevocationWatchDeps): () => void {
   const unsubscribe = ctx.lifecycle.onChange((e) => {
     if (e.type === 'key.revoked' && e.keyId !== undefined)
       ctx.inflight.end(e.keyId, inflightError(e.reason === 'pack_ended'));

@@ -1,7 +1,7 @@
 import { type Turn, responseOf, turnOf } from '../../src/apis/responses/socket-create.js';
 import type { ObProxyError } from '../../src/errors.js';
 import { requestId } from '../../src/ids.js';
-import type { DaemonContext } from '../context.js';
+import type { KeyCheckDeps } from '../context.js';
 import type { HeldSlot } from './close-watch.js';
 import { writeRawError } from './send-error.js';
 import { type MessageSink, SocketResponse } from './socket-response.js';
@@ -97,7 +97,7 @@ export class SocketSlot implements HeldSlot {
   private held = true;
 
   constructor(
-    private readonly ctx: DaemonContext,
+    private readonly ctx: Pick<KeyCheckDeps, 'keyLimits'>,
     private readonly key: string,
   ) {}
 

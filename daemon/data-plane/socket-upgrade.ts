@@ -5,12 +5,11 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunc
 import { WebSocketServer } from 'ws';
 import type { ResponsesRequest } from '../../src/apis/responses/request.js';
 import { obError } from '../../src/errors.js';
-import type { DaemonContext } from '../context.js';
-import { makeAuthHook } from './auth-hook.js';
+import { type AuthHookDeps, makeAuthHook } from './auth-hook.js';
 import { type AuthContext } from './auth-context.js';
 import { answerIfKeyLapsed } from './key-standing.js';
 import type { WireApi } from './wire-api.js';
-import { ResponsesSocket, type SocketRegistry, type SocketRoute } from './responses-socket.js';
+import { ResponsesSocket, type SocketDeps, type SocketRegistry, type SocketRoute } from './responses-socket.js';
 import { replyError } from './send-error.js';
 
 // The Responses API's WebSocket mode on GET /v1/responses: the upgrade request goes through
@@ -37,7 +36,11 @@ export function isResponsesUpgrade(req: IncomingMessage): boolean {
  * as it always was. A Node before 22.21 (or 24.9) hands every upgrade to the listener; those not
  * for this route go back to Node's HTTP parser as a plain request, without the upgrade asked.
  */
-export function serveResponsesSockets(app: FastifyInstance, ctx: DaemonContext, api: WireApi<ResponsesRequest>): void {
+export function serveResponsesSockets(
+  app: FastifyInstance,
+  ctx: SocketDeps & AuthHookDeps,
+  api: WireApi<ResponsesRequest>,
+): void {
   const registry = new Sockets(ctx.config.socketsPerKey);
   const route: SocketRoute = { ctx, api, registry };
   const wss = new WebSocketServer({

@@ -1,8 +1,8 @@
 import type { ObProxyError } from '../../src/errors.js';
-import type { DaemonContext } from '../context.js';
+import type { DaemonBasics, ExchangeDeps } from '../context.js';
 import type { Waiter } from './admission.js';
 import type { InflightEntry, InflightNode } from './inflight.js';
-import { queueRefusal, warnQueueRefusal } from './key-limits.js';
+import { type QueueWarnDeps, queueRefusal, warnQueueRefusal } from './key-limits.js';
 
 /** What a waiting message is to its socket (responses-socket.ts). */
 export interface WaitingMessage {
@@ -11,6 +11,11 @@ export interface WaitingMessage {
   /** Its key is checked again and, if it still passes, the message is sent holding the slot. */
   granted(): void;
 }
+
+/** What a waiting message touches: its instance's queue, the in-flight list, the queue's refusals. */
+export type SocketWaiterDeps = Pick<ExchangeDeps, 'admission' | 'inflight'> &
+  Pick<DaemonBasics, 'metrics'> &
+  QueueWarnDeps;
 
 /**
  * A socket's message waiting for a slot of its instance (admission.ts), as QueuedRequest is an
@@ -25,7 +30,7 @@ export class SocketWaiter implements Waiter, InflightNode {
   inflightNext: InflightNode | null = null;
 
   constructor(
-    private readonly ctx: DaemonContext,
+    private readonly ctx: SocketWaiterDeps,
     readonly key: string,
     private readonly instance: string,
     private readonly message: WaitingMessage,
@@ -74,7 +79,7 @@ export class SocketWaiter implements Waiter, InflightNode {
 
 /** A message refused by its instance's queue: counted and told as an HTTP request's refusal is. */
 export function refuseQueued(
-  ctx: DaemonContext,
+  ctx: SocketWaiterDeps,
   reason: 'queue_full' | 'queue_timeout',
   instance: string,
   message: WaitingMessage,

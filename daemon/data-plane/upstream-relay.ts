@@ -6,18 +6,19 @@ import { translateUpstreamError, upstreamStatusError } from '../../src/upstream/
 import type { HeaderList } from '../../src/services/key-limiter.js';
 import type { DeadlineNode, Deadlines } from './deadlines.js';
 import type { ExchangeSink } from './exchange-sink.js';
+import type { Terminable } from './inflight.js';
 import type { RelayObserver, RelayTrace } from './relay-observer.js';
-import type { InflightEntry, InflightNode } from './inflight.js';
-import { type CloseWatcher, type HeldSlot, handBackClose, unwatchClose, watchClose } from './close-watch.js';
+import type { CloseWatcher } from './close-watch.js';
 import { writeRawError } from './send-error.js';
 
 type Controller = Dispatcher.DispatchController;
 
 /**
  * How one kind of answer reaches the client: a plain one collected and written once
- * (plain-relay.ts), a stream relayed read by read (stream-relay.ts). The relay owns the exchange
- * (undici's handler, the deadlines, the key's in-flight list, the client's disconnect, the one
- * report of the end); its answer writes, and tells the relay when it is over (`finish`).
+ * (plain-relay.ts), a stream relayed read by read (stream-relay.ts). The relay carries the
+ * exchange (undici's handler, the deadlines, the client's disconnect, the one report of the end;
+ * the key's in-flight list holds the exchange's account, accounting.ts); its answer writes, and
+ * tells the relay when it is over (`finish`).
  */
 export interface RelayAnswer {
   /** Told the relay it writes for, when the relay is made. */
@@ -96,10 +97,8 @@ export function contentLength(headers: IncomingHttpHeaders): number {
  * deadline is refused with 502 upstream_error (one error event once a stream has begun) and the
  * upstream request aborted.
  */
-export class Relay implements Dispatcher.DispatchHandler, DeadlineNode, InflightNode, CloseWatcher {
+export class Relay implements Dispatcher.DispatchHandler, DeadlineNode, Terminable, CloseWatcher {
   controller: Controller | null = null;
-  /** The key's concurrency slot, when it has limits: given back when the response closes or the exchange is over. */
-  private readonly keySlot: HeldSlot | null;
   clientGone = false;
   /** undici went on to write the request: from here the model server may have the prompt. */
   private sent = false;
@@ -118,10 +117,6 @@ export class Relay implements Dispatcher.DispatchHandler, DeadlineNode, Inflight
   quietMs = 0;
   heardSeen = 0;
   quietSince = 0;
-  /** Its place among its key's requests in flight (inflight.ts). */
-  inflightEntry: InflightEntry | null = null;
-  inflightPrev: InflightNode | null = null;
-  inflightNext: InflightNode | null = null;
   /** After [DONE], the drain's deadline. */
   private drainTimer: NodeJS.Timeout | null = null;
   /** `done`, made only when asked for (the access log at info): most requests never need one. */
@@ -137,8 +132,6 @@ export class Relay implements Dispatcher.DispatchHandler, DeadlineNode, Inflight
     private readonly answer: RelayAnswer,
   ) {
     answer.attach(this);
-    // One listener for the response, shared by all (close-watch.ts).
-    this.keySlot = watchClose(c.res, this);
     c.deadlines.add(this, c.limits.responseDeadlineMs);
     // A response closes once: one closed before its relay was made (the client left between its
     // body's end and the handler) is never heard of again, and would be relayed to no one.
@@ -190,11 +183,11 @@ export class Relay implements Dispatcher.DispatchHandler, DeadlineNode, Inflight
     this.controller?.abort(new Error('the model server went on after [DONE]'));
   }
 
-  /** The client's socket closed: if before the answer was written whole, the client went away. */
+  /**
+   * The client's socket closed (told by its exchange, accounting.ts): if before the answer was
+   * written whole, the client went away.
+   */
   clientClosed(): void {
-    // The answer is written whole, or the client left: either way the key's slot is free again
-    // (a stream's upstream may still be drained after [DONE]; that is not the key's request).
-    this.keySlot?.release();
     if (this.c.res.writableFinished) return;
     this.clientGone = true;
     this.controller?.abort(new Error('the client went away'));
@@ -297,16 +290,15 @@ export class Relay implements Dispatcher.DispatchHandler, DeadlineNode, Inflight
 
   /**
    * The exchange goes on in another relay (the request sent again another way, nothing of this
-   * answer written): this one lets go of it without ending it (out of the deadlines, the
-   * response's close watch back to the key's slot) and is settled, so that nothing it hears
-   * later reaches the client or the exchange.
+   * answer written): this one lets go of it without ending it (out of the deadlines; the
+   * exchange keeps its place in flight and its close watch) and is settled, so that nothing it
+   * hears later reaches the client or the exchange.
    */
   private handOver(): void {
     this.settled = true;
     this.c.deadlines.remove(this);
     if (this.drainTimer !== null) clearTimeout(this.drainTimer);
     this.drainTimer = null;
-    handBackClose(this.c.res, this.keySlot);
   }
 
   onResponseError(_controller: Controller, err: Error): void {
@@ -339,8 +331,6 @@ export class Relay implements Dispatcher.DispatchHandler, DeadlineNode, Inflight
     this.c.deadlines.remove(this);
     if (this.drainTimer !== null) clearTimeout(this.drainTimer);
     this.drainTimer = null;
-    unwatchClose(this.c.res);
-    this.keySlot?.release();
     // A model server that refused, or never answered, or was never sent the request (its client
     // left first) read no prompt: nothing to estimate.
     const hadPrompt = this.status === 200 || (this.clientGone && this.sent);

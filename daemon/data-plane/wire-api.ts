@@ -1,5 +1,5 @@
 import type { Json } from '../../src/wire/request-checks.js';
-import type { DaemonContext } from '../context.js';
+import type { DaemonBasics, ExchangeDeps } from '../context.js';
 import type { Media } from '../../src/wire/media.js';
 import type { RouteSupport } from './route-support.js';
 import type { RelayAnswer, RelayContext } from './upstream-relay.js';
@@ -28,12 +28,15 @@ export interface Checked extends ExchangeShape {
   topP: number | null;
 }
 
+/** What a route's answer is made with: whether the fast path is on, and the layouts it learned. */
+export type AnswerDeps = Pick<DaemonBasics, 'config'> & Pick<ExchangeDeps, 'eventLayouts'>;
+
 /** Where a request is sent and what carries its answer: its API's own way, or the API's fallback. */
 export interface Route<C extends Checked> {
   /** The model server's path for it (`/v1/chat/completions`). */
   readonly upstreamPath: string;
   /** How the answer is written (plain-relay.ts, stream-relay.ts), in this API's shape. */
-  answer(ctx: DaemonContext, rc: RelayContext, checked: C, deployment: string): RelayAnswer;
+  answer(ctx: AnswerDeps, rc: RelayContext, checked: C, deployment: string): RelayAnswer;
 }
 
 /** A request sent another way: the body that goes upstream, and the route it takes. */

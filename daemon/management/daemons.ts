@@ -6,14 +6,14 @@ import {
   confirmationView,
   daemonsView,
 } from '../../src/services/revocation-confirmation.js';
-import type { DaemonContext } from '../context.js';
+import type { KeyCheckDeps, StatusDeps } from '../context.js';
 import { CONFIRMATIONS_QUERY } from './schemas.js';
 
 /** More keys than any one command revokes is a mistake, not a question. */
 const MAX_KEYS = 10_000;
 
 /** The store's daemons as `status` shows them; a store that cannot be read says why. */
-export async function daemonsOf(ctx: DaemonContext): Promise<DaemonsView & { problem?: string }> {
+export async function daemonsOf(ctx: Pick<StatusDeps, 'daemonReports'>): Promise<DaemonsView & { problem?: string }> {
   if (ctx.daemonReports === null) return daemonsView(null);
   try {
     return daemonsView(await ctx.daemonReports([]));
@@ -26,7 +26,10 @@ export async function daemonsOf(ctx: DaemonContext): Promise<DaemonsView & { pro
  * `--wait` asks here, again and again, until every live daemon has applied the revocations or
  * its bound passes (the CLI keeps the clock): one read of the daemons' rows per question.
  */
-export function registerDaemonRoutes(app: FastifyInstance, ctx: DaemonContext): void {
+export function registerDaemonRoutes(
+  app: FastifyInstance,
+  ctx: Pick<StatusDeps, 'daemonReports' | 'storeLocation'> & Pick<KeyCheckDeps, 'lifecycle'>,
+): void {
   app.get('/v1/daemons', () => daemonsOf(ctx));
 
   app.get<{ Querystring: { keys?: string; instance?: string } }>(

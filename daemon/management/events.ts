@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { AuditEvent } from '../../src/domain/key.js';
-import type { DaemonContext } from '../context.js';
+import type { DaemonBasics, KeyCheckDeps } from '../context.js';
 
 /**
  * What a reader of the event stream may leave unread in the daemon's memory. A stop writes one
@@ -15,7 +15,10 @@ export const MAX_UNREAD_EVENT_BYTES = 16 * 1024 * 1024;
  * GET /v1/events: Server-Sent Events of every change (the audit event; never a secret), so the
  * console updates without polling. A comment line every 15 s keeps idle connections honest.
  */
-export function registerEventRoutes(app: FastifyInstance, ctx: DaemonContext): void {
+export function registerEventRoutes(
+  app: FastifyInstance,
+  ctx: Pick<KeyCheckDeps, 'lifecycle'> & Pick<DaemonBasics, 'log'>,
+): void {
   app.get('/v1/events', (request, reply) => {
     reply.hijack();
     const res = reply.raw;

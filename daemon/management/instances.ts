@@ -4,7 +4,7 @@ import { type Instance, type InstanceState, assertTransition, normalizeEndpoint 
 import { ObProxyError, obError } from '../../src/errors.js';
 import type { HealthView } from '../../src/services/instance-health.js';
 import type { AddedView, ReadyView } from '../../src/wire/views.js';
-import type { DaemonContext } from '../context.js';
+import type { DaemonBasics, ExchangeDeps } from '../context.js';
 import {
   ADD_INSTANCE_BODY,
   ALIASES_BODY,
@@ -17,7 +17,7 @@ import {
   READY_BODY,
   type ReadyBody,
 } from './schemas.js';
-import { viewInstance } from './views.js';
+import { type ViewDeps, viewInstance } from './views.js';
 
 type Params = { id: string };
 
@@ -36,7 +36,7 @@ export function stillListening(request: FastifyRequest): boolean {
  * or endpoint that cannot go ready is left for lifecycle.ready to refuse, with its own message.
  */
 async function probeBeforeReady(
-  ctx: DaemonContext,
+  ctx: Pick<ViewDeps, 'health'>,
   current: Instance,
   rawEndpoint: unknown,
   token: string | undefined,
@@ -62,11 +62,14 @@ async function probeBeforeReady(
   return { endpoint, view };
 }
 
+/** What the instance routes touch: the lifecycle, the probes, the model servers' tokens, the log. */
+export type InstanceRouteDeps = ViewDeps & Pick<ExchangeDeps, 'upstreamTokens'> & Pick<DaemonBasics, 'log'>;
+
 /**
  * The instance routes translate HTTP to lifecycle calls and views. What follows a change (the
  * pack timer, the upstream token) is the daemon's subscription, daemon/lifecycle-follow.ts.
  */
-export function registerInstanceRoutes(app: FastifyInstance, ctx: DaemonContext): void {
+export function registerInstanceRoutes(app: FastifyInstance, ctx: InstanceRouteDeps): void {
   const lc = ctx.lifecycle;
   const byId = { schema: { params: ID_PARAMS, body: NO_BODY } };
 

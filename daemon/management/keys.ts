@@ -11,7 +11,7 @@ import type {
 } from '../../src/wire/views.js';
 import { revocationOfKey } from '../../src/wire/views.js';
 import { obError } from '../../src/errors.js';
-import type { DaemonContext } from '../context.js';
+import type { DaemonBasics, KeyCheckDeps } from '../context.js';
 import {
   AUDIT_QUERY,
   CREATE_KEY_BODY,
@@ -30,7 +30,10 @@ import { viewKey } from './views.js';
 
 type Params = { id: string };
 
-export function registerKeyRoutes(app: FastifyInstance, ctx: DaemonContext): void {
+export function registerKeyRoutes(
+  app: FastifyInstance,
+  ctx: Pick<KeyCheckDeps, 'lifecycle'> & Pick<DaemonBasics, 'log'>,
+): void {
   const lc = ctx.lifecycle;
   const byId = { schema: { params: ID_PARAMS, body: NO_BODY } };
 

@@ -1,10 +1,10 @@
 import type { FastifyInstance } from 'fastify';
 import { instancesUsing } from '../../src/domain/allowed-models.js';
 import type { ModelsView } from '../../src/wire/views.js';
-import type { DaemonContext } from '../context.js';
+import type { KeyCheckDeps } from '../context.js';
 import { MODELS_BODY, type ModelsBody } from './schemas.js';
 
-function viewModels(ctx: DaemonContext): ModelsView {
+function viewModels(ctx: Pick<KeyCheckDeps, 'lifecycle'>): ModelsView {
   const lc = ctx.lifecycle;
   const instances = [...lc.registry.instances.values()];
   return {
@@ -17,7 +17,7 @@ function viewModels(ctx: DaemonContext): ModelsView {
  * The allowed models: listed, and changed in one audited commit that every daemon of a shared
  * store applies as it hears it (the same change feed as any other change).
  */
-export function registerModelRoutes(app: FastifyInstance, ctx: DaemonContext): void {
+export function registerModelRoutes(app: FastifyInstance, ctx: Pick<KeyCheckDeps, 'lifecycle'>): void {
   app.get('/v1/models', async () => viewModels(ctx));
 
   // Body: `allow` ids to add, `disallow` ids to take away; the answer is the list after.

@@ -13,7 +13,7 @@ import {
   usedSince,
 } from '../../src/wire/usage-report.js';
 import { STREAM_PAGE, pageAfter, pageLimit, sendWholeList } from './list-pages.js';
-import type { DaemonContext } from '../context.js';
+import type { DaemonBasics, ExchangeDeps, KeyCheckDeps } from '../context.js';
 import { USAGE_BUCKETS_QUERY, USAGE_QUERY } from './schemas.js';
 import { type BucketSize, type UsageBucket, bucketsIn, hourStart } from '../../src/domain/usage-buckets.js';
 import { type UsageBucketsReport, bucketsReport } from '../../src/wire/usage-buckets-report.js';
@@ -23,7 +23,10 @@ type ReportQuery = Query & { limit?: string; after?: string; format?: 'json' | '
 type BucketsQuery = Query & { until?: string; by?: BucketSize };
 
 /** `ob-proxy usage`: the receipt of each pack, from the counters in memory. */
-export function registerUsageRoutes(app: FastifyInstance, ctx: DaemonContext): void {
+export function registerUsageRoutes(
+  app: FastifyInstance,
+  ctx: Pick<KeyCheckDeps, 'lifecycle'> & Pick<ExchangeDeps, 'usage'> & Pick<DaemonBasics, 'clock'>,
+): void {
   const registry = ctx.lifecycle.registry;
   // A page (`limit`, `after`) or every key as JSON lines (`format=lines`) walks the keys in the
   // order of `GET /v1/keys`, so a report of a million keys is never built in one turn; without

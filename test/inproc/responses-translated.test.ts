@@ -23,7 +23,7 @@ const post = (key: string | null, body: unknown): Promise<Answer> => postRespons
 beforeAll(async () => {
   d = await buildInproc({ bodyLimit: 64 * 1024, maxFrameBytes: 16 * 1024, maxAnswerBytes: 256 * 1024 });
   ({ sim: oldSim, url: oldSimUrl } = await startSim({ responses: false }));
-  for (const id of ['old', 'old-stream', 'old-bad', 'old-mid', 'old-hostile'])
+  for (const id of ['old', 'old-stream', 'old-bad', 'old-mid', 'old-resent', 'old-hostile'])
     keys[id] = await readyInstance(d, id, oldSimUrl);
 });
 
@@ -225,6 +225,36 @@ describe('in flight, translated', () => {
     );
     expect(r.text.match(/event: error/g)).toHaveLength(1);
     expect(paths(oldSim)).toEqual(['POST /v1/chat/completions']);
+    const upstream = await oldSim.waitFor((q) => q.path === '/v1/chat/completions' && q.endedAt !== null);
+    expect(upstream.aborted).toBe(true);
+  });
+
+  it('a first stream, sent again translated, is still ended by a revocation: the exchange stays in flight across the resend', async () => {
+    const pending = post(keys['old-resent']!, {
+      model: MODEL,
+      input: 'Say hello [[sim tokensPerSecond=20 chunks=200]]',
+      stream: true,
+    });
+    await oldSim.waitFor((r) => r.path === '/v1/chat/completions' && r.chunksSent >= 4);
+    const listed = (await d.manage('GET', '/v1/keys?instance=old-resent')).json as { id: string }[];
+    expect((await d.manage('POST', `/v1/keys/${listed[0]!.id}/revoke`, {})).status).toBe(200);
+    const r = await pending;
+    const events = framesOf(r.text);
+    const before = events.slice(0, -1);
+    expect(before.length).toBeGreaterThanOrEqual(6);
+    expect(events.at(-1)).toEqual({
+      event: 'error',
+      data: {
+        type: 'error',
+        code: 'revoked_api_key',
+        message:
+          'This API key was revoked (or its deployment stopped or removed) while the request was in flight; it can never be used again. Ask whoever gave you the key for a new one.',
+        param: null,
+        sequence_number: before.length,
+      },
+    });
+    expect(r.text.match(/event: error/g)).toHaveLength(1);
+    expect(paths(oldSim)).toEqual(['POST /v1/responses', 'POST /v1/chat/completions']);
     const upstream = await oldSim.waitFor((q) => q.path === '/v1/chat/completions' && q.endedAt !== null);
     expect(upstream.aborted).toBe(true);
   });
