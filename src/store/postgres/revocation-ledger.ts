@@ -119,9 +119,6 @@ export class RevocationLedger {
    * ob_revocations first, then every one as a change, with its audit event.
    */
   revokedWins(data: StoreData, rows: readonly KeyRecord[], journal: readonly JournalRecord[]): void {
-    // Usually there is nothing to apply: the maps of every key (two million entries at 1,000,000
-    // keys, seconds of a start) are made only when there is.
-    if (rows.length === 0 && journal.length === 0) return;
     const byId = new Map(data.keys.map((k) => [k.id, k]));
     const byHash = new Map(data.keys.map((k) => [k.hash, k]));
     const revoke = (key: KeyRecord, at: string, reason: RevokeReason): boolean => {
