@@ -9,15 +9,36 @@
  * (`--refused`: every probe's port closed).
  *
  *   node bench/scale.mjs [--keys 1000,10000,100000] [--postgres postgres://127.0.0.1:5432/test]
- *                        [--probes 100000 [--refused]] [--json]
+ *                        [--probes 100000 [--refused]] [--cache DIR] [--calls all|page,all,...]
+ *                        [--only json|postgres] [--json]
  *
  * --postgres: each size is also copied with `ob-proxy store migrate` into a database made for it
  * on that server (dropped after) and measured there. Needs `npm run build`. One size at a time:
  * a million keys takes a few GB (the generator's copy, and the daemon's).
+ *
+ * --cache DIR: the store of each size is made once and kept there (`db-<keys>.json`, and with
+ * --postgres a template database `ob_scale_<keys>_tpl`), each run starting on a copy of it.
+ * --calls: the management calls (CALLS below) each sent, in turn, while chat requests go one
+ * after another: the slowest and median chat during each. The daemon's CPU (user + system) for
+ * its start, and with --postgres the server's processes' CPU meanwhile, are given beside the wall
+ * time, with the machine's load average.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import {
+  closeSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  writeSync,
+} from 'node:fs';
+import { request } from 'node:http';
+import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { bigStoreData } from './big-store.mjs';
 import { OB_BIN, startServe } from './serve.mjs';
@@ -32,7 +53,26 @@ const SIZES = arg('--keys', '1000,10000,100000').split(',').map(Number);
 const PG = arg('--postgres', null);
 const PROBES = Number(arg('--probes', '0'));
 const REFUSED = argv.includes('--refused');
-const NODE_ARGS = ['--max-semi-space-size=8'];
+const CACHE = arg('--cache', null);
+const ONLY = arg('--only', null);
+const NODE_ARGS = ['--max-semi-space-size=8', ...(arg('--node-args', '') || '').split(' ').filter(Boolean)];
+/** Management calls (GET on the socket), by the name --calls takes. */
+const CALLS = {
+  page: '/v1/keys?limit=1000',
+  all: '/v1/keys?format=lines',
+  'all-json': '/v1/keys',
+  revocations: '/v1/revocations?format=lines',
+  usage: '/v1/usage',
+  status: '/v1/status',
+  stats: '/v1/stats',
+  instances: '/v1/instances',
+  audit: '/v1/audit?limit=10000',
+  daemons: '/v1/daemons',
+};
+const CALLED = (() => {
+  const v = arg('--calls', 'all');
+  return v === 'every' ? Object.keys(CALLS) : v.split(',');
+})();
 const CHATS = 30;
 
 /** db.json written a piece at a time: a million keys is past what one string holds. */
@@ -68,6 +108,38 @@ function rssMiB(pid) {
 function cpuMs(pid) {
   const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
   return ((Number(f[11]) + Number(f[12])) * 1000) / 100;
+}
+
+/** CPU ms of every process of the PostgreSQL server (its backends included). */
+function pgCpuMs() {
+  let sum = 0;
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
+      if (!stat.includes('(postgres)')) continue;
+      sum += cpuMs(Number(d));
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return sum;
+}
+
+/** A GET on the daemon's socket, its body read and dropped. */
+function socketGet(socketPath, path) {
+  return new Promise((done, fail) => {
+    const req = request({ socketPath, path, method: 'GET' }, (res) => {
+      let bytes = 0;
+      res.on('data', (b) => (bytes += b.length));
+      res.on('end', () =>
+        res.statusCode === 200 ? done(bytes) : fail(new Error(`${path} answered ${res.statusCode}`)),
+      );
+      res.on('error', fail);
+    });
+    req.on('error', fail);
+    req.end();
+  });
 }
 
 function upstream(host = '127.0.0.1') {
@@ -126,12 +198,31 @@ function listAll(home, counted) {
   );
 }
 
+/** The store of `keys` keys written at `path`: from the cache when it holds one (made there once). */
+function storeFile(keys, path) {
+  if (CACHE === null) return writeStore(path, bigStoreData({ instances: Math.max(1, keys / 10), keys, events: 0 }));
+  mkdirSync(CACHE, { recursive: true });
+  const cached = join(CACHE, `db-${keys}.json`);
+  if (!existsSync(cached)) {
+    writeStore(`${cached}.tmp`, bigStoreData({ instances: Math.max(1, keys / 10), keys, events: 0 }));
+    renameSync(`${cached}.tmp`, cached);
+  }
+  copyFileSync(cached, path);
+}
+
+function pgHas(name) {
+  const r = spawnSync('psql', [PG, '-tAc', `SELECT 1 FROM pg_database WHERE datname = '${name}'`], {
+    encoding: 'utf8',
+  });
+  return r.stdout.trim() === '1';
+}
+
 function pgDatabase(name, drop) {
   const sql = drop ? `DROP DATABASE IF EXISTS ${name} WITH (FORCE)` : `CREATE DATABASE ${name}`;
   const url = new URL(PG);
   const r = spawnSync('psql', [PG, '-v', 'ON_ERROR_STOP=1', '-c', sql], { encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`psql: ${r.stderr}`);
-  url.pathname = `/${name}`;
+  url.pathname = `/${name.split(' ')[0]}`;
   return url.toString();
 }
 
@@ -142,32 +233,39 @@ async function measure(keys, store) {
   let dbName = null;
   let serve = null;
   try {
-    const data = bigStoreData({ instances: Math.max(1, keys / 10), keys, events: 0 });
-    writeStore(join(home, 'db.json'), data);
+    storeFile(keys, join(home, 'db.json'));
     const args = ['--log-level', 'warn', '--probe-interval', '0'];
     let migrateMs = null;
     if (store === 'postgres') {
       dbName = `ob_scale_${keys}`;
       pgDatabase(dbName, true);
-      const url = pgDatabase(dbName, false);
-      const t = performance.now();
-      const m = spawnSync(
-        process.execPath,
-        [OB_BIN, 'store', 'migrate', '--from', join(home, 'db.json'), '--to', url],
-        {
-          encoding: 'utf8',
-        },
-      );
-      if (m.status !== 0) throw new Error(`store migrate: ${m.stderr}`);
-      migrateMs = performance.now() - t;
+      const template = CACHE === null ? null : `${dbName}_tpl`;
+      const ready = template !== null && pgHas(template);
+      const url = pgDatabase(ready ? `${dbName} TEMPLATE ${template}` : dbName, false);
+      if (!ready) {
+        const t = performance.now();
+        const m = spawnSync(
+          process.execPath,
+          [OB_BIN, 'store', 'migrate', '--from', join(home, 'db.json'), '--to', url],
+          {
+            encoding: 'utf8',
+          },
+        );
+        if (m.status !== 0) throw new Error(`store migrate: ${m.stderr}`);
+        migrateMs = performance.now() - t;
+        if (template !== null) pgDatabase(`${template} TEMPLATE ${dbName}`, false);
+      }
       rmSync(join(home, 'db.json'));
-      args.push('--store', url);
+      args.push('--store', url.replace(/ TEMPLATE .*/, ''));
     }
+    const load = loadavg();
+    const pg0 = store === 'postgres' ? pgCpuMs() : 0;
     const t0 = performance.now();
     serve = await startServe({ home, args, nodeArgs: NODE_ARGS, logs: 'ignore', timeoutMs: 600_000 });
     const startMs = performance.now() - t0;
     // Its CPU to start: on a shared machine the wall time is the neighbours' as much as its own.
     const startCpuMs = cpuMs(serve.proc.pid);
+    const pgStartCpuMs = store === 'postgres' ? pgCpuMs() - pg0 : null;
     const rss = rssMiB(serve.proc.pid);
     const client = new DaemonClient(join(home, 'ob-proxy.sock'));
     client.timeoutMs = 600_000;
@@ -186,12 +284,33 @@ async function measure(keys, store) {
     t = performance.now();
     const during = await slowestDuring(serve.baseUrl, secret, () => listAll(home, (n) => (lines += n)));
     const wholeMs = performance.now() - t;
+    // Each management call on the socket, alone, with chat requests one after another meanwhile.
+    const calls = {};
+    for (const name of CALLED) {
+      if (name === 'all') continue;
+      const c0 = cpuMs(serve.proc.pid);
+      const tc = performance.now();
+      let bytes = 0;
+      const d = await slowestDuring(serve.baseUrl, secret, async () => {
+        bytes = await socketGet(join(home, 'ob-proxy.sock'), CALLS[name]);
+      });
+      calls[name] = {
+        ms: Math.round(performance.now() - tc),
+        cpuMs: cpuMs(serve.proc.pid) - c0,
+        bytes,
+        chatMedianMs: +d.median.toFixed(1),
+        chatMaxMs: +d.slowest.toFixed(1),
+        chats: d.n,
+      };
+    }
     const result = {
       store,
       keys,
+      load1: +load[0].toFixed(1),
       migrateMs,
       startMs,
       startCpuMs,
+      pgStartCpuMs,
       rssMiB: rss,
       rssAfterMiB: rssMiB(serve.proc.pid),
       pageMs,
@@ -202,6 +321,7 @@ async function measure(keys, store) {
       chatDuringListMs: during.median,
       chatDuringListMaxMs: during.slowest,
       chatsDuringList: during.n,
+      calls,
     };
     console.log(JSON.stringify(result));
     return result;
@@ -289,6 +409,6 @@ if (PROBES > 0) {
   await measureProbes(PROBES, false);
 } else
   for (const keys of SIZES) {
-    await measure(keys, 'json');
-    if (PG !== null) await measure(keys, 'postgres');
+    if (ONLY !== 'postgres') await measure(keys, 'json');
+    if (PG !== null && ONLY !== 'json') await measure(keys, 'postgres');
   }

@@ -18,6 +18,10 @@ import {
   type ReadyBody,
 } from './schemas.js';
 import { type ViewDeps, viewInstance } from './views.js';
+import { sendArrayInPieces } from './list-pages.js';
+
+/** localeCompare's order (the default locale's), without a collator made per comparison. */
+const collate = new Intl.Collator().compare;
 
 type Params = { id: string };
 
@@ -76,12 +80,12 @@ export function registerInstanceRoutes(app: FastifyInstance, ctx: InstanceRouteD
   app.get<{ Querystring: { state?: InstanceState } }>(
     '/v1/instances',
     { schema: { querystring: INSTANCES_QUERY } },
-    async (request) => {
+    async (request, reply) => {
       const state = request.query.state;
-      return [...lc.registry.instances.values()]
+      const list = [...lc.registry.instances.values()]
         .filter((i) => state === undefined || i.state === state)
-        .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id))
-        .map((i) => viewInstance(ctx, i));
+        .sort((a, b) => collate(a.createdAt, b.createdAt) || collate(a.id, b.id));
+      return sendArrayInPieces(reply, list, (i) => viewInstance(ctx, i));
     },
   );
 

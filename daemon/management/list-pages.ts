@@ -74,3 +74,28 @@ export function sendWholeList<V>(
     .type(lines ? 'application/x-ndjson' : 'application/json; charset=utf-8')
     .send(Readable.from(pieces(), { objectMode: false }));
 }
+
+/**
+ * `items` sent as one JSON array in pieces, as sendWholeList sends keys: STREAM_PAGE of them
+ * viewed and written between two turns of the event loop. 50,000 instances answered whole held
+ * every request for a quarter of a second.
+ */
+export function sendArrayInPieces<T>(
+  reply: FastifyReply,
+  items: readonly T[],
+  view: (item: T) => unknown,
+): FastifyReply {
+  async function* pieces(): AsyncGenerator<string> {
+    let text = '[';
+    for (let i = 0; i < items.length; i++) {
+      text += (i === 0 ? '' : ',') + JSON.stringify(view(items[i]!));
+      if ((i + 1) % STREAM_PAGE === 0) {
+        yield text;
+        text = '';
+        await new Promise<void>((resolve) => setImmediate(resolve));
+      }
+    }
+    yield `${text}]`;
+  }
+  return reply.type('application/json; charset=utf-8').send(Readable.from(pieces(), { objectMode: false }));
+}

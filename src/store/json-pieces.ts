@@ -1,15 +1,21 @@
 /**
  * A JSON document held as bytes, parsed a member at a time: the top-level object's scalar and
- * object members whole, and each element of its array members on its own. A store's snapshot
- * holds a record per element, so no string is ever made of more than one record. V8 caps a string
- * at about 512 MiB: `JSON.parse(readFile(…, 'utf8'))` could not load a store past about 950,000
- * keys, while a Buffer holds a few GiB.
+ * object members whole, and its array members in pieces of about PIECE_BYTES, cut between two
+ * elements. A store's snapshot holds a record per element, so no string is ever made of much more
+ * than a piece. V8 caps a string at about 512 MiB: `JSON.parse(readFile(…, 'utf8'))` could not
+ * load a store past about 950,000 keys, while a Buffer holds a few GiB.
  *
  * The bytes are scanned for structure only (quotes, backslashes, brackets, commas and colons, all
  * ASCII, so a UTF-8 continuation byte is never taken for one); each piece found is then given to
  * JSON.parse, which checks it. A document whose pieces do not join up as one object is refused
  * as JSON.parse would refuse it: with a SyntaxError.
  */
+
+/**
+ * Bytes of array elements parsed by one JSON.parse: a call per record (a million keys, as many
+ * events) spent more on the calls and their strings than on the parsing.
+ */
+export const PIECE_BYTES = 1 << 20;
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
@@ -26,6 +32,21 @@ function isSpace(b: number): boolean {
 
 function syntax(at: number, what: string): SyntaxError {
   return new SyntaxError(`${what} at byte ${at} of the store file`);
+}
+
+/**
+ * The end (exclusive) of the string starting at `from` (its opening quote). A loop over the bytes:
+ * a store's strings are short, and an indexOf a string cost more in its call than in its search.
+ */
+function stringEnd(buf: Buffer, from: number): number {
+  const n = buf.length;
+  let i = from + 1;
+  while (i < n) {
+    const b = buf[i] as number;
+    if (b === QUOTE) return i + 1;
+    i += b === BACKSLASH ? 2 : 1;
+  }
+  throw syntax(from, 'Unterminated string');
 }
 
 class Cursor {
@@ -49,25 +70,12 @@ class Cursor {
     this.at++;
   }
 
-  /** The end (exclusive) of the string starting at `at` (its opening quote). */
-  private stringEnd(from: number): number {
-    let i = from + 1;
-    for (;;) {
-      const q = this.buf.indexOf(QUOTE, i);
-      if (q === -1) throw syntax(from, 'Unterminated string');
-      let k = q - 1;
-      while (this.buf[k] === BACKSLASH) k--;
-      if ((q - 1 - k) % 2 === 0) return q + 1;
-      i = q + 1;
-    }
-  }
-
   /** Skips one value, returning where it began and ended (exclusive). */
   value(): [number, number] {
     const start = (this.peek(), this.at);
     const first = this.buf[start] as number;
     if (first === QUOTE) {
-      this.at = this.stringEnd(start);
+      this.at = stringEnd(this.buf, start);
       return [start, this.at];
     }
     if (first !== OPEN_OBJECT && first !== OPEN_ARRAY) {
@@ -86,7 +94,7 @@ class Cursor {
     while (i < this.buf.length) {
       const b = this.buf[i] as number;
       if (b === QUOTE) {
-        i = this.stringEnd(i);
+        i = stringEnd(this.buf, i);
         continue;
       }
       if (b === OPEN_OBJECT || b === OPEN_ARRAY) depth++;
@@ -107,7 +115,10 @@ class Cursor {
   }
 }
 
-/** The elements of the array starting at the cursor, each parsed on its own. */
+/**
+ * The elements of the array starting at the cursor, parsed a piece at a time: the elements
+ * between two commas of the array's own level, at least PIECE_BYTES apart (or to its end).
+ */
 function parseArray(c: Cursor): unknown[] {
   c.expect(OPEN_ARRAY, "'['");
   const out: unknown[] = [];
@@ -115,13 +126,39 @@ function parseArray(c: Cursor): unknown[] {
     c.at++;
     return out;
   }
-  for (;;) {
-    out.push(c.parse(c.value()));
-    const b = c.peek();
-    c.at++;
-    if (b === CLOSE_ARRAY) return out;
-    if (b !== COMMA) throw syntax(c.at - 1, "Expected ',' or ']'");
+  const buf = c.buf;
+  const n = buf.length;
+  const piece = (from: number, to: number): void => {
+    const values = JSON.parse(`[${buf.toString('utf8', from, to)}]`) as unknown[];
+    // A piece of nothing but space: the array ended in a comma, which JSON.parse refuses too.
+    if (values.length === 0) throw syntax(from, 'Unexpected end of array');
+    for (const v of values) out.push(v);
+  };
+  let start = c.at;
+  let depth = 0;
+  let i = start;
+  while (i < n) {
+    const b = buf[i] as number;
+    if (b === QUOTE) {
+      i = stringEnd(buf, i);
+      continue;
+    }
+    if (b === OPEN_OBJECT || b === OPEN_ARRAY) depth++;
+    else if (b === CLOSE_OBJECT || b === CLOSE_ARRAY) {
+      if (depth === 0) {
+        if (b !== CLOSE_ARRAY) throw syntax(i, "Expected ',' or ']'");
+        piece(start, i);
+        c.at = i + 1;
+        return out;
+      }
+      depth--;
+    } else if (b === COMMA && depth === 0 && i - start >= PIECE_BYTES) {
+      piece(start, i);
+      start = i + 1;
+    }
+    i++;
   }
+  throw syntax(start, 'Unexpected end of JSON');
 }
 
 /**

@@ -17,6 +17,7 @@ import { type PgTarget, pgTarget, setupProblem } from './postgres/setup-problems
 import { loadUsageByRoute } from './postgres/usage.js';
 import { readBuckets } from './postgres/usage-buckets.js';
 import type { UsageBucket } from '../domain/usage-buckets.js';
+import type { UsageByRoute } from '../domain/route-usage.js';
 import { replaceAll } from './postgres/replace-all.js';
 import { RevocationLedger } from './postgres/revocation-ledger.js';
 import { RevocationWriteBack } from './postgres/revocation-write-back.js';
@@ -177,8 +178,8 @@ export class PostgresStore implements Store {
         'SELECT change_no, (SELECT at::text FROM ob_changes WHERE no = change_no) AS at FROM ob_meta WHERE id = 1',
       );
       const instances = await client.query<{ record: Instance }>('SELECT record FROM ob_instances ORDER BY id');
-      const keys = await readKeyPages(client, this.keyPage);
       const byRoute = await loadUsageByRoute(client);
+      const keys = await readKeyPages(client, this.keyPage, byRoute);
       // The audit trail is read when asked (auditEvents), not held: it grows with history. A
       // reload after a gap reads the events committed since the last load, for the listeners.
       const events = await client.query<{ record: AuditEvent }>(
@@ -204,21 +205,7 @@ export class PostgresStore implements Store {
       const data: StoreData = {
         version: STORE_VERSION,
         instances: instances.rows.map((r) => r.record),
-        keys: keys.map((r) => ({
-          ...r.record,
-          usage: {
-            requests: Number(r.requests),
-            promptTokens: Number(r.prompt_tokens),
-            completionTokens: Number(r.completion_tokens),
-            reasoningTokens: Number(r.reasoning_tokens),
-            errors: Number(r.errors),
-            disconnects: Number(r.disconnects),
-            estimatedTokens: Number(r.estimated_tokens),
-            firstUsedAt: r.first_used_at,
-            byRoute: byRoute.get(r.record.id) ?? {},
-          },
-          lastUsedAt: r.last_used_at,
-        })),
+        keys,
         events: events.rows.map((r) => r.record),
         ...(models.rows[0] === undefined ? {} : { models: models.rows[0].value }),
       };
@@ -417,19 +404,45 @@ interface KeyRow {
 /**
  * Every key, through a cursor of the transaction's snapshot: one statement took 8 of the pool's
  * 9 s statement time-out at 1,000,000 keys, so a start failed as the store grew. Each FETCH is a
- * statement of its own, bounded by the page.
+ * statement of its own, bounded by the page. The rows come as the table holds them and are put
+ * in order (creation, id) here: ordered by the database, the first FETCH sorted them all, and
+ * outran the time-out at 500,000 keys on a loaded machine. Each row's record is made the key in
+ * place (its counters from their columns): a copy of it was garbage of a million objects.
  */
-async function readKeyPages(client: pg.PoolClient, size: number): Promise<KeyRow[]> {
+async function readKeyPages(
+  client: pg.PoolClient,
+  size: number,
+  byRoute: ReadonlyMap<string, UsageByRoute>,
+): Promise<KeyRecord[]> {
   await client.query(
-    `DECLARE ob_load_keys NO SCROLL CURSOR FOR SELECT record, requests, prompt_tokens, completion_tokens, last_used_at,
-       reasoning_tokens, errors, disconnects, first_used_at, estimated_tokens FROM ob_keys ORDER BY record->>'createdAt', id`,
+    `DECLARE ob_load_keys NO SCROLL CURSOR FOR SELECT record, requests, prompt_tokens, completion_tokens,
+       last_used_at, reasoning_tokens, errors, disconnects, first_used_at, estimated_tokens FROM ob_keys`,
   );
-  const out: KeyRow[] = [];
+  const out: KeyRecord[] = [];
   for (;;) {
     const page = await client.query<KeyRow>(`FETCH ${size} FROM ob_load_keys`);
-    for (const r of page.rows) out.push(r);
+    for (const r of page.rows) {
+      const key = r.record;
+      key.usage = {
+        requests: Number(r.requests),
+        promptTokens: Number(r.prompt_tokens),
+        completionTokens: Number(r.completion_tokens),
+        reasoningTokens: Number(r.reasoning_tokens),
+        errors: Number(r.errors),
+        disconnects: Number(r.disconnects),
+        estimatedTokens: Number(r.estimated_tokens),
+        firstUsedAt: r.first_used_at,
+        byRoute: byRoute.get(key.id) ?? {},
+      };
+      key.lastUsedAt = r.last_used_at;
+      out.push(key);
+    }
     if (page.rows.length < size) break;
   }
   await client.query('CLOSE ob_load_keys');
-  return out;
+  // Usually in that order already (rows are written as keys are made): a sort that finds it so
+  // is one pass.
+  return out.sort((a, b) =>
+    a.createdAt !== b.createdAt ? (a.createdAt < b.createdAt ? -1 : 1) : a.id < b.id ? -1 : a.id > b.id ? 1 : 0,
+  );
 }

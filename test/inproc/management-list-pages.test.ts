@@ -2,10 +2,11 @@
  * The key and revocation lists a page at a time: a cursor walks every record once, in order,
  * filters hold on every page, a key added between two pages comes at the end, and the whole list
  * (one JSON array, or JSON lines) is the pages joined. The audit trail is read from the store,
- * not from the few events the daemon holds.
+ * not from the few events the daemon holds. The instance list, longer than a piece, sent whole.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { KeyView, RevocationView } from '../../src/wire/views.js';
+import type { InstanceView, KeyView, RevocationView } from '../../src/wire/views.js';
+import { STREAM_PAGE } from '../../daemon/management/list-pages.js';
 import { HELD_EVENTS } from '../../src/services/registry.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { bigStoreData } from '../helpers/big-store.js';
@@ -153,5 +154,44 @@ describe('the audit trail', () => {
     // The big store's events, and those the tests above added (a key.created and a key.revoked).
     expect(trail.length).toBe(EVENTS + 2);
     expect(trail.slice(0, 3).map((e) => e.seq)).toEqual([1, 2, 3]);
+  });
+});
+
+describe('GET /v1/instances', () => {
+  it('sends more instances than a piece holds as one JSON array, by creation then id', async () => {
+    const many = bigStoreData({ instances: 2 * STREAM_PAGE + 7, keys: 2 * STREAM_PAGE + 7, events: 0 });
+    // Two creation times, the later one first in the store: the list is by time, then by id.
+    // The memory store is not read through the validation, which gives a record its aliases.
+    many.instances.forEach((inst, i) => {
+      Object.assign(inst, { aliases: [] });
+      if (i % 2 === 0) inst.createdAt = '2026-11-02T00:00:00.000Z';
+    });
+    const own = await buildInproc({}, {}, new MemoryStore(many));
+    try {
+      const res = await own.manage('GET', '/v1/instances');
+      expect(res.status).toBe(200);
+      expect(res.headers['content-type']).toBe('application/json; charset=utf-8');
+      const list = res.json as InstanceView[];
+      const expected = [...many.instances]
+        .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id))
+        // One key an instance, every fifth revoked.
+        .map((i) => ({ id: i.id, createdAt: i.createdAt, activeKeys: Number(i.id.slice(4)) % 5 === 4 ? 0 : 1 }));
+      expect(list.map((i) => ({ id: i.id, createdAt: i.createdAt, activeKeys: i.activeKeys }))).toEqual(expected);
+      expect(list[0]).toEqual({
+        id: expected[0]!.id,
+        model: 'gemma4:26b',
+        aliases: [],
+        endpoint: 'http://127.0.0.1:9/v1',
+        state: 'ready',
+        packEndsAt: null,
+        upstreamTokenFile: null,
+        activeKeys: expected[0]!.activeKeys,
+        createdAt: '2026-11-01T00:00:00.000Z',
+        updatedAt: '2026-11-01T00:00:00.000Z',
+        health: null,
+      });
+    } finally {
+      await own.close();
+    }
   });
 });

@@ -1,11 +1,11 @@
 /**
- * The store file read a record at a time (src/store/json-pieces.ts): the same value as JSON.parse
- * for every document, the same refusal for a broken one, and no string ever made of more than
- * one member or array element.
+ * The store file read a piece at a time (src/store/json-pieces.ts): the same value as JSON.parse
+ * for every document, the same refusal for a broken one, and no string ever made of much more
+ * than a piece (PIECE_BYTES of array elements, or one member).
  */
 import fc from 'fast-check';
 import { describe, expect, it, vi } from 'vitest';
-import { parseJsonPieces } from '../../src/store/json-pieces.js';
+import { PIECE_BYTES, parseJsonPieces } from '../../src/store/json-pieces.js';
 
 describe('parseJsonPieces', () => {
   it('gives what JSON.parse gives, for any document, however it is spaced', () => {
@@ -44,7 +44,14 @@ describe('parseJsonPieces', () => {
     },
   );
 
-  it('parses each record of a large array on its own: no string longer than one record', () => {
+  it('refuses an array ending in a comma where a piece is cut, or broken within a later piece', () => {
+    const big = JSON.stringify('x'.repeat(PIECE_BYTES));
+    for (const doc of [`{"a":[${big},]}`, `{"a":[${big}, ]}`, `{"a":[${big},1 2]}`, `{"a":[${big},{]}`])
+      expect(() => parseJsonPieces(Buffer.from(doc))).toThrow(SyntaxError);
+    expect(parseJsonPieces(Buffer.from(`{"a":[${big},1,[2]]}`))).toEqual({ a: [JSON.parse(big), 1, [2]] });
+  });
+
+  it('parses a large array in pieces: no string longer than a piece and one record', () => {
     const records = Array.from({ length: 20_000 }, (_, i) => ({ id: `k${i}`, name: `key ${i}`, hash: 'x'.repeat(64) }));
     const buf = Buffer.from(JSON.stringify({ version: 3, keys: records, instances: [] }, null, 1));
     const seen: number[] = [];
@@ -55,7 +62,9 @@ describe('parseJsonPieces', () => {
     } finally {
       parse.mockRestore();
     }
-    expect(Math.max(...seen)).toBeLessThan(200);
+    expect(Math.max(...seen)).toBeLessThan(PIECE_BYTES + 200);
+    // The keys' array, cut in pieces: more than one, each past PIECE_BYTES but the last.
+    expect(seen.filter((n) => n >= PIECE_BYTES).length).toBe(Math.floor(buf.length / PIECE_BYTES));
     expect(buf.length).toBeGreaterThan(2_000_000);
   });
 });
