@@ -1,3 +1,4 @@
+import { UpstreamWatch } from './upstream-watch.js';
 import type { ServerResponse } from 'node:http';
 import type { KeyRecord } from '../../src/domain/key.js';
 import type { ObProxyError } from '../../src/errors.js';
@@ -48,6 +49,8 @@ const INFO_LEVELS = new Set(['trace', 'debug', 'info']);
 export class ExchangeAccount implements ExchangeSink, InflightNode, CloseWatcher {
   /** The relay carrying it now: what a revocation ends, and what is told its client left. */
   relay: (Terminable & CloseWatcher) | null = null;
+  /** Its place in the response deadlines and its watch on the model server's silence, handed to each relay that carries it. */
+  readonly watch = new UpstreamWatch();
   /** The key's concurrency slot, when it has limits: given back when the response closes or the exchange is over. */
   private readonly keySlot: HeldSlot | null;
   inflightEntry: InflightEntry | null = null;

@@ -166,6 +166,7 @@ export function proxy<C extends Checked>(ctx: ProxyDeps, x: Exchange<C>): void {
     exchange: end,
     limits: ctx.config,
     deadlines: ctx.deadlines,
+    watch: end.watch,
     observer: end.observer,
     headers: x.headers,
     log: ctx.log,

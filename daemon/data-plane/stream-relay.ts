@@ -178,14 +178,14 @@ export class StreamAnswer implements RelayAnswer {
     const res = this.r.c.res;
     this.waiting = true;
     // A client that does not read is not the model server's silence (undici's time-out alike).
-    this.r.quietMs = 0;
+    this.r.c.watch.quietMs = 0;
     this.r.controller?.pause();
     const resume = (): void => {
       res.off('drain', resume);
       res.off('close', resume);
       this.waiting = false;
-      this.r.quietMs = this.r.c.limits.idleTimeoutMs;
-      this.r.heard++;
+      this.r.c.watch.quietMs = this.r.c.limits.idleTimeoutMs;
+      this.r.c.watch.heard++;
       // After a disconnect the request is aborted: nothing to resume.
       if (!this.r.clientGone) this.r.controller?.resume();
     };

@@ -4,7 +4,8 @@ import { type ObProxyError, obError } from '../../src/errors.js';
 import { type AnswerLimits, limitErrors } from '../../src/upstream/answer-limits.js';
 import { translateUpstreamError, upstreamStatusError } from '../../src/upstream/upstream-errors.js';
 import type { HeaderList } from '../../src/services/key-limiter.js';
-import type { DeadlineNode, Deadlines } from './deadlines.js';
+import type { Deadlines } from './deadlines.js';
+import type { UpstreamWatch, WatchedRelay } from './upstream-watch.js';
 import type { ExchangeSink } from './exchange-sink.js';
 import type { Terminable } from './inflight.js';
 import type { RelayObserver, RelayTrace } from './relay-observer.js';
@@ -51,6 +52,8 @@ export interface RelayContext {
   limits: AnswerLimits;
   /** Where the response deadline is kept (one list for the daemon's requests). */
   deadlines: Deadlines;
+  /** The exchange's place in that list and its watch on the model server's silence (upstream-watch.ts). */
+  watch: UpstreamWatch;
   /** Told of the model server's response and failures (metrics); null when nobody listens. */
   observer: RelayObserver | null;
   /** More headers for the answer, whatever it is (the key's x-ratelimit-*). */
@@ -97,7 +100,7 @@ export function contentLength(headers: IncomingHttpHeaders): number {
  * deadline is refused with 502 upstream_error (one error event once a stream has begun) and the
  * upstream request aborted.
  */
-export class Relay implements Dispatcher.DispatchHandler, DeadlineNode, Terminable, CloseWatcher {
+export class Relay implements Dispatcher.DispatchHandler, WatchedRelay, Terminable, CloseWatcher {
   controller: Controller | null = null;
   clientGone = false;
   /** undici went on to write the request: from here the model server may have the prompt. */
@@ -109,14 +112,6 @@ export class Relay implements Dispatcher.DispatchHandler, DeadlineNode, Terminab
   private errorBody: Buffer[] | null = null;
   private errorBytes = 0;
   private settled = false;
-  /** Its place in the response deadlines, and the model server's silence (deadlines.ts). */
-  dueAt = 0;
-  prevDue: DeadlineNode | null = null;
-  nextDue: DeadlineNode | null = null;
-  heard = 0;
-  quietMs = 0;
-  heardSeen = 0;
-  quietSince = 0;
   /** After [DONE], the drain's deadline. */
   private drainTimer: NodeJS.Timeout | null = null;
   /** `done`, made only when asked for (the access log at info): most requests never need one. */
@@ -132,7 +127,10 @@ export class Relay implements Dispatcher.DispatchHandler, DeadlineNode, Terminab
     private readonly answer: RelayAnswer,
   ) {
     answer.attach(this);
-    c.deadlines.add(this, c.limits.responseDeadlineMs);
+    // A resend's relay takes the watch over from the one that handed it on, with its own deadline.
+    c.watch.relay = this;
+    c.watch.quietMs = 0;
+    c.deadlines.add(c.watch, c.limits.responseDeadlineMs);
     // A response closes once: one closed before its relay was made (the client left between its
     // body's end and the handler) is never heard of again, and would be relayed to no one.
     if (c.res.destroyed) this.clientClosed();
@@ -169,7 +167,7 @@ export class Relay implements Dispatcher.DispatchHandler, DeadlineNode, Terminab
   /** From now on the upstream gets `ms` more (the drain after [DONE]), not the whole deadline. */
   shortenDeadline(ms: number): void {
     if (this.settled) return;
-    this.c.deadlines.remove(this);
+    this.c.deadlines.remove(this.c.watch);
     if (this.drainTimer !== null) clearTimeout(this.drainTimer);
     this.drainTimer = setTimeout(() => {
       this.drainTimer = null;
@@ -200,8 +198,8 @@ export class Relay implements Dispatcher.DispatchHandler, DeadlineNode, Terminab
     else {
       this.sent = true;
       // The request is being written: its answer's headers are due within --upstream-timeout.
-      this.quietMs = this.c.limits.upstreamTimeoutMs;
-      this.heard++;
+      this.c.watch.quietMs = this.c.limits.upstreamTimeoutMs;
+      this.c.watch.heard++;
     }
   }
 
@@ -222,9 +220,9 @@ export class Relay implements Dispatcher.DispatchHandler, DeadlineNode, Terminab
     // 102 Processing, 103 Early Hints: undici hands over an informational response, then the
     // final one, which is the answer (RFC 9110 §15.2). Refused as "HTTP 103", a valid answer
     // behind it was lost. A server that sends them without end meets the response deadline.
-    this.heard++;
+    this.c.watch.heard++;
     if (statusCode < 200) return;
-    this.quietMs = this.c.limits.idleTimeoutMs;
+    this.c.watch.quietMs = this.c.limits.idleTimeoutMs;
     this.status = statusCode;
     this.c.observer?.responseStarted(statusCode);
     if (statusCode === 200) {
@@ -248,7 +246,7 @@ export class Relay implements Dispatcher.DispatchHandler, DeadlineNode, Terminab
   // parser's callback only while what it calls leaves room in Turbofan's inlining budget; when
   // it did not, each chunk paid a megamorphic `socket.destroyed` (docs/performance.md).
   onResponseData(_controller: Controller, chunk: Buffer): void {
-    this.heard++;
+    this.c.watch.heard++;
     if (this.errorBody === null) this.answer.data(chunk);
     else this.errorData(chunk);
   }
@@ -296,7 +294,7 @@ export class Relay implements Dispatcher.DispatchHandler, DeadlineNode, Terminab
    */
   private handOver(): void {
     this.settled = true;
-    this.c.deadlines.remove(this);
+    this.c.deadlines.remove(this.c.watch);
     if (this.drainTimer !== null) clearTimeout(this.drainTimer);
     this.drainTimer = null;
   }
@@ -328,7 +326,7 @@ export class Relay implements Dispatcher.DispatchHandler, DeadlineNode, Terminab
   finish(prompt: number | null, completion: number | null, reasoning: number, counted = 0): void {
     if (this.settled) return;
     this.settled = true;
-    this.c.deadlines.remove(this);
+    this.c.deadlines.remove(this.c.watch);
     if (this.drainTimer !== null) clearTimeout(this.drainTimer);
     this.drainTimer = null;
     // A model server that refused, or never answered, or was never sent the request (its client

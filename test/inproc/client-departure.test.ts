@@ -13,6 +13,7 @@ import { Deadlines } from '../../daemon/data-plane/deadlines.js';
 import { PlainAnswer } from '../../daemon/data-plane/plain-relay.js';
 import { StreamAnswer } from '../../daemon/data-plane/stream-relay.js';
 import { Relay, type RelayContext } from '../../daemon/data-plane/upstream-relay.js';
+import { UpstreamWatch } from '../../daemon/data-plane/upstream-watch.js';
 import type { Simulator } from '../../simulator/simulator.js';
 import { resolveConfig } from '../../src/config-resolve.js';
 import type { KeyRecord } from '../../src/domain/key.js';
@@ -93,6 +94,7 @@ describe('a client gone before the relay starts sends nothing upstream', () => {
           },
           limits: DEFAULT_ANSWER_LIMITS,
           deadlines,
+          watch: new UpstreamWatch(),
           observer: null,
           log: { warn: (_o, msg) => warnings.push(msg) },
           instance: 'gpu-1',

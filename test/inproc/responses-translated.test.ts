@@ -259,6 +259,38 @@ describe('in flight, translated', () => {
     expect(upstream.aborted).toBe(true);
   });
 
+  it("a first stream, sent again translated, is still ended by its model server's silence: the watch goes to the relay that carries it", async () => {
+    // A daemon of its own, whose idle time-out is short enough to wait for.
+    const quick = await buildInproc({ idleTimeoutMs: 300 });
+    try {
+      const key = await readyInstance(quick, 'old-silent', oldSimUrl);
+      await fetch(`${oldSimUrl}/_sim/requests`, { method: 'DELETE' });
+      const r = await postResponses(quick, key, {
+        model: MODEL,
+        input: 'Say hello [[sim fail=hang-mid-stream chunks=50]]',
+        stream: true,
+      });
+      const events = framesOf(r.text);
+      const before = events.slice(0, -1);
+      expect(before.length).toBeGreaterThanOrEqual(3);
+      expect(events.at(-1)).toEqual({
+        event: 'error',
+        data: {
+          type: 'error',
+          code: 'upstream_timeout',
+          message: expect.any(String) as string,
+          param: null,
+          sequence_number: before.length,
+        },
+      });
+      expect(paths(oldSim)).toEqual(['POST /v1/responses', 'POST /v1/chat/completions']);
+      const upstream = await oldSim.waitFor((q) => q.path === '/v1/chat/completions' && q.endedAt !== null);
+      expect(upstream.aborted).toBe(true);
+    } finally {
+      await quick.close();
+    }
+  });
+
   it('a hostile endless answer is bounded: an endless event or endless text ends the stream with one error event, an endless body is 502', async () => {
     expect((await post(keys['old-hostile']!, { model: MODEL, input: 'Say hello' })).status).toBe(200);
     await fetch(`${oldSimUrl}/_sim/requests`, { method: 'DELETE' });
