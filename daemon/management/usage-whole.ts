@@ -2,7 +2,14 @@ import { Readable } from 'node:stream';
 import type { FastifyReply } from 'fastify';
 import type { KeyRecord } from '../../src/domain/key.js';
 import type { Registry } from '../../src/services/registry.js';
-import { type PackUsage, type UsageFilter, addToPacks, chosenBy, packOrder } from '../../src/wire/usage-report.js';
+import {
+  type PackUsage,
+  type UsageFilter,
+  addToPacks,
+  byCreation,
+  chosenBy,
+  packOrder,
+} from '../../src/wire/usage-report.js';
 import { STREAM_PAGE, nextTurn } from './list-pages.js';
 import { sortInPieces } from './sort-in-pieces.js';
 
@@ -10,15 +17,24 @@ const byId = (a: KeyRecord, b: KeyRecord): number => a.id.localeCompare(b.id);
 
 /**
  * The chosen keys in the report's order (creation time, then id by localeCompare), a page of the
- * key list at a time. The list is by creation time, then by id as code units: the same order but
+ * key list at a time (of one instance's keys, a sort in pieces). The list is by creation time, then by id as code units: the same order but
  * among keys made at the same time (ids of mixed case), so only those runs are sorted again.
  */
 async function chosenKeys(registry: Registry, filter: UsageFilter): Promise<KeyRecord[]> {
   const keep = chosenBy(filter);
   const out: KeyRecord[] = [];
+  if (filter.instance !== undefined) {
+    // One instance's keys: a page of them orders them all again (keyPage), so they are sorted once.
+    const own = registry.keysOf(filter.instance);
+    for (let i = 0; i < own.length; i++) {
+      if (keep(own[i]!)) out.push(own[i]!);
+      if ((i + 1) % (STREAM_PAGE * 8) === 0) await nextTurn();
+    }
+    return sortInPieces(out, byCreation);
+  }
   let after: KeyRecord | null = null;
   for (;;) {
-    const page = registry.keyPage({ instance: filter.instance, after, limit: STREAM_PAGE, keep });
+    const page = registry.keyPage({ after, limit: STREAM_PAGE, keep });
     for (const k of page.records) out.push(k);
     if (page.next === null) break;
     const last = page.records[page.records.length - 1];
