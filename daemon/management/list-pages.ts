@@ -14,6 +14,11 @@ export const MAX_PAGE = 10_000;
  */
 export const STREAM_PAGE = 500;
 
+/** A turn of the event loop: what a long answer waits for between its pieces, so requests meanwhile are served. */
+export function nextTurn(): Promise<void> {
+  return new Promise<void>((resolve) => setImmediate(resolve));
+}
+
 /** `limit`, a whole number from 1 to MAX_PAGE; undefined: the whole list. */
 export function pageLimit(value: string | undefined): number | undefined {
   if (value === undefined) return undefined;
@@ -66,7 +71,7 @@ export function sendWholeList<V>(
       const next = page.next === null ? undefined : lookup(page.next);
       if (next === undefined) break;
       after = next;
-      await new Promise<void>((resolve) => setImmediate(resolve));
+      await nextTurn();
     }
     if (!lines) yield ']';
   }
@@ -92,7 +97,7 @@ export function sendArrayInPieces<T>(
       if ((i + 1) % STREAM_PAGE === 0) {
         yield text;
         text = '';
-        await new Promise<void>((resolve) => setImmediate(resolve));
+        await nextTurn();
       }
     }
     yield `${text}]`;

@@ -13,6 +13,7 @@ import {
   usedSince,
 } from '../../src/wire/usage-report.js';
 import { STREAM_PAGE, pageAfter, pageLimit, sendWholeList } from './list-pages.js';
+import { sendWholeUsage } from './usage-whole.js';
 import type { DaemonBasics, ExchangeDeps, KeyCheckDeps } from '../context.js';
 import { USAGE_BUCKETS_QUERY, USAGE_QUERY } from './schemas.js';
 import { type BucketSize, type UsageBucket, bucketsIn, hourStart } from '../../src/domain/usage-buckets.js';
@@ -30,7 +31,7 @@ export function registerUsageRoutes(
   const registry = ctx.lifecycle.registry;
   // A page (`limit`, `after`) or every key as JSON lines (`format=lines`) walks the keys in the
   // order of `GET /v1/keys`, so a report of a million keys is never built in one turn; without
-  // either, the whole report at once.
+  // either, the whole report, made and sent in pieces (sendWholeUsage) all the same.
   app.get<{ Querystring: ReportQuery }>(
     '/v1/usage',
     { schema: { querystring: USAGE_QUERY } },
@@ -61,7 +62,10 @@ export function registerUsageRoutes(
           (k) => usageLine(registry.instances, k),
           (id) => registry.keys.get(id),
         );
-      if (limit === undefined && after === null) return usageReport(registry.instances, registry.keys.values(), filter);
+      if (limit === undefined && after === null)
+        return key === undefined
+          ? sendWholeUsage(reply, registry, filter)
+          : usageReport(registry.instances, [registry.keys.get(key)!], filter);
       const { records, next } = page(after, limit ?? STREAM_PAGE);
       return { ...usageReport(registry.instances, records, filter), next };
     },

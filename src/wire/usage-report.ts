@@ -89,6 +89,41 @@ export function usedSince(k: KeyRecord, since: string | null | undefined): boole
   return since === null || since === undefined || (k.lastUsedAt !== null && k.lastUsedAt >= since);
 }
 
+/** Whether a key is in the report the filter asks for. */
+export function chosenBy(filter: UsageFilter): (k: KeyRecord) => boolean {
+  const since = filter.since ?? null;
+  return (k) =>
+    (filter.instance === undefined || k.instance === filter.instance) &&
+    (filter.key === undefined || k.id === filter.key) &&
+    usedSince(k, since);
+}
+
+/** The report's key order: by creation time, then by id as a person reads it. */
+export function byCreation(a: KeyRecord, b: KeyRecord): number {
+  return a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id);
+}
+
+/** The instance's current pack first, then older ones: by instance id, then (a stable sort) by first key. */
+export function packOrder(a: PackUsage, b: PackUsage): number {
+  return a.instance.localeCompare(b.instance) || Number(a.state === 'removed') - Number(b.state === 'removed');
+}
+
+/** Adds a key (in report order) to its pack in `packs`, which then holds packs in the order of their first key. */
+export function addToPacks(
+  packs: Map<string, PackUsage>,
+  instances: ReadonlyMap<string, Instance>,
+  k: KeyRecord,
+): void {
+  const id = `${k.instance}\u0000${k.deployment}`;
+  let pack = packs.get(id);
+  if (pack === undefined) {
+    pack = { ...packOf(instances, k), keys: [], total: counts(emptyUsage(), null) };
+    packs.set(id, pack);
+  }
+  pack.keys.push(keyRow(k));
+  pack.total = counts(addUsage(pack.total, k.usage), later(pack.total.lastUsedAt, k.lastUsedAt));
+}
+
 /**
  * `ob-proxy usage`: per key and per pack, from the counters in memory (which include what is
  * not flushed yet). Counters are whole-life totals of each key: `since` selects keys, it does
@@ -100,30 +135,6 @@ export function usageReport(
   filter: UsageFilter,
 ): UsageReport {
   const packs = new Map<string, PackUsage>();
-  const since = filter.since ?? null;
-  const chosen = [...keys]
-    .filter(
-      (k) =>
-        (filter.instance === undefined || k.instance === filter.instance) &&
-        (filter.key === undefined || k.id === filter.key) &&
-        usedSince(k, since),
-    )
-    .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id));
-  for (const k of chosen) {
-    const id = `${k.instance}\u0000${k.deployment}`;
-    let pack = packs.get(id);
-    if (pack === undefined) {
-      pack = { ...packOf(instances, k), keys: [], total: counts(emptyUsage(), null) };
-      packs.set(id, pack);
-    }
-    pack.keys.push(keyRow(k));
-    pack.total = counts(addUsage(pack.total, k.usage), later(pack.total.lastUsedAt, k.lastUsedAt));
-  }
-  // The instance's current pack first, then older ones: by instance id, then by first key.
-  return {
-    since,
-    packs: [...packs.values()].sort(
-      (a, b) => a.instance.localeCompare(b.instance) || Number(a.state === 'removed') - Number(b.state === 'removed'),
-    ),
-  };
+  for (const k of [...keys].filter(chosenBy(filter)).sort(byCreation)) addToPacks(packs, instances, k);
+  return { since: filter.since ?? null, packs: [...packs.values()].sort(packOrder) };
 }

@@ -1,0 +1,97 @@
+import { Readable } from 'node:stream';
+import type { FastifyReply } from 'fastify';
+import type { KeyRecord } from '../../src/domain/key.js';
+import type { Registry } from '../../src/services/registry.js';
+import {
+  type PackUsage,
+  type UsageFilter,
+  addToPacks,
+  byCreation,
+  chosenBy,
+  packOrder,
+} from '../../src/wire/usage-report.js';
+import { STREAM_PAGE, nextTurn } from './list-pages.js';
+import { sortInPieces } from './sort-in-pieces.js';
+
+const byId = (a: KeyRecord, b: KeyRecord): number => a.id.localeCompare(b.id);
+
+/**
+ * The chosen keys in the report's order (creation time, then id by localeCompare), a page of the
+ * key list at a time (of one instance's keys, a sort in pieces). The list is by creation time, then by id as code units: the same order but
+ * among keys made at the same time (ids of mixed case), so only those runs are sorted again.
+ */
+async function chosenKeys(registry: Registry, filter: UsageFilter): Promise<KeyRecord[]> {
+  const keep = chosenBy(filter);
+  const out: KeyRecord[] = [];
+  if (filter.instance !== undefined) {
+    // One instance's keys: a page of them orders them all again (keyPage), so they are sorted once.
+    const own = registry.keysOf(filter.instance);
+    for (let i = 0; i < own.length; i++) {
+      if (keep(own[i]!)) out.push(own[i]!);
+      if ((i + 1) % (STREAM_PAGE * 8) === 0) await nextTurn();
+    }
+    return sortInPieces(out, byCreation);
+  }
+  let after: KeyRecord | null = null;
+  for (;;) {
+    const page = registry.keyPage({ after, limit: STREAM_PAGE, keep });
+    for (const k of page.records) out.push(k);
+    if (page.next === null) break;
+    const last = page.records[page.records.length - 1];
+    const next = last?.id === page.next ? last : registry.keys.get(page.next);
+    if (next === undefined) break;
+    after = next;
+    await nextTurn();
+  }
+  for (let i = 0; i < out.length;) {
+    let j = i + 1;
+    while (j < out.length && out[j]!.createdAt === out[i]!.createdAt) j++;
+    if (j - i > 1) {
+      const run = await sortInPieces(out.slice(i, j), byId);
+      for (let r = 0; r < run.length; r++) out[i + r] = run[r]!;
+    }
+    i = j;
+  }
+  return out;
+}
+
+/**
+ * The whole usage report (`GET /v1/usage` without a page), the same body as `usageReport` gives,
+ * made and sent in pieces: its keys gathered, grouped into packs and the packs sorted with a turn
+ * of the event loop every STREAM_PAGE keys, then written a STREAM_PAGE keys at a time. At 500,000
+ * keys the report made and stringified at once held every request for seconds.
+ */
+export async function sendWholeUsage(
+  reply: FastifyReply,
+  registry: Registry,
+  filter: UsageFilter,
+): Promise<FastifyReply> {
+  const keys = await chosenKeys(registry, filter);
+  const grouped = new Map<string, PackUsage>();
+  for (let i = 0; i < keys.length; i++) {
+    addToPacks(grouped, registry.instances, keys[i]!);
+    if ((i + 1) % STREAM_PAGE === 0) await nextTurn();
+  }
+  const packs = await sortInPieces([...grouped.values()], packOrder);
+  const since = filter.since ?? null;
+  async function* pieces(): AsyncGenerator<string> {
+    let text = `{"since":${JSON.stringify(since)},"packs":[`;
+    let written = 0;
+    for (let p = 0; p < packs.length; p++) {
+      const { keys: rows, total, ...head } = packs[p]!;
+      // The pack's own fields, then its keys, then its total: the order of a PackUsage.
+      text += `${p === 0 ? '' : ','}${JSON.stringify(head).slice(0, -1)},"keys":[`;
+      for (let i = 0; i < rows.length; i++) {
+        text += (i === 0 ? '' : ',') + JSON.stringify(rows[i]);
+        if (++written % STREAM_PAGE === 0) {
+          yield text;
+          text = '';
+          await nextTurn();
+        }
+      }
+      text += `],"total":${JSON.stringify(total)}}`;
+    }
+    yield `${text}]}`;
+  }
+  return reply.type('application/json; charset=utf-8').send(Readable.from(pieces(), { objectMode: false }));
+}
