@@ -19,6 +19,12 @@ import { modelsStatus, type ServeNode } from '../helpers/serve-nodes.js';
 
 const rig = usePostgresRig();
 
+/**
+ * How long a wait for a state may take: a catch-up period or two when idle, far more on a machine
+ * whose every core is busy. A bound on patience, not on speed.
+ */
+const WAIT_MS = 30_000;
+
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 async function holds(n: ServeNode): Promise<UnwrittenHold[] | undefined> {
@@ -31,13 +37,14 @@ function toSecond(iso: string): string {
 }
 
 it('status on every daemon shows the revocations a daemon holds that a read-only database refused, until written', async () => {
-  // The default --max-stale (30 s): the daemons stay live while the test reads their status.
-  const { a, b } = await rig.twoDaemons();
+  // A --max-stale longer than the test: the daemons stay live while it reads their status, however
+  // long a busy machine makes the waits.
+  const { a, b } = await rig.twoDaemons({ OB_PROXY_MAX_STALE: '300' });
   const first = await a.api.createKey('gpu-1', 'first');
   const second = await a.api.createKey('gpu-1', 'second');
   for (const n of [a, b])
     for (const k of [first, second])
-      await eventually(async () => (await modelsStatus(n, k.secret)) === 200, 'every daemon serves both keys');
+      await eventually(async () => (await modelsStatus(n, k.secret)) === 200, 'every daemon serves both keys', WAIT_MS);
   expect(await holds(a)).toEqual([]);
   expect(await holds(b)).toEqual([]);
 
@@ -56,6 +63,7 @@ it('status on every daemon shows the revocations a daemon holds that a read-only
   await eventually(
     async () => isDeepStrictEqual(await holds(a), seen),
     `A reads what B holds: ${JSON.stringify(seen)}`,
+    WAIT_MS,
   );
   // A knows nothing else of them: it serves the keys until it is stale itself.
   expect(await modelsStatus(a, first.secret)).toBe(200);
@@ -71,9 +79,14 @@ it('status on every daemon shows the revocations a daemon holds that a read-only
   );
 
   await setReadOnly(rig.admin, rig.db.url, false);
-  for (const n of [a, b]) await eventually(async () => (await holds(n))?.length === 0, 'nothing held unwritten');
+  for (const n of [a, b])
+    await eventually(async () => (await holds(n))?.length === 0, 'nothing held unwritten', WAIT_MS);
   for (const k of [first, second])
-    await eventually(async () => (await modelsStatus(a, k.secret)) === 401, 'A refuses the written revocations');
+    await eventually(
+      async () => (await modelsStatus(a, k.secret)) === 401,
+      'A refuses the written revocations',
+      WAIT_MS,
+    );
   const after = await runCli(['status'], { home: a.serve.home });
   expect(after.stdout).not.toContain('the store refused');
 }, 90_000);
