@@ -144,7 +144,8 @@ export async function startServe(
   args: string[] = [],
   env: Record<string, string> = {},
 ): Promise<ServeProcess> {
-  const p = await launchServe({ bin: BIN, home, args, env });
+  // A start waits on patience, not on speed: with every core busy a daemon took over 15 s to listen.
+  const p = await launchServe({ bin: BIN, home, args, env, timeoutMs: 60_000 });
   return {
     ...p,
     logs: () =>

@@ -22,14 +22,20 @@ export function unwrittenLabel(origin: string, held: UnsharedSummary): string {
 }
 
 /**
- * The SQL that reads every label back, one row per session of this database that holds
- * revocations: `origin`, `count`, `oldest_at` (ISO 8601 UTC, null when not known).
+ * The SQL that reads every label back, one row per daemon that holds revocations: `origin`,
+ * `count`, `oldest_at` (ISO 8601 UTC, null when not known). Each daemon's newest session speaks
+ * for it, a clean label included: a session the daemon dropped (lost, or timed out while the
+ * database refused writes) may linger in pg_stat_activity with what it held then, and must not
+ * outlive the session that replaced it.
  */
-export const UNWRITTEN_LABELS = `SELECT DISTINCT ON (split_part(application_name, ' ', 2))
-    split_part(application_name, ' ', 2) AS origin,
-    split_part(application_name, ' ', 3)::int AS count,
-    CASE WHEN split_part(application_name, ' ', 4) = '0' THEN NULL ELSE
-      to_char(to_timestamp(split_part(application_name, ' ', 4)::bigint) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') END AS oldest_at
-  FROM pg_stat_activity
-  WHERE datname = current_database() AND application_name ~ '^${PREFIX} [0-9a-f-]{36} [0-9]{1,5} [0-9]{1,12}$'
-  ORDER BY split_part(application_name, ' ', 2), backend_start DESC`;
+export const UNWRITTEN_LABELS = `SELECT origin, held::int AS count,
+    CASE WHEN since = '0' THEN NULL ELSE
+      to_char(to_timestamp(since::bigint) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') END AS oldest_at
+  FROM (SELECT DISTINCT ON (split_part(application_name, ' ', 2))
+      split_part(application_name, ' ', 2) AS origin,
+      split_part(application_name, ' ', 3) AS held,
+      split_part(application_name, ' ', 4) AS since
+    FROM pg_stat_activity
+    WHERE datname = current_database() AND application_name ~ '^${PREFIX} [0-9a-f-]{36}( [0-9]{1,5} [0-9]{1,12})?$'
+    ORDER BY split_part(application_name, ' ', 2), backend_start DESC) AS newest
+  WHERE held <> ''`;
