@@ -13,3 +13,5 @@ export declare function findCircles(
 
 /** The checkout's circles over DIRS, paths relative to it. */
 export declare function projectCircles(root?: string): string[][];
+/** The TypeScript sources under `dir`, declarations left out, sorted. */
+export declare function sources(dir: string): string[];

@@ -9,12 +9,13 @@
  * `findWholeContext(files, read)` is the check itself, on any set of files, so that a test can
  * hand it a file that names the whole and see it refused.
  */
-import { readFileSync, readdirSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join, relative, resolve as resolvePath, sep } from 'node:path';
 import ts from 'typescript';
+import { DIRS, sources } from './import-circles.mjs';
 
 const ROOT = resolvePath(import.meta.dirname, '..');
-export const DIRS = ['src', 'daemon', 'cli', 'simulator'];
+export { DIRS };
 
 /** Where the context is declared and built, and the two plane builders that hand out its parts. */
 export const ASSEMBLY = [
@@ -48,16 +49,6 @@ export function findWholeContext(files, read, assembly = ASSEMBLY) {
     if (lines.length > 0) found.push({ file, lines });
   }
   return found;
-}
-
-function sources(dir) {
-  return readdirSync(dir, { withFileTypes: true })
-    .flatMap((e) => {
-      const path = join(dir, e.name);
-      if (e.isDirectory()) return sources(path);
-      return /\.tsx?$/.test(e.name) && !e.name.endsWith('.d.ts') ? [path] : [];
-    })
-    .sort();
 }
 
 /** The checkout's files that name the whole context, paths relative to it with `/`. */
