@@ -32,6 +32,7 @@ import { tlsReload } from './tls-reload.js';
 import type { TlsFiles } from './tls.js';
 import { UpstreamTokens } from './upstream-tokens.js';
 import { UsageFlusher } from './usage-flusher.js';
+import { type CollectGarbage, collectLoadGarbage } from './load-garbage.js';
 
 export interface DaemonDeps {
   version: string;
@@ -42,6 +43,8 @@ export interface DaemonDeps {
   logger?: Logger;
   /** --socket-group, already resolved (the CLI does it first, to answer a bad name as a usage error). */
   socketGid?: number;
+  /** The full collection after a large store's load (load-garbage.ts). */
+  collectGarbage?: CollectGarbage;
 }
 
 /**
@@ -113,6 +116,7 @@ export async function buildDaemon(config: Config, deps: DaemonDeps): Promise<Dae
   const { store, lifecycle, lock } = opened;
   try {
     registry = lifecycle.registry;
+    collectLoadGarbage(registry.keys.size, deps.collectGarbage);
     const upstreamTokens = new UpstreamTokens();
     const probes = probeModelServers({ config, clock, registry, tokens: upstreamTokens, log });
     health = probes.health;
