@@ -209,7 +209,8 @@ export class PostgresStore implements Store {
         events: events.rows.map((r) => r.record),
         ...(models.rows[0] === undefined ? {} : { models: models.rows[0].value }),
       };
-      const valid = validateStoreData(this.location, data);
+      // The tables' primary key and unique hash column: no key repeats.
+      const valid = validateStoreData(this.location, data, { uniqueKeys: true });
       this.ledger.revokedWins(valid, revs.rows[0]!.revocations, this.writeBack.journalRecords());
       for (const key of valid.keys) if (key.status === 'revoked') this.ledger.remember(key);
       return valid;

@@ -237,11 +237,20 @@ function checkEvent(location: string, raw: unknown, index: number): AuditEvent {
   return raw as unknown as AuditEvent;
 }
 
+/** What a store guarantees of its records itself, so the check need not look again. */
+export interface StoreGuarantees {
+  /**
+   * No key id or key hash appears twice: a database whose columns are unique says so. Looking
+   * for repeats takes two maps of every key, a second and a half of a start at 1,000,000 keys.
+   */
+  uniqueKeys?: boolean;
+}
+
 /**
  * Checks every record of a parsed store file and returns it typed. Records of version-1 stores
  * (no `deployment`) pass: the upgrade in LifecycleService.open fills them in.
  */
-export function validateStoreData(location: string, raw: unknown): StoreData {
+export function validateStoreData(location: string, raw: unknown, guarantees: StoreGuarantees = {}): StoreData {
   if (!isObj(raw) || !Array.isArray(raw.instances) || !Array.isArray(raw.keys)) {
     throw new Error(
       `The store ${location} is not an ob-proxy store (no "instances" and "keys" lists). It was left untouched.`,
@@ -282,19 +291,7 @@ export function validateStoreData(location: string, raw: unknown): StoreData {
       );
     firstIndex.set(inst.id, i);
   });
-  const keyIds = new Map<string, number>();
-  const hashes = new Map<string, number>();
-  // One map operation a key and map where none repeats (a million keys: each about a microsecond).
-  keys.forEach((k, i) => {
-    if (keyIds.size === keyIds.set(k.id, i).size) {
-      const first = keys.findIndex((o) => o.id === k.id);
-      throw new StoreRecordError(location, `keys[${i}] (id ${show(k.id)})`, 'id', `keys[${first}] has the same id`);
-    }
-    if (hashes.size === hashes.set(k.hash, i).size) {
-      const first = keys.findIndex((o) => o.hash === k.hash);
-      throw new StoreRecordError(location, `keys[${i}] (id ${show(k.id)})`, 'hash', `keys[${first}] has the same hash`);
-    }
-  });
+  if (guarantees.uniqueKeys !== true) refuseRepeatedKeys(location, keys);
   const buckets = raw.usageBuckets ?? [];
   if (!Array.isArray(buckets))
     throw new StoreRecordError(location, 'the file', 'usageBuckets', `expected a list, found ${show(buckets)}`);
@@ -306,6 +303,23 @@ export function validateStoreData(location: string, raw: unknown): StoreData {
     ...checkModels(location, raw.models),
     ...(buckets.length === 0 ? {} : { usageBuckets: buckets.map((r, i) => checkBucket(location, r, i)) }),
   };
+}
+
+/** Two keys with one id or one hash would make one record silently shadow the other in the maps. */
+function refuseRepeatedKeys(location: string, keys: readonly KeyRecord[]): void {
+  const ids = new Set<string>();
+  const hashes = new Set<string>();
+  // One set operation a key and set where none repeats (a million keys: each about a microsecond).
+  keys.forEach((k, i) => {
+    if (ids.size === ids.add(k.id).size) {
+      const first = keys.findIndex((o) => o.id === k.id);
+      throw new StoreRecordError(location, `keys[${i}] (id ${show(k.id)})`, 'id', `keys[${first}] has the same id`);
+    }
+    if (hashes.size === hashes.add(k.hash).size) {
+      const first = keys.findIndex((o) => o.hash === k.hash);
+      throw new StoreRecordError(location, `keys[${i}] (id ${show(k.id)})`, 'hash', `keys[${first}] has the same hash`);
+    }
+  });
 }
 
 /** One key's usage in one hour or day. */

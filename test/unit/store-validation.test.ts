@@ -130,6 +130,13 @@ describe('store validation', () => {
     expect(refusal(store({ version: '2' })).field).toBe('version');
   });
 
+  it('looks for repeated key ids and hashes only where the store does not rule them out itself', () => {
+    const twice = store({ keys: [key, { ...key, hash: 'b'.repeat(64) }] });
+    expect(refusal(twice).message).toContain('field "id": keys[0] has the same id');
+    // A database with a primary key and a unique hash column never holds them.
+    expect(validateStoreData('/h/db.json', twice, { uniqueKeys: true }).keys).toHaveLength(2);
+  });
+
   it('loads usage written before reasoning, estimates, errors, disconnects and first use were counted with those at 0 and null; checks them when present', () => {
     const loaded = validateStoreData(
       '/h/db.json',
