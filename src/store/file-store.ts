@@ -193,9 +193,11 @@ export class FileStore implements Store {
       this.options.commitReserve,
       replay.liveTorn,
     );
-    // What was corrected in memory, and what the journal added, reach db.json now: a store
-    // that was not closed cleanly starts from a complete db.json again.
-    const keep = this.options.auditKeep ?? DEFAULT_AUDIT_KEEP;
+    // What was corrected in memory, and what the journal added, go to a new db.json: a store
+    // that was not closed cleanly starts from a complete db.json again. The write goes on in the
+    // background, as every fold does (a million keys is most of a minute of writing and syncing
+    // on a first start): until it is done, the segments it covers are replayed at a load.
+    const keep = Math.max(1, this.options.auditKeep ?? DEFAULT_AUDIT_KEEP);
     if (
       !existed ||
       replay.applied > 0 ||
@@ -203,10 +205,19 @@ export class FileStore implements Store {
       this.log.size > 0 ||
       this.tables.events.length > keep
     ) {
-      await this.fold();
+      await this.folding;
+      await this.beginFold();
+      // A new store's file exists once it is open: it is a few bytes.
+      if (!existed) await this.folding;
     }
-    // After the fold: the daemon holds the audit events db.json keeps, not those just archived.
-    return cloneData(this.tables.toData());
+    // The audit events db.json keeps, not those the fold archives.
+    const data = this.tables.toData();
+    return cloneData({ ...data, events: data.events.slice(-keep) });
+  }
+
+  /** Resolves once no fold is writing db.json (the load's included). */
+  async folded(): Promise<void> {
+    while (this.folding !== null) await this.folding;
   }
 
   async auditEvents(q: AuditQuery): Promise<AuditEvent[]> {

@@ -28,6 +28,8 @@ async function open(path: string, options: FileStoreOptions = {}) {
   const notices: string[] = [];
   const store = new FileStore(path, { ...options, onNotice: (m) => notices.push(m) });
   const lc = await LifecycleService.open({ store, clock, secrets: cryptoSecretSource, models: MODELS });
+  // The load's fold, if it had one to do, written: what these tests look at in the files.
+  await store.folded();
   return { store, lc, notices };
 }
 
