@@ -185,7 +185,10 @@ export class FileStore implements Store {
         `Could not record ${reconciled.unjournaled.length} earlier revocation(s) in ${this.journalPath} (${errCode(err)}); they are in the store and are recorded with its next write.`,
       );
     });
-    this.tables = Tables.from(reconciled.data);
+    // The tables take what the check changed, not a second map of every key.
+    for (const k of reconciled.changed) tables.keys.set(k.id, k);
+    tables.events = reconciled.data.events;
+    this.tables = tables;
 
     this.log = await CommitJournal.open(
       this.commitJournalPath,

@@ -8,6 +8,8 @@ export interface Reconciled {
   notices: string[];
   /** Revoked keys the journal does not hold yet (stores from before it, or a lost append). */
   unjournaled: JournalRecord[];
+  /** The keys `data` holds a new record of: those found revoked. */
+  changed: KeyRecord[];
 }
 
 interface Revocation {
@@ -32,6 +34,7 @@ export function revokedWins(
 ): Reconciled {
   const data: StoreData = { ...input, keys: [...input.keys], events: [...input.events] };
   const notices: string[] = [];
+  const changed: KeyRecord[] = [];
   const byId = new Map<string, JournalRecord>();
   const byHash = new Map<string, JournalRecord>();
   for (const r of journal) {
@@ -49,6 +52,7 @@ export function revokedWins(
     const found = revocationOf(key, byId.get(key.id) ?? byHash.get(key.hash), audited.get(key.id));
     if (found === null) continue;
     data.keys[i] = { ...key, status: 'revoked', revokedAt: found.at, revokeReason: found.reason };
+    changed.push(data.keys[i]!);
     notices.push(
       `Key ${key.id} (instance ${key.instance}) was active in the store, but ${found.source} records its revocation (${found.reason}, ${found.at}): it stays revoked.`,
     );
@@ -91,7 +95,7 @@ export function revokedWins(
       );
     }
   }
-  return { data, notices, unjournaled };
+  return { data, notices, unjournaled, changed };
 }
 
 function revocationOf(

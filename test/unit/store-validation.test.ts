@@ -236,6 +236,7 @@ describe('revoked wins', () => {
       /^Key AAAAAAAAAAAA \(instance gpu-1\) was active in the store, but the revocation journal records its revocation/,
     );
     expect(r.unjournaled).toEqual([]);
+    expect(r.changed).toEqual([r.data.keys[0]]);
   });
 
   it('matches the journal by hash too: renaming the key id does not bring it back', () => {
