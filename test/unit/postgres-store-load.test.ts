@@ -2,6 +2,7 @@
  * What a daemon reads of a PostgreSQL store at start: every key, a page per statement; no audit
  * event (the trail is read when asked); and only the revocations its keys do not show yet.
  */
+import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { PostgresStore } from '../../src/store/postgres-store.js';
 import { validateStoreData } from '../../src/store/store-validation.js';
@@ -29,6 +30,45 @@ describe('a PostgreSQL store at start', () => {
       expect(await store.auditEvents({ limit: 5 })).toEqual(data.events.slice(-5));
       expect((await store.auditEvents({ instance: 'big-1', limit: 1000 })).map((e) => e.seq)).toEqual(
         data.events.filter((e) => e.instance === 'big-1').map((e) => e.seq),
+      );
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('revokes a key ob_revocations holds though its row shows it active, and counts it shared', async () => {
+    const data = validateStoreData('big', bigStoreData({ instances: 2, keys: 10, events: 0 }));
+    const target = new PostgresStore(db.url);
+    await target.replaceAll(data, false);
+    await target.close();
+    const active = data.keys.find((k) => k.status === 'active')!;
+    const c = new pg.Client(db.url);
+    await c.connect();
+    try {
+      await c.query("INSERT INTO ob_revocations (key_id, record, origin) VALUES ($1, $2, 'elsewhere')", [
+        active.id,
+        JSON.stringify({
+          ...active,
+          status: 'revoked',
+          revokedAt: '2026-11-03T00:00:00.000Z',
+          revokeReason: 'rotated',
+        }),
+      ]);
+    } finally {
+      await c.end();
+    }
+
+    const store = new PostgresStore(db.url);
+    try {
+      const loaded = await store.load();
+      expect(loaded.keys.find((k) => k.id === active.id)).toMatchObject({
+        status: 'revoked',
+        revokedAt: '2026-11-03T00:00:00.000Z',
+        revokeReason: 'rotated',
+      });
+      expect(store.isRevocationShared(active.id)).toBe(true);
+      expect(loaded.keys.filter((k) => k.status === 'revoked').length).toBe(
+        data.keys.filter((k) => k.status === 'revoked').length + 1,
       );
     } finally {
       await store.close();
