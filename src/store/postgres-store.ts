@@ -389,26 +389,44 @@ const KEY_PAGE = 20_000;
 /** Events a reload hands the listeners at most (a daemon cut off for long reads the rest when asked). */
 const MAX_RELOAD_EVENTS = 10_000;
 
-interface KeyRow {
-  record: KeyRecord;
-  requests: string;
-  prompt_tokens: string;
-  completion_tokens: string;
-  last_used_at: string | null;
-  reasoning_tokens: string;
-  errors: string;
-  disconnects: string;
-  first_used_at: string | null;
-  estimated_tokens: string;
-}
+/**
+ * A key row's columns, in the order readKeyPages selects them, as its parsers give them: the
+ * record parsed, the counters as numbers, the times as text.
+ */
+type KeyRow = [
+  record: KeyRecord,
+  requests: number,
+  promptTokens: number,
+  completionTokens: number,
+  lastUsedAt: string | null,
+  reasoningTokens: number,
+  errors: number,
+  disconnects: number,
+  firstUsedAt: string | null,
+  estimatedTokens: number,
+];
+
+const JSONB_OID = 3802;
+const INT8_OID = 20;
+const asText = (v: string): string => v;
+
+/**
+ * The key rows' parsers: each value parsed as its row arrives, so its text is garbage before
+ * the next page rather than after it (a page's text outlives the young generation). A counter
+ * is a plain Number (pg's own int8 parser tests each against a pattern to keep it a string).
+ */
+const keyRowTypes = {
+  getTypeParser: (oid: number) => (oid === JSONB_OID ? JSON.parse : oid === INT8_OID ? Number : asText),
+};
 
 /**
  * Every key, through a cursor of the transaction's snapshot: one statement took 8 of the pool's
  * 9 s statement time-out at 1,000,000 keys, so a start failed as the store grew. Each FETCH is a
  * statement of its own, bounded by the page. The rows come as the table holds them and are put
  * in order (creation, id) here: ordered by the database, the first FETCH sorted them all, and
- * outran the time-out at 500,000 keys on a loaded machine. Each row's record is made the key in
- * place (its counters from their columns): a copy of it was garbage of a million objects.
+ * outran the time-out at 500,000 keys on a loaded machine. Rows come as arrays (no object per
+ * row) and each row's record is made the key in place (its counters from their columns): a copy
+ * of it was garbage of a million objects.
  */
 async function readKeyPages(
   client: pg.PoolClient,
@@ -421,21 +439,25 @@ async function readKeyPages(
   );
   const out: KeyRecord[] = [];
   for (;;) {
-    const page = await client.query<KeyRow>(`FETCH ${size} FROM ob_load_keys`);
+    const page = await client.query<KeyRow>({
+      text: `FETCH ${size} FROM ob_load_keys`,
+      rowMode: 'array',
+      types: keyRowTypes,
+    });
     for (const r of page.rows) {
-      const key = r.record;
+      const key = r[0];
       key.usage = {
-        requests: Number(r.requests),
-        promptTokens: Number(r.prompt_tokens),
-        completionTokens: Number(r.completion_tokens),
-        reasoningTokens: Number(r.reasoning_tokens),
-        errors: Number(r.errors),
-        disconnects: Number(r.disconnects),
-        estimatedTokens: Number(r.estimated_tokens),
-        firstUsedAt: r.first_used_at,
+        requests: r[1],
+        promptTokens: r[2],
+        completionTokens: r[3],
+        reasoningTokens: r[5],
+        errors: r[6],
+        disconnects: r[7],
+        estimatedTokens: r[9],
+        firstUsedAt: r[8],
         byRoute: byRoute.get(key.id) ?? {},
       };
-      key.lastUsedAt = r.last_used_at;
+      key.lastUsedAt = r[4];
       out.push(key);
     }
     if (page.rows.length < size) break;

@@ -116,11 +116,22 @@ export class RevocationLedger {
    * Revoked wins over the rows of ob_keys: a key in ob_revocations, or in this daemon's journal
    * of revocations the database did not take, is revoked in `data` (in place). Those the
    * database still holds active are written back by the next periods: a journal's into
-   * ob_revocations first, then every one as a change, with its audit event.
+   * ob_revocations first, then every one as a change, with its audit event. Usually neither
+   * holds any (a load reads only the revocations ob_keys does not show yet), and the keys are
+   * not looked at; otherwise only the keys named are indexed, in one pass.
    */
   revokedWins(data: StoreData, rows: readonly KeyRecord[], journal: readonly JournalRecord[]): void {
-    const byId = new Map(data.keys.map((k) => [k.id, k]));
-    const byHash = new Map(data.keys.map((k) => [k.hash, k]));
+    for (const r of rows) this.shared.add(r.id);
+    if (rows.length === 0 && journal.length === 0) return;
+    const named = new Set<string>();
+    for (const r of rows) named.add(r.id);
+    for (const j of journal) named.add(j.keyId).add(j.keyHash);
+    const byId = new Map<string, KeyRecord>();
+    const byHash = new Map<string, KeyRecord>();
+    for (const k of data.keys) {
+      if (named.has(k.id)) byId.set(k.id, k);
+      if (named.has(k.hash)) byHash.set(k.hash, k);
+    }
     const revoke = (key: KeyRecord, at: string, reason: RevokeReason): boolean => {
       if (key.status !== 'active') return false;
       key.status = 'revoked';
@@ -130,7 +141,6 @@ export class RevocationLedger {
       return true;
     };
     for (const r of rows) {
-      this.shared.add(r.id);
       const key = byId.get(r.id);
       if (key !== undefined) revoke(key, r.revokedAt ?? new Date(this.now()).toISOString(), r.revokeReason ?? 'manual');
     }
