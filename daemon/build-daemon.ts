@@ -116,7 +116,12 @@ export async function buildDaemon(config: Config, deps: DaemonDeps): Promise<Dae
   const { store, lifecycle, lock } = opened;
   try {
     registry = lifecycle.registry;
-    collectLoadGarbage(registry.keys.size, deps.collectGarbage);
+    const collectStart = performance.now();
+    if (collectLoadGarbage(registry.keys.size, deps.collectGarbage))
+      log.debug(
+        { keys: registry.keys.size, ms: Math.round(performance.now() - collectStart) },
+        "the store's load: its garbage collected",
+      );
     const upstreamTokens = new UpstreamTokens();
     const probes = probeModelServers({ config, clock, registry, tokens: upstreamTokens, log });
     health = probes.health;
