@@ -191,11 +191,15 @@ export async function startSimulate(models: string[], args: string[] = []): Prom
   };
 }
 
-/** Polls until `fn` returns a value that is not undefined/false; no fixed sleeps. */
+/**
+ * Polls until `fn` returns a value that is not undefined/false; no fixed sleeps. The deadline
+ * only bounds a test that would otherwise hang: a machine whose cores are all busy can take
+ * several seconds to reach a state a quiet one reaches at once.
+ */
 export async function eventually<T>(
   fn: () => Promise<T | undefined | false> | T | undefined | false,
   what: string,
-  timeoutMs = 5_000,
+  timeoutMs = 15_000,
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
