@@ -34,7 +34,8 @@ const shared: TestProjectInlineConfiguration['test'] = {
   // The run's PostgreSQL server (or OB_PROXY_TEST_PG's): test/helpers/postgres.ts.
   globalSetup: ['test/helpers/pg-global-setup.ts'],
   testTimeout: 30_000,
-  hookTimeout: 30_000,
+  // A set-up starts daemons and simulators; startServe allows one 60 s to listen on a busy machine.
+  hookTimeout: 60_000,
   pool: 'forks',
 };
 
