@@ -10,7 +10,7 @@
  *
  *   node bench/scale.mjs [--keys 1000,10000,100000] [--postgres postgres://127.0.0.1:5432/test]
  *                        [--probes 100000 [--refused]] [--cache DIR] [--calls all|page,all,...]
- *                        [--only json|postgres] [--json]
+ *                        [--only json|postgres] [--node-args "--trace-gc"] [--daemon-out FILE]
  *
  * --postgres: each size is also copied with `ob-proxy store migrate` into a database made for it
  * on that server (dropped after) and measured there. Needs `npm run build`. One size at a time:
@@ -21,7 +21,12 @@
  * --calls: the management calls (CALLS below) each sent, in turn, while chat requests go one
  * after another: the slowest and median chat during each. The daemon's CPU (user + system) for
  * its start, and with --postgres the server's processes' CPU meanwhile, are given beside the wall
- * time, with the machine's load average.
+ * time, with the machine's load average. Beside each call's chats, `loopMaxMs`: the daemon's own
+ * longest event-loop delay meanwhile, scraped from its /metrics (loopMaxMs below).
+ *
+ * --daemon-out FILE: the daemon's stdout (what `--node-args --trace-gc` prints) appended to FILE,
+ * with a line `### <call> start` and `### <call> end` around each call, to tell a collection's
+ * pause from a long piece of work.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import {
@@ -41,7 +46,7 @@ import { request } from 'node:http';
 import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { bigStoreData } from './big-store.mjs';
-import { OB_BIN, startServe } from './serve.mjs';
+import { OB_BIN, freePort, startServe } from './serve.mjs';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const argv = process.argv.slice(2);
@@ -74,6 +79,12 @@ const CALLED = (() => {
   return v === 'every' ? Object.keys(CALLS) : v.split(',');
 })();
 const CHATS = 30;
+const DAEMON_OUT = arg('--daemon-out', null);
+const outFd = DAEMON_OUT === null ? null : openSync(DAEMON_OUT, 'a');
+/** A line in the daemon's output file between its own: where a call starts or ends. */
+const mark = (text) => {
+  if (outFd !== null) writeSync(outFd, `### ${text}\n`);
+};
 
 /** db.json written a piece at a time: a million keys is past what one string holds. */
 function writeStore(path, data) {
@@ -183,6 +194,24 @@ async function slowestDuring(baseUrl, secret, work) {
   return { slowest: Math.max(...during), median: median(during), n: during.length };
 }
 
+/**
+ * The daemon's longest event-loop delay since its last scrape, in ms: prom-client resets its
+ * delay histogram at each scrape, so a scrape just after some work gives the loop's longest hold
+ * during it, whatever the machine's other processes did to the chats. The histogram is Node's
+ * monitorEventLoopDelay at a 10 ms resolution: the longest gap between two ticks of a 10 ms timer,
+ * so an idle loop reads 10 to 11 and a hold of h ms reads between h and h + 10. After a reset the
+ * timer's first tick only starts the next gap: a scrape is followed by a wait of a few ticks
+ * before the work, or a hold at once (the scrape's own walk of the keys) would go unseen.
+ */
+async function loopMaxMs(metricsUrl) {
+  const res = await fetch(metricsUrl);
+  const text = await res.text();
+  const m = /^ob_proxy_nodejs_eventloop_lag_max_seconds ([0-9.e+-]+)$/m.exec(text);
+  if (m === null) throw new Error('no ob_proxy_nodejs_eventloop_lag_max_seconds in /metrics');
+  await new Promise((r) => setTimeout(r, 50));
+  return +(Number(m[1]) * 1000).toFixed(1);
+}
+
 /** `ob-proxy keys list --all`, its lines counted. */
 function listAll(home, counted) {
   const proc = spawn(process.execPath, [OB_BIN, 'keys', 'list', '--all', '--home', home], {
@@ -234,7 +263,9 @@ async function measure(keys, store) {
   let serve = null;
   try {
     storeFile(keys, join(home, 'db.json'));
-    const args = ['--log-level', 'warn', '--probe-interval', '0'];
+    const metricsPort = await freePort();
+    const metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
+    const args = ['--log-level', 'warn', '--probe-interval', '0', '--metrics-port', String(metricsPort)];
     let migrateMs = null;
     if (store === 'postgres') {
       dbName = `ob_scale_${keys}`;
@@ -261,7 +292,8 @@ async function measure(keys, store) {
     const load = loadavg();
     const pg0 = store === 'postgres' ? pgCpuMs() : 0;
     const t0 = performance.now();
-    serve = await startServe({ home, args, nodeArgs: NODE_ARGS, logs: 'ignore', timeoutMs: 600_000 });
+    mark(`${store} ${keys} start`);
+    serve = await startServe({ home, args, nodeArgs: NODE_ARGS, logs: outFd ?? 'ignore', timeoutMs: 600_000 });
     const startMs = performance.now() - t0;
     // Its CPU to start: on a shared machine the wall time is the neighbours' as much as its own.
     const startCpuMs = cpuMs(serve.proc.pid);
@@ -273,21 +305,29 @@ async function measure(keys, store) {
     await client.ready('timed', { wait: true, probe: false });
     const { secret } = await client.createKey('timed', 'bench');
     for (let i = 0; i < 10; i++) await chat(serve.baseUrl, secret);
+    await loopMaxMs(metricsUrl);
     const idle = [];
     for (let i = 0; i < CHATS; i++) idle.push(await chat(serve.baseUrl, secret));
+    const idleLoopMaxMs = await loopMaxMs(metricsUrl);
     let t = performance.now();
     await client.keyPage({ limit: 1000 });
     const pageMs = performance.now() - t;
     // The whole list by the CLI, in a process of its own (as an operator runs it), while chat
     // requests go one after another.
     let lines = 0;
+    await loopMaxMs(metricsUrl);
+    mark('keys list --all start');
     t = performance.now();
     const during = await slowestDuring(serve.baseUrl, secret, () => listAll(home, (n) => (lines += n)));
     const wholeMs = performance.now() - t;
+    const listLoopMaxMs = await loopMaxMs(metricsUrl);
+    mark('keys list --all end');
     // Each management call on the socket, alone, with chat requests one after another meanwhile.
     const calls = {};
     for (const name of CALLED) {
       if (name === 'all') continue;
+      await loopMaxMs(metricsUrl);
+      mark(`${name} start`);
       const c0 = cpuMs(serve.proc.pid);
       const tc = performance.now();
       let bytes = 0;
@@ -297,11 +337,13 @@ async function measure(keys, store) {
       calls[name] = {
         ms: Math.round(performance.now() - tc),
         cpuMs: cpuMs(serve.proc.pid) - c0,
+        loopMaxMs: await loopMaxMs(metricsUrl),
         bytes,
         chatMedianMs: +d.median.toFixed(1),
         chatMaxMs: +d.slowest.toFixed(1),
         chats: d.n,
       };
+      mark(`${name} end`);
     }
     const result = {
       store,
@@ -321,6 +363,8 @@ async function measure(keys, store) {
       chatDuringListMs: during.median,
       chatDuringListMaxMs: during.slowest,
       chatsDuringList: during.n,
+      idleLoopMaxMs,
+      listLoopMaxMs,
       calls,
     };
     console.log(JSON.stringify(result));

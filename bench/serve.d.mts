@@ -19,8 +19,11 @@ export interface ServeOptions {
   nodeArgs?: string[];
   /** A command the daemon runs under (valgrind and its flags). */
   launcher?: string[];
-  /** 'pipe': port 0 and stdout read for the serving line; 'ignore': a free port, polled. */
-  logs?: 'pipe' | 'ignore';
+  /**
+   * 'pipe': port 0 and stdout read for the serving line; 'ignore': a free port, polled; a file
+   * descriptor: as 'ignore', stdout written there.
+   */
+  logs?: 'pipe' | 'ignore' | number;
   /** How long to wait for the daemon to serve (default 15 s). */
   timeoutMs?: number;
 }

@@ -7,7 +7,9 @@
  * and the launcher resolves on the `ob-proxy serving` line, which names the bound URL: no port is
  * guessed and nothing is polled. With `logs: 'ignore'` (the bench: a daemon must not pay for a pipe
  * nobody reads, and at `--log-level warn` it prints no such line) it is given a free port and the
- * launcher resolves once that port accepts and the management socket exists.
+ * launcher resolves once that port accepts and the management socket exists. `logs` may also be
+ * a file descriptor: the daemon's stdout goes there, unread, as with 'ignore' (the bench's
+ * `--daemon-out`, for what `--trace-gc` prints).
  */
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -72,7 +74,7 @@ export async function startServe({
   ];
   const proc = spawn(argv[0], argv.slice(1), {
     env: { ...process.env, NO_COLOR: '1', ...env },
-    stdio: ['ignore', piped ? 'pipe' : 'ignore', 'pipe'],
+    stdio: ['ignore', piped ? 'pipe' : typeof logs === 'number' ? logs : 'ignore', 'pipe'],
   });
   const lines = [];
   const stderr = [];

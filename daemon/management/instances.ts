@@ -19,6 +19,7 @@ import {
 } from './schemas.js';
 import { type ViewDeps, viewInstance } from './views.js';
 import { sendArrayInPieces } from './list-pages.js';
+import { sortInPieces } from './sort-in-pieces.js';
 
 /** localeCompare's order (the default locale's), without a collator made per comparison. */
 const collate = new Intl.Collator().compare;
@@ -82,9 +83,12 @@ export function registerInstanceRoutes(app: FastifyInstance, ctx: InstanceRouteD
     { schema: { querystring: INSTANCES_QUERY } },
     async (request, reply) => {
       const state = request.query.state;
-      const list = [...lc.registry.instances.values()]
-        .filter((i) => state === undefined || i.state === state)
-        .sort((a, b) => collate(a.createdAt, b.createdAt) || collate(a.id, b.id));
+      // Sorted in pieces: 50,000 instances sorted at once (ICU's comparisons) held every request
+      // for 60 ms and more.
+      const list = await sortInPieces(
+        [...lc.registry.instances.values()].filter((i) => state === undefined || i.state === state),
+        (a, b) => collate(a.createdAt, b.createdAt) || collate(a.id, b.id),
+      );
       return sendArrayInPieces(reply, list, (i) => viewInstance(ctx, i));
     },
   );

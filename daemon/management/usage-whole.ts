@@ -3,11 +3,15 @@ import type { FastifyReply } from 'fastify';
 import type { KeyRecord } from '../../src/domain/key.js';
 import type { Registry } from '../../src/services/registry.js';
 import {
-  type PackUsage,
+  type PackHead,
   type UsageFilter,
-  addToPacks,
+  addToTotal,
   byCreation,
   chosenBy,
+  emptyTotal,
+  keyRow,
+  packFor,
+  packOf,
   packOrder,
 } from '../../src/wire/usage-report.js';
 import { STREAM_PAGE, nextTurn } from './list-pages.js';
@@ -59,7 +63,11 @@ async function chosenKeys(registry: Registry, filter: UsageFilter): Promise<KeyR
  * The whole usage report (`GET /v1/usage` without a page), the same body as `usageReport` gives,
  * made and sent in pieces: its keys gathered, grouped into packs and the packs sorted with a turn
  * of the event loop every STREAM_PAGE keys, then written a STREAM_PAGE keys at a time. At 500,000
- * keys the report made and stringified at once held every request for seconds.
+ * keys the report made and stringified at once held every request for seconds. A pack holds its
+ * keys until they are written, not their rows: half a million rows (each a few objects) made
+ * before the first was written all outlived the young generation, and copying them there held
+ * the loop for tens of milliseconds at each collection. Each row and the pack's total are made as
+ * they are written, so they sum what was written.
  */
 export async function sendWholeUsage(
   reply: FastifyReply,
@@ -67,22 +75,25 @@ export async function sendWholeUsage(
   filter: UsageFilter,
 ): Promise<FastifyReply> {
   const keys = await chosenKeys(registry, filter);
-  const grouped = new Map<string, PackUsage>();
+  const grouped = new Map<string, { head: PackHead; keys: KeyRecord[] }>();
   for (let i = 0; i < keys.length; i++) {
-    addToPacks(grouped, registry.instances, keys[i]!);
+    const k = keys[i]!;
+    packFor(grouped, k, () => ({ head: packOf(registry.instances, k), keys: [] })).keys.push(k);
     if ((i + 1) % STREAM_PAGE === 0) await nextTurn();
   }
-  const packs = await sortInPieces([...grouped.values()], packOrder);
+  const packs = await sortInPieces([...grouped.values()], (a, b) => packOrder(a.head, b.head));
   const since = filter.since ?? null;
   async function* pieces(): AsyncGenerator<string> {
     let text = `{"since":${JSON.stringify(since)},"packs":[`;
     let written = 0;
     for (let p = 0; p < packs.length; p++) {
-      const { keys: rows, total, ...head } = packs[p]!;
+      const { head, keys: own } = packs[p]!;
+      let total = emptyTotal();
       // The pack's own fields, then its keys, then its total: the order of a PackUsage.
       text += `${p === 0 ? '' : ','}${JSON.stringify(head).slice(0, -1)},"keys":[`;
-      for (let i = 0; i < rows.length; i++) {
-        text += (i === 0 ? '' : ',') + JSON.stringify(rows[i]);
+      for (let i = 0; i < own.length; i++) {
+        text += (i === 0 ? '' : ',') + JSON.stringify(keyRow(own[i]!));
+        total = addToTotal(total, own[i]!);
         if (++written % STREAM_PAGE === 0) {
           yield text;
           text = '';

@@ -62,8 +62,11 @@ function later(a: string | null, b: string | null): string | null {
   return a === null || (b !== null && b > a) ? b : a;
 }
 
+/** A pack's own fields, before its keys and total. */
+export type PackHead = Omit<PackUsage, 'keys' | 'total'>;
+
 /** The pack a key belongs to, as it is now: `removed` once its deployment is gone. */
-function packOf(instances: ReadonlyMap<string, Instance>, k: KeyRecord): Omit<PackUsage, 'keys' | 'total'> {
+export function packOf(instances: ReadonlyMap<string, Instance>, k: KeyRecord): PackHead {
   const inst = instances.get(k.instance);
   const current = inst !== undefined && inst.deployment === k.deployment ? inst : undefined;
   return {
@@ -75,7 +78,8 @@ function packOf(instances: ReadonlyMap<string, Instance>, k: KeyRecord): Omit<Pa
   };
 }
 
-function keyRow(k: KeyRecord): KeyUsageRow {
+/** A key's row in its pack. */
+export function keyRow(k: KeyRecord): KeyUsageRow {
   return { id: k.id, name: k.name, status: k.status, ...counts(k.usage, k.lastUsedAt) };
 }
 
@@ -104,8 +108,26 @@ export function byCreation(a: KeyRecord, b: KeyRecord): number {
 }
 
 /** The instance's current pack first, then older ones: by instance id, then (a stable sort) by first key. */
-export function packOrder(a: PackUsage, b: PackUsage): number {
+export function packOrder(a: PackHead, b: PackHead): number {
   return a.instance.localeCompare(b.instance) || Number(a.state === 'removed') - Number(b.state === 'removed');
+}
+
+/** A pack's total before its first key. */
+export function emptyTotal(): UsageCounts {
+  return counts(emptyUsage(), null);
+}
+
+/** `total` with a key's counters added: a pack's total is this over its keys, in report order. */
+export function addToTotal(total: UsageCounts, k: KeyRecord): UsageCounts {
+  return counts(addUsage(total, k.usage), later(total.lastUsedAt, k.lastUsedAt));
+}
+
+/** The pack a key belongs to in `packs` (by instance and deployment), found or added. */
+export function packFor<P>(packs: Map<string, P>, k: KeyRecord, make: () => P): P {
+  const id = `${k.instance}\u0000${k.deployment}`;
+  let pack = packs.get(id);
+  if (pack === undefined) packs.set(id, (pack = make()));
+  return pack;
 }
 
 /** Adds a key (in report order) to its pack in `packs`, which then holds packs in the order of their first key. */
@@ -114,14 +136,9 @@ export function addToPacks(
   instances: ReadonlyMap<string, Instance>,
   k: KeyRecord,
 ): void {
-  const id = `${k.instance}\u0000${k.deployment}`;
-  let pack = packs.get(id);
-  if (pack === undefined) {
-    pack = { ...packOf(instances, k), keys: [], total: counts(emptyUsage(), null) };
-    packs.set(id, pack);
-  }
+  const pack = packFor(packs, k, () => ({ ...packOf(instances, k), keys: [], total: emptyTotal() }));
   pack.keys.push(keyRow(k));
-  pack.total = counts(addUsage(pack.total, k.usage), later(pack.total.lastUsedAt, k.lastUsedAt));
+  pack.total = addToTotal(pack.total, k);
 }
 
 /**

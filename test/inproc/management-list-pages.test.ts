@@ -29,6 +29,24 @@ afterAll(async () => {
   await d?.close();
 });
 
+/** Turns of the event loop from now until `stop()`: one immediate, queued again at each turn. */
+function turnsDuring(): { stop(): number } {
+  let turns = 0;
+  let ended = false;
+  const tick = (): void => {
+    if (ended) return;
+    turns++;
+    setImmediate(tick);
+  };
+  setImmediate(tick);
+  return {
+    stop: () => {
+      ended = true;
+      return turns;
+    },
+  };
+}
+
 async function walk<T>(
   path: string,
   field: 'keys' | 'revocations',
@@ -147,6 +165,22 @@ describe('GET /v1/revocations a page at a time', () => {
   });
 });
 
+describe('a page of MAX_PAGE keys', () => {
+  it('is sent in pieces: the body is the page as JSON.stringify writes it, other callbacks run between', async () => {
+    for (const path of [`/v1/keys?limit=${KEYS}`, `/v1/revocations?limit=${KEYS}`]) {
+      const ticks = turnsDuring();
+      const res = await d.manage('GET', path);
+      const turns = ticks.stop();
+      expect(res.headers['content-type']).toBe('application/json; charset=utf-8');
+      const page = res.json as Record<string, unknown[]>;
+      const field = path.startsWith('/v1/keys') ? 'keys' : 'revocations';
+      expect(Object.keys(page)).toEqual([field, 'next']);
+      expect(res.text).toBe(JSON.stringify(page));
+      expect(turns).toBeGreaterThanOrEqual(Math.floor(page[field]!.length / STREAM_PAGE));
+    }
+  });
+});
+
 describe('the audit trail', () => {
   it('is read from the store; the daemon holds only the newest events', async () => {
     expect(d.daemon.ctx.lifecycle.registry.events.length).toBeLessThanOrEqual(2 * HELD_EVENTS);
@@ -154,6 +188,16 @@ describe('the audit trail', () => {
     // The big store's events, and those the tests above added (a key.created and a key.revoked).
     expect(trail.length).toBe(EVENTS + 2);
     expect(trail.slice(0, 3).map((e) => e.seq)).toEqual([1, 2, 3]);
+  });
+
+  it('is sent in pieces: the body is the events as one JSON array, other callbacks run between', async () => {
+    const events = await d.daemon.ctx.lifecycle.auditEvents({ limit: 10_000 });
+    const ticks = turnsDuring();
+    const res = await d.manage('GET', '/v1/audit?limit=10000');
+    const turns = ticks.stop();
+    expect(res.headers['content-type']).toBe('application/json; charset=utf-8');
+    expect(res.text).toBe(JSON.stringify(events));
+    expect(turns).toBeGreaterThanOrEqual(Math.floor(events.length / STREAM_PAGE));
   });
 });
 
@@ -190,6 +234,25 @@ describe('GET /v1/instances', () => {
         updatedAt: '2026-11-01T00:00:00.000Z',
         health: null,
       });
+    } finally {
+      await own.close();
+    }
+  });
+
+  it('sorts the instances in pieces: other callbacks run while it sorts, not only between pieces sent', async () => {
+    const n = 8 * STREAM_PAGE;
+    const many = bigStoreData({ instances: n, keys: n, events: 0 });
+    // The store's order reversed: the sort has every comparison to make.
+    many.instances.reverse().forEach((inst) => Object.assign(inst, { aliases: [] }));
+    const own = await buildInproc({}, {}, new MemoryStore(many));
+    try {
+      const ticks = turnsDuring();
+      const res = await own.manage('GET', '/v1/instances');
+      const turns = ticks.stop();
+      expect(res.status).toBe(200);
+      expect((res.json as InstanceView[]).map((i) => i.id)).toEqual(many.instances.map((i) => i.id).sort());
+      // Sending alone waits n / STREAM_PAGE turns; the sort's comparisons (n log n) as many again and more.
+      expect(turns).toBeGreaterThanOrEqual(2 * (n / STREAM_PAGE));
     } finally {
       await own.close();
     }
