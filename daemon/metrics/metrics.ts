@@ -2,6 +2,7 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { collectProcessMetrics } from './process-metrics.js';
 import type { Registry as KeyRegistry } from '../../src/services/registry.js';
 import { Buckets, InstanceSeries, type KeySeries, registerHistogram } from './hot-series.js';
+import { collectInTurns } from './gauge-in-turns.js';
 
 /**
  * How long the series of a revoked key or a removed instance stay in the exposition after a
@@ -184,15 +185,23 @@ export class Metrics {
       help: 'API keys by instance and status.',
       labelNames: ['instance', 'status'],
       registers,
-      // Counted at scrape time from the registry: nothing to keep in step.
-      collect() {
-        this.reset();
-        // Keys of instances removed are all revoked, and counted no more: the gauge's label set stays
-        // that of the instances there are.
+      // Counted at scrape time from the registry (nothing to keep in step), an instance at a time.
+      // Keys of instances removed are all revoked, and counted no more: the gauge's label set stays
+      // that of the instances there are.
+      collect: collectInTurns(function* () {
         const reg = keys();
-        for (const k of reg?.keys.values() ?? [])
-          if (reg?.instances.has(k.instance) === true) this.inc({ instance: k.instance, status: k.status });
-      },
+        if (reg === undefined) return;
+        for (const instance of reg.instances.keys()) {
+          let active = 0;
+          let revoked = 0;
+          for (const k of reg.keysOf(instance)) {
+            if (k.status === 'active') active++;
+            else revoked++;
+          }
+          if (active > 0) yield [{ instance, status: 'active' }, active];
+          if (revoked > 0) yield [{ instance, status: 'revoked' }, revoked];
+        }
+      }),
     });
     const health = opts.health;
     new Gauge({
@@ -200,13 +209,11 @@ export class Metrics {
       help: "Last probe of each ready instance's model server (GET /v1/models): 1 on the status it found (reachable, unreachable, model missing), 0 on the others.",
       labelNames: ['instance', 'status'],
       registers,
-      collect() {
-        this.reset();
-        for (const h of health?.() ?? []) {
+      collect: collectInTurns(function* () {
+        for (const h of health?.() ?? [])
           for (const status of ['reachable', 'unreachable', 'model missing'])
-            this.set({ instance: h.instance, status }, status === h.status ? 1 : 0);
-        }
-      },
+            yield [{ instance: h.instance, status }, status === h.status ? 1 : 0];
+      }),
     });
   }
 

@@ -27,7 +27,12 @@ function world() {
   const clock = { ms: 0, now: () => clock.ms };
   const m = new Metrics({
     keyLabel: true,
-    keys: () => ({ instances, keys }) as unknown as KeyRegistry,
+    keys: () =>
+      ({
+        instances,
+        keys,
+        keysOf: (id: string) => [...keys.values()].filter((k) => k.instance === id),
+      }) as unknown as KeyRegistry,
     clock,
   });
   return { instances, keys, clock, m };
