@@ -2,7 +2,7 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { collectProcessMetrics } from './process-metrics.js';
 import type { Registry as KeyRegistry } from '../../src/services/registry.js';
 import { Buckets, InstanceSeries, type KeySeries, registerHistogram } from './hot-series.js';
-import { collectInTurns } from './gauge-in-turns.js';
+import { type TextGauge, gaugeText } from './text-gauge.js';
 
 /**
  * How long the series of a revoked key or a removed instance stay in the exposition after a
@@ -50,6 +50,8 @@ export class Metrics {
   private readonly queued: Gauge<'instance'>;
   private readonly queueWaits: Histogram<'instance'>;
   private readonly registryOf: () => KeyRegistry | undefined;
+  /** The per-instance gauges the daemon writes itself, after prom-client's metrics (text-gauge.ts). */
+  private readonly textGauges: readonly TextGauge[];
   private readonly clock: { now(): number };
   /** Series found gone (`instance` or `instance\0key`) → when a scrape first found it so. */
   private readonly goneSince = new Map<string, number>();
@@ -180,41 +182,39 @@ export class Metrics {
       registers,
     });
     const keys = opts.keys;
-    new Gauge({
-      name: 'ob_proxy_keys',
-      help: 'API keys by instance and status.',
-      labelNames: ['instance', 'status'],
-      registers,
-      // Counted at scrape time from the registry (nothing to keep in step), an instance at a time.
-      // Keys of instances removed are all revoked, and counted no more: the gauge's label set stays
-      // that of the instances there are.
-      collect: collectInTurns(function* () {
-        const reg = keys();
-        if (reg === undefined) return;
-        for (const instance of reg.instances.keys()) {
-          let active = 0;
-          let revoked = 0;
-          for (const k of reg.keysOf(instance)) {
-            if (k.status === 'active') active++;
-            else revoked++;
-          }
-          if (active > 0) yield [{ instance, status: 'active' }, active];
-          if (revoked > 0) yield [{ instance, status: 'revoked' }, revoked];
-        }
-      }),
-    });
     const health = opts.health;
-    new Gauge({
-      name: 'ob_proxy_instance_health',
-      help: "Last probe of each ready instance's model server (GET /v1/models): 1 on the status it found (reachable, unreachable, model missing), 0 on the others.",
-      labelNames: ['instance', 'status'],
-      registers,
-      collect: collectInTurns(function* () {
-        for (const h of health?.() ?? [])
-          for (const status of ['reachable', 'unreachable', 'model missing'])
-            yield [{ instance: h.instance, status }, status === h.status ? 1 : 0];
-      }),
-    });
+    this.textGauges = [
+      {
+        name: 'ob_proxy_keys',
+        help: 'API keys by instance and status.',
+        // Counted at scrape time from the registry (nothing to keep in step), an instance at a
+        // time. Keys of instances removed are all revoked, and counted no more: the gauge's label
+        // set stays that of the instances there are.
+        *series() {
+          const reg = keys();
+          if (reg === undefined) return;
+          for (const instance of reg.instances.keys()) {
+            let active = 0;
+            let revoked = 0;
+            for (const k of reg.keysOf(instance)) {
+              if (k.status === 'active') active++;
+              else revoked++;
+            }
+            if (active > 0) yield [{ instance, status: 'active' }, active];
+            if (revoked > 0) yield [{ instance, status: 'revoked' }, revoked];
+          }
+        },
+      },
+      {
+        name: 'ob_proxy_instance_health',
+        help: "Last probe of each ready instance's model server (GET /v1/models): 1 on the status it found (reachable, unreachable, model missing), 0 on the others.",
+        *series() {
+          for (const h of health?.() ?? [])
+            for (const status of ['model missing', 'reachable', 'unreachable'])
+              yield [{ instance: h.instance, status }, status === h.status ? 1 : 0];
+        },
+      },
+    ];
   }
 
   private *keySeries(): Iterable<[string, InstanceSeries, string, KeySeries]> {
@@ -278,7 +278,9 @@ export class Metrics {
   /** The exposition, after dropping what has been gone for longer than GONE_RETAIN_MS. */
   async scrape(): Promise<string> {
     this.prune(this.clock.now());
-    return this.registry.metrics();
+    let text = await this.registry.metrics();
+    for (const g of this.textGauges) text += await gaugeText(g);
+    return text;
   }
 
   /**

@@ -135,7 +135,11 @@ describe('metrics with key labels', () => {
   });
 
   it("histograms count what they measure; tokens are the model server's; streams, errors, keys and revocations", async () => {
-    const { samples } = await scrape(h);
+    const { samples, text } = await scrape(h);
+    // The gauges the daemon writes itself follow prom-client's, each once, line by line.
+    expect(
+      text.split('\n').filter((l) => l.startsWith('# TYPE ob_proxy_keys ') || l.startsWith('# HELP ob_proxy_keys ')),
+    ).toEqual(['# HELP ob_proxy_keys API keys by instance and status.', '# TYPE ob_proxy_keys gauge']);
     expect(value(samples, 'ob_proxy_request_duration_seconds_count', { instance: 'gpu-1' })).toBe(8);
     expect(value(samples, 'ob_proxy_request_duration_seconds_count', { instance: '' })).toBe(4);
     // Only requests that reached the model server: 3 + 2 + 1 + the 503.

@@ -1,0 +1,42 @@
+import { describe, expect, it } from 'vitest';
+import { SERIES_A_TURN, gaugeText } from '../../daemon/metrics/text-gauge.js';
+
+describe('a per-instance gauge written as Prometheus text by the daemon', () => {
+  it('writes HELP, TYPE and a line a series, label values quoted as the text format says', async () => {
+    const text = await gaugeText({
+      name: 'g',
+      help: 'Help with a \\ and a\nnewline.',
+      *series() {
+        yield [{ instance: 'a', status: 'active' }, 2];
+        yield [{ instance: 'say "hi"\\\n', status: 'revoked' }, 0];
+      },
+    });
+    expect(text).toBe(
+      [
+        '# HELP g Help with a \\\\ and a\\nnewline.',
+        '# TYPE g gauge',
+        'g{instance="a",status="active"} 2',
+        'g{instance="say \\"hi\\"\\\\\\n",status="revoked"} 0',
+        '',
+      ].join('\n'),
+    );
+  });
+
+  it('lets other work run between pieces of many series, and writes them all', async () => {
+    const count = SERIES_A_TURN * 3 + 1;
+    let turns = 0;
+    const ticker = setInterval(() => turns++, 0);
+    const text = await gaugeText({
+      name: 'g',
+      help: 'h',
+      *series() {
+        for (let i = 0; i < count; i++) yield [{ instance: `i${i}` }, i];
+      },
+    });
+    clearInterval(ticker);
+    const lines = text.split('\n').filter((l) => l.startsWith('g{'));
+    expect(lines).toHaveLength(count);
+    expect(lines.at(-1)).toBe(`g{instance="i${count - 1}"} ${count - 1}`);
+    expect(turns).toBeGreaterThan(0);
+  });
+});
