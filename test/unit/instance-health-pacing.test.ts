@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { Instance } from '../../src/domain/instance.js';
-import { InstanceHealth } from '../../src/services/instance-health.js';
+import { InstanceHealth, WALK_SLICE } from '../../src/services/instance-health.js';
 import type { ProbeResult } from '../../src/upstream/model-probe.js';
 
 function instances(n: number): Map<string, Instance> {
@@ -97,5 +97,29 @@ describe('a round of probes is paced', () => {
     clearInterval(answerAll);
     expect(w.sleeps.slice(0, 5)).toEqual([1000, 1000, 1000, 1000, 6000]);
     expect(w.started[5]!.at).toBe(10_000);
+  });
+});
+
+describe("a round's start over many instances", () => {
+  it('gives other work a turn while it walks them, and still probes every ready one', async () => {
+    const all = instances(WALK_SLICE * 2 + 1);
+    const probed: string[] = [];
+    let turned = false;
+    let turnedBeforeFirstProbe: boolean | null = null;
+    const health = new InstanceHealth({
+      clock: { now: () => 0 },
+      instances: () => all.values(),
+      instance: (id) => all.get(id),
+      token: () => undefined,
+      probe: async (endpoint) => {
+        turnedBeforeFirstProbe ??= turned;
+        probed.push(endpoint);
+        return { status: 'reachable', error: null };
+      },
+    });
+    setImmediate(() => (turned = true));
+    await health.probeAll();
+    expect(turnedBeforeFirstProbe).toBe(true);
+    expect(probed).toHaveLength([...all.values()].filter((i) => i.state === 'ready').length);
   });
 });
