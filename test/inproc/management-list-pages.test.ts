@@ -11,6 +11,7 @@ import { HELD_EVENTS } from '../../src/services/registry.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { bigStoreData } from '../helpers/big-store.js';
 import { type Inproc, buildInproc } from '../helpers/inproc.js';
+import { turnsDuring } from '../helpers/event-loop-turns.js';
 
 const KEYS = 2500;
 const EVENTS = 3 * HELD_EVENTS;
@@ -28,24 +29,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await d?.close();
 });
-
-/** Turns of the event loop from now until `stop()`: one immediate, queued again at each turn. */
-function turnsDuring(): { stop(): number } {
-  let turns = 0;
-  let ended = false;
-  const tick = (): void => {
-    if (ended) return;
-    turns++;
-    setImmediate(tick);
-  };
-  setImmediate(tick);
-  return {
-    stop: () => {
-      ended = true;
-      return turns;
-    },
-  };
-}
 
 async function walk<T>(
   path: string,

@@ -4,6 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { sortInPieces } from '../../daemon/management/sort-in-pieces.js';
+import { turnsDuring } from '../helpers/event-loop-turns.js';
 
 describe('sortInPieces', () => {
   it('sorts as Array.prototype.sort does, ties in their order, for lists of every shape', async () => {
@@ -22,16 +23,9 @@ describe('sortInPieces', () => {
 
   it('waits turns of the event loop between its pieces', async () => {
     const items = Array.from({ length: 20_000 }, (_, i) => (i * 7919) % 20_000);
-    let turns = 0;
-    let ended = false;
-    const tick = (): void => {
-      if (ended) return;
-      turns++;
-      setImmediate(tick);
-    };
-    setImmediate(tick);
+    const ticks = turnsDuring();
     const sorted = await sortInPieces(items, (a, b) => a - b);
-    ended = true;
+    const turns = ticks.stop();
     expect(sorted).toEqual(Array.from({ length: 20_000 }, (_, i) => i));
     // About 20,000 × 14 comparisons, 2,000 a turn.
     expect(turns).toBeGreaterThanOrEqual(100);

@@ -9,6 +9,7 @@ import { MemoryStore } from '../../src/store/memory-store.js';
 import { STREAM_PAGE } from '../../daemon/management/list-pages.js';
 import { bigStoreData } from '../helpers/big-store.js';
 import { type Inproc, buildInproc } from '../helpers/inproc.js';
+import { turnsDuring } from '../helpers/event-loop-turns.js';
 
 const KEYS = 1700;
 let d: Inproc;
@@ -46,16 +47,9 @@ describe('GET /v1/usage whole, in pieces', () => {
   });
 
   it('callbacks queued meanwhile run between the pieces, before the body ends', async () => {
-    let turns = 0;
-    let ended = false;
-    const tick = (): void => {
-      if (ended) return;
-      turns++;
-      setImmediate(tick);
-    };
-    setImmediate(tick);
+    const ticks = turnsDuring();
     const res = await d.manage('GET', '/v1/usage');
-    ended = true;
+    const turns = ticks.stop();
     expect(res.status).toBe(200);
     // At least one turn between each two pieces of keys written.
     expect(turns).toBeGreaterThanOrEqual(Math.floor(KEYS / STREAM_PAGE));
