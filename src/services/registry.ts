@@ -128,8 +128,9 @@ export class MutableRegistry implements Registry, KeyCounters {
     const r = new MutableRegistry();
     for (const i of data.instances) r.instanceMap.set(i.id, i);
     r.ordering = false;
-    // Validated: no id or hash twice. A fresh registry's keys go in without a look for an earlier
-    // record (at 1,000,000 keys each map operation is a cache miss or more, about a microsecond).
+    // A fresh registry's keys go in without a look for an earlier record (at 1,000,000 keys each
+    // map operation is a cache miss or more, about a microsecond); a repeat, which the store's
+    // check or its database's unique columns rule out, is still seen by the maps' sizes.
     for (const k of data.keys) r.addLoadedKey(k);
     r.byCreation.rebuild(r.keyMap.values());
     r.byRevocation.rebuild([...r.keyMap.values()].filter((k) => k.status === 'revoked'));
@@ -181,8 +182,15 @@ export class MutableRegistry implements Registry, KeyCounters {
   }
 
   private addLoadedKey(key: KeyRecord): void {
+    const ids = this.keyMap.size;
+    const hashes = this.byHash.size;
     this.keyMap.set(key.id, key);
     this.byHash.set(key.hash, key);
+    // One record would shadow the other: its revocation could miss the key a client still holds.
+    if (this.keyMap.size === ids || this.byHash.size === hashes)
+      throw new Error(
+        `The store holds two keys with the same ${this.keyMap.size === ids ? `id ${key.id}` : 'hash'} (instance ${key.instance}). Nothing was changed; remove the repeated record from the store, then start again.`,
+      );
     const list = this.byInstance.get(key.instance);
     if (list === undefined) this.byInstance.set(key.instance, [key]);
     else list.push(key);
