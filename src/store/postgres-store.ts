@@ -131,6 +131,7 @@ export class PostgresStore implements Store {
       journalPath: options.journalPath,
       commit: (decide) => this.commitDecided(decide),
       deliver: (mutations) => this.changes.deliver(mutations),
+      heldChanged: () => void this.session.relabel(),
     });
     this.changes = new ChangeFeed({
       ...base,
@@ -377,7 +378,7 @@ export class PostgresStore implements Store {
     await this.session.idle();
     await this.heartbeat.idle();
     await this.writeBack.close();
-    this.session.drop();
+    this.session.end();
     await this.pool.end().catch(() => {});
     await this.writers.end().catch(() => {});
   }

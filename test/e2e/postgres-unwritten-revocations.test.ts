@@ -87,8 +87,8 @@ it('status on every daemon shows the revocations a daemon holds that a read-only
       'A refuses the written revocations',
       WAIT_MS,
     );
-  // B's label is set again at its session's next check, and a session B replaced meanwhile reads
-  // as nothing held for a moment: status is read until it says so too.
+  // B sets its label once the revocations are written, and a session B replaced meanwhile may
+  // linger with what it held then: status is read until it names none too.
   await eventually(
     async () => !(await runCli(['status'], { home: a.serve.home })).stdout.includes('the store refused'),
     "A's status names no revocation held unwritten",

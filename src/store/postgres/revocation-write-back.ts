@@ -43,6 +43,8 @@ export interface WriteBackDeps {
   commit: DecidedCommit;
   /** Hands this daemon's own audit events to its feed (its own changes are not read back). */
   deliver: (mutations: Mutation[]) => Promise<void>;
+  /** What this daemon holds unwritten changed: its session's label says so (unwritten-label.ts). */
+  heldChanged: () => void;
 }
 
 export class RevocationWriteBack {
@@ -84,6 +86,7 @@ export class RevocationWriteBack {
       }
     } catch (err) {
       for (const k of keys) ledger.markUnshared(k);
+      this.deps.heldChanged();
       const journal = this.journal;
       if (journal === null) return;
       const records = keys.map(journalRecordOf);
@@ -167,6 +170,7 @@ export class RevocationWriteBack {
     if (unshared.length > 0) {
       await insertRevocations(this.deps.pool, unshared, this.deps.origin, this.deps.channel);
       for (const k of unshared) ledger.markShared(k.id);
+      this.deps.heldChanged();
     }
     const keys = ledger.writeBackKeys();
     if (keys.length > 0) {

@@ -34,6 +34,8 @@ export class SessionConnection {
   private chores = false;
   /** The application_name the open connection has. */
   private labelled: string | null = null;
+  /** The store closed: no connection opens again. */
+  private ended = false;
 
   constructor(private readonly deps: SessionDeps) {}
 
@@ -50,10 +52,26 @@ export class SessionConnection {
     return this.checking;
   }
 
+  /**
+   * The label changed (revocations held, or written): it is set now, not at the next period's
+   * check, so the other daemons' status follows this daemon's own. A check under way may have
+   * read the label before the change: one more follows it.
+   */
+  relabel(): Promise<void> {
+    const after = (this.checking ?? Promise.resolve()).then(() => this.check());
+    return after.catch(() => {});
+  }
+
   /** Waits for an opening or a check under way. */
   async idle(): Promise<void> {
     await this.starting?.catch(() => {});
     await this.checking?.catch(() => {});
+  }
+
+  /** The store closes: the connection is dropped, and none opens again. */
+  end(): void {
+    this.ended = true;
+    this.drop();
   }
 
   /** `dead`: it stopped answering; its socket is closed rather than waiting on a goodbye. */
@@ -67,6 +85,7 @@ export class SessionConnection {
   }
 
   private async keep(): Promise<void> {
+    if (this.ended) return;
     if (this.session !== null) {
       try {
         const label = this.deps.label();
@@ -109,6 +128,10 @@ export class SessionConnection {
       if (channel !== null) await client.query(`LISTEN ${channel}`);
       // Set, not given at connect: an application_name in the store's URL would win there.
       await this.setLabel(client, this.deps.label());
+      if (this.ended) {
+        endNow(client);
+        return;
+      }
       this.session = client;
       this.chores = await tryChoresLock(client);
     } catch (err) {
