@@ -21,8 +21,10 @@
  * --calls: the management calls (CALLS below) each sent, in turn, while chat requests go one
  * after another: the slowest and median chat during each. The daemon's CPU (user + system) for
  * its start, and with --postgres the server's processes' CPU meanwhile, are given beside the wall
- * time, with the machine's load average. Beside each call's chats, `loopMaxMs`: the daemon's own
- * longest event-loop delay meanwhile, scraped from its /metrics (loopMaxMs below).
+ * time, with the machine's load average. Beside each call's chats, `hold`: the longest the
+ * daemon's event loop was held meanwhile, as wall time and as its main thread's CPU time
+ * (bench/loop-holds.mjs, loaded into the daemon). `metrics` among the calls is a scrape of the
+ * daemon's --metrics-port.
  *
  * --daemon-out FILE: the daemon's stdout (what `--node-args --trace-gc` prints) appended to FILE,
  * with a line `### <call> start` and `### <call> end` around each call, to tell a collection's
@@ -73,6 +75,7 @@ const CALLS = {
   instances: '/v1/instances',
   audit: '/v1/audit?limit=10000',
   daemons: '/v1/daemons',
+  metrics: null,
 };
 const CALLED = (() => {
   const v = arg('--calls', 'all');
@@ -195,21 +198,22 @@ async function slowestDuring(baseUrl, secret, work) {
 }
 
 /**
- * The daemon's longest event-loop delay since its last scrape, in ms: prom-client resets its
- * delay histogram at each scrape, so a scrape just after some work gives the loop's longest hold
- * during it, whatever the machine's other processes did to the chats. The histogram is Node's
- * monitorEventLoopDelay at a 10 ms resolution: the longest gap between two ticks of a 10 ms timer,
- * so an idle loop reads 10 to 11 and a hold of h ms reads between h and h + 10. After a reset the
- * timer's first tick only starts the next gap: a scrape is followed by a wait of a few ticks
- * before the work, or a hold at once (the scrape's own walk of the keys) would go unseen.
+ * The daemon's longest hold of its event loop since the last call (bench/loop-holds.mjs): it is
+ * asked by SIGUSR2 and answers with a line in `file`. `{ cpuMs, wallMs }`.
  */
-async function loopMaxMs(metricsUrl) {
-  const res = await fetch(metricsUrl);
-  const text = await res.text();
-  const m = /^ob_proxy_nodejs_eventloop_lag_max_seconds ([0-9.e+-]+)$/m.exec(text);
-  if (m === null) throw new Error('no ob_proxy_nodejs_eventloop_lag_max_seconds in /metrics');
-  await new Promise((r) => setTimeout(r, 50));
-  return +(Number(m[1]) * 1000).toFixed(1);
+async function hold(proc, file) {
+  const before = existsSync(file) ? readFileSync(file, 'utf8').length : 0;
+  proc.kill('SIGUSR2');
+  for (let i = 0; i < 1000; i++) {
+    const text = existsSync(file) ? readFileSync(file, 'utf8') : '';
+    const answer = text
+      .slice(before)
+      .split('\n')
+      .find((l) => l.startsWith('{"cpuMs"'));
+    if (answer !== undefined) return JSON.parse(answer);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  throw new Error('the daemon never answered SIGUSR2 (is bench/loop-holds.mjs loaded?)');
 }
 
 /** `ob-proxy keys list --all`, its lines counted. */
@@ -293,7 +297,16 @@ async function measure(keys, store) {
     const pg0 = store === 'postgres' ? pgCpuMs() : 0;
     const t0 = performance.now();
     mark(`${store} ${keys} start`);
-    serve = await startServe({ home, args, nodeArgs: NODE_ARGS, logs: outFd ?? 'ignore', timeoutMs: 600_000 });
+    const holdsFile = arg('--holds-file', null) ?? join(home, 'holds.jsonl');
+    serve = await startServe({
+      home,
+      args,
+      env: { OB_BENCH_HOLDS: holdsFile, OB_BENCH_HOLDS_OVER: arg('--holds-over', '') },
+      nodeArgs: [...NODE_ARGS, '--import', join(ROOT, 'bench/loop-holds.mjs')],
+      logs: outFd ?? 'ignore',
+      timeoutMs: 600_000,
+    });
+    const held = () => hold(serve.proc, holdsFile);
     const startMs = performance.now() - t0;
     // Its CPU to start: on a shared machine the wall time is the neighbours' as much as its own.
     const startCpuMs = cpuMs(serve.proc.pid);
@@ -305,39 +318,42 @@ async function measure(keys, store) {
     await client.ready('timed', { wait: true, probe: false });
     const { secret } = await client.createKey('timed', 'bench');
     for (let i = 0; i < 10; i++) await chat(serve.baseUrl, secret);
-    await loopMaxMs(metricsUrl);
+    await held();
     const idle = [];
     for (let i = 0; i < CHATS; i++) idle.push(await chat(serve.baseUrl, secret));
-    const idleLoopMaxMs = await loopMaxMs(metricsUrl);
+    const idleHold = await held();
     let t = performance.now();
     await client.keyPage({ limit: 1000 });
     const pageMs = performance.now() - t;
     // The whole list by the CLI, in a process of its own (as an operator runs it), while chat
     // requests go one after another.
     let lines = 0;
-    await loopMaxMs(metricsUrl);
+    await held();
     mark('keys list --all start');
     t = performance.now();
     const during = await slowestDuring(serve.baseUrl, secret, () => listAll(home, (n) => (lines += n)));
     const wholeMs = performance.now() - t;
-    const listLoopMaxMs = await loopMaxMs(metricsUrl);
+    const listHold = await held();
     mark('keys list --all end');
     // Each management call on the socket, alone, with chat requests one after another meanwhile.
     const calls = {};
     for (const name of CALLED) {
       if (name === 'all') continue;
-      await loopMaxMs(metricsUrl);
+      await held();
       mark(`${name} start`);
       const c0 = cpuMs(serve.proc.pid);
       const tc = performance.now();
       let bytes = 0;
       const d = await slowestDuring(serve.baseUrl, secret, async () => {
-        bytes = await socketGet(join(home, 'ob-proxy.sock'), CALLS[name]);
+        bytes =
+          CALLS[name] === null
+            ? (await (await fetch(metricsUrl)).arrayBuffer()).byteLength
+            : await socketGet(join(home, 'ob-proxy.sock'), CALLS[name]);
       });
       calls[name] = {
         ms: Math.round(performance.now() - tc),
         cpuMs: cpuMs(serve.proc.pid) - c0,
-        loopMaxMs: await loopMaxMs(metricsUrl),
+        hold: await held(),
         bytes,
         chatMedianMs: +d.median.toFixed(1),
         chatMaxMs: +d.slowest.toFixed(1),
@@ -363,8 +379,8 @@ async function measure(keys, store) {
       chatDuringListMs: during.median,
       chatDuringListMaxMs: during.slowest,
       chatsDuringList: during.n,
-      idleLoopMaxMs,
-      listLoopMaxMs,
+      idleHold,
+      listHold,
       calls,
     };
     console.log(JSON.stringify(result));
