@@ -14,10 +14,9 @@ export const MAX_PAGE = 10_000;
  */
 export const STREAM_PAGE = 500;
 
-/** A turn of the event loop: what a long answer waits for between its pieces, so requests meanwhile are served. */
-export function nextTurn(): Promise<void> {
-  return new Promise<void>((resolve) => setImmediate(resolve));
-}
+import { nextTurn } from '../turn-budget.js';
+
+export { nextTurn };
 
 /** `limit`, a whole number from 1 to MAX_PAGE; undefined: the whole list. */
 export function pageLimit(value: string | undefined): number | undefined {

@@ -1,5 +1,6 @@
 import { type Server, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { Readable, pipeline } from 'node:stream';
 import type { Metrics } from './metrics.js';
 
 /**
@@ -18,10 +19,19 @@ export async function listenMetrics(
       res.end('Not found: scrape GET /metrics.\n');
       return;
     }
-    metrics.scrape().then(
-      (text) => {
+    // Written a piece at a time as it is made (Metrics.scrapePieces): a failure before the first
+    // piece is a 500; one after it can only cut the answer short, which Prometheus counts a failed
+    // scrape.
+    const pieces = metrics.scrapePieces();
+    pieces.next().then(
+      (first) => {
         res.writeHead(200, { 'content-type': metrics.registry.contentType });
-        res.end(text);
+        if (first.done === true) {
+          res.end();
+          return;
+        }
+        res.write(first.value);
+        pipeline(Readable.from(pieces, { objectMode: false }), res, () => {});
       },
       (err: unknown) => {
         res.writeHead(500, { 'content-type': 'text/plain; charset=utf-8' });

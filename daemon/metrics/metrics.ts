@@ -2,7 +2,8 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { collectProcessMetrics } from './process-metrics.js';
 import type { Registry as KeyRegistry } from '../../src/services/registry.js';
 import { Buckets, InstanceSeries, type KeySeries, registerHistogram } from './hot-series.js';
-import { type TextGauge, gaugeText } from './text-gauge.js';
+import { nextTurn } from '../turn-budget.js';
+import { type TextGauge, gaugePieces } from './text-gauge.js';
 
 /**
  * How long the series of a revoked key or a removed instance stay in the exposition after a
@@ -61,7 +62,7 @@ export class Metrics {
   constructor(opts: {
     keyLabel: boolean;
     keys: () => KeyRegistry | undefined;
-    health?: () => Iterable<{ instance: string; status: string }>;
+    health?: () => Iterable<{ instance: string; status: string } | null>;
     clock?: { now(): number };
   }) {
     this.keyLabel = opts.keyLabel;
@@ -209,9 +210,12 @@ export class Metrics {
         name: 'ob_proxy_instance_health',
         help: "Last probe of each ready instance's model server (GET /v1/models): 1 on the status it found (reachable, unreachable, model missing), 0 on the others.",
         *series() {
-          for (const h of health?.() ?? [])
-            for (const status of ['model missing', 'reachable', 'unreachable'])
-              yield [{ instance: h.instance, status }, status === h.status ? 1 : 0];
+          for (const h of health?.() ?? []) {
+            if (h === null) yield null;
+            else
+              for (const status of ['model missing', 'reachable', 'unreachable'])
+                yield [{ instance: h.instance, status }, status === h.status ? 1 : 0];
+          }
         },
       },
     ];
@@ -276,10 +280,24 @@ export class Metrics {
   }
 
   /** The exposition, after dropping what has been gone for longer than GONE_RETAIN_MS. */
-  async scrape(): Promise<string> {
+  /**
+   * The exposition in pieces, each written as it is made: prom-client's metrics, then the
+   * per-instance gauges SERIES_A_TURN series at a time (text-gauge.ts).
+   */
+  async *scrapePieces(): AsyncGenerator<string> {
     this.prune(this.clock.now());
-    let text = await this.registry.metrics();
-    for (const g of this.textGauges) text += await gaugeText(g);
+    yield await this.registry.metrics();
+    for (const g of this.textGauges) {
+      // Each gauge starts on a turn of its own, not on the end of the piece before.
+      await nextTurn();
+      yield* gaugePieces(g);
+    }
+  }
+
+  /** The whole exposition as one text. */
+  async scrape(): Promise<string> {
+    let text = '';
+    for await (const piece of this.scrapePieces()) text += piece;
     return text;
   }
 

@@ -94,11 +94,14 @@ export class InstanceHealth {
     return { status: e.status, checkedAt: e.checkedAt, error: e.error };
   }
 
-  /** Every ready instance's current status, for the metrics gauge. */
-  *statuses(): Iterable<{ instance: string; status: ProbeStatus }> {
+  /**
+   * Every ready instance's current status, for the metrics gauge; null for an instance with none
+   * (not ready, or not probed yet), so that a walk of them in pieces counts it as work done.
+   */
+  *statuses(): Iterable<{ instance: string; status: ProbeStatus } | null> {
     for (const i of this.deps.instances()) {
       const v = this.view(i);
-      if (v !== null) yield { instance: i.id, status: v.status };
+      yield v === null ? null : { instance: i.id, status: v.status };
     }
   }
 

@@ -41,3 +41,20 @@ describe('a per-instance gauge written as Prometheus text by the daemon', () => 
     expect(turns).toBeGreaterThanOrEqual(3);
   });
 });
+
+describe('a per-instance gauge of things that mostly make no series', () => {
+  it('counts each thing read as work, so a walk that writes nothing still lets other work run', async () => {
+    const count = SERIES_A_TURN * 3 + 1;
+    const ticks = turnsDuring();
+    const text = await gaugeText({
+      name: 'g',
+      help: 'h',
+      *series() {
+        for (let i = 0; i < count; i++) yield i === count - 1 ? [{ instance: `i${i}` }, 1] : null;
+      },
+    });
+    const turns = ticks.stop();
+    expect(text).toBe(`# HELP g h\n# TYPE g gauge\ng{instance="i${count - 1}"} 1\n`);
+    expect(turns).toBeGreaterThanOrEqual(3);
+  });
+});
