@@ -14,10 +14,14 @@ import {
   packOf,
   packOrder,
 } from '../../src/wire/usage-report.js';
-import { STREAM_PAGE, nextTurn } from './list-pages.js';
+import { TurnBudget, nextTurn } from '../turn-budget.js';
+import { STREAM_PAGE } from './list-pages.js';
 import { sortInPieces } from './sort-in-pieces.js';
 
 const byId = (a: KeyRecord, b: KeyRecord): number => a.id.localeCompare(b.id);
+
+/** Keys scanned, or comparisons made, between two turns of the event loop. */
+const WORK_A_TURN = STREAM_PAGE * 4;
 
 /**
  * The chosen keys in the report's order (creation time, then id by localeCompare), a page of the
@@ -30,9 +34,10 @@ async function chosenKeys(registry: Registry, filter: UsageFilter): Promise<KeyR
   if (filter.instance !== undefined) {
     // One instance's keys: a page of them orders them all again (keyPage), so they are sorted once.
     const own = registry.keysOf(filter.instance);
+    const budget = new TurnBudget(STREAM_PAGE * 8);
     for (let i = 0; i < own.length; i++) {
       if (keep(own[i]!)) out.push(own[i]!);
-      if ((i + 1) % (STREAM_PAGE * 8) === 0) await nextTurn();
+      if (budget.spent()) await budget.pause();
     }
     return sortInPieces(out, byCreation);
   }
@@ -47,13 +52,26 @@ async function chosenKeys(registry: Registry, filter: UsageFilter): Promise<KeyR
     after = next;
     await nextTurn();
   }
+  // The runs are sorted again by id: a short one at once (Array.prototype.sort is stable, as
+  // sortInPieces is), a long one in pieces. The scan and the sorts count as work, with a turn of
+  // the event loop every WORK_A_TURN: at 500,000 keys, made ten at a time, they held it for 40 ms.
+  const budget = new TurnBudget(WORK_A_TURN);
   for (let i = 0; i < out.length;) {
     let j = i + 1;
-    while (j < out.length && out[j]!.createdAt === out[i]!.createdAt) j++;
-    if (j - i > 1) {
-      const run = await sortInPieces(out.slice(i, j), byId);
-      for (let r = 0; r < run.length; r++) out[i + r] = run[r]!;
+    while (j < out.length && out[j]!.createdAt === out[i]!.createdAt) {
+      j++;
+      if (budget.spent()) await budget.pause();
     }
+    const m = j - i;
+    if (m >= WORK_A_TURN) {
+      const run = await sortInPieces(out.slice(i, j), byId);
+      for (let r = 0; r < m; r++) out[i + r] = run[r]!;
+      budget.restart();
+    } else if (m > 1) {
+      const run = out.slice(i, j).sort(byId);
+      for (let r = 0; r < m; r++) out[i + r] = run[r]!;
+      if (budget.spent(m * Math.ceil(Math.log2(m)))) await budget.pause();
+    } else if (budget.spent()) await budget.pause();
     i = j;
   }
   return out;
@@ -76,16 +94,17 @@ export async function sendWholeUsage(
 ): Promise<FastifyReply> {
   const keys = await chosenKeys(registry, filter);
   const grouped = new Map<string, { head: PackHead; keys: KeyRecord[] }>();
+  const grouping = new TurnBudget(STREAM_PAGE);
   for (let i = 0; i < keys.length; i++) {
     const k = keys[i]!;
     packFor(grouped, k, () => ({ head: packOf(registry.instances, k), keys: [] })).keys.push(k);
-    if ((i + 1) % STREAM_PAGE === 0) await nextTurn();
+    if (grouping.spent()) await grouping.pause();
   }
   const packs = await sortInPieces([...grouped.values()], (a, b) => packOrder(a.head, b.head));
   const since = filter.since ?? null;
   async function* pieces(): AsyncGenerator<string> {
     let text = `{"since":${JSON.stringify(since)},"packs":[`;
-    let written = 0;
+    const writing = new TurnBudget(STREAM_PAGE);
     for (let p = 0; p < packs.length; p++) {
       const { head, keys: own } = packs[p]!;
       let total = emptyTotal();
@@ -94,10 +113,10 @@ export async function sendWholeUsage(
       for (let i = 0; i < own.length; i++) {
         text += (i === 0 ? '' : ',') + JSON.stringify(keyRow(own[i]!));
         total = addToTotal(total, own[i]!);
-        if (++written % STREAM_PAGE === 0) {
+        if (writing.spent()) {
           yield text;
           text = '';
-          await nextTurn();
+          await writing.pause();
         }
       }
       text += `],"total":${JSON.stringify(total)}}`;

@@ -15,8 +15,11 @@ const TAIL_BYTES = 64 * 1024;
  * leaves an event in both places (the next fold finds it by its number and does not add it
  * again), never in neither.
  */
-/** Events serialised and written at a time. */
-const ARCHIVE_PIECE = 10_000;
+/**
+ * Events serialised and written at a time: a few milliseconds of JSON, since every piece holds
+ * the daemon's requests while it is made (10,000 held them 17 to 26 ms).
+ */
+const ARCHIVE_PIECE = 2_000;
 
 export class AuditArchive {
   constructor(readonly path: string) {}
@@ -33,14 +36,14 @@ export class AuditArchive {
       if (!st.isFile()) throw new Error(`${this.path} is not a regular file`);
       const { end, lastSeq } = await tail(fh, st.size);
       const from = Math.max(heldThrough, lastSeq);
-      const fresh = events.filter((e) => e.seq > from);
-      if (fresh.length === 0) return from;
+      const first = firstAfter(events, from);
+      if (first === events.length) return from;
       // A piece at a time: the events of a large store's first fold (a million and more) made one
       // string of hundreds of MB.
       let at = end;
-      for (let i = 0; i < fresh.length; i += ARCHIVE_PIECE) {
+      for (let i = first; i < events.length; i += ARCHIVE_PIECE) {
         const buf = Buffer.from(
-          fresh
+          events
             .slice(i, i + ARCHIVE_PIECE)
             .map((e) => `${JSON.stringify(e)}\n`)
             .join(''),
@@ -53,11 +56,26 @@ export class AuditArchive {
       if (at < st.size) await fh.truncate(at);
       await fh.sync();
       if (st.size === 0) await syncDir(this.path);
-      return fresh[fresh.length - 1]!.seq;
+      return events[events.length - 1]!.seq;
     } finally {
       await fh.close();
     }
   }
+}
+
+/**
+ * The index of the first event numbered above `seq` (events.length: none), by bisection: the
+ * events are in the order of their numbers, and a scan of a million of them held the loop.
+ */
+function firstAfter(events: readonly AuditEvent[], seq: number): number {
+  let lo = 0;
+  let hi = events.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (events[mid]!.seq > seq) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo;
 }
 
 /** Where the last whole line ends, and the number of the event on it (0 if none). */

@@ -223,7 +223,7 @@ export class FileStore implements Store {
     while (this.folding !== null) await this.folding;
   }
 
-  async auditEvents(q: AuditQuery): Promise<AuditEvent[]> {
+  async auditEvents(q: AuditQuery): Promise<readonly Readonly<AuditEvent>[]> {
     return this.tables.auditEvents(q);
   }
 

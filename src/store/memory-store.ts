@@ -31,7 +31,7 @@ export class MemoryStore implements Store {
     for (const m of mutations) this.tables.apply(m);
   }
 
-  async auditEvents(q: AuditQuery): Promise<AuditEvent[]> {
+  async auditEvents(q: AuditQuery): Promise<readonly Readonly<AuditEvent>[]> {
     return this.tables.auditEvents(q);
   }
 

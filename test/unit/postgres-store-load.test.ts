@@ -32,8 +32,8 @@ describe('a PostgreSQL store at start', () => {
     await target.replaceAll(data, false);
     await target.close();
 
-    // Pages of 7: 50 keys take 8 statements, the last one short.
-    const store = new PostgresStore(db.url, { keyPage: 7 });
+    // Pages of 7: 50 keys take 8 statements, the last one short; the audit trail the same.
+    const store = new PostgresStore(db.url, { keyPage: 7, auditPage: 7 });
     try {
       const loaded = await store.load();
       expect(loaded.keys).toEqual(data.keys);
@@ -42,6 +42,10 @@ describe('a PostgreSQL store at start', () => {
       expect((await store.auditEvents({ instance: 'big-1', limit: 1000 })).map((e) => e.seq)).toEqual(
         data.events.filter((e) => e.instance === 'big-1').map((e) => e.seq),
       );
+      for (const limit of [7, 14, 50, 119, 120, 121, 1000])
+        expect(await store.auditEvents({ limit })).toEqual(data.events.slice(-limit));
+      const own = data.events.filter((e) => e.instance === 'big-2');
+      expect(await store.auditEvents({ instance: 'big-2', limit: 9 })).toEqual(own.slice(-9));
     } finally {
       await store.close();
     }

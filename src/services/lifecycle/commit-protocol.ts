@@ -271,7 +271,7 @@ export class LifecycleCore {
         version: STORE_VERSION,
         instances: [...this.reg.instances.values()],
         keys: [...this.reg.keys.values()],
-        events: (await this.deps.store.auditEvents?.({ limit: Number.MAX_SAFE_INTEGER })) ?? [...this.reg.events],
+        events: [...((await this.deps.store.auditEvents?.({ limit: Number.MAX_SAFE_INTEGER })) ?? this.reg.events)],
         ...(this.storedModels === null ? {} : { models: [...this.storedModels] }),
         ...(buckets.length === 0 ? {} : { usageBuckets: buckets }),
       });
@@ -279,7 +279,7 @@ export class LifecycleCore {
   }
 
   /** The newest audit events, from the store (the registry holds only the newest few). */
-  async auditEvents(q: AuditQuery): Promise<AuditEvent[]> {
+  async auditEvents(q: AuditQuery): Promise<readonly Readonly<AuditEvent>[]> {
     if (this.deps.store.auditEvents !== undefined) return this.deps.store.auditEvents(q);
     const held = this.reg.events.filter((e) => q.instance === undefined || e.instance === q.instance);
     return held.slice(Math.max(0, held.length - q.limit));
