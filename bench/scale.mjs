@@ -6,10 +6,11 @@
  * while that whole list is being sent, against the same request on the idle daemon. With
  * `--probes N`: an idle daemon with N ready instances probing at the defaults, its CPU a second
  * and a chat request's latency while the rounds run, then the same daemon without probes
- * (`--refused`: every probe's port closed).
+ * (`--refused`: every probe's port closed; `--probing-only`: not the daemon without probes). The
+ * longest holds of the loop, as for the calls below, during the idle seconds and the chats.
  *
  *   node bench/scale.mjs [--keys 1000,10000,100000] [--postgres postgres://127.0.0.1:5432/test]
- *                        [--probes 100000 [--refused]] [--cache DIR] [--calls all|page,all,...]
+ *                        [--probes 100000 [--refused] [--probing-only]] [--cache DIR] [--calls all|page,all,...]
  *                        [--only json|postgres] [--node-args "--trace-gc"] [--daemon-out FILE]
  *
  * --postgres: each size is also copied with `ob-proxy store migrate` into a database made for it
@@ -424,13 +425,16 @@ async function measureProbes(instances, probing) {
       inst.endpoint = `http://127.1.${(i >> 8) & 255}.${i & 255}:${port}`;
     });
     writeStore(join(home, 'db.json'), data);
+    const holdsFile = arg('--holds-file', null) ?? join(home, 'holds.jsonl');
     serve = await startServe({
       home,
       args: probing ? [] : ['--probe-interval', '0'],
-      nodeArgs: NODE_ARGS,
-      logs: 'ignore',
+      env: { OB_BENCH_HOLDS: holdsFile, OB_BENCH_HOLDS_OVER: arg('--holds-over', '') },
+      nodeArgs: [...NODE_ARGS, '--import', join(ROOT, 'bench/loop-holds.mjs')],
+      logs: outFd ?? 'ignore',
       timeoutMs: 600_000,
     });
+    const held = () => hold(serve.proc, holdsFile);
     const client = new DaemonClient(join(home, 'ob-proxy.sock'));
     await client.addInstance({ id: 'timed', model: 'gemma4:26b', endpoint: `${up.url}/v1` });
     await client.ready('timed', { wait: true, probe: false });
@@ -438,12 +442,17 @@ async function measureProbes(instances, probing) {
     for (let i = 0; i < 10; i++) await chat(serve.baseUrl, secret);
     // Idle but for the probes: their CPU alone, then chat requests among them.
     const seconds = 20;
+    // The start's own work in the background (the store's first fold) ends first.
+    await new Promise((r) => setTimeout(r, 10_000));
+    await held();
     const c0 = cpuMs(serve.proc.pid);
     const t0 = targets === null ? 0 : cpuMs(targets.proc.pid);
     await new Promise((r) => setTimeout(r, seconds * 1000));
     const cpuPerSecond = (cpuMs(serve.proc.pid) - c0) / seconds;
     const targetsCpuPerSecond = targets === null ? null : (cpuMs(targets.proc.pid) - t0) / seconds;
+    const idleHold = await held();
     const during = await chatsFor(serve.baseUrl, secret, 5000);
+    const chatsHold = await held();
     const result = {
       instances,
       probing,
@@ -451,6 +460,8 @@ async function measureProbes(instances, probing) {
       cpuMsPerSecond: cpuPerSecond,
       targetsCpuMsPerSecond: targetsCpuPerSecond,
       chatMs: during,
+      idleHold,
+      chatsHold,
       rssMiB: rssMiB(serve.proc.pid),
       load: readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' '),
     };
@@ -466,7 +477,7 @@ async function measureProbes(instances, probing) {
 
 if (PROBES > 0) {
   await measureProbes(PROBES, true);
-  await measureProbes(PROBES, false);
+  if (!argv.includes('--probing-only')) await measureProbes(PROBES, false);
 } else
   for (const keys of SIZES) {
     if (ONLY !== 'postgres') await measure(keys, 'json');
