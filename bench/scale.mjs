@@ -476,7 +476,7 @@ async function measureProbes(instances, probing) {
 }
 
 if (PROBES > 0) {
-  await measureProbes(PROBES, true);
+  if (!argv.includes('--unprobed-only')) await measureProbes(PROBES, true);
   if (!argv.includes('--probing-only')) await measureProbes(PROBES, false);
 } else
   for (const keys of SIZES) {
