@@ -45,7 +45,6 @@ import {
   rmSync,
   writeSync,
 } from 'node:fs';
-import { request } from 'node:http';
 import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { bigStoreData } from './big-store.mjs';
@@ -84,6 +83,13 @@ const CALLED = (() => {
 })();
 const CHATS = 30;
 const DAEMON_OUT = arg('--daemon-out', null);
+/**
+ * --pin-daemon CPU: the daemon on that CPU alone (taskset); run the bench itself on the others
+ * (`taskset -c 1 node bench/scale.mjs --pin-daemon 0`), so that the chats' latency is the
+ * daemon's, not the wait for a core the bench, the CLI and the simulators share with it.
+ */
+const PIN = arg('--pin-daemon', null);
+const LAUNCHER = PIN === null ? [] : ['taskset', '-c', PIN];
 const outFd = DAEMON_OUT === null ? null : openSync(DAEMON_OUT, 'a');
 /** A line in the daemon's output file between its own: where a call starts or ends. */
 const mark = (text) => {
@@ -141,20 +147,31 @@ function pgCpuMs() {
   return sum;
 }
 
-/** A GET on the daemon's socket, its body read and dropped. */
-function socketGet(socketPath, path) {
-  return new Promise((done, fail) => {
-    const req = request({ socketPath, path, method: 'GET' }, (res) => {
+/**
+ * A GET (on the daemon's socket, or a URL), its body read and dropped, in a process of its own:
+ * read here, an answer of 230 MB would hold this process's loop, which times the chats.
+ * Resolves with the bytes read.
+ */
+function getApart(target) {
+  const script = `
+    const http = require('node:http');
+    const t = JSON.parse(process.argv[1]);
+    const req = http.request(t.url ?? { socketPath: t.socketPath, path: t.path }, (res) => {
       let bytes = 0;
       res.on('data', (b) => (bytes += b.length));
-      res.on('end', () =>
-        res.statusCode === 200 ? done(bytes) : fail(new Error(`${path} answered ${res.statusCode}`)),
-      );
-      res.on('error', fail);
+      res.on('end', () => { process.stdout.write(String(bytes)); process.exitCode = res.statusCode === 200 ? 0 : 1; });
     });
-    req.on('error', fail);
-    req.end();
+    req.end();`;
+  const proc = spawn(process.execPath, ['-e', script, JSON.stringify(target)], {
+    stdio: ['ignore', 'pipe', 'inherit'],
   });
+  let out = '';
+  proc.stdout.setEncoding('utf8').on('data', (s) => (out += s));
+  return new Promise((done, fail) =>
+    proc.once('close', (code) =>
+      code === 0 ? done(Number(out)) : fail(new Error(`GET ${JSON.stringify(target)} failed (${code})`)),
+    ),
+  );
 }
 
 function upstream(host = '127.0.0.1') {
@@ -304,6 +321,7 @@ async function measure(keys, store) {
       args,
       env: { OB_BENCH_HOLDS: holdsFile, OB_BENCH_HOLDS_OVER: arg('--holds-over', '') },
       nodeArgs: [...NODE_ARGS, '--import', join(ROOT, 'bench/loop-holds.mjs')],
+      launcher: LAUNCHER,
       logs: outFd ?? 'ignore',
       timeoutMs: 600_000,
     });
@@ -346,10 +364,9 @@ async function measure(keys, store) {
       const tc = performance.now();
       let bytes = 0;
       const d = await slowestDuring(serve.baseUrl, secret, async () => {
-        bytes =
-          CALLS[name] === null
-            ? (await (await fetch(metricsUrl)).arrayBuffer()).byteLength
-            : await socketGet(join(home, 'ob-proxy.sock'), CALLS[name]);
+        bytes = await getApart(
+          CALLS[name] === null ? { url: metricsUrl } : { socketPath: join(home, 'ob-proxy.sock'), path: CALLS[name] },
+        );
       });
       calls[name] = {
         ms: Math.round(performance.now() - tc),
@@ -431,6 +448,7 @@ async function measureProbes(instances, probing) {
       args: probing ? [] : ['--probe-interval', '0'],
       env: { OB_BENCH_HOLDS: holdsFile, OB_BENCH_HOLDS_OVER: arg('--holds-over', '') },
       nodeArgs: [...NODE_ARGS, '--import', join(ROOT, 'bench/loop-holds.mjs')],
+      launcher: LAUNCHER,
       logs: outFd ?? 'ignore',
       timeoutMs: 600_000,
     });
