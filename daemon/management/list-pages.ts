@@ -4,6 +4,7 @@ import type { KeyRecord } from '../../src/domain/key.js';
 import { obError } from '../../src/errors.js';
 import { clipped } from '../../src/printable.js';
 import type { KeyPage, Registry } from '../../src/services/registry.js';
+import { nextTurn } from '../turn-budget.js';
 
 /** The largest page a list route answers with (`limit`). */
 export const MAX_PAGE = 10_000;
@@ -13,10 +14,6 @@ export const MAX_PAGE = 10_000;
  * millisecond of views and JSON, so a list of 1,000,000 keys never holds a request for longer.
  */
 export const STREAM_PAGE = 500;
-
-import { nextTurn } from '../turn-budget.js';
-
-export { nextTurn };
 
 /** `limit`, a whole number from 1 to MAX_PAGE; undefined: the whole list. */
 export function pageLimit(value: string | undefined): number | undefined {

@@ -1,4 +1,5 @@
-import { STREAM_PAGE, nextTurn } from './list-pages.js';
+import { nextTurn } from '../turn-budget.js';
+import { STREAM_PAGE } from './list-pages.js';
 
 /**
  * Comparisons made between two turns of the event loop: a few times a page, as the comparisons of

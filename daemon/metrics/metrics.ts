@@ -279,10 +279,10 @@ export class Metrics {
     this.storeWrites.observe(seconds);
   }
 
-  /** The exposition, after dropping what has been gone for longer than GONE_RETAIN_MS. */
   /**
-   * The exposition in pieces, each written as it is made: prom-client's metrics, then the
-   * per-instance gauges SERIES_A_TURN series at a time (text-gauge.ts).
+   * The exposition, after dropping what has been gone for longer than GONE_RETAIN_MS, in pieces
+   * each written as it is made: prom-client's metrics, then the per-instance gauges a piece at a
+   * time (text-gauge.ts).
    */
   async *scrapePieces(): AsyncGenerator<string> {
     this.prune(this.clock.now());

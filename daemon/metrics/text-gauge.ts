@@ -27,8 +27,9 @@ function quoted(value: string): string {
 
 /**
  * The gauge's exposition (HELP, TYPE, a line a series) in pieces of SERIES_A_TURN series at most
- * (turn-budget.ts), with a turn of the event loop between them: a scrape writes each piece as it is made, so no text of
- * every series is ever held (a rope of 2.7 MB, encoded at once, held the loop for 50 ms).
+ * (turn-budget.ts), with a turn of the event loop between them: a scrape writes each piece as it
+ * is made, so no text of every series is ever held (a rope of 2.7 MB, encoded at once, held the
+ * loop for 50 ms).
  */
 export async function* gaugePieces(g: TextGauge): AsyncGenerator<string> {
   let text = `# HELP ${g.name} ${g.help.replace(/\\/g, '\\\\').replace(/\n/g, '\\n')}\n# TYPE ${g.name} gauge\n`;

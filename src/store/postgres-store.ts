@@ -325,9 +325,9 @@ export class PostgresStore implements Store {
   }
 
   /**
-   * Read newest first, a page of rows (AUDIT_PAGE) a query: the rows of one answer arrive together and are
-   * parsed in one go (10,000 events held the daemon's event loop for 50 ms), and between two
-   * queries the loop is free.
+   * Read newest first, a page of rows (AUDIT_PAGE) a query: the rows of one answer arrive
+   * together and are parsed in one go (10,000 events held the daemon's event loop for 50 ms), and
+   * between two queries the loop is free.
    */
   async auditEvents(q: AuditQuery): Promise<readonly Readonly<AuditEvent>[]> {
     const out: AuditEvent[] = [];
