@@ -234,6 +234,24 @@ async function hold(proc, file) {
   throw new Error('the daemon never answered SIGUSR2 (is bench/loop-holds.mjs loaded?)');
 }
 
+/**
+ * The daemon of a measurement, with bench/loop-holds.mjs loaded (`hold` asks it), pinned with
+ * --pin-daemon, its output in --daemon-out. Its `holdsFile` is where the holds are written.
+ */
+async function serveWithHolds(home, args) {
+  const holdsFile = arg('--holds-file', null) ?? join(home, 'holds.jsonl');
+  const serve = await startServe({
+    home,
+    args,
+    env: { OB_BENCH_HOLDS: holdsFile, OB_BENCH_HOLDS_OVER: arg('--holds-over', '') },
+    nodeArgs: [...NODE_ARGS, '--import', join(ROOT, 'bench/loop-holds.mjs')],
+    launcher: LAUNCHER,
+    logs: outFd ?? 'ignore',
+    timeoutMs: 600_000,
+  });
+  return Object.assign(serve, { holdsFile });
+}
+
 /** `ob-proxy keys list --all`, its lines counted. */
 function listAll(home, counted) {
   const proc = spawn(process.execPath, [OB_BIN, 'keys', 'list', '--all', '--home', home], {
@@ -315,17 +333,8 @@ async function measure(keys, store) {
     const pg0 = store === 'postgres' ? pgCpuMs() : 0;
     const t0 = performance.now();
     mark(`${store} ${keys} start`);
-    const holdsFile = arg('--holds-file', null) ?? join(home, 'holds.jsonl');
-    serve = await startServe({
-      home,
-      args,
-      env: { OB_BENCH_HOLDS: holdsFile, OB_BENCH_HOLDS_OVER: arg('--holds-over', '') },
-      nodeArgs: [...NODE_ARGS, '--import', join(ROOT, 'bench/loop-holds.mjs')],
-      launcher: LAUNCHER,
-      logs: outFd ?? 'ignore',
-      timeoutMs: 600_000,
-    });
-    const held = () => hold(serve.proc, holdsFile);
+    serve = await serveWithHolds(home, args);
+    const held = () => hold(serve.proc, serve.holdsFile);
     const startMs = performance.now() - t0;
     // Its CPU to start: on a shared machine the wall time is the neighbours' as much as its own.
     const startCpuMs = cpuMs(serve.proc.pid);
@@ -442,17 +451,8 @@ async function measureProbes(instances, probing) {
       inst.endpoint = `http://127.1.${(i >> 8) & 255}.${i & 255}:${port}`;
     });
     writeStore(join(home, 'db.json'), data);
-    const holdsFile = arg('--holds-file', null) ?? join(home, 'holds.jsonl');
-    serve = await startServe({
-      home,
-      args: probing ? [] : ['--probe-interval', '0'],
-      env: { OB_BENCH_HOLDS: holdsFile, OB_BENCH_HOLDS_OVER: arg('--holds-over', '') },
-      nodeArgs: [...NODE_ARGS, '--import', join(ROOT, 'bench/loop-holds.mjs')],
-      launcher: LAUNCHER,
-      logs: outFd ?? 'ignore',
-      timeoutMs: 600_000,
-    });
-    const held = () => hold(serve.proc, holdsFile);
+    serve = await serveWithHolds(home, probing ? [] : ['--probe-interval', '0']);
+    const held = () => hold(serve.proc, serve.holdsFile);
     const client = new DaemonClient(join(home, 'ob-proxy.sock'));
     await client.addInstance({ id: 'timed', model: 'gemma4:26b', endpoint: `${up.url}/v1` });
     await client.ready('timed', { wait: true, probe: false });
