@@ -34,6 +34,8 @@ export class SessionConnection {
   private chores = false;
   /** The application_name the open connection has. */
   private labelled: string | null = null;
+  /** A relabel waiting for the check under way. */
+  private relabelling: Promise<void> | null = null;
   /** The store closed: no connection opens again. */
   private ended = false;
 
@@ -58,8 +60,15 @@ export class SessionConnection {
    * read the label before the change: one more follows it.
    */
   relabel(): Promise<void> {
-    const after = (this.checking ?? Promise.resolve()).then(() => this.check());
-    return after.catch(() => {});
+    // One waits at most: a hundred revocations refused while the database is down ask for one
+    // more check, not a hundred connection attempts in a row.
+    this.relabelling ??= (this.checking ?? Promise.resolve())
+      .then(() => {
+        this.relabelling = null;
+        return this.check();
+      })
+      .catch(() => {});
+    return this.relabelling;
   }
 
   /** Waits for an opening or a check under way. */
